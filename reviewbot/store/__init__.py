@@ -1,0 +1,54 @@
+"""Persistence for reviewbot: reviews, LLM calls, findings, feedback and MR leases.
+
+SQLite by default (one file in the user data directory), PostgreSQL for teams.
+Open a `Store` with `Store.from_url(url)` after `ensure_schema(url)`.
+"""
+
+from __future__ import annotations
+
+import re
+
+import platformdirs
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
+
+from reviewbot.store.migrate import current_revision, ensure_schema, head_revision, upgrade
+from reviewbot.store.store import (
+    RecordNotFound,
+    Store,
+    make_engine,
+    normalize_database_url,
+    scrub_secrets,
+)
+
+APP_NAME = "reviewbot"
+DATABASE_FILE_NAME = "reviewbot.db"
+_URL_PASSWORD = re.compile(r"(://[^/\s:@]*:)[^@\s/]*@")
+
+__all__ = [
+    "RecordNotFound",
+    "Store",
+    "current_revision",
+    "default_database_url",
+    "ensure_schema",
+    "head_revision",
+    "make_engine",
+    "normalize_database_url",
+    "redact_url",
+    "scrub_secrets",
+    "upgrade",
+]
+
+
+def default_database_url() -> str:
+    """SQLite file in the user data dir, e.g. `sqlite:////home/u/.local/share/reviewbot/reviewbot.db`."""
+    path = platformdirs.user_data_path(APP_NAME) / DATABASE_FILE_NAME
+    return f"sqlite:///{path}"
+
+
+def redact_url(url: str) -> str:
+    """`url` with its password hidden, fit for log lines and error messages."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return _URL_PASSWORD.sub(r"\1***@", url)

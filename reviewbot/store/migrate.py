@@ -1,0 +1,89 @@
+"""Schema migrations: run Alembic from code, without an alembic.ini.
+
+The Alembic scripts live in the top-level `migrations/` folder, found relative to the
+installed package (`Path(reviewbot.__file__).parent.parent / "migrations"`). The Config is
+built here; the migration runs on a connection we open ourselves and hand to `env.py`
+through `config.attributes["connection"]` (Alembic cookbook, "Sharing a Connection across
+one or more programmatic migration commands":
+https://alembic.sqlalchemy.org/en/latest/cookbook.html#connection-sharing).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Connection, text
+
+from reviewbot.store.store import make_engine
+
+# reviewbot/store/migrate.py -> project root, i.e. Path(reviewbot.__file__).parent.parent; taken
+# from this file because an editable install may expose `reviewbot` as a namespace package,
+# whose __file__ is None.
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+MIGRATIONS_DIR = PROJECT_ROOT / "migrations"
+
+# Any constant works: it only has to be the same for every reviewbot process sharing a
+# PostgreSQL database, so that two workers starting at once do not migrate concurrently.
+# https://www.postgresql.org/docs/current/functions-admin.html#FUNCTIONS-ADVISORY-LOCKS
+MIGRATION_ADVISORY_LOCK_KEY = 0x7265766965776274  # "reviewbt"
+
+
+def alembic_config() -> Config:
+    """An Alembic Config pointing at the packaged `migrations/` folder."""
+    if not (MIGRATIONS_DIR / "env.py").is_file():
+        raise FileNotFoundError(f"Alembic scripts not found in {MIGRATIONS_DIR}")
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    return config
+
+
+def head_revision() -> str:
+    """The newest revision the code knows."""
+    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+    if head is None:
+        raise RuntimeError(f"no migration found in {MIGRATIONS_DIR}")
+    return head
+
+
+def upgrade(url: str) -> None:
+    """Migrate the database at `url` to the newest revision (a no-op when already there)."""
+    engine = make_engine(url)
+    try:
+        with engine.begin() as connection:
+            _serialise_migrations(connection)
+            config = alembic_config()
+            config.attributes["connection"] = connection
+            command.upgrade(config, "head")
+    finally:
+        engine.dispose()
+
+
+def current_revision(url: str) -> str | None:
+    """The revision the database at `url` is at; None for a blank database."""
+    engine = make_engine(url)
+    try:
+        with engine.connect() as connection:
+            return MigrationContext.configure(connection).get_current_revision()
+    finally:
+        engine.dispose()
+
+
+def ensure_schema(url: str) -> None:
+    """On start: bring the database up to date when it is behind (cheap when it is not)."""
+    if current_revision(url) != head_revision():
+        upgrade(url)
+
+
+def _serialise_migrations(connection: Connection) -> None:
+    """PostgreSQL: hold a transaction-scoped advisory lock while migrating.
+
+    SQLite needs nothing: its writers are serialised by the database file lock.
+    """
+    if connection.dialect.name == "postgresql":
+        connection.execute(
+            text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_ADVISORY_LOCK_KEY}
+        )

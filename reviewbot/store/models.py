@@ -1,0 +1,285 @@
+"""SQLAlchemy tables for reviews, LLM calls, findings, feedback and MR locks.
+
+The schema is shaped for the weekly accuracy report: every review keeps its coverage and
+token totals, every LLM call its latency figures, every finding its fate on GitLab
+(posted, resolved, outdated...) and every thumbs up/down or resolution lands in `feedback`.
+
+The tables here are the *target* of the Alembic migrations in the top-level `migrations/`
+folder; the database is never created from this module directly (no `create_all`).
+A test migrates a blank database and compares it with this metadata, so the two never drift.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any, ClassVar
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    CheckConstraint,
+    DateTime,
+    Dialect,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    TypeDecorator,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+# Deterministic constraint names, so migrations can refer to them on every backend.
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+PROJECT_LENGTH = 512
+SHA_LENGTH = 64  # SHA-1 is 40 hex digits, SHA-256 repositories use 64
+SHORT_LABEL_LENGTH = 32
+NAME_LENGTH = 255
+PATH_LENGTH = 1024
+EVENT_KEY_LENGTH = 255
+
+
+class Trigger(StrEnum):
+    """What started a review."""
+
+    CLI = "cli"
+    CI = "ci"
+    WEBHOOK = "webhook"
+    NOTE = "note"
+    LOCAL = "local"
+
+
+class ReviewStatus(StrEnum):
+    """Life cycle of a review."""
+
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    SUPERSEDED = "superseded"
+
+
+class CallMode(StrEnum):
+    """How structured output was obtained from the model for one call."""
+
+    TOOL_CALLS = "tool_calls"
+    JSON_SCHEMA = "json_schema"
+    CONTENT = "content"
+
+
+class Side(StrEnum):
+    """Which side of the diff a finding is anchored to."""
+
+    NEW = "new"
+    OLD = "old"
+
+
+class Anchor(StrEnum):
+    """How precisely a finding could be placed on the diff."""
+
+    EXACT = "exact"
+    REANCHORED = "reanchored"
+    FILE = "file"
+
+
+class FindingState(StrEnum):
+    """What happened to a finding on GitLab."""
+
+    POSTED = "posted"
+    SUMMARY = "summary"
+    DUPLICATE = "duplicate"
+    DRY_RUN = "dry_run"
+    RESOLVED = "resolved"
+    OUTDATED = "outdated"
+    FAILED = "failed"
+
+
+class FeedbackKind(StrEnum):
+    """Where a piece of human feedback came from."""
+
+    AWARD = "award"
+    RESOLUTION = "resolution"
+    REPLY = "reply"
+
+
+# Findings in these states have a discussion on GitLab: a re-run must not post them again.
+PUBLISHED_STATES: tuple[FindingState, ...] = (
+    FindingState.POSTED,
+    FindingState.RESOLVED,
+    FindingState.OUTDATED,
+)
+
+
+def _one_of(column: str, choices: type[StrEnum]) -> str:
+    """SQL condition accepting only the values of `choices` (NULL passes, as in SQL)."""
+    quoted = ", ".join(f"'{choice.value}'" for choice in choices)
+    return f"{column} IN ({quoted})"
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Timezone-aware UTC timestamps on every backend.
+
+    PostgreSQL stores `timestamptz`; SQLite has no time zones, so values are stored as UTC
+    and handed back with `tzinfo=UTC`. Naive datetimes are refused: they are always a bug.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError(f"naive datetime {value!r}: pass a timezone-aware value")
+        utc_value = value.astimezone(UTC)
+        if dialect.name == "sqlite":
+            return utc_value.replace(tzinfo=None)
+        return utc_value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value.astimezone(UTC)
+
+
+class Base(DeclarativeBase):
+    """Declarative base carrying the shared metadata and naming convention."""
+
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+    type_annotation_map: ClassVar[dict[Any, Any]] = {datetime: UTCDateTime()}
+
+
+class Review(Base):
+    """One run of the review pipeline on one MR head (or a local diff)."""
+
+    __tablename__ = "reviews"
+    __table_args__ = (
+        CheckConstraint(_one_of("trigger", Trigger), name="trigger"),
+        CheckConstraint(_one_of("status", ReviewStatus), name="status"),
+        Index(None, "project", "mr_iid"),
+        Index(None, "started_at"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    project: Mapped[str] = mapped_column(String(PROJECT_LENGTH))
+    mr_iid: Mapped[int | None]
+    head_sha: Mapped[str] = mapped_column(String(SHA_LENGTH))
+    base_sha: Mapped[str | None] = mapped_column(String(SHA_LENGTH))
+    start_sha: Mapped[str | None] = mapped_column(String(SHA_LENGTH))
+    trigger: Mapped[str] = mapped_column(String(SHORT_LABEL_LENGTH))
+    status: Mapped[str] = mapped_column(String(SHORT_LABEL_LENGTH))
+    model: Mapped[str] = mapped_column(String(NAME_LENGTH))
+    prompt_version: Mapped[str] = mapped_column(String(SHORT_LABEL_LENGTH))
+    started_at: Mapped[datetime]
+    finished_at: Mapped[datetime | None]
+    files_total: Mapped[int | None]
+    files_reviewed: Mapped[int | None]
+    changed_lines_total: Mapped[int | None]
+    changed_lines_covered: Mapped[int | None]
+    skipped: Mapped[list[dict[str, str]] | None] = mapped_column(JSON)
+    chunks: Mapped[int] = mapped_column(default=0)
+    prompt_tokens: Mapped[int] = mapped_column(default=0)
+    completion_tokens: Mapped[int] = mapped_column(default=0)
+    cached_tokens: Mapped[int] = mapped_column(default=0)
+    summary_note_id: Mapped[int | None] = mapped_column(BigInteger)
+    error: Mapped[str | None] = mapped_column(Text)
+
+
+class LLMCall(Base):
+    """One request to the model server (one chunk attempt)."""
+
+    __tablename__ = "llm_calls"
+    __table_args__ = (CheckConstraint(_one_of("mode", CallMode), name="mode"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    review_id: Mapped[int] = mapped_column(ForeignKey("reviews.id", ondelete="CASCADE"), index=True)
+    chunk_index: Mapped[int]
+    mode: Mapped[str] = mapped_column(String(SHORT_LABEL_LENGTH))
+    outcome: Mapped[str] = mapped_column(String(SHORT_LABEL_LENGTH))
+    prompt_tokens: Mapped[int] = mapped_column(default=0)
+    completion_tokens: Mapped[int] = mapped_column(default=0)
+    cached_tokens: Mapped[int] = mapped_column(default=0)
+    ttft_ms: Mapped[float | None]
+    latency_ms: Mapped[float | None]
+    slot_wait_ms: Mapped[float | None]
+    retries: Mapped[int] = mapped_column(default=0)
+    invalid_tool_calls: Mapped[int] = mapped_column(default=0)
+    error: Mapped[str | None] = mapped_column(Text)
+    started_at: Mapped[datetime]
+
+
+class Finding(Base):
+    """One comment the model made, anchored to the diff, and what became of it."""
+
+    __tablename__ = "findings"
+    __table_args__ = (
+        CheckConstraint(_one_of("side", Side), name="side"),
+        CheckConstraint(_one_of("anchor", Anchor), name="anchor"),
+        CheckConstraint(_one_of("state", FindingState), name="state"),
+        Index(None, "project", "mr_iid", "fingerprint"),
+        Index(None, "created_at"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    review_id: Mapped[int] = mapped_column(ForeignKey("reviews.id", ondelete="CASCADE"), index=True)
+    project: Mapped[str] = mapped_column(String(PROJECT_LENGTH))
+    mr_iid: Mapped[int | None]
+    fingerprint: Mapped[str] = mapped_column(String(SHA_LENGTH))
+    path: Mapped[str] = mapped_column(String(PATH_LENGTH))
+    side: Mapped[str] = mapped_column(String(SHORT_LABEL_LENGTH))
+    line: Mapped[int | None]
+    end_line: Mapped[int | None]
+    severity: Mapped[str] = mapped_column(String(SHORT_LABEL_LENGTH))
+    category: Mapped[str] = mapped_column(String(SHORT_LABEL_LENGTH))
+    title: Mapped[str] = mapped_column(Text)
+    body: Mapped[str] = mapped_column(Text)
+    anchor: Mapped[str] = mapped_column(String(SHORT_LABEL_LENGTH))
+    state: Mapped[str] = mapped_column(String(SHORT_LABEL_LENGTH))
+    discussion_id: Mapped[str | None] = mapped_column(String(SHA_LENGTH))
+    note_id: Mapped[int | None] = mapped_column(BigInteger)
+    created_at: Mapped[datetime]
+    resolved_at: Mapped[datetime | None]
+
+
+class Feedback(Base):
+    """A human reaction to a finding: award emoji, resolution or reply."""
+
+    __tablename__ = "feedback"
+    __table_args__ = (
+        CheckConstraint(_one_of("kind", FeedbackKind), name="kind"),
+        Index(None, "created_at"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    finding_id: Mapped[int | None] = mapped_column(
+        ForeignKey("findings.id", ondelete="SET NULL"), index=True
+    )
+    project: Mapped[str] = mapped_column(String(PROJECT_LENGTH))
+    mr_iid: Mapped[int | None]
+    note_id: Mapped[int | None] = mapped_column(BigInteger)
+    kind: Mapped[str] = mapped_column(String(SHORT_LABEL_LENGTH))
+    value: Mapped[str] = mapped_column(String(SHORT_LABEL_LENGTH))
+    username: Mapped[str | None] = mapped_column(String(NAME_LENGTH))
+    event_key: Mapped[str] = mapped_column(String(EVENT_KEY_LENGTH), unique=True)
+    created_at: Mapped[datetime]
+
+
+class MRLock(Base):
+    """A lease serialising review runs on one MR across processes and hosts."""
+
+    __tablename__ = "mr_locks"
+
+    project: Mapped[str] = mapped_column(String(PROJECT_LENGTH), primary_key=True)
+    mr_iid: Mapped[int] = mapped_column(Integer, primary_key=True)
+    holder: Mapped[str] = mapped_column(String(NAME_LENGTH))
+    expires_at: Mapped[datetime]

@@ -1,0 +1,434 @@
+"""The `Store`: every read and write reviewbot makes to its database.
+
+Plain values in, plain values out (ints, strings, dicts): callers never see ORM objects or
+sessions. The Engine is passed in (or built by `Store.from_url`) and never global; the
+schema is created by `reviewbot.store.migrate`, never here.
+
+Works on SQLite (default, one file) and PostgreSQL. Where the two differ (conflict-tolerant
+inserts), the dialect's own `INSERT ... ON CONFLICT DO NOTHING` is used; both support it
+(SQLite >= 3.24, https://www.sqlite.org/lang_upsert.html; PostgreSQL >= 9.5).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping
+from datetime import UTC, datetime, timedelta
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, delete, event, insert, or_, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.orm import Session
+
+from reviewbot.store.models import (
+    PUBLISHED_STATES,
+    Anchor,
+    Base,
+    CallMode,
+    FeedbackKind,
+    FindingState,
+    ReviewStatus,
+    Side,
+    Trigger,
+)
+from reviewbot.store.models import Feedback as FeedbackRow
+from reviewbot.store.models import Finding as FindingRow
+from reviewbot.store.models import LLMCall as LLMCallRow
+from reviewbot.store.models import MRLock as MRLockRow
+from reviewbot.store.models import Review as ReviewRow
+
+Clock = Callable[[], datetime]
+
+# SQLite: wait this long for another process's write lock instead of failing at once.
+# https://www.sqlite.org/pragma.html#pragma_busy_timeout
+SQLITE_BUSY_TIMEOUT_MS = 5_000
+SQLITE_MEMORY_DATABASES = {None, "", ":memory:"}
+POSTGRES_DRIVER = "postgresql+psycopg"
+POSTGRES_SCHEMES = {"postgres", "postgresql"}
+
+COVERAGE_FIELDS = frozenset(
+    {"files_total", "files_reviewed", "changed_lines_total", "changed_lines_covered", "skipped"}
+)
+LLM_CALL_FIELDS = frozenset(
+    {
+        "chunk_index", "mode", "outcome", "prompt_tokens", "completion_tokens",
+        "cached_tokens", "ttft_ms", "latency_ms", "slot_wait_ms", "retries",
+        "invalid_tool_calls", "error", "started_at",
+    }
+)  # fmt: skip
+FINDING_FIELDS = frozenset(
+    {
+        "project", "mr_iid", "fingerprint", "path", "side", "line", "end_line", "severity",
+        "category", "title", "body", "anchor", "state", "discussion_id", "note_id",
+        "created_at", "resolved_at",
+    }
+)  # fmt: skip
+FINDING_UPDATABLE_FIELDS = frozenset(
+    {
+        "state", "discussion_id", "note_id", "resolved_at", "line", "end_line", "side",
+        "anchor", "body", "title", "severity", "category",
+    }
+)  # fmt: skip
+FEEDBACK_FIELDS = frozenset(
+    {
+        "finding_id", "project", "mr_iid", "note_id", "kind", "value", "username",
+        "event_key", "created_at",
+    }
+)  # fmt: skip
+FIELD_CHOICES: dict[str, type[StrEnum]] = {
+    "trigger": Trigger,
+    "status": ReviewStatus,
+    "mode": CallMode,
+    "side": Side,
+    "anchor": Anchor,
+    "state": FindingState,
+    "kind": FeedbackKind,
+}
+
+# Secrets must never reach the database: error texts are scrubbed of the usual carriers.
+_SECRET_PATTERNS = (
+    (re.compile(r"(://[^/\s:@]*:)[^@\s/]+@"), r"\1***@"),  # scheme://user:password@host
+    (re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]+"), r"\1***"),
+    (re.compile(r"(?i)((?:private|job)-token[\"']?\s*[:=]\s*[\"']?)[^\s\"',}]+"), r"\1***"),
+    (re.compile(r"\bglpat-[A-Za-z0-9_-]+"), "glpat-***"),  # GitLab personal access tokens
+)
+
+
+class RecordNotFound(LookupError):
+    """Raised when a review or finding id does not exist."""
+
+
+def utc_now() -> datetime:
+    """The default clock: the current time, timezone-aware, in UTC."""
+    return datetime.now(UTC)
+
+
+def normalize_database_url(url: str) -> URL:
+    """Parse `url`, selecting the psycopg 3 driver for `postgresql://` / `postgres://` URLs."""
+    parsed = make_url(url)
+    if parsed.drivername in POSTGRES_SCHEMES:
+        parsed = parsed.set(drivername=POSTGRES_DRIVER)
+    return parsed
+
+
+def scrub_secrets(text: str | None) -> str | None:
+    """Hide passwords and tokens that error messages sometimes carry."""
+    if text is None:
+        return None
+    for pattern, replacement in _SECRET_PATTERNS:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+def make_engine(url: str) -> Engine:
+    """Create an Engine for `url`; SQLite gets its parent directory and WAL + busy_timeout."""
+    parsed = normalize_database_url(url)
+    if parsed.get_backend_name() != "sqlite":
+        return create_engine(parsed, pool_pre_ping=True)
+    if parsed.database not in SQLITE_MEMORY_DATABASES:
+        Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+    engine = create_engine(parsed)
+    event.listen(engine, "connect", _configure_sqlite_connection)
+    return engine
+
+
+def _configure_sqlite_connection(dbapi_connection: Any, _record: Any) -> None:
+    """WAL lets readers run beside one writer; foreign keys are off in SQLite unless asked."""
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+        cursor.execute("PRAGMA foreign_keys=ON")
+    finally:
+        cursor.close()
+
+
+def _check_fields(given: Iterable[str], allowed: frozenset[str], what: str) -> None:
+    unknown = sorted(set(given) - allowed)
+    if unknown:
+        raise ValueError(f"unknown {what} field(s): {', '.join(unknown)}")
+
+
+def _check_choices(values: Mapping[str, Any]) -> None:
+    for field, choices in FIELD_CHOICES.items():
+        value = values.get(field)
+        if value is not None and value not in {choice.value for choice in choices}:
+            allowed = ", ".join(choice.value for choice in choices)
+            raise ValueError(f"{field}={value!r} is not one of: {allowed}")
+
+
+def _as_dict(row: Base) -> dict[str, Any]:
+    return {column.key: getattr(row, column.key) for column in row.__table__.columns}
+
+
+class Store:
+    """Reads and writes reviews, LLM calls, findings, feedback and MR leases."""
+
+    def __init__(self, engine: Engine, *, clock: Clock = utc_now) -> None:
+        self._engine = engine
+        self._clock = clock
+
+    @classmethod
+    def from_url(cls, url: str, *, clock: Clock = utc_now) -> Store:
+        """Build the Engine for `url` (does not migrate: see `migrate.ensure_schema`)."""
+        return cls(make_engine(url), clock=clock)
+
+    @property
+    def engine(self) -> Engine:
+        return self._engine
+
+    def close(self) -> None:
+        """Close pooled connections."""
+        self._engine.dispose()
+
+    # -- reviews -----------------------------------------------------------------------
+
+    def start_review(
+        self,
+        *,
+        project: str,
+        mr_iid: int | None,
+        head_sha: str,
+        base_sha: str | None,
+        start_sha: str | None,
+        trigger: str,
+        model: str,
+        prompt_version: str,
+    ) -> int:
+        """Record a review that starts now, in state `running`; return its id."""
+        values = {
+            "project": project, "mr_iid": mr_iid, "head_sha": head_sha, "base_sha": base_sha,
+            "start_sha": start_sha, "trigger": trigger, "model": model,
+            "prompt_version": prompt_version, "status": ReviewStatus.RUNNING.value,
+            "started_at": self._clock(),
+        }  # fmt: skip
+        _check_choices(values)
+        with Session(self._engine) as session, session.begin():
+            review = ReviewRow(**values)
+            session.add(review)
+            session.flush()
+            return review.id
+
+    def finish_review(
+        self,
+        review_id: int,
+        *,
+        status: str,
+        coverage: dict[str, Any] | None = None,
+        chunks: int = 0,
+        prompt_tokens: int = 0,
+        completion_tokens: int = 0,
+        cached_tokens: int = 0,
+        summary_note_id: int | None = None,
+        error: str | None = None,
+    ) -> None:
+        """Close a review: final status, coverage (see COVERAGE_FIELDS), token totals."""
+        if status == ReviewStatus.RUNNING:
+            raise ValueError("finish_review needs a final status, not 'running'")
+        coverage = dict(coverage or {})
+        _check_fields(coverage, COVERAGE_FIELDS, "coverage")
+        values = {
+            "status": status, "finished_at": self._clock(), "chunks": chunks,
+            "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+            "cached_tokens": cached_tokens, "summary_note_id": summary_note_id,
+            "error": scrub_secrets(error), **coverage,
+        }  # fmt: skip
+        _check_choices(values)
+        self._update_one(ReviewRow, review_id, values)
+
+    def review(self, review_id: int) -> dict[str, Any]:
+        """The review row as a dict; RecordNotFound if it does not exist."""
+        with Session(self._engine) as session:
+            row = session.get(ReviewRow, review_id)
+            if row is None:
+                raise RecordNotFound(f"review {review_id} not found")
+            return _as_dict(row)
+
+    # -- LLM calls ---------------------------------------------------------------------
+
+    def record_llm_calls(self, review_id: int, calls: list[dict[str, Any]]) -> None:
+        """Store the calls made for one review (keys: see LLM_CALL_FIELDS)."""
+        rows = [self._llm_call_values(review_id, call) for call in calls]
+        if not rows:
+            return
+        with self._engine.begin() as connection:
+            connection.execute(insert(LLMCallRow), rows)
+
+    def _llm_call_values(self, review_id: int, call: Mapping[str, Any]) -> dict[str, Any]:
+        _check_fields(call, LLM_CALL_FIELDS, "llm call")
+        values = {
+            "prompt_tokens": 0, "completion_tokens": 0, "cached_tokens": 0, "retries": 0,
+            "invalid_tool_calls": 0, "ttft_ms": None, "latency_ms": None,
+            "slot_wait_ms": None, "error": None, "started_at": self._clock(),
+            **call, "review_id": review_id,
+        }  # fmt: skip
+        values["error"] = scrub_secrets(values["error"])
+        _check_choices(values)
+        return values
+
+    def llm_calls(self, review_id: int) -> list[dict[str, Any]]:
+        """The calls of one review, in the order they were recorded."""
+        query = select(LLMCallRow).where(LLMCallRow.review_id == review_id).order_by(LLMCallRow.id)
+        return self._all(query)
+
+    # -- findings ----------------------------------------------------------------------
+
+    def record_findings(self, review_id: int, findings: list[dict[str, Any]]) -> list[int]:
+        """Store findings of a review; return their ids in input order.
+
+        `project` and `mr_iid` default to the review's; `created_at` to now.
+        """
+        if not findings:
+            return []
+        review = self.review(review_id)
+        defaults = {
+            "project": review["project"], "mr_iid": review["mr_iid"], "line": None,
+            "end_line": None, "discussion_id": None, "note_id": None,
+            "resolved_at": None, "created_at": self._clock(),
+        }  # fmt: skip
+        rows = []
+        for finding in findings:
+            _check_fields(finding, FINDING_FIELDS, "finding")
+            values = {**defaults, **finding, "review_id": review_id}
+            _check_choices(values)
+            rows.append(values)
+        statement = insert(FindingRow).returning(FindingRow.id, sort_by_parameter_order=True)
+        with self._engine.begin() as connection:
+            return list(connection.scalars(statement, rows))
+
+    def update_finding(self, finding_id: int, **fields: Any) -> None:
+        """Change a finding's fate, e.g. `state="posted", discussion_id=..., note_id=...`."""
+        _check_fields(fields, FINDING_UPDATABLE_FIELDS, "updatable finding")
+        _check_choices(fields)
+        if fields:
+            self._update_one(FindingRow, finding_id, fields)
+
+    def findings(self, review_id: int) -> list[dict[str, Any]]:
+        """The findings of one review, in the order they were recorded."""
+        query = select(FindingRow).where(FindingRow.review_id == review_id).order_by(FindingRow.id)
+        return self._all(query)
+
+    def posted_findings(self, project: str, mr_iid: int) -> dict[str, dict[str, Any]]:
+        """Fingerprint -> latest finding with a discussion on GitLab, for one MR.
+
+        "Posted" means any of PUBLISHED_STATES (posted, resolved, outdated): the comment
+        exists on the MR, so a re-run must skip it (and may use its discussion_id).
+        """
+        query = (
+            select(FindingRow)
+            .where(
+                FindingRow.project == project,
+                FindingRow.mr_iid == mr_iid,
+                FindingRow.state.in_([state.value for state in PUBLISHED_STATES]),
+            )
+            .order_by(FindingRow.id)
+        )
+        return {row["fingerprint"]: row for row in self._all(query)}
+
+    # -- MR leases ---------------------------------------------------------------------
+
+    def acquire_mr_lock(self, project: str, mr_iid: int, holder: str, ttl_s: float) -> bool:
+        """Take the lease on an MR for `ttl_s` seconds; True if `holder` now holds it.
+
+        Race-free on both backends: an INSERT that does nothing on conflict, then an UPDATE
+        that only matches an expired lease (or one `holder` already holds). Under PostgreSQL
+        READ COMMITTED a concurrent UPDATE re-checks its WHERE on the row version committed by
+        the winner, so only one taker can succeed
+        (https://www.postgresql.org/docs/current/transaction-iso.html#XACT-READ-COMMITTED);
+        SQLite runs one writer at a time.
+        """
+        now = self._clock()
+        expires_at = now + timedelta(seconds=ttl_s)
+        key = {"project": project, "mr_iid": mr_iid}
+        claim = self._insert_ignoring_conflict(
+            MRLockRow, {**key, "holder": holder, "expires_at": expires_at}, ["project", "mr_iid"]
+        )
+        take_over = (
+            update(MRLockRow)
+            .where(MRLockRow.project == project, MRLockRow.mr_iid == mr_iid)
+            .where(or_(MRLockRow.expires_at <= now, MRLockRow.holder == holder))
+            .values(holder=holder, expires_at=expires_at)
+        )
+        with self._engine.begin() as connection:
+            if connection.execute(claim).rowcount == 1:
+                return True
+            return connection.execute(take_over).rowcount == 1
+
+    def renew_mr_lock(self, project: str, mr_iid: int, holder: str, ttl_s: float) -> bool:
+        """Extend `holder`'s lease by `ttl_s` from now; False if someone else holds it."""
+        expires_at = self._clock() + timedelta(seconds=ttl_s)
+        renew = (
+            update(MRLockRow)
+            .where(
+                MRLockRow.project == project,
+                MRLockRow.mr_iid == mr_iid,
+                MRLockRow.holder == holder,
+            )
+            .values(expires_at=expires_at)
+        )
+        with self._engine.begin() as connection:
+            return connection.execute(renew).rowcount == 1
+
+    def release_mr_lock(self, project: str, mr_iid: int, holder: str) -> None:
+        """Give the lease back; does nothing if `holder` no longer holds it."""
+        release = delete(MRLockRow).where(
+            MRLockRow.project == project,
+            MRLockRow.mr_iid == mr_iid,
+            MRLockRow.holder == holder,
+        )
+        with self._engine.begin() as connection:
+            connection.execute(release)
+
+    # -- feedback ----------------------------------------------------------------------
+
+    def record_feedback(self, **fields: Any) -> bool:
+        """Store one feedback event; False when its `event_key` was already recorded.
+
+        Required: project, kind, value, event_key. Optional: finding_id, mr_iid, note_id,
+        username, created_at (defaults to now).
+        """
+        _check_fields(fields, FEEDBACK_FIELDS, "feedback")
+        values = {
+            "finding_id": None, "mr_iid": None, "note_id": None, "username": None,
+            "created_at": self._clock(), **fields,
+        }  # fmt: skip
+        _check_choices(values)
+        statement = self._insert_ignoring_conflict(FeedbackRow, values, ["event_key"])
+        with self._engine.begin() as connection:
+            return connection.execute(statement).rowcount == 1
+
+    def feedback(self, *, project: str, mr_iid: int | None = None) -> list[dict[str, Any]]:
+        """Feedback recorded for a project (optionally one MR), oldest first."""
+        query = select(FeedbackRow).where(FeedbackRow.project == project)
+        if mr_iid is not None:
+            query = query.where(FeedbackRow.mr_iid == mr_iid)
+        return self._all(query.order_by(FeedbackRow.id))
+
+    # -- helpers -----------------------------------------------------------------------
+
+    def _insert_ignoring_conflict(
+        self, model: type[Base], values: dict[str, Any], conflict_columns: list[str]
+    ) -> Any:
+        dialect_insert = {"sqlite": sqlite.insert, "postgresql": postgresql.insert}.get(
+            self._engine.dialect.name
+        )
+        if dialect_insert is None:
+            raise NotImplementedError(f"unsupported database: {self._engine.dialect.name}")
+        return (
+            dialect_insert(model)
+            .values(**values)
+            .on_conflict_do_nothing(index_elements=conflict_columns)
+        )
+
+    def _update_one(self, model: type[Base], row_id: int, values: dict[str, Any]) -> None:
+        statement = update(model).where(model.id == row_id).values(**values)  # type: ignore[attr-defined]
+        with self._engine.begin() as connection:
+            if connection.execute(statement).rowcount != 1:
+                raise RecordNotFound(f"{model.__tablename__} {row_id} not found")
+
+    def _all(self, query: Any) -> list[dict[str, Any]]:
+        with Session(self._engine) as session:
+            return [_as_dict(row) for row in session.scalars(query)]
