@@ -1,0 +1,1 @@
+"""Fake HTTP servers (GitLab, vLLM) that tests start on 127.0.0.1."""

