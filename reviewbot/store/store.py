@@ -345,7 +345,7 @@ class Store:
         key = {"project": project, "mr_iid": mr_iid}
         claim = self._insert_ignoring_conflict(
             MRLockRow, {**key, "holder": holder, "expires_at": expires_at}, ["project", "mr_iid"]
-        )
+        ).returning(MRLockRow.holder)
         take_over = (
             update(MRLockRow)
             .where(MRLockRow.project == project, MRLockRow.mr_iid == mr_iid)
@@ -353,7 +353,7 @@ class Store:
             .values(holder=holder, expires_at=expires_at)
         )
         with self._engine.begin() as connection:
-            if connection.execute(claim).rowcount == 1:
+            if connection.execute(claim).first() is not None:
                 return True
             return connection.execute(take_over).rowcount == 1
 
@@ -398,7 +398,7 @@ class Store:
         _check_choices(values)
         statement = self._insert_ignoring_conflict(FeedbackRow, values, ["event_key"])
         with self._engine.begin() as connection:
-            return connection.execute(statement).rowcount == 1
+            return connection.execute(statement.returning(FeedbackRow.id)).first() is not None
 
     def feedback(self, *, project: str, mr_iid: int | None = None) -> list[dict[str, Any]]:
         """Feedback recorded for a project (optionally one MR), oldest first."""
@@ -417,6 +417,8 @@ class Store:
         )
         if dialect_insert is None:
             raise NotImplementedError(f"unsupported database: {self._engine.dialect.name}")
+        # Callers add RETURNING and test for a row: rowcount is not reliable for INSERTs
+        # that SQLAlchemy may compile with an implicit RETURNING (it reads 0 on psycopg).
         return (
             dialect_insert(model)
             .values(**values)
