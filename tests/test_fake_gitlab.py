@@ -9,6 +9,7 @@ The expectations follow GitLab's REST API docs:
 from __future__ import annotations
 
 import subprocess
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,9 @@ PROJECT = "group/app"
 PER_PAGE = 2
 MODIFIED_LINES = 12
 CHANGED_LINE = 6
+BINARY_BYTES = bytes(range(256))
+LINE_CODE_MESSAGE = '{:line_code=>["can\'t be blank", "must be a valid line code"]}'
+FILES_IN_MR = 5  # modified, added, deleted, renamed, binary
 
 
 def _git(repo: Path, *args: str) -> str:
@@ -53,7 +57,7 @@ class Repo:
 
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory: pytest.TempPathFactory) -> Repo:
-    """main: app.py, old.txt, docs/guide.md; feature: modify, add, delete, rename."""
+    """main: app.py, old.txt, docs/guide.md; feature: modify, add, delete, rename, binary."""
     path = tmp_path_factory.mktemp("repo")
     _git(path, "init", "-q", "-b", "main")
     _git(path, "config", "user.email", "dev@example.com")
@@ -70,6 +74,7 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Repo:
     _write(path, "new_module.py", "def added():\n    return 1\n")
     (path / "old.txt").unlink()
     _git(path, "mv", "docs/guide.md", "docs/manual.md")
+    (path / "logo.png").write_bytes(BINARY_BYTES)
     _commit(path, "feature work")
     return Repo(path, original)
 
@@ -112,7 +117,7 @@ def test_merge_request_matches_the_git_repository(gl: gitlab.Gitlab, repo: Repo)
     assert mr.diff_refs["head_sha"] == head
     assert mr.diff_refs["start_sha"] == _git(repo.path, "rev-parse", "main")
     assert mr.diff_refs["base_sha"] == _git(repo.path, "merge-base", "main", "feature")
-    assert mr.changes_count == "4"
+    assert mr.changes_count == str(FILES_IN_MR)
     assert mr.author["username"] == "alice"
     assert mr.source_branch == "feature" and mr.target_branch == "main"
 
@@ -130,11 +135,13 @@ def test_diffs_paginate_and_describe_each_kind_of_change(
 ) -> None:
     path = "/projects/7/merge_requests/1/diffs"
     first = gl.http_list(path, per_page=PER_PAGE, iterator=True)
-    assert first.total == 4 and first.total_pages == 2 and first.next_page == 2
+    pages = -(-FILES_IN_MR // PER_PAGE)
+    assert first.total == FILES_IN_MR and first.total_pages == pages and first.next_page == 2
     files = gl.http_list(path, per_page=PER_PAGE, get_all=True)
-    assert fake.requests.count(("GET", "/api/v4" + path)) == 3  # one + two pages
+    assert fake.requests.count(("GET", "/api/v4" + path)) == 1 + pages
     by_path = {f["new_path"]: f for f in files}
-    assert len(files) == 4
+    assert len(files) == FILES_IN_MR
+    assert by_path["logo.png"]["diff"].startswith("Binary files ")
     assert by_path["new_module.py"]["new_file"] and by_path["new_module.py"]["a_mode"] == "0"
     assert by_path["old.txt"]["deleted_file"] and by_path["old.txt"]["b_mode"] == "0"
     renamed = by_path["docs/manual.md"]
@@ -155,7 +162,7 @@ def test_diffs_endpoint_is_missing_before_15_7(repo: Repo) -> None:
             gl.http_list("/projects/7/merge_requests/1/diffs")
         assert error.value.response_code == 404
         changes = _mr(gl).changes()
-        assert len(changes["changes"]) == 4 and changes["overflow"] is False
+        assert len(changes["changes"]) == FILES_IN_MR and changes["overflow"] is False
 
 
 def test_large_diff_comes_back_too_large_and_empty(fake: FakeGitLab, gl: gitlab.Gitlab) -> None:
@@ -186,14 +193,15 @@ def test_positions_accepted_on_added_removed_and_context_lines(
     removed = _position(mr, "app.py", old_line=CHANGED_LINE)
     context = _position(mr, "app.py", old_line=CHANGED_LINE - 1, new_line=CHANGED_LINE - 1)
     new_file = _position(mr, "new_module.py", new_line=1)
-    for position in (added, removed, context, new_file):
+    deleted_file = _position(mr, "old.txt", old_line=1)
+    for position in (added, removed, context, new_file, deleted_file):
         discussion = mr.discussions.create({"body": "look", "position": position})
         note = discussion.attributes["notes"][0]
         assert note["type"] == "DiffNote"
         assert note["position"]["new_line"] == position.get("new_line")
         assert note["position"]["old_line"] == position.get("old_line")
         assert len(discussion.id) == 40
-    assert len(fake.discussions(PROJECT, 1)) == 4
+    assert len(fake.discussions(PROJECT, 1)) == 5
     stored = fake.notes(PROJECT, 1)[0]
     # GitLab's parser: the added line follows the removed one, so the old counter moved on.
     expected = line_code("app.py", CHANGED_LINE + 1, CHANGED_LINE)
@@ -214,7 +222,7 @@ def test_wrong_line_is_refused_with_gitlabs_text(gl: gitlab.Gitlab, lines: dict[
     with pytest.raises(gitlab.GitlabCreateError) as error:
         mr.discussions.create({"body": "x", "position": _position(mr, "app.py", **lines)})
     assert error.value.response_code == 400
-    assert "{:line_code=>[\"can't be blank\", \"must be a valid line code\"]}" in str(error.value)
+    assert LINE_CODE_MESSAGE in str(error.value)
 
 
 def test_stale_head_sha_is_refused(gl: gitlab.Gitlab, repo: Repo) -> None:
@@ -285,6 +293,17 @@ def test_notes_sorted_and_editable(fake: FakeGitLab, gl: gitlab.Gitlab) -> None:
     fake.add_award_emoji(PROJECT, 1, first.id, "thumbsup", "carol")
     awards = mr.notes.get(first.id).awardemojis.list(get_all=True)
     assert [a.name for a in awards] == ["thumbsup"]
+
+
+def test_server_stops_cleanly(repo: Repo) -> None:
+    before = {t.ident for t in threading.enumerate()}
+    with FakeGitLab() as server:
+        server.add_user("bot", token=TOKEN)
+        url = server.url
+        assert httpx.get(f"{url}/api/v4/version", headers={"PRIVATE-TOKEN": TOKEN}).is_success
+    assert {t.ident for t in threading.enumerate()} <= before
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"{url}/api/v4/version")
 
 
 def test_bad_token_is_401(fake: FakeGitLab) -> None:
