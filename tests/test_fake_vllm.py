@@ -349,7 +349,7 @@ def test_cached_tokens_not_reported_and_not_cached_when_disabled():
 
 
 def test_simultaneous_identical_prefixes_do_not_both_hit():
-    latency = LatencyModel(ttft_base_s=0.1, max_num_seqs=2)
+    latency = LatencyModel(ttft_base_s=0.25, max_num_seqs=2)
     with fake_and_client(latency=latency) as (fake, other):
         start = threading.Barrier(2)
         results: list[Any] = []
