@@ -1,0 +1,368 @@
+"""Tool calls written as text: parse what the model left in ``content`` when the server did not.
+
+vLLM turns the model's tool-call text into ``tool_calls`` only when it runs with a tool parser
+(``--enable-auto-tool-choice --tool-call-parser qwen3_coder``). Without one, the text arrives in
+``message.content`` and this module reads it:
+
+1. Qwen3-coder XML (the format of vLLM's ``qwen3coder_tool_parser.py``)::
+
+       <tool_call>
+       <function=report_finding>
+       <parameter=line>
+       12
+       </parameter>
+       </function>
+       </tool_call>
+
+   One leading and one trailing newline of a value are dropped, ``null`` means None, and values
+   are converted by the tool's JSON-schema type. vLLM quietly keeps a value that does not convert
+   as a string (or as ``false``); here it is an error: we never guess.
+2. Hermes-style JSON: ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``.
+3. The ``response_format`` fallback: a bare JSON object ``{"findings": [...]}``, one call per
+   element.
+
+Model output is untrusted: a call that is malformed or unterminated becomes an error with a
+reason. Nothing is dropped silently and nothing is repaired. Pure functions, no I/O.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "DEFAULT_FINDINGS_TOOL",
+    "ArgumentsError",
+    "ParsedCalls",
+    "ToolCall",
+    "parse_arguments",
+    "parse_tool_calls_from_content",
+    "schema_properties",
+    "strip_reasoning",
+]
+
+DEFAULT_FINDINGS_TOOL = "report_finding"
+FINDINGS_KEY = "findings"
+
+THINK_OPEN = "<think>"
+THINK_CLOSE = "</think>"
+THINK_BLOCK = re.compile(r"<think>.*?</think>", re.DOTALL)
+
+TOOL_CALL_OPEN = "<tool_call>"
+TOOL_CALL_CLOSE = "</tool_call>"
+FUNCTION_OPEN = "<function="
+FUNCTION_CLOSE = "</function>"
+PARAMETER_OPEN = "<parameter="
+PARAMETER_CLOSE = "</parameter>"
+CALL_START = re.compile(re.escape(TOOL_CALL_OPEN) + "|" + re.escape(FUNCTION_OPEN))
+FUNCTION_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
+PARAMETER_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
+
+INTEGER_LITERAL = re.compile(r"[+-]?\d+")
+# JSON number grammar (RFC 8259 section 6)
+NUMBER_LITERAL = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?")
+NULL_LITERAL = "null"
+BOOLEAN_LITERALS = {"true": True, "false": False}
+SNIPPET_CHARS = 60
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    name: str
+    arguments: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedCalls:
+    calls: list[ToolCall] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class ArgumentsError:
+    """Why a tool call's arguments could not be read."""
+
+    reason: str
+
+
+class _CallError(ValueError):
+    """One tool call in the text is malformed; the message says why."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Reasoning
+
+
+def strip_reasoning(text: str) -> str:
+    """Remove ``<think>…</think>`` blocks from model output.
+
+    vLLM with a reasoning parser sometimes leaves only the closing tag (the opening one was part
+    of the prompt), so text up to a ``</think>`` that has no opening tag is reasoning too. An
+    opening tag that is never closed means the answer was cut off while thinking: everything
+    from it on is reasoning, not an answer.
+    """
+    first_close = text.find(THINK_CLOSE)
+    first_open = text.find(THINK_OPEN)
+    if first_close >= 0 and (first_open < 0 or first_close < first_open):
+        text = text[first_close + len(THINK_CLOSE) :]
+    text = THINK_BLOCK.sub("", text)
+    unclosed = text.find(THINK_OPEN)
+    if unclosed >= 0:
+        text = text[:unclosed]
+    return text
+
+
+# ---------------------------------------------------------------------------------------------
+# OpenAI ``tool_calls[].function.arguments``
+
+
+def parse_arguments(raw: str) -> dict[str, Any] | ArgumentsError:
+    """Read a JSON arguments string; anything but one JSON object is an error."""
+    if not isinstance(raw, str):
+        return ArgumentsError(f"arguments must be a JSON string, got {type(raw).__name__}")
+    if not raw.strip():
+        return ArgumentsError("arguments are empty")
+    try:
+        value = json.loads(raw, parse_constant=_refuse_constant)
+    except ValueError as error:
+        return ArgumentsError(f"arguments are not valid JSON: {error}")
+    if not isinstance(value, dict):
+        return ArgumentsError(f"arguments must be a JSON object, got {type(value).__name__}")
+    return value
+
+
+def _refuse_constant(name: str) -> None:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+# ---------------------------------------------------------------------------------------------
+# Tool calls left in ``content``
+
+
+def schema_properties(tools: Sequence[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
+    """Map tool name -> its JSON-schema ``properties``, from OpenAI-style ``tools`` entries."""
+    properties: dict[str, Mapping[str, Any]] = {}
+    for tool in tools:
+        function = tool.get("function", tool)
+        if not isinstance(function, Mapping) or not isinstance(function.get("name"), str):
+            continue
+        parameters = function.get("parameters") or {}
+        props = parameters.get("properties", {}) if isinstance(parameters, Mapping) else {}
+        properties[function["name"]] = props if isinstance(props, Mapping) else {}
+    return properties
+
+
+def parse_tool_calls_from_content(
+    text: str,
+    tools: Sequence[Mapping[str, Any]],
+    *,
+    findings_tool: str = DEFAULT_FINDINGS_TOOL,
+) -> ParsedCalls:
+    """Parse every tool call written in ``text`` (reasoning is stripped first).
+
+    ``tools`` are the OpenAI-style tool definitions sent with the request: XML parameter values
+    are converted by their schema types, and a call to a tool not declared there is an error.
+    A bare ``{"findings": [...]}`` object becomes one ``findings_tool`` call per element.
+    """
+    schemas = schema_properties(tools)
+    body = strip_reasoning(text)
+    result = ParsedCalls()
+    if CALL_START.search(body) is None:
+        _parse_bare_json(body, findings_tool, result)
+        return result
+    position = 0
+    while (start := CALL_START.search(body, position)) is not None:
+        position = _parse_one_call(body, start, schemas, result)
+        if position < 0:
+            break
+    return result
+
+
+def _parse_one_call(
+    body: str, start: re.Match[str], schemas: Mapping[str, Mapping[str, Any]], result: ParsedCalls
+) -> int:
+    """Parse the call starting at ``start``; return where to continue, or -1 to stop."""
+    offset = start.start()
+    if start.group() == TOOL_CALL_OPEN:
+        end = body.find(TOOL_CALL_CLOSE, start.end())
+        if end < 0:
+            result.errors.append(
+                f"unterminated {TOOL_CALL_OPEN} at offset {offset}: {_snippet(body, offset)}"
+            )
+            return -1
+        inner, resume = body[start.end() : end], end + len(TOOL_CALL_CLOSE)
+    else:
+        # vLLM also accepts a <function=...> block without the <tool_call> wrapper.
+        end = body.find(FUNCTION_CLOSE, start.end())
+        if end < 0:
+            result.errors.append(
+                f"unterminated {FUNCTION_OPEN}...> at offset {offset}: {_snippet(body, offset)}"
+            )
+            return -1
+        inner, resume = body[offset : end + len(FUNCTION_CLOSE)], end + len(FUNCTION_CLOSE)
+    try:
+        result.calls.append(_parse_call_body(inner, schemas))
+    except _CallError as error:
+        result.errors.append(f"tool call at offset {offset}: {error}")
+    return resume
+
+
+def _parse_call_body(inner: str, schemas: Mapping[str, Mapping[str, Any]]) -> ToolCall:
+    stripped = inner.strip()
+    if stripped.startswith(FUNCTION_OPEN):
+        return _parse_xml_function(stripped, schemas)
+    if stripped.startswith("{"):
+        return _parse_hermes_json(stripped, schemas)
+    raise _CallError(f"neither <function=...> nor JSON inside <tool_call>: {_snippet(inner, 0)}")
+
+
+def _parse_xml_function(text: str, schemas: Mapping[str, Mapping[str, Any]]) -> ToolCall:
+    """``<function=NAME>`` parameters ``</function>``: the text is already stripped."""
+    header_end = text.find(">")
+    name = text[len(FUNCTION_OPEN) : header_end] if header_end >= 0 else ""
+    if not FUNCTION_NAME.fullmatch(name):
+        raise _CallError(f"bad function name in {_snippet(text, 0)}")
+    if not text.endswith(FUNCTION_CLOSE):
+        raise _CallError(f"{FUNCTION_OPEN}{name}> is not closed by {FUNCTION_CLOSE}")
+    if name not in schemas:
+        raise _CallError(f"tool {name!r} is not one of the declared tools")
+    raw = _read_xml_parameters(text[header_end + 1 : -len(FUNCTION_CLOSE)])
+    properties = schemas[name]
+    arguments = {key: _convert_value(key, value, properties.get(key)) for key, value in raw}
+    return ToolCall(name, arguments)
+
+
+def _read_xml_parameters(text: str) -> list[tuple[str, str]]:
+    """The ``<parameter=KEY>VALUE</parameter>`` pairs; only whitespace may sit between them."""
+    pairs: list[tuple[str, str]] = []
+    seen: set[str] = set()
+    position = 0
+    while True:
+        gap_end = text.find(PARAMETER_OPEN, position)
+        gap = text[position:] if gap_end < 0 else text[position:gap_end]
+        if gap.strip():
+            raise _CallError(f"unexpected text between parameters: {_snippet(gap, 0)}")
+        if gap_end < 0:
+            return pairs
+        name_end = text.find(">", gap_end)
+        key = text[gap_end + len(PARAMETER_OPEN) : name_end] if name_end >= 0 else ""
+        if not PARAMETER_NAME.fullmatch(key):
+            raise _CallError(f"bad parameter name in {_snippet(text, gap_end)}")
+        value_end = text.find(PARAMETER_CLOSE, name_end)
+        if value_end < 0:
+            raise _CallError(f"{PARAMETER_OPEN}{key}> is not closed by {PARAMETER_CLOSE}")
+        if key in seen:
+            raise _CallError(f"parameter {key!r} given twice")
+        seen.add(key)
+        pairs.append((key, _trim_one_newline(text[name_end + 1 : value_end])))
+        position = value_end + len(PARAMETER_CLOSE)
+
+
+def _trim_one_newline(value: str) -> str:
+    # vLLM qwen3coder_tool_parser._parse_xml_function_call: "Remove prefix and trailing \n"
+    # (one each); the value is otherwise kept byte for byte, so code keeps its indentation.
+    value = value.removeprefix("\n")
+    return value.removesuffix("\n")
+
+
+def _schema_types(schema: Mapping[str, Any] | None) -> list[str]:
+    if not isinstance(schema, Mapping):
+        return ["string"]
+    declared = schema.get("type")
+    if declared is None:
+        return ["string"]  # e.g. a bare {"enum": [...]} of strings
+    names = declared if isinstance(declared, list) else [declared]
+    return [str(name).strip().lower() for name in names]
+
+
+def _convert_value(key: str, value: str, schema: Mapping[str, Any] | None) -> Any:
+    """Convert one XML parameter by its schema type; refuse what does not fit."""
+    types = _schema_types(schema)
+    # vLLM reads "null" as None whatever the declared type.
+    if value.strip().lower() == NULL_LITERAL:
+        return None
+    if "string" in types:
+        return value
+    text = value.strip()
+    for kind in types:
+        converted = _convert_as(kind, text)
+        if converted is not _NOT_CONVERTED:
+            return converted
+    raise _CallError(f"parameter {key!r}: {_snippet(value, 0)!s} is not a valid {'/'.join(types)}")
+
+
+_NOT_CONVERTED = object()
+
+
+def _convert_as(kind: str, text: str) -> Any:
+    if kind == "integer":
+        return int(text) if INTEGER_LITERAL.fullmatch(text) else _NOT_CONVERTED
+    if kind == "number":
+        if not NUMBER_LITERAL.fullmatch(text):
+            return _NOT_CONVERTED
+        if INTEGER_LITERAL.fullmatch(text):
+            return int(text)
+        number = float(text)
+        return number if math.isfinite(number) else _NOT_CONVERTED
+    if kind == "boolean":
+        return BOOLEAN_LITERALS.get(text.lower(), _NOT_CONVERTED)
+    if kind in ("object", "array"):
+        try:
+            parsed = json.loads(text, parse_constant=_refuse_constant)
+        except ValueError:
+            return _NOT_CONVERTED
+        expected = dict if kind == "object" else list
+        return parsed if isinstance(parsed, expected) else _NOT_CONVERTED
+    return _NOT_CONVERTED
+
+
+def _parse_hermes_json(text: str, schemas: Mapping[str, Mapping[str, Any]]) -> ToolCall:
+    try:
+        value = json.loads(text, parse_constant=_refuse_constant)
+    except ValueError as error:
+        raise _CallError(f"invalid JSON in <tool_call>: {error}") from None
+    if not isinstance(value, dict) or not isinstance(value.get("name"), str):
+        raise _CallError('JSON tool call must be an object with a string "name"')
+    name = value["name"]
+    if name not in schemas:
+        raise _CallError(f"tool {name!r} is not one of the declared tools")
+    arguments = value.get("arguments", {})
+    if isinstance(arguments, str):
+        arguments = parse_arguments(arguments)
+        if isinstance(arguments, ArgumentsError):
+            raise _CallError(arguments.reason)
+    if not isinstance(arguments, dict):
+        raise _CallError('"arguments" must be a JSON object')
+    return ToolCall(name, arguments)
+
+
+def _parse_bare_json(body: str, findings_tool: str, result: ParsedCalls) -> None:
+    """The ``response_format`` fallback: ``{"findings": [...]}``; plain prose yields no call."""
+    stripped = body.strip()
+    if not stripped.startswith("{"):
+        return
+    try:
+        value = json.loads(stripped, parse_constant=_refuse_constant)
+    except ValueError as error:
+        result.errors.append(f"content looks like JSON but is not valid: {error}")
+        return
+    findings = value.get(FINDINGS_KEY) if isinstance(value, dict) else None
+    if not isinstance(findings, list):
+        result.errors.append(f'JSON content must be an object with a "{FINDINGS_KEY}" list')
+        return
+    for index, element in enumerate(findings):
+        if isinstance(element, dict):
+            result.calls.append(ToolCall(findings_tool, element))
+        else:
+            result.errors.append(
+                f"{FINDINGS_KEY}[{index}] must be an object, got {type(element).__name__}"
+            )
+
+
+def _snippet(text: str, offset: int) -> str:
+    piece = text[offset : offset + SNIPPET_CHARS]
+    return repr(piece + ("…" if len(text) - offset > SNIPPET_CHARS else ""))
