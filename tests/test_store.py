@@ -121,6 +121,26 @@ def test_ensure_schema_migrates_a_blank_database(store_url: str) -> None:  # noq
     assert set(Base.metadata.tables) <= tables
 
 
+def test_concurrent_upgrades_do_not_collide(store_url: str) -> None:  # noqa: F811
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(CONTENDERS)
+
+    def migrate() -> None:
+        barrier.wait()
+        try:
+            upgrade(store_url)
+        except Exception as error:  # noqa: BLE001 - collected and asserted below
+            errors.append(error)
+
+    threads = [threading.Thread(target=migrate) for _ in range(CONTENDERS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert current_revision(store_url) == head_revision()
+
+
 # -- reviews ------------------------------------------------------------------------------
 
 

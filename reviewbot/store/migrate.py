@@ -79,11 +79,15 @@ def ensure_schema(url: str) -> None:
 
 
 def _serialise_migrations(connection: Connection) -> None:
-    """PostgreSQL: hold a transaction-scoped advisory lock while migrating.
+    """Make concurrent upgrades wait for each other, so the second one finds nothing to do.
 
-    SQLite needs nothing: its writers are serialised by the database file lock.
+    PostgreSQL: a transaction-scoped advisory lock. SQLite: BEGIN IMMEDIATE takes the file's
+    write lock at once (https://www.sqlite.org/lang_transaction.html); the driver would
+    otherwise start the transaction lazily, after Alembic has read the current revision.
     """
     if connection.dialect.name == "postgresql":
         connection.execute(
             text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_ADVISORY_LOCK_KEY}
         )
+    elif connection.dialect.name == "sqlite":
+        connection.exec_driver_sql("BEGIN IMMEDIATE")

@@ -139,8 +139,9 @@ def _configure_sqlite_connection(dbapi_connection: Any, _record: Any) -> None:
     """WAL lets readers run beside one writer; foreign keys are off in SQLite unless asked."""
     cursor = dbapi_connection.cursor()
     try:
-        cursor.execute("PRAGMA journal_mode=WAL")
+        # busy_timeout first: switching to WAL needs a lock another process may hold.
         cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+        cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute("PRAGMA foreign_keys=ON")
     finally:
         cursor.close()
