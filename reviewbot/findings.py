@@ -1,0 +1,817 @@
+"""Findings: validate what the model reported, anchor it to the diff, fingerprint, dedupe, sanitise.
+
+The model reports each problem with one ``report_finding`` call. Its arguments are untrusted:
+:func:`validate_call` checks types and enums (a ``RawFinding``), :func:`anchor` ties it to a line
+that GitLab accepts (or moves it to the nearest changed line of the same hunk, or to the summary
+as a file-level finding: never lost), :func:`fingerprint` gives a line-number-free identity for
+idempotent re-runs, :func:`dedupe` and :func:`select` decide what is posted, and
+:func:`sanitize_markdown` makes the text safe to post. :func:`process` ties it together.
+
+Everything here is pure: plain data in, plain data out.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import re
+from collections import Counter
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, TypeVar
+
+from reviewbot.diff import DiffLine, FileDiff, LineKind, Side, nearest_changed_line, position_for
+
+__all__ = [
+    "DEFAULT_OPTIONS",
+    "REPORT_FINDING_TOOL",
+    "TRUNCATION_MARKER",
+    "AnchorKind",
+    "Category",
+    "Finding",
+    "FindingsOptions",
+    "FindingsResult",
+    "RawFinding",
+    "Rejected",
+    "Selection",
+    "Severity",
+    "anchor",
+    "dedupe",
+    "fingerprint",
+    "process",
+    "sanitize_markdown",
+    "sanitize_title",
+    "select",
+    "suggestion_block",
+    "validate_call",
+]
+
+REPORT_FINDING_TOOL = "report_finding"
+FINGERPRINT_HEX_CHARS = 20
+NEAR_IDENTICAL_TITLE_RATIO = 0.9
+DEFAULT_CONTEXT_LINES = 3
+DEFAULT_MAX_TITLE_CHARS = 120
+DEFAULT_MAX_BODY_CHARS = 4000
+DEFAULT_MAX_SUGGESTION_CHARS = 4000
+DEFAULT_MAX_INLINE = 30
+TRUNCATION_MARKER = "… (truncated)"
+TITLE_ELLIPSIS = "…"
+MIN_FENCE_LENGTH = 3
+
+_E = TypeVar("_E", bound=StrEnum)
+
+
+class Severity(StrEnum):
+    """Most severe first; the names of GitLab Code Quality severities."""
+
+    BLOCKER = "blocker"
+    CRITICAL = "critical"
+    MAJOR = "major"
+    MINOR = "minor"
+    INFO = "info"
+
+    @property
+    def rank(self) -> int:
+        """0 for the most severe; smaller is more severe."""
+        return list(Severity).index(self)
+
+
+class Category(StrEnum):
+    BUG = "bug"
+    SECURITY = "security"
+    CONCURRENCY = "concurrency"
+    ERROR_HANDLING = "error-handling"
+    PERFORMANCE = "performance"
+    DATA_LOSS = "data-loss"
+    RESOURCE_LEAK = "resource-leak"
+    API_MISUSE = "api-misuse"
+    MAINTAINABILITY = "maintainability"
+    STYLE = "style"
+
+
+class AnchorKind(StrEnum):
+    EXACT = "exact"
+    REANCHORED = "reanchored"
+    FILE = "file"
+
+
+@dataclass(frozen=True, slots=True)
+class RawFinding:
+    """A finding as the model reported it, with its types checked."""
+
+    path: str
+    line: int
+    side: Side
+    end_line: int | None
+    severity: Severity
+    category: Category
+    title: str
+    body: str
+    suggestion: str | None
+    chunk_index: int
+
+
+@dataclass(frozen=True, slots=True)
+class Rejected:
+    """A call (or finding) that cannot be used, and why."""
+
+    reason: str
+    arguments: Mapping[str, Any]
+    chunk_index: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """An anchored finding, ready to post.
+
+    ``line``/``side`` address the anchored line (None for a file-level finding);
+    ``old_line``/``new_line`` are GitLab's position fields for it. ``title``, ``body`` and
+    ``suggestion`` are sanitised; ``reported_line``/``reported_side`` keep what the model said.
+    """
+
+    path: str
+    old_path: str
+    side: Side
+    line: int | None
+    end_line: int | None
+    severity: Severity
+    category: Category
+    title: str
+    body: str
+    suggestion: str | None
+    anchor: AnchorKind
+    anchor_note: str
+    line_text: str
+    fingerprint: str
+    chunk_index: int
+    old_line: int | None
+    new_line: int | None
+    reported_line: int
+    reported_side: Side
+
+    @property
+    def is_file_level(self) -> bool:
+        return self.anchor is AnchorKind.FILE
+
+
+@dataclass(frozen=True, slots=True)
+class TextLimits:
+    title_chars: int = DEFAULT_MAX_TITLE_CHARS
+    body_chars: int = DEFAULT_MAX_BODY_CHARS
+    suggestion_chars: int = DEFAULT_MAX_SUGGESTION_CHARS
+
+
+@dataclass(frozen=True, slots=True)
+class FindingsOptions:
+    context_lines: int = DEFAULT_CONTEXT_LINES
+    min_severity: Severity = Severity.INFO
+    categories: frozenset[Category] | None = None  # None: every category
+    max_inline: int = DEFAULT_MAX_INLINE
+    limits: TextLimits = field(default_factory=TextLimits)
+
+
+DEFAULT_OPTIONS = FindingsOptions()
+
+
+@dataclass(frozen=True, slots=True)
+class Selection:
+    inline: list[Finding]
+    summary_only: list[Finding]
+    filtered: list[Finding]
+
+
+@dataclass(frozen=True, slots=True)
+class FindingsResult:
+    findings: list[Finding]
+    rejected: list[Rejected]
+    duplicates: list[Finding]
+    selection: Selection
+    counts: dict[Severity, int]
+
+
+# ---------------------------------------------------------------------------------------------
+# Validation
+
+REQUIRED_TEXT_FIELDS = ("path", "title", "body")
+
+
+def validate_call(arguments: Mapping[str, Any], chunk_index: int) -> RawFinding | Rejected:
+    """Check a ``report_finding`` call's arguments; unknown keys are ignored.
+
+    Numbers must be JSON integers: a string of digits is refused, because the server's tool
+    parser already converts by the schema and anything else is the model going off-format.
+    """
+    if not isinstance(arguments, Mapping):
+        return Rejected("arguments are not an object", {"value": arguments}, chunk_index)
+    try:
+        return _validated(arguments, chunk_index)
+    except _InvalidCall as error:
+        return Rejected(str(error), dict(arguments), chunk_index)
+
+
+class _InvalidCall(ValueError):
+    pass
+
+
+def _validated(arguments: Mapping[str, Any], chunk_index: int) -> RawFinding:
+    for name in REQUIRED_TEXT_FIELDS:
+        value = arguments.get(name)
+        if not isinstance(value, str) or not value.strip():
+            raise _InvalidCall(f"{name!r} must be a non-empty string")
+    line = _positive_int(arguments, "line", required=True)
+    assert line is not None
+    suggestion = arguments.get("suggestion")
+    if suggestion is not None and not isinstance(suggestion, str):
+        raise _InvalidCall("'suggestion' must be a string")
+    return RawFinding(
+        path=arguments["path"],
+        line=line,
+        side=_enum(Side, arguments.get("side", Side.NEW.value), "side"),
+        end_line=_positive_int(arguments, "end_line", required=False),
+        severity=_enum(Severity, arguments.get("severity"), "severity"),
+        category=_enum(Category, arguments.get("category"), "category"),
+        title=arguments["title"].strip(),
+        body=arguments["body"].strip(),
+        suggestion=suggestion if suggestion and suggestion.strip() else None,
+        chunk_index=chunk_index,
+    )
+
+
+def _positive_int(arguments: Mapping[str, Any], name: str, *, required: bool) -> int | None:
+    value = arguments.get(name)
+    if value is None and not required:
+        return None
+    # bool is an int in Python; JSON true is not a line number
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise _InvalidCall(f"{name!r} must be an integer, got {type(value).__name__}")
+    if value < 1:
+        raise _InvalidCall(f"{name!r} must be at least 1, got {value}")
+    return value
+
+
+def _enum(kind: type[_E], value: object, name: str) -> _E:
+    if not isinstance(value, str) or value not in {member.value for member in kind}:
+        allowed = ", ".join(member.value for member in kind)
+        raise _InvalidCall(f"{name!r} must be one of {allowed}, got {value!r}")
+    return kind(value)
+
+
+# ---------------------------------------------------------------------------------------------
+# Anchoring
+
+
+@dataclass(frozen=True, slots=True)
+class _Anchored:
+    kind: AnchorKind
+    line: DiffLine | None
+    end_line: int | None
+    notes: tuple[str, ...]
+
+
+def anchor(
+    raw: RawFinding,
+    files_in_chunk: Mapping[str, FileDiff],
+    *,
+    context_lines: int = DEFAULT_CONTEXT_LINES,
+    limits: TextLimits | None = None,
+) -> Finding | Rejected:
+    """Tie ``raw`` to a diff line GitLab accepts; never raises for a bad line.
+
+    The exact (side, line) if the diff shows it; else the nearest changed line of the same hunk
+    within ``context_lines`` ("reanchored"); else a file-level finding for the summary. A line
+    given on the wrong side is not guessed: it is treated like any other line the diff lacks.
+    """
+    file = _file_for_path(raw.path, files_in_chunk)
+    if file is None:
+        return Rejected("path not in chunk", _raw_arguments(raw), raw.chunk_index)
+    anchored = _anchor_line(raw, file, context_lines)
+    suggestion, suggestion_note = _suggestion_for(raw, file, anchored, limits or TextLimits())
+    notes = anchored.notes + ((suggestion_note,) if suggestion_note else ())
+    return _build_finding(raw, file, anchored, suggestion, notes, limits or TextLimits())
+
+
+def _file_for_path(path: str, files: Mapping[str, FileDiff]) -> FileDiff | None:
+    for file in files.values():
+        if path in (file.new_path, file.old_path):
+            return file
+    return None
+
+
+def _raw_arguments(raw: RawFinding) -> dict[str, Any]:
+    return {name: getattr(raw, name) for name in RawFinding.__slots__}
+
+
+def _anchor_line(raw: RawFinding, file: FileDiff, context_lines: int) -> _Anchored:
+    exact = file.line_at(raw.side, raw.line)
+    if exact is not None:
+        end_line, end_note = _checked_end_line(raw, file, exact)
+        return _Anchored(AnchorKind.EXACT, exact, end_line, (end_note,) if end_note else ())
+    missing = f"reported on {raw.side} line {raw.line}, which is not part of the diff"
+    dropped_end = (
+        (f"end_line {raw.end_line} dropped with the reported line",)
+        if raw.end_line is not None
+        else ()
+    )
+    nearest = nearest_changed_line(file, raw.side, raw.line, max_distance=context_lines)
+    if nearest is None:
+        note = f"{missing}; no changed line within {context_lines} lines, kept for the summary"
+        return _Anchored(AnchorKind.FILE, None, None, (note, *dropped_end))
+    note = f"{missing}; moved to the nearest changed line ({nearest.side} line {nearest.number})"
+    return _Anchored(AnchorKind.REANCHORED, nearest, None, (note, *dropped_end))
+
+
+def _checked_end_line(raw: RawFinding, file: FileDiff, start: DiffLine) -> tuple[int | None, str]:
+    """Keep ``end_line`` only if it closes a range of diff lines in the start line's hunk."""
+    if raw.end_line is None or raw.end_line == raw.line:
+        return None, ""
+    if raw.end_line < raw.line:
+        return None, f"end_line {raw.end_line} dropped: it is before line {raw.line}"
+    hunk = _hunk_of(file, start)
+    for number in range(raw.line + 1, raw.end_line + 1):
+        line = file.line_at(raw.side, number)
+        if line is None or _hunk_of(file, line) != hunk:
+            return None, (
+                f"end_line {raw.end_line} dropped: {raw.side} line {number} is not in the same "
+                "hunk of the diff"
+            )
+    return raw.end_line, ""
+
+
+def _hunk_of(file: FileDiff, line: DiffLine) -> int:
+    for index, hunk in enumerate(file.hunks):
+        if any(candidate is line for candidate in hunk.lines):
+            return index
+    raise LookupError("line is not part of this file's hunks")
+
+
+def _range_lines(
+    file: FileDiff, side: Side, first: DiffLine, end_line: int | None
+) -> list[DiffLine]:
+    if end_line is None:
+        return [first]
+    start = first.number_on(side)
+    assert start is not None
+    lines = [file.line_at(side, number) for number in range(start, end_line + 1)]
+    return [line for line in lines if line is not None]
+
+
+def _suggestion_for(
+    raw: RawFinding, file: FileDiff, anchored: _Anchored, limits: TextLimits
+) -> tuple[str | None, str]:
+    """GitLab suggestions replace new lines, so keep one only over an exact range of added lines."""
+    if raw.suggestion is None:
+        return None, ""
+    if anchored.kind is not AnchorKind.EXACT or anchored.line is None:
+        return None, "suggestion dropped: it was written for another line"
+    lines = _range_lines(file, raw.side, anchored.line, anchored.end_line)
+    if any(line.kind is not LineKind.ADDED for line in lines):
+        return None, "suggestion dropped: a suggestion can only replace added lines"
+    problem = _unsafe_suggestion(raw.suggestion, limits.suggestion_chars)
+    if problem:
+        return None, f"suggestion dropped: {problem}"
+    return raw.suggestion, ""
+
+
+def _unsafe_suggestion(suggestion: str, max_chars: int) -> str:
+    if len(suggestion) > max_chars:
+        return f"longer than {max_chars} characters"
+    if HTML_COMMENT_OPEN in suggestion:
+        return "it contains an HTML comment opener"
+    if any(QUICK_ACTION_LINE.match(line) for line in _lines(suggestion)):
+        return "a line would be read as a GitLab quick action"
+    return ""
+
+
+def _build_finding(
+    raw: RawFinding,
+    file: FileDiff,
+    anchored: _Anchored,
+    suggestion: str | None,
+    notes: tuple[str, ...],
+    limits: TextLimits,
+) -> Finding:
+    line = anchored.line
+    side = raw.side if anchored.kind is AnchorKind.EXACT else (line.side if line else raw.side)
+    number = raw.line if anchored.kind is AnchorKind.EXACT else (line.number if line else None)
+    position = position_for(file, side, number) if number is not None else None
+    line_text = line.text if line else ""
+    return Finding(
+        path=file.new_path,
+        old_path=file.old_path,
+        side=side,
+        line=number,
+        end_line=anchored.end_line,
+        severity=raw.severity,
+        category=raw.category,
+        title=sanitize_title(raw.title, max_chars=limits.title_chars),
+        body=sanitize_markdown(raw.body, max_chars=limits.body_chars),
+        suggestion=suggestion,
+        anchor=anchored.kind,
+        anchor_note="; ".join(notes),
+        line_text=line_text,
+        fingerprint=fingerprint(file.new_path, line_text, raw.category, raw.title),
+        chunk_index=raw.chunk_index,
+        old_line=position.old_line if position else None,
+        new_line=position.new_line if position else None,
+        reported_line=raw.line,
+        reported_side=raw.side,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Fingerprints and duplicates
+
+WHITESPACE_RUN = re.compile(r"\s+")
+NON_WORD_RUN = re.compile(r"[\W_]+")
+FINGERPRINT_SEPARATOR = "\x1f"
+
+
+def normalize_title(title: str) -> str:
+    """Lowercase, punctuation and whitespace collapsed to one space; numbers kept."""
+    return NON_WORD_RUN.sub(" ", title.lower()).strip()
+
+
+def fingerprint(path: str, line_text: str, category: Category | str, title: str) -> str:
+    """Stable id of a finding that ignores line numbers, so it survives lines shifting."""
+    parts = (
+        path,
+        WHITESPACE_RUN.sub(" ", line_text).strip(),
+        str(category),
+        normalize_title(title),
+    )
+    digest = hashlib.sha256(FINGERPRINT_SEPARATOR.join(parts).encode("utf-8")).hexdigest()
+    return digest[:FINGERPRINT_HEX_CHARS]
+
+
+def _preference(finding: Finding) -> tuple[int, int]:
+    return finding.severity.rank, -len(finding.body)
+
+
+def _order(finding: Finding) -> tuple[str, int]:
+    return finding.path, finding.line or 0
+
+
+def _same_spot(a: Finding, b: Finding) -> bool:
+    return (a.path, a.old_line, a.new_line, a.category) == (
+        b.path,
+        b.old_line,
+        b.new_line,
+        b.category,
+    )
+
+
+def _near_identical(a: str, b: str) -> bool:
+    left, right = normalize_title(a), normalize_title(b)
+    ratio = difflib.SequenceMatcher(None, left, right).ratio()
+    return left == right or ratio >= NEAR_IDENTICAL_TITLE_RATIO
+
+
+def dedupe(findings: Iterable[Finding]) -> tuple[list[Finding], list[Finding]]:
+    """Split into (kept, duplicates), both ordered by path then line.
+
+    Same fingerprint, or the same spot and category with a near-identical title, is one
+    finding: the most severe is kept (then the one with the longest body).
+    """
+    ranked = sorted(enumerate(findings), key=lambda item: (_preference(item[1]), item[0]))
+    kept: list[tuple[int, Finding]] = []
+    duplicates: list[tuple[int, Finding]] = []
+    for index, finding in ranked:
+        is_duplicate = any(
+            finding.fingerprint == other.fingerprint
+            or (_same_spot(finding, other) and _near_identical(finding.title, other.title))
+            for _, other in kept
+        )
+        (duplicates if is_duplicate else kept).append((index, finding))
+    return _in_order(kept), _in_order(duplicates)
+
+
+def _in_order(items: list[tuple[int, Finding]]) -> list[Finding]:
+    return [finding for _, finding in sorted(items, key=lambda item: (_order(item[1]), item[0]))]
+
+
+# ---------------------------------------------------------------------------------------------
+# Selection
+
+
+def select(
+    findings: Sequence[Finding],
+    *,
+    min_severity: Severity = Severity.INFO,
+    categories: Collection[Category] | None = None,
+    max_inline: int = DEFAULT_MAX_INLINE,
+) -> Selection:
+    """Decide what is posted inline, what only in the summary, and what is filtered out."""
+    filtered: list[Finding] = []
+    candidates: list[Finding] = []
+    for finding in findings:
+        wanted = finding.severity.rank <= min_severity.rank and (
+            categories is None or finding.category in categories
+        )
+        (candidates if wanted else filtered).append(finding)
+    inline_ids = {
+        id(finding)
+        for finding in sorted(
+            (f for f in candidates if not f.is_file_level), key=lambda f: f.severity.rank
+        )[: max(max_inline, 0)]
+    }
+    inline = [finding for finding in candidates if id(finding) in inline_ids]
+    summary_only = [finding for finding in candidates if id(finding) not in inline_ids]
+    return Selection(inline, summary_only, filtered)
+
+
+# ---------------------------------------------------------------------------------------------
+# The whole step
+
+
+def process(
+    calls: Iterable[tuple[int, Mapping[str, Any]]],
+    files: Mapping[int, Mapping[str, FileDiff]],
+    options: FindingsOptions = DEFAULT_OPTIONS,
+) -> FindingsResult:
+    """Validate, anchor, dedupe and select every ``(chunk_index, arguments)`` call.
+
+    ``files`` maps a chunk index to the files of that chunk (keyed by path).
+    """
+    anchored: list[Finding] = []
+    rejected: list[Rejected] = []
+    for chunk_index, arguments in calls:
+        result = _process_one(chunk_index, arguments, files, options)
+        (anchored if isinstance(result, Finding) else rejected).append(result)
+    kept, duplicates = dedupe(anchored)
+    selection = select(
+        kept,
+        min_severity=options.min_severity,
+        categories=options.categories,
+        max_inline=options.max_inline,
+    )
+    counts = Counter(finding.severity for finding in kept)
+    return FindingsResult(
+        findings=kept,
+        rejected=rejected,
+        duplicates=duplicates,
+        selection=selection,
+        counts={severity: counts.get(severity, 0) for severity in Severity},
+    )
+
+
+def _process_one(
+    chunk_index: int,
+    arguments: Mapping[str, Any],
+    files: Mapping[int, Mapping[str, FileDiff]],
+    options: FindingsOptions,
+) -> Finding | Rejected:
+    raw = validate_call(arguments, chunk_index)
+    if isinstance(raw, Rejected):
+        return raw
+    files_in_chunk = files.get(chunk_index)
+    if files_in_chunk is None:
+        return Rejected(f"unknown chunk {chunk_index}", dict(arguments), chunk_index)
+    return anchor(raw, files_in_chunk, context_lines=options.context_lines, limits=options.limits)
+
+
+# ---------------------------------------------------------------------------------------------
+# Markdown safety
+#
+# Model text is posted to GitLab as Markdown, so it must not be able to:
+# * run quick actions. GitLab reads a line as one when it starts with "/" and a command name
+#   (lib/gitlab/quick_actions/extractor.rb: `^\/(?<cmd>...)`, after deleting "\r"); its own
+#   redaction wraps the line in a code span. We escape the slash ("\/" renders as "/"), for any
+#   line whose first non-space character is "/";
+# * mention people. GitLab's reference filters skip <code>, so "@name" (not preceded by an ASCII
+#   letter or digit, as in an e-mail address) becomes the code span "`@name`" (or, right next to
+#   a backtick, "@" + an invisible word joiner + "name", which no username pattern matches);
+# * inject HTML (markers such as "<!-- reviewbot:... -->", <img>, <details>): "<", ">" and "&"
+#   are written as entities outside code; Markdown images become literal text.
+# Inline code spans are only trusted when they open and close on one line and hold no "|" (a
+# GFM table splits cells before reading code spans); other backticks are escaped, so CommonMark
+# pairs backticks exactly as we did. Fenced code blocks are kept verbatim, re-emitted at column
+# 0 so no list or quote can end them early, and closed if the model left them open.
+
+ASCII_PUNCTUATION = frozenset("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
+HTML_ENTITIES = {"<": "&lt;", ">": "&gt;", "&": "&amp;"}
+HTML_COMMENT_OPEN = "<!--"
+BROKEN_COMMENT_OPEN = "<!\u200b--"  # a zero-width space, invisible in code
+QUICK_ACTION_LINE = re.compile(r"[ \t]*/\w")
+LEADING_SLASH = re.compile(r"^([ \t]*)/")
+MENTION = re.compile(r"@[A-Za-z0-9_.][A-Za-z0-9_.\-/]*")
+MENTION_TRAILING = "./-"
+WORD_JOINER = "\u2060"  # invisible; GitLab usernames cannot contain it
+ASCII_ALNUM = re.compile(r"[A-Za-z0-9]")
+FENCE_OPEN = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
+FENCE_INFO_WORD = re.compile(r"[A-Za-z0-9_+\-.#]+")
+SUGGESTION_INFO = "suggestion"
+
+
+def _lines(text: str) -> list[str]:
+    """Split on every line break Python knows (CommonMark's and Unicode's), "\r" included."""
+    return text.splitlines() or [""]
+
+
+@dataclass(frozen=True, slots=True)
+class _Fence:
+    char: str
+    length: int
+
+    @property
+    def marker(self) -> str:
+        return self.char * self.length
+
+    def closed_by(self, line: str) -> bool:
+        stripped = line.lstrip(" ")
+        if len(line) - len(stripped) > MIN_FENCE_LENGTH:
+            return False
+        run = len(stripped) - len(stripped.lstrip(self.char))
+        return run >= self.length and not stripped[run:].strip(" \t")
+
+
+@dataclass(frozen=True, slots=True)
+class _OutLine:
+    text: str
+    open_fence: _Fence | None  # the fence still open after this line
+    raw: str | None  # the source line when it is plain text (can be cut mid-line)
+
+
+def sanitize_markdown(text: str, *, max_chars: int) -> str:
+    """Make model Markdown safe to post: see the notes above. At most ``max_chars`` long."""
+    out = _sanitize_lines(_lines(text))
+    return _fit(out, max_chars)
+
+
+def _sanitize_lines(lines: list[str]) -> list[_OutLine]:
+    out: list[_OutLine] = []
+    fence: _Fence | None = None
+    for line in lines:
+        if fence is not None:
+            if fence.closed_by(line):
+                out.append(_OutLine(fence.marker, None, None))
+                fence = None
+            else:
+                out.append(_OutLine(_sanitize_code_line(line), fence, None))
+            continue
+        opened = _open_fence(line)
+        if opened is not None:
+            fence, opener = opened
+            out.append(_OutLine(opener, fence, None))
+        else:
+            out.append(_OutLine(_sanitize_text_line(line), None, line))
+    return out
+
+
+def _open_fence(line: str) -> tuple[_Fence, str] | None:
+    match = FENCE_OPEN.match(line)
+    if match is None:
+        return None
+    marker, info = match.group(1), match.group(2)
+    if marker[0] == "`" and "`" in info:
+        return None  # CommonMark: a backtick fence's info string has no backtick
+    word = FENCE_INFO_WORD.match(info.strip())
+    language = word.group() if word else ""
+    if language.lower().startswith(SUGGESTION_INFO):
+        language = ""  # only the publisher writes suggestion blocks
+    return _Fence(marker[0], len(marker)), marker + language
+
+
+def _sanitize_code_line(line: str) -> str:
+    line = line.replace(HTML_COMMENT_OPEN, BROKEN_COMMENT_OPEN)
+    return " " + line if line.startswith("/") else line
+
+
+def _sanitize_text_line(line: str) -> str:
+    escaped = _escape_inline(line)
+    return LEADING_SLASH.sub(lambda match: match.group(1) + "\\/", escaped, count=1)
+
+
+def _escape_inline(line: str) -> str:
+    out: list[str] = []
+    i = 0
+    while i < len(line):
+        char = line[i]
+        if char == "\\" and i + 1 < len(line) and line[i + 1] in ASCII_PUNCTUATION:
+            i = _escaped_pair(line, i, out)
+        elif char == "`":
+            i = _code_span(line, i, out)
+        elif char in HTML_ENTITIES:
+            out.append(HTML_ENTITIES[char])
+            i += 1
+        elif char == "@":
+            i = _mention(line, i, out)
+        elif char == "!" and line.startswith("[", i + 1):
+            out.append("!\\[")  # no Markdown images: they load remote content
+            i += 2
+        else:
+            out.append(char)
+            i += 1
+    return "".join(out)
+
+
+def _escaped_pair(line: str, i: int, out: list[str]) -> int:
+    escaped = line[i + 1]
+    if escaped in HTML_ENTITIES:
+        out.append(HTML_ENTITIES[escaped])
+        return i + 2
+    if escaped == "@":
+        return i + 1  # "\@" renders as "@": drop the backslash and treat "@" as usual
+    out.append(line[i : i + 2])
+    return i + 2
+
+
+def _code_span(line: str, i: int, out: list[str]) -> int:
+    run = len(line) - i - len(line[i:].lstrip("`"))
+    search = i + run
+    while (found := line.find("`" * run, search)) >= 0:
+        end = found + len(line[found:]) - len(line[found:].lstrip("`"))
+        if end - found == run:
+            content = line[i + run : found]
+            if "|" in content:
+                break
+            out.append(line[i:end].replace(HTML_COMMENT_OPEN, BROKEN_COMMENT_OPEN))
+            return end
+        search = end
+    out.append("\\`" * run)
+    return i + run
+
+
+def _mention(line: str, i: int, out: list[str]) -> int:
+    match = MENTION.match(line, i)
+    # What precedes "@" once rendered: a letter or digit makes it an e-mail address, while
+    # anything else (including the end of a code span) leaves a mention GitLab would link.
+    previous = out[-1][-1] if out and out[-1] else " "
+    if match is None or ASCII_ALNUM.fullmatch(previous):
+        out.append("@")
+        return i + 1
+    name = match.group().rstrip(MENTION_TRAILING)
+    if len(name) <= 1:
+        out.append("@")
+        return i + 1
+    end = i + len(name)
+    if previous == "`" or line.startswith("`", end):
+        # a code span right next to other backticks would merge with them
+        out.append("@" + WORD_JOINER + name[1:])
+    else:
+        out.append(f"`{name}`")
+    return end
+
+
+def _fit(lines: list[_OutLine], max_chars: int) -> str:
+    """Join, cutting on a line boundary with the truncation marker when too long."""
+    full = _joined(lines, len(lines))
+    if len(full) <= max_chars:
+        return full
+    for count in range(len(lines) - 1, 0, -1):
+        candidate = _joined(lines, count, truncated=True)
+        if len(candidate) <= max_chars:
+            return candidate
+    return _cut_first_line(lines[0], max_chars)
+
+
+def _joined(lines: list[_OutLine], count: int, *, truncated: bool = False) -> str:
+    kept = [line.text for line in lines[:count]]
+    fence = lines[count - 1].open_fence if count else None
+    if fence is not None:
+        kept.append(fence.marker)
+    if truncated:
+        kept.append(TRUNCATION_MARKER)
+    return "\n".join(kept)
+
+
+def _cut_first_line(line: _OutLine, max_chars: int) -> str:
+    """A single line longer than the budget: cut the source text and sanitise it again."""
+    room = max_chars - len(TRUNCATION_MARKER) - 1
+    if line.raw is None or room <= 0:
+        return TRUNCATION_MARKER
+    keep = min(room, len(line.raw))
+    while keep > 0:
+        text = _sanitize_text_line(line.raw[:keep])
+        if len(text) <= room:
+            return f"{text}\n{TRUNCATION_MARKER}"
+        keep -= len(text) - room
+    return TRUNCATION_MARKER
+
+
+def sanitize_title(text: str, *, max_chars: int = DEFAULT_MAX_TITLE_CHARS) -> str:
+    """One line of safe Markdown, at most ``max_chars`` long (cut with an ellipsis)."""
+    flat = WHITESPACE_RUN.sub(" ", text).strip()
+    escaped = _sanitize_text_line(flat)
+    if len(escaped) <= max_chars:
+        return escaped
+    room = max_chars - len(TITLE_ELLIPSIS)
+    keep = min(room, len(flat))
+    while keep > 0:
+        escaped = _sanitize_text_line(flat[:keep].rstrip())
+        if len(escaped) <= room:
+            return escaped + TITLE_ELLIPSIS
+        keep -= len(escaped) - room
+    return TITLE_ELLIPSIS
+
+
+def suggestion_block(suggestion: str, *, lines_above: int = 0, lines_below: int = 0) -> str:
+    """A GitLab suggestion block for ``suggestion``, fenced longer than any backtick run in it.
+
+    https://docs.gitlab.com/user/project/merge_requests/reviews/suggestions/ : a suggestion
+    that itself contains a code fence needs a longer outer fence.
+    """
+    longest = max((len(run) for run in re.findall(r"`+", suggestion)), default=0)
+    fence = "`" * max(MIN_FENCE_LENGTH, longest + 1)
+    body = suggestion if suggestion.endswith("\n") else suggestion + "\n"
+    return f"{fence}suggestion:-{lines_above}+{lines_below}\n{body}{fence}"

@@ -1,0 +1,533 @@
+"""Findings: validation, anchoring to diff lines, fingerprints, dedupe, selection, Markdown safety.
+
+GitLab rules checked here: positions (added line -> new_line only, removed -> old_line only,
+context -> both; https://docs.gitlab.com/api/discussions/), quick actions (a line starting with
+"/" and a command, lib/gitlab/quick_actions/extractor.rb) and suggestions (new lines only).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from reviewbot.diff import FileDiff, parse_git_diff
+from reviewbot.findings import (
+    TRUNCATION_MARKER,
+    AnchorKind,
+    Category,
+    Finding,
+    FindingsOptions,
+    RawFinding,
+    Rejected,
+    Severity,
+    anchor,
+    dedupe,
+    fingerprint,
+    process,
+    sanitize_markdown,
+    sanitize_title,
+    select,
+    suggestion_block,
+    validate_call,
+)
+
+APP_DIFF = """\
+diff --git a/src/app.py b/src/app.py
+--- a/src/app.py
++++ b/src/app.py
+@@ -1,5 +1,6 @@
+ import os
+-def load(path):
+-    return open(path).read()
++def load(path):
++    with open(path) as handle:
++        return handle.read()
+ # helpers
+ def save(path, data):
+@@ -20,4 +21,4 @@ def other():
+ a = 1
+-b = 2
++b = 3
+ c = 4
+ d = 5
+diff --git a/old_name.py b/new_name.py
+similarity index 90%
+rename from old_name.py
+rename to new_name.py
+--- a/old_name.py
++++ b/new_name.py
+@@ -1,2 +1,2 @@
+-x = 1
++x = 2
+ y = 3
+"""
+
+# The same change to load(), three lines further down the file.
+SHIFTED_DIFF = """\
+diff --git a/src/app.py b/src/app.py
+--- a/src/app.py
++++ b/src/app.py
+@@ -4,5 +4,6 @@
+ import os
+-def load(path):
+-    return open(path).read()
++def load(path):
++    with open(path) as handle:
++        return handle.read()
+ # helpers
+ def save(path, data):
+"""
+
+
+def files_of(diff: str) -> dict[str, FileDiff]:
+    return {file.new_path: file for file in parse_git_diff(diff)}
+
+
+FILES = files_of(APP_DIFF)
+
+
+def call(**overrides: Any) -> dict[str, Any]:
+    arguments: dict[str, Any] = {
+        "path": "src/app.py",
+        "line": 3,
+        "side": "new",
+        "severity": "major",
+        "category": "resource-leak",
+        "title": "File handle is never closed",
+        "body": "Use a `with` block.",
+    }
+    arguments.update(overrides)
+    return {key: value for key, value in arguments.items() if value is not None}
+
+
+def raw(**overrides: Any) -> RawFinding:
+    result = validate_call(call(**overrides), chunk_index=0)
+    assert isinstance(result, RawFinding), result
+    return result
+
+
+def anchored(files: dict[str, FileDiff] = FILES, **overrides: Any) -> Finding:
+    result = anchor(raw(**overrides), files, context_lines=3)
+    assert isinstance(result, Finding), result
+    return result
+
+
+# ---------------------------------------------------------------------------------------------
+# validate_call
+
+
+def test_valid_call_becomes_raw_finding_and_unknown_keys_are_ignored() -> None:
+    result = validate_call(call(confidence=0.9, extra="x"), chunk_index=4)
+    assert isinstance(result, RawFinding)
+    assert result.severity is Severity.MAJOR
+    assert result.category is Category.RESOURCE_LEAK
+    assert result.chunk_index == 4
+
+
+@pytest.mark.parametrize(
+    ("overrides", "field"),
+    [
+        ({"line": "12"}, "line"),
+        ({"line": True}, "line"),
+        ({"line": 0}, "line"),
+        ({"line": 2.0}, "line"),
+        ({"end_line": "4"}, "end_line"),
+        ({"severity": "Major"}, "severity"),
+        ({"severity": "high"}, "severity"),
+        ({"category": "bugs"}, "category"),
+        ({"side": "left"}, "side"),
+        ({"title": "   "}, "title"),
+        ({"body": ""}, "body"),
+        ({"path": 3}, "path"),
+        ({"suggestion": ["x"]}, "suggestion"),
+    ],
+)
+def test_invalid_calls_are_rejected_with_the_field_named(
+    overrides: dict[str, Any], field: str
+) -> None:
+    result = validate_call(call(**overrides), chunk_index=0)
+    assert isinstance(result, Rejected)
+    assert repr(field) in result.reason
+    assert result.arguments["path"] == call(**overrides)["path"]
+
+
+def test_missing_line_is_rejected() -> None:
+    arguments = call()
+    del arguments["line"]
+    assert isinstance(validate_call(arguments, chunk_index=0), Rejected)
+
+
+# ---------------------------------------------------------------------------------------------
+# anchor
+
+
+def test_exact_on_added_line_uses_new_line_only() -> None:
+    finding = anchored(line=3)
+    assert finding.anchor is AnchorKind.EXACT
+    assert (finding.old_line, finding.new_line) == (None, 3)
+    assert finding.line_text == "    with open(path) as handle:"
+    assert finding.anchor_note == ""
+
+
+def test_exact_on_removed_line_uses_old_line_only() -> None:
+    finding = anchored(side="old", line=3)
+    assert finding.anchor is AnchorKind.EXACT
+    assert (finding.old_line, finding.new_line) == (3, None)
+    assert finding.line_text == "    return open(path).read()"
+
+
+def test_exact_on_context_line_uses_both() -> None:
+    finding = anchored(line=1)
+    assert finding.anchor is AnchorKind.EXACT
+    assert (finding.old_line, finding.new_line) == (1, 1)
+
+
+def test_line_next_to_a_hunk_is_reanchored_with_a_note() -> None:
+    finding = anchored(line=8)  # hunk 1 ends at new line 6
+    assert finding.anchor is AnchorKind.REANCHORED
+    assert finding.line is not None and finding.line != 8
+    assert FILES["src/app.py"].line_at(finding.side, finding.line).is_change
+    assert "line 8" in finding.anchor_note and "not part of the diff" in finding.anchor_note
+    assert finding.reported_line == 8
+
+
+def test_far_line_becomes_a_file_level_finding() -> None:
+    finding = anchored(line=400)
+    assert finding.anchor is AnchorKind.FILE
+    assert finding.is_file_level
+    assert (finding.line, finding.old_line, finding.new_line) == (None, None, None)
+    assert "line 400" in finding.anchor_note
+
+
+def test_wrong_side_is_not_guessed() -> None:
+    # new line 6 exists ("def save"), old line 6 does not: no silent switch to the new side
+    finding = anchored(side="old", line=6)
+    assert finding.anchor is not AnchorKind.EXACT
+    assert "old line 6" in finding.anchor_note
+
+
+def test_hallucinated_path_is_rejected() -> None:
+    result = anchor(raw(path="src/nope.py"), FILES, context_lines=3)
+    assert isinstance(result, Rejected)
+    assert result.reason == "path not in chunk"
+
+
+def test_renamed_file_is_found_by_old_or_new_path() -> None:
+    by_old = anchored(path="old_name.py", side="old", line=1)
+    by_new = anchored(path="new_name.py", line=1)
+    assert by_old.path == by_new.path == "new_name.py"
+    assert by_old.old_path == "old_name.py"
+
+
+def test_end_line_kept_over_a_range_of_the_same_hunk() -> None:
+    finding = anchored(line=2, end_line=4)
+    assert finding.end_line == 4
+
+
+@pytest.mark.parametrize("end_line", [1, 10, 21])
+def test_end_line_dropped_with_a_note_when_not_a_range_in_one_hunk(end_line: int) -> None:
+    finding = anchored(line=2, end_line=end_line)
+    assert finding.anchor is AnchorKind.EXACT
+    assert finding.end_line is None
+    assert f"end_line {end_line} dropped" in finding.anchor_note
+
+
+def test_suggestion_kept_on_added_lines() -> None:
+    finding = anchored(line=2, end_line=4, suggestion="def load(path: str) -> str:\n")
+    assert finding.suggestion == "def load(path: str) -> str:\n"
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"side": "old", "line": 2},  # removed line
+        {"line": 1},  # context line
+        {"line": 2, "end_line": 5},  # range reaching a context line
+        {"line": 8},  # re-anchored: written for another line
+        {"line": 400},  # file level
+        {"line": 2, "suggestion": "/merge\n"},  # would be a quick action
+    ],
+)
+def test_suggestion_dropped_with_a_note(overrides: dict[str, Any]) -> None:
+    overrides.setdefault("suggestion", "x = 1\n")
+    finding = anchored(**overrides)
+    assert finding.suggestion is None
+    assert "suggestion dropped" in finding.anchor_note
+
+
+def test_model_text_is_sanitised_in_the_finding() -> None:
+    finding = anchored(title="/close @all <b>now</b>", body="@here\n/approve")
+    assert "<b>" not in finding.title and "`@all`" in finding.title
+    assert not finding.title.startswith("/")
+    assert all(not line.lstrip().startswith("/") for line in finding.body.split("\n"))
+
+
+# ---------------------------------------------------------------------------------------------
+# fingerprint and dedupe
+
+
+def test_fingerprint_survives_shifted_line_numbers() -> None:
+    before = anchored(line=3)
+    after = anchored(files_of(SHIFTED_DIFF), line=6)
+    assert before.line != after.line
+    assert before.line_text == after.line_text
+    assert before.fingerprint == after.fingerprint
+
+
+def test_fingerprint_ignores_whitespace_and_title_punctuation_but_not_content() -> None:
+    base = fingerprint("a.py", "x = open(p)", Category.BUG, "File handle leaks!")
+    assert base == fingerprint("a.py", "  x  =  open(p) ", Category.BUG, "file handle  leaks")
+    assert base != fingerprint("a.py", "y = open(p)", Category.BUG, "File handle leaks!")
+    assert base != fingerprint("a.py", "x = open(p)", Category.RESOURCE_LEAK, "File handle leaks!")
+    assert base != fingerprint("b.py", "x = open(p)", Category.BUG, "File handle leaks!")
+    assert fingerprint("a.py", "x", Category.BUG, "limit 10") != fingerprint(
+        "a.py", "x", Category.BUG, "limit 20"
+    )
+    assert len(base) == 20 and int(base, 16) >= 0
+
+
+def test_dedupe_keeps_the_most_severe_then_the_longest_body() -> None:
+    minor = anchored(severity="minor", body="long " * 20)
+    critical = anchored(severity="critical", body="short")
+    critical_longer = anchored(severity="critical", body="a longer body")
+    kept, duplicates = dedupe([minor, critical, critical_longer])
+    assert kept == [critical_longer]
+    assert sorted(d.body for d in duplicates) == sorted([minor.body, critical.body])
+
+
+def test_dedupe_near_identical_titles_on_the_same_line() -> None:
+    first = anchored(title="File handle is never closed")
+    second = anchored(title="File handle is never closed.", body="other words")
+    third = anchored(title="File handle never closed", body="x")
+    other_category = anchored(title="File handle is never closed", category="bug")
+    other_line = anchored(line=2, title="File handle is never closed")
+    kept, duplicates = dedupe([first, second, third, other_category, other_line])
+    assert len(kept) == 3
+    assert len(duplicates) == 2
+
+
+def test_dedupe_orders_by_path_then_line() -> None:
+    findings = [
+        anchored(line=21, title="c"),
+        anchored(path="new_name.py", line=1, title="b"),
+        anchored(line=2, title="a"),
+    ]
+    kept, _ = dedupe(findings)
+    assert [(f.path, f.line) for f in kept] == [
+        ("new_name.py", 1),
+        ("src/app.py", 2),
+        ("src/app.py", 21),
+    ]
+
+
+# ---------------------------------------------------------------------------------------------
+# select and process
+
+
+def test_select_filters_and_caps_inline() -> None:
+    findings = [
+        anchored(line=2, severity="minor", title="one"),
+        anchored(line=3, severity="blocker", title="two"),
+        anchored(line=4, severity="major", title="three"),
+        anchored(line=21, severity="info", title="four"),
+        anchored(line=5, severity="major", category="style", title="five"),
+        anchored(line=400, severity="critical", title="six"),
+    ]
+    selection = select(
+        findings,
+        min_severity=Severity.MINOR,
+        categories={Category.RESOURCE_LEAK},
+        max_inline=2,
+    )
+    assert {f.title for f in selection.filtered} == {"four", "five"}
+    assert {f.title for f in selection.inline} == {"two", "three"}
+    assert {f.title for f in selection.summary_only} == {"one", "six"}
+
+
+def test_process_ties_everything_together() -> None:
+    calls = [
+        (0, call(line=3)),
+        (0, call(line=3, severity="blocker")),  # duplicate, more severe
+        (0, call(line="3")),  # string line
+        (0, call(path="ghost.py")),  # hallucinated path
+        (7, call()),  # unknown chunk
+        (0, call(line=400, title="Module is too long", category="maintainability")),
+    ]
+    result = process(calls, {0: FILES}, FindingsOptions(max_inline=5))
+    assert {f.anchor for f in result.findings} == {AnchorKind.EXACT, AnchorKind.FILE}
+    assert len(result.findings) == 2
+    assert len(result.duplicates) == 1
+    assert len(result.rejected) == 3
+    assert all(r.reason for r in result.rejected)
+    assert result.counts[Severity.BLOCKER] == 1
+    assert result.counts[Severity.MAJOR] == 1
+    assert sum(result.counts.values()) == len(result.findings)
+    assert [f.anchor for f in result.selection.summary_only] == [AnchorKind.FILE]
+    assert [f.severity for f in result.selection.inline] == [Severity.BLOCKER]
+
+
+# ---------------------------------------------------------------------------------------------
+# sanitize_markdown
+
+
+def lines_of(text: str) -> list[str]:
+    return text.split("\n") + text.splitlines()
+
+
+@pytest.mark.parametrize("command", ["/merge", "/approve", "  /close", "\t/label ~bug", "/MERGE"])
+def test_quick_actions_are_neutralised(command: str) -> None:
+    out = sanitize_markdown(f"Looks good.\n{command}\nThanks", max_chars=500)
+    assert all(not line.lstrip().startswith("/") for line in lines_of(out))
+    assert command.strip().lstrip("/") in out
+
+
+@pytest.mark.parametrize("mention", ["@all", "@here", "@channel", "@someone", "@group/sub"])
+def test_mentions_are_put_in_code(mention: str) -> None:
+    out = sanitize_markdown(f"cc {mention}, please look", max_chars=500)
+    assert f"`{mention}`" in out
+
+
+def test_email_addresses_are_not_mentions() -> None:
+    assert sanitize_markdown("mail dev@example.com", max_chars=100) == "mail dev@example.com"
+
+
+@pytest.mark.parametrize(
+    "html",
+    ["<!-- reviewbot:x -->", "<img src=x>", "<details><summary>x</summary></details>"],
+)
+def test_html_is_escaped(html: str) -> None:
+    out = sanitize_markdown(f"see {html} here", max_chars=500)
+    assert "<" not in out and ">" not in out
+    assert "&lt;" in out
+
+
+@pytest.mark.parametrize("trick", ["\\<!-- x -->", "&#64;all", "\\@all", "![x](http://t/p.png)"])
+def test_escape_tricks_do_not_get_through(trick: str) -> None:
+    out = sanitize_markdown(trick, max_chars=500)
+    assert "<!--" not in out
+    assert "&#64;" not in out.replace("&amp;#64;", "")
+    assert "![" not in out
+    assert "\\@" not in out
+
+
+def test_fenced_code_block_is_kept_verbatim() -> None:
+    code = "```python\nif a < b and c > d:\n    print('@all', x & y)\n```"
+    text = f"Try this:\n\n{code}\n\nok"
+    assert sanitize_markdown(text, max_chars=500) == text
+
+
+def test_inline_code_is_kept() -> None:
+    text = "Use `Vec<u8>` or ``a ` b`` here"
+    assert sanitize_markdown(text, max_chars=500) == text
+
+
+def test_unmatched_backtick_is_escaped_so_code_cannot_swallow_text() -> None:
+    out = sanitize_markdown("a `b\nc <img> d`", max_chars=500)
+    assert out == "a \\`b\nc &lt;img&gt; d\\`"
+
+
+def test_open_fence_is_closed() -> None:
+    out = sanitize_markdown("Fix:\n```python\nx = 1\n", max_chars=500)
+    assert out.endswith("```")
+    assert out.count("```") == 2
+
+
+def test_lines_starting_with_slash_inside_code_are_shifted() -> None:
+    out = sanitize_markdown("```\n/merge\n```", max_chars=500)
+    assert "\n /merge\n" in out
+
+
+def test_suggestion_fence_in_body_loses_its_info_string() -> None:
+    out = sanitize_markdown("```suggestion:-0+0\nx = 2\n```", max_chars=500)
+    assert "suggestion" not in out
+
+
+def test_long_text_is_cut_on_a_line_boundary_and_fences_stay_closed() -> None:
+    text = "intro\n```python\n" + "\n".join(f"line_{i} = {i}" for i in range(200)) + "\n```"
+    out = sanitize_markdown(text, max_chars=300)
+    assert len(out) <= 300
+    assert out.endswith(TRUNCATION_MARKER)
+    body = out[: -len(TRUNCATION_MARKER)].rstrip("\n").split("\n")
+    assert body[-1] == "```"
+    assert all(line in text.split("\n") for line in body)
+
+
+def test_single_long_line_is_cut() -> None:
+    out = sanitize_markdown("<" * 1000, max_chars=100)
+    assert len(out) <= 100 and out.endswith(TRUNCATION_MARKER)
+    assert "<" not in out
+
+
+def test_title_is_one_capped_line() -> None:
+    title = sanitize_title("Null check\nmissing /merge @all " + "x" * 300, max_chars=80)
+    assert "\n" not in title
+    assert len(title) <= 80
+    assert title.endswith("…")
+    assert "`@all`" in title
+
+
+def test_suggestion_block_fence_is_longer_than_any_inner_fence() -> None:
+    block = suggestion_block("```\ncode\n```")
+    assert block.startswith("````suggestion:-0+0\n")
+    assert block.endswith("\n````")
+
+
+MARKDOWN_TOKENS = [*"/@<>!-`~ \t\n\r\\&#|[]()ab1_.\u2028", "<!--", "```", "@all", "/merge"]
+MARKDOWNISH = st.lists(st.sampled_from(MARKDOWN_TOKENS), max_size=150).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=MARKDOWNISH, max_chars=st.integers(min_value=0, max_value=400))
+def test_sanitize_properties(text: str, max_chars: int) -> None:
+    out = sanitize_markdown(text, max_chars=max_chars)
+    assert len(out) <= max_chars + len(TRUNCATION_MARKER)
+    assert "<!--" not in out
+    for line in lines_of(out):
+        assert not line.startswith("/")
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=MARKDOWNISH, max_chars=st.integers(min_value=1, max_value=200))
+def test_title_properties(text: str, max_chars: int) -> None:
+    title = sanitize_title(text, max_chars=max_chars)
+    assert len(title) <= max(max_chars, 1)
+    assert "\n" not in title and "\r" not in title
+    assert "<!--" not in title and not title.startswith("/")
+
+
+RENDER_TOKENS = [
+    *MARKDOWN_TOKENS,
+    *"*",
+    "~~~",
+    "    ",
+    "- ",
+    "> ",
+    "&#64;",
+    "<img src=x>",
+    "\\`",
+    "``",
+]
+DANGEROUS_TOKENS = {"html_block", "html_inline", "image"}
+RENDERED_MENTION = re.compile(r"(?<![A-Za-z0-9])@[A-Za-z0-9_]")
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    text=st.lists(st.sampled_from(RENDER_TOKENS), max_size=150).map("".join),
+    max_chars=st.integers(min_value=0, max_value=400),
+)
+def test_rendered_output_has_no_html_images_or_mentions(text: str, max_chars: int) -> None:
+    """Render with a real CommonMark parser (markdown-it-py, installed with rich)."""
+    markdown_it = pytest.importorskip("markdown_it")
+    out = sanitize_markdown(text, max_chars=max_chars)
+    stack = list(markdown_it.MarkdownIt("commonmark").parse(out))
+    while stack:
+        token = stack.pop()
+        stack.extend(token.children or [])
+        assert token.type not in DANGEROUS_TOKENS
+        if token.type == "text":
+            assert not RENDERED_MENTION.search(token.content)
