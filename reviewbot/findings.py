@@ -758,10 +758,15 @@ def _fit(lines: list[_OutLine], max_chars: int) -> str:
     full = _joined(lines, len(lines))
     if len(full) <= max_chars:
         return full
+    # length of lines[:count] joined by "\n", for every count, without joining them all
+    prefix = [0]
+    for line in lines:
+        prefix.append(prefix[-1] + len(line.text) + 1)
     for count in range(len(lines) - 1, 0, -1):
-        candidate = _joined(lines, count, truncated=True)
-        if len(candidate) <= max_chars:
-            return candidate
+        fence = lines[count - 1].open_fence
+        closing = len(fence.marker) + 1 if fence else 0
+        if prefix[count] + closing + len(TRUNCATION_MARKER) <= max_chars:
+            return _joined(lines, count, truncated=True)
     return _cut_first_line(lines[0], max_chars)
 
 
