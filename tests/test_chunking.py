@@ -1,0 +1,214 @@
+"""Chunk planning: coverage, budgets, splitting, packing, exclusions."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from reviewbot.chunking import Budget, BudgetTooSmallError, Plan, PlanOptions, plan
+from reviewbot.diff import FileDiff, FileStatus, Side, parse_git_diff
+from reviewbot.exclusions import ExclusionRules
+from reviewbot.tokens import ByteEstimateCounter, local_counter
+
+COUNTER = local_counter()
+
+
+def make_file(path: str, hunks: list[tuple[int, int]], *, prefix: str = "line") -> str:
+    """A git diff text for ``path`` with hunks of (start, added_lines), each replacing one line."""
+    out = [f"diff --git a/{path} b/{path}", f"--- a/{path}", f"+++ b/{path}"]
+    shift = 0
+    for start, added in hunks:
+        out.append(f"@@ -{start},3 +{start + shift},{2 + added} @@")
+        out.append(f" {prefix} context before {start}")
+        out.append(f"-{prefix} old {start}")
+        out += [f"+{prefix} new {start}.{i} = compute({i})" for i in range(added)]
+        out.append(f" {prefix} context after {start}")
+        shift += added - 1
+    return "\n".join(out) + "\n"
+
+
+def owned_lines(result: Plan) -> Counter:
+    owned: Counter = Counter()
+    for chunk in result.chunks:
+        for segment in chunk.segments:
+            file = segment.view.file
+            for index, hunk in enumerate(segment.view.hunks):
+                lines = hunk.lines
+                if index == 0 and segment.view.reviewed_before:
+                    lines = lines[segment.view.reviewed_before :]
+                for line in lines:
+                    if line.is_change:
+                        owned[(file.path, line.side, line.number)] += 1
+    return owned
+
+
+def all_changed(files: list[FileDiff]) -> set:
+    return {(f.path, line.side, line.number) for f in files for line in f.lines() if line.is_change}
+
+
+def test_small_diff_is_one_chunk_with_files_whole() -> None:
+    files = parse_git_diff(make_file("a.py", [(10, 3)]) + make_file("b.py", [(5, 2), (40, 1)]))
+    result = plan(files, Budget(), COUNTER)
+    assert len(result.chunks) == 1
+    assert [s.view.parts for s in result.chunks[0].segments] == [1, 1]
+    assert result.coverage.changed_lines_covered == result.coverage.changed_lines_total == 9
+
+
+def test_large_file_splits_at_hunks_and_every_line_is_owned_once() -> None:
+    text = make_file("big.py", [(i * 100 + 1, 40) for i in range(30)])
+    files = parse_git_diff(text)
+    budget = Budget(max_model_len=4096 + 256 + 2000, output_reserve=4096)
+    result = plan(files, budget, COUNTER)
+    assert len(result.chunks) > 1
+    assert all(chunk.tokens <= budget.available for chunk in result.chunks)
+    parts = [s.view for c in result.chunks for s in c.segments]
+    assert all(view.parts == len(parts) for view in parts)
+    assert all(len(view.hunks) >= 1 and view.reviewed_before is None for view in parts)
+    owned = owned_lines(result)
+    assert set(owned) == all_changed(files) and set(owned.values()) == {1}
+
+
+def test_huge_hunk_splits_into_windows_with_context_overlap() -> None:
+    files = parse_git_diff(make_file("huge.py", [(1, 3000)]))
+    budget = Budget(max_model_len=4096 + 256 + 3000, output_reserve=4096)
+    result = plan(files, budget, COUNTER)
+    views = [s.view for c in result.chunks for s in c.segments]
+    assert len(views) > 5
+    assert all(v.reviewed_before for v in views[1:])  # each later window repeats some lines
+    assert "reviewed in the previous part" in result.chunks[1].text
+    assert all(chunk.tokens <= budget.available for chunk in result.chunks)
+    owned = owned_lines(result)
+    assert set(owned) == all_changed(files) and set(owned.values()) == {1}
+
+
+def test_budget_too_small_is_an_error() -> None:
+    files = parse_git_diff(make_file("a.py", [(1, 2)]))
+    with pytest.raises(BudgetTooSmallError):
+        plan(files, Budget(max_model_len=4096, output_reserve=4096), COUNTER)
+    with pytest.raises(BudgetTooSmallError, match="even one line"):
+        plan(files, Budget(max_model_len=4096 + 256 + 20, output_reserve=4096), COUNTER)
+
+
+def test_skipped_files_are_listed_with_reasons() -> None:
+    text = (
+        make_file("package-lock.json", [(1, 5)])
+        + make_file("vendor/lib.go", [(1, 2)])
+        + make_file("src/app.py", [(1, 2)])
+        + make_file("docs/notes.md", [(1, 1)])
+        + "diff --git a/logo.png b/logo.png\nindex 1..2 100644\n"
+        "Binary files a/logo.png and b/logo.png differ\n"
+    )
+    files = parse_git_diff(text)
+    rules = ExclusionRules(extra_globs=("docs/*",))
+    result = plan(files, Budget(), COUNTER, options=PlanOptions(exclusions=rules))
+    reasons = {s.path: s.reason for s in result.coverage.skipped}
+    assert reasons == {
+        "package-lock.json": "lock file",
+        "vendor/lib.go": "vendored",
+        "docs/notes.md": "excluded by configuration",
+        "logo.png": "binary file",
+    }
+    coverage = result.coverage
+    skipped_lines = sum(s.changed_lines for s in coverage.skipped)
+    assert coverage.changed_lines_covered + skipped_lines == coverage.changed_lines_total
+    assert [s.path for c in result.chunks for s in c.segments] == ["src/app.py"]
+
+
+def test_head_contents_add_context_and_signature() -> None:
+    head = "\n".join(
+        ["import os", "", "def handler(request):"] + [f"    step{i}()" for i in range(1, 20)]
+    )
+    diff = (
+        "--- a/h.py\n+++ b/h.py\n@@ -10,1 +10,1 @@\n-    old()\n+    step7()\n"  # line 10 of head
+    )
+    [file] = parse_git_diff(diff)
+    result = plan([file], Budget(), COUNTER, contents={"h.py": head})
+    text = result.chunks[0].text
+    assert "@@ -7,7 +7,7 @@ def handler(request):" in text
+    assert "   7 |     step4()" in text and "  13 |     step10()" in text
+    assert "  14 |" not in text and "   6 |" not in text
+    assert "+ 10 |     step7()" in text and "- 10 |     old()" in text
+
+
+def test_related_files_travel_together() -> None:
+    text = "".join(
+        make_file(path, [(1, 30)])
+        for path in ["src/zeta.py", "tests/test_alpha.py", "src/alpha.py", "tests/test_zeta.py"]
+    )
+    files = parse_git_diff(text)
+    one = plan(files, Budget(), COUNTER)
+    order = [s.path for s in one.chunks[0].segments]
+    assert order.index("tests/test_alpha.py") == order.index("src/alpha.py") + 1
+    assert order.index("tests/test_zeta.py") == order.index("src/zeta.py") + 1
+    # With room for two files per chunk, each source shares its chunk with its test.
+    size = one.chunks[0].segments[0].tokens
+    budget = Budget(max_model_len=4096 + 256 + 2 * size + 10, output_reserve=4096)
+    two = plan(files, budget, COUNTER)
+    groups = [{s.path for s in c.segments} for c in two.chunks]
+    assert {"src/alpha.py", "tests/test_alpha.py"} in groups
+    assert {"src/zeta.py", "tests/test_zeta.py"} in groups
+
+
+def test_chunks_are_balanced() -> None:
+    text = "".join(make_file(f"m{i}.py", [(1, 10 + i)]) for i in range(12))
+    files = parse_git_diff(text)
+    total = plan(files, Budget(), COUNTER).chunks[0].tokens
+    budget = Budget(max_model_len=4096 + 256 + int(total * 0.55), output_reserve=4096)
+    result = plan(files, budget, COUNTER)
+    sizes = [chunk.tokens for chunk in result.chunks]
+    assert len(sizes) == 2
+    assert max(sizes) - min(sizes) < total * 0.2
+
+
+def test_fallback_counter_over_counts_real_code() -> None:
+    import reviewbot.chunking
+
+    source = Path(reviewbot.chunking.__file__).read_text()
+    diff = "--- /dev/null\n+++ b/c.py\n@@ -0,0 +1,{} @@\n".format(source.count("\n"))
+    text = diff + "".join("+" + line + "\n" for line in source.splitlines())
+    [file] = parse_git_diff(text)
+    rendered = plan([file], Budget(), COUNTER).chunks[0].text
+    assert ByteEstimateCounter().count(rendered) > COUNTER.count(rendered)
+
+
+@st.composite
+def random_diff(draw: st.DrawFn) -> str:
+    paths = draw(st.lists(st.from_regex(r"[a-c]/[a-e]{1,3}\.py", fullmatch=True), min_size=1,
+                          max_size=6, unique=True))  # fmt: skip
+    out = []
+    for path in paths:
+        starts = sorted(draw(st.sets(st.integers(1, 50), min_size=1, max_size=5)))
+        out.append(make_file(path, [(s * 200, draw(st.integers(1, 120))) for s in starts]))
+    return "".join(out)
+
+
+@given(random_diff(), st.integers(150, 3000), st.integers(0, 4))
+@settings(max_examples=40, deadline=None)
+def test_property_every_changed_line_once_and_no_chunk_over_budget(
+    text: str, room: int, context: int
+) -> None:
+    files = parse_git_diff(text)
+    budget = Budget(max_model_len=4096 + 256 + room, output_reserve=4096)
+    result = plan(files, budget, COUNTER, options=PlanOptions(overlap_lines=context))
+    assert all(chunk.tokens <= budget.available for chunk in result.chunks)
+    assert all(COUNTER.count(chunk.text) <= budget.available for chunk in result.chunks)
+    owned = owned_lines(result)
+    assert set(owned) == all_changed(files)
+    assert set(owned.values()) == {1}
+    assert result.coverage.changed_lines_covered == result.coverage.changed_lines_total
+
+
+def test_deleted_files_skipped_unless_asked() -> None:
+    diff = "diff --git a/x.py b/x.py\ndeleted file mode 100644\n--- a/x.py\n+++ /dev/null\n"
+    diff += "@@ -1,2 +0,0 @@\n-a\n-b\n"
+    [file] = parse_git_diff(diff)
+    assert file.status is FileStatus.DELETED
+    assert plan([file], Budget(), COUNTER).coverage.skipped[0].reason == "deleted file"
+    rules = ExclusionRules(review_deleted_files=True)
+    result = plan([file], Budget(), COUNTER, options=PlanOptions(exclusions=rules))
+    assert result.coverage.changed_lines_covered == 2
+    assert "- 1 | a" in result.chunks[0].text and Side.OLD.value == "old"
