@@ -1,0 +1,350 @@
+"""The Markdown reviewbot posts on GitLab: finding comments, the summary note, hidden markers.
+
+Pure: data in, Markdown out. Every comment ends with a hidden HTML-comment marker, the
+idempotency key that lets a re-run recognise what it already posted:
+
+* a finding: ``<!-- reviewbot:finding fp=<fingerprint> path=<url-quoted path>
+  line=<side>:<n> text=<12 hex of sha1(whitespace-normalised line text)> -->``;
+* the summary note: ``<!-- reviewbot:summary -->``.
+
+Model text never contains ``<!--`` (``findings.sanitize_markdown`` escapes it), so only our own
+markers can match; :func:`parse_marker` still reads only the LAST marker of a body.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from urllib.parse import quote, unquote
+
+from reviewbot.chunking import Coverage
+from reviewbot.diff import FileDiff, LineKind, Side
+from reviewbot.findings import AnchorKind, Finding, Severity, suggestion_block
+
+__all__ = [
+    "LatencyStats",
+    "Marker",
+    "MarkerKind",
+    "SummaryData",
+    "TokenUsage",
+    "UnplacedFinding",
+    "UnplacedReason",
+    "finding_body",
+    "finding_marker",
+    "line_code",
+    "line_code_for",
+    "line_text_hash",
+    "parse_marker",
+    "summary_body",
+    "summary_marker",
+]
+
+MARKER_PREFIX = "reviewbot:"
+TEXT_HASH_HEX_CHARS = 12
+WHITESPACE_RUN = re.compile(r"\s+")
+MARKER_PATTERN = re.compile(r"<!-- reviewbot:(finding|summary)((?: [a-z]+=\S*)*) -->")
+MARKER_FIELD = re.compile(r"([a-z]+)=(\S*)")
+FILE_LEVEL_LINE = 0  # the marker's line number for a finding without a line
+# Lists longer than this go into a collapsible <details> block.
+DETAILS_THRESHOLD = 5
+MILLISECONDS_PER_SECOND = 1000
+
+SEVERITY_BADGES: Mapping[Severity, str] = {
+    Severity.BLOCKER: "🛑 **Blocker**",
+    Severity.CRITICAL: "🔴 **Critical**",
+    Severity.MAJOR: "🟠 **Major**",
+    Severity.MINOR: "🟡 **Minor**",
+    Severity.INFO: "🔵 **Info**",
+}
+
+
+class MarkerKind(StrEnum):
+    FINDING = "finding"
+    SUMMARY = "summary"
+
+
+@dataclass(frozen=True, slots=True)
+class Marker:
+    """What a hidden marker says. Finding fields are empty for the summary marker."""
+
+    kind: MarkerKind
+    fingerprint: str = ""
+    path: str = ""
+    side: Side = Side.NEW
+    line: int = FILE_LEVEL_LINE
+    text_hash: str = ""
+
+
+# ---------------------------------------------------------------------------------------------
+# Markers
+
+
+def line_text_hash(text: str) -> str:
+    """12 hex chars of sha1 of the line text with whitespace runs collapsed and ends stripped."""
+    normalised = WHITESPACE_RUN.sub(" ", text).strip()
+    return hashlib.sha1(normalised.encode("utf-8")).hexdigest()[:TEXT_HASH_HEX_CHARS]
+
+
+def finding_marker(finding: Finding) -> str:
+    line = finding.line if finding.line is not None else FILE_LEVEL_LINE
+    return (
+        f"<!-- {MARKER_PREFIX}{MarkerKind.FINDING} fp={finding.fingerprint} "
+        f"path={quote(finding.path, safe='/')} line={finding.side}:{line} "
+        f"text={line_text_hash(finding.line_text)} -->"
+    )
+
+
+def summary_marker() -> str:
+    return f"<!-- {MARKER_PREFIX}{MarkerKind.SUMMARY} -->"
+
+
+def parse_marker(body: str) -> Marker | None:
+    """The last reviewbot marker in ``body``, or None (also for a malformed finding marker)."""
+    matches = MARKER_PATTERN.findall(body or "")
+    if not matches:
+        return None
+    kind, raw_fields = matches[-1]
+    if kind == MarkerKind.SUMMARY:
+        return Marker(MarkerKind.SUMMARY)
+    fields = dict(MARKER_FIELD.findall(raw_fields))
+    side, _, number = fields.get("line", "").partition(":")
+    if side not in {s.value for s in Side} or not number.isdigit() or not fields.get("fp"):
+        return None
+    return Marker(
+        kind=MarkerKind.FINDING,
+        fingerprint=fields["fp"],
+        path=unquote(fields.get("path", "")),
+        side=Side(side),
+        line=int(number),
+        text_hash=fields.get("text", ""),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Line codes
+
+
+def line_code(path: str, old_pos: int, new_pos: int) -> str:
+    """GitLab's line code ``sha1(path)_old_new`` (lib/gitlab/git.rb ``diff_line_code``).
+
+    ``old_pos``/``new_pos`` are the diff parser's counters (lib/gitlab/diff/parser.rb): an
+    added line keeps the current old counter and a removed line the current new counter.
+    """
+    return f"{hashlib.sha1(path.encode('utf-8')).hexdigest()}_{old_pos}_{new_pos}"
+
+
+def line_code_for(file: FileDiff, side: Side, number: int) -> str | None:
+    """The line code of line ``number`` on ``side`` of ``file``'s diff, or None if not shown."""
+    for hunk in file.hunks:
+        old_pos, new_pos = hunk.old_start, hunk.new_start
+        for line in hunk.lines:
+            if line.number_on(side) == number:
+                return line_code(file.new_path, old_pos, new_pos)
+            if line.kind is not LineKind.ADDED:
+                old_pos += 1
+            if line.kind is not LineKind.REMOVED:
+                new_pos += 1
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Finding comments
+
+
+def finding_body(finding: Finding) -> str:
+    """The inline comment: badge, category and title, body, anchor note, suggestion, marker."""
+    parts = [
+        f"{SEVERITY_BADGES[finding.severity]} · `{finding.category}` · **{finding.title}**",
+        finding.body,
+    ]
+    if finding.anchor is AnchorKind.REANCHORED and finding.line is not None:
+        parts.append(
+            f"_Placed on the nearest changed line: the model pointed at "
+            f"{finding.reported_side} line {finding.reported_line}, which is not in the diff._"
+        )
+    if finding.suggestion is not None:
+        below = (finding.end_line - finding.line) if finding.end_line and finding.line else 0
+        parts.append(suggestion_block(finding.suggestion, lines_above=0, lines_below=below))
+    parts.append(finding_marker(finding))
+    return "\n\n".join(part for part in parts if part)
+
+
+# ---------------------------------------------------------------------------------------------
+# Summary note
+
+
+class UnplacedReason(StrEnum):
+    FILE_LEVEL = "file-level"
+    REFUSED = "refused by GitLab"
+    OVER_CAP = "over the inline cap"
+
+
+@dataclass(frozen=True, slots=True)
+class UnplacedFinding:
+    """A finding listed only in the summary; ``line_code`` (see :func:`line_code_for`) links it."""
+
+    finding: Finding
+    reason: UnplacedReason
+    line_code: str | None = None
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class TokenUsage:
+    prompt: int = 0
+    completion: int = 0
+    cached: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class LatencyStats:
+    """First-token latency percentiles in seconds (None when nothing was measured)."""
+
+    p50_s: float | None = None
+    p95_s: float | None = None
+
+
+@dataclass(frozen=True)
+class SummaryData:
+    head_sha: str
+    model: str
+    prompt_version: str
+    mr_web_url: str
+    counts: Mapping[Severity, int]
+    inline_count: int
+    coverage: Coverage
+    chunks: int
+    tokens: TokenUsage = field(default_factory=TokenUsage)
+    total_time_s: float = 0.0
+    first_token: LatencyStats = field(default_factory=LatencyStats)
+    invalid_model_calls: int = 0
+    unplaced: Sequence[UnplacedFinding] = ()
+    errors: Sequence[str] = ()  # one line per chunk that failed
+    ci_job_url: str | None = None
+
+
+def summary_body(summary: SummaryData) -> str:
+    """The one summary note of a review, ending with the summary marker."""
+    sections = [
+        _summary_heading(summary),
+        _counts_table(summary),
+        _coverage_section(summary.coverage),
+        _unplaced_section(summary),
+        _errors_section(summary.errors),
+        _run_table(summary),
+        summary_marker(),
+    ]
+    return "\n\n".join(section for section in sections if section)
+
+
+def _summary_heading(summary: SummaryData) -> str:
+    total = sum(summary.counts.values())
+    return (
+        f"### reviewbot review of `{summary.head_sha[:12]}`\n\n"
+        f"{total} finding(s), {summary.inline_count} posted inline."
+    )
+
+
+def _counts_table(summary: SummaryData) -> str:
+    header = "| " + " | ".join(SEVERITY_BADGES[s] for s in Severity) + " |"
+    rule = "|" + "---|" * len(Severity)
+    row = "| " + " | ".join(str(summary.counts.get(s, 0)) for s in Severity) + " |"
+    return "\n".join((header, rule, row))
+
+
+def _coverage_section(coverage: Coverage) -> str:
+    lines = [
+        f"**Coverage:** {coverage.files_reviewed}/{coverage.files_total} files, "
+        f"{coverage.changed_lines_covered}/{coverage.changed_lines_total} changed lines."
+    ]
+    if coverage.skipped:
+        rows = [
+            f"| `{_code_safe(s.path)}` | {_cell(s.reason)} | {s.changed_lines} |"
+            for s in coverage.skipped
+        ]
+        table = "\n".join(["| File | Skipped because | Changed lines |", "|---|---|---|", *rows])
+        lines.append(_collapsible(f"Skipped files ({len(rows)})", table, len(rows)))
+    return "\n\n".join(lines)
+
+
+def _unplaced_section(summary: SummaryData) -> str:
+    if not summary.unplaced:
+        return ""
+    rows = [_unplaced_row(summary.mr_web_url, item) for item in summary.unplaced]
+    table = "\n".join(["| Severity | Where | Finding | Not inline because |", "|---|---|---|---|"])
+    table += "\n" + "\n".join(rows)
+    title = f"Findings not placed inline ({len(rows)})"
+    return _collapsible(title, table, len(rows))
+
+
+def _unplaced_row(mr_web_url: str, item: UnplacedFinding) -> str:
+    finding = item.finding
+    where = f"`{_code_safe(finding.path)}`"
+    if finding.line is not None:
+        where = f"{where}:{finding.line}"
+        if item.line_code:
+            where = f"[{where}]({mr_web_url}/diffs#{item.line_code})"
+    reason = item.reason.value + (f": {_cell(item.detail)}" if item.detail else "")
+    return (
+        f"| {SEVERITY_BADGES[finding.severity]} | {where} | "
+        f"**{_pipes_escaped(finding.title)}** (`{finding.category}`) | {reason} |"
+    )
+
+
+def _errors_section(errors: Sequence[str]) -> str:
+    if not errors:
+        return ""
+    items = "\n".join(f"- {_cell(error)}" for error in errors)
+    return _collapsible(f"⚠️ {len(errors)} chunk(s) failed", items, DETAILS_THRESHOLD + 1)
+
+
+def _run_table(summary: SummaryData) -> str:
+    tokens = summary.tokens
+    rows = [
+        ("Model", f"`{_code_safe(summary.model)}`"),
+        ("Prompt version", f"`{_code_safe(summary.prompt_version)}`"),
+        ("Chunks", str(summary.chunks)),
+        (
+            "Tokens (prompt / completion / cached)",
+            f"{tokens.prompt} / {tokens.completion} / {tokens.cached}",
+        ),
+        ("Total time", f"{summary.total_time_s:.1f} s"),
+        (
+            "First token p50 / p95",
+            f"{_ms(summary.first_token.p50_s)} / {_ms(summary.first_token.p95_s)}",
+        ),
+        ("Invalid model calls", str(summary.invalid_model_calls)),
+    ]
+    if summary.ci_job_url:
+        rows.append(("CI job", f"[log]({summary.ci_job_url})"))
+    table = "\n".join(["| | |", "|---|---|", *(f"| {k} | {v} |" for k, v in rows)])
+    return _collapsible("Run details", table, DETAILS_THRESHOLD + 1)
+
+
+def _collapsible(title: str, content: str, size: int) -> str:
+    if size <= DETAILS_THRESHOLD:
+        return f"**{title}**\n\n{content}"
+    return f"<details><summary>{title}</summary>\n\n{content}\n\n</details>"
+
+
+def _ms(seconds: float | None) -> str:
+    return "–" if seconds is None else f"{seconds * MILLISECONDS_PER_SECOND:.0f} ms"
+
+
+def _cell(text: str) -> str:
+    """Text inside a table cell: one line, pipes escaped, HTML neutralised."""
+    flat = WHITESPACE_RUN.sub(" ", text).strip()
+    return flat.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|")
+
+
+def _pipes_escaped(sanitised: str) -> str:
+    """Already-sanitised Markdown (a finding title) inside a table cell."""
+    return WHITESPACE_RUN.sub(" ", sanitised).replace("|", "\\|")
+
+
+def _code_safe(text: str) -> str:
+    """Text inside a single-backtick code span within a table: no backticks, no pipes."""
+    return WHITESPACE_RUN.sub(" ", text).replace("`", "'").replace("|", "/")
