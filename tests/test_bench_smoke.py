@@ -1,0 +1,49 @@
+"""The benchmark's synthetic diff generator and planner run end to end at a tiny size."""
+
+from __future__ import annotations
+
+from reviewbot.diff import parse_git_diff
+from reviewbot.tokens import local_counter
+from tests.bench.bench_plan import RunFigures, generate_diff, run_plan
+
+SMOKE_FILES = 20
+SMOKE_LINES = 500
+
+
+def _assert_complete(figures: RunFigures) -> None:
+    coverage = figures.result.coverage
+    skipped = sum(s.changed_lines for s in coverage.skipped)
+    assert coverage.changed_lines_covered + skipped == coverage.changed_lines_total
+    assert coverage.files_reviewed + len(coverage.skipped) == coverage.files_total
+    assert figures.result.chunks
+
+
+def test_generator_is_deterministic_and_sized_as_asked() -> None:
+    first = generate_diff(SMOKE_FILES, SMOKE_LINES, seed=3)
+    again = generate_diff(SMOKE_FILES, SMOKE_LINES, seed=3)
+    other = generate_diff(SMOKE_FILES, SMOKE_LINES, seed=4)
+    assert first.text == again.text
+    assert first.text != other.text
+    files = parse_git_diff(first.text)
+    assert len(files) == SMOKE_FILES
+    assert not any(file.warnings for file in files)
+    assert sum(file.changed_count for file in files) == first.changed_lines
+
+
+def test_head_contents_agree_with_the_diff() -> None:
+    synthetic = generate_diff(SMOKE_FILES, SMOKE_LINES)
+    for file in parse_git_diff(synthetic.text):
+        head = synthetic.contents.get(file.new_path)
+        if head is None:
+            continue
+        head_lines = head.splitlines()
+        for line in file.lines():
+            if line.new_no is not None:
+                assert head_lines[line.new_no - 1] == line.text
+
+
+def test_plan_covers_every_changed_line_with_and_without_contents() -> None:
+    synthetic = generate_diff(SMOKE_FILES, SMOKE_LINES)
+    counter = local_counter()
+    _assert_complete(run_plan(synthetic.text, counter))
+    _assert_complete(run_plan(synthetic.text, counter, synthetic.contents))
