@@ -1,7 +1,7 @@
 """Schema migrations: run Alembic from code, without an alembic.ini.
 
-The Alembic scripts live in the top-level `migrations/` folder, found relative to the
-installed package (`Path(reviewbot.__file__).parent.parent / "migrations"`). The Config is
+The Alembic scripts live in the top-level `migrations/` folder, installed as the package
+`reviewbot.migrations`. The Config is
 built here; the migration runs on a connection we open ourselves and hand to `env.py`
 through `config.attributes["connection"]` (Alembic cookbook, "Sharing a Connection across
 one or more programmatic migration commands":
@@ -10,6 +10,7 @@ https://alembic.sqlalchemy.org/en/latest/cookbook.html#connection-sharing).
 
 from __future__ import annotations
 
+from importlib import resources
 from pathlib import Path
 
 from alembic import command
@@ -20,11 +21,19 @@ from sqlalchemy import Connection, text
 
 from reviewbot.store.store import make_engine
 
-# reviewbot/store/migrate.py -> project root, i.e. Path(reviewbot.__file__).parent.parent; taken
-# from this file because an editable install may expose `reviewbot` as a namespace package,
-# whose __file__ is None.
+# The top-level migrations/ folder ships as the package ``reviewbot.migrations`` (pyproject's
+# package-dir); in a source checkout it is also found next to the package.
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
-MIGRATIONS_DIR = PROJECT_ROOT / "migrations"
+
+
+def _migrations_dir() -> Path:
+    source_tree = PROJECT_ROOT / "migrations"
+    if (source_tree / "env.py").is_file():
+        return source_tree
+    return Path(str(resources.files("reviewbot.migrations")))
+
+
+MIGRATIONS_DIR = _migrations_dir()
 
 # Any constant works: it only has to be the same for every reviewbot process sharing a
 # PostgreSQL database, so that two workers starting at once do not migrate concurrently.

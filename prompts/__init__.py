@@ -1,0 +1,1 @@
+"""Jinja2 prompt templates, packaged with reviewbot (see reviewbot/prompts.py)."""

@@ -1,0 +1,396 @@
+"""Command line: parse arguments, build settings and adapters, call one library function.
+
+Exit codes: 0 success (findings or not), 1 the work failed (model or GitLab unreachable, a chunk
+could not be reviewed), 2 bad input (not a diff, bad range, bad setting, budget too small).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import wraps
+from pathlib import Path
+from typing import Any, NoReturn, TypeVar
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from reviewbot import __version__
+from reviewbot.chunking import BudgetTooSmallError, Plan, PlanOptions
+from reviewbot.config import ConfigError, Settings, load_settings
+from reviewbot.diff import FileDiff, parse_git_diff
+from reviewbot.exclusions import ExclusionRules, skip_reason
+from reviewbot.findings import Category, FindingsOptions, Severity
+from reviewbot.localgit import GitError, read_files_at, read_range
+from reviewbot.prompts import ReviewContext, file_summaries
+from reviewbot.tokens import TokenCounter, local_counter
+
+EXIT_FAILURE = 1
+EXIT_BAD_INPUT = 2
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class BadInputError(Exception):
+    """The user's input cannot be used (exit 2)."""
+
+
+def fail(message: str, code: int) -> NoReturn:
+    click.echo(f"reviewbot: error: {message}", err=True)
+    sys.exit(code)
+
+
+def one_line_errors(command: F) -> F:
+    """Turn known errors into one line on stderr and an exit code; never a traceback."""
+    from reviewbot.llm import LLMError
+
+    @wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except (BadInputError, ConfigError, GitError, BudgetTooSmallError) as error:
+            fail(str(error), EXIT_BAD_INPUT)
+        except LLMError as error:
+            fail(str(error), EXIT_FAILURE)
+        except _adapter_errors() as error:
+            fail(str(error), EXIT_FAILURE)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _adapter_errors() -> tuple[type[Exception], ...]:
+    try:
+        from reviewbot.gitlab import GitLabError
+    except ImportError:
+        return ()
+    return (GitLabError,)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="reviewbot")
+def main() -> None:
+    """reviewbot: reviews GitLab merge requests with a model on your own GPUs (vLLM)."""
+
+
+# --- shared options --------------------------------------------------------------------------
+
+
+def diff_source_options(command: F) -> F:
+    command = click.option("--diff", "diff_path", metavar="PATH",
+                           help="Unified diff file, or - for standard input.")(command)  # fmt: skip
+    command = click.option("--git", "git_range", metavar="BASE..HEAD",
+                           help="Range in a local git repository (BASE...HEAD: from merge base).")(
+        command
+    )  # fmt: skip
+    command = click.option("--repo", default=".", show_default=True, type=click.Path(),
+                           help="Repository for --git.")(command)  # fmt: skip
+    command = click.option("--context-tokens", type=int, metavar="N",
+                           help="Model context length (default: the server's max_model_len, "
+                           "65536 offline).")(command)  # fmt: skip
+    command = click.option("--max-output-tokens", type=int, metavar="N",
+                           help="Tokens kept for the answer (default 4096).")(command)  # fmt: skip
+    command = click.option("--context-lines", type=int, metavar="N",
+                           help="Head lines shown around each hunk (default 3).")(command)  # fmt: skip
+    command = click.option("--exclude", multiple=True, metavar="GLOB",
+                           help="Skip matching files (repeatable).")(command)  # fmt: skip
+    command = click.option("--config", "config_file", type=click.Path(), metavar="FILE",
+                           help="TOML settings file.")(command)  # fmt: skip
+    command = click.option("--json", "as_json", is_flag=True,
+                           help="Machine-readable output.")(command)  # fmt: skip
+    return command
+
+
+@dataclass
+class LoadedDiff:
+    files: list[FileDiff]
+    contents: dict[str, str]
+    label: str
+
+
+def load_diff(
+    diff_path: str | None, git_range: str | None, repo: str, context_lines: int
+) -> LoadedDiff:
+    if bool(diff_path) == bool(git_range):
+        raise BadInputError("give exactly one of --diff PATH (or -) and --git BASE..HEAD")
+    if diff_path:
+        try:
+            raw = sys.stdin.buffer.read() if diff_path == "-" else Path(diff_path).read_bytes()
+        except OSError as error:
+            raise BadInputError(f"cannot read {diff_path}: {error.strerror}") from None
+        try:
+            files = parse_git_diff(raw)
+        except ValueError as error:
+            raise BadInputError(f"{diff_path}: {error}") from None
+        return LoadedDiff(files, {}, "stdin" if diff_path == "-" else diff_path)
+    assert git_range is not None
+    local = read_range(git_range, repo)
+    files = parse_git_diff(local.diff)
+    contents = {}
+    if context_lines > 0:
+        wanted = [f.new_path for f in files if f.status.value != "deleted" and f.hunks]
+        contents = read_files_at(repo, local.head_sha, wanted)
+    return LoadedDiff(files, contents, git_range)
+
+
+def build_settings(config_file: str | None, **overrides: Any) -> Settings:
+    return load_settings(config_file=config_file, overrides=overrides)
+
+
+def plan_options(settings: Settings) -> PlanOptions:
+    return PlanOptions(
+        context_lines=settings.context_lines,
+        exclusions=ExclusionRules(extra_globs=settings.exclude),
+    )
+
+
+def local_context(title: str, files: list[FileDiff], rules: ExclusionRules) -> ReviewContext:
+    skipped = {f.path: reason for f in files if (reason := skip_reason(f, rules))}
+    return ReviewContext(title=title, files=file_summaries(files, skipped))
+
+
+# --- plan ------------------------------------------------------------------------------------
+
+
+@main.command()
+@diff_source_options
+@one_line_errors
+def plan(
+    diff_path: str | None,
+    git_range: str | None,
+    repo: str,
+    context_tokens: int | None,
+    max_output_tokens: int | None,
+    context_lines: int | None,
+    exclude: tuple[str, ...],
+    config_file: str | None,
+    as_json: bool,
+) -> None:
+    """Show how a diff would be cut into prompts, with token counts and coverage (offline)."""
+    from reviewbot.chunking import Budget
+    from reviewbot.chunking import plan as make_plan
+    from reviewbot.prompts import render_messages, tool_schemas
+    from reviewbot.review import TEMPLATE_FRAMING_TOKENS
+
+    settings = build_settings(
+        config_file, max_model_len=context_tokens, max_output_tokens=max_output_tokens,
+        context_lines=context_lines, exclude=exclude or None,
+    )  # fmt: skip
+    loaded = load_diff(diff_path, git_range, repo, settings.context_lines)
+    counter = local_counter(settings.llm_model)
+    options = plan_options(settings)
+    context = local_context(loaded.label, loaded.files, options.exclusions)
+    shared = [m["content"] for m in render_messages(context, None)]
+    overhead = sum(counter.count_many([*shared, json.dumps(tool_schemas())]))
+    budget = Budget(
+        max_model_len=settings.max_model_len or Budget().max_model_len,
+        output_reserve=settings.max_output_tokens,
+        overhead=overhead + TEMPLATE_FRAMING_TOKENS,
+        headroom=counter.headroom,
+    )
+    result = make_plan(loaded.files, budget, counter, contents=loaded.contents, options=options)
+    if as_json:
+        click.echo(json.dumps(result.to_dict(), indent=2))
+        return
+    print_plan(result, Console())
+
+
+def print_plan(result: Plan, console: Console) -> None:
+    budget = result.budget
+    console.print(
+        f"Budget: {budget.available} tokens per chunk = context {budget.max_model_len} "
+        f"- output {budget.output_reserve} - prompt {budget.overhead} - margin {budget.margin} "
+        f"({result.counter})"
+    )
+    table = Table("chunk", "tokens", "changed lines", "files")
+    for chunk in result.chunks:
+        names = ", ".join(
+            s.path + (f" [{s.view.part}/{s.view.parts}]" if s.view.parts > 1 else "")
+            for s in chunk.segments
+        )
+        table.add_row(str(chunk.index + 1), str(chunk.tokens), str(chunk.changed_lines), names)
+    console.print(table)
+    print_coverage(result, console)
+
+
+def print_coverage(result: Plan, console: Console) -> None:
+    coverage = result.coverage
+    console.print(
+        f"Coverage: {coverage.changed_lines_covered}/{coverage.changed_lines_total} changed lines "
+        f"in {coverage.files_reviewed}/{coverage.files_total} files, {len(result.chunks)} chunks"
+    )
+    for skipped in coverage.skipped:
+        console.print(f"  skipped {skipped.path}: {skipped.reason} ({skipped.changed_lines} lines)")
+
+
+# --- review ----------------------------------------------------------------------------------
+
+
+@main.command()
+@diff_source_options
+@click.option("--base-url", metavar="URL", help="vLLM OpenAI-compatible URL (default "
+              "$REVIEWBOT_LLM_BASE_URL or http://127.0.0.1:8000/v1).")  # fmt: skip
+@click.option("--model", metavar="NAME", help="Served model name (default: the server's first).")
+@click.option("--concurrency", type=int, metavar="N", help="Chunks in flight (default 8).")
+@click.option("--min-severity", type=click.Choice([s.value for s in Severity]),
+              help="Drop findings below this severity (default minor).")  # fmt: skip
+@click.option("--thinking/--no-thinking", default=None,
+              help="Ask the model to think first (default: the server's choice).")  # fmt: skip
+@one_line_errors
+def review(
+    diff_path: str | None,
+    git_range: str | None,
+    repo: str,
+    context_tokens: int | None,
+    max_output_tokens: int | None,
+    context_lines: int | None,
+    exclude: tuple[str, ...],
+    config_file: str | None,
+    as_json: bool,
+    base_url: str | None,
+    model: str | None,
+    concurrency: int | None,
+    min_severity: str | None,
+    thinking: bool | None,
+) -> None:
+    """Review a local diff with the model and print the findings (no GitLab, no database)."""
+    settings = build_settings(
+        config_file, max_model_len=context_tokens, max_output_tokens=max_output_tokens,
+        context_lines=context_lines, exclude=exclude or None, llm_base_url=base_url,
+        llm_model=model, concurrency=concurrency, min_severity=min_severity,
+        enable_thinking=thinking,
+    )  # fmt: skip
+    loaded = load_diff(diff_path, git_range, repo, settings.context_lines)
+    counter = local_counter(settings.llm_model)
+    console = Console(stderr=True)
+    result = run_local_review(settings, loaded, counter, console, quiet=as_json)
+    if as_json:
+        click.echo(json.dumps(review_json(result), indent=2))
+    else:
+        print_findings(result, Console())
+    if result.chunk_errors:
+        fail(
+            f"{len(result.chunk_errors)} of {len(result.plan.chunks)} chunks could not be "
+            f"reviewed: {next(iter(result.chunk_errors.values()))}",
+            EXIT_FAILURE,
+        )
+
+
+def findings_options(settings: Settings) -> FindingsOptions:
+    return FindingsOptions(
+        context_lines=settings.context_lines,
+        min_severity=Severity(settings.min_severity),
+        categories=frozenset(Category(c) for c in settings.categories) or None,
+        max_inline=settings.max_inline,
+    )
+
+
+def make_llm(settings: Settings) -> Any:
+    from reviewbot.llm import LLMSettings, VLLMClient
+
+    return VLLMClient(
+        LLMSettings(
+            base_url=settings.llm_base_url,
+            api_key=settings.llm_api_key,
+            model=settings.llm_model,
+            concurrency=settings.concurrency,
+            request_timeout_s=settings.request_timeout_s,
+            enable_thinking=settings.enable_thinking,
+            max_output_tokens=settings.max_output_tokens,
+        )
+    )
+
+
+def run_local_review(
+    settings: Settings, loaded: LoadedDiff, counter: TokenCounter, console: Console, quiet: bool
+) -> Any:
+    from reviewbot.review import ReviewOptions, review_files
+
+    options = ReviewOptions(
+        max_model_len=settings.max_model_len,
+        max_output_tokens=settings.max_output_tokens,
+        plan_options=plan_options(settings),
+        findings_options=findings_options(settings),
+    )
+    context = local_context(loaded.label, loaded.files, options.plan_options.exclusions)
+    with Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        console=console, disable=quiet or not console.is_terminal, transient=True,
+    ) as progress:  # fmt: skip
+        task = progress.add_task("reviewing chunks", total=None)
+        return review_files(
+            loaded.files,
+            context=context,
+            llm=make_llm(settings),
+            counter=counter,
+            options=options,
+            contents=loaded.contents,
+            on_planned=lambda p: progress.update(task, total=len(p.chunks)),
+            on_chunk_done=lambda _: progress.advance(task),
+        )
+
+
+def review_json(result: Any) -> dict[str, Any]:
+    return {
+        "model": result.model,
+        "prompt_version": result.prompt_version,
+        "findings": [
+            {
+                "path": f.path,
+                "side": f.side.value,
+                "line": f.line,
+                "end_line": f.end_line,
+                "severity": f.severity.value,
+                "category": f.category.value,
+                "title": f.title,
+                "body": f.body,
+                "suggestion": f.suggestion,
+                "anchor": f.anchor.value,
+                "anchor_note": f.anchor_note,
+                "fingerprint": f.fingerprint,
+            }
+            for f in result.findings.findings
+        ],
+        "filtered": len(result.findings.selection.filtered),
+        "rejected": [r.reason for r in result.findings.rejected],
+        "invalid_calls": result.invalid_calls,
+        "chunk_errors": {str(k): v for k, v in result.chunk_errors.items()},
+        "calls": [call_json(c) for c in result.calls],
+        "plan": result.plan.to_dict(),
+        "seconds": round(result.seconds, 3),
+    }
+
+
+def call_json(call: Any) -> dict[str, Any]:
+    data = dict(call.__dict__)
+    data["started_at"] = call.started_at.isoformat()
+    return data
+
+
+def print_findings(result: Any, console: Console) -> None:
+    shown = [f for f in result.findings.findings if f not in result.findings.selection.filtered]
+    by_path: dict[str, list[Any]] = {}
+    for finding in shown:
+        by_path.setdefault(finding.path, []).append(finding)
+    for path, items in by_path.items():
+        console.print(f"[bold]{path}[/bold]", highlight=False)
+        for f in items:
+            where = f"{f.side.value} line {f.line}" if f.line is not None else "file"
+            console.print(
+                f"  {where}: [{f.severity.value}] {f.category.value}: {f.title}", markup=False
+            )
+            console.print(f"    {f.body}", markup=False, highlight=False)
+            if f.anchor_note:
+                console.print(f"    ({f.anchor_note})", markup=False, highlight=False)
+    p50 = result.ttft_percentile(0.5)
+    console.print(
+        f"{len(shown)} findings ({len(result.findings.selection.filtered)} below threshold, "
+        f"{len(result.findings.rejected)} rejected, {len(result.invalid_calls)} invalid calls) | "
+        f"{len(result.plan.chunks)} chunks | {result.prompt_tokens} prompt + "
+        f"{result.completion_tokens} completion tokens ({result.cached_tokens} cached) | "
+        f"{result.seconds:.1f} s | first token p50 "
+        + (f"{p50:.0f} ms" if p50 is not None else "n/a"),
+        highlight=False,
+    )

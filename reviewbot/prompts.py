@@ -1,0 +1,215 @@
+"""Render the review prompt for one chunk, and the tool the model reports findings with.
+
+Layout for vLLM's prefix cache: the tools, the system prompt and the merge-request context are
+byte-identical for every chunk of one MR and come first; the chunk's diff comes last. The tool
+schema therefore does not enumerate the chunk's paths (that would make the tools, which the chat
+template renders first, differ per chunk); paths are listed in the chunk message and checked by
+``findings.anchor``.
+
+One tool call per finding, with flat scalar parameters: Qwen3-coder's XML tool-call format
+(``<parameter=line>12</parameter>``) carries scalars natively and vLLM's ``qwen3_coder`` parser
+converts them by the schema's types, while an array of finding objects would have to be JSON
+inside one parameter, a second format the model must get right in one go.
+
+Templates live in the top-level ``prompts/`` folder (installed as ``reviewbot.templates``) and
+render with ``StrictUndefined``. ``PROMPT_VERSION`` changes whenever a template or the tool
+schema changes, and is recorded with every review.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from reviewbot.chunking import Chunk
+from reviewbot.diff import FileDiff
+from reviewbot.findings import REPORT_FINDING_TOOL, Category, Severity
+
+__all__ = [
+    "PROMPT_VERSION",
+    "FileSummary",
+    "ReviewContext",
+    "file_summaries",
+    "prompt_version",
+    "render_messages",
+    "tool_schemas",
+]
+
+PROMPT_SERIES = "v1"
+TEMPLATE_NAMES = ("system.j2", "context.j2", "chunk.j2")
+MAX_DESCRIPTION_CHARS = 2000
+MAX_LISTED_FILES = 300
+MAX_TITLE_CHARS = 300
+VERSION_HASH_CHARS = 8
+
+
+@dataclass(frozen=True)
+class FileSummary:
+    path: str
+    status: str
+    added: int
+    removed: int
+    note: str = ""  # e.g. "not reviewed: lock file"
+
+
+@dataclass(frozen=True)
+class ReviewContext:
+    """What every chunk of one MR shares: identical text, so the server's prefix cache hits."""
+
+    title: str
+    description: str = ""
+    files: tuple[FileSummary, ...] = ()
+    language: str = "English"
+    include_style: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _template_dir() -> Path:
+    source_tree = Path(__file__).resolve().parent.parent / "prompts"
+    if (source_tree / "system.j2").is_file():
+        return source_tree
+    return Path(str(resources.files("reviewbot.templates")))
+
+
+@cache
+def _environment() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(_template_dir()),
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,  # plain text for a model, not HTML
+        keep_trailing_newline=True,
+        trim_blocks=False,
+    )
+
+
+def tool_schemas() -> list[dict[str, Any]]:
+    """The OpenAI tool list: one function, ``report_finding``, with typed parameters."""
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": REPORT_FINDING_TOOL,
+                "description": (
+                    "Report one problem in the diff. Call once per distinct problem; do not call "
+                    "when there is nothing to report."
+                ),
+                "parameters": {
+                    "type": "object",
+                    "properties": {
+                        "path": {
+                            "type": "string",
+                            "description": "File path exactly as in the diff's path attribute.",
+                        },
+                        "line": {
+                            "type": "integer",
+                            "description": "Line number as shown in the diff for that side.",
+                        },
+                        "side": {
+                            "type": "string",
+                            "enum": ["new", "old"],
+                            "description": "'old' only for removed (-) lines; else 'new'.",
+                        },
+                        "end_line": {
+                            "type": "integer",
+                            "description": "Last line of a multi-line problem (same side).",
+                        },
+                        "severity": {"type": "string", "enum": [s.value for s in Severity]},
+                        "category": {"type": "string", "enum": [c.value for c in Category]},
+                        "title": {"type": "string", "description": "What is wrong, briefly."},
+                        "body": {
+                            "type": "string",
+                            "description": "Why it matters and how to fix it.",
+                        },
+                        "suggestion": {
+                            "type": "string",
+                            "description": "Replacement code for line..end_line, if certain.",
+                        },
+                    },
+                    "required": ["path", "line", "severity", "category", "title", "body"],
+                },
+            },
+        }
+    ]
+
+
+@cache
+def prompt_version() -> str:
+    """``v1+<hash>``: the hash covers every template and the tool schema."""
+    digest = hashlib.sha256()
+    for name in TEMPLATE_NAMES:
+        digest.update((_template_dir() / name).read_bytes())
+    digest.update(json.dumps(tool_schemas(), sort_keys=True).encode())
+    return f"{PROMPT_SERIES}+{digest.hexdigest()[:VERSION_HASH_CHARS]}"
+
+
+PROMPT_VERSION = prompt_version()
+
+
+def file_summaries(
+    files: Sequence[FileDiff], skipped: dict[str, str] | None = None
+) -> tuple[FileSummary, ...]:
+    skipped = skipped or {}
+    return tuple(
+        FileSummary(
+            path=f.path,
+            status=f.status.value,
+            added=f.added_count,
+            removed=f.removed_count,
+            note=f"not reviewed: {skipped[f.path]}" if f.path in skipped else "",
+        )
+        for f in files
+    )
+
+
+def _shared_text(context: ReviewContext) -> tuple[str, str]:
+    env = _environment()
+    system = env.get_template("system.j2").render(
+        language=context.language, include_style=context.include_style
+    )
+    description = context.description.strip()
+    if len(description) > MAX_DESCRIPTION_CHARS:
+        description = description[:MAX_DESCRIPTION_CHARS] + "… (description truncated)"
+    listed = context.files[:MAX_LISTED_FILES]
+    mr = env.get_template("context.j2").render(
+        title=" ".join(context.title.split())[:MAX_TITLE_CHARS],
+        description=description,
+        files=listed,
+        files_omitted=len(context.files) - len(listed),
+    )
+    return system, mr
+
+
+def render_messages(
+    context: ReviewContext, chunk: Chunk | None, *, part: int = 1, parts: int = 1
+) -> list[dict[str, str]]:
+    """Chat messages for one chunk; ``chunk=None`` renders the shared part only (for budgets)."""
+    system, mr = _shared_text(context)
+    if chunk is None:
+        body = (
+            _environment()
+            .get_template("chunk.j2")
+            .render(part=part, parts=parts, paths=[], diff="")
+        )
+    else:
+        body = (
+            _environment()
+            .get_template("chunk.j2")
+            .render(
+                part=part,
+                parts=parts,
+                paths=list(dict.fromkeys(s.path for s in chunk.segments)),
+                diff=chunk.text,
+            )
+        )
+    return [
+        {"role": "system", "content": system},
+        {"role": "user", "content": mr + "\n" + body},
+    ]
