@@ -78,28 +78,36 @@ def main() -> None:
 # --- shared options --------------------------------------------------------------------------
 
 
+DIFF_SOURCE_OPTIONS = (
+    click.option("--diff", "diff_path", metavar="PATH", help="Unified diff file, or - for stdin."),
+    click.option(
+        "--git",
+        "git_range",
+        metavar="BASE..HEAD",
+        help="Range in a local git repository (BASE...HEAD: from the merge base).",
+    ),
+    click.option("--repo", default=".", show_default=True, help="Repository for --git."),
+    click.option(
+        "--context-tokens",
+        type=int,
+        metavar="N",
+        help="Model context length (default: the server's max_model_len; 65536 offline).",
+    ),
+    click.option(
+        "--max-output-tokens", type=int, metavar="N", help="Tokens kept for the answer (4096)."
+    ),
+    click.option(
+        "--context-lines", type=int, metavar="N", help="Head lines shown around each hunk (3)."
+    ),
+    click.option("--exclude", multiple=True, metavar="GLOB", help="Skip matching files."),
+    click.option("--config", "config_file", metavar="FILE", help="TOML settings file."),
+    click.option("--json", "as_json", is_flag=True, help="Machine-readable output."),
+)
+
+
 def diff_source_options(command: F) -> F:
-    command = click.option("--diff", "diff_path", metavar="PATH",
-                           help="Unified diff file, or - for standard input.")(command)  # fmt: skip
-    command = click.option("--git", "git_range", metavar="BASE..HEAD",
-                           help="Range in a local git repository (BASE...HEAD: from merge base).")(
-        command
-    )  # fmt: skip
-    command = click.option("--repo", default=".", show_default=True, type=click.Path(),
-                           help="Repository for --git.")(command)  # fmt: skip
-    command = click.option("--context-tokens", type=int, metavar="N",
-                           help="Model context length (default: the server's max_model_len, "
-                           "65536 offline).")(command)  # fmt: skip
-    command = click.option("--max-output-tokens", type=int, metavar="N",
-                           help="Tokens kept for the answer (default 4096).")(command)  # fmt: skip
-    command = click.option("--context-lines", type=int, metavar="N",
-                           help="Head lines shown around each hunk (default 3).")(command)  # fmt: skip
-    command = click.option("--exclude", multiple=True, metavar="GLOB",
-                           help="Skip matching files (repeatable).")(command)  # fmt: skip
-    command = click.option("--config", "config_file", type=click.Path(), metavar="FILE",
-                           help="TOML settings file.")(command)  # fmt: skip
-    command = click.option("--json", "as_json", is_flag=True,
-                           help="Machine-readable output.")(command)  # fmt: skip
+    for option in reversed(DIFF_SOURCE_OPTIONS):
+        command = option(command)
     return command
 
 

@@ -1,0 +1,109 @@
+"""`reviewbot plan`: output shape, real git ranges, and one-line errors with exit code 2."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from reviewbot.cli import main
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True
+    ).stdout.strip()
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    git(tmp_path, "init", "-q", "-b", "main")
+    git(tmp_path, "config", "user.email", "dev@example.com")
+    git(tmp_path, "config", "user.name", "Dev")
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "app.py").write_text(
+        "".join(f"def f{i}(x):\n    return x + {i}\n\n" for i in range(40))
+    )
+    (tmp_path / "package-lock.json").write_text("{}\n")
+    git(tmp_path, "add", "-A")
+    git(tmp_path, "commit", "-qm", "base")
+    text = (tmp_path / "src" / "app.py").read_text().replace("x + 7\n", "eval(x) + 7\n")
+    text = text.replace("x + 9\n", "x + 9  # " + "a long comment with many words " * 20 + "\n")
+    (tmp_path / "src" / "app.py").write_text(text)
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_app.py").write_text("def test_app():\n    assert True\n")
+    (tmp_path / "package-lock.json").write_text('{"lockfileVersion": 3}\n')
+    git(tmp_path, "add", "-A")
+    git(tmp_path, "commit", "-qm", "change")
+    return tmp_path
+
+
+def run(*args: str, stdin: str | None = None) -> tuple[int, str, str]:
+    result = CliRunner().invoke(main, list(args), input=stdin)
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_plan_json_from_git_range(repo: Path) -> None:
+    code, out, _ = run("plan", "--git", "HEAD~1..HEAD", "--repo", str(repo), "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert data["budget_tokens"] == data["budget"]["available"] > 50_000
+    [chunk] = data["chunks"]
+    assert chunk["tokens"] > 0
+    assert [f["path"] for f in chunk["files"]] == ["src/app.py", "tests/test_app.py"]
+    coverage = data["coverage"]
+    assert coverage["changed_lines_total"] == 4 + 2 + 2
+    assert coverage["changed_lines_covered"] == 6
+    assert coverage["skipped"] == [
+        {"path": "package-lock.json", "reason": "lock file", "changed_lines": 2}
+    ]
+
+
+def test_plan_text_and_stdin(repo: Path) -> None:
+    diff = git(repo, "diff", "HEAD~1", "HEAD") + "\n"
+    code, out, _ = run("plan", "--diff", "-", stdin=diff)
+    assert code == 0
+    assert "Coverage: 6/8 changed lines in 2/3 files, 1 chunks" in out
+    assert "skipped package-lock.json: lock file" in out
+
+
+def test_small_context_splits_into_more_chunks(repo: Path) -> None:
+    base = ["plan", "--git", "HEAD~1..HEAD", "--repo", str(repo), "--json"]
+    code, out, _ = run(*base, "--context-tokens", "5700", "--context-lines", "30")
+    assert code == 0, out
+    data = json.loads(out)
+    assert len(data["chunks"]) >= 2
+    assert data["coverage"]["changed_lines_covered"] == 6
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--diff", "/does/not/exist"], "cannot read /does/not/exist"),
+        (["--git", "nope..HEAD"], "'nope' is not a commit"),
+        (["--git", "HEAD"], "expected BASE..HEAD"),
+        ([], "give exactly one of --diff"),
+        (["--git", "HEAD~1..HEAD", "--context-tokens", "4200"], "no room for the diff"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(repo: Path, args: list[str], message: str) -> None:
+    code, out, err = run("plan", "--repo", str(repo), *args)
+    assert code == 2
+    assert message in err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err + out
+
+
+def test_budget_below_one_line(repo: Path) -> None:
+    base = ["plan", "--git", "HEAD~1..HEAD", "--repo", str(repo)]
+    budget = json.loads(run(*base, "--json")[1])["budget"]
+    tiny = budget["output_reserve"] + budget["overhead"] + 256 + 60  # margin + room for ~60 tokens
+    code, _, err = run(*base, "--context-tokens", str(tiny), "--context-lines", "0")
+    assert code == 2 and "even one line" in err and len(err.strip().splitlines()) == 1
+
+
+def test_not_a_diff_on_stdin() -> None:
+    code, _, err = run("plan", "--diff", "-", stdin="hello\nworld\n")
+    assert code == 2 and "not a unified diff" in err
