@@ -1,0 +1,553 @@
+"""The GitLab adapter: read a merge request, post findings, keep the summary note up to date.
+
+Built on python-gitlab 8.x's low-level ``http_*`` calls so every request carries our retry
+budget. Notable GitLab rules this module relies on:
+
+* Positions (https://docs.gitlab.com/api/discussions/#create-a-new-thread-in-the-merge-request-diff):
+  ``position_type`` "text", SHAs from the MR's latest diff version, an added line addressed by
+  ``new_line`` only, a removed line by ``old_line`` only, an unchanged line by both; a multi-line
+  comment adds ``line_range`` with ``start``/``end`` each holding ``line_code`` and ``type``
+  (https://docs.gitlab.com/api/discussions/#parameters-for-multiline-comments). The draft-notes
+  API refuses ``old_line``/``new_line`` inside ``line_range`` (gitlab-org/gitlab#571619), so
+  drafts carry only ``line_code`` and ``type`` there.
+* ``/merge_requests/:iid/diffs`` is paginated and exists since GitLab 15.7; older servers only
+  have ``/changes``. Entries marked ``too_large`` (or collapsed without a diff) come without a
+  diff and are rebuilt here from the raw files at base and head.
+* A just-created MR answers ``diff_refs: null`` until its diff is computed: wait and retry.
+* python-gitlab retries 429 (honouring ``Retry-After``, gitlab/utils.py ``Retry``) and, with
+  ``retry_transient_errors``, 500/502/503/504 and connection errors, up to ``max_retries``.
+* Draft notes are validated only at ``bulk_publish`` and an unplaceable draft is dropped
+  silently (DraftNotes::PublishService), so :meth:`GitLabClient.publish_drafts` checks what
+  was really published.
+"""
+
+from __future__ import annotations
+
+import difflib
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote
+
+import gitlab
+import requests
+from gitlab.exceptions import GitlabAuthenticationError, GitlabError, GitlabHttpError
+
+from reviewbot.comments import Marker, MarkerKind, line_code_for, parse_marker
+from reviewbot.diff import FileDiff, Side, parse_git_diff, parse_gitlab_diffs, position_for
+from reviewbot.findings import Finding
+
+__all__ = [
+    "BotThread",
+    "DiffRefs",
+    "DraftPublishReport",
+    "GitLabAuthError",
+    "GitLabClient",
+    "GitLabError",
+    "GitLabNotFoundError",
+    "GitLabSettings",
+    "GitLabUnavailableError",
+    "MergeRequestSnapshot",
+    "PositionRefusedError",
+    "rebuild_diff",
+]
+
+DEFAULT_TIMEOUT_S = 30.0
+# GitLab < 16 caps /diffs pages at 30 entries; more is silently cut.
+DEFAULT_PER_PAGE = 30
+DEFAULT_MAX_RETRIES = 5
+# GitLab.com allows 300 note creations per minute per user; stay well below.
+DEFAULT_NOTES_PER_MINUTE = 120
+DEFAULT_DIFF_REFS_WAIT_S = 30.0
+DEFAULT_CONTENTS_CONCURRENCY = 8
+DIFF_REFS_FIRST_DELAY_S = 0.1
+DIFF_REFS_MAX_DELAY_S = 2.0
+SECONDS_PER_MINUTE = 60.0
+UNIFIED_CONTEXT_LINES = 3
+HTTP_BAD_REQUEST = 400
+HTTP_NOT_FOUND = 404
+HTTP_SERVER_ERROR = 500
+NO_NEWLINE = "\\ No newline at end of file\n"
+MAX_ERROR_TEXT = 200
+
+
+@dataclass(frozen=True)
+class GitLabSettings:
+    url: str
+    token: str = field(repr=False)
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    per_page: int = DEFAULT_PER_PAGE
+    max_retries: int = DEFAULT_MAX_RETRIES
+    notes_per_minute: int = DEFAULT_NOTES_PER_MINUTE
+    diff_refs_wait_s: float = DEFAULT_DIFF_REFS_WAIT_S
+    contents_concurrency: int = DEFAULT_CONTENTS_CONCURRENCY
+
+
+@dataclass(frozen=True)
+class DiffRefs:
+    base_sha: str
+    start_sha: str
+    head_sha: str
+
+
+@dataclass
+class MergeRequestSnapshot:
+    project_id: int
+    project_path: str
+    iid: int
+    title: str
+    description: str
+    web_url: str
+    author_username: str
+    draft: bool
+    source_branch: str
+    target_branch: str
+    diff_refs: DiffRefs
+    files: list[FileDiff]
+
+    def file(self, path: str) -> FileDiff | None:
+        return next((f for f in self.files if path in (f.new_path, f.old_path)), None)
+
+
+@dataclass(frozen=True)
+class BotThread:
+    discussion_id: str
+    note_id: int
+    marker: Marker
+    resolved: bool
+    path: str
+    new_line: int | None
+    old_line: int | None
+
+
+@dataclass(frozen=True)
+class DraftPublishReport:
+    """What bulk publishing really produced: threads by fingerprint, and what GitLab dropped."""
+
+    published: dict[str, BotThread]
+    missing: list[Finding]
+
+
+class GitLabError(Exception):
+    """A GitLab call failed; the message is one line and never contains the token."""
+
+
+class GitLabAuthError(GitLabError):
+    pass
+
+
+class GitLabNotFoundError(GitLabError):
+    pass
+
+
+class GitLabUnavailableError(GitLabError):
+    pass
+
+
+class PositionRefusedError(GitLabError):
+    """GitLab answered 400 to a diff note's position (usually the line_code refusal)."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Diff rebuilding (pure)
+
+
+def rebuild_diff(entry: Mapping[str, Any], old_text: str, new_text: str) -> FileDiff:
+    """A file GitLab sent without its diff, diffed here (difflib, 3 lines of context)."""
+    old_path, new_path = str(entry["old_path"]), str(entry["new_path"])
+    header = [f"diff --git a/{old_path} b/{new_path}\n"]
+    if entry.get("new_file"):
+        header.append(f"new file mode {entry.get('b_mode') or '100644'}\n")
+    elif entry.get("deleted_file"):
+        header.append(f"deleted file mode {entry.get('a_mode') or '100644'}\n")
+    elif entry.get("renamed_file"):
+        header += [f"rename from {old_path}\n", f"rename to {new_path}\n"]
+    body = difflib.unified_diff(
+        old_text.splitlines(keepends=True),
+        new_text.splitlines(keepends=True),
+        fromfile=f"a/{old_path}" if not entry.get("new_file") else "/dev/null",
+        tofile=f"b/{new_path}" if not entry.get("deleted_file") else "/dev/null",
+        n=UNIFIED_CONTEXT_LINES,
+    )
+    lines = [line if line.endswith("\n") else line + "\n" + NO_NEWLINE for line in body]
+    files = parse_git_diff("".join(header + lines))
+    rebuilt = files[0]
+    rebuilt.old_path, rebuilt.new_path = old_path, new_path
+    rebuilt.warnings = (*rebuilt.warnings, "diff rebuilt from raw files: GitLab sent none")
+    return rebuilt
+
+
+def _needs_rebuild(entry: Mapping[str, Any]) -> bool:
+    empty = not entry.get("diff")
+    return bool(entry.get("too_large")) or (bool(entry.get("collapsed")) and empty)
+
+
+# ---------------------------------------------------------------------------------------------
+# The client
+
+
+class GitLabClient:
+    """One GitLab server, one token. Builds the python-gitlab client lazily (no I/O here)."""
+
+    def __init__(
+        self,
+        settings: GitLabSettings,
+        *,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._settings = settings
+        self._sleep = sleep
+        self._clock = clock
+        self._gl: gitlab.Gitlab | None = None
+        self._username: str | None = None
+        self._pace_lock = threading.Lock()
+        self._next_note_at = 0.0
+
+    def __repr__(self) -> str:
+        return f"GitLabClient(url={self._settings.url!r})"
+
+    # ---- low level
+
+    @property
+    def _api(self) -> gitlab.Gitlab:
+        if self._gl is None:
+            self._gl = gitlab.Gitlab(
+                self._settings.url,
+                private_token=self._settings.token,
+                timeout=self._settings.timeout_s,
+                per_page=self._settings.per_page,
+                retry_transient_errors=True,
+            )
+        return self._gl
+
+    def _get(self, path: str, **query: Any) -> Any:
+        return self._api.http_get(path, query_data=query, max_retries=self._settings.max_retries)
+
+    def _list(self, path: str, **query: Any) -> list[dict[str, Any]]:
+        # Gitlab(per_page=...) only applies to managers' list(), so pass it on every page.
+        query.setdefault("per_page", self._settings.per_page)
+        result = self._api.http_list(
+            path, query_data=query, get_all=True, max_retries=self._settings.max_retries
+        )
+        return list(result)
+
+    def _post(self, path: str, data: dict[str, Any] | None = None) -> Any:
+        return self._api.http_post(path, post_data=data, max_retries=self._settings.max_retries)
+
+    def _put(self, path: str, data: dict[str, Any]) -> Any:
+        return self._api.http_put(path, post_data=data, max_retries=self._settings.max_retries)
+
+    @contextmanager
+    def _translated(self, action: str, not_found: str | None = None) -> Iterator[None]:
+        """Map python-gitlab/requests errors to one-line GitLabErrors (no token in them)."""
+        url = self._settings.url
+        try:
+            yield
+        except GitlabAuthenticationError as error:
+            raise GitLabAuthError(f"token rejected by {url}") from error
+        except GitlabHttpError as error:
+            code = error.response_code or 0
+            if code == HTTP_NOT_FOUND and not_found:
+                raise GitLabNotFoundError(not_found) from error
+            if code >= HTTP_SERVER_ERROR:
+                raise GitLabUnavailableError(
+                    f"GitLab at {url} answered {code} while {action}, "
+                    f"after {self._settings.max_retries} retries"
+                ) from error
+            raise GitLabError(f"{action} failed: {code} {_short(error)}") from error
+        except GitlabError as error:
+            raise GitLabError(f"{action} failed: {_short(error)}") from error
+        except (requests.ConnectionError, requests.Timeout) as error:
+            raise GitLabUnavailableError(
+                f"GitLab at {url} is unreachable ({type(error).__name__}) while {action}"
+            ) from error
+
+    def _pace_note(self) -> None:
+        """Space note creations ``60 / notes_per_minute`` seconds apart."""
+        interval = SECONDS_PER_MINUTE / max(self._settings.notes_per_minute, 1)
+        with self._pace_lock:
+            now = self._clock()
+            wait = self._next_note_at - now
+            self._next_note_at = max(now, self._next_note_at) + interval
+        if wait > 0:
+            self._sleep(wait)
+
+    @staticmethod
+    def _mr_path(project_id: int | str, iid: int) -> str:
+        return f"/projects/{quote(str(project_id), safe='')}/merge_requests/{iid}"
+
+    # ---- reading
+
+    def bot_username(self) -> str:
+        """The username the token belongs to (cached)."""
+        if self._username is None:
+            with self._translated("reading the current user"):
+                self._username = str(self._get("/user")["username"])
+        return self._username
+
+    def snapshot(self, project: str | int, iid: int) -> MergeRequestSnapshot:
+        """The MR, its latest diff version's SHAs and every file's diff."""
+        missing = f"merge request !{iid} not found in {project}"
+        mr_path = self._mr_path(project, iid)
+        with self._translated(f"reading merge request !{iid}", not_found=missing):
+            mr = self._mr_with_diff_refs(mr_path, iid, project)
+            project_path = str(self._get(f"/projects/{mr['project_id']}")["path_with_namespace"])
+            refs = self._latest_refs(mr_path, mr["diff_refs"])
+            entries = self._diff_entries(mr_path)
+        files = [self._file_diff(mr["project_id"], refs, entry) for entry in entries]
+        return MergeRequestSnapshot(
+            project_id=int(mr["project_id"]),
+            project_path=project_path,
+            iid=int(mr["iid"]),
+            title=str(mr.get("title") or ""),
+            description=str(mr.get("description") or ""),
+            web_url=str(mr.get("web_url") or ""),
+            author_username=str((mr.get("author") or {}).get("username", "")),
+            draft=bool(mr.get("draft", mr.get("work_in_progress", False))),
+            source_branch=str(mr.get("source_branch") or ""),
+            target_branch=str(mr.get("target_branch") or ""),
+            diff_refs=refs,
+            files=files,
+        )
+
+    def _mr_with_diff_refs(self, mr_path: str, iid: int, project: str | int) -> dict[str, Any]:
+        started = self._clock()
+        delay = DIFF_REFS_FIRST_DELAY_S
+        while True:
+            mr = self._get(mr_path)
+            refs = mr.get("diff_refs") or {}
+            if all(refs.get(key) for key in ("base_sha", "start_sha", "head_sha")):
+                return dict(mr)
+            if self._clock() - started + delay > self._settings.diff_refs_wait_s:
+                raise GitLabError(
+                    f"merge request !{iid} in {project} has no diff_refs after "
+                    f"{self._settings.diff_refs_wait_s:.0f} s: GitLab is still preparing its diff"
+                )
+            self._sleep(delay)
+            delay = min(delay * 2, DIFF_REFS_MAX_DELAY_S)
+
+    def _latest_refs(self, mr_path: str, fallback: Mapping[str, str]) -> DiffRefs:
+        versions = self._api.http_list(
+            f"{mr_path}/versions",
+            query_data={"page": 1},
+            get_all=False,
+            max_retries=self._settings.max_retries,
+        )
+        latest = next(iter(versions), None)  # newest first
+        if latest is None:
+            return DiffRefs(fallback["base_sha"], fallback["start_sha"], fallback["head_sha"])
+        return DiffRefs(
+            str(latest["base_commit_sha"]),
+            str(latest["start_commit_sha"]),
+            str(latest["head_commit_sha"]),
+        )
+
+    def _diff_entries(self, mr_path: str) -> list[dict[str, Any]]:
+        try:
+            return self._list(f"{mr_path}/diffs")
+        except GitlabHttpError as error:
+            if error.response_code != HTTP_NOT_FOUND:
+                raise
+        # GitLab < 15.7: no /diffs endpoint; /changes carries them all in one answer.
+        return list(self._get(f"{mr_path}/changes").get("changes") or [])
+
+    def _file_diff(self, project_id: int, refs: DiffRefs, entry: dict[str, Any]) -> FileDiff:
+        if not _needs_rebuild(entry):
+            return parse_gitlab_diffs([entry])[0]
+        old = (
+            {}
+            if entry.get("new_file")
+            else self.file_contents(project_id, refs.base_sha, [str(entry["old_path"])])
+        )
+        new = (
+            {}
+            if entry.get("deleted_file")
+            else self.file_contents(project_id, refs.head_sha, [str(entry["new_path"])])
+        )
+        return rebuild_diff(
+            entry, old.get(str(entry["old_path"]), ""), new.get(str(entry["new_path"]), "")
+        )
+
+    def file_contents(self, project_id: int, sha: str, paths: Sequence[str]) -> dict[str, str]:
+        """Raw files at ``sha``, fetched concurrently; a missing file is absent from the result."""
+        workers = max(1, min(self._settings.contents_concurrency, len(paths)))
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="gitlab-raw") as pool:
+            results = pool.map(lambda p: (p, self._raw_file(project_id, sha, p)), paths)
+            return {path: text for path, text in results if text is not None}
+
+    def _raw_file(self, project_id: int, sha: str, path: str) -> str | None:
+        url = f"/projects/{project_id}/repository/files/{quote(path, safe='')}/raw"
+        with self._translated(f"reading {path} at {sha[:12]}"):
+            try:
+                response = self._api.http_get(
+                    url, query_data={"ref": sha}, raw=True, max_retries=self._settings.max_retries
+                )
+            except GitlabHttpError as error:
+                if error.response_code == HTTP_NOT_FOUND:
+                    return None
+                raise
+        content = getattr(response, "content", b"")
+        return content.decode("utf-8", errors="replace")
+
+    def bot_threads(self, project_id: int, iid: int) -> list[BotThread]:
+        """Every discussion the bot started with a finding marker (all pages)."""
+        me = self.bot_username()
+        with self._translated(f"listing discussions of !{iid}"):
+            discussions = self._list(f"{self._mr_path(project_id, iid)}/discussions")
+        threads = []
+        for discussion in discussions:
+            thread = _bot_thread(discussion, me)
+            if thread is not None:
+                threads.append(thread)
+        return threads
+
+    # ---- writing
+
+    def post_finding(
+        self, snapshot: MergeRequestSnapshot, finding: Finding, body: str
+    ) -> tuple[str, int]:
+        """Open a diff thread on the finding's line; returns (discussion_id, note_id)."""
+        position = self.position(snapshot, finding)
+        self._pace_note()
+        path = f"{self._mr_path(snapshot.project_id, snapshot.iid)}/discussions"
+        try:
+            with self._translated(f"posting a finding on {finding.path}"):
+                discussion = self._post(path, {"body": body, "position": position})
+        except GitLabError as error:
+            cause = error.__cause__
+            if isinstance(cause, GitlabHttpError) and cause.response_code == HTTP_BAD_REQUEST:
+                raise PositionRefusedError(
+                    f"GitLab refused the position {finding.path}:{finding.side}:{finding.line}: "
+                    f"{_short(cause)}"
+                ) from cause
+            raise
+        return str(discussion["id"]), int(discussion["notes"][0]["id"])
+
+    def position(
+        self, snapshot: MergeRequestSnapshot, finding: Finding, *, draft: bool = False
+    ) -> dict[str, Any]:
+        """The ``position`` object for ``finding`` (see the module notes for GitLab's rules)."""
+        refs = snapshot.diff_refs
+        position: dict[str, Any] = {
+            "position_type": "text",
+            "base_sha": refs.base_sha,
+            "start_sha": refs.start_sha,
+            "head_sha": refs.head_sha,
+            "old_path": finding.old_path,
+            "new_path": finding.path,
+        }
+        if finding.old_line is not None:
+            position["old_line"] = finding.old_line
+        if finding.new_line is not None:
+            position["new_line"] = finding.new_line
+        line_range = self._line_range(snapshot, finding, draft=draft)
+        if line_range is not None:
+            position["line_range"] = line_range
+        return position
+
+    @staticmethod
+    def _line_range(
+        snapshot: MergeRequestSnapshot, finding: Finding, *, draft: bool
+    ) -> dict[str, Any] | None:
+        file = snapshot.file(finding.path)
+        if finding.end_line is None or finding.line is None or file is None:
+            return None
+        ends = {}
+        for end, number in (("start", finding.line), ("end", finding.end_line)):
+            code = line_code_for(file, finding.side, number)
+            point = position_for(file, finding.side, number)
+            if code is None or point is None:
+                return None
+            ends[end] = {"line_code": code, "type": "old" if finding.side is Side.OLD else "new"}
+            if not draft:
+                ends[end].update({"old_line": point.old_line, "new_line": point.new_line})
+        return ends
+
+    def resolve_thread(self, project_id: int, iid: int, discussion_id: str, reply: str) -> None:
+        """Reply to a bot thread (why it is resolved), then resolve it."""
+        path = f"{self._mr_path(project_id, iid)}/discussions/{discussion_id}"
+        self._pace_note()
+        with self._translated(
+            f"resolving thread {discussion_id}", not_found=f"thread {discussion_id} not found"
+        ):
+            self._post(f"{path}/notes", {"body": reply})
+            self._put(path, {"resolved": True})
+
+    def upsert_summary(self, project_id: int, iid: int, body: str) -> int:
+        """Edit the bot's summary note in place, or create it; returns the note id."""
+        me = self.bot_username()
+        notes_path = f"{self._mr_path(project_id, iid)}/notes"
+        with self._translated(f"updating the summary of !{iid}"):
+            notes = self._list(notes_path, sort="asc", order_by="created_at")
+            existing = next((n for n in notes if _is_summary_by(n, me)), None)
+            if existing is not None:
+                self._put(f"{notes_path}/{existing['id']}", {"body": body})
+                return int(existing["id"])
+            self._pace_note()
+            return int(self._post(notes_path, {"body": body})["id"])
+
+    def publish_drafts(
+        self, snapshot: MergeRequestSnapshot, items: list[tuple[Finding, str]]
+    ) -> DraftPublishReport:
+        """Create a draft per finding, publish them in one go, then check what GitLab kept."""
+        mr_path = self._mr_path(snapshot.project_id, snapshot.iid)
+        with self._translated(f"publishing drafts on !{snapshot.iid}"):
+            for finding, body in items:
+                position = self.position(snapshot, finding, draft=True)
+                self._post(f"{mr_path}/draft_notes", {"note": body, "position": position})
+            self._post(f"{mr_path}/draft_notes/bulk_publish")
+        threads = self.bot_threads(snapshot.project_id, snapshot.iid)
+        by_fingerprint = {t.marker.fingerprint: t for t in threads}
+        published = {
+            f.fingerprint: by_fingerprint[f.fingerprint]
+            for f, _ in items
+            if f.fingerprint in by_fingerprint
+        }
+        missing = [f for f, _ in items if f.fingerprint not in by_fingerprint]
+        return DraftPublishReport(published, missing)
+
+
+# ---------------------------------------------------------------------------------------------
+# Helpers
+
+
+def _short(error: GitlabError) -> str:
+    message = error.error_message
+    if isinstance(message, bytes):
+        message = message.decode("utf-8", errors="replace")
+    text = " ".join(str(message).split())
+    return text[:MAX_ERROR_TEXT]
+
+
+def _bot_thread(discussion: Mapping[str, Any], username: str) -> BotThread | None:
+    notes = discussion.get("notes") or []
+    if not notes:
+        return None
+    first = notes[0]
+    if (first.get("author") or {}).get("username") != username:
+        return None
+    marker = parse_marker(str(first.get("body") or ""))
+    if marker is None or marker.kind is not MarkerKind.FINDING:
+        return None
+    position = first.get("position") or {}
+    return BotThread(
+        discussion_id=str(discussion["id"]),
+        note_id=int(first["id"]),
+        marker=marker,
+        resolved=bool(first.get("resolved", False)),
+        path=str(position.get("new_path") or marker.path),
+        new_line=position.get("new_line"),
+        old_line=position.get("old_line"),
+    )
+
+
+def _is_summary_by(note: Mapping[str, Any], username: str) -> bool:
+    if (note.get("author") or {}).get("username") != username:
+        return False
+    marker = parse_marker(str(note.get("body") or ""))
+    return marker is not None and marker.kind is MarkerKind.SUMMARY
