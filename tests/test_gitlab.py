@@ -325,3 +325,14 @@ def test_connection_refused_names_the_url() -> None:
     client = GitLabClient(GitLabSettings(url=url, token=TOKEN, max_retries=0))
     with pytest.raises(GitLabUnavailableError, match=url):
         client.bot_username()
+
+
+def test_note_creation_is_paced(fake: FakeGitLab, snapshot: MergeRequestSnapshot) -> None:
+    notes_per_minute = 30
+    waits: list[float] = []
+    settings = GitLabSettings(url=fake.url, token=TOKEN, notes_per_minute=notes_per_minute)
+    client = GitLabClient(settings, sleep=waits.append, clock=lambda: 100.0)
+    for path in ("pkg/mod0.py", "pkg/mod1.py"):
+        finding = _finding(snapshot, path, LineKind.ADDED)
+        client.post_finding(snapshot, finding, finding_body(finding))
+    assert waits == [pytest.approx(60.0 / notes_per_minute)]
