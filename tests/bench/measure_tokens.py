@@ -22,6 +22,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from reviewbot.chunking import Budget, plan
 from reviewbot.diff import parse_git_diff
 from reviewbot.diffview import FileView, render_file
 from reviewbot.tokens import ByteEstimateCounter, QwenBPECounter
@@ -101,14 +102,18 @@ def _read_text(path: Path) -> str | None:
         return None
 
 
-def rendered_as_added_file(path: str, text: str) -> str:
-    """``text`` as the model sees a newly added file in a chunk (first lines only)."""
+def added_file_diff(path: str, text: str) -> str:
+    """A git diff adding ``path`` with the first lines of ``text``."""
     lines = text.splitlines()[:MAX_RENDERED_LINES]
-    diff = "\n".join(
+    return "\n".join(
         [f"diff --git a/{path} b/{path}", "new file mode 100644", "--- /dev/null",
          f"+++ b/{path}", f"@@ -0,0 +1,{len(lines)} @@", *("+" + line for line in lines)]
-    )  # fmt: skip
-    (file,) = parse_git_diff(diff + "\n")
+    ) + "\n"  # fmt: skip
+
+
+def rendered_as_added_file(path: str, text: str) -> str:
+    """``text`` as the model sees a newly added file in a chunk (first lines only)."""
+    (file,) = parse_git_diff(added_file_diff(path, text))
     return render_file(FileView(file, file.hunks))
 
 
@@ -190,6 +195,32 @@ def _wrapper_difference(samples: Sequence[Sample]) -> list[str]:
     return lines
 
 
+def fallback_chunk_check(
+    corpus: dict[str, list[Path]], bpe: QwenBPECounter, languages: Sequence[str]
+) -> str:
+    """Plan the corpus (as added files) with the fallback; compare each chunk's real BPE size
+    with the room the context really has (the budget plus the margin the headroom reserved)."""
+    diffs = []
+    for language in languages:
+        for path in corpus.get(language, []):
+            text = _read_text(path)
+            if text and text.strip():
+                diffs.append(added_file_diff("/".join(path.parts[-3:]), text))
+    fallback = ByteEstimateCounter()
+    budget = Budget(headroom=fallback.headroom)
+    result = plan(parse_git_diff("".join(diffs)), budget, fallback)
+    room = budget.available + budget.margin
+    real = [bpe.count(chunk.text) for chunk in result.chunks]
+    worst = max(real)
+    over = sum(1 for tokens in real if tokens > room)
+    return (
+        f"{'+'.join(languages)}: {len(result.chunks)} chunks planned with the fallback "
+        f"(budget {budget.available}, margin {budget.margin}); real BPE tokens per chunk: "
+        f"max {worst} = {worst / budget.available:.2f}x the budget, "
+        f"{over} chunk(s) beyond budget+margin ({room})"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--per-language", type=int, default=DEFAULT_PER_LANGUAGE)
@@ -205,6 +236,8 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(f"tiktoken cl100k_base: {_cl100k_status()}")
     print("\n".join(_wrapper_difference(samples)))
+    for languages in (tuple(corpus), ("c",), ("javascript",)):
+        print(fallback_chunk_check(corpus, bpe, languages))
     return 0
 
 
