@@ -280,8 +280,8 @@ def review(
         print_findings(result, Console())
     if result.chunk_errors:
         fail(
-            f"{len(result.chunk_errors)} of {len(result.plan.chunks)} chunks could not be "
-            f"reviewed: {next(iter(result.chunk_errors.values()))}",
+            f"{len(result.chunk_errors)} chunk(s) could not be reviewed "
+            f"({result.chunks_reviewed} were): {next(iter(result.chunk_errors.values()))}",
             EXIT_FAILURE,
         )
 

@@ -24,11 +24,11 @@ __all__ = [
     "local_counter",
 ]
 
-# Qwen's BPE averages ~3.7 bytes per token on source code, but splits every digit into its own
-# token. The fallback counts each digit as a token and 2.5 bytes per token for the rest: over
-# 1,300 source files it over-counts by 50% at the median and under-counts fewer than 1% of them
-# (docs/tokens.md), and its headroom absorbs those.
-FALLBACK_BYTES_PER_TOKEN = 2.5
+# Qwen's BPE averages ~3.6 bytes per token on source code and 2.7 on rendered diffs (the
+# "+ 123 | " prefix costs ~6 tokens), and splits every digit into its own token. The fallback
+# counts each digit as a token and 2.0 bytes per token for the rest, so it over-counts rendered
+# diffs; its headroom absorbs the rare under-count (figures in docs/tokens.md).
+FALLBACK_BYTES_PER_TOKEN = 2.0
 # The local BPE is exact for text; what it cannot see is the server's chat template framing.
 QWEN_BPE_HEADROOM = 0.02
 FALLBACK_HEADROOM = 0.10
@@ -91,8 +91,10 @@ class QwenBPECounter:
         return len(self._encoding.encode_ordinary(text))  # type: ignore[attr-defined]
 
     def count_many(self, texts: Sequence[str]) -> list[int]:
-        batches = self._encoding.encode_ordinary_batch(list(texts))  # type: ignore[attr-defined]
-        return [len(tokens) for tokens in batches]
+        # A plain loop: tiktoken's encode_ordinary_batch submits one thread-pool job per text and
+        # is ~6x slower on the many short lines the planner counts (docs/tokens.md).
+        encode = self._encoding.encode_ordinary  # type: ignore[attr-defined]
+        return [len(encode(text)) for text in texts]
 
 
 def local_counter(model: str | None = None) -> TokenCounter:

@@ -93,6 +93,7 @@ import json
 import re
 import select
 import socket
+import sys
 import threading
 import time
 import uuid
@@ -831,6 +832,12 @@ class _HTTPServer(ThreadingHTTPServer):
     def __init__(self, app: FakeVLLM) -> None:
         self.app = app
         super().__init__(("127.0.0.1", 0), _Handler)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that hangs up (timeouts, cancelled streams) is normal, not an error."""
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
 
 
 class _Handler(BaseHTTPRequestHandler):

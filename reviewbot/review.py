@@ -1,0 +1,196 @@
+"""The review pipeline for one diff: plan -> prompts -> model -> findings.
+
+Used by every entry point (``reviewbot review`` on a local diff, ``reviewbot run`` on an MR).
+It takes its adapters (the LLM client) and plain data; it does not know about GitLab or the
+database, which the MR runner (``mr.py``) wires around it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import statistics
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from reviewbot.chunking import Budget, BudgetTooSmallError, Chunk, Plan, PlanOptions, plan
+from reviewbot.diff import FileDiff
+from reviewbot.exclusions import ExclusionRules
+from reviewbot.findings import FindingsOptions, FindingsResult, process
+from reviewbot.llm import CallRecord, ChunkRequest, ChunkResult, LLMClient
+from reviewbot.prompts import ReviewContext, prompt_version, render_messages, tool_schemas
+from reviewbot.tokens import TokenCounter
+
+__all__ = ["ReviewOptions", "ReviewResult", "budget_for", "review_files"]
+
+MAX_RESPLIT_DEPTH = 6
+RESPLIT_FACTOR = 0.5
+# Chat-template framing the local count of messages cannot see (role markers, tool preamble).
+TEMPLATE_FRAMING_TOKENS = 64
+
+
+@dataclass(frozen=True)
+class ReviewOptions:
+    max_model_len: int | None = None  # None: from the server
+    max_output_tokens: int = 4096
+    plan_options: PlanOptions = field(default_factory=PlanOptions)
+    findings_options: FindingsOptions = field(default_factory=FindingsOptions)
+
+
+@dataclass
+class ReviewResult:
+    plan: Plan
+    findings: FindingsResult
+    calls: list[CallRecord]
+    chunk_errors: dict[int, str]
+    invalid_calls: list[str]
+    model: str
+    prompt_version: str
+    seconds: float
+    chunks_reviewed: int
+
+    @property
+    def prompt_tokens(self) -> int:
+        return sum(c.prompt_tokens for c in self.calls)
+
+    @property
+    def completion_tokens(self) -> int:
+        return sum(c.completion_tokens for c in self.calls)
+
+    @property
+    def cached_tokens(self) -> int:
+        return sum(c.cached_tokens or 0 for c in self.calls)
+
+    def ttft_percentile(self, fraction: float) -> float | None:
+        values = sorted(c.ttft_ms for c in self.calls if c.ttft_ms is not None)
+        if not values:
+            return None
+        if len(values) == 1:
+            return values[0]
+        return statistics.quantiles(values, n=100, method="inclusive")[
+            min(98, max(0, math.ceil(fraction * 100) - 1))
+        ]
+
+
+def budget_for(
+    llm: LLMClient,
+    counter: TokenCounter,
+    context: ReviewContext,
+    options: ReviewOptions,
+    max_model_len: int,
+) -> Budget:
+    """The chunk budget: context - output reserve - the rendered shared prompt - margin."""
+    shared = render_messages(context, None)
+    tools = tool_schemas()
+    overhead = llm.count_prompt_tokens(shared, tools)
+    if overhead is None:
+        texts = [m["content"] for m in shared] + [json.dumps(tools)]
+        overhead = sum(counter.count_many(texts)) + TEMPLATE_FRAMING_TOKENS
+    return Budget(
+        max_model_len=max_model_len,
+        output_reserve=options.max_output_tokens,
+        overhead=overhead,
+        headroom=counter.headroom,
+    )
+
+
+def review_files(
+    files: Sequence[FileDiff],
+    *,
+    context: ReviewContext,
+    llm: LLMClient,
+    counter: TokenCounter,
+    options: ReviewOptions,
+    contents: Mapping[str, str] | None = None,
+    on_planned: Callable[[Plan], None] | None = None,
+    on_chunk_done: Callable[[ChunkResult], None] | None = None,
+) -> ReviewResult:
+    """Review ``files`` with the model and return anchored findings plus every call's figures."""
+    started = time.monotonic()
+    info = llm.server_info()
+    max_model_len = options.max_model_len or info.max_model_len or Budget().max_model_len
+    budget = budget_for(llm, counter, context, options, max_model_len)
+    review_plan = plan(files, budget, counter, contents=contents, options=options.plan_options)
+    if on_planned:
+        on_planned(review_plan)
+    chunks = list(review_plan.chunks)
+    tools = tool_schemas()
+    calls: list[tuple[int, dict[str, Any]]] = []
+    records: list[CallRecord] = []
+    errors: dict[int, str] = {}
+    invalid: list[str] = []
+    files_by_chunk: dict[int, Mapping[str, FileDiff]] = {}
+    pending = [(chunk, 0) for chunk in chunks]
+    next_index = len(chunks)
+    reviewed = 0
+    while pending:
+        requests = []
+        depth_of: dict[int, int] = {}
+        for chunk, depth in pending:
+            files_by_chunk[chunk.index] = chunk.files
+            depth_of[chunk.index] = depth
+            messages = render_messages(context, chunk, part=chunk.index + 1, parts=len(chunks))
+            requests.append(ChunkRequest(chunk.index, messages, tools))
+        by_index = {chunk.index: chunk for chunk, _ in pending}
+        pending = []
+        for result in llm.review_chunks(requests, on_done=on_chunk_done):
+            records += result.records
+            invalid += [f"chunk {result.chunk_index}: {reason}" for reason in result.invalid]
+            calls += [(result.chunk_index, arguments) for arguments in result.calls]
+            too_big = result.context_overflow or result.truncated
+            halves = (
+                _resplit(by_index[result.chunk_index], counter, next_index)
+                if too_big and depth_of[result.chunk_index] < MAX_RESPLIT_DEPTH
+                else []
+            )
+            if halves:
+                next_index += len(halves)
+                pending += [(half, depth_of[result.chunk_index] + 1) for half in halves]
+                continue
+            if result.context_overflow:
+                errors[result.chunk_index] = "prompt too long for the model even after splitting"
+            elif result.error:
+                errors[result.chunk_index] = result.error
+            else:
+                reviewed += 1
+    findings = process(calls, files_by_chunk, options.findings_options)
+    return ReviewResult(
+        plan=review_plan,
+        findings=findings,
+        calls=records,
+        chunk_errors=errors,
+        invalid_calls=invalid,
+        model=info.model,
+        prompt_version=prompt_version(),
+        seconds=time.monotonic() - started,
+        chunks_reviewed=reviewed,
+    )
+
+
+def _resplit(chunk: Chunk, counter: TokenCounter, first_index: int) -> list[Chunk]:
+    """Split a chunk the server found too long into smaller ones, keeping every line.
+
+    Returns [] when the chunk cannot get smaller (one line); the caller reports it as failed.
+    """
+    files = [
+        dataclasses.replace(segment.view.file, hunks=segment.view.hunks, _index=None)
+        for segment in chunk.segments
+    ]
+    room = max(1, math.floor(chunk.tokens * RESPLIT_FACTOR))
+    smaller = Budget(
+        max_model_len=room + Budget().output_reserve + Budget().margin,
+        output_reserve=Budget().output_reserve,
+    )
+    keep_all = ExclusionRules(use_defaults=False, review_deleted_files=True)
+    try:
+        replanned = plan(files, smaller, counter, options=PlanOptions(0, exclusions=keep_all))
+    except BudgetTooSmallError:
+        return []
+    if len(replanned.chunks) < 2:
+        return []
+    return [
+        Chunk(first_index + offset, sub.segments) for offset, sub in enumerate(replanned.chunks)
+    ]

@@ -1,0 +1,137 @@
+"""`reviewbot review` end to end against the fake vLLM over real HTTP."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from reviewbot.cli import main
+from tests.fakes.vllm_server import FakeVLLM
+
+RISKY = """import subprocess
+
+
+def load(config_text):
+    return eval(config_text)
+
+
+def check(user):
+    if user == None:
+        return False
+    return True
+
+
+def run(cmd):
+    try:
+        subprocess.run(cmd, check=True)
+    except:
+        pass
+"""
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True
+    ).stdout.strip()
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    git(tmp_path, "init", "-q", "-b", "main")
+    git(tmp_path, "config", "user.email", "dev@example.com")
+    git(tmp_path, "config", "user.name", "Dev")
+    (tmp_path / "README.md").write_text("hello\n")
+    git(tmp_path, "add", "-A")
+    git(tmp_path, "commit", "-qm", "base")
+    (tmp_path / "app.py").write_text(RISKY)
+    git(tmp_path, "add", "-A")
+    git(tmp_path, "commit", "-qm", "risky")
+    return tmp_path
+
+
+@pytest.fixture
+def vllm() -> Iterator[FakeVLLM]:
+    with FakeVLLM() as server:
+        yield server
+
+
+def review(repo: Path, server_url: str, *extra: str) -> tuple[int, str, str]:
+    args = ["review", "--git", "HEAD~1..HEAD", "--repo", str(repo), "--base-url", server_url]
+    result = CliRunner().invoke(main, [*args, *extra])
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_review_json_reports_findings_on_the_right_lines(repo: Path, vllm: FakeVLLM) -> None:
+    code, out, err = review(repo, vllm.base_url, "--json", "--min-severity", "info")
+    assert code == 0, err
+    data = json.loads(out)
+    found = {(f["line"], f["category"], f["severity"]) for f in data["findings"]}
+    assert found == {
+        (5, "security", "critical"),  # eval(
+        (9, "bug", "minor"),  # == None
+        (17, "error-handling", "major"),  # bare except
+    }
+    lines = RISKY.splitlines()
+    for finding in data["findings"]:
+        assert finding["path"] == "app.py" and finding["side"] == "new"
+        assert finding["anchor"] == "exact" and len(finding["fingerprint"]) == 20
+        assert lines[finding["line"] - 1].strip()  # a real line of the new file
+    [call] = data["calls"]
+    assert call["outcome"] == "ok" and call["prompt_tokens"] > 500
+    assert call["ttft_ms"] is not None and call["latency_ms"] >= call["ttft_ms"]
+    assert data["prompt_version"].startswith("v1+")
+
+
+def test_review_text_output_and_threshold(repo: Path, vllm: FakeVLLM) -> None:
+    code, out, _ = review(repo, vllm.base_url)
+    assert code == 0
+    assert "app.py" in out and "[critical] security" in out and "[major] error-handling" in out
+    assert "[minor]" in out  # default threshold is minor
+    assert "3 findings" in out and "1 chunks" in out
+
+
+def test_context_overflow_resplits_instead_of_dropping(repo: Path) -> None:
+    many = "".join(f"def f{i}(x):\n    return eval(x) + {i}\n\n" for i in range(400))
+    (repo / "big.py").write_text(many)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "big")
+    with FakeVLLM(max_model_len=12_000) as small:
+        # We claim a 32K context; the server has 12K and answers 400 until chunks are small.
+        code, out, err = review(
+            repo, small.base_url, "--json", "--context-tokens", "32768", "--max-output-tokens",
+            "4096", "--min-severity", "info",
+        )  # fmt: skip
+        assert code == 0, err
+        data = json.loads(out)
+        outcomes = [c["outcome"] for c in data["calls"]]
+        # too long for the server at first, then answers cut off at the output limit: both
+        # re-split the chunk
+        assert {"context_overflow", "length"} <= set(outcomes) and outcomes.count("ok") >= 2
+        eval_lines = {f["line"] for f in data["findings"] if f["path"] == "big.py"}
+        assert eval_lines == {3 * i + 2 for i in range(400)}  # every eval( found: nothing dropped
+
+
+def test_unreachable_server_is_a_clear_error(repo: Path) -> None:
+    code, _, err = review(repo, "http://127.0.0.1:9/v1")
+    assert code == 1
+    assert "127.0.0.1:9" in err and "vllm serve" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_unknown_model_names_the_served_ones(repo: Path, vllm: FakeVLLM) -> None:
+    code, _, err = review(repo, vllm.base_url, "--model", "llama-2")
+    assert code == 1 and "llama-2" in err and vllm.model in err
+
+
+def test_server_without_tool_parser_falls_back(repo: Path) -> None:
+    with FakeVLLM(tool_parser=False) as server:
+        code, out, err = review(repo, server.base_url, "--json", "--min-severity", "info")
+        assert code == 0, err
+        data = json.loads(out)
+        assert len(data["findings"]) == 3
+        assert {c["mode"] for c in data["calls"]} - {"tool_calls"}
