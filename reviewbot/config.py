@@ -24,7 +24,7 @@ __all__ = ["REPO_KEYS", "ConfigError", "Settings", "apply_repo_overrides", "load
 
 ENV_PREFIX = "REVIEWBOT_"
 DEFAULT_LLM_BASE_URL = "http://127.0.0.1:8000/v1"
-SECRET_FIELDS = frozenset({"gitlab_token", "llm_api_key"})
+SECRET_FIELDS = frozenset({"gitlab_token", "llm_api_key", "webhook_secret"})
 REPO_KEYS = frozenset(
     {"exclude", "min_severity", "categories", "language", "include_style", "max_inline"}
 )
@@ -61,6 +61,11 @@ class Settings:
     include_style: bool = False
     max_inline: int = 30
     publish_mode: str = "discussions"
+    # Webhook listener (`reviewbot serve`)
+    webhook_secret: str | None = field(default=None, repr=False)
+    bot_username: str | None = None  # None: ask GitLab whom the token belongs to
+    review_drafts: bool = False
+    webhook_max_body_bytes: int = 1_000_000
 
     def __post_init__(self) -> None:
         _check_choice("min_severity", self.min_severity, [s.value for s in Severity])
