@@ -10,6 +10,7 @@ then ``_sum`` and ``_count``.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -49,7 +50,7 @@ class Histogram:
         if list(self.bounds) != sorted(set(self.bounds)):
             raise ValueError("histogram bounds must be strictly ascending")
         counts = [*self.cumulative_counts, self.count]
-        if any(later < earlier for earlier, later in zip(counts, counts[1:], strict=False)):
+        if any(later < earlier for earlier, later in itertools.pairwise(counts)):
             raise ValueError("cumulative counts must not decrease (and end at most at count)")
 
 
