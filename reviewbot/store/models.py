@@ -1,4 +1,4 @@
-"""SQLAlchemy tables for reviews, LLM calls, findings, feedback and MR locks.
+"""SQLAlchemy tables for reviews, LLM calls, findings, feedback, MR locks and jobs.
 
 The schema is shaped for the weekly accuracy report: every review keeps its coverage and
 token totals, every LLM call its latency figures, every finding its fate on GitLab
@@ -100,6 +100,17 @@ class FindingState(StrEnum):
     RESOLVED = "resolved"
     OUTDATED = "outdated"
     FAILED = "failed"
+
+
+class JobStatus(StrEnum):
+    """Life cycle of a queued review job (reviewbot.queue)."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    SUPERSEDED = "superseded"
+    CANCELLED = "cancelled"
 
 
 class FeedbackKind(StrEnum):
@@ -283,3 +294,33 @@ class MRLock(Base):
     mr_iid: Mapped[int] = mapped_column(Integer, primary_key=True)
     holder: Mapped[str] = mapped_column(String(NAME_LENGTH))
     expires_at: Mapped[datetime]
+
+
+class Job(Base):
+    """A review waiting for, or handled by, a worker (the durable queue, reviewbot.queue)."""
+
+    __tablename__ = "jobs"
+    __table_args__ = (
+        CheckConstraint(_one_of("trigger", Trigger), name="trigger"),
+        CheckConstraint(_one_of("status", JobStatus), name="status"),
+        Index(None, "status", "run_after"),
+        Index(None, "project", "mr_iid"),
+        Index(None, "dedupe_key", unique=True),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    project: Mapped[str] = mapped_column(String(PROJECT_LENGTH))
+    mr_iid: Mapped[int]
+    head_sha: Mapped[str | None] = mapped_column(String(SHA_LENGTH))
+    trigger: Mapped[str] = mapped_column(String(SHORT_LABEL_LENGTH))
+    status: Mapped[str] = mapped_column(String(SHORT_LABEL_LENGTH))
+    attempts: Mapped[int]
+    max_attempts: Mapped[int]
+    run_after: Mapped[datetime]
+    lease_owner: Mapped[str | None] = mapped_column(String(NAME_LENGTH))
+    lease_expires_at: Mapped[datetime | None]
+    error: Mapped[str | None] = mapped_column(Text)
+    dedupe_key: Mapped[str | None] = mapped_column(String(EVENT_KEY_LENGTH))
+    payload: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at: Mapped[datetime]
+    updated_at: Mapped[datetime]
