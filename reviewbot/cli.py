@@ -20,11 +20,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from reviewbot import __version__
-from reviewbot.chunking import BudgetTooSmallError, Plan, PlanOptions
+from reviewbot.chunking import BudgetTooSmallError, Plan
 from reviewbot.config import ConfigError, Settings, load_settings
 from reviewbot.diff import FileDiff, parse_git_diff
 from reviewbot.exclusions import ExclusionRules, skip_reason
-from reviewbot.findings import Category, FindingsOptions, Severity
+from reviewbot.findings import Severity
 from reviewbot.localgit import GitError, read_files_at, read_range
 from reviewbot.prompts import ReviewContext, file_summaries
 from reviewbot.tokens import TokenCounter, local_counter
@@ -147,13 +147,6 @@ def build_settings(config_file: str | None, **overrides: Any) -> Settings:
     return load_settings(config_file=config_file, overrides=overrides)
 
 
-def plan_options(settings: Settings) -> PlanOptions:
-    return PlanOptions(
-        context_lines=settings.context_lines,
-        exclusions=ExclusionRules(extra_globs=settings.exclude),
-    )
-
-
 def local_context(title: str, files: list[FileDiff], rules: ExclusionRules) -> ReviewContext:
     skipped = {f.path: reason for f in files if (reason := skip_reason(f, rules))}
     return ReviewContext(title=title, files=file_summaries(files, skipped))
@@ -179,6 +172,7 @@ def plan(
     """Show how a diff would be cut into prompts, with token counts and coverage (offline)."""
     from reviewbot.chunking import Budget
     from reviewbot.chunking import plan as make_plan
+    from reviewbot.mr import review_options
     from reviewbot.prompts import render_messages, tool_schemas
     from reviewbot.review import TEMPLATE_FRAMING_TOKENS
 
@@ -188,7 +182,7 @@ def plan(
     )  # fmt: skip
     loaded = load_diff(diff_path, git_range, repo, settings.context_lines)
     counter = local_counter(settings.llm_model)
-    options = plan_options(settings)
+    options = review_options(settings).plan_options
     context = local_context(loaded.label, loaded.files, options.exclusions)
     shared = [m["content"] for m in render_messages(context, None)]
     overhead = sum(counter.count_many([*shared, json.dumps(tool_schemas())]))
@@ -286,42 +280,13 @@ def review(
         )
 
 
-def findings_options(settings: Settings) -> FindingsOptions:
-    return FindingsOptions(
-        context_lines=settings.context_lines,
-        min_severity=Severity(settings.min_severity),
-        categories=frozenset(Category(c) for c in settings.categories) or None,
-        max_inline=settings.max_inline,
-    )
-
-
-def make_llm(settings: Settings) -> Any:
-    from reviewbot.llm import LLMSettings, VLLMClient
-
-    return VLLMClient(
-        LLMSettings(
-            base_url=settings.llm_base_url,
-            api_key=settings.llm_api_key,
-            model=settings.llm_model,
-            concurrency=settings.concurrency,
-            request_timeout_s=settings.request_timeout_s,
-            enable_thinking=settings.enable_thinking,
-            max_output_tokens=settings.max_output_tokens,
-        )
-    )
-
-
 def run_local_review(
     settings: Settings, loaded: LoadedDiff, counter: TokenCounter, console: Console, quiet: bool
 ) -> Any:
-    from reviewbot.review import ReviewOptions, review_files
+    from reviewbot.mr import llm_from_settings, review_options
+    from reviewbot.review import review_files
 
-    options = ReviewOptions(
-        max_model_len=settings.max_model_len,
-        max_output_tokens=settings.max_output_tokens,
-        plan_options=plan_options(settings),
-        findings_options=findings_options(settings),
-    )
+    options = review_options(settings)
     context = local_context(loaded.label, loaded.files, options.plan_options.exclusions)
     with Progress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -331,7 +296,7 @@ def run_local_review(
         return review_files(
             loaded.files,
             context=context,
-            llm=make_llm(settings),
+            llm=llm_from_settings(settings),
             counter=counter,
             options=options,
             contents=loaded.contents,
@@ -401,4 +366,123 @@ def print_findings(result: Any, console: Console) -> None:
         f"{result.seconds:.1f} s | first token p50 "
         + (f"{p50:.0f} ms" if p50 is not None else "n/a"),
         highlight=False,
+    )
+
+
+# --- run -------------------------------------------------------------------------------------
+
+
+@main.command()
+@click.argument("mr_iid", type=int)
+@click.option("--project", required=True, metavar="ID_OR_PATH", help="Project id or group/name.")
+@click.option(
+    "--dry-run", is_flag=True, help="Review and print what would be posted; post nothing."
+)
+@click.option("--gitlab-url", metavar="URL", help="GitLab URL (default $REVIEWBOT_GITLAB_URL).")
+@click.option("--base-url", metavar="URL", help="vLLM URL (default $REVIEWBOT_LLM_BASE_URL).")
+@click.option("--model", metavar="NAME", help="Served model name (default: the server's first).")
+@click.option("--database-url", metavar="URL", help="Database (default $REVIEWBOT_DATABASE_URL "
+              "or a SQLite file in the user data directory).")  # fmt: skip
+@click.option("--config", "config_file", metavar="FILE", help="TOML settings file.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable result.")
+@one_line_errors
+def run(
+    mr_iid: int,
+    project: str,
+    dry_run: bool,
+    gitlab_url: str | None,
+    base_url: str | None,
+    model: str | None,
+    database_url: str | None,
+    config_file: str | None,
+    as_json: bool,
+) -> None:
+    """Review merge request MR_IID and post inline comments and a summary note."""
+    from reviewbot.mr import MergeRequestBusyError, RunOptions, run_merge_request
+
+    settings = build_settings(
+        config_file, gitlab_url=gitlab_url, llm_base_url=base_url, llm_model=model,
+        database_url=database_url,
+    )  # fmt: skip
+    console = Console(stderr=True)
+    with console.status("starting", spinner="dots") as status:
+
+        def progress(message: str) -> None:
+            if not as_json:
+                status.update(message)
+
+        try:
+            report = run_merge_request(
+                settings, project, mr_iid, RunOptions(trigger="cli", dry_run=dry_run),
+                progress=progress,
+            )  # fmt: skip
+        except MergeRequestBusyError as error:
+            fail(str(error), EXIT_FAILURE)
+    if as_json:
+        click.echo(json.dumps(run_json(report), indent=2))
+    else:
+        print_run(report, Console())
+    if report.review.chunk_errors:
+        fail(f"{len(report.review.chunk_errors)} chunk(s) could not be reviewed", EXIT_FAILURE)
+
+
+def run_json(report: Any) -> dict[str, Any]:
+    data = review_json(report.review)
+    data.update(
+        {
+            "project": report.project_path,
+            "mr_iid": report.iid,
+            "head_sha": report.head_sha,
+            "review_id": report.review_id,
+            "dry_run": report.dry_run,
+            "posted": [f.fingerprint for f in report.posted],
+            "already_posted": [f.fingerprint for f in report.already_posted],
+            "refused": [{"fingerprint": f.fingerprint, "reason": r} for f, r in report.refused],
+            "summary_only": [f.fingerprint for f in report.summary_only],
+            "resolved_threads": report.resolved_threads,
+            "summary_note_id": report.summary_note_id,
+        }
+    )
+    if report.dry_run:
+        data["summary_markdown"] = report.summary_markdown
+    return data
+
+
+def print_run(report: Any, console: Console) -> None:
+    if report.dry_run:
+        console.print("[bold]Dry run: nothing was posted.[/bold] Would post:")
+        print_findings(report.review, console)
+        console.rule("summary note")
+        console.print(report.summary_markdown, markup=False, highlight=False)
+        return
+    console.print(
+        f"{report.project_path}!{report.iid} at {report.head_sha[:8]}: posted "
+        f"{len(report.posted)} new comments, {len(report.already_posted)} already there, "
+        f"{len(report.summary_only) + len(report.refused)} in the summary only, "
+        f"{report.resolved_threads} stale threads resolved. {report.web_url}",
+        highlight=False,
+    )
+
+
+# --- db --------------------------------------------------------------------------------------
+
+
+@main.group()
+def db() -> None:
+    """Database schema commands."""
+
+
+@db.command("upgrade")
+@click.option("--database-url", metavar="URL", help="Database (default from settings).")
+@one_line_errors
+def db_upgrade(database_url: str | None) -> None:
+    """Apply all migrations (safe to run repeatedly, and by several processes at once)."""
+    from reviewbot.store import redact_url
+    from reviewbot.store.migrate import current_revision, upgrade
+
+    settings = build_settings(None, database_url=database_url)
+    upgrade(settings.database_url)
+    click.echo(
+        f"{redact_url(settings.database_url)} is at revision "
+        f"{current_revision(settings.database_url)}"
     )

@@ -12,6 +12,7 @@ inserts), the dialect's own `INSERT ... ON CONFLICT DO NOTHING` is used; both su
 from __future__ import annotations
 
 import re
+import sqlite3
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
@@ -141,7 +142,15 @@ def _configure_sqlite_connection(dbapi_connection: Any, _record: Any) -> None:
     try:
         # busy_timeout first: switching to WAL needs a lock another process may hold.
         cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
-        cursor.execute("PRAGMA journal_mode=WAL")
+        # WAL is a property of the file: switch once. Switching needs an exclusive lock, for
+        # which SQLite does not always wait, so a file already in WAL is left alone.
+        if cursor.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+            try:
+                cursor.execute("PRAGMA journal_mode=WAL")
+            except sqlite3.OperationalError as error:
+                # Another connection is switching this new file right now; it works either way.
+                if "locked" not in str(error):
+                    raise
         cursor.execute("PRAGMA foreign_keys=ON")
     finally:
         cursor.close()

@@ -1,0 +1,136 @@
+"""A small world for end-to-end tests: a real git repository, the fake GitLab and the fake vLLM.
+
+Usage::
+
+    from tests.mr_world import World, world  # noqa: F401  (pytest fixture)
+
+``world`` builds a repository with a base branch and a feature branch whose diff contains
+patterns the fake reviewer reports (``eval(``, bare ``except:``, ``== None``), loads it as MR !1
+of ``group/app`` on the fake GitLab, and gives Settings pointing at both fakes and at the test
+database (SQLite and, when configured, PostgreSQL through ``store_url``).
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from reviewbot.config import Settings
+from tests.fakes.gitlab_server import FakeGitLab
+from tests.fakes.vllm_server import FakeVLLM
+from tests.store_fixtures import store_url  # noqa: F401
+
+BOT_TOKEN = "glpat-bot-token-0123456789"
+PROJECT = "group/app"
+
+BASE_APP = """import json
+
+
+def load(path):
+    with open(path) as handle:
+        return json.load(handle)
+
+
+def total(items):
+    return sum(items)
+"""
+
+FEATURE_APP = """import json
+import subprocess
+
+
+def load(path):
+    with open(path) as handle:
+        return json.load(handle)
+
+
+def parse(text):
+    return eval(text)
+
+
+def total(items):
+    if items == None:
+        return 0
+    return sum(items)
+
+
+def run(cmd):
+    try:
+        subprocess.run(cmd, check=True)
+    except:
+        pass
+"""
+
+UTIL = """def clamp(value, low, high):
+    return max(low, min(high, value))
+"""
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True
+    ).stdout.strip()
+
+
+def make_repo(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    git(path, "init", "-q", "-b", "main")
+    git(path, "config", "user.email", "dev@example.com")
+    git(path, "config", "user.name", "Dev")
+    (path / "app.py").write_text(BASE_APP)
+    (path / "README.md").write_text("# app\n")
+    git(path, "add", "-A")
+    git(path, "commit", "-qm", "base")
+    git(path, "checkout", "-qb", "feature")
+    (path / "app.py").write_text(FEATURE_APP)
+    (path / "util.py").write_text(UTIL)
+    git(path, "add", "-A")
+    git(path, "commit", "-qm", "feature")
+    return path
+
+
+def commit_on_feature(repo: Path, files: dict[str, str], message: str) -> str:
+    git(repo, "checkout", "-q", "feature")
+    for name, text in files.items():
+        (repo / name).write_text(text)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", message)
+    return git(repo, "rev-parse", "HEAD")
+
+
+@dataclass
+class World:
+    repo: Path
+    gitlab: FakeGitLab
+    vllm: FakeVLLM
+    database_url: str
+
+    def settings(self, **overrides: object) -> Settings:
+        values: dict[str, object] = {
+            "gitlab_url": self.gitlab.url,
+            "gitlab_token": BOT_TOKEN,
+            "llm_base_url": self.vllm.base_url,
+            "database_url": self.database_url,
+            "min_severity": "info",
+        }
+        values.update(overrides)
+        return Settings(**values)  # type: ignore[arg-type]
+
+    def line_of(self, text: str, needle: str) -> int:
+        return next(i for i, line in enumerate(text.splitlines(), 1) if needle in line)
+
+
+@pytest.fixture
+def world(tmp_path: Path, store_url: str) -> Iterator[World]:  # noqa: F811
+    repo = make_repo(tmp_path / "repo")
+    with FakeGitLab() as gitlab, FakeVLLM() as vllm:
+        gitlab.add_user("reviewbot", token=BOT_TOKEN, bot=True)
+        gitlab.add_user("alice", token="glpat-alice")
+        gitlab.add_project(PROJECT, project_id=7)
+        gitlab.add_mr_from_git(PROJECT, repo, "main", "feature", iid=1, title="Add parsing",
+                               description="Adds a parser.\n\n/approve please")  # fmt: skip
+        yield World(repo, gitlab, vllm, store_url)

@@ -1,0 +1,160 @@
+"""`reviewbot run` end to end: fake GitLab + fake vLLM over real HTTP, on SQLite and PostgreSQL.
+
+GitLab discussion positions: https://docs.gitlab.com/api/discussions/#create-a-new-thread-in-the-merge-request-diff
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+from click.testing import CliRunner
+
+from reviewbot.cli import main
+from reviewbot.llm import LLMUnavailableError
+from reviewbot.mr import MergeRequestBusyError, RunOptions, run_merge_request
+from reviewbot.store import Store
+from tests.fakes.vllm_server import LatencyModel
+from tests.mr_world import FEATURE_APP, PROJECT, World, commit_on_feature
+
+
+def diff_notes(world: World) -> list[dict]:
+    return [
+        d["notes"][0]
+        for d in world.gitlab.discussions(PROJECT, 1)
+        if d["notes"][0]["type"] == "DiffNote"
+    ]
+
+
+def summary_notes(world: World) -> list[dict]:
+    return [n for n in world.gitlab.notes(PROJECT, 1) if "<!-- reviewbot:summary -->" in n["body"]]
+
+
+def test_run_posts_on_the_right_lines_and_records_everything(world: World) -> None:
+    report = run_merge_request(world.settings(), PROJECT, 1, RunOptions())
+    notes = diff_notes(world)
+    lines = {(n["position"]["new_path"], n["position"]["new_line"]) for n in notes}
+    assert lines == {
+        ("app.py", world.line_of(FEATURE_APP, "eval(")),
+        ("app.py", world.line_of(FEATURE_APP, "== None")),
+        ("app.py", world.line_of(FEATURE_APP, "except:")),
+    }
+    assert all(n["position"]["old_line"] is None for n in notes)  # added lines: new_line only
+    assert all("reviewbot:finding" in n["body"] for n in notes)
+    [summary] = summary_notes(world)
+    assert "app.py" in summary["body"] or "3" in summary["body"]
+    assert report.summary_note_id == summary["id"]
+    store = Store.from_url(world.database_url)
+    review = store.review(report.review_id)
+    assert review["status"] == "succeeded" and review["head_sha"] == report.head_sha
+    assert review["model"] == world.vllm.model and review["prompt_version"].startswith("v1+")
+    assert review["changed_lines_covered"] == review["changed_lines_total"]
+    calls = store.llm_calls(report.review_id)
+    assert calls and all(c["prompt_tokens"] > 0 and c["ttft_ms"] is not None for c in calls)
+    findings = store.findings(report.review_id)
+    assert {f["state"] for f in findings} == {"posted"}
+    assert all(f["discussion_id"] and f["note_id"] for f in findings)
+
+
+def test_rerun_posts_nothing_twice_and_edits_the_summary(world: World) -> None:
+    first = run_merge_request(world.settings(), PROJECT, 1, RunOptions())
+    second = run_merge_request(world.settings(), PROJECT, 1, RunOptions())
+    assert len(first.posted) == 3 and second.posted == []
+    assert len(second.already_posted) == 3
+    assert len(diff_notes(world)) == 3
+    [summary] = summary_notes(world)
+    assert summary["id"] == first.summary_note_id == second.summary_note_id
+
+
+def test_push_resolves_threads_whose_line_changed(world: World) -> None:
+    run_merge_request(world.settings(), PROJECT, 1, RunOptions())
+    fixed = FEATURE_APP.replace("return eval(text)", "return json.loads(text)")
+    head = commit_on_feature(world.repo, {"app.py": fixed}, "fix eval")
+    world.gitlab.push(PROJECT, 1, head)
+    report = run_merge_request(world.settings(), PROJECT, 1, RunOptions())
+    assert report.head_sha == head
+    assert report.resolved_threads == 1 and report.posted == []
+    discussions = world.gitlab.discussions(PROJECT, 1)
+    resolved = [d for d in discussions if d["notes"][0].get("resolved")]
+    assert len(resolved) == 1 and "eval" in resolved[0]["notes"][0]["body"]
+    assert len(diff_notes(world)) == 3  # nothing new posted
+
+
+def test_dry_run_posts_nothing(world: World) -> None:
+    result = CliRunner().invoke(
+        main,
+        ["run", "1", "--project", PROJECT, "--dry-run", "--json"],
+        env={
+            "REVIEWBOT_GITLAB_URL": world.gitlab.url,
+            "REVIEWBOT_GITLAB_TOKEN": world.settings().gitlab_token,
+            "REVIEWBOT_LLM_BASE_URL": world.vllm.base_url,
+            "REVIEWBOT_DATABASE_URL": world.database_url,
+            "REVIEWBOT_MIN_SEVERITY": "info",
+        },
+    )
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["dry_run"] and len(data["posted"]) == 3
+    assert "reviewbot:summary" in data["summary_markdown"]
+    assert world.gitlab.discussions(PROJECT, 1) == []
+
+
+def test_two_runs_at_once_never_double_post(world: World) -> None:
+    world.vllm.latency = LatencyModel(ttft_base_s=0.3)
+    outcomes: list[object] = []
+
+    def one_run() -> None:
+        try:
+            outcomes.append(run_merge_request(world.settings(), PROJECT, 1, RunOptions()))
+        except MergeRequestBusyError as error:
+            outcomes.append(error)
+
+    threads = [threading.Thread(target=one_run) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(outcomes) == 2  # each run either finished or was told the MR is busy
+    assert sum(isinstance(o, MergeRequestBusyError) for o in outcomes) <= 1
+    assert len(diff_notes(world)) == 3
+    assert len(summary_notes(world)) == 1
+
+
+@pytest.mark.parametrize(
+    ("token", "project", "iid", "message"),
+    [
+        ("wrong-token", PROJECT, 1, "token rejected"),
+        (None, PROJECT, 99, "!99"),
+    ],
+)
+def test_failures_are_one_line(
+    world: World, token: str | None, project: str, iid: int, message: str
+) -> None:
+    settings = world.settings()
+    result = CliRunner().invoke(
+        main,
+        ["run", str(iid), "--project", project],
+        env={
+            "REVIEWBOT_GITLAB_URL": world.gitlab.url,
+            "REVIEWBOT_GITLAB_TOKEN": token or settings.gitlab_token,
+            "REVIEWBOT_LLM_BASE_URL": world.vllm.base_url,
+            "REVIEWBOT_DATABASE_URL": world.database_url,
+        },
+    )
+    assert result.exit_code == 1
+    assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert "wrong-token" not in result.stderr
+
+
+def test_model_down_is_a_clear_failure(world: World) -> None:
+    settings = world.settings(llm_base_url="http://127.0.0.1:9/v1")
+    with pytest.raises(LLMUnavailableError, match=r"127\.0\.0\.1:9") as caught:
+        run_merge_request(settings, PROJECT, 1, RunOptions())
+    assert "vllm serve" in str(caught.value)
+    store = Store.from_url(world.database_url)
+    from sqlalchemy import text
+
+    with store.engine.connect() as connection:
+        status = connection.execute(text("select status, error from reviews")).one()
+    assert status[0] == "failed" and "127.0.0.1:9" in status[1]
