@@ -466,10 +466,12 @@ class JobQueue:
         if self._dialect == "postgresql":
             connection.execute(select(func.pg_advisory_xact_lock(_mr_lock_key(project, mr_iid))))
 
-    def _update_if_status(self, job_id: int, status: str, **values: Any) -> None:
+    def _update_if_status(self, job_id: int, current_status: str, **values: Any) -> None:
         with self._engine.begin() as connection:
             result = connection.execute(
-                update(JobRow).where(JobRow.id == job_id, JobRow.status == status).values(**values)
+                update(JobRow)
+                .where(JobRow.id == job_id, JobRow.status == current_status)
+                .values(**values)
             )
         if result.rowcount != 1:
             raise JobStateError(f"job {job_id} changed status meanwhile; try again")
