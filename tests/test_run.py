@@ -158,3 +158,50 @@ def test_model_down_is_a_clear_failure(world: World) -> None:
     with store.engine.connect() as connection:
         status = connection.execute(text("select status, error from reviews")).one()
     assert status[0] == "failed" and "127.0.0.1:9" in status[1]
+
+
+def test_position_gitlab_refuses_goes_to_the_summary(world: World) -> None:
+    big = "".join(f"VALUE_{i} = {i}\n" for i in range(4000)) + "result = eval(VALUE_1)\n"
+    head = commit_on_feature(world.repo, {"big.py": big}, "big generated-looking file")
+    world.gitlab.push(PROJECT, 1, head)
+    world.gitlab.too_large_bytes = 20_000  # big.py's diff is too large for GitLab to show
+    report = run_merge_request(world.settings(), PROJECT, 1, RunOptions())
+    refused = [(f.path, f.line) for f, _ in report.refused]
+    assert refused == [("big.py", 4001)]
+    assert "line_code" in report.refused[0][1]
+    assert len(report.posted) == 3  # the other findings still land inline
+    [summary] = summary_notes(world)
+    assert "big.py" in summary["body"] and "refused" in summary["body"]
+    store = Store.from_url(world.database_url)
+    states = {f["path"]: f["state"] for f in store.findings(report.review_id)}
+    assert states["big.py"] == "failed"
+
+
+def test_draft_mode_publishes_once(world: World) -> None:
+    report = run_merge_request(world.settings(publish_mode="drafts"), PROJECT, 1, RunOptions())
+    assert len(report.posted) == 3 and report.refused == []
+    assert len(diff_notes(world)) == 3
+    again = run_merge_request(world.settings(publish_mode="drafts"), PROJECT, 1, RunOptions())
+    assert again.posted == [] and len(diff_notes(world)) == 3
+    store = Store.from_url(world.database_url)
+    assert all(f["discussion_id"] for f in store.findings(report.review_id))
+
+
+def test_repository_config_is_applied(world: World) -> None:
+    config = '[reviewbot]\nexclude = ["util.py"]\nmin_severity = "major"\n'
+    head = commit_on_feature(world.repo, {".reviewbot.toml": config}, "bot config")
+    world.gitlab.push(PROJECT, 1, head)
+    report = run_merge_request(world.settings(), PROJECT, 1, RunOptions())
+    skipped = {s.path: s.reason for s in report.review.plan.coverage.skipped}
+    assert skipped["util.py"] == "excluded by configuration"
+    assert {f.severity.value for f in report.posted} == {"critical", "major"}  # minor filtered
+
+
+def test_broken_repository_config_is_reported_not_fatal(world: World) -> None:
+    head = commit_on_feature(world.repo, {".reviewbot.toml": "gitlab_token = 'x'\n"}, "bad")
+    world.gitlab.push(PROJECT, 1, head)
+    report = run_merge_request(world.settings(), PROJECT, 1, RunOptions())
+    assert len(report.posted) == 3
+    assert any("cannot be set from the repository" in w for w in report.warnings)
+    [summary] = summary_notes(world)
+    assert "cannot be set from the repository" in summary["body"]

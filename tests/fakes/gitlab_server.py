@@ -752,7 +752,9 @@ class FakeGitLab:
                 raise ApiError(HTTPStatus.BAD_REQUEST, {"message": POSITION_ERROR})
             return position, None
         code = _text_line_code(change, position) if change else None
-        if code is None:
+        # A diff too large to show has no diff lines in GitLab (Gitlab::Diff::File#too_large?),
+        # so no line code can be found for a position in it: the same 400.
+        if code is None or (change and len(change.diff.encode()) > self.too_large_bytes):
             raise ApiError(HTTPStatus.BAD_REQUEST, {"message": LINE_CODE_ERROR})
         return position, code
 
