@@ -1,0 +1,524 @@
+"""Workers: take review jobs from the durable queue and run them; the operator commands.
+
+`Worker.run()` claims jobs (`reviewbot.queue.JobQueue`), runs `handler(job)` in up to
+`concurrency` threads, renews each lease every `lease_s / 3`, and settles the job: succeeded,
+retried with backoff (transient errors: GitLab or the model unreachable, MR busy, connection
+errors) or failed (anything else: not found, no access, bad settings, bugs). On SIGTERM or
+SIGINT it stops claiming, lets running jobs finish for `grace_s`, then releases the rest to
+the queue, so another worker picks them up at once. With `burst=True` it exits once nothing
+is left to claim and its own jobs are done.
+
+Commands (registered on the CLI by `reviewbot.cli`): `worker` (`worker_command`) and
+`jobs list|show|retry|cancel` (`jobs_group`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from types import FrameType
+from typing import Any, NoReturn
+
+import click
+import httpx
+import requests
+from rich.console import Console
+from rich.table import Table
+from sqlalchemy.exc import DBAPIError
+
+from reviewbot.config import ConfigError, Settings, load_settings
+from reviewbot.gitlab import GitLabAuthError, GitLabNotFoundError, GitLabUnavailableError
+from reviewbot.llm import LLMUnavailableError
+from reviewbot.mr import MergeRequestBusyError, RunOptions, run_merge_request
+from reviewbot.queue import (
+    DEFAULT_LIST_LIMIT,
+    Job,
+    JobQueue,
+    JobStateError,
+    JobStatus,
+    LeaseLostError,
+)
+from reviewbot.store import RecordNotFound, Store, ensure_schema, redact_url
+
+__all__ = [
+    "Worker",
+    "WorkerStats",
+    "is_retryable",
+    "jobs_group",
+    "run_job",
+    "worker_command",
+]
+
+log = logging.getLogger(__name__)
+
+JobHandler = Callable[[Job], object]
+
+DEFAULT_LEASE_S = 300.0
+DEFAULT_POLL_S = 1.0
+DEFAULT_GRACE_S = 30.0
+HEARTBEATS_PER_LEASE = 3
+MIN_LEASE_S = 1.0
+WORKER_ID_SUFFIX_CHARS = 8
+ERROR_TEXT_LIMIT = 2000
+EXIT_FAILURE = 1
+EXIT_BAD_INPUT = 2
+
+# Worth another try later: the service may come back, the other run may finish.
+RETRYABLE_ERRORS: tuple[type[BaseException], ...] = (
+    GitLabUnavailableError,
+    LLMUnavailableError,
+    MergeRequestBusyError,
+    ConnectionError,
+    TimeoutError,
+    httpx.TransportError,  # the model client's transport (connect, read, timeouts)
+    requests.ConnectionError,  # python-gitlab's transport
+    requests.Timeout,
+    DBAPIError,  # the database went away mid-run
+)
+# Never worth retrying, even where a retryable base class would match.
+PERMANENT_ERRORS: tuple[type[BaseException], ...] = (
+    GitLabNotFoundError,
+    GitLabAuthError,
+    ConfigError,
+)
+
+
+def is_retryable(error: BaseException) -> bool:
+    """True when the failed run may succeed later (transient outage, busy MR)."""
+    if isinstance(error, PERMANENT_ERRORS):
+        return False
+    return isinstance(error, RETRYABLE_ERRORS)
+
+
+def run_job(settings: Settings, job: Job) -> None:
+    """The default handler: review the job's MR and publish, like `reviewbot run`."""
+    run_merge_request(settings, job.project, job.mr_iid, RunOptions(trigger=job.trigger))
+
+
+def settings_per_job(settings: Settings, concurrency: int) -> Settings:
+    """Share the model's request budget among the jobs one worker runs at once."""
+    per_job = max(1, settings.concurrency // max(1, concurrency))
+    return dataclasses.replace(settings, concurrency=per_job)
+
+
+def default_worker_id() -> str:
+    """host:pid:random, unique across hosts and restarts, readable in `jobs list`."""
+    suffix = uuid.uuid4().hex[:WORKER_ID_SUFFIX_CHARS]
+    return f"{socket.gethostname()}:{os.getpid()}:{suffix}"
+
+
+@dataclass
+class WorkerStats:
+    """What one `Worker.run` did."""
+
+    claimed: int = 0
+    succeeded: int = 0
+    retried: int = 0
+    failed: int = 0
+    released: int = 0
+    lost: int = 0
+
+
+@dataclass
+class _Running:
+    """A job this worker is running, and how it is to be settled."""
+
+    job: Job
+    thread: threading.Thread | None = None
+    next_heartbeat: float = 0.0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    settling: bool = False
+    released: bool = False
+
+
+class Worker:
+    """Claims jobs from `queue` and runs them with `handler`, `concurrency` at a time."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        queue: JobQueue,
+        *,
+        handler: JobHandler | None = None,
+        worker_id: str | None = None,
+        concurrency: int = 1,
+        lease_s: float = DEFAULT_LEASE_S,
+        poll_s: float = DEFAULT_POLL_S,
+        grace_s: float = DEFAULT_GRACE_S,
+    ) -> None:
+        """`handler=None` runs the real review (`run_job`) with the model's request budget
+        (`settings.concurrency`) divided among the `concurrency` jobs run at once."""
+        if concurrency < 1:
+            raise ValueError(f"concurrency must be at least 1, got {concurrency}")
+        if lease_s < MIN_LEASE_S:
+            raise ValueError(f"lease_s must be at least {MIN_LEASE_S}, got {lease_s}")
+        if poll_s <= 0:
+            raise ValueError(f"poll_s must be positive, got {poll_s}")
+        self.settings = settings
+        self.queue = queue
+        self.handler = handler or functools.partial(
+            run_job, settings_per_job(settings, concurrency)
+        )
+        self.worker_id = worker_id or default_worker_id()
+        self.concurrency = concurrency
+        self.lease_s = lease_s
+        self.poll_s = poll_s
+        self.grace_s = grace_s
+        self.stats = WorkerStats()
+        self._heartbeat_s = lease_s / HEARTBEATS_PER_LEASE
+        self._stopping = threading.Event()
+        self._abandon = threading.Event()
+        self._wake = threading.Event()
+        self._running: dict[int, _Running] = {}
+        self._stats_lock = threading.Lock()
+
+    # -- control -----------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Stop claiming; running jobs get `grace_s` to finish, then are released."""
+        self._stopping.set()
+        self._wake.set()
+
+    def abandon(self) -> None:
+        """Stop now: release running jobs without waiting for the grace period."""
+        self._abandon.set()
+        self.stop()
+
+    def run(self, *, burst: bool = False, handle_signals: bool = True) -> WorkerStats:
+        """Work until stopped (SIGTERM/SIGINT or `stop()`), or until idle when `burst`."""
+        log.info("worker %s: started (concurrency %d, lease %.0fs)",
+                 self.worker_id, self.concurrency, self.lease_s)  # fmt: skip
+        with self._signals_handled(handle_signals):
+            while not self._stopping.is_set():
+                self._reap()
+                self._renew_leases()
+                queue_empty = self._fill()
+                if burst and queue_empty and not self._running:
+                    break
+                self._wake.wait(min(self.poll_s, self._heartbeat_s))
+                self._wake.clear()
+            self._shut_down()
+        log.info("worker %s: stopped (%s)", self.worker_id, self.stats)
+        return self.stats
+
+    def _count(self, outcome: str) -> None:
+        with self._stats_lock:
+            setattr(self.stats, outcome, getattr(self.stats, outcome) + 1)
+
+    # -- claiming ----------------------------------------------------------------------
+
+    def _fill(self) -> bool:
+        """Claim jobs until every slot is busy; True when the queue had nothing to give."""
+        while len(self._running) < self.concurrency and not self._stopping.is_set():
+            try:
+                job = self.queue.claim(self.worker_id, self.lease_s)
+            except DBAPIError as error:
+                log.warning("worker %s: cannot claim (database): %s", self.worker_id, error)
+                return False
+            if job is None:
+                return True
+            self._start(job)
+        return False
+
+    def _start(self, job: Job) -> None:
+        self._count("claimed")
+        running = _Running(job=job, next_heartbeat=time.monotonic() + self._heartbeat_s)
+        running.thread = threading.Thread(
+            target=self._execute, args=(running,), name=f"job-{job.id}", daemon=True
+        )
+        self._running[job.id] = running
+        log.info("job %d: started (%s !%d, attempt %d/%d)", job.id, job.project, job.mr_iid,
+                 job.attempts, job.max_attempts)  # fmt: skip
+        running.thread.start()
+
+    # -- running -----------------------------------------------------------------------
+
+    def _execute(self, running: _Running) -> None:
+        job = running.job
+        try:
+            try:
+                self.handler(job)
+            except Exception as error:  # noqa: BLE001 - every failure is recorded on the job
+                self._settle(running, error)
+            else:
+                self._settle(running, None)
+        finally:
+            self._wake.set()
+
+    def _settle(self, running: _Running, error: Exception | None) -> None:
+        job = running.job
+        with running.lock:
+            if running.released:
+                log.info("job %d: finished after it was released; result dropped", job.id)
+                return
+            running.settling = True
+        try:
+            if error is None:
+                self.queue.complete(job.id, self.worker_id)
+                self._count("succeeded")
+                log.info("job %d: succeeded", job.id)
+                return
+            retryable = is_retryable(error)
+            settled = self.queue.fail(job.id, self.worker_id, _describe(error),
+                                      retryable=retryable)  # fmt: skip
+        except LeaseLostError:
+            self._count("lost")
+            log.warning("job %d: lease lost before the result was recorded", job.id)
+            return
+        if settled.status == JobStatus.QUEUED.value:
+            self._count("retried")
+            log.warning("job %d: %s; retry after %s", job.id, settled.error,
+                        settled.run_after.isoformat())  # fmt: skip
+        else:
+            self._count("failed")
+            log.error("job %d: failed: %s", job.id, settled.error)
+
+    def _renew_leases(self) -> None:
+        now = time.monotonic()
+        for running in list(self._running.values()):
+            if running.next_heartbeat > now or running.settling:
+                continue
+            running.next_heartbeat = now + self._heartbeat_s
+            try:
+                held = self.queue.heartbeat(running.job.id, self.worker_id, self.lease_s)
+            except DBAPIError as error:
+                log.warning("job %d: heartbeat failed (database): %s", running.job.id, error)
+                continue
+            if not held and not running.settling:
+                log.warning("job %d: lease lost (expired or cancelled)", running.job.id)
+
+    def _reap(self) -> None:
+        for job_id, running in list(self._running.items()):
+            if running.thread is not None and not running.thread.is_alive():
+                del self._running[job_id]
+
+    # -- shutting down -----------------------------------------------------------------
+
+    def _shut_down(self) -> None:
+        """Give running jobs `grace_s` to finish, then hand the rest back to the queue."""
+        deadline = time.monotonic() + self.grace_s
+        while self._running and not self._abandon.is_set():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            self._renew_leases()
+            self._wake.wait(min(remaining, self._heartbeat_s))
+            self._wake.clear()
+            self._reap()
+        for running in list(self._running.values()):
+            self._release(running)
+
+    def _release(self, running: _Running) -> None:
+        with running.lock:
+            if running.settling:
+                return
+            running.released = True
+        try:
+            self.queue.release(running.job.id, self.worker_id)
+        except LeaseLostError:
+            log.warning("job %d: lease already lost at shutdown", running.job.id)
+            return
+        self._count("released")
+        log.info("job %d: released to the queue (shutdown)", running.job.id)
+
+    @contextmanager
+    def _signals_handled(self, enabled: bool) -> Iterator[None]:
+        """SIGTERM/SIGINT stop the worker; a second signal skips the grace period.
+
+        Python runs signal handlers in the main thread only
+        (https://docs.python.org/3/library/signal.html#signals-and-threads).
+        """
+        if not enabled or threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        signals = (signal.SIGTERM, signal.SIGINT)
+        previous = {signum: signal.getsignal(signum) for signum in signals}
+
+        def on_signal(signum: int, _frame: FrameType | None) -> None:
+            if self._stopping.is_set():
+                self.abandon()
+            else:
+                log.info("worker %s: %s received, stopping", self.worker_id,
+                         signal.Signals(signum).name)  # fmt: skip
+                self.stop()
+
+        for signum in signals:
+            signal.signal(signum, on_signal)
+        try:
+            yield
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+
+
+def _describe(error: BaseException) -> str:
+    """`Type: message`, bounded, for the job's error column."""
+    text = f"{type(error).__name__}: {error}"
+    return text[:ERROR_TEXT_LIMIT]
+
+
+# -- commands ---------------------------------------------------------------------------
+
+
+def _fail(message: str, code: int) -> NoReturn:
+    click.echo(f"reviewbot: error: {message}", err=True)
+    sys.exit(code)
+
+
+def _open_queue(config_file: str | None, database_url: str | None) -> tuple[Settings, JobQueue]:
+    try:
+        settings = load_settings(config_file=config_file,
+                                 overrides={"database_url": database_url})  # fmt: skip
+        ensure_schema(settings.database_url)
+    except ConfigError as error:
+        _fail(str(error), EXIT_BAD_INPUT)
+    except DBAPIError as error:
+        _fail(f"cannot open {redact_url(settings.database_url)}: {error.orig}", EXIT_FAILURE)
+    return settings, JobQueue(Store.from_url(settings.database_url))
+
+
+def database_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    command = click.option("--config", "config_file", metavar="FILE",
+                           help="TOML settings file.")(command)  # fmt: skip
+    return click.option(
+        "--database-url", metavar="URL",
+        help="Database holding the queue (default: REVIEWBOT_DATABASE_URL or the SQLite file).",
+    )(command)  # fmt: skip
+
+
+@click.command("worker")
+@click.option(
+    "--concurrency",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Jobs (merge requests) run at once; they share the model's request budget.",
+)
+@click.option("--burst", is_flag=True, help="Exit when the queue is empty.")
+@click.option(
+    "--lease-seconds",
+    type=click.FloatRange(min=MIN_LEASE_S),
+    default=DEFAULT_LEASE_S,
+    show_default=True,
+    help="A job whose worker stops heartbeating is taken over after this long.",
+)
+@click.option(
+    "--poll-seconds",
+    type=click.FloatRange(min=0, min_open=True),
+    default=DEFAULT_POLL_S,
+    show_default=True,
+    help="Pause between empty polls.",
+)
+@click.option(
+    "--grace-seconds",
+    type=click.FloatRange(min=0),
+    default=DEFAULT_GRACE_S,
+    show_default=True,
+    help="On SIGTERM, time given to running jobs before they are released to the queue.",
+)
+@database_options
+def worker_command(concurrency: int, burst: bool, lease_seconds: float, poll_seconds: float,
+                   grace_seconds: float, config_file: str | None,
+                   database_url: str | None) -> None:  # fmt: skip
+    """Run queued reviews (from the webhook listener) until stopped."""
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")  # fmt: skip
+    settings, queue = _open_queue(config_file, database_url)
+    worker = Worker(settings, queue, concurrency=concurrency, lease_s=lease_seconds,
+                    poll_s=poll_seconds, grace_s=grace_seconds)  # fmt: skip
+    stats = worker.run(burst=burst)
+    click.echo(f"claimed {stats.claimed}, succeeded {stats.succeeded}, retried {stats.retried}, "
+               f"failed {stats.failed}, released {stats.released}", err=True)  # fmt: skip
+
+
+@click.group("jobs")
+def jobs_group() -> None:
+    """Inspect and steer the review job queue."""
+
+
+@jobs_group.command("list")
+@click.option(
+    "--status",
+    type=click.Choice([status.value for status in JobStatus]),
+    help="Only jobs in this status.",
+)
+@click.option("--limit", type=click.IntRange(min=1), default=DEFAULT_LIST_LIMIT, show_default=True)
+@database_options
+def jobs_list(status: str | None, limit: int, config_file: str | None,
+              database_url: str | None) -> None:  # fmt: skip
+    """Newest jobs first, with counts by status."""
+    _, queue = _open_queue(config_file, database_url)
+    table = Table("id", "project", "MR", "head", "trigger", "status", "tries", "run after",
+                  "worker", "error")  # fmt: skip
+    for job in queue.list(status=status, limit=limit):
+        table.add_row(
+            str(job.id), job.project, f"!{job.mr_iid}", (job.head_sha or "-")[:12], job.trigger,
+            job.status, f"{job.attempts}/{job.max_attempts}", _time(job.run_after),
+            job.lease_owner or "-", _first_line(job.error),
+        )  # fmt: skip
+    console = Console()
+    console.print(table)
+    counts = queue.counts()
+    console.print(", ".join(f"{name} {count}" for name, count in counts.items()))
+
+
+@jobs_group.command("show")
+@click.argument("job_id", type=int)
+@database_options
+def jobs_show(job_id: int, config_file: str | None, database_url: str | None) -> None:
+    """Every field of one job."""
+    _, queue = _open_queue(config_file, database_url)
+    _print_job(_or_fail(lambda: queue.get(job_id)))
+
+
+@jobs_group.command("retry")
+@click.argument("job_id", type=int)
+@database_options
+def jobs_retry(job_id: int, config_file: str | None, database_url: str | None) -> None:
+    """Queue a finished job (failed, cancelled, ...) again, now."""
+    _, queue = _open_queue(config_file, database_url)
+    _print_job(_or_fail(lambda: queue.retry(job_id)))
+
+
+@jobs_group.command("cancel")
+@click.argument("job_id", type=int)
+@database_options
+def jobs_cancel(job_id: int, config_file: str | None, database_url: str | None) -> None:
+    """Cancel a queued or running job."""
+    _, queue = _open_queue(config_file, database_url)
+    _print_job(_or_fail(lambda: queue.cancel(job_id)))
+
+
+def _or_fail(action: Callable[[], Job]) -> Job:
+    try:
+        return action()
+    except RecordNotFound as error:
+        _fail(str(error), EXIT_BAD_INPUT)
+    except JobStateError as error:
+        _fail(str(error), EXIT_FAILURE)
+
+
+def _print_job(job: Job) -> None:
+    table = Table("field", "value", show_header=False)
+    for name, value in dataclasses.asdict(job).items():
+        table.add_row(name, "-" if value is None else str(value))
+    Console().print(table)
+
+
+def _time(value: Any) -> str:
+    return value.strftime("%Y-%m-%d %H:%M:%S") if value is not None else "-"
+
+
+def _first_line(text: str | None) -> str:
+    return (text or "-").splitlines()[0] if text else "-"
