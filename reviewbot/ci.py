@@ -1,0 +1,518 @@
+"""`reviewbot ci`: review the merge request of the current GitLab CI pipeline.
+
+The job template (``ci/reviewbot.gitlab-ci.yml``) runs this command in merge request pipelines.
+It reads GitLab's predefined variables
+(https://docs.gitlab.com/ci/variables/predefined_variables/), reviews the MR with
+:func:`reviewbot.mr.run_merge_request` like ``reviewbot run`` (same idempotency, same summary
+note), reads file contents from the checked-out repository, and writes a GitLab Code Quality
+report so findings show in the MR widget even when posting is disabled.
+
+SHAs and positions always come from the MR's latest diff version in the API: in a
+merged-results pipeline ``CI_COMMIT_SHA`` is a merge commit of source and target, not the MR
+head (https://docs.gitlab.com/ci/pipelines/merged_results_pipelines/). The checkout is only a
+faster source of file contents; when it lacks the head commit (shallow clone) the head is
+fetched with ``git fetch --depth=1 origin <sha>``, and if that fails the API serves the files.
+
+Exit codes: see :data:`EXIT_CODES`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
+from enum import StrEnum
+from pathlib import Path
+from types import FrameType
+from typing import Any, NoReturn
+
+import click
+
+from reviewbot.codequality import codequality_report
+from reviewbot.config import ConfigError, Settings, load_settings
+from reviewbot.findings import Finding, Severity
+from reviewbot.gitlab import (
+    DEFAULT_NOTES_PER_MINUTE,
+    DiffRefs,
+    GitLabClient,
+    GitLabError,
+    GitLabSettings,
+    MergeRequestSnapshot,
+)
+from reviewbot.localgit import GitError, read_files_at
+
+__all__ = [
+    "EXIT_BAD_INPUT",
+    "EXIT_CODES",
+    "EXIT_FAILURE",
+    "EXIT_FINDINGS",
+    "EXIT_OK",
+    "CheckoutGitLab",
+    "CiEnvironment",
+    "CiWiring",
+    "CommitSource",
+    "NotAMergeRequestPipelineError",
+    "ci_command",
+    "ensure_commit",
+    "findings_at_or_above",
+    "gitlab_url_from_api_url",
+    "read_ci_environment",
+]
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_BAD_INPUT = 2
+EXIT_FINDINGS = 3
+EXIT_CODES = {
+    EXIT_OK: "reviewed (or nothing to do outside a merge request pipeline)",
+    EXIT_FAILURE: "GitLab or the model failed, part of the diff could not be reviewed, or "
+    "another run holds this MR",
+    EXIT_BAD_INPUT: "configuration error, or not a merge request pipeline with --strict",
+    EXIT_FINDINGS: "findings at or above --fail-on remain",
+}
+SIGTERM_EXIT = 128 + signal.SIGTERM  # the shell's code for a job killed by SIGTERM
+
+MERGE_REQUEST_EVENT = "merge_request_event"
+API_SUFFIX = "/api/v4"
+REMOTE = "origin"
+GIT_TIMEOUT_S = 120
+THROWAWAY_DATABASE_NAME = "reviewbot-ci.db"
+DATABASE_URL_VARIABLE = "REVIEWBOT_DATABASE_URL"
+
+
+# --- the CI environment ----------------------------------------------------------------------
+
+
+class NotAMergeRequestPipelineError(Exception):
+    """The job does not run in a merge request pipeline; ``reasons`` say what is missing."""
+
+    def __init__(self, reasons: Sequence[str]) -> None:
+        self.reasons = list(reasons)
+        super().__init__("; ".join(self.reasons))
+
+    def explain(self) -> str:
+        lines = ["reviewbot ci: not a merge request pipeline, nothing to review:"]
+        lines += [f"  - {reason}" for reason in self.reasons]
+        lines.append(
+            "  Run the job in merge request pipelines only, e.g. with\n"
+            '    rules:\n      - if: $CI_PIPELINE_SOURCE == "merge_request_event"\n'
+            "  (ci/reviewbot.gitlab-ci.yml does this)."
+        )
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class CiEnvironment:
+    """What ``reviewbot ci`` needs from GitLab's predefined CI/CD variables."""
+
+    gitlab_url: str
+    project_id: str
+    iid: int
+    project_dir: Path
+    pipeline_source: str
+    diff_base_sha: str | None = None
+    commit_sha: str | None = None
+    job_url: str | None = None
+
+
+def gitlab_url_from_api_url(api_url: str) -> str:
+    """``https://gitlab.example.com/api/v4`` -> ``https://gitlab.example.com`` (relative
+    URL roots such as ``https://example.com/gitlab/api/v4`` keep their prefix)."""
+    url = api_url.rstrip("/")
+    if url.endswith(API_SUFFIX):
+        url = url[: -len(API_SUFFIX)]
+    return url
+
+
+def read_ci_environment(env: Mapping[str, str], cwd: Path) -> CiEnvironment:
+    """Parse the CI variables, or raise :class:`NotAMergeRequestPipelineError` naming the gaps.
+
+    The MR belongs to ``CI_MERGE_REQUEST_PROJECT_ID`` (the target project: for a fork's MR it
+    differs from ``CI_PROJECT_ID``); ``CI_PROJECT_ID`` is used when it is absent.
+    """
+
+    def value(name: str) -> str | None:
+        return (env.get(name) or "").strip() or None
+
+    reasons = []
+    source = value("CI_PIPELINE_SOURCE")
+    if source is None:
+        reasons.append("CI_PIPELINE_SOURCE is not set (not running in GitLab CI?)")
+    elif source != MERGE_REQUEST_EVENT:
+        reasons.append(f"CI_PIPELINE_SOURCE is {source!r}, not {MERGE_REQUEST_EVENT!r}")
+    iid_text = value("CI_MERGE_REQUEST_IID")
+    if iid_text is None:
+        reasons.append("CI_MERGE_REQUEST_IID is not set (only merge request pipelines have it)")
+    elif not iid_text.isdigit():
+        reasons.append(f"CI_MERGE_REQUEST_IID is {iid_text!r}, not a number")
+    api_url = value("CI_API_V4_URL")
+    if api_url is None:
+        reasons.append("CI_API_V4_URL is not set")
+    project_id = value("CI_MERGE_REQUEST_PROJECT_ID") or value("CI_PROJECT_ID")
+    if project_id is None:
+        reasons.append("neither CI_MERGE_REQUEST_PROJECT_ID nor CI_PROJECT_ID is set")
+    if reasons:
+        raise NotAMergeRequestPipelineError(reasons)
+    assert source and iid_text and api_url and project_id  # for the type checker
+    project_dir = value("CI_PROJECT_DIR")
+    return CiEnvironment(
+        gitlab_url=gitlab_url_from_api_url(api_url),
+        project_id=project_id,
+        iid=int(iid_text),
+        project_dir=Path(project_dir) if project_dir else cwd,
+        pipeline_source=source,
+        diff_base_sha=value("CI_MERGE_REQUEST_DIFF_BASE_SHA"),
+        commit_sha=value("CI_COMMIT_SHA"),
+        job_url=value("CI_JOB_URL"),
+    )
+
+
+# --- the checkout ----------------------------------------------------------------------------
+
+
+class CommitSource(StrEnum):
+    LOCAL = "local"  # the checkout already has the commit
+    FETCHED = "fetched"  # fetched from origin (shallow clone)
+    MISSING = "missing"  # not available: read files through the API
+
+
+def _git(repo: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        ["git", "-C", str(repo), *args],
+        capture_output=True,
+        timeout=GIT_TIMEOUT_S,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def _has_commit(repo: Path, sha: str) -> bool:
+    return _git(repo, "cat-file", "-e", f"{sha}^{{commit}}").returncode == 0
+
+
+def ensure_commit(repo: Path, sha: str, say: Callable[[str], None]) -> CommitSource:
+    """Make ``sha`` available in the checkout ``repo`` if it can be done cheaply.
+
+    GitLab serves any reachable commit by SHA to ``git fetch`` (the runner's remote carries the
+    job token), so one shallow fetch is enough when the clone's depth missed the MR head.
+    """
+    try:
+        if _has_commit(repo, sha):
+            return CommitSource.LOCAL
+        say(f"the checkout lacks {sha[:8]} (shallow clone?); fetching it from {REMOTE}")
+        fetched = _git(repo, "fetch", "--quiet", "--no-tags", "--depth=1", REMOTE, sha)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        say(f"git is not usable here ({error}); reading files through the GitLab API")
+        return CommitSource.MISSING
+    if fetched.returncode == 0 and _has_commit(repo, sha):
+        return CommitSource.FETCHED
+    reason = fetched.stderr.decode("utf-8", "replace").strip().splitlines()
+    say(
+        f"could not fetch {sha[:8]} ({reason[-1] if reason else 'git fetch failed'}); "
+        "reading files through the GitLab API"
+    )
+    return CommitSource.MISSING
+
+
+class CheckoutGitLab(GitLabClient):
+    """The GitLab adapter, with file contents read from the CI checkout when it has the commit.
+
+    :meth:`snapshot` makes sure the checkout has the head of the MR's latest diff version (the
+    first moment that SHA is known), so every later content read is local.
+    """
+
+    def __init__(
+        self, settings: GitLabSettings, checkout: Path, say: Callable[[str], None]
+    ) -> None:
+        super().__init__(settings)
+        self.checkout = checkout
+        self.commit_sources: dict[str, CommitSource] = {}
+        self.diff_refs: DiffRefs | None = None  # of the last snapshot
+        self._say = say
+
+    def snapshot(self, project: str | int, iid: int) -> MergeRequestSnapshot:
+        snapshot = super().snapshot(project, iid)
+        self.diff_refs = snapshot.diff_refs
+        self._source_of(snapshot.diff_refs.head_sha)
+        return snapshot
+
+    def file_contents(self, project_id: int, sha: str, paths: Sequence[str]) -> dict[str, str]:
+        """Contents at ``sha``; a path absent from a local commit does not exist there (or is
+        binary or too large), so the API is asked only when the checkout lacks the commit."""
+        if paths and self._source_of(sha) is not CommitSource.MISSING:
+            try:
+                return read_files_at(self.checkout, sha, paths)
+            except GitError as error:
+                self._say(f"reading the checkout failed ({error}); using the GitLab API")
+        return super().file_contents(project_id, sha, paths)
+
+    def _source_of(self, sha: str) -> CommitSource:
+        if sha not in self.commit_sources:
+            self.commit_sources[sha] = ensure_commit(self.checkout, sha, self._say)
+        return self.commit_sources[sha]
+
+
+# --- policy and artifacts --------------------------------------------------------------------
+
+
+def findings_at_or_above(findings: Sequence[Finding], threshold: Severity) -> list[Finding]:
+    """The findings as severe as ``threshold`` or more (blocker is the most severe)."""
+    return [f for f in findings if f.severity.rank <= threshold.rank]
+
+
+def write_codequality(path: Path, findings: Sequence[Finding]) -> None:
+    _write_text(path, json.dumps(codequality_report(findings), indent=2) + "\n")
+
+
+def _write_text(path: Path, text: str) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    except OSError as error:
+        raise click.ClickException(f"cannot write {path}: {error.strerror}") from None
+
+
+# --- the command -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CiWiring:
+    """Adapter knobs the command line does not expose; tests pass one as click's ``obj``."""
+
+    gitlab_notes_per_minute: int = DEFAULT_NOTES_PER_MINUTE
+
+
+def _fail(message: str, code: int) -> NoReturn:
+    click.echo(f"reviewbot: error: {message}", err=True)
+    sys.exit(code)
+
+
+def _say(message: str) -> None:
+    click.echo(f"reviewbot: {message}", err=True)
+
+
+@contextlib.contextmanager
+def _sigterm_unwinds() -> Iterator[None]:
+    """Turn SIGTERM (a cancelled or timed-out job) into SystemExit, so ``finally`` blocks run:
+    the MR lease in a shared database is released and the review is recorded as failed."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(_signum: int, _frame: FrameType | None) -> None:
+        raise SystemExit(SIGTERM_EXIT)
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@contextlib.contextmanager
+def _database(settings: Settings, env: Mapping[str, str]) -> Iterator[Settings]:
+    """The settings with a database: the shared one if configured, else a throw-away SQLite."""
+    if env.get(DATABASE_URL_VARIABLE) or settings.database_url != Settings().database_url:
+        yield settings
+        return
+    with tempfile.TemporaryDirectory(prefix="reviewbot-ci-") as directory:
+        url = f"sqlite:///{Path(directory) / THROWAWAY_DATABASE_NAME}"
+        _say(f"{DATABASE_URL_VARIABLE} is not set: recording to a throw-away SQLite database")
+        yield replace(settings, database_url=url)
+
+
+def _ci_settings(config_file: str | None, ci: CiEnvironment, env: Mapping[str, str]) -> Settings:
+    settings = load_settings(env=env, config_file=config_file)
+    if not settings.gitlab_url:
+        settings = replace(settings, gitlab_url=ci.gitlab_url)
+    if not settings.gitlab_token:
+        raise ConfigError(
+            "REVIEWBOT_GITLAB_TOKEN is not set: add a project access token with the api scope "
+            "as a masked CI/CD variable (CI_JOB_TOKEN cannot post merge request notes)"
+        )
+    return settings
+
+
+def _outside_merge_request(
+    error: NotAMergeRequestPipelineError,
+    strict: bool,
+    codequality: Path | None,
+    summary: Path | None,
+) -> NoReturn:
+    explanation = error.explain()
+    click.echo(explanation, err=True)
+    if codequality is not None:
+        write_codequality(codequality, [])
+    if summary is not None:
+        _write_text(summary, explanation + "\n")
+    sys.exit(EXIT_BAD_INPUT if strict else EXIT_OK)
+
+
+def _print_outcome(report: Any) -> None:
+    findings = report.findings
+    verb = "would post" if report.dry_run else "posted"
+    click.echo(
+        f"reviewed {report.project_path}!{report.iid} at {report.head_sha[:8]}: "
+        f"{len(findings)} findings; {verb} {len(report.posted)}, already on the MR "
+        f"{len(report.already_posted)}, summary only {len(report.summary_only)}, "
+        f"refused {len(report.refused)}, resolved threads {report.resolved_threads}"
+    )
+    for finding in findings:
+        where = f"{finding.path}:{finding.line}" if finding.line is not None else finding.path
+        click.echo(f"  [{finding.severity.value}] {where}: {finding.title}")
+    for warning in report.warnings:
+        _say(f"warning: {warning}")
+    if report.web_url:
+        click.echo(report.web_url)
+
+
+def _exit_code(report: Any, fail_on: Severity | None) -> int:
+    if fail_on is not None:
+        gate = findings_at_or_above(report.findings, fail_on)
+        if gate:
+            _say(f"{len(gate)} findings at or above {fail_on.value}: failing the job (exit 3)")
+            return EXIT_FINDINGS
+    if report.review.chunk_errors:
+        _say(
+            f"{len(report.review.chunk_errors)} chunk(s) could not be reviewed: "
+            f"{next(iter(report.review.chunk_errors.values()))}"
+        )
+        return EXIT_FAILURE
+    return EXIT_OK
+
+
+SEVERITY_CHOICE = click.Choice([s.value for s in Severity])
+
+
+@click.command(
+    "ci",
+    epilog="Exit codes: "
+    + "; ".join(f"{code} {meaning}" for code, meaning in EXIT_CODES.items())
+    + ".",
+)
+@click.option(
+    "--codequality",
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="PATH",
+    help="Write a GitLab Code Quality report (artifacts:reports:codequality).",
+)
+@click.option(
+    "--summary",
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="PATH",
+    help="Write the summary note's Markdown (a plain artifact).",
+)
+@click.option(
+    "--fail-on",
+    type=SEVERITY_CHOICE,
+    envvar="REVIEWBOT_FAIL_ON",
+    help="Exit 3 when findings at or above this severity remain "
+    "(env REVIEWBOT_FAIL_ON; default: never).",
+)
+@click.option(
+    "--dry-run",
+    "--no-post",
+    "dry_run",
+    is_flag=True,
+    help="Review and write the reports, post nothing on the MR.",
+)
+@click.option(
+    "--strict", is_flag=True, help="Exit 2 instead of 0 outside a merge request pipeline."
+)
+@click.option("--config", "config_file", metavar="FILE", help="TOML settings file.")
+@click.pass_context
+def ci_command(
+    ctx: click.Context,
+    codequality: Path | None,
+    summary: Path | None,
+    fail_on: str | None,
+    dry_run: bool,
+    strict: bool,
+    config_file: str | None,
+) -> None:
+    """Review the merge request of this GitLab CI pipeline (reads the CI_* variables).
+
+    Posts inline comments and one summary note like `reviewbot run`, reading files from the
+    checkout. Outside a merge request pipeline it explains why and exits 0.
+    """
+    env = dict(os.environ)
+    try:
+        ci = read_ci_environment(env, Path.cwd())
+    except NotAMergeRequestPipelineError as error:
+        _outside_merge_request(error, strict, codequality, summary)
+    threshold = Severity(fail_on) if fail_on else None
+    try:
+        wiring = ctx.find_object(CiWiring) or CiWiring()
+        report = _review(ci, env, config_file, dry_run, wiring)
+    except ConfigError as error:
+        _fail(str(error), EXIT_BAD_INPUT)
+    except _runtime_errors() as error:
+        _fail(str(error), EXIT_FAILURE)
+    if codequality is not None:
+        write_codequality(codequality, report.findings)
+    if summary is not None:
+        _write_text(summary, report.summary_markdown)
+    _print_outcome(report)
+    sys.exit(_exit_code(report, threshold))
+
+
+def _runtime_errors() -> tuple[type[Exception], ...]:
+    from reviewbot.llm import LLMError
+    from reviewbot.mr import MergeRequestBusyError
+
+    return (GitLabError, LLMError, MergeRequestBusyError, GitError)
+
+
+def _review(
+    ci: CiEnvironment,
+    env: Mapping[str, str],
+    config_file: str | None,
+    dry_run: bool,
+    wiring: CiWiring,
+) -> Any:
+    from reviewbot.mr import RunOptions, run_merge_request
+
+    settings = _ci_settings(config_file, ci, env)
+    assert settings.gitlab_url and settings.gitlab_token  # checked by _ci_settings
+    _say(f"merge request !{ci.iid} of project {ci.project_id} on {settings.gitlab_url}")
+    gitlab_settings = GitLabSettings(
+        url=settings.gitlab_url,
+        token=settings.gitlab_token,
+        notes_per_minute=wiring.gitlab_notes_per_minute,
+    )
+    gitlab = CheckoutGitLab(gitlab_settings, ci.project_dir, _say)
+    options = RunOptions(
+        trigger="ci", dry_run=dry_run, repo_dir=ci.project_dir, ci_job_url=ci.job_url
+    )
+    with _sigterm_unwinds(), _database(settings, env) as settings_with_db:
+        report = run_merge_request(
+            settings_with_db, ci.project_id, ci.iid, options, gitlab=gitlab, progress=_say
+        )
+    _check_pipeline_base(ci, gitlab, report)
+    return report
+
+
+def _check_pipeline_base(ci: CiEnvironment, gitlab: CheckoutGitLab, report: Any) -> None:
+    """Say where the head contents came from, and when the pipeline's diff is not the one
+    reviewed (a newer push, or the target branch moved since the pipeline was created)."""
+    source = gitlab.commit_sources.get(report.head_sha)
+    if source is not None:
+        _say(f"head {report.head_sha[:8]} contents: {source.value}")
+    refs = gitlab.diff_refs
+    if ci.diff_base_sha and refs is not None and ci.diff_base_sha != refs.base_sha:
+        _say(
+            f"CI_MERGE_REQUEST_DIFF_BASE_SHA {ci.diff_base_sha[:8]} differs from the latest "
+            f"diff version's base {refs.base_sha[:8]}: reviewed the latest version"
+        )
+    if ci.commit_sha and ci.commit_sha != report.head_sha:
+        _say(
+            f"CI_COMMIT_SHA {ci.commit_sha[:8]} is not the MR head {report.head_sha[:8]} "
+            "(merged-results pipeline or a newer push): reviewed the MR's latest diff version"
+        )
