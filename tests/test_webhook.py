@@ -1,0 +1,601 @@
+"""The webhook listener over HTTP: Starlette's TestClient, and once through a real uvicorn server.
+
+Payload fixtures in tests/fixtures/webhooks follow GitLab's documented examples
+(doc/user/project/integrations/webhook_events.md in gitlabhq/gitlabhq): Merge Request Hook
+(action, oldrev, changes.draft), Note Hook (noteable_type, note, merge_request.iid) and Emoji
+Hook (object_attributes.name/awardable_type/awardable_id/action). Every test runs on SQLite and,
+when REVIEWBOT_TEST_POSTGRES_URL is set, on PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import subprocess
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+from click.testing import CliRunner
+from starlette.testclient import TestClient
+
+from reviewbot.config import Settings
+from reviewbot.gitlab import GitLabSettings
+from reviewbot.queue import JobQueue
+from reviewbot.store import Store, upgrade
+from reviewbot.webhook import (
+    WEBHOOK_PATH,
+    Command,
+    NotePostingGitLabClient,
+    create_app,
+    delivery_key,
+    help_text,
+    parse_command,
+    serve_command,
+)
+from tests.fakes.gitlab_server import FakeGitLab
+from tests.store_fixtures import store_url  # noqa: F401
+
+FIXTURES = Path(__file__).parent / "fixtures" / "webhooks"
+SECRET = "s3cret-token"
+BOT = "reviewbot"
+PROJECT = "acme/payments"
+IID = 7
+HEAD = "9f2c1d7e4b8a6f3c5d0e1a2b3c4d5e6f7a8b9c0d"
+NEW_HEAD = "0123456789abcdef0123456789abcdef01234567"
+BOT_NOTE_ID = 1300
+SMALL_BODY_LIMIT = 64 * 1024
+REDELIVERIES = 5
+SERVER_START_TIMEOUT_S = 10.0
+POLL_INTERVAL_S = 0.01
+METRIC_LINE = re.compile(
+    r'^[a-zA-Z_:][a-zA-Z0-9_:]*(\{([a-zA-Z_][a-zA-Z0-9_]*="([^"\\\n]|\\.)*",?)*\})? '
+    r"(-?[0-9.e+-]+|\+Inf|-Inf|NaN)$"
+)
+
+
+def load(name: str) -> dict[str, Any]:
+    return json.loads((FIXTURES / f"{name}.json").read_text())
+
+
+class RecordingPoster:
+    """Stands in for GitLab when only the call matters (the real API is tested below)."""
+
+    def __init__(self) -> None:
+        self.notes: list[tuple[str, int, str]] = []
+
+    def post_note(self, project: str, iid: int, body: str) -> int:
+        self.notes.append((project, iid, body))
+        return len(self.notes)
+
+
+class Listener:
+    def __init__(self, url: str, *, max_body_bytes: int = SMALL_BODY_LIMIT) -> None:
+        upgrade(url)
+        self.store = Store.from_url(url)
+        self.queue = JobQueue(self.store)
+        self.poster = RecordingPoster()
+        self.app = create_app(
+            Settings(database_url=url), self.store, self.queue, secret=SECRET,
+            bot_username=BOT, max_body_bytes=max_body_bytes, note_poster=self.poster,
+        )  # fmt: skip
+        self.client = TestClient(self.app)
+
+    def post(
+        self,
+        event: str,
+        payload: Any,
+        *,
+        token: str | None = SECRET,
+        headers: dict[str, str] | None = None,
+    ) -> httpx.Response:
+        all_headers = {"X-Gitlab-Event": event, "Content-Type": "application/json"}
+        if token is not None:
+            all_headers["X-Gitlab-Token"] = token
+        all_headers.update(headers or {})
+        body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+        return self.client.post(WEBHOOK_PATH, content=body, headers=all_headers)
+
+    def jobs(self) -> list[Any]:
+        return self.queue.list(limit=100)
+
+
+@pytest.fixture
+def listener(store_url: str) -> Iterator[Listener]:  # noqa: F811
+    running = Listener(store_url)
+    yield running
+    running.client.close()
+    running.store.close()
+
+
+def mr_event(name: str, **attributes: Any) -> dict[str, Any]:
+    payload = load(name)
+    payload["object_attributes"].update(attributes)
+    return payload
+
+
+# ---------------------------------------------------------------------------------------------
+# Bad input
+
+
+@pytest.mark.parametrize("token", [None, "wrong", SECRET + "x", ""])
+def test_wrong_or_missing_secret_is_401(listener: Listener, token: str | None) -> None:
+    response = listener.post("Merge Request Hook", load("merge_request_open"), token=token)
+    assert response.status_code == 401
+    assert "X-Gitlab-Token" in response.json()["error"]
+    assert listener.jobs() == []
+
+
+def test_missing_event_header_is_400(listener: Listener) -> None:
+    response = listener.client.post(
+        WEBHOOK_PATH, json=load("merge_request_open"), headers={"X-Gitlab-Token": SECRET}
+    )
+    assert response.status_code == 400
+    assert "X-Gitlab-Event" in response.json()["error"]
+
+
+@pytest.mark.parametrize("body", [b"{not json", b"\xff\xfe", b"", b"[1, 2]", b'"text"'])
+def test_body_that_is_not_a_json_object_is_400(listener: Listener, body: bytes) -> None:
+    response = listener.post("Merge Request Hook", body)
+    assert response.status_code == 400
+    assert "JSON" in response.json()["error"]
+
+
+def test_deeply_nested_json_is_400_not_500(listener: Listener) -> None:
+    depth = 100_000
+    response = listener.post("Note Hook", b"[" * depth + b"]" * depth)
+    assert response.status_code in (400, 413)
+
+
+def test_missing_field_is_400_with_its_name(listener: Listener) -> None:
+    payload = load("merge_request_open")
+    del payload["object_attributes"]["iid"]
+    response = listener.post("Merge Request Hook", payload)
+    assert response.status_code == 400
+    assert "object_attributes.iid" in response.json()["error"]
+
+
+def test_wrong_field_type_is_400(listener: Listener) -> None:
+    payload = load("merge_request_open")
+    payload["project"] = "acme/payments"
+    response = listener.post("Merge Request Hook", payload)
+    assert response.status_code == 400
+    assert "project" in response.json()["error"]
+
+
+def test_object_kind_must_match_the_event_header(listener: Listener) -> None:
+    response = listener.post("Note Hook", load("merge_request_open"))
+    assert response.status_code == 400
+    assert "object_kind" in response.json()["error"]
+
+
+def test_huge_body_is_413(listener: Listener) -> None:
+    payload = load("merge_request_open")
+    payload["object_attributes"]["description"] = "x" * (SMALL_BODY_LIMIT + 1)
+    response = listener.post("Merge Request Hook", payload)
+    assert response.status_code == 413
+    assert listener.jobs() == []
+
+
+def test_unknown_event_is_204(listener: Listener) -> None:
+    response = listener.post("Pipeline Hook", {"object_kind": "pipeline"})
+    assert response.status_code == 204
+    assert response.content == b""
+
+
+def test_note_on_an_issue_is_ignored(listener: Listener) -> None:
+    payload = load("note_issue")
+    payload["object_attributes"]["note"] = "/reviewbot review"
+    response = listener.post("Note Hook", payload)
+    assert response.status_code == 200
+    assert "Issue" in response.json()["reason"]
+    assert listener.jobs() == []
+
+
+def test_the_bots_own_note_is_ignored(listener: Listener) -> None:
+    payload = load("note_merge_request_review")
+    payload["user"]["username"] = BOT
+    response = listener.post("Note Hook", payload)
+    assert response.status_code == 200
+    assert listener.jobs() == []
+
+
+def test_edited_comment_runs_no_command(listener: Listener) -> None:
+    payload = load("note_merge_request_review")
+    payload["object_attributes"]["action"] = "update"
+    assert listener.post("Note Hook", payload).status_code == 200
+    assert listener.jobs() == []
+
+
+# ---------------------------------------------------------------------------------------------
+# Deduplication
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"Idempotency-Key": "3f0c2e7a-5b1d-4c9e-8a6f-2d4b7e9c1a3f"},
+        {"X-Gitlab-Event-UUID": "b5e1f0a2-9c3d-4e8f-a7b6-1c2d3e4f5a6b"},
+        {},
+    ],
+    ids=["idempotency-key", "event-uuid", "no-header"],
+)
+def test_same_delivery_five_times_makes_one_job(
+    listener: Listener, headers: dict[str, str]
+) -> None:
+    payload = load("merge_request_open")
+    statuses = [
+        listener.post("Merge Request Hook", payload, headers=headers).json()["status"]
+        for _ in range(REDELIVERIES)
+    ]
+    assert statuses == ["queued"] + ["duplicate"] * (REDELIVERIES - 1)
+    assert len(listener.jobs()) == 1
+
+
+def test_idempotency_key_wins_over_the_body() -> None:
+    first = delivery_key({"idempotency-key": "k1"}, b'{"a": 1}')
+    assert first == delivery_key({"idempotency-key": "k1"}, b'{"a": 2}')
+    assert first != delivery_key({"idempotency-key": "k2"}, b'{"a": 1}')
+    by_uuid = delivery_key({"x-gitlab-event-uuid": "u"}, b"{}")
+    assert by_uuid != delivery_key({"x-gitlab-event-uuid": "u"}, b"{ }")
+    assert len(delivery_key({"idempotency-key": "k" * 10_000}, b"{}")) < 255
+
+
+# ---------------------------------------------------------------------------------------------
+# Merge Request Hook
+
+
+def test_opened_mr_queues_a_review_of_its_head(listener: Listener) -> None:
+    response = listener.post("Merge Request Hook", load("merge_request_open"))
+    assert response.status_code == 202
+    (job,) = listener.jobs()
+    assert (job.project, job.mr_iid, job.head_sha, job.trigger) == (PROJECT, IID, HEAD, "webhook")
+    assert job.id == response.json()["job_id"]
+
+
+def test_push_queues_the_new_head_and_supersedes_the_old(listener: Listener) -> None:
+    listener.post("Merge Request Hook", load("merge_request_open"))
+    push = load("merge_request_update_push")
+    push["object_attributes"]["last_commit"]["id"] = NEW_HEAD
+    response = listener.post("Merge Request Hook", push)
+    assert response.status_code == 202
+    jobs = {job.head_sha: job for job in listener.jobs()}
+    assert jobs[NEW_HEAD].status == "queued"
+    assert jobs[HEAD].status == "superseded"
+    assert response.json()["superseded"] == [jobs[HEAD].id]
+
+
+def test_update_without_oldrev_is_ignored(listener: Listener) -> None:
+    response = listener.post("Merge Request Hook", load("merge_request_update_labels"))
+    assert response.status_code == 200
+    assert listener.jobs() == []
+
+
+def test_draft_is_skipped_until_marked_ready(listener: Listener) -> None:
+    draft = listener.post("Merge Request Hook", load("merge_request_open_draft"))
+    assert draft.status_code == 200
+    assert "draft" in draft.json()["reason"]
+    assert listener.jobs() == []
+    ready = listener.post("Merge Request Hook", load("merge_request_marked_ready"))
+    assert ready.status_code == 202
+    assert [job.head_sha for job in listener.jobs()] == [HEAD]
+
+
+def test_drafts_are_reviewed_when_the_setting_says_so(store_url: str) -> None:  # noqa: F811
+    upgrade(store_url)
+    store = Store.from_url(store_url)
+    queue = JobQueue(store)
+    app = create_app(Settings(database_url=store_url, review_drafts=True), store, queue,
+                     secret=None, bot_username=BOT)  # fmt: skip
+    with TestClient(app) as client:
+        response = client.post(WEBHOOK_PATH, json=load("merge_request_open_draft"),
+                               headers={"X-Gitlab-Event": "Merge Request Hook"})  # fmt: skip
+    store.close()
+    assert response.status_code == 202
+
+
+@pytest.mark.parametrize("closing", ["merge_request_close", "merge_request_merge"])
+def test_close_and_merge_cancel_queued_jobs(listener: Listener, closing: str) -> None:
+    listener.post("Merge Request Hook", load("merge_request_open"))
+    response = listener.post("Merge Request Hook", load(closing))
+    assert response.status_code == 202
+    assert response.json()["cancelled"] == 1
+    assert [job.status for job in listener.jobs()] == ["cancelled"]
+
+
+def test_approval_is_ignored(listener: Listener) -> None:
+    response = listener.post(
+        "Merge Request Hook", mr_event("merge_request_open", action="approved")
+    )
+    assert response.status_code == 200
+    assert listener.jobs() == []
+
+
+# ---------------------------------------------------------------------------------------------
+# Note Hook
+
+
+@pytest.mark.parametrize(
+    "text", ["/reviewbot review", f"@{BOT} review\nplease", "/ReviewBot Review"]
+)
+def test_review_command_queues_a_note_triggered_job(listener: Listener, text: str) -> None:
+    payload = load("note_merge_request_review")
+    payload["object_attributes"]["note"] = text
+    response = listener.post("Note Hook", payload)
+    assert response.status_code == 202
+    (job,) = listener.jobs()
+    assert (job.project, job.mr_iid, job.head_sha, job.trigger) == (PROJECT, IID, HEAD, "note")
+
+
+def test_comment_without_command_is_ignored(listener: Listener) -> None:
+    payload = load("note_merge_request_review")
+    payload["object_attributes"]["note"] = "Looks good, but see\n/reviewbot review"
+    assert listener.post("Note Hook", payload).status_code == 200
+    assert listener.jobs() == []
+
+
+def test_help_is_answered_once_per_delivery(listener: Listener) -> None:
+    payload = load("note_merge_request_help")
+    headers = {"Idempotency-Key": "c0ffee00-1111-2222-3333-444455556666"}
+    for _ in range(REDELIVERIES):
+        assert listener.post("Note Hook", payload, headers=headers).status_code == 202
+    assert listener.poster.notes == [(PROJECT, IID, help_text(BOT))]
+    assert listener.jobs() == []
+
+
+def test_parse_command() -> None:
+    assert parse_command("/reviewbot review", BOT) is Command.REVIEW
+    assert parse_command("  @ReviewBot review now", BOT) is Command.REVIEW
+    assert parse_command("/reviewbot help", BOT) is Command.HELP
+    assert parse_command("/reviewbot", BOT) is Command.HELP
+    assert parse_command("/reviewbot dance", BOT) is Command.HELP
+    assert parse_command("@reviewbot-other review", BOT) is None
+    assert parse_command("/review", BOT) is None
+    assert parse_command("", BOT) is None
+    assert not any(line.startswith("/") for line in help_text(BOT).splitlines())
+
+
+# ---------------------------------------------------------------------------------------------
+# Emoji Hook
+
+
+def _bot_finding(store: Store, note_id: int = BOT_NOTE_ID) -> int:
+    review_id = store.start_review(
+        project=PROJECT, mr_iid=IID, head_sha=HEAD, base_sha=None, start_sha=None,
+        trigger="webhook", model="qwen", prompt_version="1",
+    )  # fmt: skip
+    (finding_id,) = store.record_findings(review_id, [{
+        "fingerprint": "f" * 16, "path": "refunds.py", "side": "new", "line": 12,
+        "severity": "minor", "category": "bug", "title": "Float rounding", "body": "Use Decimal",
+        "anchor": "exact", "state": "posted", "discussion_id": "d" * 40, "note_id": note_id,
+    }])  # fmt: skip
+    return finding_id
+
+
+def test_thumbs_on_a_bot_note_are_recorded_once(listener: Listener) -> None:
+    finding_id = _bot_finding(listener.store)
+    payload = load("emoji_note_thumbsup")
+    statuses = [listener.post("Emoji Hook", payload).json()["status"] for _ in range(3)]
+    assert statuses == ["feedback", "duplicate", "duplicate"]
+    (feedback,) = listener.store.feedback(project=PROJECT)
+    assert (feedback["finding_id"], feedback["value"], feedback["username"]) == (
+        finding_id,
+        "thumbsup",
+        "bo",
+    )
+    assert (feedback["kind"], feedback["note_id"], feedback["mr_iid"]) == ("award", 1300, IID)
+
+
+def test_revoked_thumbs_down_is_recorded_as_revoked(listener: Listener) -> None:
+    _bot_finding(listener.store)
+    payload = load("emoji_note_thumbsup")
+    payload["event_type"] = "revoke"
+    payload["object_attributes"].update(name="thumbsdown", action="revoke")
+    assert listener.post("Emoji Hook", payload).status_code == 202
+    assert [f["value"] for f in listener.store.feedback(project=PROJECT)] == ["thumbsdown:revoked"]
+
+
+@pytest.mark.parametrize(
+    "change",
+    [{"awardable_id": 999_999}, {"name": "tada"}, {"awardable_type": "Issue"}],
+    ids=["not-a-bot-note", "not-thumbs", "not-a-note"],
+)
+def test_other_reactions_are_ignored(listener: Listener, change: dict[str, Any]) -> None:
+    _bot_finding(listener.store)
+    payload = load("emoji_note_thumbsup")
+    payload["object_attributes"].update(change)
+    assert listener.post("Emoji Hook", payload).status_code == 200
+    assert listener.store.feedback(project=PROJECT) == []
+
+
+# ---------------------------------------------------------------------------------------------
+# Health, metrics, schema
+
+
+def test_healthz(listener: Listener) -> None:
+    response = listener.client.get("/healthz")
+    assert response.status_code == 200
+    assert response.json() == {"status": "ok", "database": "ok"}
+
+
+def _metrics(text: str) -> dict[str, float]:
+    values: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith("#"):
+            assert re.match(r"^# (HELP|TYPE) [a-zA-Z_:][a-zA-Z0-9_:]* .+$", line), line
+            continue
+        assert METRIC_LINE.match(line), line
+        series, value = line.rsplit(" ", 1)
+        values[series] = float(value)
+    return values
+
+
+def _record_review(store: Store) -> None:
+    started = datetime.now(UTC) - timedelta(seconds=42)
+    review_id = store.start_review(
+        project=PROJECT, mr_iid=IID, head_sha=HEAD, base_sha=None, start_sha=None,
+        trigger="webhook", model="qwen", prompt_version="1",
+    )  # fmt: skip
+    store.record_llm_calls(review_id, [
+        {"chunk_index": 0, "mode": "tool_calls", "outcome": "ok", "prompt_tokens": 1000,
+         "completion_tokens": 200, "ttft_ms": 300.0, "latency_ms": 4000.0, "started_at": started},
+        {"chunk_index": 1, "mode": "tool_calls", "outcome": "ok", "prompt_tokens": 500,
+         "completion_tokens": 50, "ttft_ms": 7000.0, "latency_ms": 90_000.0, "started_at": started},
+    ])  # fmt: skip
+    store.finish_review(review_id, status="succeeded")
+
+
+def test_metrics_text_parses_and_counts(listener: Listener) -> None:
+    listener.post("Merge Request Hook", load("merge_request_open"))
+    listener.post("Merge Request Hook", load("merge_request_open"))
+    listener.post("Merge Request Hook", load("merge_request_open"), token="wrong")
+    _bot_finding(listener.store)
+    _record_review(listener.store)
+    response = listener.client.get("/metrics")
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/plain")
+    values = _metrics(response.text)
+    assert values['reviewbot_jobs{status="queued"}'] == listener.queue.counts()["queued"]
+    assert values['reviewbot_webhook_deliveries_total{outcome="queued"}'] == 1
+    assert values['reviewbot_webhook_deliveries_total{outcome="duplicate"}'] == 1
+    assert values['reviewbot_webhook_deliveries_total{outcome="unauthorized"}'] == 1
+    assert values['reviewbot_llm_tokens_total{kind="prompt"}'] == 1500
+    assert values['reviewbot_findings_total{severity="minor"}'] == 1
+    assert values['reviewbot_llm_call_duration_seconds_bucket{le="5.0"}'] == 1
+    assert values['reviewbot_llm_call_duration_seconds_bucket{le="+Inf"}'] == 2
+    assert values["reviewbot_llm_call_duration_seconds_sum"] == pytest.approx(94.0)
+    assert values['reviewbot_llm_time_to_first_token_seconds_bucket{le="0.5"}'] == 1
+    # the review ran from start_review to finish_review: a few milliseconds here
+    assert values['reviewbot_review_duration_seconds_bucket{le="5.0"}'] == 1
+    assert values["reviewbot_review_duration_seconds_count"] == 1
+
+
+def test_openapi_lists_the_endpoints(listener: Listener) -> None:
+    spec = listener.client.get("/openapi.json").json()
+    assert spec["openapi"].startswith("3.")
+    assert {WEBHOOK_PATH, "/healthz", "/metrics", "/openapi.json"} <= set(spec["paths"])
+    assert {"202", "204", "400", "401", "413"} <= set(
+        spec["paths"][WEBHOOK_PATH]["post"]["responses"]
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# The help answer through the GitLab API (fake GitLab over HTTP)
+
+
+def _git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True)
+
+
+def _tiny_repo(path: Path) -> Path:
+    _git(path, "init", "-q", "-b", "main")
+    _git(path, "config", "user.email", "dev@example.com")
+    _git(path, "config", "user.name", "Dev")
+    (path / "refunds.py").write_text("total = 1\n")
+    _git(path, "add", "-A")
+    _git(path, "commit", "-q", "-m", "initial")
+    _git(path, "checkout", "-q", "-b", "fix-rounding")
+    (path / "refunds.py").write_text("total = round(1.005, 2)\n")
+    _git(path, "commit", "-q", "-am", "round")
+    return path
+
+
+def test_help_is_posted_on_the_merge_request(store_url: str, tmp_path: Path) -> None:  # noqa: F811
+    upgrade(store_url)
+    store = Store.from_url(store_url)
+    with FakeGitLab() as gitlab:
+        gitlab.add_user(BOT, token="bot-token", bot=True)
+        gitlab.add_project(PROJECT)
+        gitlab.add_mr_from_git(PROJECT, _tiny_repo(tmp_path), "main", "fix-rounding", iid=IID)
+        poster = NotePostingGitLabClient(GitLabSettings(url=gitlab.url, token="bot-token"))
+        app = create_app(Settings(database_url=store_url), store, JobQueue(store),
+                         secret=SECRET, bot_username=BOT, note_poster=poster)  # fmt: skip
+        with TestClient(app) as client:
+            response = client.post(WEBHOOK_PATH, json=load("note_merge_request_help"),
+                                   headers={"X-Gitlab-Event": "Note Hook",
+                                            "X-Gitlab-Token": SECRET})  # fmt: skip
+        notes = gitlab.notes(PROJECT, IID)
+    store.close()
+    assert response.status_code == 202
+    assert [(note["author"]["username"], note["body"]) for note in notes] == [(BOT, help_text(BOT))]
+
+
+# ---------------------------------------------------------------------------------------------
+# A real server
+
+
+class ServerThread:
+    """uvicorn on 127.0.0.1, random port, in a thread; stopped cleanly."""
+
+    def __init__(self, app: Any) -> None:
+        self.socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.socket.bind(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.socket.getsockname()[1]}"
+        config = uvicorn.Config(app, log_level="warning", lifespan="off")
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(
+            target=self.server.run, kwargs={"sockets": [self.socket]}, name="uvicorn-test"
+        )
+
+    def __enter__(self) -> ServerThread:
+        self.thread.start()
+        started = threading.Event()
+        while not self.server.started and self.thread.is_alive():
+            started.wait(POLL_INTERVAL_S)
+        assert self.server.started, "uvicorn did not start"
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(SERVER_START_TIMEOUT_S)
+        self.socket.close()
+
+
+def test_through_a_real_uvicorn_server(listener: Listener) -> None:
+    payload = json.dumps(load("merge_request_open")).encode()
+    headers = {"X-Gitlab-Event": "Merge Request Hook", "X-Gitlab-Token": SECRET,
+               "Idempotency-Key": "5d1c9a6e-0000-4000-8000-000000000001"}  # fmt: skip
+
+    def chunked_huge_body() -> Iterator[bytes]:
+        for _ in range(SMALL_BODY_LIMIT // 1024 + 2):
+            yield b" " * 1024
+
+    with ServerThread(listener.app) as server, httpx.Client(base_url=server.url) as http:
+        answers = [http.post(WEBHOOK_PATH, content=payload, headers=headers).status_code
+                   for _ in range(REDELIVERIES)]  # fmt: skip
+        wrong = http.post(WEBHOOK_PATH, content=payload, headers={**headers, "X-Gitlab-Token": "x"})
+        huge = http.post(WEBHOOK_PATH, content=chunked_huge_body(), headers=headers)
+        health = http.get("/healthz")
+        metrics = http.get("/metrics")
+    assert answers == [202] * REDELIVERIES
+    assert len(listener.jobs()) == 1
+    assert (wrong.status_code, huge.status_code, health.status_code) == (401, 413, 200)
+    assert _metrics(metrics.text)['reviewbot_webhook_deliveries_total{outcome="too_large"}'] == 1
+    assert not server.thread.is_alive()
+
+
+# ---------------------------------------------------------------------------------------------
+# The command
+
+
+def test_serve_refuses_to_start_without_a_secret(tmp_path: Path) -> None:
+    env = {"REVIEWBOT_WEBHOOK_SECRET": "", "REVIEWBOT_CONFIG": "",
+           "REVIEWBOT_DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite'}",
+           "REVIEWBOT_BOT_USERNAME": BOT}  # fmt: skip
+    result = CliRunner().invoke(serve_command, [], env=env)
+    assert result.exit_code == 2
+    assert "REVIEWBOT_WEBHOOK_SECRET" in result.output
+    assert "--insecure-no-secret" in result.output
+
+
+def test_fixtures_are_valid_json_objects() -> None:
+    for path in FIXTURES.glob("*.json"):
+        payload = json.loads(path.read_text())
+        assert payload["object_kind"] in {"merge_request", "note", "emoji"}, path
+        assert payload["project"]["path_with_namespace"] == PROJECT
