@@ -54,6 +54,7 @@ JOB_URL = "https://gitlab.example.com/group/app/-/jobs/4242"
 CODEQUALITY_SEVERITIES = {"info", "minor", "major", "critical", "blocker"}
 INPUT_REFERENCE = re.compile(r"\$\[\[\s*inputs\.([\w-]+)\s*\]\]")
 ENV_PREFIXES = ("CI_", "REVIEWBOT_", "GITLAB_")
+TEST_ENV_PREFIX = "REVIEWBOT_TEST_"  # the test suite's own settings (PostgreSQL URL)
 FAST_NOTES = CiWiring(gitlab_notes_per_minute=60_000)  # no note pacing sleeps in tests
 
 
@@ -318,7 +319,7 @@ def isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     import os
 
     for name in list(os.environ):
-        if name.startswith(ENV_PREFIXES):
+        if name.startswith(ENV_PREFIXES) and not name.startswith(TEST_ENV_PREFIX):
             monkeypatch.delenv(name)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
