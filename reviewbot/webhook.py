@@ -609,12 +609,12 @@ async def _handle_delivery(ctx: ListenerContext, request: Request) -> Result:
     event = request.headers.get("x-gitlab-event", "").strip()
     if not event:
         raise Rejected(HTTP_BAD_REQUEST, Outcome.BAD_REQUEST, "missing X-Gitlab-Event header")
-    body = await _read_body(request, ctx.max_body_bytes)
-    payload = _parse_json(body)
     handler = HANDLERS.get(event)
     if handler is None:
         log.info("ignoring GitLab event %r (not handled by reviewbot)", event)
         return Result(HTTP_NO_CONTENT, Outcome.UNKNOWN_EVENT)
+    body = await _read_body(request, ctx.max_body_bytes)
+    payload = _parse_json(body)
     delivery = Delivery(event=event, key=delivery_key(request.headers, body), payload=payload)
     return await run_in_threadpool(handler, ctx, delivery)
 

@@ -25,7 +25,7 @@ import uvicorn
 from click.testing import CliRunner
 from starlette.testclient import TestClient
 
-from reviewbot.config import Settings
+from reviewbot.config import ConfigError, Settings
 from reviewbot.gitlab import GitLabSettings
 from reviewbot.queue import JobQueue
 from reviewbot.store import Store, upgrade
@@ -33,6 +33,7 @@ from reviewbot.webhook import (
     WEBHOOK_PATH,
     Command,
     NotePostingGitLabClient,
+    app_from_settings,
     create_app,
     delivery_key,
     help_text,
@@ -592,6 +593,19 @@ def test_serve_refuses_to_start_without_a_secret(tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert "REVIEWBOT_WEBHOOK_SECRET" in result.output
     assert "--insecure-no-secret" in result.output
+
+
+def test_app_from_settings_migrates_and_checks_the_secret(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    app = app_from_settings(Settings(database_url=url, webhook_secret=SECRET, bot_username=BOT))
+    with TestClient(app) as client:
+        unsigned = client.post(WEBHOOK_PATH, json=load("merge_request_open"),
+                               headers={"X-Gitlab-Event": "Merge Request Hook"})  # fmt: skip
+        health = client.get("/healthz")
+    app.state.listener.store.close()
+    assert (unsigned.status_code, health.status_code) == (401, 200)
+    with pytest.raises(ConfigError, match="REVIEWBOT_BOT_USERNAME"):
+        app_from_settings(Settings(database_url=url), insecure_no_secret=True)
 
 
 def test_fixtures_are_valid_json_objects() -> None:
