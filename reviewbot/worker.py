@@ -72,6 +72,8 @@ MIN_LEASE_S = 1.0
 WORKER_ID_SUFFIX_CHARS = 8
 ERROR_TEXT_LIMIT = 2000
 EXIT_FAILURE = 1
+# Piped output (not a terminal) gets this width so tables are not squeezed to 80 columns.
+PIPED_OUTPUT_WIDTH = 200
 EXIT_BAD_INPUT = 2
 
 # Worth another try later: the service may come back, the other run may finish.
@@ -467,7 +469,7 @@ def jobs_list(status: str | None, limit: int, config_file: str | None,
             job.status, f"{job.attempts}/{job.max_attempts}", _time(job.run_after),
             job.lease_owner or "-", _first_line(job.error),
         )  # fmt: skip
-    console = Console()
+    console = _console()
     console.print(table)
     counts = queue.counts()
     console.print(", ".join(f"{name} {count}" for name, count in counts.items()))
@@ -513,7 +515,12 @@ def _print_job(job: Job) -> None:
     table = Table("field", "value", show_header=False)
     for name, value in dataclasses.asdict(job).items():
         table.add_row(name, "-" if value is None else str(value))
-    Console().print(table)
+    _console().print(table)
+
+
+def _console() -> Console:
+    console = Console()
+    return console if console.is_terminal else Console(width=PIPED_OUTPUT_WIDTH)
 
 
 def _time(value: Any) -> str:
