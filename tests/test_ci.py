@@ -468,3 +468,25 @@ def test_missing_token_is_a_configuration_error(ci_world: CiWorld) -> None:
     result = ci_world.run(checkout, REVIEWBOT_GITLAB_TOKEN="")
     assert result.exit_code == EXIT_BAD_INPUT
     assert "REVIEWBOT_GITLAB_TOKEN" in result.stderr and "CI_JOB_TOKEN" in result.stderr
+
+
+def test_sigterm_unwinds_so_the_lease_is_released() -> None:
+    import os
+    import signal
+
+    from reviewbot.ci import SIGTERM_EXIT, _sigterm_unwinds
+
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(SystemExit) as raised, _sigterm_unwinds():
+        os.kill(os.getpid(), signal.SIGTERM)
+    assert raised.value.code == SIGTERM_EXIT
+    assert signal.getsignal(signal.SIGTERM) == before
+
+
+def test_help_documents_the_exit_codes() -> None:
+    result = CliRunner().invoke(ci_command, ["--help"])
+    assert result.exit_code == EXIT_OK
+    for code in (EXIT_OK, EXIT_BAD_INPUT, EXIT_FINDINGS):
+        assert f"{code} " in result.output
+    for option in ("--codequality", "--fail-on", "--no-post", "--strict"):
+        assert option in result.output
