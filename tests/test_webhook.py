@@ -27,6 +27,14 @@ from starlette.testclient import TestClient
 
 from reviewbot.config import ConfigError, Settings
 from reviewbot.gitlab import GitLabSettings
+from reviewbot.metrics import (
+    Histogram,
+    MetricFamily,
+    MetricKind,
+    Sample,
+    histogram_from_counts,
+    render,
+)
 from reviewbot.queue import JobQueue
 from reviewbot.store import Store, upgrade
 from reviewbot.webhook import (
@@ -613,3 +621,29 @@ def test_fixtures_are_valid_json_objects() -> None:
         payload = json.loads(path.read_text())
         assert payload["object_kind"] in {"merge_request", "note", "emoji"}, path
         assert payload["project"]["path_with_namespace"] == PROJECT
+
+
+# ---------------------------------------------------------------------------------------------
+# Prometheus rendering (pure)
+
+
+def test_render_escapes_labels_and_expands_histograms() -> None:
+    histogram = histogram_from_counts((0.5, 1.0), (None, 1), count=3, total=2.5)
+    text = render([
+        MetricFamily("demo_total", MetricKind.COUNTER, "Help with \\ and\nnewline.",
+                     (Sample(2, {"path": 'a"b\\c\nd'}),)),
+        MetricFamily("demo_seconds", MetricKind.HISTOGRAM, "Durations.", (Sample(histogram),)),
+    ])  # fmt: skip
+    assert "# HELP demo_total Help with \\\\ and\\nnewline." in text
+    assert 'demo_total{path="a\\"b\\\\c\\nd"} 2' in text
+    assert 'demo_seconds_bucket{le="1.0"} 1' in text
+    assert 'demo_seconds_bucket{le="+Inf"} 3' in text
+    assert "demo_seconds_count 3" in text
+    assert all(METRIC_LINE.match(line) for line in text.splitlines() if not line.startswith("#"))
+
+
+def test_histogram_rejects_decreasing_counts() -> None:
+    with pytest.raises(ValueError, match="decrease"):
+        Histogram(bounds=(1.0, 2.0), cumulative_counts=(2, 1), count=2, total=1.0)
+    with pytest.raises(ValueError, match="ascending"):
+        Histogram(bounds=(2.0, 1.0), cumulative_counts=(0, 0), count=0, total=0.0)
