@@ -190,6 +190,7 @@ def _git(repo: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
         timeout=GIT_TIMEOUT_S,
         check=False,
         stdin=subprocess.DEVNULL,
+        env={**os.environ, "GIT_TERMINAL_PROMPT": "0"},  # fail, never ask for credentials
     )
 
 
