@@ -486,3 +486,11 @@ def db_upgrade(database_url: str | None) -> None:
         f"{redact_url(settings.database_url)} is at revision "
         f"{current_revision(settings.database_url)}"
     )
+
+
+# --- queue commands (reviewbot/worker.py) ---------------------------------------------------
+
+from reviewbot.worker import jobs_group, worker_command  # noqa: E402
+
+main.add_command(worker_command)
+main.add_command(jobs_group)
