@@ -31,7 +31,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
 from types import FrameType
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import click
 
@@ -47,6 +47,9 @@ from reviewbot.gitlab import (
     MergeRequestSnapshot,
 )
 from reviewbot.localgit import GitError, read_files_at
+
+if TYPE_CHECKING:  # reviewbot.mr pulls in the model client and the database: imported lazily
+    from reviewbot.mr import RunReport
 
 __all__ = [
     "EXIT_BAD_INPUT",
@@ -356,7 +359,7 @@ def _outside_merge_request(
     sys.exit(EXIT_BAD_INPUT if strict else EXIT_OK)
 
 
-def _print_outcome(report: Any) -> None:
+def _print_outcome(report: RunReport) -> None:
     findings = report.findings
     verb = "would post" if report.dry_run else "posted"
     click.echo(
@@ -374,7 +377,7 @@ def _print_outcome(report: Any) -> None:
         click.echo(report.web_url)
 
 
-def _exit_code(report: Any, fail_on: Severity | None) -> int:
+def _exit_code(report: RunReport, fail_on: Severity | None) -> int:
     if fail_on is not None:
         gate = findings_at_or_above(report.findings, fail_on)
         if gate:
@@ -477,7 +480,7 @@ def _review(
     config_file: str | None,
     dry_run: bool,
     wiring: CiWiring,
-) -> Any:
+) -> RunReport:
     from reviewbot.mr import RunOptions, run_merge_request
 
     settings = _ci_settings(config_file, ci, env)
@@ -500,7 +503,7 @@ def _review(
     return report
 
 
-def _check_pipeline_base(ci: CiEnvironment, gitlab: CheckoutGitLab, report: Any) -> None:
+def _check_pipeline_base(ci: CiEnvironment, gitlab: CheckoutGitLab, report: RunReport) -> None:
     """Say where the head contents came from, and when the pipeline's diff is not the one
     reviewed (a newer push, or the target branch moved since the pipeline was created)."""
     source = gitlab.commit_sources.get(report.head_sha)
