@@ -494,3 +494,7 @@ from reviewbot.worker import jobs_group, worker_command  # noqa: E402
 
 main.add_command(worker_command)
 main.add_command(jobs_group)
+
+from reviewbot.ci import ci_command  # noqa: E402
+
+main.add_command(ci_command)
