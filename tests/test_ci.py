@@ -13,8 +13,10 @@ https://docs.gitlab.com/ci/variables/predefined_variables/.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
+import signal
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,8 +31,10 @@ from reviewbot.ci import (
     EXIT_BAD_INPUT,
     EXIT_FINDINGS,
     EXIT_OK,
+    SIGTERM_EXIT,
     CiWiring,
     NotAMergeRequestPipelineError,
+    _sigterm_unwinds,
     ci_command,
     findings_at_or_above,
     gitlab_url_from_api_url,
@@ -316,8 +320,6 @@ class CiWorld:
 @pytest.fixture
 def isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """No CI_*, REVIEWBOT_* or user config leaks in from the machine running the tests."""
-    import os
-
     for name in list(os.environ):
         if name.startswith(ENV_PREFIXES) and not name.startswith(TEST_ENV_PREFIX):
             monkeypatch.delenv(name)
@@ -471,11 +473,6 @@ def test_missing_token_is_a_configuration_error(ci_world: CiWorld) -> None:
 
 
 def test_sigterm_unwinds_so_the_lease_is_released() -> None:
-    import os
-    import signal
-
-    from reviewbot.ci import SIGTERM_EXIT, _sigterm_unwinds
-
     before = signal.getsignal(signal.SIGTERM)
     with pytest.raises(SystemExit) as raised, _sigterm_unwinds():
         os.kill(os.getpid(), signal.SIGTERM)
