@@ -21,6 +21,7 @@ from rich.table import Table
 
 from reviewbot import __version__
 from reviewbot.chunking import BudgetTooSmallError, Plan
+from reviewbot.ci import ci_command
 from reviewbot.config import ConfigError, Settings, load_settings
 from reviewbot.diff import FileDiff, parse_git_diff
 from reviewbot.exclusions import ExclusionRules, skip_reason
@@ -28,6 +29,8 @@ from reviewbot.findings import Severity
 from reviewbot.localgit import GitError, read_files_at, read_range
 from reviewbot.prompts import ReviewContext, file_summaries
 from reviewbot.tokens import TokenCounter, local_counter
+from reviewbot.webhook import serve_command
+from reviewbot.worker import jobs_group, worker_command
 
 EXIT_FAILURE = 1
 EXIT_BAD_INPUT = 2
@@ -488,13 +491,9 @@ def db_upgrade(database_url: str | None) -> None:
     )
 
 
-# --- queue commands (reviewbot/worker.py) ---------------------------------------------------
-
-from reviewbot.worker import jobs_group, worker_command  # noqa: E402
-
-main.add_command(worker_command)
-main.add_command(jobs_group)
-
-from reviewbot.ci import ci_command  # noqa: E402
+# --- commands that live in their own modules -------------------------------------------------
 
 main.add_command(ci_command)
+main.add_command(serve_command)
+main.add_command(worker_command)
+main.add_command(jobs_group)

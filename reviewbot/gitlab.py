@@ -62,6 +62,9 @@ DEFAULT_PER_PAGE = 30
 DEFAULT_MAX_RETRIES = 5
 # GitLab.com allows 300 note creations per minute per user; stay well below.
 DEFAULT_NOTES_PER_MINUTE = 120
+# Up to this many notes go out at once before pacing starts: in any minute at most
+# burst + notes_per_minute = 140 notes, well under GitLab's 300.
+DEFAULT_NOTE_BURST = 20
 DEFAULT_DIFF_REFS_WAIT_S = 30.0
 DEFAULT_CONTENTS_CONCURRENCY = 8
 DIFF_REFS_FIRST_DELAY_S = 0.1
@@ -83,6 +86,7 @@ class GitLabSettings:
     per_page: int = DEFAULT_PER_PAGE
     max_retries: int = DEFAULT_MAX_RETRIES
     notes_per_minute: int = DEFAULT_NOTES_PER_MINUTE
+    note_burst: int = DEFAULT_NOTE_BURST
     diff_refs_wait_s: float = DEFAULT_DIFF_REFS_WAIT_S
     contents_concurrency: int = DEFAULT_CONTENTS_CONCURRENCY
 
@@ -206,7 +210,8 @@ class GitLabClient:
         self._gl: gitlab.Gitlab | None = None
         self._username: str | None = None
         self._pace_lock = threading.Lock()
-        self._next_note_at = 0.0
+        self._note_tokens = float(max(settings.note_burst, 1))
+        self._tokens_at: float | None = None
 
     def __repr__(self) -> str:
         return f"GitLabClient(url={self._settings.url!r})"
@@ -268,12 +273,18 @@ class GitLabClient:
             ) from error
 
     def _pace_note(self) -> None:
-        """Space note creations ``60 / notes_per_minute`` seconds apart."""
-        interval = SECONDS_PER_MINUTE / max(self._settings.notes_per_minute, 1)
+        """Token bucket: ``note_burst`` notes at once, then ``notes_per_minute`` at most."""
+        rate = max(self._settings.notes_per_minute, 1) / SECONDS_PER_MINUTE
+        capacity = float(max(self._settings.note_burst, 1))
         with self._pace_lock:
             now = self._clock()
-            wait = self._next_note_at - now
-            self._next_note_at = max(now, self._next_note_at) + interval
+            if self._tokens_at is not None:
+                self._note_tokens = min(
+                    capacity, self._note_tokens + (now - self._tokens_at) * rate
+                )
+            self._tokens_at = now
+            self._note_tokens -= 1.0
+            wait = -self._note_tokens / rate if self._note_tokens < 0 else 0.0
         if wait > 0:
             self._sleep(wait)
 

@@ -19,6 +19,7 @@ import os
 import socket
 import uuid
 from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,7 +53,7 @@ from reviewbot.prompts import ReviewContext, file_summaries
 from reviewbot.review import ReviewOptions, ReviewResult, review_files
 from reviewbot.store import Store
 from reviewbot.store.migrate import upgrade
-from reviewbot.tokens import local_counter
+from reviewbot.tokens import TokenCounter, local_counter
 
 __all__ = ["MergeRequestBusyError", "RunOptions", "RunReport", "run_merge_request"]
 
@@ -171,6 +172,10 @@ def run_merge_request(
     """Review MR ``iid`` of ``project`` and publish the result (see the module docstring)."""
     say = progress or (lambda _message: None)
     gitlab = gitlab or gitlab_from_settings(settings)
+    # Loading the tokenizer vocabulary takes ~0.4 s: do it while GitLab answers.
+    loader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tokenizer")
+    counter = loader.submit(local_counter, settings.llm_model)
+    loader.shutdown(wait=False)
     say(f"reading merge request !{iid}")
     snapshot = gitlab.snapshot(project, iid)
     store = store or store_from_settings(settings)
@@ -183,7 +188,7 @@ def run_merge_request(
     try:
         return _run_locked(
             settings, snapshot, options, gitlab, llm or llm_from_settings(settings), store,
-            holder, say,
+            holder, say, counter,
         )  # fmt: skip
     finally:
         store.release_mr_lock(key, iid, holder)
@@ -198,6 +203,7 @@ def _run_locked(
     store: Store,
     holder: str,
     say: Callable[[str], None],
+    counter: Future[TokenCounter],
 ) -> RunReport:
     refs = snapshot.diff_refs
     review_id = store.start_review(
@@ -212,7 +218,7 @@ def _run_locked(
     )
     try:
         report = _review_and_publish(
-            settings, snapshot, options, gitlab, llm, store, holder, review_id, say
+            settings, snapshot, options, gitlab, llm, store, holder, review_id, say, counter
         )
     except BaseException as error:
         store.finish_review(review_id, status="failed", error=f"{type(error).__name__}: {error}")
@@ -230,6 +236,7 @@ def _review_and_publish(
     holder: str,
     review_id: int,
     say: Callable[[str], None],
+    counter: Future[TokenCounter],
 ) -> RunReport:
     warnings: list[str] = []
     head = snapshot.diff_refs.head_sha
@@ -267,7 +274,7 @@ def _review_and_publish(
         snapshot.files,
         context=context,
         llm=llm,
-        counter=local_counter(settings.llm_model),
+        counter=counter.result(),
         options=review_opts,
         contents=contents,
         on_planned=planned,

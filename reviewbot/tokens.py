@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
 from typing import Protocol, runtime_checkable
 
 __all__ = [
@@ -97,8 +98,11 @@ class QwenBPECounter:
         return [len(encode(text)) for text in texts]
 
 
+@cache
 def local_counter(model: str | None = None) -> TokenCounter:
     """The best local counter for ``model``: Qwen BPE when available, else the byte estimate.
+
+    Cached per model name: the vocabulary loads once per process (counters are stateless).
 
     Non-Qwen model names still get the Qwen vocabulary (the closest we ship) but with the
     fallback's headroom, since their tokenizer may differ.

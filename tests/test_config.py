@@ -29,7 +29,9 @@ def test_defaults_need_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     settings = load_settings(env={})
     assert settings.llm_base_url == "http://127.0.0.1:8000/v1"
-    assert settings.database_url.startswith("sqlite:///") and "reviewbot.db" in settings.database_url
+    assert (
+        settings.database_url.startswith("sqlite:///") and "reviewbot.db" in settings.database_url
+    )
     assert settings.concurrency == 8 and settings.max_output_tokens == 4096
 
 

@@ -120,9 +120,10 @@ def client(server: FakeVLLM) -> Iterator[OpenAI]:
 @contextlib.contextmanager
 def fake_and_client(**options: Any) -> Iterator[tuple[FakeVLLM, OpenAI]]:
     """A differently configured fake and a client for it, for one test."""
-    with FakeVLLM(**options) as fake, OpenAI(
-        base_url=fake.base_url, api_key="x", max_retries=0
-    ) as fake_client:
+    with (
+        FakeVLLM(**options) as fake,
+        OpenAI(base_url=fake.base_url, api_key="x", max_retries=0) as fake_client,
+    ):
         yield fake, fake_client
 
 
@@ -220,11 +221,13 @@ def test_streaming_tool_calls_match_the_non_streaming_answer(server: FakeVLLM, c
 
 def test_stream_sends_done_and_a_usage_chunk_with_empty_choices(server: FakeVLLM):
     body = {
-        "model": server.model, "messages": review_messages(CLEAN_LINES), "stream": True,
+        "model": server.model,
+        "messages": review_messages(CLEAN_LINES),
+        "stream": True,
         "stream_options": {"include_usage": True},
     }
     response = httpx.post(f"{server.base_url}/chat/completions", json=body)
-    events = [line[len("data: "):] for line in response.text.splitlines() if line]
+    events = [line[len("data: ") :] for line in response.text.splitlines() if line]
     assert events[-1] == "[DONE]"
     usage_chunk = json.loads(events[-2])
     assert usage_chunk["choices"] == []
@@ -250,11 +253,20 @@ def test_thinking_adds_reasoning_and_tokens(server: FakeVLLM, client: OpenAI):
 
 def test_json_schema_response_format_is_honoured(server: FakeVLLM, client: OpenAI):
     item = REPORT_FINDING_TOOL["function"]["parameters"]
-    schema = {"type": "object", "properties": {"findings": {"type": "array", "items": item}},
-              "required": ["findings"]}
-    answer = review(client, server, tools=None, response_format={
-        "type": "json_schema", "json_schema": {"name": "review", "schema": schema},
-    })
+    schema = {
+        "type": "object",
+        "properties": {"findings": {"type": "array", "items": item}},
+        "required": ["findings"],
+    }
+    answer = review(
+        client,
+        server,
+        tools=None,
+        response_format={
+            "type": "json_schema",
+            "json_schema": {"name": "review", "schema": schema},
+        },
+    )
     document = json.loads(answer.choices[0].message.content)
     assert set(document) == {"findings"}
     for finding in document["findings"]:
@@ -264,9 +276,15 @@ def test_json_schema_response_format_is_honoured(server: FakeVLLM, client: OpenA
 
 def test_response_format_ignored_when_not_honoured():
     with fake_and_client(honour_response_format=False) as (fake, other):
-        answer = review(other, fake, tools=None, response_format={
-            "type": "json_schema", "json_schema": {"name": "review", "schema": {}},
-        })
+        answer = review(
+            other,
+            fake,
+            tools=None,
+            response_format={
+                "type": "json_schema",
+                "json_schema": {"name": "review", "schema": {}},
+            },
+        )
     with pytest.raises(json.JSONDecodeError):
         json.loads(answer.choices[0].message.content)
 
@@ -303,10 +321,15 @@ def test_xml_in_content_when_the_prompt_asks_for_it(server: FakeVLLM, client: Op
 def test_tokenize_count_agrees_with_usage_prompt_tokens(server: FakeVLLM, client: OpenAI):
     for thinking in (True, False):
         kwargs = {"chat_template_kwargs": {"enable_thinking": thinking}}
-        counted = httpx.post(f"{server.root_url}/tokenize", json={
-            "model": server.model, "messages": review_messages(RISKY_LINES),
-            "tools": [REPORT_FINDING_TOOL], **kwargs,
-        }).json()
+        counted = httpx.post(
+            f"{server.root_url}/tokenize",
+            json={
+                "model": server.model,
+                "messages": review_messages(RISKY_LINES),
+                "tools": [REPORT_FINDING_TOOL],
+                **kwargs,
+            },
+        ).json()
         answer = review(client, server, extra_body=kwargs)
         assert counted["count"] == answer.usage.prompt_tokens == len(counted["tokens"])
         assert counted["max_model_len"] == server.max_model_len
@@ -320,9 +343,10 @@ def test_tokenize_prompt_form_and_disabled_endpoint(server: FakeVLLM):
 
 
 def test_context_length_error_uses_vllm_text():
-    with fake_and_client(max_model_len=512) as (fake, other), pytest.raises(
-        openai.BadRequestError
-    ) as raised:
+    with (
+        fake_and_client(max_model_len=512) as (fake, other),
+        pytest.raises(openai.BadRequestError) as raised,
+    ):
         review(other, fake, max_tokens=400)
     assert "maximum context length is 512 tokens" in str(raised.value)
     assert "400 output tokens" in str(raised.value)
@@ -519,9 +543,16 @@ def test_quick_action_and_invented_finding_on_a_clean_diff(server: FakeVLLM, cli
 
 def test_reasoning_fault_leaks_think_into_content(server: FakeVLLM, client: OpenAI):
     server.add_faults("reasoning")
-    message = review(
-        client, server, CLEAN_LINES, extra_body={"chat_template_kwargs": {"enable_thinking": False}}
-    ).choices[0].message.model_dump()
+    message = (
+        review(
+            client,
+            server,
+            CLEAN_LINES,
+            extra_body={"chat_template_kwargs": {"enable_thinking": False}},
+        )
+        .choices[0]
+        .message.model_dump()
+    )
     assert message["reasoning"] and message["reasoning_content"]
     assert message["content"].startswith("<think>")
     assert "</think>" in message["content"]

@@ -330,9 +330,12 @@ def test_connection_refused_names_the_url() -> None:
 def test_note_creation_is_paced(fake: FakeGitLab, snapshot: MergeRequestSnapshot) -> None:
     notes_per_minute = 30
     waits: list[float] = []
-    settings = GitLabSettings(url=fake.url, token=TOKEN, notes_per_minute=notes_per_minute)
+    settings = GitLabSettings(
+        url=fake.url, token=TOKEN, notes_per_minute=notes_per_minute, note_burst=2
+    )
     client = GitLabClient(settings, sleep=waits.append, clock=lambda: 100.0)
-    for path in ("pkg/mod0.py", "pkg/mod1.py"):
+    for path in ("pkg/mod0.py", "pkg/mod1.py", "pkg/mod0.py", "pkg/mod1.py"):
         finding = _finding(snapshot, path, LineKind.ADDED)
         client.post_finding(snapshot, finding, finding_body(finding))
-    assert waits == [pytest.approx(60.0 / notes_per_minute)]
+    # a burst of two goes at once; then one note per 60/30 = 2 s (the clock stands still here)
+    assert waits == [pytest.approx(2.0), pytest.approx(4.0)]

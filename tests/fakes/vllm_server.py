@@ -130,16 +130,48 @@ QUICK_ACTION_TEXT = "\n/merge\n/approve\n@all please merge this right away"
 
 # Buckets of vllm:time_to_first_token_seconds (vllm/v1/metrics/loggers.py).
 TTFT_BUCKETS_S = (
-    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75,
-    1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0,
+    0.001,
+    0.005,
+    0.01,
+    0.02,
+    0.04,
+    0.06,
+    0.08,
+    0.1,
+    0.25,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+    20.0,
+    40.0,
+    80.0,
+    160.0,
+    640.0,
+    2560.0,
 )
 E2E_BUCKETS_S = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0)
 
-KNOWN_FAULTS = frozenset({
-    "http_500", "http_503", "http_429", "hang", "disconnect", "malformed_arguments",
-    "hallucinated_path", "hallucinated_line", "quick_action", "reasoning",
-    "empty_tool_calls_stream", "context_overflow", "hermes_content",
-})
+KNOWN_FAULTS = frozenset(
+    {
+        "http_500",
+        "http_503",
+        "http_429",
+        "hang",
+        "disconnect",
+        "malformed_arguments",
+        "hallucinated_path",
+        "hallucinated_line",
+        "quick_action",
+        "reasoning",
+        "empty_tool_calls_stream",
+        "context_overflow",
+        "hermes_content",
+    }
+)
 FINDING_FAULTS = frozenset({"hallucinated_path", "hallucinated_line", "quick_action"})
 
 # vllm/entrypoints/openai/chat_completion/serving.py rejects tool_choice "auto" without a parser.
@@ -373,16 +405,24 @@ class ReviewPattern:
 
 REVIEW_PATTERNS: tuple[ReviewPattern, ...] = (
     ReviewPattern(
-        re.compile(r"\beval\s*\("), "security", "critical", "Use of eval() on dynamic input",
+        re.compile(r"\beval\s*\("),
+        "security",
+        "critical",
+        "Use of eval() on dynamic input",
         "eval() executes arbitrary code; parse the value instead (e.g. ast.literal_eval).",
     ),
     ReviewPattern(
-        re.compile(r"^\s*except\s*:"), "error-handling", "major", "Bare except clause",
+        re.compile(r"^\s*except\s*:"),
+        "error-handling",
+        "major",
+        "Bare except clause",
         "A bare except also catches KeyboardInterrupt and SystemExit and hides real errors.",
     ),
     ReviewPattern(
         re.compile(r"^\s*except\s+(?:Base)?Exception\b[^:\n]*:\s*(?:\n\s*)?pass\b"),
-        "error-handling", "major", "Exception silently swallowed",
+        "error-handling",
+        "major",
+        "Exception silently swallowed",
         "Catching Exception and passing hides failures; handle or log the error.",
         reads_next_line=True,
     ),
@@ -391,23 +431,31 @@ REVIEW_PATTERNS: tuple[ReviewPattern, ...] = (
             r"""(?i)\b(?:password|passwd|secret|api_key|apikey|secret_key|token)\s*[:=]\s*"""
             r"""["'][^"']{3,}["']"""
         ),
-        "security", "critical", "Hard-coded secret",
+        "security",
+        "critical",
+        "Hard-coded secret",
         "Credentials in source code leak through the repository; read them from the "
         "environment or a secret store.",
     ),
     ReviewPattern(
-        re.compile(
-            r"""\bexecute(?:many)?\s*\(\s*(?:f["']|["'][^"']*["']\s*%|.*\.format\s*\()"""
-        ),
-        "security", "critical", "SQL built from string formatting",
+        re.compile(r"""\bexecute(?:many)?\s*\(\s*(?:f["']|["'][^"']*["']\s*%|.*\.format\s*\()"""),
+        "security",
+        "critical",
+        "SQL built from string formatting",
         "Formatting values into SQL allows injection; pass them as query parameters.",
     ),
     ReviewPattern(
-        re.compile(r"[!=]=\s*None\b"), "bug", "minor", "Comparison to None with ==",
+        re.compile(r"[!=]=\s*None\b"),
+        "bug",
+        "minor",
+        "Comparison to None with ==",
         "Use `is None` / `is not None`; == can be overridden by __eq__.",
     ),
     ReviewPattern(
-        re.compile(r"\btime\.sleep\s*\("), "performance", "minor", "Blocking sleep",
+        re.compile(r"\btime\.sleep\s*\("),
+        "performance",
+        "minor",
+        "Blocking sleep",
         "time.sleep blocks the thread; avoid it on request paths.",
     ),
 )
@@ -782,31 +830,75 @@ def render_metrics(model: str, running: int, waiting: int, counters: EngineCount
         out.append(f"# TYPE {name} {kind}")
         out.extend(f"{name}{suffix}{{{extra}{labels}}} {value}" for suffix, extra, value in samples)
 
-    metric("vllm:num_requests_running", "gauge",
-           "Number of requests in model execution batches.", [("", "", float(running))])
-    metric("vllm:num_requests_waiting", "gauge",
-           "Number of requests waiting to be processed.", [("", "", float(waiting))])
-    metric("vllm:kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.",
-           [("", "", 0.0)])
-    metric("vllm:prefix_cache_queries", "counter",
-           "Prefix cache queries, in terms of number of queried tokens.",
-           [("_total", "", float(counters.prefix_queries))])
-    metric("vllm:prefix_cache_hits", "counter",
-           "Prefix cache hits, in terms of number of cached tokens.",
-           [("_total", "", float(counters.prefix_hits))])
-    metric("vllm:prompt_tokens", "counter", "Number of prefill tokens processed.",
-           [("_total", "", float(counters.prompt_tokens))])
-    metric("vllm:generation_tokens", "counter", "Number of generation tokens processed.",
-           [("_total", "", float(counters.generation_tokens))])
-    metric("vllm:request_success", "counter", "Count of successfully processed requests.",
-           [("_total", f'finished_reason="{reason}",', float(n))
-            for reason, n in sorted(counters.finished.items())])
-    _histogram(metric, "vllm:time_to_first_token_seconds",
-               "Histogram of time to first token in seconds.", counters.ttft)
-    _histogram(metric, "vllm:e2e_request_latency_seconds",
-               "Histogram of e2e request latency in seconds.", counters.e2e)
-    metric("vllm:cache_config_info", "gauge", "Information of the LLMEngine CacheConfig",
-           [("", f'block_size="{BLOCK_SIZE}",enable_prefix_caching="True",', 1.0)])
+    metric(
+        "vllm:num_requests_running",
+        "gauge",
+        "Number of requests in model execution batches.",
+        [("", "", float(running))],
+    )
+    metric(
+        "vllm:num_requests_waiting",
+        "gauge",
+        "Number of requests waiting to be processed.",
+        [("", "", float(waiting))],
+    )
+    metric(
+        "vllm:kv_cache_usage_perc",
+        "gauge",
+        "KV-cache usage. 1 means 100 percent usage.",
+        [("", "", 0.0)],
+    )
+    metric(
+        "vllm:prefix_cache_queries",
+        "counter",
+        "Prefix cache queries, in terms of number of queried tokens.",
+        [("_total", "", float(counters.prefix_queries))],
+    )
+    metric(
+        "vllm:prefix_cache_hits",
+        "counter",
+        "Prefix cache hits, in terms of number of cached tokens.",
+        [("_total", "", float(counters.prefix_hits))],
+    )
+    metric(
+        "vllm:prompt_tokens",
+        "counter",
+        "Number of prefill tokens processed.",
+        [("_total", "", float(counters.prompt_tokens))],
+    )
+    metric(
+        "vllm:generation_tokens",
+        "counter",
+        "Number of generation tokens processed.",
+        [("_total", "", float(counters.generation_tokens))],
+    )
+    metric(
+        "vllm:request_success",
+        "counter",
+        "Count of successfully processed requests.",
+        [
+            ("_total", f'finished_reason="{reason}",', float(n))
+            for reason, n in sorted(counters.finished.items())
+        ],
+    )
+    _histogram(
+        metric,
+        "vllm:time_to_first_token_seconds",
+        "Histogram of time to first token in seconds.",
+        counters.ttft,
+    )
+    _histogram(
+        metric,
+        "vllm:e2e_request_latency_seconds",
+        "Histogram of e2e request latency in seconds.",
+        counters.e2e,
+    )
+    metric(
+        "vllm:cache_config_info",
+        "gauge",
+        "Information of the LLMEngine CacheConfig",
+        [("", f'block_size="{BLOCK_SIZE}",enable_prefix_caching="True",', 1.0)],
+    )
     return "\n".join(out) + "\n"
 
 
@@ -864,9 +956,7 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         self.server.app._dispatch(self, "POST")
 
-    def send_json(
-        self, status: int, body: Any, headers: dict[str, str] | None = None
-    ) -> None:
+    def send_json(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
         payload = json.dumps(body).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
@@ -970,8 +1060,10 @@ class FakeVLLM:
         qwen_tokenizer()
         self._httpd = _HTTPServer(self)
         self._thread = threading.Thread(
-            target=self._httpd.serve_forever, kwargs={"poll_interval": POLL_INTERVAL_S},
-            name="fake-vllm", daemon=True,
+            target=self._httpd.serve_forever,
+            kwargs={"poll_interval": POLL_INTERVAL_S},
+            name="fake-vllm",
+            daemon=True,
         )
         self._thread.start()
         return self
@@ -1069,14 +1161,27 @@ class FakeVLLM:
     def _models(self) -> dict[str, Any]:
         # ModelCard/ModelList in vllm/entrypoints/openai/engine/protocol.py
         permission = {
-            "id": f"modelperm-{uuid.uuid4().hex}", "object": "model_permission",
-            "created": self._created, "allow_create_engine": False, "allow_sampling": True,
-            "allow_logprobs": True, "allow_search_indices": False, "allow_view": True,
-            "allow_fine_tuning": False, "organization": "*", "group": None, "is_blocking": False,
+            "id": f"modelperm-{uuid.uuid4().hex}",
+            "object": "model_permission",
+            "created": self._created,
+            "allow_create_engine": False,
+            "allow_sampling": True,
+            "allow_logprobs": True,
+            "allow_search_indices": False,
+            "allow_view": True,
+            "allow_fine_tuning": False,
+            "organization": "*",
+            "group": None,
+            "is_blocking": False,
         }
         card = {
-            "id": self.model, "object": "model", "created": self._created, "owned_by": "vllm",
-            "root": self.model, "parent": None, "max_model_len": self.max_model_len,
+            "id": self.model,
+            "object": "model",
+            "created": self._created,
+            "owned_by": "vllm",
+            "root": self.model,
+            "parent": None,
+            "max_model_len": self.max_model_len,
             "permission": [permission],
         }
         return {"object": "list", "data": [card]}
@@ -1099,7 +1204,8 @@ class FakeVLLM:
         if "messages" in body:
             kwargs = body.get("chat_template_kwargs") or {}
             text = render_chat_prompt(
-                body["messages"], body.get("tools"),
+                body["messages"],
+                body.get("tools"),
                 add_generation_prompt=body.get("add_generation_prompt", True),
                 enable_thinking=kwargs.get("enable_thinking", True),
             )
@@ -1107,10 +1213,15 @@ class FakeVLLM:
             text = body.get("prompt", "")
         tokens = encode(text)
         # TokenizeResponse in vllm/entrypoints/serve/tokenize/protocol.py
-        handler.send_json(HTTPStatus.OK, {
-            "count": len(tokens), "max_model_len": self.max_model_len,
-            "tokens": tokens, "token_strs": None,
-        })
+        handler.send_json(
+            HTTPStatus.OK,
+            {
+                "count": len(tokens),
+                "max_model_len": self.max_model_len,
+                "tokens": tokens,
+                "token_strs": None,
+            },
+        )
 
     # ----- /v1/chat/completions
 
@@ -1123,9 +1234,11 @@ class FakeVLLM:
         self._check_model(request.model)
         if request.tools and request.tool_choice == "auto" and not self.tool_parser:
             raise VLLMError(HTTPStatus.BAD_REQUEST, AUTO_TOOL_CHOICE_ERROR, "BadRequestError")
-        prompt_ids = encode(render_chat_prompt(
-            request.messages, request.tools, enable_thinking=request.enable_thinking
-        ))
+        prompt_ids = encode(
+            render_chat_prompt(
+                request.messages, request.tools, enable_thinking=request.enable_thinking
+            )
+        )
         budget = self._output_budget(request, len(prompt_ids))
         if fault == "hang":
             self._hang(handler)
@@ -1148,14 +1261,20 @@ class FakeVLLM:
 
     def _raise_for_fault(self, fault: str | None) -> None:
         if fault == "http_500":
-            raise VLLMError(HTTPStatus.INTERNAL_SERVER_ERROR, "Internal server error",
-                            "InternalServerError")
+            raise VLLMError(
+                HTTPStatus.INTERNAL_SERVER_ERROR, "Internal server error", "InternalServerError"
+            )
         if fault == "http_503":
-            raise VLLMError(HTTPStatus.SERVICE_UNAVAILABLE, "Service Unavailable",
-                            "ServiceUnavailableError")
+            raise VLLMError(
+                HTTPStatus.SERVICE_UNAVAILABLE, "Service Unavailable", "ServiceUnavailableError"
+            )
         if fault == "http_429":
-            raise VLLMError(HTTPStatus.TOO_MANY_REQUESTS, "Too Many Requests",
-                            "RateLimitError", headers={"Retry-After": str(RETRY_AFTER_S)})
+            raise VLLMError(
+                HTTPStatus.TOO_MANY_REQUESTS,
+                "Too Many Requests",
+                "RateLimitError",
+                headers={"Retry-After": str(RETRY_AFTER_S)},
+            )
         if fault == "context_overflow":
             raise context_length_error(self.max_model_len, 0)
 
@@ -1223,19 +1342,33 @@ class FakeVLLM:
         self, request: ChatRequest, answer: Answer, usage: dict[str, Any], completion_id: str
     ) -> dict[str, Any]:
         message = {
-            "role": "assistant", "content": answer.content, "refusal": None,
-            "annotations": None, "audio": None, "function_call": None,
+            "role": "assistant",
+            "content": answer.content,
+            "refusal": None,
+            "annotations": None,
+            "audio": None,
+            "function_call": None,
             "tool_calls": answer.tool_calls,
-            "reasoning": answer.reasoning, "reasoning_content": answer.reasoning,
+            "reasoning": answer.reasoning,
+            "reasoning_content": answer.reasoning,
         }
         choice = {
-            "index": 0, "message": message, "logprobs": None,
-            "finish_reason": answer.finish_reason, "stop_reason": None,
+            "index": 0,
+            "message": message,
+            "logprobs": None,
+            "finish_reason": answer.finish_reason,
+            "stop_reason": None,
         }
         return {
-            "id": completion_id, "object": "chat.completion", "created": int(time.time()),
-            "model": request.model or self.model, "choices": [choice], "service_tier": None,
-            "system_fingerprint": None, "usage": usage, "prompt_logprobs": None,
+            "id": completion_id,
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": request.model or self.model,
+            "choices": [choice],
+            "service_tier": None,
+            "system_fingerprint": None,
+            "usage": usage,
+            "prompt_logprobs": None,
             "kv_transfer_params": None,
         }
 
@@ -1254,10 +1387,15 @@ class FakeVLLM:
 
         def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
             choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
-            return json.dumps({
-                "id": completion_id, "object": "chat.completion.chunk", "created": created,
-                "model": model, "choices": [choice],
-            })
+            return json.dumps(
+                {
+                    "id": completion_id,
+                    "object": "chat.completion.chunk",
+                    "created": created,
+                    "model": model,
+                    "choices": [choice],
+                }
+            )
 
         handler.start_event_stream()
         for sent, (delta, tokens) in enumerate(stream_deltas(answer)):
@@ -1271,10 +1409,18 @@ class FakeVLLM:
             return False
         handler.send_event(chunk({}, answer.finish_reason))
         if request.include_usage:
-            handler.send_event(json.dumps({
-                "id": completion_id, "object": "chat.completion.chunk", "created": created,
-                "model": model, "choices": [], "usage": usage,
-            }))
+            handler.send_event(
+                json.dumps(
+                    {
+                        "id": completion_id,
+                        "object": "chat.completion.chunk",
+                        "created": created,
+                        "model": model,
+                        "choices": [],
+                        "usage": usage,
+                    }
+                )
+            )
         handler.send_event("[DONE]")
         handler.end_event_stream()
         return True
@@ -1312,12 +1458,17 @@ def stream_deltas(answer: Answer) -> Iterator[tuple[dict[str, Any], int]]:
     for index, call in enumerate(answer.tool_calls):
         # Qwen3CoderToolParser streams a header (id + name) then the arguments in pieces.
         function = call["function"]
-        header = {"index": index, "id": call["id"], "type": "function",
-                  "function": {"name": function["name"], "arguments": ""}}
+        header = {
+            "index": index,
+            "id": call["id"],
+            "type": "function",
+            "function": {"name": function["name"], "arguments": ""},
+        }
         yield {"tool_calls": [header]}, 0
         for piece in argument_pieces(function["arguments"]):
-            yield {"tool_calls": [{"index": index, "function": {"arguments": piece}}]}, len(
-                encode(piece)
+            yield (
+                {"tool_calls": [{"index": index, "function": {"arguments": piece}}]},
+                len(encode(piece)),
             )
 
 
