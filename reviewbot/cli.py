@@ -34,6 +34,8 @@ from reviewbot.worker import jobs_group, worker_command
 
 EXIT_FAILURE = 1
 EXIT_BAD_INPUT = 2
+# Piped output (not a terminal) gets this width so tables are not cut at 80 columns.
+PIPED_TABLE_WIDTH = 200
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -489,6 +491,96 @@ def db_upgrade(database_url: str | None) -> None:
         f"{redact_url(settings.database_url)} is at revision "
         f"{current_revision(settings.database_url)}"
     )
+
+
+# --- reviews ---------------------------------------------------------------------------------
+
+
+@main.group()
+def reviews() -> None:
+    """What was recorded: reviews, their model calls and their findings."""
+
+
+def _open_store(database_url: str | None) -> Any:
+    from reviewbot.store import Store, ensure_schema
+
+    settings = build_settings(None, database_url=database_url)
+    ensure_schema(settings.database_url)
+    return Store.from_url(settings.database_url)
+
+
+@reviews.command("list")
+@click.option("--project", metavar="PATH", help="Only this project.")
+@click.option("--mr", "mr_iid", type=int, metavar="IID", help="Only this merge request.")
+@click.option("--limit", type=int, default=20, show_default=True, help="How many, newest first.")
+@click.option("--database-url", metavar="URL", help="Database (default from settings).")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@one_line_errors
+def reviews_list(
+    project: str | None, mr_iid: int | None, limit: int, database_url: str | None, as_json: bool
+) -> None:
+    """List recorded reviews, newest first."""
+    rows = _open_store(database_url).reviews(project=project, mr_iid=mr_iid, limit=limit)
+    if as_json:
+        click.echo(json.dumps(rows, indent=2, default=str))
+        return
+    table = Table("id", "project", "MR", "head", "trigger", "status", "model", "started",
+                  "seconds", "chunks", "tokens in/out")  # fmt: skip
+    for row in rows:
+        table.add_row(
+            str(row["id"]), row["project"], f"!{row['mr_iid']}" if row["mr_iid"] else "-",
+            (row["head_sha"] or "")[:8], row["trigger"], row["status"], row["model"],
+            f"{row['started_at']:%Y-%m-%d %H:%M}", _seconds(row), str(row["chunks"]),
+            f"{row['prompt_tokens']}/{row['completion_tokens']}",
+        )  # fmt: skip
+    Console(width=_table_width()).print(table)
+
+
+def _seconds(row: dict[str, Any]) -> str:
+    if row["finished_at"] is None:
+        return "-"
+    return f"{(row['finished_at'] - row['started_at']).total_seconds():.1f}"
+
+
+def _table_width() -> int | None:
+    return None if sys.stdout.isatty() else PIPED_TABLE_WIDTH
+
+
+@reviews.command("show")
+@click.argument("review_id", type=int)
+@click.option("--database-url", metavar="URL", help="Database (default from settings).")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@one_line_errors
+def reviews_show(review_id: int, database_url: str | None, as_json: bool) -> None:
+    """One review: times, coverage, tokens, every model call and every finding."""
+    from reviewbot.store import RecordNotFound
+
+    store = _open_store(database_url)
+    try:
+        review_row = store.review(review_id)
+    except RecordNotFound:
+        raise BadInputError(f"no review {review_id} in the database") from None
+    calls, findings = store.llm_calls(review_id), store.findings(review_id)
+    if as_json:
+        data = {"review": review_row, "llm_calls": calls, "findings": findings}
+        click.echo(json.dumps(data, indent=2, default=str))
+        return
+    console = Console(width=_table_width())
+    for key, value in review_row.items():
+        console.print(f"{key:>22}: {value}", markup=False, highlight=False)
+    call_table = Table("chunk", "mode", "outcome", "prompt", "cached", "completion", "TTFT ms",
+                       "latency ms", "slot wait ms", "retries")  # fmt: skip
+    for c in calls:
+        call_table.add_row(*(str(c[k]) for k in (
+            "chunk_index", "mode", "outcome", "prompt_tokens", "cached_tokens",
+            "completion_tokens", "ttft_ms", "latency_ms", "slot_wait_ms", "retries")))  # fmt: skip
+    console.print(call_table)
+    finding_table = Table("severity", "category", "where", "title", "state", "discussion")
+    for f in findings:
+        where = f"{f['path']}:{f['side']}:{f['line']}" if f["line"] else f["path"]
+        finding_table.add_row(f["severity"], f["category"], where, f["title"], f["state"],
+                              f["discussion_id"] or "-")  # fmt: skip
+    console.print(finding_table)
 
 
 # --- commands that live in their own modules -------------------------------------------------

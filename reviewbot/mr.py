@@ -52,7 +52,7 @@ from reviewbot.localgit import GitError, read_files_at
 from reviewbot.prompts import ReviewContext, file_summaries
 from reviewbot.review import ReviewOptions, ReviewResult, review_files
 from reviewbot.store import Store
-from reviewbot.store.migrate import upgrade
+from reviewbot.store.migrate import ensure_schema
 from reviewbot.tokens import TokenCounter, local_counter
 
 __all__ = ["MergeRequestBusyError", "RunOptions", "RunReport", "run_merge_request"]
@@ -135,7 +135,7 @@ def llm_from_settings(settings: Settings) -> VLLMClient:
 
 def store_from_settings(settings: Settings) -> Store:
     """Open the database and bring its schema up to date (a blank database is migrated)."""
-    upgrade(settings.database_url)
+    ensure_schema(settings.database_url)
     return Store.from_url(settings.database_url)
 
 
@@ -292,8 +292,12 @@ def _review_and_publish(
         warnings=warnings,
     )
     say("publishing")
-    _publish(settings, snapshot, options, gitlab, store, report)
-    _record_findings(store, review_id, report)
+    try:
+        _publish(settings, snapshot, options, gitlab, store, report)
+    finally:
+        # Also when publishing fails midway: what was posted is on record, and the next run
+        # skips it by its marker anyway.
+        _record_findings(store, review_id, report)
     store.finish_review(
         review_id,
         status="failed" if result.chunk_errors else "succeeded",
@@ -304,23 +308,10 @@ def _review_and_publish(
         cached_tokens=result.cached_tokens,
         summary_note_id=report.summary_note_id,
         error="; ".join(f"chunk {i}: {e}" for i, e in result.chunk_errors.items()) or None,
+        model=result.model,
+        prompt_version=result.prompt_version,
     )
-    _set_review_identity(store, review_id, result)
     return report
-
-
-def _set_review_identity(store: Store, review_id: int, result: ReviewResult) -> None:
-    """Model and prompt version are known only after the server answered."""
-    from sqlalchemy import update
-
-    from reviewbot.store.models import Review
-
-    with store.engine.begin() as connection:
-        connection.execute(
-            update(Review)
-            .where(Review.id == review_id)
-            .values(model=result.model, prompt_version=result.prompt_version)
-        )
 
 
 def _head_contents(
@@ -515,7 +506,6 @@ def _call_row(call: Any) -> dict[str, Any]:
 
 def _record_findings(store: Store, review_id: int, report: RunReport) -> None:
     rows: list[dict[str, Any]] = []
-    refused = {id(f) for f, _ in report.refused}
     for state, findings in (
         ("dry_run" if report.dry_run else "posted", report.posted),
         ("duplicate", report.already_posted),
@@ -536,7 +526,7 @@ def _record_findings(store: Store, review_id: int, report: RunReport) -> None:
                     "title": finding.title,
                     "body": finding.body,
                     "anchor": finding.anchor.value,
-                    "state": "failed" if id(finding) in refused else state,
+                    "state": state,
                     "discussion_id": discussion_id,
                     "note_id": note_id,
                 }

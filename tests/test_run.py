@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from reviewbot.cli import main
+from reviewbot.gitlab import GitLabUnavailableError
 from reviewbot.llm import LLMUnavailableError
 from reviewbot.mr import MergeRequestBusyError, RunOptions, run_merge_request
 from reviewbot.store import Store
@@ -205,3 +206,51 @@ def test_broken_repository_config_is_reported_not_fatal(world: World) -> None:
     assert any("cannot be set from the repository" in w for w in report.warnings)
     [summary] = summary_notes(world)
     assert "cannot be set from the repository" in summary["body"]
+
+
+def test_failure_midway_is_recorded_and_the_next_run_completes(world: World) -> None:
+    # GitLab breaks after the first comment: 1 discussion POST succeeds, then 5xx for a while.
+    calls: list[str] = []
+
+    def fail_after_first_post(message: str) -> None:
+        calls.append(message)
+        if message == "publishing":
+            # GET /user, the thread listing and the first POST pass; the second POST and its
+            # 5 retries fail.
+            world.gitlab.add_faults(*(["slow:0"] * 3 + ["502"] * 6))
+
+    with pytest.raises(GitLabUnavailableError):
+        run_merge_request(
+            world.settings(), PROJECT, 1, RunOptions(), progress=fail_after_first_post
+        )
+    store = Store.from_url(world.database_url)
+    [failed] = store.reviews(project=PROJECT, mr_iid=1)
+    assert failed["status"] == "failed" and "502" in failed["error"]
+    posted_before = diff_notes(world)
+    assert 1 <= len(posted_before) < 3
+    recorded = store.findings(failed["id"])
+    assert len([f for f in recorded if f["state"] == "posted"]) == len(posted_before)
+    report = run_merge_request(world.settings(), PROJECT, 1, RunOptions())
+    assert len(diff_notes(world)) == 3  # the rest is posted, nothing twice
+    assert len(report.already_posted) == len(posted_before)
+
+
+def test_reviews_list_and_show_what_was_recorded(world: World) -> None:
+    report = run_merge_request(world.settings(), PROJECT, 1, RunOptions())
+    env = {"REVIEWBOT_DATABASE_URL": world.database_url}
+    listed = CliRunner().invoke(main, ["reviews", "list", "--json"], env=env)
+    assert listed.exit_code == 0, listed.stderr
+    [row] = json.loads(listed.stdout)
+    assert (row["id"], row["project"], row["mr_iid"], row["status"]) == (
+        report.review_id, PROJECT, 1, "succeeded",
+    )  # fmt: skip
+    shown = CliRunner().invoke(main, ["reviews", "show", str(report.review_id), "--json"], env=env)
+    data = json.loads(shown.stdout)
+    assert data["review"]["head_sha"] == report.head_sha
+    assert len(data["llm_calls"]) >= 1 and data["llm_calls"][0]["ttft_ms"] is not None
+    assert {f["state"] for f in data["findings"]} == {"posted"}
+    assert all(f["discussion_id"] for f in data["findings"])
+    text = CliRunner().invoke(main, ["reviews", "show", str(report.review_id)], env=env)
+    assert text.exit_code == 0 and "app.py" in text.stdout and "posted" in text.stdout
+    missing = CliRunner().invoke(main, ["reviews", "show", "999"], env=env)
+    assert missing.exit_code == 2 and "no review 999" in missing.stderr

@@ -234,8 +234,14 @@ class Store:
         cached_tokens: int = 0,
         summary_note_id: int | None = None,
         error: str | None = None,
+        model: str | None = None,
+        prompt_version: str | None = None,
     ) -> None:
-        """Close a review: final status, coverage (see COVERAGE_FIELDS), token totals."""
+        """Close a review: final status, coverage (see COVERAGE_FIELDS), token totals.
+
+        ``model`` and ``prompt_version``, when given, replace what ``start_review`` recorded
+        (the served model is known only once the server has answered).
+        """
         if status == ReviewStatus.RUNNING:
             raise ValueError("finish_review needs a final status, not 'running'")
         coverage = dict(coverage or {})
@@ -246,8 +252,23 @@ class Store:
             "cached_tokens": cached_tokens, "summary_note_id": summary_note_id,
             "error": scrub_secrets(error), **coverage,
         }  # fmt: skip
+        if model is not None:
+            values["model"] = model
+        if prompt_version is not None:
+            values["prompt_version"] = prompt_version
         _check_choices(values)
         self._update_one(ReviewRow, review_id, values)
+
+    def reviews(
+        self, *, project: str | None = None, mr_iid: int | None = None, limit: int = 50
+    ) -> list[dict[str, Any]]:
+        """The newest reviews first, optionally of one project or MR."""
+        query = select(ReviewRow).order_by(ReviewRow.id.desc()).limit(limit)
+        if project is not None:
+            query = query.where(ReviewRow.project == project)
+        if mr_iid is not None:
+            query = query.where(ReviewRow.mr_iid == mr_iid)
+        return self._all(query)
 
     def review(self, review_id: int) -> dict[str, Any]:
         """The review row as a dict; RecordNotFound if it does not exist."""
