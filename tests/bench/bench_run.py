@@ -19,13 +19,14 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
 from reviewbot.config import Settings
 from reviewbot.llm import ChunkRequest, ChunkResult, LLMClient, LLMSettings, ServerInfo, VLLMClient
-from reviewbot.mr import RunOptions, run_merge_request
+from reviewbot.mr import RunOptions, RunReport, run_merge_request
 from tests.fakes.gitlab_server import FakeGitLab
 from tests.fakes.vllm_server import FakeVLLM, LatencyModel
 
@@ -108,7 +109,8 @@ def _serve(repo: str, pipe: Connection) -> None:
     with FakeGitLab() as gitlab, FakeVLLM(latency=LATENCY) as vllm:
         gitlab.add_user("reviewbot", token=TOKEN, bot=True)
         gitlab.add_project(PROJECT, project_id=1)
-        gitlab.add_mr_from_git(PROJECT, repo, "main", "feature", iid=1, title="Bench MR")
+        for iid in (1, 2):  # a cold run in a fresh process, then a warm one (as a worker runs)
+            gitlab.add_mr_from_git(PROJECT, repo, "main", "feature", iid=iid, title="Bench MR")
         pipe.send((gitlab.url, vllm.base_url))
         pipe.recv()
 
@@ -135,40 +137,63 @@ def main(argv: Sequence[str] | None = None) -> int:
                 database_url=f"sqlite:///{tmp}/bench.db",
                 min_severity="info",
             )
-            llm = TimedLLM(VLLMClient(LLMSettings(base_url=llm_url)))
-            phases: list[tuple[str, float]] = []
-            cpu_started = time.process_time()
-            started = time.perf_counter()
-            report = run_merge_request(
-                settings, PROJECT, 1, RunOptions(), llm=llm,
-                progress=lambda message: phases.append((message, time.perf_counter())),
-            )  # fmt: skip
-            total = time.perf_counter() - started
-            phases.append(("done", time.perf_counter()))
-            cpu = time.process_time() - cpu_started
+            cold = measure(settings, llm_url, 1)
+            warm = measure(settings, llm_url, 2)
         finally:
             parent.send("stop")
             process.join()
-    own = total - llm.seconds
-    coverage = report.review.plan.coverage
+    report(cold, "cold: first review in a fresh process (imports, tokenizer load, schema)")
+    met = report(warm, "warm: next review in the same process (a worker's steady state)")
+    return 0 if met else 1
+
+
+@dataclass
+class Measured:
+    report: RunReport
+    total: float
+    model: float
+    cpu: float
+    phases: list[tuple[str, float]]
+    started: float
+
+
+def measure(settings: Settings, llm_url: str, iid: int) -> Measured:
+    llm = TimedLLM(VLLMClient(LLMSettings(base_url=llm_url)))
+    phases: list[tuple[str, float]] = []
+    cpu_started = time.process_time()
+    started = time.perf_counter()
+    result = run_merge_request(
+        settings, PROJECT, iid, RunOptions(), llm=llm,
+        progress=lambda message: phases.append((message, time.perf_counter())),
+    )  # fmt: skip
+    total = time.perf_counter() - started
+    phases.append(("done", time.perf_counter()))
+    return Measured(result, total, llm.seconds, time.process_time() - cpu_started, phases, started)
+
+
+def report(measured: Measured, label: str) -> bool:
+    run = measured.report
+    coverage = run.review.plan.coverage
+    print(f"== {label}")
     print(
-        f"MR: {coverage.files_total} files, {coverage.changed_lines_total} changed lines, "
-        f"{len(report.review.plan.chunks)} chunks, {len(report.posted)} comments posted"
+        f"MR !{run.iid}: {coverage.files_total} files, {coverage.changed_lines_total} changed "
+        f"lines, {len(run.review.plan.chunks)} chunks, {len(run.posted)} comments posted"
     )
-    previous = started
-    for message, at in phases:
+    previous = measured.started
+    for message, at in measured.phases:
         print(f"  {at - previous:6.2f} s until '{message}'")
         previous = at
-    print(f"total wall time      {total:7.2f} s")
-    print(f"inside the model     {llm.seconds:7.2f} s")
+    own = measured.total - measured.model
+    print(f"total wall time      {measured.total:7.2f} s")
+    print(f"inside the model     {measured.model:7.2f} s")
     print(
-        f"bot's own time       {own:7.2f} s  = {own / total:6.1%} of the total "
+        f"bot's own time       {own:7.2f} s  = {own / measured.total:6.1%} of the total "
         f"(targets: < {TARGET_SHARE:.0%} and < {TARGET_SECONDS:.0f} s)"
     )
-    print(f"bot process CPU time {cpu:7.2f} s (whole run, includes client-side streaming)")
-    met = own / total < TARGET_SHARE and own < TARGET_SECONDS
+    print(f"bot process CPU time {measured.cpu:7.2f} s (includes client-side streaming)")
+    met = own / measured.total < TARGET_SHARE and own < TARGET_SECONDS
     print("targets met" if met else "TARGET MISSED")
-    return 0 if met else 1
+    return met
 
 
 if __name__ == "__main__":
