@@ -479,6 +479,14 @@ class GitLabClient:
                 ends[end].update({"old_line": point.old_line, "new_line": point.new_line})
         return ends
 
+    def post_note(self, project: int | str, iid: int, body: str) -> int:
+        """A plain MR comment (https://docs.gitlab.com/api/notes/), paced like every note."""
+        self._pace_note()
+        with self._translated(
+            f"commenting on !{iid}", not_found=f"merge request !{iid} not found in {project}"
+        ):
+            return int(self._post(f"{self._mr_path(project, iid)}/notes", {"body": body})["id"])
+
     def resolve_thread(self, project_id: int, iid: int, discussion_id: str, reply: str) -> None:
         """Reply to a bot thread (why it is resolved), then resolve it."""
         path = f"{self._mr_path(project_id, iid)}/discussions/{discussion_id}"

@@ -71,7 +71,6 @@ __all__ = [
     "Command",
     "DeliveryCounter",
     "NotePoster",
-    "NotePostingGitLabClient",
     "create_app",
     "delivery_key",
     "help_text",
@@ -169,20 +168,6 @@ class NotePoster(Protocol):
     """Posts a comment on a merge request (the answer to `/reviewbot help`)."""
 
     def post_note(self, project: str, iid: int, body: str) -> int: ...
-
-
-class NotePostingGitLabClient(GitLabClient):
-    """`GitLabClient` plus a plain MR comment, paced and with one-line errors like the rest.
-
-    POST /projects/:id/merge_requests/:iid/notes (https://docs.gitlab.com/api/notes/).
-    """
-
-    def post_note(self, project: str, iid: int, body: str) -> int:
-        self._pace_note()
-        with self._translated(
-            f"commenting on !{iid}", not_found=f"merge request !{iid} not found in {project}"
-        ):
-            return int(self._post(f"{self._mr_path(project, iid)}/notes", {"body": body})["id"])
 
 
 class DeliveryCounter:
@@ -826,10 +811,10 @@ def create_app(
     return app
 
 
-def _gitlab_client(settings: Settings) -> NotePostingGitLabClient | None:
+def _gitlab_client(settings: Settings) -> GitLabClient | None:
     if not settings.gitlab_url or not settings.gitlab_token:
         return None
-    return NotePostingGitLabClient(
+    return GitLabClient(
         GitLabSettings(url=settings.gitlab_url, token=settings.gitlab_token)
     )
 

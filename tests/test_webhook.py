@@ -26,7 +26,7 @@ from click.testing import CliRunner
 from starlette.testclient import TestClient
 
 from reviewbot.config import ConfigError, Settings
-from reviewbot.gitlab import GitLabSettings
+from reviewbot.gitlab import GitLabClient, GitLabSettings
 from reviewbot.metrics import (
     Histogram,
     MetricFamily,
@@ -40,7 +40,6 @@ from reviewbot.store import Store, upgrade
 from reviewbot.webhook import (
     WEBHOOK_PATH,
     Command,
-    NotePostingGitLabClient,
     app_from_settings,
     create_app,
     delivery_key,
@@ -522,7 +521,7 @@ def test_help_is_posted_on_the_merge_request(store_url: str, tmp_path: Path) -> 
         gitlab.add_user(BOT, token="bot-token", bot=True)
         gitlab.add_project(PROJECT)
         gitlab.add_mr_from_git(PROJECT, _tiny_repo(tmp_path), "main", "fix-rounding", iid=IID)
-        poster = NotePostingGitLabClient(GitLabSettings(url=gitlab.url, token="bot-token"))
+        poster = GitLabClient(GitLabSettings(url=gitlab.url, token="bot-token"))
         app = create_app(Settings(database_url=store_url), store, JobQueue(store),
                          secret=SECRET, bot_username=BOT, note_poster=poster)  # fmt: skip
         with TestClient(app) as client:
