@@ -45,7 +45,9 @@ DEFAULT_OUTPUT_RESERVE = 4096
 SAFETY_MARGIN_TOKENS = 256
 DEFAULT_CONTEXT_LINES = 3
 DEFAULT_OVERLAP_LINES = 5
-REFIT_ATTEMPTS = 4
+REFIT_ATTEMPTS = 8
+REFIT_SHRINK_RATIO = 0.02
+PART_PLACEHOLDER = 99  # a two-digit part number, for counting the part attribute
 TEST_NAME = re.compile(
     r"^(?:test_(?P<a>.+)|(?P<b>.+?)(?:_test|_spec|\.test|\.spec|Test|Tests|Spec))$"
 )
@@ -267,21 +269,28 @@ def _fit_file(
         worst = max(s.tokens for s in segments)
         if worst <= cap:
             return segments
-        target -= worst - cap  # estimates were short: shrink by the overshoot and try again
+        # estimates were short: shrink by the overshoot (at least a little) and try again
+        target -= max(worst - cap, math.ceil(cap * REFIT_SHRINK_RATIO))
     raise BudgetTooSmallError(f"cannot fit {file.path} into {cap} tokens per chunk")
 
 
 def _split_views(
     file: FileDiff, hunks: tuple[Hunk, ...], cap: int, counter: TokenCounter, overlap: int
 ) -> list[FileView]:
-    """Group hunks into parts under ``cap`` (estimated); window hunks that alone are too big."""
-    frame = counter.count(render_file(FileView(file, (), 1, 99)))
-    hunk_tokens = counter.count_many([render_file(FileView(file, (h,))) for h in hunks])
+    """Group hunks into parts under ``cap``; window hunks that alone are too big.
+
+    Estimates never fall short: the frame is counted with a part attribute, and every hunk with
+    the widest line numbers of the file (a part's own numbers are never wider).
+    """
+    frame = counter.count(render_file(FileView(file, (), PART_PLACEHOLDER, PART_PLACEHOLDER)))
+    width = max((len(str(line.number)) for h in hunks for line in h.lines), default=1)
+    bodies = counter.count_many(
+        ["\n".join([h.header(), *render_lines(h.lines, width)]) + "\n" for h in hunks]
+    )
     parts: list[FileView] = []
     group: list[Hunk] = []
     used = frame
-    for hunk, tokens in zip(hunks, hunk_tokens, strict=True):
-        body = tokens - frame
+    for hunk, body in zip(hunks, bodies, strict=True):
         if frame + body > cap:
             if group:
                 parts.append(FileView(file, tuple(group)))

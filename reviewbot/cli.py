@@ -589,3 +589,7 @@ main.add_command(ci_command)
 main.add_command(serve_command)
 main.add_command(worker_command)
 main.add_command(jobs_group)
+
+
+if __name__ == "__main__":
+    main()

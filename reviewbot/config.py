@@ -61,6 +61,7 @@ class Settings:
     include_style: bool = False
     max_inline: int = 30
     publish_mode: str = "discussions"
+    mr_lock_seconds: float = 60.0  # per-MR lease; renewed while a run is alive
     # Webhook listener (`reviewbot serve`)
     webhook_secret: str | None = field(default=None, repr=False)
     bot_username: str | None = None  # None: ask GitLab whom the token belongs to

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 import uuid
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -47,7 +48,7 @@ from reviewbot.gitlab import (
     MergeRequestSnapshot,
     PositionRefusedError,
 )
-from reviewbot.llm import ChunkResult, LLMClient, LLMSettings, VLLMClient
+from reviewbot.llm import LLMClient, LLMSettings, VLLMClient
 from reviewbot.localgit import GitError, read_files_at
 from reviewbot.prompts import ReviewContext, file_summaries
 from reviewbot.review import ReviewOptions, ReviewResult, review_files
@@ -55,10 +56,19 @@ from reviewbot.store import Store
 from reviewbot.store.migrate import ensure_schema
 from reviewbot.tokens import TokenCounter, local_counter
 
-__all__ = ["MergeRequestBusyError", "RunOptions", "RunReport", "run_merge_request"]
+__all__ = [
+    "MergeRequestBusyError",
+    "ReviewIncompleteError",
+    "RunOptions",
+    "RunReport",
+    "require_complete",
+    "run_merge_request",
+]
 
 REPO_CONFIG_FILE = ".reviewbot.toml"
-DEFAULT_LOCK_TTL_S = 900.0
+# The per-MR lease (Settings.mr_lock_seconds) is renewed every third of its length while a run is
+# alive, so a crashed run frees the MR quickly while a slow model call never loses it.
+LEASE_RENEWALS_PER_TTL = 3
 STALE_REPLY = (
     "The code this comment was about has changed in the latest push, so this thread is "
     "resolved. _(reviewbot)_"
@@ -70,13 +80,55 @@ class MergeRequestBusyError(RuntimeError):
     """Another run holds this MR's lease; try again later."""
 
 
+class ReviewIncompleteError(RuntimeError):
+    """Some chunks could not be reviewed (model down or failing); what was found is posted.
+
+    Raised by :func:`require_complete`; a worker retries the job later (publishing is
+    idempotent, so nothing is posted twice).
+    """
+
+
+def require_complete(report: RunReport) -> RunReport:
+    """The report, or ReviewIncompleteError when part of the diff was not reviewed."""
+    errors = report.review.chunk_errors
+    if errors:
+        first = next(iter(errors.values()))
+        raise ReviewIncompleteError(
+            f"{len(errors)} chunk(s) of {report.project_path}!{report.iid} could not be "
+            f"reviewed: {first}"
+        )
+    return report
+
+
+class _LeaseKeeper:
+    """Renews the MR lease in the background while a run is alive."""
+
+    def __init__(self, store: Store, project: str, iid: int, holder: str, ttl_s: float) -> None:
+        self._renew = lambda: store.renew_mr_lock(project, iid, holder, ttl_s)
+        self._interval = ttl_s / LEASE_RENEWALS_PER_TTL
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="mr-lease", daemon=True)
+
+    def __enter__(self) -> _LeaseKeeper:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self._interval):
+            self._renew()
+
+
 @dataclass(frozen=True)
 class RunOptions:
     trigger: str = "cli"
     dry_run: bool = False
     repo_dir: Path | None = None
     ci_job_url: str | None = None
-    lock_ttl_s: float = DEFAULT_LOCK_TTL_S
+    lock_ttl_s: float | None = None  # None: Settings.mr_lock_seconds
 
 
 @dataclass
@@ -181,15 +233,17 @@ def run_merge_request(
     store = store or store_from_settings(settings)
     holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
     key = snapshot.project_path
-    if not store.acquire_mr_lock(key, iid, holder, options.lock_ttl_s):
+    ttl = options.lock_ttl_s or settings.mr_lock_seconds
+    if not store.acquire_mr_lock(key, iid, holder, ttl):
         raise MergeRequestBusyError(
             f"another reviewbot run is reviewing {key}!{iid}; try again when it finishes"
         )
     try:
-        return _run_locked(
-            settings, snapshot, options, gitlab, llm or llm_from_settings(settings), store,
-            holder, say, counter,
-        )  # fmt: skip
+        with _LeaseKeeper(store, key, iid, holder, ttl):
+            return _run_locked(
+                settings, snapshot, options, gitlab, llm or llm_from_settings(settings), store,
+                holder, say, counter,
+            )  # fmt: skip
     finally:
         store.release_mr_lock(key, iid, holder)
 
@@ -267,9 +321,6 @@ def _review_and_publish(
     def planned(review_plan: Plan) -> None:
         say(f"reviewing {len(review_plan.chunks)} chunks")
 
-    def chunk_done(_result: ChunkResult) -> None:
-        store.renew_mr_lock(snapshot.project_path, snapshot.iid, holder, options.lock_ttl_s)
-
     result = review_files(
         snapshot.files,
         context=context,
@@ -278,7 +329,6 @@ def _review_and_publish(
         options=review_opts,
         contents=contents,
         on_planned=planned,
-        on_chunk_done=chunk_done,
     )
     store.record_llm_calls(review_id, [_call_row(call) for call in result.calls])
     report = RunReport(

@@ -40,7 +40,13 @@ from sqlalchemy.exc import DBAPIError
 from reviewbot.config import ConfigError, Settings, load_settings
 from reviewbot.gitlab import GitLabAuthError, GitLabNotFoundError, GitLabUnavailableError
 from reviewbot.llm import LLMUnavailableError
-from reviewbot.mr import MergeRequestBusyError, RunOptions, run_merge_request
+from reviewbot.mr import (
+    MergeRequestBusyError,
+    ReviewIncompleteError,
+    RunOptions,
+    require_complete,
+    run_merge_request,
+)
 from reviewbot.queue import (
     DEFAULT_LIST_LIMIT,
     Job,
@@ -81,6 +87,7 @@ RETRYABLE_ERRORS: tuple[type[BaseException], ...] = (
     GitLabUnavailableError,
     LLMUnavailableError,
     MergeRequestBusyError,
+    ReviewIncompleteError,
     ConnectionError,
     TimeoutError,
     httpx.TransportError,  # the model client's transport (connect, read, timeouts)
@@ -104,8 +111,13 @@ def is_retryable(error: BaseException) -> bool:
 
 
 def run_job(settings: Settings, job: Job) -> None:
-    """The default handler: review the job's MR and publish, like `reviewbot run`."""
-    run_merge_request(settings, job.project, job.mr_iid, RunOptions(trigger=job.trigger))
+    """The default handler: review the job's MR and publish, like `reviewbot run`.
+
+    A review with chunks the model could not answer is retried later (ReviewIncompleteError).
+    """
+    require_complete(
+        run_merge_request(settings, job.project, job.mr_iid, RunOptions(trigger=job.trigger))
+    )
 
 
 def settings_per_job(settings: Settings, concurrency: int) -> Settings:

@@ -191,6 +191,11 @@ def random_diff(draw: st.DrawFn) -> str:
 def test_property_every_changed_line_once_and_no_chunk_over_budget(
     text: str, room: int, context: int
 ) -> None:
+    check_plan_invariants(text, room, context)
+
+
+def check_plan_invariants(text: str, room: int, context: int) -> None:
+    """Every changed line owned exactly once; no chunk over budget (exact recount)."""
     files = parse_git_diff(text)
     budget = Budget(max_model_len=4096 + 256 + room, output_reserve=4096)
     result = plan(files, budget, COUNTER, options=PlanOptions(overlap_lines=context))

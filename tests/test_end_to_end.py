@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import copy
 import json
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -16,10 +19,12 @@ from reviewbot.queue import JobQueue
 from reviewbot.store import Store, upgrade
 from reviewbot.webhook import WEBHOOK_PATH, create_app
 from reviewbot.worker import Worker
+from tests.fakes.vllm_server import LatencyModel
 from tests.mr_world import PROJECT, World, git
 
 SECRET = "e2e-webhook-secret"
 MAX_WORKER_ROUNDS = 50
+WAIT_S = 60.0
 FIXTURES = Path(__file__).parent / "fixtures" / "webhooks"
 
 
@@ -95,3 +100,67 @@ def test_webhook_to_comments_and_database(world: World) -> None:
         ).scalar_one()
     assert ("succeeded", "webhook") in [tuple(r) for r in reviews]
     assert posted == 3
+
+
+def test_model_down_for_a_while_then_back(world: World) -> None:
+    settings = world.settings()
+    upgrade(world.database_url)
+    store = Store.from_url(world.database_url)
+    queue = JobQueue(store, backoff_base_s=0.05, backoff_max_s=0.1)
+    queue.enqueue(project=PROJECT, mr_iid=1, head_sha=None, trigger="webhook")
+    # every attempt of the one chunk's request fails in the first run (1 try + 4 retries)
+    world.vllm.add_faults(*["http_503"] * 5)
+    for _ in range(MAX_WORKER_ROUNDS):
+        Worker(settings, queue, poll_s=0.05).run(burst=True, handle_signals=False)
+        [job] = queue.list()
+        if job.status != "queued":
+            break
+        time.sleep(0.1)
+    assert job.status == "succeeded" and job.attempts == 2, job
+    assert len(diff_notes(world)) == 3
+    statuses = [r["status"] for r in reversed(store.reviews(project=PROJECT, mr_iid=1))]
+    assert statuses == ["failed", "succeeded"]
+
+
+def test_worker_killed_mid_review_another_completes_it(world: World, tmp_path: Path) -> None:
+    world.vllm.latency = LatencyModel(ttft_base_s=2.0)
+    upgrade(world.database_url)
+    queue = JobQueue(Store.from_url(world.database_url))
+    queue.enqueue(project=PROJECT, mr_iid=1, head_sha=None, trigger="webhook")
+    env = {
+        **os.environ,
+        "REVIEWBOT_GITLAB_URL": world.gitlab.url,
+        "REVIEWBOT_GITLAB_TOKEN": world.settings().gitlab_token or "",
+        "REVIEWBOT_LLM_BASE_URL": world.vllm.base_url,
+        "REVIEWBOT_DATABASE_URL": world.database_url,
+        "REVIEWBOT_MIN_SEVERITY": "info",
+        "REVIEWBOT_MR_LOCK_SECONDS": "2",
+        "REVIEWBOT_CONFIG": str(tmp_path / "none.toml"),
+    }
+    (tmp_path / "none.toml").write_text("")
+    command = [sys.executable, "-m", "reviewbot.cli", "worker", "--lease-seconds", "2",
+               "--poll-seconds", "0.1"]  # fmt: skip
+    first = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + WAIT_S
+        while world.vllm.stats.requests == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert world.vllm.stats.requests >= 1, "the worker never reached the model"
+        first.kill()  # kill -9 in the middle of the model call
+        first.wait()
+    finally:
+        if first.poll() is None:
+            first.kill()
+    world.vllm.latency = LatencyModel()
+    second = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + WAIT_S
+        while time.monotonic() < deadline and queue.list()[0].status != "succeeded":
+            time.sleep(0.1)
+    finally:
+        second.terminate()
+        _, stderr = second.communicate(timeout=WAIT_S)
+    [job] = queue.list()
+    assert job.status == "succeeded", stderr.decode()
+    assert job.attempts == 2
+    assert len(diff_notes(world)) == 3  # nothing lost, nothing twice
