@@ -238,60 +238,54 @@ def run_merge_request(
         raise MergeRequestBusyError(
             f"another reviewbot run is reviewing {key}!{iid}; try again when it finishes"
         )
+    run = _Run(settings, snapshot, options, gitlab, llm or llm_from_settings(settings), store,
+               say, counter)  # fmt: skip
     try:
         with _LeaseKeeper(store, key, iid, holder, ttl):
-            return _run_locked(
-                settings, snapshot, options, gitlab, llm or llm_from_settings(settings), store,
-                holder, say, counter,
-            )  # fmt: skip
+            return _run_recorded(run)
     finally:
         store.release_mr_lock(key, iid, holder)
 
 
-def _run_locked(
-    settings: Settings,
-    snapshot: MergeRequestSnapshot,
-    options: RunOptions,
-    gitlab: GitLabClient,
-    llm: LLMClient,
-    store: Store,
-    holder: str,
-    say: Callable[[str], None],
-    counter: Future[TokenCounter],
-) -> RunReport:
-    refs = snapshot.diff_refs
-    review_id = store.start_review(
-        project=snapshot.project_path,
-        mr_iid=snapshot.iid,
+@dataclass
+class _Run:
+    """Everything one run works with."""
+
+    settings: Settings
+    snapshot: MergeRequestSnapshot
+    options: RunOptions
+    gitlab: GitLabClient
+    llm: LLMClient
+    store: Store
+    say: Callable[[str], None]
+    counter: Future[TokenCounter]
+
+
+def _run_recorded(run: _Run) -> RunReport:
+    """The run inside a review row: a failure is recorded with its error, then raised."""
+    refs = run.snapshot.diff_refs
+    review_id = run.store.start_review(
+        project=run.snapshot.project_path,
+        mr_iid=run.snapshot.iid,
         head_sha=refs.head_sha,
         base_sha=refs.base_sha,
         start_sha=refs.start_sha,
-        trigger=options.trigger,
-        model=settings.llm_model or "",
+        trigger=run.options.trigger,
+        model=run.settings.llm_model or "",
         prompt_version="",
     )
     try:
-        report = _review_and_publish(
-            settings, snapshot, options, gitlab, llm, store, holder, review_id, say, counter
-        )
+        return _review_and_publish(run, review_id)
     except BaseException as error:
-        store.finish_review(review_id, status="failed", error=f"{type(error).__name__}: {error}")
+        run.store.finish_review(
+            review_id, status="failed", error=f"{type(error).__name__}: {error}"
+        )
         raise
-    return report
 
 
-def _review_and_publish(
-    settings: Settings,
-    snapshot: MergeRequestSnapshot,
-    options: RunOptions,
-    gitlab: GitLabClient,
-    llm: LLMClient,
-    store: Store,
-    holder: str,
-    review_id: int,
-    say: Callable[[str], None],
-    counter: Future[TokenCounter],
-) -> RunReport:
+def _review_and_publish(run: _Run, review_id: int) -> RunReport:
+    settings, snapshot, options = run.settings, run.snapshot, run.options
+    gitlab, llm, store, say = run.gitlab, run.llm, run.store, run.say
     warnings: list[str] = []
     head = snapshot.diff_refs.head_sha
     repo_config = _head_contents(gitlab, snapshot, options, [REPO_CONFIG_FILE], warnings)
@@ -325,7 +319,7 @@ def _review_and_publish(
         snapshot.files,
         context=context,
         llm=llm,
-        counter=counter.result(),
+        counter=run.counter.result(),
         options=review_opts,
         contents=contents,
         on_planned=planned,
