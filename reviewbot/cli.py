@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 import click
+import sqlalchemy.exc
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -62,8 +63,20 @@ def one_line_errors(command: F) -> F:
             fail(str(error), EXIT_FAILURE)
         except _adapter_errors() as error:
             fail(str(error), EXIT_FAILURE)
+        except sqlalchemy.exc.ArgumentError as error:
+            fail(f"bad database URL: {error}", EXIT_BAD_INPUT)
+        except sqlalchemy.exc.SQLAlchemyError as error:
+            fail(f"database error: {_first_line(error)}", EXIT_FAILURE)
 
     return wrapper  # type: ignore[return-value]
+
+
+def _first_line(error: Exception) -> str:
+    """The driver's own message without SQLAlchemy's statement dump (and never a password)."""
+    from reviewbot.store import scrub_secrets
+
+    original = getattr(error, "orig", None) or error
+    return scrub_secrets(str(original).strip().splitlines()[0]) or type(error).__name__
 
 
 def _adapter_errors() -> tuple[type[Exception], ...]:
