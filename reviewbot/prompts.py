@@ -23,7 +23,6 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -73,10 +72,10 @@ class ReviewContext:
 
 
 def _template_dir() -> Path:
+    """``reviewbot/templates`` in an installed package, else ``prompts/`` of the checkout."""
+    installed = Path(__file__).resolve().parent / "templates"
     source_tree = Path(__file__).resolve().parent.parent / "prompts"
-    if (source_tree / "system.j2").is_file():
-        return source_tree
-    return Path(str(resources.files("reviewbot.templates")))
+    return installed if (installed / "system.j2").is_file() else source_tree
 
 
 @cache

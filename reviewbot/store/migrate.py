@@ -10,7 +10,6 @@ https://alembic.sqlalchemy.org/en/latest/cookbook.html#connection-sharing).
 
 from __future__ import annotations
 
-from importlib import resources
 from pathlib import Path
 
 from alembic import command
@@ -27,10 +26,12 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
 def _migrations_dir() -> Path:
-    source_tree = PROJECT_ROOT / "migrations"
-    if (source_tree / "env.py").is_file():
-        return source_tree
-    return Path(str(resources.files("reviewbot.migrations")))
+    """``reviewbot/migrations`` in an installed package, else ``migrations/`` of the checkout."""
+    installed = Path(__file__).resolve().parents[1] / "migrations"
+    for candidate in (installed, PROJECT_ROOT / "migrations"):
+        if (candidate / "env.py").is_file():
+            return candidate
+    return installed  # alembic_config() explains that it is missing
 
 
 MIGRATIONS_DIR = _migrations_dir()

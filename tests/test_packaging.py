@@ -1,0 +1,43 @@
+"""The wheel ships the prompt templates and the migrations, and finds them once installed."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).parent.parent
+
+
+def test_wheel_contains_templates_and_migrations_and_finds_them(tmp_path: Path) -> None:
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q",
+         "-w", str(tmp_path / "dist"), str(ROOT)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    [wheel] = (tmp_path / "dist").glob("reviewbot-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for template in ("system.j2", "context.j2", "chunk.j2"):
+        assert f"reviewbot/templates/{template}" in names
+    assert "reviewbot/migrations/env.py" in names
+    revisions = (ROOT / "migrations" / "versions").glob("0*.py")
+    assert {f"reviewbot/migrations/versions/{p.name}" for p in revisions} <= names
+    installed = tmp_path / "site"
+    zipfile.ZipFile(wheel).extractall(installed)
+    probe = (
+        "import reviewbot, reviewbot.prompts as p, reviewbot.store.migrate as m;"
+        "print(reviewbot.__file__); print(p._template_dir()); print(m.MIGRATIONS_DIR);"
+        "print(m.head_revision()); print(p.prompt_version())"
+    )
+    env = {**os.environ, "PYTHONPATH": str(installed)}
+    out = subprocess.run(
+        [sys.executable, "-c", probe], env=env, cwd=tmp_path, check=True, capture_output=True,
+        text=True,
+    ).stdout.split()  # fmt: skip
+    assert all(line.startswith(str(installed)) for line in out[:3]), out
+    from reviewbot.prompts import prompt_version
+    from reviewbot.store.migrate import head_revision
+
+    assert out[3:] == [head_revision(), prompt_version()]
