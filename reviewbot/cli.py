@@ -6,6 +6,7 @@ could not be reviewed), 2 bad input (not a diff, bad range, bad setting, budget 
 
 from __future__ import annotations
 
+import importlib
 import json
 import sys
 from collections.abc import Callable
@@ -15,14 +16,12 @@ from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 import click
-import sqlalchemy.exc
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from reviewbot import __version__
 from reviewbot.chunking import BudgetTooSmallError, Plan
-from reviewbot.ci import ci_command
 from reviewbot.config import ConfigError, Settings, load_settings
 from reviewbot.diff import FileDiff, parse_git_diff
 from reviewbot.exclusions import ExclusionRules, skip_reason
@@ -30,8 +29,6 @@ from reviewbot.findings import Severity
 from reviewbot.localgit import GitError, read_files_at, read_range
 from reviewbot.prompts import ReviewContext, file_summaries
 from reviewbot.tokens import TokenCounter, local_counter
-from reviewbot.webhook import serve_command
-from reviewbot.worker import jobs_group, worker_command
 
 EXIT_FAILURE = 1
 EXIT_BAD_INPUT = 2
@@ -51,7 +48,6 @@ def fail(message: str, code: int) -> NoReturn:
 
 def one_line_errors(command: F) -> F:
     """Turn known errors into one line on stderr and an exit code; never a traceback."""
-    from reviewbot.llm import LLMError
 
     @wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -59,16 +55,34 @@ def one_line_errors(command: F) -> F:
             return command(*args, **kwargs)
         except (BadInputError, ConfigError, GitError, BudgetTooSmallError) as error:
             fail(str(error), EXIT_BAD_INPUT)
-        except LLMError as error:
-            fail(str(error), EXIT_FAILURE)
-        except _adapter_errors() as error:
-            fail(str(error), EXIT_FAILURE)
-        except sqlalchemy.exc.ArgumentError as error:
-            fail(f"bad database URL: {error}", EXIT_BAD_INPUT)
-        except sqlalchemy.exc.SQLAlchemyError as error:
-            fail(f"database error: {_first_line(error)}", EXIT_FAILURE)
+        except Exception as error:
+            known = _known_failure(error)
+            if known is None:
+                raise
+            fail(*known)
 
     return wrapper  # type: ignore[return-value]
+
+
+def _loaded(module: str, name: str) -> type[Exception] | None:
+    """An exception class of a module, if that module was imported (else it cannot be raised)."""
+    loaded = sys.modules.get(module)
+    return getattr(loaded, name) if loaded is not None else None
+
+
+def _known_failure(error: Exception) -> tuple[str, int] | None:
+    """Message and exit code for errors of the adapters; None for anything unexpected."""
+    for module, name in (("reviewbot.llm", "LLMError"), ("reviewbot.gitlab", "GitLabError")):
+        kind = _loaded(module, name)
+        if kind is not None and isinstance(error, kind):
+            return str(error), EXIT_FAILURE
+    argument_error = _loaded("sqlalchemy.exc", "ArgumentError")
+    if argument_error is not None and isinstance(error, argument_error):
+        return f"bad database URL: {error}", EXIT_BAD_INPUT
+    database_error = _loaded("sqlalchemy.exc", "SQLAlchemyError")
+    if database_error is not None and isinstance(error, database_error):
+        return f"database error: {_first_line(error)}", EXIT_FAILURE
+    return None
 
 
 def _first_line(error: Exception) -> str:
@@ -79,15 +93,28 @@ def _first_line(error: Exception) -> str:
     return scrub_secrets(str(original).strip().splitlines()[0]) or type(error).__name__
 
 
-def _adapter_errors() -> tuple[type[Exception], ...]:
-    try:
-        from reviewbot.gitlab import GitLabError
-    except ImportError:
-        return ()
-    return (GitLabError,)
+# Commands in their own modules load only when used, so `reviewbot plan` starts fast.
+LAZY_COMMANDS = {
+    "ci": ("reviewbot.ci", "ci_command"),
+    "serve": ("reviewbot.webhook", "serve_command"),
+    "worker": ("reviewbot.worker", "worker_command"),
+    "jobs": ("reviewbot.worker", "jobs_group"),
+}
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *LAZY_COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in LAZY_COMMANDS:
+            module, attribute = LAZY_COMMANDS[cmd_name]
+            command: click.Command = getattr(importlib.import_module(module), attribute)
+            return command
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="reviewbot")
 def main() -> None:
     """reviewbot: reviews GitLab merge requests with a model on your own GPUs (vLLM)."""
@@ -594,14 +621,6 @@ def reviews_show(review_id: int, database_url: str | None, as_json: bool) -> Non
         finding_table.add_row(f["severity"], f["category"], where, f["title"], f["state"],
                               f["discussion_id"] or "-")  # fmt: skip
     console.print(finding_table)
-
-
-# --- commands that live in their own modules -------------------------------------------------
-
-main.add_command(ci_command)
-main.add_command(serve_command)
-main.add_command(worker_command)
-main.add_command(jobs_group)
 
 
 if __name__ == "__main__":

@@ -17,8 +17,10 @@ def all_commands() -> list[tuple[str, ...]]:
     found: list[tuple[str, ...]] = []
 
     def walk(group: click.Group, path: tuple[str, ...]) -> None:
-        for name, command in group.commands.items():
+        context = click.Context(group)
+        for name in group.list_commands(context):
             found.append((*path, name))
+            command = group.get_command(context, name)
             if isinstance(command, click.Group):
                 walk(command, (*path, name))
 
@@ -26,14 +28,22 @@ def all_commands() -> list[tuple[str, ...]]:
     return found
 
 
+def resolve(path: tuple[str, ...]) -> click.Command:
+    command: click.Command = main
+    for name in path:
+        assert isinstance(command, click.Group)
+        found = command.get_command(click.Context(command), name)
+        assert found is not None
+        command = found
+    return command
+
+
 @pytest.mark.parametrize("path", all_commands(), ids=" ".join)
 def test_command_has_help(path: tuple[str, ...]) -> None:
     result = CliRunner().invoke(main, [*path, "--help"], prog_name="reviewbot")
     assert result.exit_code == 0
     assert "Usage: reviewbot " + " ".join(path) in result.output
-    command = main
-    for name in path:
-        command = command.commands[name]  # type: ignore[attr-defined]
+    command = resolve(path)
     assert command.help and len(command.help.strip()) > 10
 
 
