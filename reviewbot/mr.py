@@ -394,7 +394,7 @@ def _publish(
     threads = gitlab.bot_threads(snapshot.project_id, snapshot.iid)
     on_mr = {t.marker.fingerprint: t for t in threads if t.marker.fingerprint}
     known = set(on_mr) | set(store.posted_findings(snapshot.project_path, snapshot.iid))
-    fresh = []
+    fresh: list[Finding] = []
     for finding in selection.inline:
         (report.already_posted if finding.fingerprint in known else fresh).append(finding)
     report.summary_only = list(selection.summary_only)
