@@ -24,16 +24,20 @@ time, the ideal time and their ratio.
 Ideal time. The model is the bottleneck by design: the fake vLLM generates at most
 ``max_num_seqs`` sequences at once, and the workers cannot keep more than ``workers x
 concurrency`` reviews in flight (each MR here is one chunk, so one model request per review
-at a time). The model time of one request is what the latency model charges for it:
-``ttft_base_s + uncached prompt tokens / prefill_tokens_per_s + decode_s_per_token x output
-tokens``; summed over every chat request the fake served (its own counters), it is
-``reviews x per-review model time``. With ``slots = min(max_num_seqs, workers x
-concurrency)`` requests running side by side, nothing can finish the work sooner than::
+at a time). The per-review model time is what the bot itself recorded for its model requests
+(``llm_calls.latency_ms``, request sent to last byte; the fake never queues a request here,
+since requests in flight <= slots, so this is pure service time: TTFT plus paced decoding).
+With ``slots = min(max_num_seqs, workers x concurrency)`` requests running side by side,
+nothing can finish the work sooner than::
 
     ideal = reviews x per-review model time / slots
 
 The ratio ``total / ideal`` is the price of everything else: webhook and queue round trips,
 GitLab calls, database writes, worker polling, and the tail when fewer jobs than slots remain.
+The latency model's own formula (``ttft_base_s + decode_s_per_token x completion tokens`` per
+request) is printed too; it is a little higher than the measured time because the fake paces
+streamed answers by the tokens of the pieces it sends, which are fewer than
+``completion_tokens`` (the end-of-turn token, the tool-call markup).
 """
 
 from __future__ import annotations
@@ -69,6 +73,7 @@ from sqlalchemy.pool import NullPool
 from reviewbot.comments import MarkerKind, parse_marker
 from reviewbot.queue import JobQueue
 from reviewbot.store import Store, normalize_database_url, upgrade
+from reviewbot.store.models import LLMCall as LLMCallRow
 from reviewbot.store.models import Review as ReviewRow
 from reviewbot.store.models import ReviewStatus
 from reviewbot.webhook import WEBHOOK_PATH
@@ -108,6 +113,8 @@ HTTP_TIMEOUT_S = 30.0
 HTTP_ACCEPTED = 202
 LOG_TAIL_CHARS = 3000
 UNFINISHED_STATUSES = ("queued", "running")
+# Logged by reviewbot.worker.Worker.run once it starts polling the queue.
+WORKER_STARTED_TEXT = ": started (concurrency"
 EXIT_TARGET_MISSED = 1
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
 
@@ -152,6 +159,7 @@ class LoadFigures:
     mrs_reviewed_twice: int
     total_s: float
     model_s: float
+    charged_s: float
     slots: int
     model_stats: FakeStats
 
@@ -313,8 +321,11 @@ class ChildProcess:
     def alive(self) -> bool:
         return self.process.poll() is None
 
+    def output(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
     def log_tail(self) -> str:
-        return self.log_path.read_text(errors="replace")[-LOG_TAIL_CHARS:]
+        return self.output()[-LOG_TAIL_CHARS:]
 
     def stop(self) -> None:
         """SIGTERM (workers release their jobs, uvicorn drains), then SIGKILL after a while."""
@@ -354,6 +365,7 @@ def _wait_until_healthy(serve: ChildProcess, url: str) -> None:
 def start_workers(
     config: LoadConfig, env: dict[str, str], log_dir: Path, stack: ExitStack
 ) -> list[ChildProcess]:
+    """Start the workers and wait until each one polls the queue (a warm service)."""
     workers = []
     for index in range(config.workers):
         args = [_reviewbot_executable(), "worker", "--concurrency", str(config.worker_concurrency),
@@ -361,7 +373,19 @@ def start_workers(
         worker = ChildProcess(f"worker-{index + 1}", args, env, log_dir)
         stack.callback(worker.stop)
         workers.append(worker)
+    for worker in workers:
+        _wait_for_log(worker, WORKER_STARTED_TEXT)
     return workers
+
+
+def _wait_for_log(child: ChildProcess, needle: str) -> None:
+    deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    while needle not in child.output():
+        if not child.alive():
+            raise RuntimeError(f"{child.name} exited:\n{child.log_tail()}")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{child.name} did not log {needle!r} in {STARTUP_TIMEOUT_S:.0f} s")
+        time.sleep(STATUS_POLL_S)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -470,8 +494,15 @@ def mrs_reviewed_more_than_once(store: Store) -> int:
         return connection.scalar(select(func.count()).select_from(per_mr)) or 0
 
 
-def model_seconds(stats: FakeStats, latency: LatencyModel) -> float:
-    """What the latency model charged for every chat request (see the module docstring)."""
+def model_seconds(store: Store) -> float:
+    """Seconds the reviews spent in model requests, as the bot recorded them (`llm_calls`)."""
+    with store.engine.connect() as connection:
+        total_ms = connection.scalar(select(func.sum(LLMCallRow.latency_ms)))
+    return (total_ms or 0.0) / MS_PER_S
+
+
+def charged_seconds(stats: FakeStats, latency: LatencyModel) -> float:
+    """What the latency model's formula gives for every chat request the fake served."""
     uncached = stats.prompt_tokens - stats.cached_tokens
     prefill = uncached / latency.prefill_tokens_per_s if latency.prefill_tokens_per_s else 0.0
     return (
@@ -516,7 +547,8 @@ def run_load(config: LoadConfig, log: Log = print) -> LoadFigures:
             answer_statuses=Counter(status for status, _ms in answers),
             jobs=jobs, duplicate_discussions=repeated, extra_summaries=extra_summaries,
             mrs_reviewed_twice=mrs_reviewed_more_than_once(store), total_s=total_s,
-            model_s=model_seconds(stats, config.latency),
+            model_s=model_seconds(store),
+            charged_s=charged_seconds(stats, config.latency),
             slots=min(config.latency.max_num_seqs, config.workers * config.worker_concurrency),
             model_stats=stats,
         )  # fmt: skip
@@ -540,8 +572,10 @@ def print_figures(config: LoadConfig, figures: LoadFigures) -> bool:
           f"{figures.extra_summaries} extra summaries, {figures.mrs_reviewed_twice} MRs "
           f"reviewed twice (must all be 0)")  # fmt: skip
     print(f"model                {stats.requests} chat requests, {stats.completion_tokens} output "
-          f"tokens, peak {stats.peak_in_flight} in flight, {figures.model_s:.1f} s of model time "
-          f"({figures.model_s / max(1, completed):.2f} s per review)")  # fmt: skip
+          f"tokens, peak {stats.peak_in_flight} in flight")  # fmt: skip
+    print(f"model time           {figures.model_s:7.1f} s measured by the bot "
+          f"({figures.model_s / max(1, completed):.2f} s per review); the latency model's "
+          f"formula gives {figures.charged_s:.1f} s")  # fmt: skip
     print(f"total time           {figures.total_s:7.1f} s (burst start to last job settled)")
     print(f"ideal time           {figures.ideal_s:7.1f} s (model time / {figures.slots} slots)")
     print(f"ratio total / ideal  {figures.total_s / figures.ideal_s:7.2f}"
@@ -572,6 +606,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         database_url=args.database_url, events=args.events, workers=args.workers,
         worker_concurrency=args.concurrency, client_threads=args.client_threads,
     )  # fmt: skip
+    # SIGTERM unwinds like Ctrl-C, so the processes and the database are cleaned up.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         figures = run_load(config)
     except KeyboardInterrupt:
