@@ -175,7 +175,8 @@ class JobQueue:
             return self._enqueue_once(project, mr_iid, head_sha, trigger, dedupe_key,
                                       payload or {}, max_attempts)  # fmt: skip
         except IntegrityError:
-            # Another producer inserted the same dedupe_key between our check and insert.
+            # The dedupe_key is taken: a redelivery of an event whose job already ran (or a
+            # concurrent one); the whole transaction, supersedes included, was rolled back.
             existing = self._find_by_dedupe_key(dedupe_key) if dedupe_key else None
             if existing is None:
                 raise
@@ -187,14 +188,13 @@ class JobQueue:
     ) -> EnqueueResult:  # fmt: skip
         now = self._clock()
         with self._write(project, mr_iid) as connection:
-            if dedupe_key is not None:
-                seen = connection.scalar(select(JobRow.id).where(JobRow.dedupe_key == dedupe_key))
-                if seen is not None:
-                    return EnqueueResult(job_id=seen, created=False, superseded=[])
-            for job_id, pending_head in self._pending(connection, project, mr_iid, now):
+            # A redelivery of an event whose job still waits is answered here; one whose job
+            # already ran hits the unique dedupe_key on insert (handled by the caller).
+            pending = self._pending(connection, project, mr_iid, now)
+            for job_id, pending_head in pending:
                 if head_sha is None or pending_head == head_sha:
                     return EnqueueResult(job_id=job_id, created=False, superseded=[])
-            replaced = self._supersede(connection, project, mr_iid, head_sha, now)
+            replaced = self._supersede(connection, [job_id for job_id, _ in pending], head_sha, now)
             job_id = connection.scalar(
                 JobRow.__table__.insert()
                 .values(
@@ -208,10 +208,9 @@ class JobQueue:
             return EnqueueResult(job_id=job_id, created=True, superseded=replaced)
 
     def _supersede(
-        self, connection: Connection, project: str, mr_iid: int, head_sha: str | None,
-        now: datetime,
-    ) -> list[int]:  # fmt: skip
-        ids = [job_id for job_id, _head in self._pending(connection, project, mr_iid, now)]
+        self, connection: Connection, ids: list[int], head_sha: str | None, now: datetime
+    ) -> list[int]:
+        """Mark the MR's pending jobs ``ids`` superseded by a job for ``head_sha``."""
         if ids:
             connection.execute(
                 update(JobRow).where(JobRow.id.in_(ids)).values(

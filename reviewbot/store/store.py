@@ -48,6 +48,9 @@ Clock = Callable[[], datetime]
 SQLITE_BUSY_TIMEOUT_MS = 5_000
 SQLITE_MEMORY_DATABASES = {None, "", ":memory:"}
 POSTGRES_DRIVER = "postgresql+psycopg"
+POSTGRES_POOL_SIZE = 20
+POSTGRES_POOL_OVERFLOW = 20
+POSTGRES_POOL_RECYCLE_S = 1800
 POSTGRES_SCHEMES = {"postgres", "postgresql"}
 
 COVERAGE_FIELDS = frozenset(
@@ -128,7 +131,16 @@ def make_engine(url: str) -> Engine:
     """Create an Engine for `url`; SQLite gets its parent directory and WAL + busy_timeout."""
     parsed = normalize_database_url(url)
     if parsed.get_backend_name() != "sqlite":
-        return create_engine(parsed, pool_pre_ping=True)
+        # No pre-ping (one more round trip on every checkout, on the webhook's hot path):
+        # connections are recycled before servers or proxies drop idle ones, and a dead one
+        # fails the transaction, which callers retry. The pool holds a burst of webhook
+        # threads without opening and closing connections.
+        return create_engine(
+            parsed,
+            pool_size=POSTGRES_POOL_SIZE,
+            max_overflow=POSTGRES_POOL_OVERFLOW,
+            pool_recycle=POSTGRES_POOL_RECYCLE_S,
+        )
     if parsed.database not in SQLITE_MEMORY_DATABASES:
         Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
     engine = create_engine(parsed)
