@@ -164,3 +164,22 @@ def test_worker_killed_mid_review_another_completes_it(world: World, tmp_path: P
     assert job.status == "succeeded", stderr.decode()
     assert job.attempts == 2
     assert len(diff_notes(world)) == 3  # nothing lost, nothing twice
+
+
+def test_event_for_a_project_the_token_cannot_read_fails_once_clearly(world: World) -> None:
+    settings = world.settings()
+    upgrade(world.database_url)
+    store = Store.from_url(world.database_url)
+    queue = JobQueue(store, backoff_base_s=0.05, backoff_max_s=0.1)
+    app = create_app(settings, store, queue, secret=SECRET, bot_username="reviewbot")
+    payload = open_event(world)
+    payload["project"]["path_with_namespace"] = "secret/elsewhere"
+    payload["project"]["id"] = 999
+    payload["object_attributes"]["target_project_id"] = 999
+    with TestClient(app) as client:
+        assert deliver(client, payload, "6f3a0c1e-0000-4000-8000-000000000099") == 202
+    Worker(settings, queue, poll_s=0.05).run(burst=True, handle_signals=False)
+    [job] = queue.list()
+    assert job.status == "failed" and job.attempts == 1  # not retried: it cannot succeed
+    assert "not found" in (job.error or "") and "secret/elsewhere" in (job.error or "")
+    assert world.gitlab.discussions(PROJECT, 1) == []
