@@ -23,6 +23,7 @@ The pipeline depends only on the :class:`LLMClient` Protocol.
 
 from __future__ import annotations
 
+import json
 import random
 import threading
 import time
@@ -497,7 +498,7 @@ class VLLMClient:
                 failure = _Failure(error.status_code, self._status_text(error))
                 retryable = _retryable_status(error.status_code)
                 wait = self._backoff(retries, _retry_after_s(error.response))
-            except (openai.APIConnectionError, httpx.TransportError) as error:
+            except (openai.APIConnectionError, *TRANSPORT_ERRORS) as error:
                 failure = _Failure(None, self._redact(f"{type(error).__name__}: {error}"))
                 retryable = True
                 wait = self._backoff(retries, None)
@@ -516,11 +517,16 @@ class VLLMClient:
             response = self._openai.chat.completions.create(**body, stream=False)
             return _answer_from_completion(response)
         answer = _Answer()
-        with self._openai.chat.completions.create(
+        # The raw event stream, decoded with json.loads: the SDK's typed stream builds a model
+        # object per token, which tripled the client's CPU per chunk.
+        with self._openai.chat.completions.with_streaming_response.create(
             **body, stream=True, stream_options={"include_usage": True}
-        ) as events:
-            for event in events:
-                if answer.ttft_s is None and event.choices:
+        ) as response:
+            for line in response.iter_lines():
+                event = _sse_event(line)
+                if event is None:
+                    continue
+                if answer.ttft_s is None and event.get("choices"):
                     answer.ttft_s = time.monotonic() - sent
                     if first_token is not None:
                         first_token.set()
@@ -630,27 +636,65 @@ class VLLMClient:
 # Reading answers (pure)
 
 
-def _accumulate(answer: _Answer, event: Any) -> None:
+def _transport_errors() -> tuple[type[Exception], ...]:
+    """Connection failures while reading a stream: openai 1.x uses httpx, newer ones httpx2."""
+    errors: list[type[Exception]] = [httpx.TransportError]
+    try:
+        import httpx2
+    except ImportError:
+        return tuple(errors)
+    return (*errors, httpx2.TransportError)
+
+
+TRANSPORT_ERRORS = _transport_errors()
+SSE_DATA_PREFIX = "data:"
+SSE_DONE = "[DONE]"
+
+
+class StreamError(openai.APIError):
+    """An error event inside a stream (vLLM sends ``data: {"error": ...}`` mid-stream)."""
+
+
+def _sse_event(line: str) -> dict[str, Any] | None:
+    """The JSON object of one server-sent ``data:`` line; None for other lines and [DONE]."""
+    if not line.startswith(SSE_DATA_PREFIX):
+        return None
+    data = line[len(SSE_DATA_PREFIX) :].strip()
+    if not data or data == SSE_DONE:
+        return None
+    try:
+        event = json.loads(data)
+    except json.JSONDecodeError:
+        return None  # not an event we understand; the answer's checks catch a broken stream
+    if isinstance(event, dict) and "error" in event:
+        error = event["error"]
+        message = error.get("message", str(error)) if isinstance(error, dict) else str(error)
+        raise StreamError(message, request=None, body=event)  # type: ignore[arg-type]
+    return event if isinstance(event, dict) else None
+
+
+def _accumulate(answer: _Answer, event: dict[str, Any]) -> None:
     """Merge one streamed chunk: content, tool-call deltas by index, finish reason, usage."""
-    if event.usage is not None:
-        _read_usage(answer, event.usage)
-    for choice in event.choices:
-        delta = choice.delta
-        if delta.content:
-            answer.content += delta.content
-        for call in delta.tool_calls or ():
-            slot = answer.tool_calls.setdefault(call.index, {"name": "", "arguments": ""})
-            if call.function is not None:
-                slot["name"] += call.function.name or ""
-                slot["arguments"] += call.function.arguments or ""
-        if choice.finish_reason:
-            answer.finish_reason = choice.finish_reason
+    usage = event.get("usage")
+    if usage:
+        _read_usage(answer, usage)
+    for choice in event.get("choices") or ():
+        delta = choice.get("delta") or {}
+        if delta.get("content"):
+            answer.content += delta["content"]
+        for call in delta.get("tool_calls") or ():
+            slot = answer.tool_calls.setdefault(call.get("index", 0), {"name": "", "arguments": ""})
+            function = call.get("function") or {}
+            slot["name"] += function.get("name") or ""
+            slot["arguments"] += function.get("arguments") or ""
+        if choice.get("finish_reason"):
+            answer.finish_reason = choice["finish_reason"]
 
 
 def _answer_from_completion(response: Any) -> _Answer:
     answer = _Answer()
     if response.usage is not None:
-        _read_usage(answer, response.usage)
+        _read_usage(answer, response.usage.model_dump())
     if not response.choices:
         return answer
     choice = response.choices[0]
@@ -666,12 +710,12 @@ def _answer_from_completion(response: Any) -> _Answer:
     return answer
 
 
-def _read_usage(answer: _Answer, usage: Any) -> None:
-    answer.prompt_tokens = usage.prompt_tokens or 0
-    answer.completion_tokens = usage.completion_tokens or 0
-    details = usage.prompt_tokens_details
+def _read_usage(answer: _Answer, usage: Mapping[str, Any]) -> None:
+    answer.prompt_tokens = usage.get("prompt_tokens") or 0
+    answer.completion_tokens = usage.get("completion_tokens") or 0
+    details = usage.get("prompt_tokens_details")
     # vLLM fills prompt_tokens_details only with --enable-prompt-tokens-details.
-    answer.cached_tokens = details.cached_tokens if details is not None else None
+    answer.cached_tokens = details.get("cached_tokens") if isinstance(details, dict) else None
 
 
 def _parse_answer(answer: _Answer, mode: str, tools: Sequence[Mapping[str, Any]]) -> _Parsed:

@@ -31,7 +31,6 @@ from types import FrameType
 from typing import Any, NoReturn
 
 import click
-import httpx
 import requests
 from rich.console import Console
 from rich.table import Table
@@ -39,7 +38,7 @@ from sqlalchemy.exc import DBAPIError
 
 from reviewbot.config import ConfigError, Settings, load_settings
 from reviewbot.gitlab import GitLabAuthError, GitLabNotFoundError, GitLabUnavailableError
-from reviewbot.llm import LLMUnavailableError
+from reviewbot.llm import TRANSPORT_ERRORS, LLMUnavailableError
 from reviewbot.mr import (
     MergeRequestBusyError,
     ReviewIncompleteError,
@@ -90,7 +89,7 @@ RETRYABLE_ERRORS: tuple[type[BaseException], ...] = (
     ReviewIncompleteError,
     ConnectionError,
     TimeoutError,
-    httpx.TransportError,  # the model client's transport (connect, read, timeouts)
+    *TRANSPORT_ERRORS,  # the model client's transport (connect, read, timeouts)
     requests.ConnectionError,  # python-gitlab's transport
     requests.Timeout,
     DBAPIError,  # the database went away mid-run
