@@ -15,6 +15,7 @@ from pathlib import Path
 
 from starlette.testclient import TestClient
 
+from reviewbot.config import Settings
 from reviewbot.queue import JobQueue
 from reviewbot.store import Store, upgrade
 from reviewbot.webhook import WEBHOOK_PATH, create_app
@@ -50,6 +51,13 @@ def deliver(client: TestClient, payload: dict, uuid: str) -> int:
     return client.post(WEBHOOK_PATH, content=json.dumps(payload), headers=headers).status_code
 
 
+def service(world: World) -> tuple[Settings, Store, JobQueue]:
+    """Settings, a migrated store and a queue with short retry backoffs, as serve/worker build."""
+    upgrade(world.database_url)
+    store = Store.from_url(world.database_url)
+    return world.settings(), store, JobQueue(store, backoff_base_s=0.05, backoff_max_s=0.1)
+
+
 def diff_notes(world: World) -> list[dict]:
     return [
         d["notes"][0]
@@ -59,10 +67,7 @@ def diff_notes(world: World) -> list[dict]:
 
 
 def test_webhook_to_comments_and_database(world: World) -> None:
-    settings = world.settings()
-    upgrade(world.database_url)
-    store = Store.from_url(world.database_url)
-    queue = JobQueue(store, backoff_base_s=0.05, backoff_max_s=0.1)
+    settings, store, queue = service(world)
     app = create_app(settings, store, queue, secret=SECRET, bot_username="reviewbot")
     payload = open_event(world)
     with TestClient(app) as client:
@@ -103,10 +108,7 @@ def test_webhook_to_comments_and_database(world: World) -> None:
 
 
 def test_model_down_for_a_while_then_back(world: World) -> None:
-    settings = world.settings()
-    upgrade(world.database_url)
-    store = Store.from_url(world.database_url)
-    queue = JobQueue(store, backoff_base_s=0.05, backoff_max_s=0.1)
+    settings, store, queue = service(world)
     queue.enqueue(project=PROJECT, mr_iid=1, head_sha=None, trigger="webhook")
     # every attempt of the one chunk's request fails in the first run (1 try + 4 retries)
     world.vllm.add_faults(*["http_503"] * 5)
@@ -167,10 +169,7 @@ def test_worker_killed_mid_review_another_completes_it(world: World, tmp_path: P
 
 
 def test_event_for_a_project_the_token_cannot_read_fails_once_clearly(world: World) -> None:
-    settings = world.settings()
-    upgrade(world.database_url)
-    store = Store.from_url(world.database_url)
-    queue = JobQueue(store, backoff_base_s=0.05, backoff_max_s=0.1)
+    settings, store, queue = service(world)
     app = create_app(settings, store, queue, secret=SECRET, bot_username="reviewbot")
     payload = open_event(world)
     payload["project"]["path_with_namespace"] = "secret/elsewhere"

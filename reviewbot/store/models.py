@@ -31,6 +31,9 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from reviewbot.diff import Side as DiffSide
+from reviewbot.findings import AnchorKind
+
 # Deterministic constraint names, so migrations can refer to them on every backend.
 NAMING_CONVENTION = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -75,19 +78,10 @@ class CallMode(StrEnum):
     CONTENT = "content"
 
 
-class Side(StrEnum):
-    """Which side of the diff a finding is anchored to."""
-
-    NEW = "new"
-    OLD = "old"
-
-
-class Anchor(StrEnum):
-    """How precisely a finding could be placed on the diff."""
-
-    EXACT = "exact"
-    REANCHORED = "reanchored"
-    FILE = "file"
+# Which side of the diff a finding is on, and how precisely it could be placed: the core's own
+# enums, so the stored values are the ones the pipeline produces.
+Side = DiffSide
+Anchor = AnchorKind
 
 
 class FindingState(StrEnum):
