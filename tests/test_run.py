@@ -44,7 +44,8 @@ def test_run_posts_on_the_right_lines_and_records_everything(world: World) -> No
     assert all(n["position"]["old_line"] is None for n in notes)  # added lines: new_line only
     assert all("reviewbot:finding" in n["body"] for n in notes)
     [summary] = summary_notes(world)
-    assert "app.py" in summary["body"] or "3" in summary["body"]
+    assert "3 finding(s), 3 posted inline" in summary["body"]
+    assert "16/16 changed lines" in summary["body"] and report.head_sha[:12] in summary["body"]
     assert report.summary_note_id == summary["id"]
     store = Store.from_url(world.database_url)
     review = store.review(report.review_id)
