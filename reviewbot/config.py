@@ -51,6 +51,9 @@ class Settings:
     max_model_len: int | None = None  # None: ask the server (/v1/models)
     max_output_tokens: int = 4096
     concurrency: int = 8
+    # Requests in flight to the model across all workers sharing the database (None:
+    # `concurrency`); see reviewbot.slots.
+    llm_total_concurrency: int | None = None
     request_timeout_s: float = 300.0
     enable_thinking: bool | None = None
     context_lines: int = 3

@@ -1,0 +1,195 @@
+"""Model request slots: one limit on requests in flight to the model, shared by every worker.
+
+Each worker process limits its own requests (``settings.concurrency``); with several workers
+on one PostgreSQL database, the model server would still see their sum. A slot is held for the
+duration of one HTTP request to the model (:meth:`ModelSlots.hold`):
+
+- :class:`LocalSlots`: a semaphore, for one process (SQLite allows one worker process).
+- :class:`PostgresSlots`: slot ``i`` is the session-level advisory lock ``(namespace, i)``,
+  taken with ``pg_try_advisory_lock`` on a connection checked out for the request. A session
+  keeps such a lock "until explicitly released or the session ends"
+  (https://www.postgresql.org/docs/current/explicit-locking.html#ADVISORY-LOCKS), so a worker
+  killed mid-request frees its slots when PostgreSQL closes its connections.
+
+:func:`slots_for` picks the right one for a database.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
+from typing import Protocol
+
+from sqlalchemy import Connection, Engine, text
+from sqlalchemy.exc import DBAPIError
+
+from reviewbot.config import ConfigError, Settings
+
+__all__ = [
+    "SLOTS_LOCK_NAMESPACE",
+    "LocalSlots",
+    "ModelSlots",
+    "PostgresSlots",
+    "SlotWaitCancelledError",
+    "slots_for",
+    "total_concurrency",
+]
+
+log = logging.getLogger(__name__)
+
+# First key of every slot's two-int4 advisory lock ("RBSL" in ASCII). Two-int4 keys live in
+# their own key space (pg_locks.objsubid = 2), apart from the bigint keys the queue and the
+# migrations lock (objsubid = 1): https://www.postgresql.org/docs/current/view-pg-locks.html
+SLOTS_LOCK_NAMESPACE = 0x5242534C
+DEFAULT_POLL_S = 0.02
+# A waiter checks the local stop event at least this often.
+LOCAL_POLL_S = 0.05
+
+_TRY_LOCK = text(
+    "SELECT pg_try_advisory_lock(CAST(:namespace AS integer), CAST(:slot AS integer))"
+)
+_UNLOCK = text("SELECT pg_advisory_unlock(CAST(:namespace AS integer), CAST(:slot AS integer))")
+
+
+class SlotWaitCancelledError(RuntimeError):
+    """The wait for a model slot was given up because the worker is shutting down."""
+
+
+class ModelSlots(Protocol):
+    """A limit on requests in flight to the model."""
+
+    def hold(self) -> AbstractContextManager[float]:
+        """Hold one slot for the body of the ``with``; yields the seconds waited for it."""
+        ...
+
+
+def _check_count(count: int) -> None:
+    if count < 1:
+        raise ValueError(f"the slot count must be at least 1, got {count}")
+
+
+class LocalSlots:
+    """``count`` slots shared by the threads of one process."""
+
+    def __init__(self, count: int, *, stop: threading.Event | None = None) -> None:
+        _check_count(count)
+        self.count = count
+        self._semaphore = threading.BoundedSemaphore(count)
+        self._stop = stop or threading.Event()
+
+    @contextmanager
+    def hold(self) -> Iterator[float]:
+        started = time.monotonic()
+        while not self._semaphore.acquire(timeout=LOCAL_POLL_S):
+            if self._stop.is_set():
+                raise SlotWaitCancelledError("stopped while waiting for a model slot")
+        try:
+            yield time.monotonic() - started
+        finally:
+            self._semaphore.release()
+
+
+class PostgresSlots:
+    """``count`` slots shared by every process using the database behind ``engine``.
+
+    A holder keeps one pooled connection checked out while it waits and while it holds its
+    slot; waiters poll every ``poll_s`` plus up to ``poll_s`` of jitter until a slot frees, or
+    raise :class:`SlotWaitCancelledError` soon after ``stop`` is set.
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        count: int,
+        *,
+        namespace: int = SLOTS_LOCK_NAMESPACE,
+        poll_s: float = DEFAULT_POLL_S,
+        stop: threading.Event | None = None,
+    ) -> None:
+        _check_count(count)
+        if poll_s <= 0:
+            raise ValueError(f"poll_s must be positive, got {poll_s}")
+        self.engine = engine
+        self.count = count
+        self.namespace = namespace
+        self.poll_s = poll_s
+        self._stop = stop or threading.Event()
+
+    @contextmanager
+    def hold(self) -> Iterator[float]:
+        started = time.monotonic()
+        # AUTOCOMMIT: the lock belongs to the session, so no transaction is left open (and
+        # none is cut by idle_in_transaction_session_timeout) while the request runs.
+        connection = self.engine.connect().execution_options(isolation_level="AUTOCOMMIT")
+        try:
+            slot = self._wait_for_slot(connection)
+        except BaseException:
+            connection.close()
+            raise
+        try:
+            yield time.monotonic() - started
+        finally:
+            self._release(connection, slot)
+
+    def _wait_for_slot(self, connection: Connection) -> int:
+        while True:
+            slot = self._try_any(connection)
+            if slot is not None:
+                return slot
+            if self._stop.wait(self.poll_s + random.uniform(0.0, self.poll_s)):
+                raise SlotWaitCancelledError("stopped while waiting for a model slot")
+
+    def _try_any(self, connection: Connection) -> int | None:
+        """Take the first free slot, starting at a random one to spread contention."""
+        first = random.randrange(self.count)
+        for offset in range(self.count):
+            slot = (first + offset) % self.count
+            if connection.execute(_TRY_LOCK, self._key(slot)).scalar_one():
+                return slot
+        return None
+
+    def _release(self, connection: Connection, slot: int) -> None:
+        try:
+            released = connection.execute(_UNLOCK, self._key(slot)).scalar_one()
+        except DBAPIError as error:
+            # The session may still hold the lock: never give it back to the pool (a later
+            # pg_try_advisory_lock on that session would succeed again). Closing the session
+            # frees the lock on the server.
+            connection.invalidate()
+            connection.close()
+            log.warning("model slot %d: unlock failed, connection closed instead: %s", slot, error)
+            return
+        except BaseException:
+            connection.invalidate()
+            connection.close()
+            raise
+        connection.close()
+        if not released:
+            log.warning("model slot %d was no longer held by its session", slot)
+
+    def _key(self, slot: int) -> dict[str, int]:
+        return {"namespace": self.namespace, "slot": slot}
+
+
+def total_concurrency(settings: Settings) -> int:
+    """Requests in flight to the model across all workers: the setting, else ``concurrency``."""
+    total = settings.llm_total_concurrency
+    if total is None:
+        return settings.concurrency
+    if total < 1:
+        raise ConfigError(f"llm_total_concurrency must be at least 1, got {total}")
+    return total
+
+
+def slots_for(
+    settings: Settings, engine: Engine, *, stop: threading.Event | None = None
+) -> ModelSlots:
+    """Slots shared through PostgreSQL, or within this process on SQLite (one worker)."""
+    count = total_concurrency(settings)
+    if engine.dialect.name == "postgresql":
+        return PostgresSlots(engine, count, stop=stop)
+    return LocalSlots(count, stop=stop)
