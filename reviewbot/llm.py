@@ -29,6 +29,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -36,6 +37,7 @@ from typing import Any, Protocol
 import httpx
 import openai
 
+from reviewbot.slots import ModelSlots
 from reviewbot.toolcalls import (
     DEFAULT_FINDINGS_TOOL,
     ArgumentsError,
@@ -228,6 +230,7 @@ class _Attempt:
     retries: int
     started_at: datetime
     latency_s: float
+    slot_wait_s: float = 0.0  # waited for shared model slots (reviewbot.slots), all tries
 
 
 @dataclass
@@ -247,8 +250,11 @@ class _ModeUnsupported(Exception):
 class VLLMClient:
     """Talks to vLLM's OpenAI-compatible server; implements :class:`LLMClient`."""
 
-    def __init__(self, settings: LLMSettings) -> None:
+    def __init__(self, settings: LLMSettings, *, slots: ModelSlots | None = None) -> None:
+        """``slots``: a limit shared with other clients (every worker on one database); each
+        HTTP request to the model holds one slot, on top of ``settings.concurrency``."""
         self.settings = settings
+        self._slots = slots
         self._root_url = settings.base_url.rstrip("/").removesuffix(VERSION_SUFFIX)
         timeout = httpx.Timeout(settings.request_timeout_s, connect=settings.connect_timeout_s)
         self._openai = openai.OpenAI(
@@ -488,12 +494,15 @@ class VLLMClient:
         started_at = datetime.now(UTC)
         started = time.monotonic()
         retries = 0
+        slot_wait_s = 0.0
         body = self._body(request, mode, stream)
         while True:
-            self._enter_flight()
             try:
-                answer = self._send(body, stream, first_token)
-                return _Attempt(answer, None, retries, started_at, time.monotonic() - started)
+                with self._hold_slot() as waited:
+                    slot_wait_s += waited
+                    answer = self._send_in_flight(body, stream, first_token)
+                latency_s = time.monotonic() - started
+                return _Attempt(answer, None, retries, started_at, latency_s, slot_wait_s)
             except openai.APIStatusError as error:
                 failure = _Failure(error.status_code, self._status_text(error))
                 retryable = _retryable_status(error.status_code)
@@ -502,12 +511,24 @@ class VLLMClient:
                 failure = _Failure(None, self._redact(f"{type(error).__name__}: {error}"))
                 retryable = True
                 wait = self._backoff(retries, None)
-            finally:
-                self._leave_flight()
             if not retryable or retries >= self.settings.max_retries:
-                return _Attempt(None, failure, retries, started_at, time.monotonic() - started)
+                latency_s = time.monotonic() - started
+                return _Attempt(None, failure, retries, started_at, latency_s, slot_wait_s)
             retries += 1
             time.sleep(wait)
+
+    def _hold_slot(self) -> AbstractContextManager[float]:
+        """One shared model slot for one HTTP request (nothing to wait for without slots)."""
+        return self._slots.hold() if self._slots is not None else nullcontext(0.0)
+
+    def _send_in_flight(
+        self, body: dict[str, Any], stream: bool, first_token: threading.Event | None
+    ) -> _Answer:
+        self._enter_flight()
+        try:
+            return self._send(body, stream, first_token)
+        finally:
+            self._leave_flight()
 
     def _send(
         self, body: dict[str, Any], stream: bool, first_token: threading.Event | None
@@ -599,7 +620,7 @@ class VLLMClient:
             cached_tokens=answer.cached_tokens,
             ttft_ms=answer.ttft_s * MS_PER_S if answer.ttft_s is not None else None,
             latency_ms=attempt.latency_s * MS_PER_S,
-            slot_wait_ms=slot_wait_s * MS_PER_S,
+            slot_wait_ms=(slot_wait_s + attempt.slot_wait_s) * MS_PER_S,
             retries=attempt.retries,
             invalid_tool_calls=invalid,
             error=self._redact(error) if error else None,

@@ -49,10 +49,9 @@ DEFAULT_POLL_S = 0.02
 # A waiter checks the local stop event at least this often.
 LOCAL_POLL_S = 0.05
 
-_TRY_LOCK = text(
-    "SELECT pg_try_advisory_lock(CAST(:namespace AS integer), CAST(:slot AS integer))"
-)
-_UNLOCK = text("SELECT pg_advisory_unlock(CAST(:namespace AS integer), CAST(:slot AS integer))")
+# Explicit casts select the (int4, int4) forms; a bare parameter may arrive as bigint.
+_TRY_LOCK = text("SELECT pg_try_advisory_lock(CAST(:ns AS integer), CAST(:slot AS integer))")
+_UNLOCK = text("SELECT pg_advisory_unlock(CAST(:ns AS integer), CAST(:slot AS integer))")
 
 
 class SlotWaitCancelledError(RuntimeError):
@@ -172,7 +171,7 @@ class PostgresSlots:
             log.warning("model slot %d was no longer held by its session", slot)
 
     def _key(self, slot: int) -> dict[str, int]:
-        return {"namespace": self.namespace, "slot": slot}
+        return {"ns": self.namespace, "slot": slot}
 
 
 def total_concurrency(settings: Settings) -> int:
