@@ -52,6 +52,7 @@ from reviewbot.llm import LLMClient, LLMSettings, VLLMClient
 from reviewbot.localgit import GitError, read_files_at
 from reviewbot.prompts import ReviewContext, file_summaries
 from reviewbot.review import ReviewOptions, ReviewResult, review_files
+from reviewbot.slots import ModelSlots
 from reviewbot.store import Store
 from reviewbot.store.migrate import ensure_schema
 from reviewbot.tokens import TokenCounter, local_counter
@@ -171,7 +172,8 @@ def gitlab_from_settings(settings: Settings) -> GitLabClient:
     return GitLabClient(GitLabSettings(url=settings.gitlab_url, token=settings.gitlab_token))
 
 
-def llm_from_settings(settings: Settings) -> VLLMClient:
+def llm_from_settings(settings: Settings, *, slots: ModelSlots | None = None) -> VLLMClient:
+    """The model client; ``slots`` limits requests in flight across clients (see slots.py)."""
     return VLLMClient(
         LLMSettings(
             base_url=settings.llm_base_url,
@@ -181,7 +183,8 @@ def llm_from_settings(settings: Settings) -> VLLMClient:
             request_timeout_s=settings.request_timeout_s,
             enable_thinking=settings.enable_thinking,
             max_output_tokens=settings.max_output_tokens,
-        )
+        ),
+        slots=slots,
     )
 
 

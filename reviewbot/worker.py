@@ -8,6 +8,9 @@ SIGINT it stops claiming, lets running jobs finish for `grace_s`, then releases 
 the queue, so another worker picks them up at once. With `burst=True` it exits once nothing
 is left to claim and its own jobs are done.
 
+Every request to the model holds one of `llm_total_concurrency` slots shared by all workers
+on the same database (`reviewbot.slots`), so their sum stays within the model server's limit.
+
 Commands (registered on the CLI by `reviewbot.cli`): `worker` (`worker_command`) and
 `jobs list|show|retry|cancel` (`jobs_group`).
 """
@@ -34,6 +37,7 @@ import click
 import requests
 from rich.console import Console
 from rich.table import Table
+from sqlalchemy import Engine
 from sqlalchemy.exc import DBAPIError
 
 from reviewbot.config import ConfigError, Settings, load_settings
@@ -43,6 +47,7 @@ from reviewbot.mr import (
     MergeRequestBusyError,
     ReviewIncompleteError,
     RunOptions,
+    llm_from_settings,
     require_complete,
     run_merge_request,
 )
@@ -54,7 +59,8 @@ from reviewbot.queue import (
     JobStatus,
     LeaseLostError,
 )
-from reviewbot.store import RecordNotFound, Store, ensure_schema, redact_url
+from reviewbot.slots import ModelSlots, SlotWaitCancelledError, slots_for
+from reviewbot.store import RecordNotFound, Store, ensure_schema, make_engine, redact_url
 
 __all__ = [
     "Worker",
@@ -93,6 +99,7 @@ RETRYABLE_ERRORS: tuple[type[BaseException], ...] = (
     requests.ConnectionError,  # python-gitlab's transport
     requests.Timeout,
     DBAPIError,  # the database went away mid-run
+    SlotWaitCancelledError,  # this worker stopped while the job waited for a model slot
 )
 # Never worth retrying, even where a retryable base class would match.
 PERMANENT_ERRORS: tuple[type[BaseException], ...] = (
@@ -109,14 +116,16 @@ def is_retryable(error: BaseException) -> bool:
     return isinstance(error, RETRYABLE_ERRORS)
 
 
-def run_job(settings: Settings, job: Job) -> None:
+def run_job(settings: Settings, job: Job, *, slots: ModelSlots | None = None) -> None:
     """The default handler: review the job's MR and publish, like `reviewbot run`.
 
-    A review with chunks the model could not answer is retried later (ReviewIncompleteError).
+    Every model request holds one of `slots` (shared by the worker's jobs, and through
+    PostgreSQL by every worker). A review with chunks the model could not answer is retried
+    later (ReviewIncompleteError).
     """
-    require_complete(
-        run_merge_request(settings, job.project, job.mr_iid, RunOptions(trigger=job.trigger))
-    )
+    options = RunOptions(trigger=job.trigger)
+    with llm_from_settings(settings, slots=slots) as llm:
+        require_complete(run_merge_request(settings, job.project, job.mr_iid, options, llm=llm))
 
 
 def settings_per_job(settings: Settings, concurrency: int) -> Settings:
@@ -171,7 +180,8 @@ class Worker:
         grace_s: float = DEFAULT_GRACE_S,
     ) -> None:
         """`handler=None` runs the real review (`run_job`) with the model's request budget
-        (`settings.concurrency`) divided among the `concurrency` jobs run at once."""
+        (`settings.concurrency`) divided among the `concurrency` jobs run at once, and every
+        model request holding a slot shared with the other workers (`reviewbot.slots`)."""
         if concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, got {concurrency}")
         if lease_s < MIN_LEASE_S:
@@ -180,9 +190,12 @@ class Worker:
             raise ValueError(f"poll_s must be positive, got {poll_s}")
         self.settings = settings
         self.queue = queue
-        self.handler = handler or functools.partial(
-            run_job, settings_per_job(settings, concurrency)
-        )
+        # Set once this worker's jobs are settled or handed back: waits for a slot end then.
+        self._cancel_slot_waits = threading.Event()
+        self._slots_engine: Engine | None = None
+        if handler is None:
+            handler = self._review_handler(concurrency)
+        self.handler = handler
         self.worker_id = worker_id or default_worker_id()
         self.concurrency = concurrency
         self.lease_s = lease_s
@@ -195,6 +208,15 @@ class Worker:
         self._wake = threading.Event()
         self._running: dict[int, _Running] = {}
         self._stats_lock = threading.Lock()
+
+    def _review_handler(self, concurrency: int) -> JobHandler:
+        """`run_job` with slots built once for this worker, on their own connection pool: a
+        slot's connection is held for a whole model request, which must not starve the
+        queue's pool (claims, heartbeats)."""
+        self._slots_engine = make_engine(self.settings.database_url)
+        slots = slots_for(self.settings, self._slots_engine, stop=self._cancel_slot_waits)
+        per_job = settings_per_job(self.settings, concurrency)
+        return functools.partial(run_job, per_job, slots=slots)
 
     # -- control -----------------------------------------------------------------------
 
@@ -222,6 +244,8 @@ class Worker:
                 self._wake.wait(min(self.poll_s, self._heartbeat_s))
                 self._wake.clear()
             self._shut_down()
+        if self._slots_engine is not None:
+            self._slots_engine.dispose()
         log.info("worker %s: stopped (%s)", self.worker_id, self.stats)
         return self.stats
 
@@ -331,6 +355,8 @@ class Worker:
             self._reap()
         for running in list(self._running.values()):
             self._release(running)
+        # Only now: a job cancelled earlier would be failed instead of handed back.
+        self._cancel_slot_waits.set()
 
     def _release(self, running: _Running) -> None:
         with running.lock:
