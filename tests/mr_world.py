@@ -76,11 +76,17 @@ def git(repo: Path, *args: str) -> str:
     ).stdout.strip()
 
 
-def make_repo(path: Path) -> Path:
+def init_repo(path: Path) -> Path:
+    """An empty repository on branch main with a committer identity."""
     path.mkdir(parents=True, exist_ok=True)
     git(path, "init", "-q", "-b", "main")
     git(path, "config", "user.email", "dev@example.com")
     git(path, "config", "user.name", "Dev")
+    return path
+
+
+def make_repo(path: Path) -> Path:
+    init_repo(path)
     (path / "app.py").write_text(BASE_APP)
     (path / "README.md").write_text("# app\n")
     git(path, "add", "-A")

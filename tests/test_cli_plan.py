@@ -3,26 +3,18 @@
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from reviewbot.cli import main
-
-
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True
-    ).stdout.strip()
+from tests.mr_world import git, init_repo
 
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    git(tmp_path, "init", "-q", "-b", "main")
-    git(tmp_path, "config", "user.email", "dev@example.com")
-    git(tmp_path, "config", "user.name", "Dev")
+    init_repo(tmp_path)
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "app.py").write_text(
         "".join(f"def f{i}(x):\n    return x + {i}\n\n" for i in range(40))

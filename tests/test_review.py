@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,6 +11,7 @@ from click.testing import CliRunner
 
 from reviewbot.cli import main
 from tests.fakes.vllm_server import FakeVLLM
+from tests.mr_world import git, init_repo
 
 RISKY = """import subprocess
 
@@ -34,17 +34,9 @@ def run(cmd):
 """
 
 
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True
-    ).stdout.strip()
-
-
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    git(tmp_path, "init", "-q", "-b", "main")
-    git(tmp_path, "config", "user.email", "dev@example.com")
-    git(tmp_path, "config", "user.name", "Dev")
+    init_repo(tmp_path)
     (tmp_path / "README.md").write_text("hello\n")
     git(tmp_path, "add", "-A")
     git(tmp_path, "commit", "-qm", "base")
