@@ -19,7 +19,7 @@ import os
 import socket
 import threading
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -340,7 +340,7 @@ def _review_and_publish(run: _Run, review_id: int) -> RunReport:
     )
     say("publishing")
     try:
-        _publish(settings, snapshot, options, gitlab, store, report)
+        _publish(settings, snapshot, options, gitlab, store, report, contents)
     finally:
         # Also when publishing fails midway: what was posted is on record, and the next run
         # skips it by its marker anyway.
@@ -392,7 +392,9 @@ def _publish(
     gitlab: GitLabClient,
     store: Store,
     report: RunReport,
+    contents: dict[str, str],
 ) -> None:
+    """Post, resolve stale threads, write the summary; ``contents``: head files already read."""
     selection = report.review.findings.selection
     threads = gitlab.bot_threads(snapshot.project_id, snapshot.iid)
     on_mr = {t.marker.fingerprint: t for t in threads if t.marker.fingerprint}
@@ -423,7 +425,10 @@ def _publish(
             report.threads[finding.fingerprint] = (discussion_id, note_id)
     current = {f.fingerprint for f in report.review.findings.findings}
     stale = [t for t in threads if not t.resolved and t.marker.fingerprint not in current]
-    gone = _threads_whose_line_changed(gitlab, snapshot, stale)
+    paths = {t.marker.path for t in stale if t.marker.side is Side.NEW}
+    missing = sorted(paths - set(contents))
+    contents.update(_head_contents(gitlab, snapshot, options, missing, report.warnings))
+    gone = _threads_whose_line_changed(snapshot, stale, contents)
     if not options.dry_run:
         for thread in gone:
             gitlab.resolve_thread(snapshot.project_id, snapshot.iid, thread.discussion_id,
@@ -443,15 +448,18 @@ def _remember_threads(report: RunReport, threads: dict[str, BotThread]) -> None:
 
 
 def _threads_whose_line_changed(
-    gitlab: GitLabClient, snapshot: MergeRequestSnapshot, threads: Iterable[BotThread]
+    snapshot: MergeRequestSnapshot, threads: Iterable[BotThread], head: Mapping[str, str]
 ) -> list[BotThread]:
-    """Bot threads whose anchored line no longer exists as it was in the latest version."""
+    """Bot threads whose anchored line no longer exists as it was in the latest version.
+
+    ``head`` holds the head text of every path a new-side thread is on (absent: file gone).
+    """
     threads = list(threads)
-    new_side = [t for t in threads if t.marker.side is Side.NEW]
-    paths = sorted({t.marker.path for t in new_side})
-    head = gitlab.file_contents(snapshot.project_id, snapshot.diff_refs.head_sha, paths)
+    paths = {t.marker.path for t in threads if t.marker.side is Side.NEW}
     head_hashes = {
-        path: {line_text_hash(line) for line in text.splitlines()} for path, text in head.items()
+        path: {line_text_hash(line) for line in head[path].splitlines()}
+        for path in paths
+        if path in head
     }
     gone = []
     for thread in threads:
