@@ -218,8 +218,7 @@ def plan(
     from reviewbot.chunking import Budget
     from reviewbot.chunking import plan as make_plan
     from reviewbot.mr import review_options
-    from reviewbot.prompts import render_messages, tool_schemas
-    from reviewbot.review import TEMPLATE_FRAMING_TOKENS
+    from reviewbot.review import local_overhead
 
     settings = build_settings(
         config_file, max_model_len=context_tokens, max_output_tokens=max_output_tokens,
@@ -229,12 +228,10 @@ def plan(
     counter = local_counter(settings.llm_model)
     options = review_options(settings).plan_options
     context = local_context(loaded.label, loaded.files, options.exclusions)
-    shared = [m["content"] for m in render_messages(context, None)]
-    overhead = sum(counter.count_many([*shared, json.dumps(tool_schemas())]))
     budget = Budget(
         max_model_len=settings.max_model_len or Budget().max_model_len,
         output_reserve=settings.max_output_tokens,
-        overhead=overhead + TEMPLATE_FRAMING_TOKENS,
+        overhead=local_overhead(counter, context),
         headroom=counter.headroom,
     )
     result = make_plan(loaded.files, budget, counter, contents=loaded.contents, options=options)

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reviewbot.chunking import Plan
+from reviewbot.chunking import Plan, PlanOptions
 from reviewbot.comments import (
     LatencyStats,
     SummaryData,
@@ -195,8 +195,6 @@ def store_from_settings(settings: Settings) -> Store:
 
 
 def review_options(settings: Settings) -> ReviewOptions:
-    from reviewbot.chunking import PlanOptions
-
     return ReviewOptions(
         max_model_len=settings.max_model_len,
         max_output_tokens=settings.max_output_tokens,

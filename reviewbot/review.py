@@ -24,7 +24,7 @@ from reviewbot.llm import CallRecord, ChunkRequest, ChunkResult, LLMClient
 from reviewbot.prompts import ReviewContext, prompt_version, render_messages, tool_schemas
 from reviewbot.tokens import TokenCounter
 
-__all__ = ["ReviewOptions", "ReviewResult", "budget_for", "review_files"]
+__all__ = ["ReviewOptions", "ReviewResult", "budget_for", "local_overhead", "review_files"]
 
 MAX_RESPLIT_DEPTH = 6
 RESPLIT_FACTOR = 0.5
@@ -75,6 +75,12 @@ class ReviewResult:
         ]
 
 
+def local_overhead(counter: TokenCounter, context: ReviewContext) -> int:
+    """Local estimate of the shared prompt (messages without a diff, and the tool schemas)."""
+    texts = [m["content"] for m in render_messages(context, None)] + [json.dumps(tool_schemas())]
+    return sum(counter.count_many(texts)) + TEMPLATE_FRAMING_TOKENS
+
+
 def budget_for(
     llm: LLMClient,
     counter: TokenCounter,
@@ -83,12 +89,9 @@ def budget_for(
     max_model_len: int,
 ) -> Budget:
     """The chunk budget: context - output reserve - the rendered shared prompt - margin."""
-    shared = render_messages(context, None)
-    tools = tool_schemas()
-    overhead = llm.count_prompt_tokens(shared, tools)
+    overhead = llm.count_prompt_tokens(render_messages(context, None), tool_schemas())
     if overhead is None:
-        texts = [m["content"] for m in shared] + [json.dumps(tools)]
-        overhead = sum(counter.count_many(texts)) + TEMPLATE_FRAMING_TOKENS
+        overhead = local_overhead(counter, context)
     return Budget(
         max_model_len=max_model_len,
         output_reserve=options.max_output_tokens,

@@ -814,9 +814,7 @@ def create_app(
 def _gitlab_client(settings: Settings) -> GitLabClient | None:
     if not settings.gitlab_url or not settings.gitlab_token:
         return None
-    return GitLabClient(
-        GitLabSettings(url=settings.gitlab_url, token=settings.gitlab_token)
-    )
+    return GitLabClient(GitLabSettings(url=settings.gitlab_url, token=settings.gitlab_token))
 
 
 def app_from_settings(settings: Settings, *, insecure_no_secret: bool = False) -> Starlette:
