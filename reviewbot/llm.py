@@ -92,8 +92,12 @@ VERSION_SUFFIX = "/v1"
 # vLLM's 400 texts: "This model's maximum context length is N tokens. ..." and
 # "... longer than the maximum model length ..." (vllm/entrypoints/renderer.py, serving_engine.py)
 CONTEXT_OVERFLOW_MARKERS = ("maximum context length", "context length", "maximum model length")
-# vllm/entrypoints/openai/serving_chat.py: tool_choice "auto" without a tool parser.
-TOOLS_UNSUPPORTED_MARKERS = ("enable-auto-tool-choice", "tool-call-parser", "tool_call_parser")
+# vllm/entrypoints/openai/serving_chat.py: tool_choice "auto" without a tool parser; the other
+# phrases are how OpenAI-compatible proxies and older servers refuse a `tools` field outright.
+TOOLS_UNSUPPORTED_MARKERS = (
+    "enable-auto-tool-choice", "tool-call-parser", "tool_call_parser",
+    "tools are not supported", "does not support tools", "tool use is not supported",
+)  # fmt: skip
 START_VLLM_HINT = (
     "Start vLLM with: vllm serve MODEL --enable-auto-tool-choice "
     "--tool-call-parser qwen3_coder --max-num-seqs 8 --enable-prefix-caching"
@@ -807,7 +811,8 @@ def _is_mode_refusal(failure: _Failure, mode: str) -> bool:
     if failure.status != HTTP_BAD_REQUEST:
         return False
     if mode == MODE_TOOL_CALLS:
-        return any(marker in failure.message for marker in TOOLS_UNSUPPORTED_MARKERS)
+        message = failure.message.lower()
+        return any(marker in message for marker in TOOLS_UNSUPPORTED_MARKERS)
     return True  # json_schema or tool_choice "none" refused: try the next way, or give up
 
 

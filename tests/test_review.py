@@ -127,3 +127,11 @@ def test_server_without_tool_parser_falls_back(repo: Path) -> None:
         data = json.loads(out)
         assert len(data["findings"]) == 3
         assert {c["mode"] for c in data["calls"]} - {"tool_calls"}
+
+
+def test_server_without_any_tool_support_is_a_clear_error(repo: Path) -> None:
+    with FakeVLLM(tool_parser=False, honour_response_format=False, accept_tools=False) as server:
+        code, _, err = review(repo, server.base_url)
+    assert code == 1 and len(err.strip().splitlines()) == 1
+    assert "accepts neither tool calls, nor a JSON schema, nor tool calls in text" in err
+    assert "--enable-auto-tool-choice" in err  # says how to start vLLM with tool support

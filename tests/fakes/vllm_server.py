@@ -178,6 +178,7 @@ FINDING_FAULTS = frozenset({"hallucinated_path", "hallucinated_line", "quick_act
 AUTO_TOOL_CHOICE_ERROR = (
     '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
 )
+TOOLS_REFUSED_ERROR = "tools are not supported by this server"
 
 
 # --------------------------------------------------------------------------- public data
@@ -1032,7 +1033,11 @@ class FakeVLLM:
         report_cached_tokens: bool = True,
         honour_response_format: bool = True,
         tokenize_endpoint: bool = True,
+        accept_tools: bool = True,
     ) -> None:
+        """``accept_tools=False`` refuses any request carrying ``tools`` with a 400, like an
+        OpenAI-compatible proxy or old server in front of the model that has no tool support at
+        all (with ``honour_response_format=False``, no fallback of the client can work)."""
         self.model = model
         self.max_model_len = max_model_len
         self.tool_parser = tool_parser
@@ -1041,6 +1046,7 @@ class FakeVLLM:
         self.report_cached_tokens = report_cached_tokens
         self.honour_response_format = honour_response_format
         self.tokenize_endpoint = tokenize_endpoint
+        self.accept_tools = accept_tools
         self.requests: list[dict[str, Any]] = []
         self._faults: deque[str] = deque()
         self._stats = FakeStats()
@@ -1232,6 +1238,8 @@ class FakeVLLM:
         self._raise_for_fault(fault)
         request = ChatRequest.from_body(body)
         self._check_model(request.model)
+        if request.tools and not self.accept_tools:
+            raise VLLMError(HTTPStatus.BAD_REQUEST, TOOLS_REFUSED_ERROR, "BadRequestError")
         if request.tools and request.tool_choice == "auto" and not self.tool_parser:
             raise VLLMError(HTTPStatus.BAD_REQUEST, AUTO_TOOL_CHOICE_ERROR, "BadRequestError")
         prompt_ids = encode(
