@@ -35,14 +35,14 @@ from typing import TYPE_CHECKING, NoReturn
 
 import click
 
+from reviewbot.app import App
 from reviewbot.codequality import codequality_report
 from reviewbot.config import ConfigError, Settings, load_settings
+from reviewbot.errors import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_FINDINGS, EXIT_OK, disposition
 from reviewbot.findings import Finding, Severity
 from reviewbot.gitlab import (
-    DEFAULT_NOTES_PER_MINUTE,
     DiffRefs,
     GitLabClient,
-    GitLabError,
     GitLabSettings,
     MergeRequestSnapshot,
 )
@@ -59,7 +59,6 @@ __all__ = [
     "EXIT_OK",
     "CheckoutGitLab",
     "CiEnvironment",
-    "CiWiring",
     "CommitSource",
     "NotAMergeRequestPipelineError",
     "ci_command",
@@ -69,10 +68,6 @@ __all__ = [
     "read_ci_environment",
 ]
 
-EXIT_OK = 0
-EXIT_FAILURE = 1
-EXIT_BAD_INPUT = 2
-EXIT_FINDINGS = 3
 EXIT_CODES = {
     EXIT_OK: "reviewed (or nothing to do outside a merge request pipeline)",
     EXIT_FAILURE: "GitLab or the model failed, part of the diff could not be reviewed, or "
@@ -286,13 +281,6 @@ def _write_text(path: Path, text: str) -> None:
 # --- the command -----------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class CiWiring:
-    """Adapter knobs the command line does not expose; tests pass one as click's ``obj``."""
-
-    gitlab_notes_per_minute: int = DEFAULT_NOTES_PER_MINUTE
-
-
 def _fail(message: str, code: int) -> NoReturn:
     click.echo(f"reviewbot: error: {message}", err=True)
     sys.exit(code)
@@ -431,9 +419,7 @@ SEVERITY_CHOICE = click.Choice([s.value for s in Severity])
     "--strict", is_flag=True, help="Exit 2 instead of 0 outside a merge request pipeline."
 )
 @click.option("--config", "config_file", metavar="FILE", help="TOML settings file.")
-@click.pass_context
 def ci_command(
-    ctx: click.Context,
     codequality: Path | None,
     summary: Path | None,
     fail_on: str | None,
@@ -453,12 +439,12 @@ def ci_command(
         _outside_merge_request(error, strict, codequality, summary)
     threshold = Severity(fail_on) if fail_on else None
     try:
-        wiring = ctx.find_object(CiWiring) or CiWiring()
-        report = _review(ci, env, config_file, dry_run, wiring)
-    except ConfigError as error:
-        _fail(str(error), EXIT_BAD_INPUT)
-    except _runtime_errors() as error:
-        _fail(str(error), EXIT_FAILURE)
+        report = _review(ci, env, config_file, dry_run)
+    except Exception as error:
+        known = disposition(error)
+        if known is None:
+            raise
+        _fail(known.message(error), known.exit_code)
     if codequality is not None:
         write_codequality(codequality, report.findings)
     if summary is not None:
@@ -467,38 +453,31 @@ def ci_command(
     sys.exit(_exit_code(report, threshold))
 
 
-def _runtime_errors() -> tuple[type[Exception], ...]:
-    from reviewbot.llm import LLMError
-    from reviewbot.mr import MergeRequestBusyError
-
-    return (GitLabError, LLMError, MergeRequestBusyError, GitError)
-
-
 def _review(
     ci: CiEnvironment,
     env: Mapping[str, str],
     config_file: str | None,
     dry_run: bool,
-    wiring: CiWiring,
 ) -> RunReport:
     from reviewbot.mr import RunOptions, run_merge_request
 
     settings = _ci_settings(config_file, ci, env)
-    assert settings.gitlab_url and settings.gitlab_token  # checked by _ci_settings
     _say(f"merge request !{ci.iid} of project {ci.project_id} on {settings.gitlab_url}")
-    gitlab_settings = GitLabSettings(
-        url=settings.gitlab_url,
-        token=settings.gitlab_token,
-        notes_per_minute=wiring.gitlab_notes_per_minute,
-    )
-    gitlab = CheckoutGitLab(gitlab_settings, ci.project_dir, _say)
+
+    def checkout_gitlab(gitlab_settings: GitLabSettings) -> GitLabClient:
+        return CheckoutGitLab(gitlab_settings, ci.project_dir, _say)
+
     options = RunOptions(
         trigger="ci", dry_run=dry_run, repo_dir=ci.project_dir, ci_job_url=ci.job_url
     )
-    with _sigterm_unwinds(), _database(settings, env) as settings_with_db:
-        report = run_merge_request(
-            settings_with_db, ci.project_id, ci.iid, options, gitlab=gitlab, progress=_say
-        )
+    with (
+        _sigterm_unwinds(),
+        _database(settings, env) as settings_with_db,
+        App(settings_with_db, gitlab_factory=checkout_gitlab) as app,
+    ):
+        report = run_merge_request(app, ci.project_id, ci.iid, options, progress=_say)
+        gitlab = app.gitlab()
+    assert isinstance(gitlab, CheckoutGitLab)
     _check_pipeline_base(ci, gitlab, report)
     return report
 

@@ -21,17 +21,16 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from reviewbot import __version__
-from reviewbot.chunking import BudgetTooSmallError, Plan
-from reviewbot.config import ConfigError, Settings, load_settings
+from reviewbot.chunking import Plan
+from reviewbot.config import Settings, load_settings
 from reviewbot.diff import FileDiff, parse_git_diff
+from reviewbot.errors import EXIT_FAILURE, disposition
 from reviewbot.exclusions import ExclusionRules, skip_reason
 from reviewbot.findings import Severity
-from reviewbot.localgit import GitError, read_files_at, read_range
+from reviewbot.localgit import read_files_at, read_range
 from reviewbot.prompts import ReviewContext, file_summaries
 from reviewbot.tokens import TokenCounter, local_counter
 
-EXIT_FAILURE = 1
-EXIT_BAD_INPUT = 2
 # Piped output (not a terminal) gets this width so tables are not cut at 80 columns.
 PIPED_TABLE_WIDTH = 200
 F = TypeVar("F", bound=Callable[..., Any])
@@ -47,50 +46,20 @@ def fail(message: str, code: int) -> NoReturn:
 
 
 def one_line_errors(command: F) -> F:
-    """Turn known errors into one line on stderr and an exit code; never a traceback."""
+    """Turn known errors into one line on stderr and their exit code (reviewbot.errors);
+    an unknown error is a bug and keeps its traceback."""
 
     @wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return command(*args, **kwargs)
-        except (BadInputError, ConfigError, GitError, BudgetTooSmallError) as error:
-            fail(str(error), EXIT_BAD_INPUT)
         except Exception as error:
-            known = _known_failure(error)
+            known = disposition(error)
             if known is None:
                 raise
-            fail(*known)
+            fail(known.message(error), known.exit_code)
 
     return wrapper  # type: ignore[return-value]
-
-
-def _loaded(module: str, name: str) -> type[Exception] | None:
-    """An exception class of a module, if that module was imported (else it cannot be raised)."""
-    loaded = sys.modules.get(module)
-    return getattr(loaded, name) if loaded is not None else None
-
-
-def _known_failure(error: Exception) -> tuple[str, int] | None:
-    """Message and exit code for errors of the adapters; None for anything unexpected."""
-    for module, name in (("reviewbot.llm", "LLMError"), ("reviewbot.gitlab", "GitLabError")):
-        kind = _loaded(module, name)
-        if kind is not None and isinstance(error, kind):
-            return str(error), EXIT_FAILURE
-    argument_error = _loaded("sqlalchemy.exc", "ArgumentError")
-    if argument_error is not None and isinstance(error, argument_error):
-        return f"bad database URL: {error}", EXIT_BAD_INPUT
-    database_error = _loaded("sqlalchemy.exc", "SQLAlchemyError")
-    if database_error is not None and isinstance(error, database_error):
-        return f"database error: {_first_line(error)}", EXIT_FAILURE
-    return None
-
-
-def _first_line(error: Exception) -> str:
-    """The driver's own message without SQLAlchemy's statement dump (and never a password)."""
-    from reviewbot.store import scrub_secrets
-
-    original = getattr(error, "orig", None) or error
-    return scrub_secrets(str(original).strip().splitlines()[0]) or type(error).__name__
 
 
 # Commands in their own modules load only when used, so `reviewbot plan` starts fast.
@@ -217,8 +186,7 @@ def plan(
     """Show how a diff would be cut into prompts, with token counts and coverage (offline)."""
     from reviewbot.chunking import Budget
     from reviewbot.chunking import plan as make_plan
-    from reviewbot.mr import review_options
-    from reviewbot.review import local_overhead
+    from reviewbot.review import local_overhead, review_options
 
     settings = build_settings(
         config_file, max_model_len=context_tokens, max_output_tokens=max_output_tokens,
@@ -325,12 +293,12 @@ def review(
 def run_local_review(
     settings: Settings, loaded: LoadedDiff, counter: TokenCounter, console: Console, quiet: bool
 ) -> Any:
-    from reviewbot.mr import llm_from_settings, review_options
-    from reviewbot.review import review_files
+    from reviewbot.app import App
+    from reviewbot.review import review_files, review_options
 
     options = review_options(settings)
     context = local_context(loaded.label, loaded.files, options.plan_options.exclusions)
-    with Progress(
+    with App(settings) as app, Progress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
         console=console, disable=quiet or not console.is_terminal, transient=True,
     ) as progress:  # fmt: skip
@@ -338,7 +306,7 @@ def run_local_review(
         return review_files(
             loaded.files,
             context=context,
-            llm=llm_from_settings(settings),
+            llm=app.model(),
             counter=counter,
             options=options,
             contents=loaded.contents,
@@ -440,26 +408,23 @@ def run(
     as_json: bool,
 ) -> None:
     """Review merge request MR_IID and post inline comments and a summary note."""
-    from reviewbot.mr import MergeRequestBusyError, RunOptions, run_merge_request
+    from reviewbot.app import App
+    from reviewbot.mr import RunOptions, run_merge_request
 
-    settings = build_settings(
-        config_file, gitlab_url=gitlab_url, llm_base_url=base_url, llm_model=model,
-        database_url=database_url,
-    )  # fmt: skip
+    overrides = {"gitlab_url": gitlab_url, "llm_base_url": base_url, "llm_model": model,
+                 "database_url": database_url}  # fmt: skip
     console = Console(stderr=True)
-    with console.status("starting", spinner="dots") as status:
+    with App.from_config(config_file, overrides) as app, console.status(
+        "starting", spinner="dots"
+    ) as status:
 
         def progress(message: str) -> None:
             if not as_json:
                 status.update(message)
 
-        try:
-            report = run_merge_request(
-                settings, project, mr_iid, RunOptions(trigger="cli", dry_run=dry_run),
-                progress=progress,
-            )  # fmt: skip
-        except MergeRequestBusyError as error:
-            fail(str(error), EXIT_FAILURE)
+        report = run_merge_request(
+            app, project, mr_iid, RunOptions(trigger="cli", dry_run=dry_run), progress=progress
+        )
     if as_json:
         click.echo(json.dumps(run_json(report), indent=2))
     else:
@@ -519,15 +484,16 @@ def db() -> None:
 @one_line_errors
 def db_upgrade(database_url: str | None) -> None:
     """Apply all migrations (safe to run repeatedly, and by several processes at once)."""
+    from reviewbot.app import App
     from reviewbot.store import redact_url
-    from reviewbot.store.migrate import current_revision, upgrade
+    from reviewbot.store.migrate import engine_revision
 
-    settings = build_settings(None, database_url=database_url)
-    upgrade(settings.database_url)
-    click.echo(
-        f"{redact_url(settings.database_url)} is at revision "
-        f"{current_revision(settings.database_url)}"
-    )
+    with App.from_config(None, {"database_url": database_url}) as app:
+        store = app.store  # migrated on first use
+        click.echo(
+            f"{redact_url(app.settings.database_url)} is at revision "
+            f"{engine_revision(store.engine)}"
+        )
 
 
 # --- reviews ---------------------------------------------------------------------------------
@@ -538,12 +504,10 @@ def reviews() -> None:
     """What was recorded: reviews, their model calls and their findings."""
 
 
-def _open_store(database_url: str | None) -> Any:
-    from reviewbot.store import Store, ensure_schema
+def _open_app(database_url: str | None) -> Any:
+    from reviewbot.app import App
 
-    settings = build_settings(None, database_url=database_url)
-    ensure_schema(settings.database_url)
-    return Store.from_url(settings.database_url)
+    return App.from_config(None, {"database_url": database_url})
 
 
 @reviews.command("list")
@@ -557,7 +521,8 @@ def reviews_list(
     project: str | None, mr_iid: int | None, limit: int, database_url: str | None, as_json: bool
 ) -> None:
     """List recorded reviews, newest first."""
-    rows = _open_store(database_url).reviews(project=project, mr_iid=mr_iid, limit=limit)
+    with _open_app(database_url) as app:
+        rows = app.store.reviews(project=project, mr_iid=mr_iid, limit=limit)
     if as_json:
         click.echo(json.dumps(rows, indent=2, default=str))
         return
@@ -592,12 +557,13 @@ def reviews_show(review_id: int, database_url: str | None, as_json: bool) -> Non
     """One review: times, coverage, tokens, every model call and every finding."""
     from reviewbot.store import RecordNotFound
 
-    store = _open_store(database_url)
-    try:
-        review_row = store.review(review_id)
-    except RecordNotFound:
-        raise BadInputError(f"no review {review_id} in the database") from None
-    calls, findings = store.llm_calls(review_id), store.findings(review_id)
+    with _open_app(database_url) as app:
+        store = app.store
+        try:
+            review_row = store.review(review_id)
+        except RecordNotFound:
+            raise BadInputError(f"no review {review_id} in the database") from None
+        calls, findings = store.llm_calls(review_id), store.findings(review_id)
     if as_json:
         data = {"review": review_row, "llm_calls": calls, "findings": findings}
         click.echo(json.dumps(data, indent=2, default=str))

@@ -18,6 +18,7 @@ import hashlib
 from collections.abc import Iterable
 from typing import Any
 
+from reviewbot.diff import Side
 from reviewbot.findings import Finding
 
 __all__ = ["CHECK_NAME_PREFIX", "FILE_LEVEL_LINE", "codequality_report", "report_path"]
@@ -59,16 +60,16 @@ def _issue(finding: Finding, fingerprint: str) -> dict[str, Any]:
 
 def _head_line(finding: Finding) -> int:
     """The line in the head version: the report is shown against the MR's source branch."""
-    if finding.new_line is not None:
-        return finding.new_line
+    if finding.line is not None and finding.side is Side.NEW:
+        return finding.line
     return FILE_LEVEL_LINE
 
 
 def _description(finding: Finding) -> str:
     if finding.is_file_level:
         return f"{finding.title} (file-level)"
-    if finding.new_line is None:
-        return f"{finding.title} (on removed line {finding.old_line} of {finding.old_path})"
+    if finding.side is Side.OLD:
+        return f"{finding.title} (on removed line {finding.line} of {finding.old_path})"
     return finding.title
 
 

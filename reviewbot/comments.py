@@ -21,8 +21,9 @@ from enum import StrEnum
 from urllib.parse import quote, unquote
 
 from reviewbot.chunking import Coverage
-from reviewbot.diff import FileDiff, LineKind, Side
-from reviewbot.findings import AnchorKind, Finding, Severity, suggestion_block
+from reviewbot.diff import Side
+from reviewbot.findings import AnchorKind, Finding, Severity
+from reviewbot.markdown import code_span_text, markdown_cell, suggestion_block, table_cell
 
 __all__ = [
     "LatencyStats",
@@ -34,8 +35,6 @@ __all__ = [
     "UnplacedReason",
     "finding_body",
     "finding_marker",
-    "line_code",
-    "line_code_for",
     "line_text_hash",
     "parse_marker",
     "summary_body",
@@ -124,33 +123,6 @@ def parse_marker(body: str) -> Marker | None:
 
 
 # ---------------------------------------------------------------------------------------------
-# Line codes
-
-
-def line_code(path: str, old_pos: int, new_pos: int) -> str:
-    """GitLab's line code ``sha1(path)_old_new`` (lib/gitlab/git.rb ``diff_line_code``).
-
-    ``old_pos``/``new_pos`` are the diff parser's counters (lib/gitlab/diff/parser.rb): an
-    added line keeps the current old counter and a removed line the current new counter.
-    """
-    return f"{hashlib.sha1(path.encode('utf-8')).hexdigest()}_{old_pos}_{new_pos}"
-
-
-def line_code_for(file: FileDiff, side: Side, number: int) -> str | None:
-    """The line code of line ``number`` on ``side`` of ``file``'s diff, or None if not shown."""
-    for hunk in file.hunks:
-        old_pos, new_pos = hunk.old_start, hunk.new_start
-        for line in hunk.lines:
-            if line.number_on(side) == number:
-                return line_code(file.new_path, old_pos, new_pos)
-            if line.kind is not LineKind.ADDED:
-                old_pos += 1
-            if line.kind is not LineKind.REMOVED:
-                new_pos += 1
-    return None
-
-
-# ---------------------------------------------------------------------------------------------
 # Finding comments
 
 
@@ -184,11 +156,11 @@ class UnplacedReason(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class UnplacedFinding:
-    """A finding listed only in the summary; ``line_code`` (see :func:`line_code_for`) links it."""
+    """A finding listed only in the summary; ``link``, when given, points at its diff line."""
 
     finding: Finding
     reason: UnplacedReason
-    line_code: str | None = None
+    link: str | None = None
     detail: str = ""
 
 
@@ -262,7 +234,7 @@ def _coverage_section(coverage: Coverage) -> str:
     ]
     if coverage.skipped:
         rows = [
-            f"| `{_code_safe(s.path)}` | {_cell(s.reason)} | {s.changed_lines} |"
+            f"| `{code_span_text(s.path)}` | {table_cell(s.reason)} | {s.changed_lines} |"
             for s in coverage.skipped
         ]
         table = "\n".join(["| File | Skipped because | Changed lines |", "|---|---|---|", *rows])
@@ -273,39 +245,39 @@ def _coverage_section(coverage: Coverage) -> str:
 def _unplaced_section(summary: SummaryData) -> str:
     if not summary.unplaced:
         return ""
-    rows = [_unplaced_row(summary.mr_web_url, item) for item in summary.unplaced]
+    rows = [_unplaced_row(item) for item in summary.unplaced]
     table = "\n".join(["| Severity | Where | Finding | Not inline because |", "|---|---|---|---|"])
     table += "\n" + "\n".join(rows)
     title = f"Findings not placed inline ({len(rows)})"
     return _collapsible(title, table, len(rows))
 
 
-def _unplaced_row(mr_web_url: str, item: UnplacedFinding) -> str:
+def _unplaced_row(item: UnplacedFinding) -> str:
     finding = item.finding
-    where = f"`{_code_safe(finding.path)}`"
+    where = f"`{code_span_text(finding.path)}`"
     if finding.line is not None:
         where = f"{where}:{finding.line}"
-        if item.line_code:
-            where = f"[{where}]({mr_web_url}/diffs#{item.line_code})"
-    reason = item.reason.value + (f": {_cell(item.detail)}" if item.detail else "")
+        if item.link:
+            where = f"[{where}]({item.link})"
+    reason = item.reason.value + (f": {table_cell(item.detail)}" if item.detail else "")
     return (
         f"| {SEVERITY_BADGES[finding.severity]} | {where} | "
-        f"**{_pipes_escaped(finding.title)}** (`{finding.category}`) | {reason} |"
+        f"**{markdown_cell(finding.title)}** (`{finding.category}`) | {reason} |"
     )
 
 
 def _errors_section(errors: Sequence[str]) -> str:
     if not errors:
         return ""
-    items = "\n".join(f"- {_cell(error)}" for error in errors)
+    items = "\n".join(f"- {table_cell(error)}" for error in errors)
     return _collapsible(f"⚠️ {len(errors)} chunk(s) failed", items, DETAILS_THRESHOLD + 1)
 
 
 def _run_table(summary: SummaryData) -> str:
     tokens = summary.tokens
     rows = [
-        ("Model", f"`{_code_safe(summary.model)}`"),
-        ("Prompt version", f"`{_code_safe(summary.prompt_version)}`"),
+        ("Model", f"`{code_span_text(summary.model)}`"),
+        ("Prompt version", f"`{code_span_text(summary.prompt_version)}`"),
         ("Chunks", str(summary.chunks)),
         (
             "Tokens (prompt / completion / cached)",
@@ -332,19 +304,3 @@ def _collapsible(title: str, content: str, size: int) -> str:
 
 def _ms(seconds: float | None) -> str:
     return "–" if seconds is None else f"{seconds * MILLISECONDS_PER_SECOND:.0f} ms"
-
-
-def _cell(text: str) -> str:
-    """Text inside a table cell: one line, pipes escaped, HTML neutralised."""
-    flat = WHITESPACE_RUN.sub(" ", text).strip()
-    return flat.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|")
-
-
-def _pipes_escaped(sanitised: str) -> str:
-    """Already-sanitised Markdown (a finding title) inside a table cell."""
-    return WHITESPACE_RUN.sub(" ", sanitised).replace("|", "\\|")
-
-
-def _code_safe(text: str) -> str:
-    """Text inside a single-backtick code span within a table: no backticks, no pipes."""
-    return WHITESPACE_RUN.sub(" ", text).replace("`", "'").replace("|", "/")

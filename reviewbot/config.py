@@ -29,6 +29,9 @@ REPO_KEYS = frozenset(
     {"exclude", "min_severity", "categories", "language", "include_style", "max_inline"}
 )
 PUBLISH_MODES = ("discussions", "drafts")
+# GitLab.com allows 300 note creations per minute per user; stay well below. Self-managed
+# GitLab without that limit can raise it.
+DEFAULT_GITLAB_NOTES_PER_MINUTE = 120
 
 
 class ConfigError(ValueError):
@@ -64,6 +67,9 @@ class Settings:
     include_style: bool = False
     max_inline: int = 30
     publish_mode: str = "discussions"
+    # Notes this process creates per minute on one GitLab (after a burst of 20), all jobs
+    # together: one GitLab client per URL per process (reviewbot.app).
+    gitlab_notes_per_minute: int = DEFAULT_GITLAB_NOTES_PER_MINUTE
     mr_lock_seconds: float = 60.0  # per-MR lease; renewed while a run is alive
     # Webhook listener (`reviewbot serve`)
     webhook_secret: str | None = field(default=None, repr=False)
@@ -76,14 +82,14 @@ class Settings:
         for category in self.categories:
             _check_choice("categories", category, [c.value for c in Category])
         _check_choice("publish_mode", self.publish_mode, PUBLISH_MODES)
-        for name in ("max_output_tokens", "concurrency", "max_inline"):
+        for name in ("max_output_tokens", "concurrency", "max_inline", "gitlab_notes_per_minute"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
         if self.context_lines < 0:
             raise ConfigError(f"context_lines must be 0 or more, got {self.context_lines}")
 
     def describe(self) -> dict[str, Any]:
-        """Settings as a dict with secrets masked, for ``reviewbot doctor`` and logs."""
+        """Settings as a dict with secrets masked, for logs and diagnostics."""
         out = dataclasses.asdict(self)
         for name in SECRET_FIELDS:
             out[name] = "***" if out[name] else None

@@ -24,6 +24,7 @@ budget. Notable GitLab rules this module relies on:
 from __future__ import annotations
 
 import difflib
+import hashlib
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -37,8 +38,16 @@ import gitlab
 import requests
 from gitlab.exceptions import GitlabAuthenticationError, GitlabError, GitlabHttpError
 
-from reviewbot.comments import Marker, MarkerKind, line_code_for, parse_marker
-from reviewbot.diff import FileDiff, Side, parse_git_diff, parse_gitlab_diffs, position_for
+from reviewbot.comments import Marker, MarkerKind, parse_marker
+from reviewbot.config import DEFAULT_GITLAB_NOTES_PER_MINUTE
+from reviewbot.diff import (
+    FileDiff,
+    LineKind,
+    Side,
+    parse_git_diff,
+    parse_gitlab_diffs,
+    position_for,
+)
 from reviewbot.findings import Finding
 
 __all__ = [
@@ -53,6 +62,9 @@ __all__ = [
     "GitLabUnavailableError",
     "MergeRequestSnapshot",
     "PositionRefusedError",
+    "diff_link",
+    "line_code",
+    "line_code_for",
     "rebuild_diff",
 ]
 
@@ -60,8 +72,7 @@ DEFAULT_TIMEOUT_S = 30.0
 # GitLab < 16 caps /diffs pages at 30 entries; more is silently cut.
 DEFAULT_PER_PAGE = 30
 DEFAULT_MAX_RETRIES = 5
-# GitLab.com allows 300 note creations per minute per user; stay well below.
-DEFAULT_NOTES_PER_MINUTE = 120
+DEFAULT_NOTES_PER_MINUTE = DEFAULT_GITLAB_NOTES_PER_MINUTE
 # Up to this many notes go out at once before pacing starts: in any minute at most
 # burst + notes_per_minute = 140 notes, well under GitLab's 300.
 DEFAULT_NOTE_BURST = 20
@@ -154,6 +165,42 @@ class GitLabUnavailableError(GitLabError):
 
 class PositionRefusedError(GitLabError):
     """GitLab answered 400 to a diff note's position (usually the line_code refusal)."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Positions and line codes (pure): where GitLab wants a note on a diff line
+
+
+def line_code(path: str, old_pos: int, new_pos: int) -> str:
+    """GitLab's line code ``sha1(path)_old_new`` (lib/gitlab/git.rb ``diff_line_code``).
+
+    ``old_pos``/``new_pos`` are the diff parser's counters (lib/gitlab/diff/parser.rb): an
+    added line keeps the current old counter and a removed line the current new counter.
+    """
+    return f"{hashlib.sha1(path.encode('utf-8')).hexdigest()}_{old_pos}_{new_pos}"
+
+
+def line_code_for(file: FileDiff, side: Side, number: int) -> str | None:
+    """The line code of line ``number`` on ``side`` of ``file``'s diff, or None if not shown."""
+    for hunk in file.hunks:
+        old_pos, new_pos = hunk.old_start, hunk.new_start
+        for line in hunk.lines:
+            if line.number_on(side) == number:
+                return line_code(file.new_path, old_pos, new_pos)
+            if line.kind is not LineKind.ADDED:
+                old_pos += 1
+            if line.kind is not LineKind.REMOVED:
+                new_pos += 1
+    return None
+
+
+def diff_link(snapshot: MergeRequestSnapshot, finding: Finding) -> str | None:
+    """A link to the finding's line in the MR's Changes tab, or None when it has no line."""
+    file = snapshot.file(finding.path)
+    if file is None or finding.line is None or not snapshot.web_url:
+        return None
+    code = line_code_for(file, finding.side, finding.line)
+    return f"{snapshot.web_url}/diffs#{code}" if code else None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -452,10 +499,20 @@ class GitLabClient:
             "old_path": finding.old_path,
             "new_path": finding.path,
         }
-        if finding.old_line is not None:
-            position["old_line"] = finding.old_line
-        if finding.new_line is not None:
-            position["new_line"] = finding.new_line
+        file = snapshot.file(finding.path)
+        point = (
+            position_for(file, finding.side, finding.line)
+            if file is not None and finding.line is not None
+            else None
+        )
+        if point is None:
+            # Not a line of the diff: GitLab refuses it (PositionRefusedError), as it should.
+            position.update(_position_outside_diff(finding))
+        else:
+            if point.old_line is not None:
+                position["old_line"] = point.old_line
+            if point.new_line is not None:
+                position["new_line"] = point.new_line
         line_range = self._line_range(snapshot, finding, draft=draft)
         if line_range is not None:
             position["line_range"] = line_range
@@ -533,6 +590,13 @@ class GitLabClient:
 
 # ---------------------------------------------------------------------------------------------
 # Helpers
+
+
+def _position_outside_diff(finding: Finding) -> dict[str, int]:
+    """The line as the finding names it, for a line the diff does not show."""
+    if finding.line is None:
+        return {}
+    return {"old_line" if finding.side is Side.OLD else "new_line": finding.line}
 
 
 def _short(error: GitlabError) -> str:

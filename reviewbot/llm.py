@@ -199,6 +199,8 @@ class LLMClient(Protocol):
         self,
         requests: Sequence[ChunkRequest],
         on_done: Callable[[ChunkResult], None] | None = None,
+        *,
+        concurrency: int | None = None,
     ) -> list[ChunkResult]: ...
 
 
@@ -352,8 +354,11 @@ class VLLMClient:
         self,
         requests: Sequence[ChunkRequest],
         on_done: Callable[[ChunkResult], None] | None = None,
+        *,
+        concurrency: int | None = None,
     ) -> list[ChunkResult]:
-        """Review every chunk, at most ``concurrency`` at once; results in request order."""
+        """Review every chunk, at most ``concurrency`` (default: the settings') at once;
+        results in request order. Safe to call from several threads at once."""
         if not requests:
             return []
         self.server_info()  # fails fast with a clear error when the server is not there
@@ -361,7 +366,7 @@ class VLLMClient:
         # Only a stream tells when the first token (so the prefilled prefix) is there.
         warm = self.settings.warm_prefix and self.settings.stream and len(requests) >= 2
         first_token = threading.Event()
-        workers = max(1, min(self.settings.concurrency, len(requests)))
+        workers = max(1, min(concurrency or self.settings.concurrency, len(requests)))
 
         def run(request: ChunkRequest, signal: threading.Event | None) -> ChunkResult:
             slot_wait = time.monotonic() - started

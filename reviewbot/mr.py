@@ -1,16 +1,18 @@
-"""Review one GitLab merge request end to end: read, review, post, record.
+"""Review one GitLab merge request end to end: read, review, publish, record.
 
-The steps, each through an adapter passed in (or built from the settings):
+The orchestration only; every step is done by something handed in through the
+:class:`~reviewbot.app.App`:
 
-1. GitLab: the MR snapshot (SHAs of the latest diff version, file diffs) and head contents
-   (from a local checkout when ``repo_dir`` is given, e.g. in CI; else the repository files API).
-2. ``review.review_files``: plan, prompts, model, findings.
-3. Publish: skip fingerprints already on the MR (hidden markers, all pages, plus the database),
-   post the rest as diff discussions (or draft notes + bulk publish), put what GitLab refuses in
-   the summary, resolve the bot's stale threads, and edit the one summary note in place.
-4. Store: the review, every model call, every finding and its fate.
+1. GitLab (``app.gitlab()``): the MR snapshot (SHAs of the latest diff version, file diffs) and
+   head contents (from a local checkout when ``repo_dir`` is given, e.g. in CI; else the
+   repository files API).
+2. :func:`reviewbot.review.review_files` with ``app.model()``: plan, prompts, model, findings.
+3. :func:`reviewbot.publish.publish` through the publisher for ``publish_mode`` (or the dry-run
+   one): post what is not on the MR yet, resolve stale threads, edit the one summary note.
+4. The store (``app.store``): the review, every model call, every finding and its fate.
 
-A lease on the MR in the database serialises runs: two runs at once never double-post.
+A lease on the MR in the database serialises runs: two runs at once never double-post (see
+docs/locking.md for the project's three locking mechanisms).
 """
 
 from __future__ import annotations
@@ -19,45 +21,31 @@ import os
 import socket
 import threading
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from reviewbot.chunking import Plan, PlanOptions
-from reviewbot.comments import (
-    LatencyStats,
-    SummaryData,
-    TokenUsage,
-    UnplacedFinding,
-    UnplacedReason,
-    finding_body,
-    line_code_for,
-    line_text_hash,
-    summary_body,
-)
+from reviewbot.chunking import Plan
+from reviewbot.comments import TokenUsage
 from reviewbot.config import ConfigError, Settings, apply_repo_overrides
-from reviewbot.diff import FileStatus, LineKind, Side
-from reviewbot.exclusions import ExclusionRules, skip_reason
-from reviewbot.findings import Category, Finding, FindingsOptions, Severity
-from reviewbot.gitlab import (
-    BotThread,
-    GitLabClient,
-    GitLabSettings,
-    MergeRequestSnapshot,
-    PositionRefusedError,
-)
-from reviewbot.llm import LLMClient, LLMSettings, VLLMClient
+from reviewbot.diff import FileStatus
+from reviewbot.exclusions import skip_reason
+from reviewbot.findings import Finding
+from reviewbot.gitlab import BotThread, GitLabClient, MergeRequestSnapshot
 from reviewbot.localgit import GitError, read_files_at
 from reviewbot.prompts import ReviewContext, file_summaries
-from reviewbot.review import ReviewOptions, ReviewResult, review_files
-from reviewbot.slots import ModelSlots
-from reviewbot.store import Store
-from reviewbot.store.migrate import ensure_schema
+from reviewbot.publish import PublishResult, ReviewFacts, ThreadRef, publish, publisher_for
+from reviewbot.review import ReviewResult, review_files, review_options
 from reviewbot.tokens import TokenCounter, local_counter
 
+if TYPE_CHECKING:
+    from reviewbot.app import App
+    from reviewbot.store import Store
+
 __all__ = [
+    "REPO_CONFIG_FILE",
     "MergeRequestBusyError",
     "ReviewIncompleteError",
     "RunOptions",
@@ -70,11 +58,6 @@ REPO_CONFIG_FILE = ".reviewbot.toml"
 # The per-MR lease (Settings.mr_lock_seconds) is renewed every third of its length while a run is
 # alive, so a crashed run frees the MR quickly while a slow model call never loses it.
 LEASE_RENEWALS_PER_TTL = 3
-STALE_REPLY = (
-    "The code this comment was about has changed in the latest push, so this thread is "
-    "resolved. _(reviewbot)_"
-)
-MS_PER_SECOND = 1000.0
 
 
 class MergeRequestBusyError(RuntimeError):
@@ -87,6 +70,72 @@ class ReviewIncompleteError(RuntimeError):
     Raised by :func:`require_complete`; a worker retries the job later (publishing is
     idempotent, so nothing is posted twice).
     """
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    trigger: str = "cli"
+    dry_run: bool = False
+    repo_dir: Path | None = None
+    ci_job_url: str | None = None
+    lock_ttl_s: float | None = None  # None: Settings.mr_lock_seconds
+    concurrency: int | None = None  # model requests in flight for this review (None: settings)
+
+
+@dataclass
+class RunReport:
+    """One run: the review, what publishing did, and warnings for the summary and the log."""
+
+    project_path: str
+    iid: int
+    head_sha: str
+    web_url: str
+    review_id: int | None
+    review: ReviewResult
+    published: PublishResult = field(default_factory=PublishResult)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def findings(self) -> list[Finding]:
+        """Every kept finding above the threshold (posted, already there, or summary only)."""
+        filtered = set(map(id, self.review.findings.selection.filtered))
+        return [f for f in self.review.findings.findings if id(f) not in filtered]
+
+    @property
+    def dry_run(self) -> bool:
+        return self.published.dry_run
+
+    @property
+    def posted(self) -> list[Finding]:
+        return self.published.posted
+
+    @property
+    def already_posted(self) -> list[Finding]:
+        return self.published.already_posted
+
+    @property
+    def refused(self) -> list[tuple[Finding, str]]:
+        return self.published.refused
+
+    @property
+    def summary_only(self) -> list[Finding]:
+        return self.published.summary_only
+
+    @property
+    def resolved_threads(self) -> int:
+        return len(self.published.resolved)
+
+    @property
+    def summary_note_id(self) -> int | None:
+        return self.published.summary_note_id
+
+    @property
+    def summary_markdown(self) -> str:
+        return self.published.summary_markdown
+
+    @property
+    def threads(self) -> dict[str, ThreadRef]:
+        return self.published.threads
 
 
 def require_complete(report: RunReport) -> RunReport:
@@ -123,124 +172,32 @@ class _LeaseKeeper:
             self._renew()
 
 
-@dataclass(frozen=True)
-class RunOptions:
-    trigger: str = "cli"
-    dry_run: bool = False
-    repo_dir: Path | None = None
-    ci_job_url: str | None = None
-    lock_ttl_s: float | None = None  # None: Settings.mr_lock_seconds
-
-
-@dataclass
-class RunReport:
-    project_path: str
-    iid: int
-    head_sha: str
-    web_url: str
-    review_id: int | None
-    review: ReviewResult
-    posted: list[Finding] = field(default_factory=list)
-    already_posted: list[Finding] = field(default_factory=list)
-    refused: list[tuple[Finding, str]] = field(default_factory=list)
-    summary_only: list[Finding] = field(default_factory=list)
-    resolved_threads: int = 0
-    summary_note_id: int | None = None
-    summary_markdown: str = ""
-    dry_run: bool = False
-    warnings: list[str] = field(default_factory=list)
-    threads: dict[str, tuple[str, int]] = field(default_factory=dict)  # fingerprint -> ids
-
-    @property
-    def findings(self) -> list[Finding]:
-        """Every kept finding above the threshold (posted, already there, or summary only)."""
-        filtered = set(map(id, self.review.findings.selection.filtered))
-        return [f for f in self.review.findings.findings if id(f) not in filtered]
-
-
-def gitlab_from_settings(settings: Settings) -> GitLabClient:
-    if not settings.gitlab_url or not settings.gitlab_token:
-        missing = [
-            name
-            for name, value in (
-                ("REVIEWBOT_GITLAB_URL", settings.gitlab_url),
-                ("REVIEWBOT_GITLAB_TOKEN", settings.gitlab_token),
-            )
-            if not value
-        ]
-        raise ConfigError(f"set {' and '.join(missing)} (a project access token with api scope)")
-    return GitLabClient(GitLabSettings(url=settings.gitlab_url, token=settings.gitlab_token))
-
-
-def llm_from_settings(settings: Settings, *, slots: ModelSlots | None = None) -> VLLMClient:
-    """The model client; ``slots`` limits requests in flight across clients (see slots.py)."""
-    return VLLMClient(
-        LLMSettings(
-            base_url=settings.llm_base_url,
-            api_key=settings.llm_api_key,
-            model=settings.llm_model,
-            concurrency=settings.concurrency,
-            request_timeout_s=settings.request_timeout_s,
-            enable_thinking=settings.enable_thinking,
-            max_output_tokens=settings.max_output_tokens,
-        ),
-        slots=slots,
-    )
-
-
-def store_from_settings(settings: Settings) -> Store:
-    """Open the database and bring its schema up to date (a blank database is migrated)."""
-    ensure_schema(settings.database_url)
-    return Store.from_url(settings.database_url)
-
-
-def review_options(settings: Settings) -> ReviewOptions:
-    return ReviewOptions(
-        max_model_len=settings.max_model_len,
-        max_output_tokens=settings.max_output_tokens,
-        plan_options=PlanOptions(
-            context_lines=settings.context_lines,
-            exclusions=ExclusionRules(extra_globs=settings.exclude),
-        ),
-        findings_options=FindingsOptions(
-            context_lines=settings.context_lines,
-            min_severity=Severity(settings.min_severity),
-            categories=frozenset(Category(c) for c in settings.categories) or None,
-            max_inline=settings.max_inline,
-        ),
-    )
-
-
 def run_merge_request(
-    settings: Settings,
+    app: App,
     project: str | int,
     iid: int,
     options: RunOptions,
     *,
-    gitlab: GitLabClient | None = None,
-    llm: LLMClient | None = None,
-    store: Store | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> RunReport:
     """Review MR ``iid`` of ``project`` and publish the result (see the module docstring)."""
     say = progress or (lambda _message: None)
-    gitlab = gitlab or gitlab_from_settings(settings)
+    gitlab = app.gitlab()
     # Loading the tokenizer vocabulary takes ~0.4 s: do it while GitLab answers.
     loader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tokenizer")
-    counter = loader.submit(local_counter, settings.llm_model)
+    counter = loader.submit(local_counter, app.settings.llm_model)
     loader.shutdown(wait=False)
     say(f"reading merge request !{iid}")
     snapshot = gitlab.snapshot(project, iid)
-    store = store or store_from_settings(settings)
+    store = app.store
     holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
     key = snapshot.project_path
-    ttl = options.lock_ttl_s or settings.mr_lock_seconds
+    ttl = options.lock_ttl_s or app.settings.mr_lock_seconds
     if not store.acquire_mr_lock(key, iid, holder, ttl):
         raise MergeRequestBusyError(
             f"another reviewbot run is reviewing {key}!{iid}; try again when it finishes"
         )
-    run = _Run(settings, snapshot, options, gitlab, llm or llm_from_settings(settings), store,
-               say, counter)  # fmt: skip
+    run = _Run(app, snapshot, options, gitlab, say, counter)
     try:
         with _LeaseKeeper(store, key, iid, holder, ttl):
             return _run_recorded(run)
@@ -252,14 +209,37 @@ def run_merge_request(
 class _Run:
     """Everything one run works with."""
 
-    settings: Settings
+    app: App
     snapshot: MergeRequestSnapshot
     options: RunOptions
     gitlab: GitLabClient
-    llm: LLMClient
-    store: Store
     say: Callable[[str], None]
     counter: Future[TokenCounter]
+    head_files: dict[str, str] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def store(self) -> Store:
+        return self.app.store
+
+    def read_head(self, paths: list[str]) -> Mapping[str, str]:
+        """Head contents of ``paths`` (each read once per run): from the checkout when it has
+        the head commit, else the API. A path absent from the result does not exist there."""
+        wanted = [path for path in paths if path not in self.head_files]
+        head = self.snapshot.diff_refs.head_sha
+        found: dict[str, str] = {}
+        if self.options.repo_dir is not None and wanted:
+            try:
+                found = read_files_at(self.options.repo_dir, head, wanted)
+            except GitError as error:
+                warning = f"local checkout not used ({error}); reading files from GitLab"
+                if warning not in self.warnings:
+                    self.warnings.append(warning)
+        missing = [path for path in wanted if path not in found]
+        if missing:
+            found.update(self.gitlab.file_contents(self.snapshot.project_id, head, missing))
+        self.head_files.update(found)
+        return {path: self.head_files[path] for path in paths if path in self.head_files}
 
 
 def _run_recorded(run: _Run) -> RunReport:
@@ -272,7 +252,7 @@ def _run_recorded(run: _Run) -> RunReport:
         base_sha=refs.base_sha,
         start_sha=refs.start_sha,
         trigger=run.options.trigger,
-        model=run.settings.llm_model or "",
+        model=run.app.settings.llm_model or "",
         prompt_version="",
     )
     try:
@@ -284,17 +264,23 @@ def _run_recorded(run: _Run) -> RunReport:
         raise
 
 
+def _policy(run: _Run) -> Settings:
+    """The settings with the repository's ``.reviewbot.toml`` applied (when it is valid)."""
+    settings = run.app.settings
+    repo_config = run.read_head([REPO_CONFIG_FILE])
+    if REPO_CONFIG_FILE not in repo_config:
+        return settings
+    try:
+        return apply_repo_overrides(settings, repo_config[REPO_CONFIG_FILE])
+    except ConfigError as error:
+        run.warnings.append(f"ignored {REPO_CONFIG_FILE}: {error}")
+        return settings
+
+
 def _review_and_publish(run: _Run, review_id: int) -> RunReport:
-    settings, snapshot, options = run.settings, run.snapshot, run.options
-    gitlab, llm, store, say = run.gitlab, run.llm, run.store, run.say
-    warnings: list[str] = []
+    snapshot, options, store, say = run.snapshot, run.options, run.store, run.say
     head = snapshot.diff_refs.head_sha
-    repo_config = _head_contents(gitlab, snapshot, options, [REPO_CONFIG_FILE], warnings)
-    if REPO_CONFIG_FILE in repo_config:
-        try:
-            settings = apply_repo_overrides(settings, repo_config[REPO_CONFIG_FILE])
-        except ConfigError as error:
-            warnings.append(f"ignored {REPO_CONFIG_FILE}: {error}")
+    settings = _policy(run)
     review_opts = review_options(settings)
     rules = review_opts.plan_options.exclusions
     skipped = {f.path: reason for f in snapshot.files if (reason := skip_reason(f, rules))}
@@ -304,7 +290,7 @@ def _review_and_publish(run: _Run, review_id: int) -> RunReport:
         if f.path not in skipped and f.status is not FileStatus.DELETED
     ]
     say(f"fetching {len(wanted)} files at {head[:8]}")
-    contents = _head_contents(gitlab, snapshot, options, wanted, warnings)
+    contents = dict(run.read_head(wanted))
     context = ReviewContext(
         title=snapshot.title,
         description=snapshot.description,
@@ -319,11 +305,12 @@ def _review_and_publish(run: _Run, review_id: int) -> RunReport:
     result = review_files(
         snapshot.files,
         context=context,
-        llm=llm,
+        llm=run.app.model(),
         counter=run.counter.result(),
         options=review_opts,
         contents=contents,
         on_planned=planned,
+        concurrency=options.concurrency,
     )
     store.record_llm_calls(review_id, [_call_row(call) for call in result.calls])
     report = RunReport(
@@ -333,16 +320,36 @@ def _review_and_publish(run: _Run, review_id: int) -> RunReport:
         web_url=snapshot.web_url,
         review_id=review_id,
         review=result,
-        dry_run=options.dry_run,
-        warnings=warnings,
+        warnings=run.warnings,
     )
     say("publishing")
+    publisher = publisher_for(settings.publish_mode, run.gitlab, snapshot, dry_run=options.dry_run)
+    # Also when publishing fails midway, what was posted goes on record (the next run skips
+    # it by its marker anyway).
+    so_far = PublishResult(dry_run=options.dry_run)
+
+    def posted(finding: Finding, ref: ThreadRef | None) -> None:
+        so_far.posted.append(finding)
+        if ref is not None:
+            so_far.threads[finding.fingerprint] = ref
+
     try:
-        _publish(settings, snapshot, options, gitlab, store, report, contents)
+        report.published = publish(
+            publisher,
+            snapshot,
+            result.findings.selection,
+            result.findings.findings,
+            _facts(result, options, run.warnings),
+            run.read_head,
+            on_posted=posted,
+        )
+    except BaseException:
+        report.published = so_far
+        raise
     finally:
-        # Also when publishing fails midway: what was posted is on record, and the next run
-        # skips it by its marker anyway.
         _record_findings(store, review_id, report)
+    if not options.dry_run:
+        _mark_outdated(store, snapshot, report.published.resolved)
     store.finish_review(
         review_id,
         status="failed" if result.chunk_errors else "succeeded",
@@ -359,126 +366,22 @@ def _review_and_publish(run: _Run, review_id: int) -> RunReport:
     return report
 
 
-def _head_contents(
-    gitlab: GitLabClient,
-    snapshot: MergeRequestSnapshot,
-    options: RunOptions,
-    paths: list[str],
-    warnings: list[str],
-) -> dict[str, str]:
-    """Head contents of ``paths``: from the checkout when it has the head commit, else the API."""
-    head = snapshot.diff_refs.head_sha
-    found: dict[str, str] = {}
-    if options.repo_dir is not None and paths:
-        try:
-            found = read_files_at(options.repo_dir, head, paths)
-        except GitError as error:
-            warnings.append(f"local checkout not used ({error}); reading files from GitLab")
-    missing = [path for path in paths if path not in found]
-    if missing:
-        found.update(gitlab.file_contents(snapshot.project_id, head, missing))
-    return found
-
-
-# --- publishing ------------------------------------------------------------------------------
-
-
-def _publish(
-    settings: Settings,
-    snapshot: MergeRequestSnapshot,
-    options: RunOptions,
-    gitlab: GitLabClient,
-    store: Store,
-    report: RunReport,
-    contents: dict[str, str],
-) -> None:
-    """Post, resolve stale threads, write the summary; ``contents``: head files already read."""
-    selection = report.review.findings.selection
-    threads = gitlab.bot_threads(snapshot.project_id, snapshot.iid)
-    on_mr = {t.marker.fingerprint: t for t in threads if t.marker.fingerprint}
-    known = set(on_mr) | set(store.posted_findings(snapshot.project_path, snapshot.iid))
-    fresh: list[Finding] = []
-    for finding in selection.inline:
-        (report.already_posted if finding.fingerprint in known else fresh).append(finding)
-    report.summary_only = list(selection.summary_only)
-    _remember_threads(report, {f.fingerprint: on_mr[f.fingerprint] for f in report.already_posted
-                               if f.fingerprint in on_mr})  # fmt: skip
-    if options.dry_run:
-        report.posted = fresh
-    elif settings.publish_mode == "drafts" and fresh:
-        published = gitlab.publish_drafts(snapshot, [(f, finding_body(f)) for f in fresh])
-        report.posted = [f for f in fresh if f.fingerprint in published.published]
-        report.refused = [(f, "GitLab dropped the draft note") for f in published.missing]
-        _remember_threads(report, published.published)
-    else:
-        for finding in fresh:
-            try:
-                discussion_id, note_id = gitlab.post_finding(
-                    snapshot, finding, finding_body(finding)
-                )
-            except PositionRefusedError as error:
-                report.refused.append((finding, str(error)))
-                continue
-            report.posted.append(finding)
-            report.threads[finding.fingerprint] = (discussion_id, note_id)
-    current = {f.fingerprint for f in report.review.findings.findings}
-    stale = [t for t in threads if not t.resolved and t.marker.fingerprint not in current]
-    paths = {t.marker.path for t in stale if t.marker.side is Side.NEW}
-    missing = sorted(paths - set(contents))
-    contents.update(_head_contents(gitlab, snapshot, options, missing, report.warnings))
-    gone = _threads_whose_line_changed(snapshot, stale, contents)
-    if not options.dry_run:
-        for thread in gone:
-            gitlab.resolve_thread(snapshot.project_id, snapshot.iid, thread.discussion_id,
-                                  STALE_REPLY)  # fmt: skip
-        _mark_outdated(store, snapshot, gone)
-    report.resolved_threads = len(gone)
-    report.summary_markdown = summary_body(_summary_data(snapshot, options, report))
-    if not options.dry_run:
-        report.summary_note_id = gitlab.upsert_summary(
-            snapshot.project_id, snapshot.iid, report.summary_markdown
-        )
-
-
-def _remember_threads(report: RunReport, threads: dict[str, BotThread]) -> None:
-    for fingerprint, thread in threads.items():
-        report.threads[fingerprint] = (thread.discussion_id, thread.note_id)
-
-
-def _threads_whose_line_changed(
-    snapshot: MergeRequestSnapshot, threads: Iterable[BotThread], head: Mapping[str, str]
-) -> list[BotThread]:
-    """Bot threads whose anchored line no longer exists as it was in the latest version.
-
-    ``head`` holds the head text of every path a new-side thread is on (absent: file gone).
-    """
-    threads = list(threads)
-    paths = {t.marker.path for t in threads if t.marker.side is Side.NEW}
-    head_hashes = {
-        path: {line_text_hash(line) for line in head[path].splitlines()}
-        for path in paths
-        if path in head
-    }
-    gone = []
-    for thread in threads:
-        marker = thread.marker
-        if marker.side is Side.NEW:
-            still_there = marker.text_hash in head_hashes.get(marker.path, set())
-        else:
-            file = snapshot.file(marker.path)
-            removed = (
-                {
-                    line_text_hash(line.text)
-                    for line in file.lines()
-                    if line.kind is LineKind.REMOVED
-                }
-                if file
-                else set()
-            )
-            still_there = marker.text_hash in removed
-        if not still_there:
-            gone.append(thread)
-    return gone
+def _facts(result: ReviewResult, options: RunOptions, warnings: list[str]) -> ReviewFacts:
+    errors = [f"chunk {i + 1}: {e}" for i, e in sorted(result.chunk_errors.items())]
+    return ReviewFacts(
+        model=result.model,
+        prompt_version=result.prompt_version,
+        counts=result.findings.counts,
+        coverage=result.plan.coverage,
+        chunks=len(result.plan.chunks),
+        tokens=TokenUsage(result.prompt_tokens, result.completion_tokens, result.cached_tokens),
+        total_time_s=result.seconds,
+        ttft_p50_ms=result.ttft_percentile(0.5),
+        ttft_p95_ms=result.ttft_percentile(0.95),
+        invalid_model_calls=len(result.invalid_calls),
+        errors=[*errors, *warnings],
+        ci_job_url=options.ci_job_url,
+    )
 
 
 def _mark_outdated(store: Store, snapshot: MergeRequestSnapshot, gone: list[BotThread]) -> None:
@@ -487,53 +390,6 @@ def _mark_outdated(store: Store, snapshot: MergeRequestSnapshot, gone: list[BotT
         row = rows.get(thread.marker.fingerprint)
         if row is not None:
             store.update_finding(row["id"], state="outdated")
-
-
-def _summary_data(
-    snapshot: MergeRequestSnapshot, options: RunOptions, report: RunReport
-) -> SummaryData:
-    result = report.review
-    unplaced = [
-        UnplacedFinding(f, _unplaced_reason(f), _line_code(snapshot, f))
-        for f in report.summary_only
-    ]
-    unplaced += [
-        UnplacedFinding(f, UnplacedReason.REFUSED, _line_code(snapshot, f), reason)
-        for f, reason in report.refused
-    ]
-    p50, p95 = result.ttft_percentile(0.5), result.ttft_percentile(0.95)
-    errors = [f"chunk {i + 1}: {e}" for i, e in sorted(result.chunk_errors.items())]
-    return SummaryData(
-        head_sha=snapshot.diff_refs.head_sha,
-        model=result.model,
-        prompt_version=result.prompt_version,
-        mr_web_url=snapshot.web_url,
-        counts=result.findings.counts,
-        inline_count=len(report.posted) + len(report.already_posted),
-        coverage=result.plan.coverage,
-        chunks=len(result.plan.chunks),
-        tokens=TokenUsage(result.prompt_tokens, result.completion_tokens, result.cached_tokens),
-        total_time_s=result.seconds,
-        first_token=LatencyStats(
-            p50 / MS_PER_SECOND if p50 is not None else None,
-            p95 / MS_PER_SECOND if p95 is not None else None,
-        ),
-        invalid_model_calls=len(result.invalid_calls),
-        unplaced=unplaced,
-        errors=errors + report.warnings,
-        ci_job_url=options.ci_job_url,
-    )
-
-
-def _unplaced_reason(finding: Finding) -> UnplacedReason:
-    return UnplacedReason.FILE_LEVEL if finding.is_file_level else UnplacedReason.OVER_CAP
-
-
-def _line_code(snapshot: MergeRequestSnapshot, finding: Finding) -> str | None:
-    file = snapshot.file(finding.path)
-    if file is None or finding.line is None:
-        return None
-    return line_code_for(file, finding.side, finding.line)
 
 
 # --- recording -------------------------------------------------------------------------------
@@ -566,7 +422,7 @@ def _record_findings(store: Store, review_id: int, report: RunReport) -> None:
         ("failed", [f for f, _ in report.refused]),
     ):
         for finding in findings:
-            discussion_id, note_id = report.threads.get(finding.fingerprint, (None, None))
+            thread = report.threads.get(finding.fingerprint)
             rows.append(
                 {
                     "fingerprint": finding.fingerprint,
@@ -580,8 +436,8 @@ def _record_findings(store: Store, review_id: int, report: RunReport) -> None:
                     "body": finding.body,
                     "anchor": finding.anchor.value,
                     "state": state,
-                    "discussion_id": discussion_id,
-                    "note_id": note_id,
+                    "discussion_id": thread.discussion_id if thread else None,
+                    "note_id": thread.note_id if thread else None,
                 }
             )
     store.record_findings(review_id, rows)

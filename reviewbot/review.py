@@ -17,14 +17,22 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reviewbot.chunking import Budget, BudgetTooSmallError, Chunk, Plan, PlanOptions, plan
+from reviewbot.config import Settings
 from reviewbot.diff import FileDiff
 from reviewbot.exclusions import ExclusionRules
-from reviewbot.findings import FindingsOptions, FindingsResult, process
+from reviewbot.findings import Category, FindingsOptions, FindingsResult, Severity, process
 from reviewbot.llm import CallRecord, ChunkRequest, ChunkResult, LLMClient
 from reviewbot.prompts import ReviewContext, prompt_version, render_messages, tool_schemas
 from reviewbot.tokens import TokenCounter
 
-__all__ = ["ReviewOptions", "ReviewResult", "budget_for", "local_overhead", "review_files"]
+__all__ = [
+    "ReviewOptions",
+    "ReviewResult",
+    "budget_for",
+    "local_overhead",
+    "review_files",
+    "review_options",
+]
 
 MAX_RESPLIT_DEPTH = 6
 RESPLIT_FACTOR = 0.5
@@ -38,6 +46,24 @@ class ReviewOptions:
     max_output_tokens: int = 4096
     plan_options: PlanOptions = field(default_factory=PlanOptions)
     findings_options: FindingsOptions = field(default_factory=FindingsOptions)
+
+
+def review_options(settings: Settings) -> ReviewOptions:
+    """The review's knobs from the settings (budget, context lines, exclusions, thresholds)."""
+    return ReviewOptions(
+        max_model_len=settings.max_model_len,
+        max_output_tokens=settings.max_output_tokens,
+        plan_options=PlanOptions(
+            context_lines=settings.context_lines,
+            exclusions=ExclusionRules(extra_globs=settings.exclude),
+        ),
+        findings_options=FindingsOptions(
+            context_lines=settings.context_lines,
+            min_severity=Severity(settings.min_severity),
+            categories=frozenset(Category(c) for c in settings.categories) or None,
+            max_inline=settings.max_inline,
+        ),
+    )
 
 
 @dataclass
@@ -110,8 +136,12 @@ def review_files(
     contents: Mapping[str, str] | None = None,
     on_planned: Callable[[Plan], None] | None = None,
     on_chunk_done: Callable[[ChunkResult], None] | None = None,
+    concurrency: int | None = None,
 ) -> ReviewResult:
-    """Review ``files`` with the model and return anchored findings plus every call's figures."""
+    """Review ``files`` with the model and return anchored findings plus every call's figures.
+
+    ``concurrency``: chunks in flight at once (None: the model client's own setting).
+    """
     started = time.monotonic()
     info = llm.server_info()
     max_model_len = options.max_model_len or info.max_model_len or Budget().max_model_len
@@ -139,7 +169,8 @@ def review_files(
             requests.append(ChunkRequest(chunk.index, messages, tools))
         by_index = {chunk.index: chunk for chunk, _ in pending}
         pending = []
-        for result in llm.review_chunks(requests, on_done=on_chunk_done):
+        answers = llm.review_chunks(requests, on_done=on_chunk_done, concurrency=concurrency)
+        for result in answers:
             records += result.records
             invalid += [f"chunk {result.chunk_index}: {reason}" for reason in result.invalid]
             calls += [(result.chunk_index, arguments) for arguments in result.calls]

@@ -8,8 +8,11 @@ SIGINT it stops claiming, lets running jobs finish for `grace_s`, then releases 
 the queue, so another worker picks them up at once. With `burst=True` it exits once nothing
 is left to claim and its own jobs are done.
 
-Every request to the model holds one of `llm_total_concurrency` slots shared by all workers
-on the same database (`reviewbot.slots`), so their sum stays within the model server's limit.
+The worker runs on one `reviewbot.app.App` (one Store, one GitLab client, one model client
+for all its jobs). Every request to the model holds one of `llm_total_concurrency` slots
+shared by all workers on the same database (`reviewbot.slots`, the App's
+`shared_model_slots`), so their sum stays within the model server's limit. Which failures are
+retried is decided by the one error table, `reviewbot.errors`.
 
 Commands (registered on the CLI by `reviewbot.cli`): `worker` (`worker_command`) and
 `jobs list|show|retry|cancel` (`jobs_group`).
@@ -34,23 +37,14 @@ from types import FrameType
 from typing import Any, NoReturn
 
 import click
-import requests
 from rich.console import Console
 from rich.table import Table
-from sqlalchemy import Engine
 from sqlalchemy.exc import DBAPIError
 
-from reviewbot.config import ConfigError, Settings, load_settings
-from reviewbot.gitlab import GitLabAuthError, GitLabNotFoundError, GitLabUnavailableError
-from reviewbot.llm import TRANSPORT_ERRORS, LLMUnavailableError
-from reviewbot.mr import (
-    MergeRequestBusyError,
-    ReviewIncompleteError,
-    RunOptions,
-    llm_from_settings,
-    require_complete,
-    run_merge_request,
-)
+from reviewbot.app import App
+from reviewbot.config import Settings
+from reviewbot.errors import EXIT_BAD_INPUT, EXIT_FAILURE, disposition
+from reviewbot.mr import RunOptions, require_complete, run_merge_request
 from reviewbot.queue import (
     DEFAULT_LIST_LIMIT,
     Job,
@@ -59,13 +53,13 @@ from reviewbot.queue import (
     JobStatus,
     LeaseLostError,
 )
-from reviewbot.slots import ModelSlots, SlotWaitCancelledError, slots_for
-from reviewbot.store import RecordNotFound, Store, ensure_schema, make_engine, redact_url
+from reviewbot.store import RecordNotFound
 
 __all__ = [
     "Worker",
     "WorkerStats",
     "is_retryable",
+    "job_concurrency",
     "jobs_group",
     "run_job",
     "worker_command",
@@ -82,56 +76,30 @@ HEARTBEATS_PER_LEASE = 3
 MIN_LEASE_S = 1.0
 WORKER_ID_SUFFIX_CHARS = 8
 ERROR_TEXT_LIMIT = 2000
-EXIT_FAILURE = 1
 # Piped output (not a terminal) gets this width so tables are not squeezed to 80 columns.
 PIPED_OUTPUT_WIDTH = 200
-EXIT_BAD_INPUT = 2
-
-# Worth another try later: the service may come back, the other run may finish.
-RETRYABLE_ERRORS: tuple[type[BaseException], ...] = (
-    GitLabUnavailableError,
-    LLMUnavailableError,
-    MergeRequestBusyError,
-    ReviewIncompleteError,
-    ConnectionError,
-    TimeoutError,
-    *TRANSPORT_ERRORS,  # the model client's transport (connect, read, timeouts)
-    requests.ConnectionError,  # python-gitlab's transport
-    requests.Timeout,
-    DBAPIError,  # the database went away mid-run
-    SlotWaitCancelledError,  # this worker stopped while the job waited for a model slot
-)
-# Never worth retrying, even where a retryable base class would match.
-PERMANENT_ERRORS: tuple[type[BaseException], ...] = (
-    GitLabNotFoundError,
-    GitLabAuthError,
-    ConfigError,
-)
 
 
 def is_retryable(error: BaseException) -> bool:
-    """True when the failed run may succeed later (transient outage, busy MR)."""
-    if isinstance(error, PERMANENT_ERRORS):
-        return False
-    return isinstance(error, RETRYABLE_ERRORS)
+    """True when the failed run may succeed later (transient outage, busy MR): see
+    `reviewbot.errors.ERROR_TABLE`; an unknown error (a bug) is never retried."""
+    known = disposition(error)
+    return known is not None and known.retry
 
 
-def run_job(settings: Settings, job: Job, *, slots: ModelSlots | None = None) -> None:
+def run_job(app: App, job: Job, *, concurrency: int | None = None) -> None:
     """The default handler: review the job's MR and publish, like `reviewbot run`.
 
-    Every model request holds one of `slots` (shared by the worker's jobs, and through
-    PostgreSQL by every worker). A review with chunks the model could not answer is retried
-    later (ReviewIncompleteError).
+    ``concurrency``: this job's share of the model requests in flight. A review with chunks
+    the model could not answer is retried later (ReviewIncompleteError).
     """
-    options = RunOptions(trigger=job.trigger)
-    with llm_from_settings(settings, slots=slots) as llm:
-        require_complete(run_merge_request(settings, job.project, job.mr_iid, options, llm=llm))
+    options = RunOptions(trigger=job.trigger, concurrency=concurrency)
+    require_complete(run_merge_request(app, job.project, job.mr_iid, options))
 
 
-def settings_per_job(settings: Settings, concurrency: int) -> Settings:
-    """Share the model's request budget among the jobs one worker runs at once."""
-    per_job = max(1, settings.concurrency // max(1, concurrency))
-    return dataclasses.replace(settings, concurrency=per_job)
+def job_concurrency(settings: Settings, jobs_at_once: int) -> int:
+    """Share the model's request budget (`settings.concurrency`) among the jobs run at once."""
+    return max(1, settings.concurrency // max(1, jobs_at_once))
 
 
 def default_worker_id() -> str:
@@ -169,8 +137,8 @@ class Worker:
 
     def __init__(
         self,
-        settings: Settings,
-        queue: JobQueue,
+        app: App,
+        queue: JobQueue | None = None,
         *,
         handler: JobHandler | None = None,
         worker_id: str | None = None,
@@ -179,22 +147,22 @@ class Worker:
         poll_s: float = DEFAULT_POLL_S,
         grace_s: float = DEFAULT_GRACE_S,
     ) -> None:
-        """`handler=None` runs the real review (`run_job`) with the model's request budget
-        (`settings.concurrency`) divided among the `concurrency` jobs run at once, and every
-        model request holding a slot shared with the other workers (`reviewbot.slots`)."""
+        """`queue=None`: the queue in the App's database. `handler=None` runs the real review
+        (`run_job`) on the App, with the model's request budget (`settings.concurrency`)
+        divided among the `concurrency` jobs run at once; build the App with
+        `shared_model_slots=True` so every model request holds a slot shared with the other
+        workers (`reviewbot.slots`)."""
         if concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, got {concurrency}")
         if lease_s < MIN_LEASE_S:
             raise ValueError(f"lease_s must be at least {MIN_LEASE_S}, got {lease_s}")
         if poll_s <= 0:
             raise ValueError(f"poll_s must be positive, got {poll_s}")
-        self.settings = settings
-        self.queue = queue
-        # Set once this worker's jobs are settled or handed back: waits for a slot end then.
-        self._cancel_slot_waits = threading.Event()
-        self._slots_engine: Engine | None = None
+        self.app = app
+        self.queue = queue or JobQueue(app.store)
         if handler is None:
-            handler = self._review_handler(concurrency)
+            share = job_concurrency(app.settings, concurrency)
+            handler = functools.partial(run_job, app, concurrency=share)
         self.handler = handler
         self.worker_id = worker_id or default_worker_id()
         self.concurrency = concurrency
@@ -208,15 +176,6 @@ class Worker:
         self._wake = threading.Event()
         self._running: dict[int, _Running] = {}
         self._stats_lock = threading.Lock()
-
-    def _review_handler(self, concurrency: int) -> JobHandler:
-        """`run_job` with slots built once for this worker, on their own connection pool: a
-        slot's connection is held for a whole model request, which must not starve the
-        queue's pool (claims, heartbeats)."""
-        self._slots_engine = make_engine(self.settings.database_url)
-        slots = slots_for(self.settings, self._slots_engine, stop=self._cancel_slot_waits)
-        per_job = settings_per_job(self.settings, concurrency)
-        return functools.partial(run_job, per_job, slots=slots)
 
     # -- control -----------------------------------------------------------------------
 
@@ -244,8 +203,6 @@ class Worker:
                 self._wake.wait(min(self.poll_s, self._heartbeat_s))
                 self._wake.clear()
             self._shut_down()
-        if self._slots_engine is not None:
-            self._slots_engine.dispose()
         log.info("worker %s: stopped (%s)", self.worker_id, self.stats)
         return self.stats
 
@@ -356,7 +313,7 @@ class Worker:
         for running in list(self._running.values()):
             self._release(running)
         # Only now: a job cancelled earlier would be failed instead of handed back.
-        self._cancel_slot_waits.set()
+        self.app.stop_model_waits()
 
     def _release(self, running: _Running) -> None:
         with running.lock:
@@ -415,16 +372,21 @@ def _fail(message: str, code: int) -> NoReturn:
     sys.exit(code)
 
 
-def _open_queue(config_file: str | None, database_url: str | None) -> tuple[Settings, JobQueue]:
+@contextmanager
+def _opened_app(
+    config_file: str | None, database_url: str | None, **options: Any
+) -> Iterator[App]:
+    """The App of a worker or jobs command, its database migrated; one error line on failure."""
     try:
-        settings = load_settings(config_file=config_file,
-                                 overrides={"database_url": database_url})  # fmt: skip
-        ensure_schema(settings.database_url)
-    except ConfigError as error:
-        _fail(str(error), EXIT_BAD_INPUT)
-    except DBAPIError as error:
-        _fail(f"cannot open {redact_url(settings.database_url)}: {error.orig}", EXIT_FAILURE)
-    return settings, JobQueue(Store.from_url(settings.database_url))
+        app = App.from_config(config_file, {"database_url": database_url}, **options)
+        app.store  # noqa: B018 - opens and migrates the database now, with a clear error
+    except Exception as error:
+        known = disposition(error)
+        if known is None:
+            raise
+        _fail(known.message(error), known.exit_code)
+    with app:
+        yield app
 
 
 def database_options(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -473,10 +435,10 @@ def worker_command(concurrency: int, burst: bool, lease_seconds: float, poll_sec
     """Run queued reviews (from the webhook listener) until stopped."""
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")  # fmt: skip
-    settings, queue = _open_queue(config_file, database_url)
-    worker = Worker(settings, queue, concurrency=concurrency, lease_s=lease_seconds,
-                    poll_s=poll_seconds, grace_s=grace_seconds)  # fmt: skip
-    stats = worker.run(burst=burst)
+    with _opened_app(config_file, database_url, shared_model_slots=True) as app:
+        worker = Worker(app, concurrency=concurrency, lease_s=lease_seconds, poll_s=poll_seconds,
+                        grace_s=grace_seconds)  # fmt: skip
+        stats = worker.run(burst=burst)
     click.echo(f"claimed {stats.claimed}, succeeded {stats.succeeded}, retried {stats.retried}, "
                f"failed {stats.failed}, released {stats.released}", err=True)  # fmt: skip
 
@@ -497,7 +459,11 @@ def jobs_group() -> None:
 def jobs_list(status: str | None, limit: int, config_file: str | None,
               database_url: str | None) -> None:  # fmt: skip
     """Newest jobs first, with counts by status."""
-    _, queue = _open_queue(config_file, database_url)
+    with _opened_app(config_file, database_url) as app:
+        _print_jobs(JobQueue(app.store), status, limit)
+
+
+def _print_jobs(queue: JobQueue, status: str | None, limit: int) -> None:
     table = Table("id", "project", "MR", "head", "trigger", "status", "tries", "run after",
                   "worker", "error")  # fmt: skip
     for job in queue.list(status=status, limit=limit):
@@ -517,8 +483,9 @@ def jobs_list(status: str | None, limit: int, config_file: str | None,
 @database_options
 def jobs_show(job_id: int, config_file: str | None, database_url: str | None) -> None:
     """Every field of one job."""
-    _, queue = _open_queue(config_file, database_url)
-    _print_job(_or_fail(lambda: queue.get(job_id)))
+    with _opened_app(config_file, database_url) as app:
+        queue = JobQueue(app.store)
+        _print_job(_or_fail(lambda: queue.get(job_id)))
 
 
 @jobs_group.command("retry")
@@ -526,8 +493,9 @@ def jobs_show(job_id: int, config_file: str | None, database_url: str | None) ->
 @database_options
 def jobs_retry(job_id: int, config_file: str | None, database_url: str | None) -> None:
     """Queue a finished job (failed, cancelled, ...) again, now."""
-    _, queue = _open_queue(config_file, database_url)
-    _print_job(_or_fail(lambda: queue.retry(job_id)))
+    with _opened_app(config_file, database_url) as app:
+        queue = JobQueue(app.store)
+        _print_job(_or_fail(lambda: queue.retry(job_id)))
 
 
 @jobs_group.command("cancel")
@@ -535,8 +503,9 @@ def jobs_retry(job_id: int, config_file: str | None, database_url: str | None) -
 @database_options
 def jobs_cancel(job_id: int, config_file: str | None, database_url: str | None) -> None:
     """Cancel a queued or running job."""
-    _, queue = _open_queue(config_file, database_url)
-    _print_job(_or_fail(lambda: queue.cancel(job_id)))
+    with _opened_app(config_file, database_url) as app:
+        queue = JobQueue(app.store)
+        _print_job(_or_fail(lambda: queue.cancel(job_id)))
 
 
 def _or_fail(action: Callable[[], Job]) -> Job:

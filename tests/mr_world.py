@@ -19,13 +19,16 @@ from pathlib import Path
 
 import pytest
 
+from reviewbot.app import App
 from reviewbot.config import Settings
+from reviewbot.mr import RunOptions, RunReport, run_merge_request
 from tests.fakes.gitlab_server import FakeGitLab
 from tests.fakes.vllm_server import FakeVLLM
 from tests.store_fixtures import store_url  # noqa: F401
 
 BOT_TOKEN = "glpat-bot-token-0123456789"
 PROJECT = "group/app"
+FAST_NOTES_PER_MINUTE = 60_000  # no note pacing sleeps in tests
 
 BASE_APP = """import json
 
@@ -122,9 +125,15 @@ class World:
             "llm_base_url": self.vllm.base_url,
             "database_url": self.database_url,
             "min_severity": "info",
+            "gitlab_notes_per_minute": FAST_NOTES_PER_MINUTE,
         }
         values.update(overrides)
         return Settings(**values)  # type: ignore[arg-type]
+
+    def run(self, options: RunOptions | None = None, **overrides: object) -> RunReport:
+        """`reviewbot run` of MR !1 in a fresh App (one process's adapters), closed after."""
+        with App(self.settings(**overrides)) as app:
+            return run_merge_request(app, PROJECT, 1, options or RunOptions())
 
     def line_of(self, text: str, needle: str) -> int:
         return next(i for i, line in enumerate(text.splitlines(), 1) if needle in line)

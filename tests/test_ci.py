@@ -32,7 +32,6 @@ from reviewbot.ci import (
     EXIT_FINDINGS,
     EXIT_OK,
     SIGTERM_EXIT,
-    CiWiring,
     NotAMergeRequestPipelineError,
     _sigterm_unwinds,
     ci_command,
@@ -59,7 +58,7 @@ CODEQUALITY_SEVERITIES = {"info", "minor", "major", "critical", "blocker"}
 INPUT_REFERENCE = re.compile(r"\$\[\[\s*inputs\.([\w-]+)\s*\]\]")
 ENV_PREFIXES = ("CI_", "REVIEWBOT_", "GITLAB_")
 TEST_ENV_PREFIX = "REVIEWBOT_TEST_"  # the test suite's own settings (PostgreSQL URL)
-FAST_NOTES = CiWiring(gitlab_notes_per_minute=60_000)  # no note pacing sleeps in tests
+FAST_NOTES_PER_MINUTE = "60000"  # no note pacing sleeps in tests
 
 
 # --- templates -------------------------------------------------------------------------------
@@ -161,8 +160,6 @@ def make_finding(**fields: Any) -> Finding:
         "line_text": "    return eval(text)",
         "fingerprint": "",
         "chunk_index": 0,
-        "old_line": None,
-        "new_line": 12,
         "reported_line": 12,
         "reported_side": Side.NEW,
     }
@@ -194,8 +191,8 @@ def test_codequality_report_shape_for_every_kind_of_finding() -> None:
     findings = [
         make_finding(),
         make_finding(path="./pkg/mod.py", severity=Severity.INFO, category=Category.STYLE),
-        make_finding(line=None, new_line=None, anchor=AnchorKind.FILE, title="whole file"),
-        make_finding(side=Side.OLD, line=4, old_line=4, new_line=None, title="removed check"),
+        make_finding(line=None, anchor=AnchorKind.FILE, title="whole file"),
+        make_finding(side=Side.OLD, line=4, title="removed check"),
     ]
     issues = codequality_report(findings)
     check_codequality_shape(issues)
@@ -204,14 +201,14 @@ def test_codequality_report_shape_for_every_kind_of_finding() -> None:
         assert issue["severity"] == finding.severity.value
         assert finding.category.value in issue["check_name"]
         assert finding.title in issue["description"]
-        if finding.new_line is not None:
-            assert issue["location"]["lines"]["begin"] == finding.new_line
+        if finding.line is not None and finding.side is Side.NEW:
+            assert issue["location"]["lines"]["begin"] == finding.line
     assert issues[1]["location"]["path"] == "pkg/mod.py"
     assert json.loads(json.dumps(issues)) == issues  # plain JSON
 
 
 def test_codequality_fingerprints_stay_unique_and_stable() -> None:
-    twin = make_finding(line=30, new_line=30)  # same line text, same title: same fingerprint
+    twin = make_finding(line=30)  # same line text, same title: same fingerprint
     first = make_finding()
     assert first.fingerprint == twin.fingerprint
     issues = codequality_report([first, twin])
@@ -301,14 +298,13 @@ class CiWorld:
             REVIEWBOT_GITLAB_TOKEN=BOT_TOKEN,
             REVIEWBOT_LLM_BASE_URL=self.vllm.base_url,
             REVIEWBOT_MIN_SEVERITY="info",
+            REVIEWBOT_GITLAB_NOTES_PER_MINUTE=FAST_NOTES_PER_MINUTE,
         )
         env.update(overrides)
         return env
 
     def run(self, checkout: Path, *args: str, **env: str) -> Result:
-        return CliRunner().invoke(
-            ci_command, list(args), env=self.env(checkout, **env), obj=FAST_NOTES
-        )
+        return CliRunner().invoke(ci_command, list(args), env=self.env(checkout, **env))
 
     def diff_notes(self) -> list[dict[str, Any]]:
         return [

@@ -14,13 +14,11 @@ from reviewbot.comments import (
     UnplacedFinding,
     UnplacedReason,
     finding_body,
-    line_code,
-    line_code_for,
     line_text_hash,
     parse_marker,
     summary_body,
 )
-from reviewbot.diff import LineKind, Side, parse_git_diff
+from reviewbot.diff import Side, parse_git_diff
 from reviewbot.findings import AnchorKind, Category, Finding, RawFinding, Severity, anchor
 
 DIFF = """\
@@ -126,15 +124,6 @@ def test_reanchored_finding_says_so() -> None:
     assert "nearest changed line" in finding_body(finding)
 
 
-def test_line_code_follows_gitlab_counters() -> None:
-    (file,) = parse_git_diff(DIFF)
-    # added "new = 2" is the first + line: old counter is already past the removed line 2
-    added = next(line for line in file.lines() if line.kind is LineKind.ADDED)
-    assert line_code_for(file, Side.NEW, added.number) == line_code(PATH, 3, 2)
-    assert line_code_for(file, Side.OLD, 2) == line_code(PATH, 2, 2)
-    assert line_code_for(file, Side.NEW, 99) is None
-
-
 def _summary(**changes: object) -> SummaryData:
     coverage = Coverage(
         files_total=3,
@@ -169,19 +158,18 @@ def test_summary_reports_coverage_and_skipped_reasons() -> None:
 
 def test_summary_links_unplaced_findings() -> None:
     placed = _finding(3)
-    (file,) = parse_git_diff(DIFF)
-    code = line_code_for(file, placed.side, placed.line or 0)
+    link = f"{MR_URL}/diffs#0a1b2c_3_3"
     body = summary_body(
         _summary(
             unplaced=(
-                UnplacedFinding(placed, UnplacedReason.REFUSED, code, detail="line_code"),
+                UnplacedFinding(placed, UnplacedReason.REFUSED, link, detail="line_code"),
                 UnplacedFinding(_finding(40), UnplacedReason.FILE_LEVEL),
             ),
             errors=("chunk 2: timed out",),
             ci_job_url="http://gitlab.example/jobs/9",
         )
     )
-    assert f"({MR_URL}/diffs#{code})" in body
+    assert f"`src/my file.py`:{placed.line}]({link})" in body
     assert UnplacedReason.FILE_LEVEL.value in body
     assert "chunk 2: timed out" in body
     assert "http://gitlab.example/jobs/9" in body

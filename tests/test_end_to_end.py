@@ -11,11 +11,13 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
 from starlette.testclient import TestClient
 
-from reviewbot.config import Settings
+from reviewbot.app import App
 from reviewbot.queue import JobQueue
 from reviewbot.store import Store, upgrade
 from reviewbot.webhook import WEBHOOK_PATH, create_app
@@ -51,11 +53,12 @@ def deliver(client: TestClient, payload: dict, uuid: str) -> int:
     return client.post(WEBHOOK_PATH, content=json.dumps(payload), headers=headers).status_code
 
 
-def service(world: World) -> tuple[Settings, Store, JobQueue]:
-    """Settings, a migrated store and a queue with short retry backoffs, as serve/worker build."""
-    upgrade(world.database_url)
-    store = Store.from_url(world.database_url)
-    return world.settings(), store, JobQueue(store, backoff_base_s=0.05, backoff_max_s=0.1)
+@pytest.fixture
+def service(world: World) -> Iterator[tuple[App, Store, JobQueue]]:
+    """A worker's App (migrated store, shared model slots) and a queue with short backoffs."""
+    with App(world.settings(), shared_model_slots=True) as app:
+        store = app.store
+        yield app, store, JobQueue(store, backoff_base_s=0.05, backoff_max_s=0.1)
 
 
 def diff_notes(world: World) -> list[dict]:
@@ -66,9 +69,11 @@ def diff_notes(world: World) -> list[dict]:
     ]
 
 
-def test_webhook_to_comments_and_database(world: World) -> None:
-    settings, store, queue = service(world)
-    app = create_app(settings, store, queue, secret=SECRET, bot_username="reviewbot")
+def test_webhook_to_comments_and_database(
+    world: World, service: tuple[App, Store, JobQueue]
+) -> None:
+    worker_app, store, queue = service
+    app = create_app(worker_app.settings, store, queue, secret=SECRET, bot_username="reviewbot")
     payload = open_event(world)
     with TestClient(app) as client:
         # the same delivery five times (GitLab retries on timeouts) -> one job
@@ -79,7 +84,7 @@ def test_webhook_to_comments_and_database(world: World) -> None:
         # GitLab is down for the first attempts: the job waits and retries
         world.gitlab.add_faults("502", "502", "502", "502", "502", "502")
         for _ in range(MAX_WORKER_ROUNDS):  # --burst exits while a retry waits out its backoff
-            Worker(settings, queue, poll_s=0.05).run(burst=True, handle_signals=False)
+            Worker(worker_app, queue, poll_s=0.05).run(burst=True, handle_signals=False)
             [job] = queue.list()
             if job.status != "queued":
                 break
@@ -91,7 +96,7 @@ def test_webhook_to_comments_and_database(world: World) -> None:
         assert len(summaries) == 1
         # a redelivery after the review queues nothing new and posts nothing twice
         assert deliver(client, payload, delivery) in (200, 202)
-        Worker(settings, queue, poll_s=0.05).run(burst=True, handle_signals=False)
+        Worker(worker_app, queue, poll_s=0.05).run(burst=True, handle_signals=False)
         assert len(queue.list()) == 1 and len(diff_notes(world)) == 3
         metrics = client.get("/metrics").text
         assert 'reviewbot_jobs{status="succeeded"} 1' in metrics
@@ -107,13 +112,15 @@ def test_webhook_to_comments_and_database(world: World) -> None:
     assert posted == 3
 
 
-def test_model_down_for_a_while_then_back(world: World) -> None:
-    settings, store, queue = service(world)
+def test_model_down_for_a_while_then_back(
+    world: World, service: tuple[App, Store, JobQueue]
+) -> None:
+    worker_app, store, queue = service
     queue.enqueue(project=PROJECT, mr_iid=1, head_sha=None, trigger="webhook")
     # every attempt of the one chunk's request fails in the first run (1 try + 4 retries)
     world.vllm.add_faults(*["http_503"] * 5)
     for _ in range(MAX_WORKER_ROUNDS):
-        Worker(settings, queue, poll_s=0.05).run(burst=True, handle_signals=False)
+        Worker(worker_app, queue, poll_s=0.05).run(burst=True, handle_signals=False)
         [job] = queue.list()
         if job.status != "queued":
             break
@@ -168,16 +175,18 @@ def test_worker_killed_mid_review_another_completes_it(world: World, tmp_path: P
     assert len(diff_notes(world)) == 3  # nothing lost, nothing twice
 
 
-def test_event_for_a_project_the_token_cannot_read_fails_once_clearly(world: World) -> None:
-    settings, store, queue = service(world)
-    app = create_app(settings, store, queue, secret=SECRET, bot_username="reviewbot")
+def test_event_for_a_project_the_token_cannot_read_fails_once_clearly(
+    world: World, service: tuple[App, Store, JobQueue]
+) -> None:
+    worker_app, store, queue = service
+    app = create_app(worker_app.settings, store, queue, secret=SECRET, bot_username="reviewbot")
     payload = open_event(world)
     payload["project"]["path_with_namespace"] = "secret/elsewhere"
     payload["project"]["id"] = 999
     payload["object_attributes"]["target_project_id"] = 999
     with TestClient(app) as client:
         assert deliver(client, payload, "6f3a0c1e-0000-4000-8000-000000000099") == 202
-    Worker(settings, queue, poll_s=0.05).run(burst=True, handle_signals=False)
+    Worker(worker_app, queue, poll_s=0.05).run(burst=True, handle_signals=False)
     [job] = queue.list()
     assert job.status == "failed" and job.attempts == 1  # not retried: it cannot succeed
     assert "not found" in (job.error or "") and "secret/elsewhere" in (job.error or "")

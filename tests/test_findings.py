@@ -1,22 +1,19 @@
-"""Findings: validation, anchoring to diff lines, fingerprints, dedupe, selection, Markdown safety.
+"""Findings: validation, anchoring to diff lines, fingerprints, dedupe, selection.
 
-GitLab rules checked here: positions (added line -> new_line only, removed -> old_line only,
-context -> both; https://docs.gitlab.com/api/discussions/), quick actions (a line starting with
-"/" and a command, lib/gitlab/quick_actions/extractor.rb) and suggestions (new lines only).
+A finding is addressed by side + line: an added line on the new side, a removed line on the
+old side, an unchanged line on the new side whichever side the model named (GitLab's position
+fields are the GitLab adapter's business: tests/test_gitlab.py). Suggestions replace new lines
+only (https://docs.gitlab.com/user/project/merge_requests/reviews/suggestions/).
 """
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
-from reviewbot.diff import FileDiff, parse_git_diff
+from reviewbot.diff import FileDiff, Side, parse_git_diff
 from reviewbot.findings import (
-    TRUNCATION_MARKER,
     AnchorKind,
     Category,
     Finding,
@@ -28,10 +25,7 @@ from reviewbot.findings import (
     dedupe,
     fingerprint,
     process,
-    sanitize_markdown,
-    sanitize_title,
     select,
-    suggestion_block,
     validate_call,
 )
 
@@ -165,25 +159,37 @@ def test_missing_line_is_rejected() -> None:
 # anchor
 
 
-def test_exact_on_added_line_uses_new_line_only() -> None:
+def test_exact_on_added_line_is_on_the_new_side() -> None:
     finding = anchored(line=3)
     assert finding.anchor is AnchorKind.EXACT
-    assert (finding.old_line, finding.new_line) == (None, 3)
+    assert (finding.side, finding.line) == (Side.NEW, 3)
     assert finding.line_text == "    with open(path) as handle:"
     assert finding.anchor_note == ""
 
 
-def test_exact_on_removed_line_uses_old_line_only() -> None:
+def test_exact_on_removed_line_is_on_the_old_side() -> None:
     finding = anchored(side="old", line=3)
     assert finding.anchor is AnchorKind.EXACT
-    assert (finding.old_line, finding.new_line) == (3, None)
+    assert (finding.side, finding.line) == (Side.OLD, 3)
     assert finding.line_text == "    return open(path).read()"
 
 
-def test_exact_on_context_line_uses_both() -> None:
+def test_exact_on_context_line_is_on_the_new_side() -> None:
     finding = anchored(line=1)
     assert finding.anchor is AnchorKind.EXACT
-    assert (finding.old_line, finding.new_line) == (1, 1)
+    assert (finding.side, finding.line) == (Side.NEW, 1)
+
+
+def test_context_line_named_on_the_old_side_is_addressed_on_the_new_side() -> None:
+    # "a = 1" is old line 20 and new line 21: one line, one address
+    from_old = anchored(side="old", line=20)
+    from_new = anchored(side="new", line=21)
+    assert from_old.anchor is AnchorKind.EXACT
+    assert (from_old.side, from_old.line) == (from_new.side, from_new.line) == (Side.NEW, 21)
+    assert from_old.reported_side is Side.OLD and from_old.reported_line == 20
+    assert from_old.fingerprint == from_new.fingerprint
+    kept, duplicates = dedupe([from_old, from_new])
+    assert len(kept) == 1 and len(duplicates) == 1
 
 
 def test_line_next_to_a_hunk_is_reanchored_with_a_note() -> None:
@@ -199,7 +205,7 @@ def test_far_line_becomes_a_file_level_finding() -> None:
     finding = anchored(line=400)
     assert finding.anchor is AnchorKind.FILE
     assert finding.is_file_level
-    assert (finding.line, finding.old_line, finding.new_line) == (None, None, None)
+    assert finding.line is None and finding.end_line is None
     assert "line 400" in finding.anchor_note
 
 
@@ -368,166 +374,3 @@ def test_process_ties_everything_together() -> None:
     assert sum(result.counts.values()) == len(result.findings)
     assert [f.anchor for f in result.selection.summary_only] == [AnchorKind.FILE]
     assert [f.severity for f in result.selection.inline] == [Severity.BLOCKER]
-
-
-# ---------------------------------------------------------------------------------------------
-# sanitize_markdown
-
-
-def lines_of(text: str) -> list[str]:
-    return text.split("\n") + text.splitlines()
-
-
-@pytest.mark.parametrize("command", ["/merge", "/approve", "  /close", "\t/label ~bug", "/MERGE"])
-def test_quick_actions_are_neutralised(command: str) -> None:
-    out = sanitize_markdown(f"Looks good.\n{command}\nThanks", max_chars=500)
-    assert all(not line.lstrip().startswith("/") for line in lines_of(out))
-    assert command.strip().lstrip("/") in out
-
-
-@pytest.mark.parametrize("mention", ["@all", "@here", "@channel", "@someone", "@group/sub"])
-def test_mentions_are_put_in_code(mention: str) -> None:
-    out = sanitize_markdown(f"cc {mention}, please look", max_chars=500)
-    assert f"`{mention}`" in out
-
-
-def test_email_addresses_are_not_mentions() -> None:
-    assert sanitize_markdown("mail dev@example.com", max_chars=100) == "mail dev@example.com"
-
-
-@pytest.mark.parametrize(
-    "html",
-    ["<!-- reviewbot:x -->", "<img src=x>", "<details><summary>x</summary></details>"],
-)
-def test_html_is_escaped(html: str) -> None:
-    out = sanitize_markdown(f"see {html} here", max_chars=500)
-    assert "<" not in out and ">" not in out
-    assert "&lt;" in out
-
-
-@pytest.mark.parametrize("trick", ["\\<!-- x -->", "&#64;all", "\\@all", "![x](http://t/p.png)"])
-def test_escape_tricks_do_not_get_through(trick: str) -> None:
-    out = sanitize_markdown(trick, max_chars=500)
-    assert "<!--" not in out
-    assert "&#64;" not in out.replace("&amp;#64;", "")
-    assert "![" not in out
-    assert "\\@" not in out
-
-
-def test_fenced_code_block_is_kept_verbatim() -> None:
-    code = "```python\nif a < b and c > d:\n    print('@all', x & y)\n```"
-    text = f"Try this:\n\n{code}\n\nok"
-    assert sanitize_markdown(text, max_chars=500) == text
-
-
-def test_inline_code_is_kept() -> None:
-    text = "Use `Vec<u8>` or ``a ` b`` here"
-    assert sanitize_markdown(text, max_chars=500) == text
-
-
-def test_unmatched_backtick_is_escaped_so_code_cannot_swallow_text() -> None:
-    out = sanitize_markdown("a `b\nc <img> d`", max_chars=500)
-    assert out == "a \\`b\nc &lt;img&gt; d\\`"
-
-
-def test_open_fence_is_closed() -> None:
-    out = sanitize_markdown("Fix:\n```python\nx = 1\n", max_chars=500)
-    assert out.endswith("```")
-    assert out.count("```") == 2
-
-
-def test_lines_starting_with_slash_inside_code_are_shifted() -> None:
-    out = sanitize_markdown("```\n/merge\n```", max_chars=500)
-    assert "\n /merge\n" in out
-
-
-def test_suggestion_fence_in_body_loses_its_info_string() -> None:
-    out = sanitize_markdown("```suggestion:-0+0\nx = 2\n```", max_chars=500)
-    assert "suggestion" not in out
-
-
-def test_long_text_is_cut_on_a_line_boundary_and_fences_stay_closed() -> None:
-    text = "intro\n```python\n" + "\n".join(f"line_{i} = {i}" for i in range(200)) + "\n```"
-    out = sanitize_markdown(text, max_chars=300)
-    assert len(out) <= 300
-    assert out.endswith(TRUNCATION_MARKER)
-    body = out[: -len(TRUNCATION_MARKER)].rstrip("\n").split("\n")
-    assert body[-1] == "```"
-    assert all(line in text.split("\n") for line in body)
-
-
-def test_single_long_line_is_cut() -> None:
-    out = sanitize_markdown("<" * 1000, max_chars=100)
-    assert len(out) <= 100 and out.endswith(TRUNCATION_MARKER)
-    assert "<" not in out
-
-
-def test_title_is_one_capped_line() -> None:
-    title = sanitize_title("Null check\nmissing /merge @all " + "x" * 300, max_chars=80)
-    assert "\n" not in title
-    assert len(title) <= 80
-    assert title.endswith("…")
-    assert "`@all`" in title
-
-
-def test_suggestion_block_fence_is_longer_than_any_inner_fence() -> None:
-    block = suggestion_block("```\ncode\n```")
-    assert block.startswith("````suggestion:-0+0\n")
-    assert block.endswith("\n````")
-
-
-MARKDOWN_TOKENS = [*"/@<>!-`~ \t\n\r\\&#|[]()ab1_.\u2028", "<!--", "```", "@all", "/merge"]
-MARKDOWNISH = st.lists(st.sampled_from(MARKDOWN_TOKENS), max_size=150).map("".join)
-
-
-@settings(max_examples=300, deadline=None)
-@given(text=MARKDOWNISH, max_chars=st.integers(min_value=0, max_value=400))
-def test_sanitize_properties(text: str, max_chars: int) -> None:
-    out = sanitize_markdown(text, max_chars=max_chars)
-    assert len(out) <= max_chars + len(TRUNCATION_MARKER)
-    assert "<!--" not in out
-    for line in lines_of(out):
-        assert not line.startswith("/")
-
-
-@settings(max_examples=200, deadline=None)
-@given(text=MARKDOWNISH, max_chars=st.integers(min_value=1, max_value=200))
-def test_title_properties(text: str, max_chars: int) -> None:
-    title = sanitize_title(text, max_chars=max_chars)
-    assert len(title) <= max(max_chars, 1)
-    assert "\n" not in title and "\r" not in title
-    assert "<!--" not in title and not title.startswith("/")
-
-
-RENDER_TOKENS = [
-    *MARKDOWN_TOKENS,
-    *"*",
-    "~~~",
-    "    ",
-    "- ",
-    "> ",
-    "&#64;",
-    "<img src=x>",
-    "\\`",
-    "``",
-]
-DANGEROUS_TOKENS = {"html_block", "html_inline", "image"}
-RENDERED_MENTION = re.compile(r"(?<![A-Za-z0-9])@[A-Za-z0-9_]")
-
-
-@settings(max_examples=300, deadline=None)
-@given(
-    text=st.lists(st.sampled_from(RENDER_TOKENS), max_size=150).map("".join),
-    max_chars=st.integers(min_value=0, max_value=400),
-)
-def test_rendered_output_has_no_html_images_or_mentions(text: str, max_chars: int) -> None:
-    """Render with a real CommonMark parser (markdown-it-py, installed with rich)."""
-    markdown_it = pytest.importorskip("markdown_it")
-    out = sanitize_markdown(text, max_chars=max_chars)
-    stack = list(markdown_it.MarkdownIt("commonmark").parse(out))
-    while stack:
-        token = stack.pop()
-        stack.extend(token.children or [])
-        assert token.type not in DANGEROUS_TOKENS
-        if token.type == "text":
-            assert not RENDERED_MENTION.search(token.content)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from reviewbot.comments import MarkerKind, finding_body, parse_marker
-from reviewbot.diff import FileDiff, FileStatus, LineKind, Side, parse_git_diff
+from reviewbot.diff import FileDiff, FileStatus, LineKind, Side, parse_git_diff, position_for
 from reviewbot.findings import Category, Finding, RawFinding, Severity, anchor
 from reviewbot.gitlab import (
     GitLabAuthError,
@@ -24,6 +24,9 @@ from reviewbot.gitlab import (
     GitLabUnavailableError,
     MergeRequestSnapshot,
     PositionRefusedError,
+    diff_link,
+    line_code,
+    line_code_for,
 )
 from tests.fakes.gitlab_server import FakeGitLab
 
@@ -213,7 +216,13 @@ def test_post_finding_on_each_kind_of_line(
     threads = client.bot_threads(PROJECT_ID, IID)
     assert [t.discussion_id for t in threads] == [discussion_id]
     assert threads[0].marker.fingerprint == finding.fingerprint
-    assert (threads[0].old_line, threads[0].new_line) == (finding.old_line, finding.new_line)
+    file = snapshot.file(finding.path)
+    assert file is not None and finding.line is not None
+    point = position_for(file, finding.side, finding.line)
+    assert point is not None
+    assert (threads[0].old_line, threads[0].new_line) == (point.old_line, point.new_line)
+    if kind is LineKind.CONTEXT:
+        assert finding.side is Side.NEW and None not in (point.old_line, point.new_line)
 
 
 def test_multi_line_finding_with_suggestion(
@@ -234,7 +243,7 @@ def test_wrong_line_is_refused(client: GitLabClient, snapshot: MergeRequestSnaps
     wrong = Finding(
         **{
             **{name: getattr(finding, name) for name in Finding.__slots__},
-            "new_line": APP_LINES * 10,
+            "line": APP_LINES * 10,
         }
     )
     with pytest.raises(PositionRefusedError, match="line_code"):
@@ -283,7 +292,7 @@ def test_drafts_are_published_and_verified(
 ) -> None:
     good = _finding(snapshot, "app.py", LineKind.ADDED)
     fields = {name: getattr(good, name) for name in Finding.__slots__}
-    bad = Finding(**{**fields, "new_line": APP_LINES * 10, "fingerprint": "f" * 20})
+    bad = Finding(**{**fields, "line": APP_LINES * 10, "fingerprint": "f" * 20})
     report = client.publish_drafts(snapshot, [(good, finding_body(good)), (bad, finding_body(bad))])
     assert set(report.published) == {good.fingerprint}
     assert report.missing == [bad]
@@ -339,3 +348,40 @@ def test_note_creation_is_paced(fake: FakeGitLab, snapshot: MergeRequestSnapshot
         client.post_finding(snapshot, finding, finding_body(finding))
     # a burst of two goes at once; then one note per 60/30 = 2 s (the clock stands still here)
     assert waits == [pytest.approx(2.0), pytest.approx(4.0)]
+
+
+# ---------------------------------------------------------------------------------- line codes
+
+LINE_CODE_PATH = "src/my file.py"
+LINE_CODE_DIFF = """\
+diff --git a/src/my file.py b/src/my file.py
+--- a/src/my file.py
++++ b/src/my file.py
+@@ -1,5 +1,6 @@
+ first = 1
+-old = 2
++new = 2
++added = 3
+ keep = 4
+ more = 5
+ last = 6
+"""
+
+
+def test_line_code_follows_gitlab_counters() -> None:
+    (file,) = parse_git_diff(LINE_CODE_DIFF)
+    # added "new = 2" is the first + line: old counter is already past the removed line 2
+    added = next(line for line in file.lines() if line.kind is LineKind.ADDED)
+    assert line_code_for(file, Side.NEW, added.number) == line_code(LINE_CODE_PATH, 3, 2)
+    assert line_code_for(file, Side.OLD, 2) == line_code(LINE_CODE_PATH, 2, 2)
+    assert line_code_for(file, Side.NEW, 99) is None
+
+
+def test_diff_link_points_at_the_line_code(snapshot: MergeRequestSnapshot) -> None:
+    finding = _finding(snapshot, "app.py", LineKind.ADDED)
+    file = snapshot.file("app.py")
+    assert file is not None and finding.line is not None
+    code = line_code_for(file, finding.side, finding.line)
+    assert diff_link(snapshot, finding) == f"{snapshot.web_url}/diffs#{code}"
+    file_level = Finding(**{**{n: getattr(finding, n) for n in Finding.__slots__}, "line": None})
+    assert diff_link(snapshot, file_level) is None

@@ -11,6 +11,7 @@ import threading
 import pytest
 from click.testing import CliRunner
 
+from reviewbot.app import App
 from reviewbot.cli import main
 from reviewbot.gitlab import GitLabUnavailableError
 from reviewbot.llm import LLMUnavailableError
@@ -33,7 +34,7 @@ def summary_notes(world: World) -> list[dict]:
 
 
 def test_run_posts_on_the_right_lines_and_records_everything(world: World) -> None:
-    report = run_merge_request(world.settings(), PROJECT, 1, RunOptions())
+    report = world.run()
     notes = diff_notes(world)
     lines = {(n["position"]["new_path"], n["position"]["new_line"]) for n in notes}
     assert lines == {
@@ -60,8 +61,8 @@ def test_run_posts_on_the_right_lines_and_records_everything(world: World) -> No
 
 
 def test_rerun_posts_nothing_twice_and_edits_the_summary(world: World) -> None:
-    first = run_merge_request(world.settings(), PROJECT, 1, RunOptions())
-    second = run_merge_request(world.settings(), PROJECT, 1, RunOptions())
+    first = world.run()
+    second = world.run()
     assert len(first.posted) == 3 and second.posted == []
     assert len(second.already_posted) == 3
     assert len(diff_notes(world)) == 3
@@ -70,11 +71,11 @@ def test_rerun_posts_nothing_twice_and_edits_the_summary(world: World) -> None:
 
 
 def test_push_resolves_threads_whose_line_changed(world: World) -> None:
-    run_merge_request(world.settings(), PROJECT, 1, RunOptions())
+    world.run()
     fixed = FEATURE_APP.replace("return eval(text)", "return json.loads(text)")
     head = commit_on_feature(world.repo, {"app.py": fixed}, "fix eval")
     world.gitlab.push(PROJECT, 1, head)
-    report = run_merge_request(world.settings(), PROJECT, 1, RunOptions())
+    report = world.run()
     assert report.head_sha == head
     assert report.resolved_threads == 1 and report.posted == []
     discussions = world.gitlab.discussions(PROJECT, 1)
@@ -108,7 +109,7 @@ def test_two_runs_at_once_never_double_post(world: World) -> None:
 
     def one_run() -> None:
         try:
-            outcomes.append(run_merge_request(world.settings(), PROJECT, 1, RunOptions()))
+            outcomes.append(world.run())
         except MergeRequestBusyError as error:
             outcomes.append(error)
 
@@ -150,9 +151,8 @@ def test_failures_are_one_line(
 
 
 def test_model_down_is_a_clear_failure(world: World) -> None:
-    settings = world.settings(llm_base_url="http://127.0.0.1:9/v1")
     with pytest.raises(LLMUnavailableError, match=r"127\.0\.0\.1:9") as caught:
-        run_merge_request(settings, PROJECT, 1, RunOptions())
+        world.run(llm_base_url="http://127.0.0.1:9/v1")
     assert "vllm serve" in str(caught.value)
     store = Store.from_url(world.database_url)
     from sqlalchemy import text
@@ -167,7 +167,7 @@ def test_position_gitlab_refuses_goes_to_the_summary(world: World) -> None:
     head = commit_on_feature(world.repo, {"big.py": big}, "big generated-looking file")
     world.gitlab.push(PROJECT, 1, head)
     world.gitlab.too_large_bytes = 20_000  # big.py's diff is too large for GitLab to show
-    report = run_merge_request(world.settings(), PROJECT, 1, RunOptions())
+    report = world.run()
     refused = [(f.path, f.line) for f, _ in report.refused]
     assert refused == [("big.py", 4001)]
     assert "line_code" in report.refused[0][1]
@@ -180,10 +180,10 @@ def test_position_gitlab_refuses_goes_to_the_summary(world: World) -> None:
 
 
 def test_draft_mode_publishes_once(world: World) -> None:
-    report = run_merge_request(world.settings(publish_mode="drafts"), PROJECT, 1, RunOptions())
+    report = world.run(publish_mode="drafts")
     assert len(report.posted) == 3 and report.refused == []
     assert len(diff_notes(world)) == 3
-    again = run_merge_request(world.settings(publish_mode="drafts"), PROJECT, 1, RunOptions())
+    again = world.run(publish_mode="drafts")
     assert again.posted == [] and len(diff_notes(world)) == 3
     store = Store.from_url(world.database_url)
     assert all(f["discussion_id"] for f in store.findings(report.review_id))
@@ -193,7 +193,7 @@ def test_repository_config_is_applied(world: World) -> None:
     config = '[reviewbot]\nexclude = ["util.py"]\nmin_severity = "major"\n'
     head = commit_on_feature(world.repo, {".reviewbot.toml": config}, "bot config")
     world.gitlab.push(PROJECT, 1, head)
-    report = run_merge_request(world.settings(), PROJECT, 1, RunOptions())
+    report = world.run()
     skipped = {s.path: s.reason for s in report.review.plan.coverage.skipped}
     assert skipped["util.py"] == "excluded by configuration"
     assert {f.severity.value for f in report.posted} == {"critical", "major"}  # minor filtered
@@ -202,7 +202,7 @@ def test_repository_config_is_applied(world: World) -> None:
 def test_broken_repository_config_is_reported_not_fatal(world: World) -> None:
     head = commit_on_feature(world.repo, {".reviewbot.toml": "gitlab_token = 'x'\n"}, "bad")
     world.gitlab.push(PROJECT, 1, head)
-    report = run_merge_request(world.settings(), PROJECT, 1, RunOptions())
+    report = world.run()
     assert len(report.posted) == 3
     assert any("cannot be set from the repository" in w for w in report.warnings)
     [summary] = summary_notes(world)
@@ -220,10 +220,8 @@ def test_failure_midway_is_recorded_and_the_next_run_completes(world: World) -> 
             # 5 retries fail.
             world.gitlab.add_faults(*(["slow:0"] * 3 + ["502"] * 6))
 
-    with pytest.raises(GitLabUnavailableError):
-        run_merge_request(
-            world.settings(), PROJECT, 1, RunOptions(), progress=fail_after_first_post
-        )
+    with pytest.raises(GitLabUnavailableError), App(world.settings()) as app:
+        run_merge_request(app, PROJECT, 1, RunOptions(), progress=fail_after_first_post)
     store = Store.from_url(world.database_url)
     [failed] = store.reviews(project=PROJECT, mr_iid=1)
     assert failed["status"] == "failed" and "502" in failed["error"]
@@ -231,13 +229,13 @@ def test_failure_midway_is_recorded_and_the_next_run_completes(world: World) -> 
     assert 1 <= len(posted_before) < 3
     recorded = store.findings(failed["id"])
     assert len([f for f in recorded if f["state"] == "posted"]) == len(posted_before)
-    report = run_merge_request(world.settings(), PROJECT, 1, RunOptions())
+    report = world.run()
     assert len(diff_notes(world)) == 3  # the rest is posted, nothing twice
     assert len(report.already_posted) == len(posted_before)
 
 
 def test_reviews_list_and_show_what_was_recorded(world: World) -> None:
-    report = run_merge_request(world.settings(), PROJECT, 1, RunOptions())
+    report = world.run()
     env = {"REVIEWBOT_DATABASE_URL": world.database_url}
     listed = CliRunner().invoke(main, ["reviews", "list", "--json"], env=env)
     assert listed.exit_code == 0, listed.stderr

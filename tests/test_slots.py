@@ -22,6 +22,7 @@ import pytest
 from sqlalchemy import Engine
 from sqlalchemy.engine import make_url
 
+from reviewbot.app import App
 from reviewbot.config import ConfigError, Settings
 from reviewbot.llm import LLMSettings, VLLMClient
 from reviewbot.queue import JobQueue
@@ -32,7 +33,7 @@ from reviewbot.slots import (
     SlotWaitCancelledError,
     slots_for,
 )
-from reviewbot.store import Store, make_engine, upgrade
+from reviewbot.store import make_engine
 from reviewbot.worker import Worker
 from tests.fakes.vllm_server import FakeVLLM, LatencyModel
 from tests.mr_world import PROJECT, World, world  # noqa: F401
@@ -284,13 +285,12 @@ def open_more_merge_requests(world: World) -> list[int]:  # noqa: F811
 
 def run_workers(world: World, count: int) -> JobQueue:  # noqa: F811
     """`count` workers (threads, each with its own engine) review every queued MR."""
-    upgrade(world.database_url)
     settings = world.settings(llm_total_concurrency=TOTAL_CONCURRENCY)
-    queues = [JobQueue(Store.from_url(world.database_url)) for _ in range(count)]
+    apps = [App(settings, shared_model_slots=True) for _ in range(count)]  # one per process
+    queues = [JobQueue(app.store) for app in apps]
     for iid in open_more_merge_requests(world):
         queues[0].enqueue(project=PROJECT, mr_iid=iid, head_sha=None, trigger="webhook")
-    workers = [Worker(settings, queue, concurrency=WORKER_CONCURRENCY, poll_s=0.05)
-               for queue in queues]  # fmt: skip
+    workers = [Worker(app, concurrency=WORKER_CONCURRENCY, poll_s=0.05) for app in apps]
     threads = [threading.Thread(target=w.run, kwargs={"burst": True, "handle_signals": False})
                for w in workers]  # fmt: skip
     for thread in threads:
@@ -298,6 +298,8 @@ def run_workers(world: World, count: int) -> JobQueue:  # noqa: F811
     for thread in threads:
         thread.join(WAIT_S)
     assert not any(thread.is_alive() for thread in threads)
+    for app in apps[1:]:
+        app.close()
     return queues[0]
 
 

@@ -23,13 +23,14 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from reviewbot.app import App
 from reviewbot.config import ConfigError, Settings
 from reviewbot.gitlab import GitLabAuthError, GitLabNotFoundError, GitLabUnavailableError
 from reviewbot.llm import LLMUnavailableError, ModelNotFoundError
 from reviewbot.mr import MergeRequestBusyError
 from reviewbot.queue import Job, JobQueue
 from reviewbot.store import Store
-from reviewbot.worker import Worker, is_retryable, jobs_group, settings_per_job, worker_command
+from reviewbot.worker import Worker, is_retryable, job_concurrency, jobs_group, worker_command
 from tests.store_fixtures import migrated_store, store_url  # noqa: F401
 
 PROJECT = "group/app"
@@ -79,7 +80,7 @@ def worker_process_main(argv: list[str]) -> None:
     url, record, mode, lease_s, grace_s = argv
     store = Store.from_url(url)
     handler = RecordingHandler(Path(record), block=mode == "block", delay_s=HANDLER_DELAY_S)
-    worker = Worker(Settings(database_url=url), JobQueue(store), handler=handler,
+    worker = Worker(App(Settings(database_url=url)), JobQueue(store), handler=handler,
                     lease_s=float(lease_s), poll_s=FAST_POLL_S, grace_s=float(grace_s))  # fmt: skip
     worker.run(burst=mode == "burst")
     store.close()
@@ -138,8 +139,8 @@ def _enqueue_mrs(queue: JobQueue, count: int) -> list[int]:
 
 
 def _worker(queue: JobQueue, handler: Callable[[Job], object], **options: float) -> Worker:
-    settings = Settings(database_url="sqlite://")
-    return Worker(settings, queue, handler=handler, poll_s=FAST_POLL_S, **options)  # type: ignore[arg-type]
+    app = App(Settings(database_url="sqlite://"))
+    return Worker(app, queue, handler=handler, poll_s=FAST_POLL_S, **options)  # type: ignore[arg-type]
 
 
 # -- classification -----------------------------------------------------------------------
@@ -166,9 +167,9 @@ def test_failures_are_classified(error: Exception, retryable: bool) -> None:
 
 def test_jobs_share_the_model_request_budget() -> None:
     settings = Settings(concurrency=8)
-    assert settings_per_job(settings, 1).concurrency == settings.concurrency
-    assert settings_per_job(settings, 4).concurrency * 4 <= settings.concurrency
-    assert settings_per_job(settings, 100).concurrency == 1
+    assert job_concurrency(settings, 1) == settings.concurrency
+    assert job_concurrency(settings, 4) * 4 <= settings.concurrency
+    assert job_concurrency(settings, 100) == 1
 
 
 # -- one worker, in threads ----------------------------------------------------------------

@@ -16,7 +16,7 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Connection, text
+from sqlalchemy import Connection, Engine, text
 
 from reviewbot.store.store import make_engine
 
@@ -63,29 +63,47 @@ def upgrade(url: str) -> None:
     """Migrate the database at `url` to the newest revision (a no-op when already there)."""
     engine = make_engine(url)
     try:
-        with engine.begin() as connection:
-            _serialise_migrations(connection)
-            config = alembic_config()
-            config.attributes["connection"] = connection
-            command.upgrade(config, "head")
+        upgrade_engine(engine)
     finally:
         engine.dispose()
+
+
+def upgrade_engine(engine: Engine) -> None:
+    """Migrate the database behind `engine` to the newest revision, on one of its connections."""
+    with engine.begin() as connection:
+        _serialise_migrations(connection)
+        config = alembic_config()
+        config.attributes["connection"] = connection
+        command.upgrade(config, "head")
 
 
 def current_revision(url: str) -> str | None:
     """The revision the database at `url` is at; None for a blank database."""
     engine = make_engine(url)
     try:
-        with engine.connect() as connection:
-            return MigrationContext.configure(connection).get_current_revision()
+        return engine_revision(engine)
     finally:
         engine.dispose()
 
 
-def ensure_schema(url: str) -> None:
-    """On start: bring the database up to date when it is behind (cheap when it is not)."""
-    if current_revision(url) != head_revision():
-        upgrade(url)
+def engine_revision(engine: Engine) -> str | None:
+    """The revision of the database behind `engine`; None for a blank database."""
+    with engine.connect() as connection:
+        return MigrationContext.configure(connection).get_current_revision()
+
+
+def ensure_schema(url_or_engine: str | Engine) -> None:
+    """On start: bring the database up to date when it is behind (cheap when it is not).
+
+    Given an Engine (one process, one Engine: see `reviewbot.app.App`), it uses that Engine's
+    pool instead of opening another.
+    """
+    if isinstance(url_or_engine, str):
+        if current_revision(url_or_engine) != head_revision():
+            upgrade(url_or_engine)
+        return
+    if engine_revision(url_or_engine) != head_revision():
+        upgrade_engine(url_or_engine)
 
 
 def _serialise_migrations(connection: Connection) -> None:

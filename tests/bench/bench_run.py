@@ -24,8 +24,9 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+from reviewbot.app import App
 from reviewbot.config import Settings
-from reviewbot.llm import ChunkRequest, ChunkResult, LLMClient, LLMSettings, ServerInfo, VLLMClient
+from reviewbot.llm import ChunkRequest, ChunkResult, LLMClient, ServerInfo
 from reviewbot.mr import RunOptions, RunReport, run_merge_request
 from tests.fakes.gitlab_server import FakeGitLab
 from tests.fakes.vllm_server import FakeVLLM, LatencyModel
@@ -65,8 +66,25 @@ class TimedLLM:
         self,
         requests: Sequence[ChunkRequest],
         on_done: Callable[[ChunkResult], None] | None = None,
+        *,
+        concurrency: int | None = None,
     ) -> list[ChunkResult]:
-        return self._timed(self.inner.review_chunks, requests, on_done=on_done)
+        return self._timed(
+            self.inner.review_chunks, requests, on_done=on_done, concurrency=concurrency
+        )
+
+
+class TimedApp(App):
+    """The process's App, with its one model client timed (wall time inside model calls)."""
+
+    def __init__(self, settings: Settings) -> None:
+        super().__init__(settings)
+        self.timed: TimedLLM | None = None
+
+    def model(self) -> Any:
+        if self.timed is None:
+            self.timed = TimedLLM(super().model())
+        return self.timed
 
 
 def git(repo: Path, *args: str) -> None:
@@ -137,8 +155,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 database_url=f"sqlite:///{tmp}/bench.db",
                 min_severity="info",
             )
-            cold = measure(settings, llm_url, 1)
-            warm = measure(settings, llm_url, 2)
+            with TimedApp(settings) as app:  # one App per process, as a worker has
+                cold = measure(app, 1)
+                warm = measure(app, 2)
         finally:
             parent.send("stop")
             process.join()
@@ -157,18 +176,20 @@ class Measured:
     started: float
 
 
-def measure(settings: Settings, llm_url: str, iid: int) -> Measured:
-    llm = TimedLLM(VLLMClient(LLMSettings(base_url=llm_url)))
+def measure(app: TimedApp, iid: int) -> Measured:
+    llm = app.model()
+    model_before = llm.seconds
     phases: list[tuple[str, float]] = []
     cpu_started = time.process_time()
     started = time.perf_counter()
     result = run_merge_request(
-        settings, PROJECT, iid, RunOptions(), llm=llm,
+        app, PROJECT, iid, RunOptions(),
         progress=lambda message: phases.append((message, time.perf_counter())),
     )  # fmt: skip
     total = time.perf_counter() - started
     phases.append(("done", time.perf_counter()))
-    return Measured(result, total, llm.seconds, time.process_time() - cpu_started, phases, started)
+    model = llm.seconds - model_before
+    return Measured(result, total, model, time.process_time() - cpu_started, phases, started)
 
 
 def report(measured: Measured, label: str) -> bool:

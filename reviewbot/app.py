@@ -1,0 +1,201 @@
+"""The process's adapters, built once: one `App` per `reviewbot` process.
+
+Every entry point (``reviewbot run``, ``reviewbot ci``, ``reviewbot serve``, ``reviewbot
+worker``, the ``jobs``/``reviews``/``db`` commands) builds its App the same way
+(:meth:`App.from_config`) and closes it on exit. The App holds:
+
+- the :class:`~reviewbot.config.Settings`;
+- exactly one :class:`~reviewbot.store.Store` (one Engine, one connection pool), whose schema
+  is checked (and migrated when behind) once, on first use;
+- one GitLab client per GitLab URL, so the notes-per-minute pacing is per process;
+- one model client, so its connection pool and the output mode it learnt are shared by every
+  review the process runs; with ``shared_model_slots`` (workers) every model request holds one
+  of ``llm_total_concurrency`` slots shared through the database (:mod:`reviewbot.slots`).
+
+Nothing here does I/O until it is asked for: building an App is free, and ``reviewbot plan``
+never builds one. Errors are classified by :mod:`reviewbot.errors`, the same table for all.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from reviewbot.config import ConfigError, Settings, load_settings
+
+if TYPE_CHECKING:  # the adapters are imported when first used, not with this module
+    from sqlalchemy import Engine
+
+    from reviewbot.gitlab import GitLabClient, GitLabSettings
+    from reviewbot.llm import VLLMClient
+    from reviewbot.slots import ModelSlots
+    from reviewbot.store import Store
+
+__all__ = ["App", "GitLabFactory", "require_gitlab_settings"]
+
+GitLabFactory = Callable[["GitLabSettings"], "GitLabClient"]
+
+
+def require_gitlab_settings(settings: Settings) -> tuple[str, str]:
+    """GitLab URL and token, or ConfigError naming the missing ones."""
+    missing = [
+        name
+        for name, value in (
+            ("REVIEWBOT_GITLAB_URL", settings.gitlab_url),
+            ("REVIEWBOT_GITLAB_TOKEN", settings.gitlab_token),
+        )
+        if not value
+    ]
+    if missing:
+        raise ConfigError(f"set {' and '.join(missing)} (a project access token with api scope)")
+    assert settings.gitlab_url and settings.gitlab_token
+    return settings.gitlab_url, settings.gitlab_token
+
+
+class App:
+    """Settings and the adapters built from them, once per process (see the module notes)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        shared_model_slots: bool = False,
+        gitlab_factory: GitLabFactory | None = None,
+    ) -> None:
+        self.settings = settings
+        self._shared_model_slots = shared_model_slots
+        self._gitlab_factory = gitlab_factory
+        self._lock = threading.Lock()
+        self._store: Store | None = None
+        self._gitlab: dict[str, GitLabClient] = {}
+        self._model: VLLMClient | None = None
+        self._slots: ModelSlots | None = None
+        self._slots_engine: Engine | None = None
+        self._stop_model_waits = threading.Event()
+        self.schema_checks = 0  # how often the schema was checked: once per process
+
+    @classmethod
+    def from_config(
+        cls,
+        config_file: str | Path | None = None,
+        overrides: Mapping[str, Any] | None = None,
+        *,
+        env: Mapping[str, str] | None = None,
+        **options: Any,
+    ) -> App:
+        """Settings from defaults < TOML file < ``REVIEWBOT_*`` < ``overrides`` (flags)."""
+        settings = load_settings(env=env, config_file=config_file, overrides=overrides)
+        return cls(settings, **options)
+
+    def with_settings(self, **changes: Any) -> App:
+        """A new App with some settings changed (no adapters shared; nothing opened yet)."""
+        return App(
+            dataclasses.replace(self.settings, **changes),
+            shared_model_slots=self._shared_model_slots,
+            gitlab_factory=self._gitlab_factory,
+        )
+
+    # ---- the database
+
+    @property
+    def store(self) -> Store:
+        """The one Store; the first use checks the schema (and migrates a blank database)."""
+        with self._lock:
+            if self._store is None:
+                from reviewbot.store import Store, ensure_schema, make_engine
+
+                engine = make_engine(self.settings.database_url)
+                try:
+                    ensure_schema(engine)
+                except BaseException:
+                    engine.dispose()
+                    raise
+                self.schema_checks += 1
+                self._store = Store(engine)
+            return self._store
+
+    # ---- GitLab
+
+    def gitlab(self, url: str | None = None) -> GitLabClient:
+        """The client for ``url`` (default: the configured GitLab), one per URL per process."""
+        from reviewbot.gitlab import GitLabClient, GitLabSettings
+
+        default_url, token = require_gitlab_settings(self.settings)
+        key = (url or default_url).rstrip("/")
+        with self._lock:
+            client = self._gitlab.get(key)
+            if client is None:
+                gitlab_settings = GitLabSettings(
+                    url=key, token=token, notes_per_minute=self.settings.gitlab_notes_per_minute
+                )
+                factory = self._gitlab_factory or GitLabClient
+                client = self._gitlab[key] = factory(gitlab_settings)
+            return client
+
+    # ---- the model
+
+    def model(self) -> VLLMClient:
+        """The one model client; with ``shared_model_slots`` every request holds a slot."""
+        from reviewbot.llm import LLMSettings, VLLMClient
+
+        with self._lock:
+            if self._model is None:
+                settings = self.settings
+                self._model = VLLMClient(
+                    LLMSettings(
+                        base_url=settings.llm_base_url,
+                        api_key=settings.llm_api_key,
+                        model=settings.llm_model,
+                        concurrency=settings.concurrency,
+                        request_timeout_s=settings.request_timeout_s,
+                        enable_thinking=settings.enable_thinking,
+                        max_output_tokens=settings.max_output_tokens,
+                    ),
+                    slots=self._model_slots(),
+                )
+            return self._model
+
+    def _model_slots(self) -> ModelSlots | None:
+        """Slots on their own pool: a slot's connection is held for a whole model request,
+        which must not starve the store's pool (claims, heartbeats)."""
+        if not self._shared_model_slots:
+            return None
+        if self._slots is None:
+            from reviewbot.slots import slots_for
+            from reviewbot.store import make_engine
+
+            self._slots_engine = make_engine(self.settings.database_url)
+            self._slots = slots_for(self.settings, self._slots_engine, stop=self._stop_model_waits)
+        return self._slots
+
+    def stop_model_waits(self) -> None:
+        """End every wait for a model slot (a stopping worker has handed its jobs back)."""
+        self._stop_model_waits.set()
+
+    # ---- lifecycle
+
+    def close(self) -> None:
+        """Close the model client, and every pool (store, slots); safe to call twice."""
+        with self._lock:
+            model, self._model = self._model, None
+            store, self._store = self._store, None
+            slots_engine, self._slots_engine = self._slots_engine, None
+            self._gitlab.clear()
+        if model is not None:
+            model.close()
+        if store is not None:
+            store.close()
+        if slots_engine is not None:
+            slots_engine.dispose()
+
+    def __enter__(self) -> App:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"App(settings={self.settings!r})"

@@ -1,0 +1,125 @@
+"""One table for what every failure means: the CLI's exit code and the worker's retry decision.
+
+Every entry point (``reviewbot plan|review|run|ci|serve``, the worker) asks :func:`disposition`
+about an exception instead of keeping its own list, so a new error class is classified once.
+
+Entries name their exception by module and class. An exception of a module that was never
+imported cannot have been raised, so a lookup never imports anything: ``reviewbot plan`` stays
+free of the model client, python-gitlab and SQLAlchemy. ``tests/test_errors.py`` checks that
+every entry names a real exception class.
+
+Exit codes (all commands): 0 success, 1 the work failed, 2 bad input; ``reviewbot ci`` and
+``reviewbot loadtest`` add 3 (findings at or above ``--fail-on``; an SLO missed).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+
+__all__ = [
+    "ERROR_TABLE",
+    "EXIT_BAD_INPUT",
+    "EXIT_FAILURE",
+    "EXIT_FINDINGS",
+    "EXIT_OK",
+    "Disposition",
+    "disposition",
+    "first_line",
+]
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_BAD_INPUT = 2
+EXIT_FINDINGS = 3
+
+
+def first_line(error: BaseException) -> str:
+    """The driver's own message without SQLAlchemy's statement dump, and never a password."""
+    from reviewbot.store import scrub_secrets
+
+    original = getattr(error, "orig", None) or error
+    lines = str(original).strip().splitlines()
+    return scrub_secrets(lines[0] if lines else "") or type(error).__name__
+
+
+def _as_is(error: BaseException) -> str:
+    return str(error)
+
+
+def _database_url(error: BaseException) -> str:
+    return f"bad database URL: {first_line(error)}"
+
+
+def _database(error: BaseException) -> str:
+    return f"database error: {first_line(error)}"
+
+
+def _network(error: BaseException) -> str:
+    return f"network error: {type(error).__name__}: {first_line(error)}"
+
+
+@dataclass(frozen=True)
+class Disposition:
+    """What a failure means: the exit code, whether a queued job is tried again, one line."""
+
+    exit_code: int
+    retry: bool
+    describe: Callable[[BaseException], str] = _as_is
+
+    def message(self, error: BaseException) -> str:
+        return self.describe(error)
+
+
+BAD_INPUT = Disposition(EXIT_BAD_INPUT, retry=False)
+FAILED = Disposition(EXIT_FAILURE, retry=False)
+TRANSIENT = Disposition(EXIT_FAILURE, retry=True)
+
+# Most specific first: the first entry the error is an instance of decides.
+ERROR_TABLE: tuple[tuple[str, str, Disposition], ...] = (
+    # the user's input cannot be used
+    ("reviewbot.config", "ConfigError", BAD_INPUT),
+    ("reviewbot.cli", "BadInputError", BAD_INPUT),
+    ("reviewbot.localgit", "GitError", BAD_INPUT),
+    ("reviewbot.chunking", "BudgetTooSmallError", BAD_INPUT),
+    ("sqlalchemy.exc", "ArgumentError", Disposition(EXIT_BAD_INPUT, False, _database_url)),
+    # GitLab: what is missing or forbidden stays so; an outage passes
+    ("reviewbot.gitlab", "GitLabNotFoundError", FAILED),
+    ("reviewbot.gitlab", "GitLabAuthError", FAILED),
+    ("reviewbot.gitlab", "GitLabUnavailableError", TRANSIENT),
+    ("reviewbot.gitlab", "GitLabError", FAILED),
+    # the model server
+    ("reviewbot.llm", "LLMUnavailableError", TRANSIENT),
+    ("reviewbot.llm", "LLMError", FAILED),
+    # another run holds the MR, part of the diff was not reviewed, the worker is stopping
+    ("reviewbot.mr", "MergeRequestBusyError", TRANSIENT),
+    ("reviewbot.mr", "ReviewIncompleteError", TRANSIENT),
+    ("reviewbot.slots", "SlotWaitCancelledError", TRANSIENT),
+    # the database went away mid-run (DBAPIError), or refused what we asked
+    ("sqlalchemy.exc", "DBAPIError", Disposition(EXIT_FAILURE, True, _database)),
+    ("sqlalchemy.exc", "SQLAlchemyError", Disposition(EXIT_FAILURE, False, _database)),
+    # transports: python-gitlab's (requests) and the model client's (httpx)
+    ("requests", "ConnectionError", Disposition(EXIT_FAILURE, True, _network)),
+    ("requests", "Timeout", Disposition(EXIT_FAILURE, True, _network)),
+    ("httpx", "TransportError", Disposition(EXIT_FAILURE, True, _network)),
+    ("httpx2", "TransportError", Disposition(EXIT_FAILURE, True, _network)),
+    ("builtins", "ConnectionError", Disposition(EXIT_FAILURE, True, _network)),
+    ("builtins", "TimeoutError", Disposition(EXIT_FAILURE, True, _network)),
+)
+
+
+def _loaded_class(module: str, name: str) -> type[BaseException] | None:
+    loaded = sys.modules.get(module)
+    kind = getattr(loaded, name, None) if loaded is not None else None
+    return kind if isinstance(kind, type) and issubclass(kind, BaseException) else None
+
+
+def disposition(error: BaseException) -> Disposition | None:
+    """How ``error`` is reported and whether it is worth retrying; None for an unknown error
+    (a bug: the CLI shows its traceback, the worker fails the job without retrying)."""
+    for module, name, outcome in ERROR_TABLE:
+        kind = _loaded_class(module, name)
+        if kind is not None and isinstance(error, kind):
+            return outcome
+    return None

@@ -1,0 +1,206 @@
+"""reviewbot.markdown: what model text and MR text may and may not do once posted on GitLab.
+
+Quick actions: a line starting with "/" and a command (lib/gitlab/quick_actions/extractor.rb);
+mentions, HTML and images are neutralised; suggestions: https://docs.gitlab.com/user/project/merge_requests/reviews/suggestions/
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from reviewbot.markdown import (
+    TRUNCATION_MARKER,
+    code_span_text,
+    markdown_cell,
+    sanitize_markdown,
+    sanitize_title,
+    suggestion_block,
+    table_cell,
+)
+
+
+def lines_of(text: str) -> list[str]:
+    return text.split("\n") + text.splitlines()
+
+
+@pytest.mark.parametrize("command", ["/merge", "/approve", "  /close", "\t/label ~bug", "/MERGE"])
+def test_quick_actions_are_neutralised(command: str) -> None:
+    out = sanitize_markdown(f"Looks good.\n{command}\nThanks", max_chars=500)
+    assert all(not line.lstrip().startswith("/") for line in lines_of(out))
+    assert command.strip().lstrip("/") in out
+
+
+@pytest.mark.parametrize("mention", ["@all", "@here", "@channel", "@someone", "@group/sub"])
+def test_mentions_are_put_in_code(mention: str) -> None:
+    out = sanitize_markdown(f"cc {mention}, please look", max_chars=500)
+    assert f"`{mention}`" in out
+
+
+def test_email_addresses_are_not_mentions() -> None:
+    assert sanitize_markdown("mail dev@example.com", max_chars=100) == "mail dev@example.com"
+
+
+@pytest.mark.parametrize(
+    "html",
+    ["<!-- reviewbot:x -->", "<img src=x>", "<details><summary>x</summary></details>"],
+)
+def test_html_is_escaped(html: str) -> None:
+    out = sanitize_markdown(f"see {html} here", max_chars=500)
+    assert "<" not in out and ">" not in out
+    assert "&lt;" in out
+
+
+@pytest.mark.parametrize("trick", ["\\<!-- x -->", "&#64;all", "\\@all", "![x](http://t/p.png)"])
+def test_escape_tricks_do_not_get_through(trick: str) -> None:
+    out = sanitize_markdown(trick, max_chars=500)
+    assert "<!--" not in out
+    assert "&#64;" not in out.replace("&amp;#64;", "")
+    assert "![" not in out
+    assert "\\@" not in out
+
+
+def test_fenced_code_block_is_kept_verbatim() -> None:
+    code = "```python\nif a < b and c > d:\n    print('@all', x & y)\n```"
+    text = f"Try this:\n\n{code}\n\nok"
+    assert sanitize_markdown(text, max_chars=500) == text
+
+
+def test_inline_code_is_kept() -> None:
+    text = "Use `Vec<u8>` or ``a ` b`` here"
+    assert sanitize_markdown(text, max_chars=500) == text
+
+
+def test_unmatched_backtick_is_escaped_so_code_cannot_swallow_text() -> None:
+    out = sanitize_markdown("a `b\nc <img> d`", max_chars=500)
+    assert out == "a \\`b\nc &lt;img&gt; d\\`"
+
+
+def test_open_fence_is_closed() -> None:
+    out = sanitize_markdown("Fix:\n```python\nx = 1\n", max_chars=500)
+    assert out.endswith("```")
+    assert out.count("```") == 2
+
+
+def test_lines_starting_with_slash_inside_code_are_shifted() -> None:
+    out = sanitize_markdown("```\n/merge\n```", max_chars=500)
+    assert "\n /merge\n" in out
+
+
+def test_suggestion_fence_in_body_loses_its_info_string() -> None:
+    out = sanitize_markdown("```suggestion:-0+0\nx = 2\n```", max_chars=500)
+    assert "suggestion" not in out
+
+
+def test_long_text_is_cut_on_a_line_boundary_and_fences_stay_closed() -> None:
+    text = "intro\n```python\n" + "\n".join(f"line_{i} = {i}" for i in range(200)) + "\n```"
+    out = sanitize_markdown(text, max_chars=300)
+    assert len(out) <= 300
+    assert out.endswith(TRUNCATION_MARKER)
+    body = out[: -len(TRUNCATION_MARKER)].rstrip("\n").split("\n")
+    assert body[-1] == "```"
+    assert all(line in text.split("\n") for line in body)
+
+
+def test_single_long_line_is_cut() -> None:
+    out = sanitize_markdown("<" * 1000, max_chars=100)
+    assert len(out) <= 100 and out.endswith(TRUNCATION_MARKER)
+    assert "<" not in out
+
+
+def test_title_is_one_capped_line() -> None:
+    title = sanitize_title("Null check\nmissing /merge @all " + "x" * 300, max_chars=80)
+    assert "\n" not in title
+    assert len(title) <= 80
+    assert title.endswith("…")
+    assert "`@all`" in title
+
+
+def test_suggestion_block_fence_is_longer_than_any_inner_fence() -> None:
+    block = suggestion_block("```\ncode\n```")
+    assert block.startswith("````suggestion:-0+0\n")
+    assert block.endswith("\n````")
+
+
+MARKDOWN_TOKENS = [*"/@<>!-`~ \t\n\r\\&#|[]()ab1_.\u2028", "<!--", "```", "@all", "/merge"]
+MARKDOWNISH = st.lists(st.sampled_from(MARKDOWN_TOKENS), max_size=150).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=MARKDOWNISH, max_chars=st.integers(min_value=0, max_value=400))
+def test_sanitize_properties(text: str, max_chars: int) -> None:
+    out = sanitize_markdown(text, max_chars=max_chars)
+    assert len(out) <= max_chars + len(TRUNCATION_MARKER)
+    assert "<!--" not in out
+    for line in lines_of(out):
+        assert not line.startswith("/")
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=MARKDOWNISH, max_chars=st.integers(min_value=1, max_value=200))
+def test_title_properties(text: str, max_chars: int) -> None:
+    title = sanitize_title(text, max_chars=max_chars)
+    assert len(title) <= max(max_chars, 1)
+    assert "\n" not in title and "\r" not in title
+    assert "<!--" not in title and not title.startswith("/")
+
+
+RENDER_TOKENS = [
+    *MARKDOWN_TOKENS,
+    *"*",
+    "~~~",
+    "    ",
+    "- ",
+    "> ",
+    "&#64;",
+    "<img src=x>",
+    "\\`",
+    "``",
+]
+DANGEROUS_TOKENS = {"html_block", "html_inline", "image"}
+RENDERED_MENTION = re.compile(r"(?<![A-Za-z0-9])@[A-Za-z0-9_]")
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    text=st.lists(st.sampled_from(RENDER_TOKENS), max_size=150).map("".join),
+    max_chars=st.integers(min_value=0, max_value=400),
+)
+def test_rendered_output_has_no_html_images_or_mentions(text: str, max_chars: int) -> None:
+    """Render with a real CommonMark parser (markdown-it-py, installed with rich)."""
+    markdown_it = pytest.importorskip("markdown_it")
+    out = sanitize_markdown(text, max_chars=max_chars)
+    stack = list(markdown_it.MarkdownIt("commonmark").parse(out))
+    while stack:
+        token = stack.pop()
+        stack.extend(token.children or [])
+        assert token.type not in DANGEROUS_TOKENS
+        if token.type == "text":
+            assert not RENDERED_MENTION.search(token.content)
+
+
+# ---------------------------------------------------------------------------------------------
+# Table cells: text from the merge request (paths, settings keys, reasons) in the summary
+
+
+@pytest.mark.parametrize("text", ["@all", "ignored key '@here'", "/merge now", "<img src=x>"])
+def test_table_cell_neutralises_mr_text_like_model_text(text: str) -> None:
+    cell = table_cell(text)
+    assert not re.search(r"(?<![`\w])@(all|here)\b(?!`)", cell)
+    assert not cell.startswith("/") and "<img" not in cell
+
+
+def test_table_cell_is_one_line_without_bare_pipes() -> None:
+    cell = table_cell("a | b\nc")
+    assert "\n" not in cell and re.search(r"(?<!\\)\|", cell) is None
+
+
+def test_markdown_cell_escapes_pipes_of_sanitised_titles() -> None:
+    assert markdown_cell("a|b  c") == "a\\|b c"
+
+
+def test_code_span_text_cannot_close_the_span_or_split_the_table() -> None:
+    assert code_span_text("we`ird|name.py") == "we'ird/name.py"
