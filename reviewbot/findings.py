@@ -408,7 +408,13 @@ def _build_finding(
         anchor=anchored.kind,
         anchor_note="; ".join(notes),
         line_text=line_text,
-        fingerprint=fingerprint(file.new_path, line_text, raw.category, raw.title),
+        fingerprint=fingerprint(
+            file.new_path,
+            line_text,
+            raw.category,
+            raw.title,
+            occurrence_of(file, side, number) if number is not None else 0,
+        ),
         chunk_index=raw.chunk_index,
         reported_line=raw.line,
         reported_side=raw.side,
@@ -446,6 +452,7 @@ def _addressed(
 WHITESPACE_RUN = re.compile(r"\s+")
 NON_WORD_RUN = re.compile(r"[\W_]+")
 FINGERPRINT_SEPARATOR = "\x1f"
+OCCURRENCE_PREFIX = "#"
 
 
 def normalize_title(title: str) -> str:
@@ -453,16 +460,45 @@ def normalize_title(title: str) -> str:
     return NON_WORD_RUN.sub(" ", title.lower()).strip()
 
 
-def fingerprint(path: str, line_text: str, category: Category | str, title: str) -> str:
-    """Stable id of a finding that ignores line numbers, so it survives lines shifting."""
-    parts = (
+def fingerprint(
+    path: str, line_text: str, category: Category | str, title: str, occurrence: int = 0
+) -> str:
+    """Stable id of a finding that ignores line numbers, so it survives lines shifting.
+
+    ``occurrence`` tells identical lines of one file apart: 0 for the first line of the diff
+    with this text (on its side), 1 for the second... The first keeps the plain fingerprint,
+    so markers posted before occurrences were counted still match.
+    """
+    parts = [
         path,
-        WHITESPACE_RUN.sub(" ", line_text).strip(),
+        _normalized_text(line_text),
         str(category),
         normalize_title(title),
-    )
+    ]
+    if occurrence:
+        parts.append(f"{OCCURRENCE_PREFIX}{occurrence}")
     digest = hashlib.sha256(FINGERPRINT_SEPARATOR.join(parts).encode("utf-8")).hexdigest()
     return digest[:FINGERPRINT_HEX_CHARS]
+
+
+def _normalized_text(text: str) -> str:
+    return WHITESPACE_RUN.sub(" ", text).strip()
+
+
+def occurrence_of(file: FileDiff, side: Side, number: int) -> int:
+    """How many lines of ``file``'s diff on ``side`` before line ``number`` have its text."""
+    target = file.line_at(side, number)
+    if target is None:
+        return 0
+    text = _normalized_text(target.text)
+    count = 0
+    for line in file.lines():
+        line_number = line.number_on(side)
+        if line_number is None or line_number >= number:
+            continue
+        if _normalized_text(line.text) == text:
+            count += 1
+    return count
 
 
 def _preference(finding: Finding) -> tuple[int, int]:

@@ -225,6 +225,19 @@ def _resplit(chunk: Chunk, counter: TokenCounter, first_index: int) -> list[Chun
         return []
     if len(replanned.chunks) < 2:
         return []
+    # The smaller chunks show parts of the same files: findings are anchored (and identical
+    # lines counted) on the whole file, as in the chunk they came from.
+    whole = {segment.view.file.new_path: segment.view.file for segment in chunk.segments}
     return [
-        Chunk(first_index + offset, sub.segments) for offset, sub in enumerate(replanned.chunks)
+        Chunk(
+            first_index + offset,
+            tuple(
+                dataclasses.replace(
+                    segment,
+                    view=dataclasses.replace(segment.view, file=whole[segment.view.file.new_path]),
+                )
+                for segment in sub.segments
+            ),
+        )
+        for offset, sub in enumerate(replanned.chunks)
     ]

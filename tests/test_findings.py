@@ -374,3 +374,52 @@ def test_process_ties_everything_together() -> None:
     assert sum(result.counts.values()) == len(result.findings)
     assert [f.anchor for f in result.selection.summary_only] == [AnchorKind.FILE]
     assert [f.severity for f in result.selection.inline] == [Severity.BLOCKER]
+
+
+# ---------------------------------------------------------------------------------------------
+# identical lines (hostile test, issue 10 item 2)
+
+TWIN_DIFF = """\
+diff --git a/wrap.py b/wrap.py
+--- a/wrap.py
++++ b/wrap.py
+@@ -1,2 +1,10 @@
+ def first():
++    try:
++        return Wrapped
++    except:
++        pass
+     pass
++def second():
++    try:
++        return Wrapped
++    except:
+"""
+
+
+def twin_calls(title: str = "Bare except") -> list[tuple[int, dict[str, Any]]]:
+    return [(0, call(path="wrap.py", line=line, title=title, category="error-handling"))
+            for line in (4, 10)]  # fmt: skip
+
+
+def test_identical_lines_in_one_file_stay_two_findings() -> None:
+    files = {0: files_of(TWIN_DIFF)}
+    result = process(twin_calls(), files, FindingsOptions())
+    assert [f.line for f in result.findings] == [4, 10]
+    assert result.duplicates == []
+    first, second = result.findings
+    assert first.line_text == second.line_text and first.fingerprint != second.fingerprint
+    # the first occurrence keeps the plain fingerprint (markers posted earlier still match)
+    assert first.fingerprint == fingerprint("wrap.py", "    except:", "error-handling",
+                                            "Bare except")  # fmt: skip
+
+
+def test_identical_lines_keep_their_fingerprints_when_lines_shift() -> None:
+    shifted = TWIN_DIFF.replace(
+        "@@ -1,2 +1,10 @@\n def first():\n", "@@ -1,2 +1,12 @@\n def first():\n+    # a\n+    # b\n"
+    )
+    before = process(twin_calls(), {0: files_of(TWIN_DIFF)}, FindingsOptions()).findings
+    calls = [(0, call(path="wrap.py", line=line, title="Bare except", category="error-handling"))
+             for line in (6, 12)]  # fmt: skip
+    after = process(calls, {0: files_of(shifted)}, FindingsOptions()).findings
+    assert [f.fingerprint for f in after] == [f.fingerprint for f in before]

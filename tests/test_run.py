@@ -253,3 +253,17 @@ def test_reviews_list_and_show_what_was_recorded(world: World) -> None:
     assert text.exit_code == 0 and "app.py" in text.stdout and "posted" in text.stdout
     missing = CliRunner().invoke(main, ["reviews", "show", "999"], env=env)
     assert missing.exit_code == 2 and "no review 999" in missing.stderr
+
+
+def test_identical_lines_get_a_comment_each(world: World) -> None:
+    block = "    try:\n        return load(path)\n    except:\n        pass\n"
+    twins = f"def first(path):\n{block}\n\ndef second(path):\n{block}"
+    head = commit_on_feature(world.repo, {"twins.py": twins}, "two identical blocks")
+    world.gitlab.push(PROJECT, 1, head)
+    report = world.run()
+    notes = [n for n in diff_notes(world) if n["position"]["new_path"] == "twins.py"]
+    lines = sorted(n["position"]["new_line"] for n in notes)
+    assert lines == [4, 11]
+    assert len({f.fingerprint for f in report.posted}) == len(report.posted)
+    again = world.run()
+    assert again.posted == [] and len(diff_notes(world)) == len(report.posted)
