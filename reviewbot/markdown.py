@@ -55,6 +55,7 @@ QUICK_ACTION_LINE = re.compile(r"[ \t]*/\w")
 LEADING_SLASH = re.compile(r"^([ \t]*)/")
 MENTION = re.compile(r"@[A-Za-z0-9_.][A-Za-z0-9_.\-/]*")
 MENTION_TRAILING = "./-"
+ESCAPABLE_NAME_CHARS = frozenset("_.-")  # punctuation a username may hold
 WORD_JOINER = "\u2060"  # invisible; GitLab usernames cannot contain it
 ASCII_ALNUM = re.compile(r"[A-Za-z0-9]")
 FENCE_OPEN = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
@@ -196,8 +197,13 @@ def _mention(line: str, i: int, out: list[str]) -> int:
     # What precedes "@" once rendered: a letter or digit makes it an e-mail address, while
     # anything else (including the end of a code span) leaves a mention GitLab would link.
     previous = out[-1][-1] if out and out[-1] else " "
-    if match is None or ASCII_ALNUM.fullmatch(previous):
+    if ASCII_ALNUM.fullmatch(previous):
         out.append("@")
+        return i + 1
+    if match is None:
+        # "@\_x" renders as "@_x": a backslash-escaped name character still makes a mention
+        escaped_name = line.startswith("\\", i + 1) and line[i + 2 : i + 3] in ESCAPABLE_NAME_CHARS
+        out.append("@" + WORD_JOINER if escaped_name else "@")
         return i + 1
     name = match.group().rstrip(MENTION_TRAILING)
     if len(name) <= 1:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from reviewbot.markdown import (
@@ -164,6 +164,8 @@ DANGEROUS_TOKENS = {"html_block", "html_inline", "image"}
 RENDERED_MENTION = re.compile(r"(?<![A-Za-z0-9])@[A-Za-z0-9_]")
 
 
+@example(text="@\\_", max_chars=3)  # once rendered as the mention "@_"
+@example(text="see @\\_team", max_chars=200)
 @settings(max_examples=300, deadline=None)
 @given(
     text=st.lists(st.sampled_from(RENDER_TOKENS), max_size=150).map("".join),
