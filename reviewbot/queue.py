@@ -324,6 +324,20 @@ class JobQueue:
     def _take(
         self, connection: Connection, job_id: int, worker_id: str, lease_s: float, now: datetime
     ) -> None:
+        """Lease ``job_id``; an older job of its MR whose worker died (expired lease) is
+        superseded by it, so an MR never has two jobs `running`. Runs under the MR's lock."""
+        project, mr_iid = connection.execute(
+            select(JobRow.project, JobRow.mr_iid).where(JobRow.id == job_id)
+        ).one()
+        connection.execute(
+            update(JobRow).where(
+                self._same_mr(project, mr_iid), JobRow.id < job_id,
+                JobRow.status == JobStatus.RUNNING.value, JobRow.lease_expires_at <= now,
+            ).values(
+                status=JobStatus.SUPERSEDED.value, lease_owner=None, lease_expires_at=None,
+                error=f"its worker was lost; superseded by job {job_id}", updated_at=now,
+            )
+        )  # fmt: skip
         connection.execute(
             update(JobRow).where(JobRow.id == job_id).values(
                 status=JobStatus.RUNNING.value, lease_owner=worker_id,
