@@ -269,6 +269,7 @@ def test_a_model_too_big_for_the_gpu_does_not_fit(qwen35_35b) -> None:
     ("gpu", "tp", "quantization", "kv", "expected"),
     [
         ("H100", 3, "fp8", "auto", "does not divide the 16 attention heads"),
+        ("H100", 3, "fp8", "auto", "does not divide the DeltaNet heads (16 key, 32 value)"),
         ("A100-80GB", 8, "bf16", "auto", "keeps a full copy of one KV head"),
         ("T4", 1, "bf16", "auto", "no bfloat16"),
         ("A10", 1, "fp8", "auto", "weight-only through Marlin"),

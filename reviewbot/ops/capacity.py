@@ -433,7 +433,7 @@ def _check_settings(settings: LaunchSettings, tp: int) -> None:
         raise CapacityError("--gpu-memory-utilization must be in (0, 1]")
 
 
-def _layout_warnings(shape: ModelShape, gpu: Gpu, settings: LaunchSettings, tp: int) -> list[str]:
+def _layout_warnings(shape: ModelShape, settings: LaunchSettings, tp: int) -> list[str]:
     warnings = []
     if shape.num_attention_heads % tp:
         warnings.append(
@@ -451,10 +451,11 @@ def _layout_warnings(shape: ModelShape, gpu: Gpu, settings: LaunchSettings, tp: 
             f"{kv} KV heads on {tp} ranks: each rank keeps a full copy of one KV head "
             f"(KV cache per token is {tp // kv}x what a naive split suggests)"
         )
-    if shape.is_hybrid and shape.linear_num_value_heads % tp:
+    deltanet_heads = (shape.linear_num_key_heads, shape.linear_num_value_heads)
+    if shape.is_hybrid and any(heads % tp for heads in deltanet_heads):
         warnings.append(
-            f"tensor parallel size {tp} does not divide the {shape.linear_num_value_heads}"
-            " DeltaNet value heads: vLLM refuses to start"
+            f"tensor parallel size {tp} does not divide the DeltaNet heads ({deltanet_heads[0]} "
+            f"key, {deltanet_heads[1]} value): vLLM refuses to start"
         )
     if settings.gpus % tp:
         warnings.append(
@@ -588,7 +589,7 @@ def plan_capacity(shape: ModelShape, gpu: Gpu, settings: LaunchSettings) -> Capa
     )
     fits = asked.sequences >= 1
     advised = asked if fits else sizing.rescue(asked)
-    warnings = _layout_warnings(shape, gpu, settings, tp)
+    warnings = _layout_warnings(shape, settings, tp)
     warnings += _format_warnings(gpu, quantization, settings.kv_cache_dtype)
     if not fits:
         warnings.insert(0, sizing.does_not_fit(asked))
