@@ -68,6 +68,7 @@ LAZY_COMMANDS = {
     "serve": ("reviewbot.webhook", "serve_command"),
     "worker": ("reviewbot.worker", "worker_command"),
     "jobs": ("reviewbot.worker", "jobs_group"),
+    "capacity": ("reviewbot.ops.capacity_cli", "capacity_command"),
 }
 
 

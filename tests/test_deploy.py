@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import configparser
 import shlex
 from dataclasses import fields
 from pathlib import Path
@@ -12,25 +11,56 @@ from click.testing import CliRunner
 
 from reviewbot.cli import main
 from reviewbot.config import Settings
+from tests.deploy_files import SYSTEMD, executable, read_unit
 
-DEPLOY = Path(__file__).parent.parent / "deploy" / "systemd"
+DEPLOY = SYSTEMD
+# Commands a unit already calls that the CLI does not have yet (a later change adds them);
+# their units are checked for everything else. Remove a name once its command exists.
+COMMANDS_NOT_YET_BUILT = {"doctor"}
+EXEC_KEYS = ("ExecStartPre", "ExecStart", "ExecStartPost", "ExecStopPost")
 
 
-@pytest.mark.parametrize("unit", sorted(DEPLOY.glob("*.service")), ids=lambda p: p.name)
+def reviewbot_invocations(unit: Path) -> list[list[str]]:
+    """Every `reviewbot ...` argv a unit runs, directly or as a wrapper script's arguments."""
+    service = read_unit(unit)["Service"]
+    found = []
+    for key in EXEC_KEYS:
+        for command in service.get(key, []):
+            argv = shlex.split(command)
+            at = [i for i, word in enumerate(argv) if word.endswith("/bin/reviewbot")]
+            if at:
+                found.append(argv[at[0] + 1 :])
+    return found
+
+
+UNITS_RUNNING_REVIEWBOT = [u for u in sorted(DEPLOY.glob("*.service")) if reviewbot_invocations(u)]
+
+
+def test_units_running_reviewbot_are_found() -> None:
+    names = {u.name for u in UNITS_RUNNING_REVIEWBOT}
+    assert {
+        "reviewbot-serve.service",
+        "reviewbot-worker@.service",
+        "reviewbot-vllm-health.service",
+    } <= names
+
+
+@pytest.mark.parametrize("unit", UNITS_RUNNING_REVIEWBOT, ids=lambda p: p.name)
 def test_unit_commands_exist(unit: Path) -> None:
-    parser = configparser.ConfigParser(strict=False, interpolation=None)
-    parser.optionxform = str  # type: ignore[assignment,method-assign]
-    parser.read(unit)
-    assert parser["Service"]["EnvironmentFile"] == "/etc/reviewbot/reviewbot.env"
-    for key in ("ExecStart", "ExecStartPre"):
-        if key not in parser["Service"]:
-            continue
-        argv = shlex.split(parser["Service"][key])
-        assert argv[0].endswith("/bin/reviewbot")
-        options = [a for a in argv[1:] if a.startswith("--")]
-        words = [a for a in argv[1:] if not a.startswith("-")]
+    service = read_unit(unit)["Service"]
+    assert "/etc/reviewbot/reviewbot.env" in service["EnvironmentFile"]
+    for key in EXEC_KEYS:
+        for command in service.get(key, []):
+            program = executable(command)
+            assert program.startswith("/opt/reviewbot/"), f"{unit.name}: {program}"
+    for args in reviewbot_invocations(unit):
+        options = [a for a in args if a.startswith("--")]
+        words = [a for a in args if not a.startswith("-")]
         command = words[:2] if words[:2] == ["db", "upgrade"] else words[:1]
+        if command[0] in COMMANDS_NOT_YET_BUILT:
+            pytest.xfail(f"{unit.name} calls `reviewbot {command[0]}`, not built yet")
         help_text = CliRunner().invoke(main, [*command, "--help"]).output
+        assert "Usage:" in help_text, f"{unit.name}: no command {command}"
         for option in options:
             assert option in help_text, f"{unit.name}: {option} is not an option of {command}"
 

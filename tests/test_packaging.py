@@ -22,6 +22,8 @@ def test_wheel_contains_templates_and_migrations_and_finds_them(tmp_path: Path) 
     for template in ("system.j2", "context.j2", "chunk.j2"):
         assert f"reviewbot/templates/{template}" in names
     assert "reviewbot/migrations/env.py" in names
+    shipped = {p.name for p in (ROOT / "reviewbot" / "ops" / "models").glob("*.json")}
+    assert {f"reviewbot/ops/models/{name}" for name in shipped} <= names
     revisions = (ROOT / "migrations" / "versions").glob("0*.py")
     assert {f"reviewbot/migrations/versions/{p.name}" for p in revisions} <= names
     installed = tmp_path / "site"
@@ -29,7 +31,8 @@ def test_wheel_contains_templates_and_migrations_and_finds_them(tmp_path: Path) 
     probe = (
         "import reviewbot, reviewbot.prompts as p, reviewbot.store.migrate as m;"
         "print(reviewbot.__file__); print(p._template_dir()); print(m.MIGRATIONS_DIR);"
-        "print(m.head_revision()); print(p.prompt_version())"
+        "print(m.head_revision()); print(p.prompt_version());"
+        "import reviewbot.ops.model_shape as s; print(len(s.shipped_model_names()))"
     )
     env = {**os.environ, "PYTHONPATH": str(installed)}
     out = subprocess.run(
@@ -40,4 +43,4 @@ def test_wheel_contains_templates_and_migrations_and_finds_them(tmp_path: Path) 
     from reviewbot.prompts import prompt_version
     from reviewbot.store.migrate import head_revision
 
-    assert out[3:] == [head_revision(), prompt_version()]
+    assert out[3:] == [head_revision(), prompt_version(), str(len(shipped))]

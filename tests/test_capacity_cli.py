@@ -1,0 +1,115 @@
+"""``reviewbot capacity``: the JSON keys other tools rely on, the table, and one-line errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from reviewbot.cli import main
+
+JSON_KEYS = {
+    "weights_gib_per_gpu",
+    "kv_bytes_per_token_per_gpu",
+    "state_bytes_per_sequence_per_gpu",
+    "kv_cache_gib_per_gpu",
+    "max_sequences_at_max_model_len",
+    "recommended",
+    "fits",
+    "warnings",
+}
+RECOMMENDED_KEYS = {"max_num_seqs", "gpu_memory_utilization", "dtype"}
+T10X4 = ["capacity", "--model", "Qwen/Qwen3.5-35B-A3B-GPTQ-Int4", "--gpu", "T10", "--gpus", "4"]
+
+
+def run(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(main, list(args))
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_json_has_the_documented_keys() -> None:
+    code, out, _ = run(*T10X4, "--max-model-len", "65536", "--json")
+    assert code == 0
+    plan = json.loads(out)
+    assert plan.keys() >= JSON_KEYS
+    assert plan["recommended"].keys() >= RECOMMENDED_KEYS
+    assert plan["kv_bytes_per_token_per_gpu"] == 10240
+    assert plan["recommended"]["dtype"] == "float16"
+    assert plan["quantization"] == "gptq-int4" and plan["tensor_parallel_size"] == 4
+
+
+def test_table_shows_the_plan_and_the_start_command() -> None:
+    code, out, _ = run(*T10X4, "--max-num-seqs", "8")
+    assert code == 0
+    assert "sequences of 65,536 tokens" in out and "10.93" in out
+    start = out[out.index("start with:") :].replace("\n", " ")
+    for flag in (
+        "--tensor-parallel-size 4",
+        "--dtype float16",
+        "--enable-prefix-caching",
+        "--tool-call-parser qwen3_coder",
+        "--enable-prompt-tokens-details",
+        "--generation-config vllm",
+    ):
+        assert flag in start
+
+
+def test_model_config_takes_any_hugging_face_config(tmp_path: Path) -> None:
+    config = tmp_path / "config.json"
+    config.write_text(
+        json.dumps(
+            {
+                "hidden_size": 4096,
+                "num_hidden_layers": 32,
+                "num_attention_heads": 32,
+                "num_key_value_heads": 8,
+                "intermediate_size": 14336,
+                "vocab_size": 128256,
+                "torch_dtype": "bfloat16",
+            }
+        )
+    )
+    code, out, _ = run("capacity", "--model-config", str(config), "--gpu", "A100-80GB", "--json")
+    assert code == 0
+    plan = json.loads(out)
+    assert plan["kv_bytes_per_token_per_gpu"] == 32 * 2 * 8 * 128 * 2
+    assert plan["state_bytes_per_sequence_per_gpu"] == 0 and plan["fits"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--gpu", "T10"], "give exactly one of --model NAME or --model-config"),
+        (["--model", "Qwen/Qwen3.5-9B", "--model-config", "x.json", "--gpu", "L4"], "exactly one"),
+        (["--model", "Qwen/Qwen4-1T", "--gpu", "L4"], "unknown model 'Qwen/Qwen4-1T'"),
+        (["--model", "Qwen/Qwen3.5-9B", "--gpu", "V100"], "unknown GPU 'V100'"),
+        (
+            ["--model", "Qwen/Qwen3.5-9B", "--gpu", "L4", "--tensor-parallel-size", "2"],
+            "tensor parallel size 2 is larger than the 1 GPU(s)",
+        ),
+        (["--model-config", "/nonexistent/config.json", "--gpu", "L4"], "cannot read /nonexistent"),
+        (
+            ["--model", "Qwen/Qwen3.5-9B", "--gpu", "L4", "--quantization", "int3"],
+            "unknown quantization 'int3'",
+        ),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(args: list[str], message: str) -> None:
+    code, out, err = run("capacity", *args)
+    assert code == 2
+    assert out == ""
+    assert err.count("\n") == 1 and err.startswith("reviewbot: error: ")
+    assert message in err
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [("{not json", "is not valid JSON"), ('{"hidden_size": 8}', "num_attention_heads")],
+)
+def test_unusable_config_files_are_one_line(tmp_path: Path, content: str, message: str) -> None:
+    config = tmp_path / "config.json"
+    config.write_text(content)
+    code, _, err = run("capacity", "--model-config", str(config), "--gpu", "L4")
+    assert code == 2 and err.count("\n") == 1 and message in err

@@ -1,0 +1,330 @@
+"""The model server's deploy files: launch profiles fit (by the planner), units pass
+``systemd-analyze verify``, nginx accepts its config, the health counter and the warm-up work.
+
+``systemd-analyze verify`` checks that every Exec program exists, and the units name the
+install paths (/opt/reviewbot/...). The test verifies copies whose paths point at this
+checkout's scripts and this venv's real ``reviewbot``; ``vllm`` is not installed for tests
+(it is the optional ``serve`` extra), so a stub stands in for that one program: its path is
+checked, vLLM's own options are not.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from reviewbot.ops.capacity import LaunchSettings, plan_capacity
+from reviewbot.ops.gpus import find_gpu
+from reviewbot.ops.model_shape import shipped_model
+from tests.deploy_files import (
+    NGINX,
+    ROOT,
+    SYSTEMD,
+    VLLM,
+    expand_command,
+    read_env_file,
+    read_unit,
+)
+from tests.fakes.vllm_server import FakeVLLM
+
+PROFILES = sorted(VLLM.glob("*.env"))
+UNITS = sorted([*SYSTEMD.glob("*.service"), *SYSTEMD.glob("*.timer")])
+VLLM_UNIT = SYSTEMD / "reviewbot-vllm@.service"
+# Every reviewbot model server needs these, whatever the hardware (see docs/capacity.md).
+REQUIRED_FLAGS = (
+    ("--enable-prefix-caching",),
+    ("--enable-auto-tool-choice",),
+    ("--tool-call-parser", "qwen3_coder"),
+    ("--reasoning-parser", "qwen3"),
+    ("--enable-prompt-tokens-details",),
+    ("--generation-config", "vllm"),
+)
+WEBHOOK_MAX_BODY_BYTES_DEFAULT = 1000000
+HEALTH_SCRIPT = VLLM / "health-check.sh"
+RESTART_REQUESTED = 75
+
+
+def test_the_three_profiles_of_the_issue_exist() -> None:
+    names = {p.stem for p in PROFILES}
+    assert {"t10x4-qwen3.5-35b-a3b-gptq-int4", "h200-qwen3.5-35b-a3b-fp8"} <= names
+    assert any(name.startswith("24gb-qwen3.5-") for name in names)
+
+
+def _served_command(profile: Path) -> list[str]:
+    env = read_env_file(profile)
+    [command] = read_unit(VLLM_UNIT)["Service"]["ExecStart"]
+    return expand_command(command, env)
+
+
+def _option(argv: list[str], name: str) -> str:
+    return argv[argv.index(name) + 1]
+
+
+@pytest.mark.parametrize("profile", PROFILES, ids=lambda p: p.stem)
+def test_profile_fits_by_the_planner(profile: Path) -> None:
+    env = read_env_file(profile)
+    argv = _served_command(profile)
+    quantization = env["PROFILE_QUANTIZATION"]
+    if quantization == "fp8" and "fp8" not in env["PROFILE_MODEL"].lower():
+        assert _option(argv, "--quantization") == "fp8"
+    plan = plan_capacity(
+        shipped_model(env["PROFILE_MODEL"]),
+        find_gpu(env["PROFILE_GPU"]),
+        LaunchSettings(
+            gpus=int(env["PROFILE_GPUS"]),
+            tensor_parallel_size=int(_option(argv, "--tensor-parallel-size")),
+            quantization=quantization,
+            max_model_len=int(_option(argv, "--max-model-len")),
+            kv_cache_dtype=_option(argv, "--kv-cache-dtype"),
+            gpu_memory_utilization=float(_option(argv, "--gpu-memory-utilization")),
+            max_num_batched_tokens=int(_option(argv, "--max-num-batched-tokens")),
+            max_num_seqs=int(_option(argv, "--max-num-seqs")),
+        ),
+    )
+    assert plan.fits, plan.warnings
+    assert int(_option(argv, "--max-num-seqs")) <= plan.max_sequences_at_max_model_len
+    assert _option(argv, "--dtype") == plan.recommended.dtype
+    assert not [w for w in plan.warnings if "refuses" in w], plan.warnings
+
+
+@pytest.mark.parametrize("profile", PROFILES, ids=lambda p: p.stem)
+def test_profile_serves_what_reviewbot_needs(profile: Path) -> None:
+    argv = _served_command(profile)
+    assert argv[1:3] == ["serve", read_env_file(profile)["PROFILE_MODEL"]]
+    for flag in REQUIRED_FLAGS:
+        at = argv.index(flag[0])
+        assert tuple(argv[at : at + len(flag)]) == flag
+    assert _option(argv, "--host") == "127.0.0.1"
+
+
+def test_24gb_profile_serves_64k_with_four_sequences_on_every_24gb_card() -> None:
+    [profile] = [p for p in PROFILES if p.stem.startswith("24gb-")]
+    env = read_env_file(profile)
+    assert int(env["PROFILE_MAX_MODEL_LEN"]) == 65536
+    assert int(env["PROFILE_MAX_NUM_SEQS"]) >= 4
+    for gpu in ("RTX3090", "RTX4090", "L4", "A10"):
+        plan = plan_capacity(
+            shipped_model(env["PROFILE_MODEL"]),
+            find_gpu(gpu),
+            LaunchSettings(
+                quantization=env["PROFILE_QUANTIZATION"],
+                max_model_len=65536,
+                max_num_batched_tokens=int(env["PROFILE_MAX_NUM_BATCHED_TOKENS"]),
+                max_num_seqs=4,
+            ),
+        )
+        assert plan.max_sequences_at_max_model_len >= 4, gpu
+
+
+def test_t10_profile_runs_on_turing() -> None:
+    argv = _served_command(VLLM / "t10x4-qwen3.5-35b-a3b-gptq-int4.env")
+    assert _option(argv, "--dtype") == "float16"  # no bfloat16 on sm75
+    assert _option(argv, "--attention-backend") == "TRITON_ATTN"  # FlashAttention needs sm80
+    assert _option(argv, "--tensor-parallel-size") == "4"
+
+
+# --- systemd ---------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def verifiable_units(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Copies of the units with install paths pointing at this checkout and venv."""
+    if shutil.which("systemd-analyze") is None:
+        pytest.skip("systemd-analyze is not installed")
+    root = tmp_path_factory.mktemp("units")
+    bin_dir = root / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "reviewbot").symlink_to(Path(sys.executable).parent / "reviewbot")
+    stub = bin_dir / "vllm"
+    stub.write_text("#!/bin/sh\nexit 0\n")
+    stub.chmod(0o755)
+    for unit in UNITS:
+        text = unit.read_text().replace("/opt/reviewbot/.venv/bin/", f"{bin_dir}/")
+        (root / unit.name).write_text(text.replace("/opt/reviewbot/deploy/", f"{ROOT}/deploy/"))
+    for profile in PROFILES:  # one instance of the template per profile
+        text = (root / VLLM_UNIT.name).read_text()
+        (root / f"reviewbot-vllm@{profile.stem}.service").write_text(text)
+    return root
+
+
+@pytest.mark.parametrize(
+    "unit",
+    [*UNITS, *(Path(f"reviewbot-vllm@{p.stem}.service") for p in PROFILES)],
+    ids=lambda p: p.name,
+)
+def test_systemd_analyze_verify(verifiable_units: Path, unit: Path) -> None:
+    result = subprocess.run(
+        ["systemd-analyze", "verify", "--man=no", f"./{unit.name}"],
+        cwd=verifiable_units,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "SYSTEMD_LOG_COLOR": "0"},
+    )
+    # verify exits 0 on unknown keys and bad values but says so: no output is the bar.
+    assert result.returncode == 0 and not result.stderr.strip(), result.stderr
+
+
+def test_vllm_unit_settings() -> None:
+    unit = read_unit(VLLM_UNIT)
+    service = unit["Service"]
+    assert service["Restart"] == ["on-failure"]
+    assert service["MemoryMax"]
+    assert any(e.startswith("PYTORCH_CUDA_ALLOC_CONF=") for e in service["Environment"])
+    assert service["EnvironmentFile"] == ["/etc/reviewbot/vllm/%i.env"]
+    assert service["ExecStartPost"] == ["/opt/reviewbot/deploy/vllm/warmup.sh"]
+
+
+def test_health_timer_probes_every_30_seconds() -> None:
+    timer = read_unit(SYSTEMD / "reviewbot-vllm-health.timer")["Timer"]
+    assert timer["OnUnitActiveSec"] == ["30s"]
+    service = read_unit(SYSTEMD / "reviewbot-vllm-health.service")["Service"]
+    assert "HEALTH_FAILURES_BEFORE_RESTART=3" in service["Environment"]
+    assert "doctor --model-only" in service["ExecStart"][0]
+
+
+# --- health counter --------------------------------------------------------------------------
+
+
+@pytest.fixture
+def health_env(tmp_path: Path) -> dict[str, str]:
+    """A fake systemctl that logs its calls and says the vLLM unit is active."""
+    systemctl = tmp_path / "systemctl"
+    systemctl.write_text(
+        f'#!/bin/sh\necho "$@" >> {tmp_path}/systemctl.log\n'
+        f'[ "$1" = is-active ] && exit "$(cat {tmp_path}/active 2>/dev/null || echo 0)"\nexit 0\n'
+    )
+    systemctl.chmod(0o755)
+    state = tmp_path / "state"
+    state.mkdir()
+    return {
+        "PATH": os.environ["PATH"],
+        "HEALTH_SYSTEMCTL": str(systemctl),
+        "HEALTH_VLLM_UNIT": "reviewbot-vllm@test.service",
+        "HEALTH_FAILURES_BEFORE_RESTART": "3",
+        "STATE_DIRECTORY": str(state),
+    }
+
+
+def _probe(env: dict[str, str], healthy: bool) -> int:
+    command = [str(HEALTH_SCRIPT), "probe", "true" if healthy else "false"]
+    return subprocess.run(command, env=env, capture_output=True).returncode
+
+
+def _after(env: dict[str, str], exit_status: int) -> None:
+    subprocess.run(
+        [str(HEALTH_SCRIPT), "after"],
+        env={**env, "EXIT_STATUS": str(exit_status)},
+        check=True,
+        capture_output=True,
+    )
+
+
+def _restarts(env: dict[str, str]) -> int:
+    log = Path(env["HEALTH_SYSTEMCTL"]).parent / "systemctl.log"
+    return sum(line.startswith("restart ") for line in log.read_text().splitlines())
+
+
+def test_health_restarts_vllm_at_the_third_failure_in_a_row(health_env: dict[str, str]) -> None:
+    statuses = []
+    for healthy in (False, False, True, False, False, False, False):
+        status = _probe(health_env, healthy)
+        statuses.append(status)
+        _after(health_env, status)
+    # the success in between resets the count; the 3rd failure in a row asks for a restart
+    assert statuses == [1, 1, 0, 1, 1, RESTART_REQUESTED, 1]
+    assert _restarts(health_env) == 1
+
+
+def test_health_does_not_probe_a_starting_server(health_env: dict[str, str]) -> None:
+    (Path(health_env["HEALTH_SYSTEMCTL"]).parent / "active").write_text("3")  # activating
+    for _ in range(5):
+        status = _probe(health_env, healthy=False)
+        _after(health_env, status)
+        assert status == 0
+    assert _restarts(health_env) == 0
+
+
+# --- warm-up ---------------------------------------------------------------------------------
+
+
+def test_warmup_sends_one_tool_request_once_vllm_answers() -> None:
+    if shutil.which("curl") is None:
+        pytest.skip("curl is not installed")
+    with FakeVLLM() as server:
+        env = {
+            "PATH": os.environ["PATH"],
+            "WARMUP_BASE_URL": server.root_url,
+            "PROFILE_MODEL": server.model,
+        }
+        result = subprocess.run(
+            [str(VLLM / "warmup.sh")], env=env, capture_output=True, text=True, timeout=60
+        )
+        assert result.returncode == 0, result.stderr
+        [request] = server.requests
+    assert request["model"] == server.model
+    assert request["tools"][0]["function"]["name"] == "report_finding"
+
+
+# --- nginx -----------------------------------------------------------------------------------
+
+
+def test_nginx_accepts_the_config(tmp_path: Path) -> None:
+    nginx = shutil.which("nginx") or next(
+        (p for p in ("/usr/sbin/nginx", "/usr/local/sbin/nginx") if Path(p).exists()), None
+    )
+    if nginx is None:
+        pytest.skip("nginx is not installed (CI installs it: see .ci/run)")
+    certificate, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=reviewbot.test",
+            "-keyout",
+            str(key),
+            "-out",
+            str(certificate),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    config = (NGINX / "reviewbot.conf").read_text()
+    config = config.replace("/etc/ssl/reviewbot/fullchain.pem", str(certificate))
+    (tmp_path / "reviewbot.conf").write_text(
+        config.replace("/etc/ssl/reviewbot/privkey.pem", str(key))
+    )
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "nginx.conf").write_text(
+        f"pid {tmp_path}/nginx.pid;\nerror_log {tmp_path}/logs/error.log;\nevents {{}}\n"
+        f"http {{\n  access_log off;\n  include {tmp_path}/reviewbot.conf;\n}}\n"
+    )
+    result = subprocess.run(
+        [nginx, "-t", "-p", str(tmp_path), "-c", str(tmp_path / "nginx.conf")],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr
+
+
+def test_nginx_limits_match_reviewbot() -> None:
+    config = (NGINX / "reviewbot.conf").read_text()
+    assert f"client_max_body_size {WEBHOOK_MAX_BODY_BYTES_DEFAULT};" in config
+    assert "proxy_buffering off;" in config
+    assert "zone=reviewbot_webhook" in config and "zone=reviewbot_model" in config
+    from reviewbot.config import Settings
+
+    assert Settings.__dataclass_fields__["webhook_max_body_bytes"].default == (
+        WEBHOOK_MAX_BODY_BYTES_DEFAULT
+    )
