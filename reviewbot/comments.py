@@ -194,6 +194,7 @@ class SummaryData:
     first_token: LatencyStats = field(default_factory=LatencyStats)
     invalid_model_calls: int = 0
     unplaced: Sequence[UnplacedFinding] = ()
+    deleted_by_reviewers: int = 0  # found again, but a human had deleted the comment
     errors: Sequence[str] = ()  # one line per chunk that failed
     ci_job_url: str | None = None
 
@@ -214,9 +215,14 @@ def summary_body(summary: SummaryData) -> str:
 
 def _summary_heading(summary: SummaryData) -> str:
     total = sum(summary.counts.values())
+    deleted = (
+        f" {summary.deleted_by_reviewers} not posted again: a reviewer had deleted the comment."
+        if summary.deleted_by_reviewers
+        else ""
+    )
     return (
         f"### reviewbot review of `{summary.head_sha[:12]}`\n\n"
-        f"{total} finding(s), {summary.inline_count} posted inline."
+        f"{total} finding(s), {summary.inline_count} posted inline.{deleted}"
     )
 
 

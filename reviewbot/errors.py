@@ -62,11 +62,13 @@ def _network(error: BaseException) -> str:
 
 @dataclass(frozen=True)
 class Disposition:
-    """What a failure means: the exit code, whether a queued job is tried again, one line."""
+    """What a failure means: the exit code, whether a queued job is tried again (and whether
+    that try counts against its attempts: waiting for a busy MR does not), one line."""
 
     exit_code: int
     retry: bool
     describe: Callable[[BaseException], str] = _as_is
+    counts_as_attempt: bool = True
 
     def message(self, error: BaseException) -> str:
         return self.describe(error)
@@ -75,6 +77,7 @@ class Disposition:
 BAD_INPUT = Disposition(EXIT_BAD_INPUT, retry=False)
 FAILED = Disposition(EXIT_FAILURE, retry=False)
 TRANSIENT = Disposition(EXIT_FAILURE, retry=True)
+WAIT = Disposition(EXIT_FAILURE, retry=True, counts_as_attempt=False)
 
 # Most specific first: the first entry the error is an instance of decides.
 ERROR_TABLE: tuple[tuple[str, str, Disposition], ...] = (
@@ -93,7 +96,7 @@ ERROR_TABLE: tuple[tuple[str, str, Disposition], ...] = (
     ("reviewbot.llm", "LLMUnavailableError", TRANSIENT),
     ("reviewbot.llm", "LLMError", FAILED),
     # another run holds the MR, part of the diff was not reviewed, the worker is stopping
-    ("reviewbot.mr", "MergeRequestBusyError", TRANSIENT),
+    ("reviewbot.mr", "MergeRequestBusyError", WAIT),
     ("reviewbot.mr", "ReviewIncompleteError", TRANSIENT),
     ("reviewbot.slots", "SlotWaitCancelledError", TRANSIENT),
     # the database went away mid-run (DBAPIError), or refused what we asked

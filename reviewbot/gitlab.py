@@ -263,6 +263,11 @@ class GitLabClient:
     def __repr__(self) -> str:
         return f"GitLabClient(url={self._settings.url!r})"
 
+    @property
+    def url(self) -> str:
+        """The GitLab instance's URL (part of what identifies an MR in the database)."""
+        return self._settings.url.rstrip("/")
+
     # ---- low level
 
     @property

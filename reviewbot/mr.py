@@ -17,10 +17,6 @@ docs/locking.md for the project's three locking mechanisms).
 
 from __future__ import annotations
 
-import os
-import socket
-import threading
-import uuid
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -33,11 +29,14 @@ from reviewbot.config import ConfigError, Settings, apply_repo_overrides
 from reviewbot.diff import FileStatus
 from reviewbot.exclusions import skip_reason
 from reviewbot.findings import Finding
-from reviewbot.gitlab import BotThread, GitLabClient, MergeRequestSnapshot
+from reviewbot.gitlab import GitLabClient, MergeRequestSnapshot
 from reviewbot.localgit import GitError, read_files_at
 from reviewbot.prompts import ReviewContext, file_summaries
 from reviewbot.publish import PublishResult, ReviewFacts, ThreadRef, publish, publisher_for
 from reviewbot.review import ReviewResult, review_files, review_options
+from reviewbot.store import MergeRequestKey
+from reviewbot.store.models import FeedbackKind
+from reviewbot.store.mr_lock import hold_mr_lock
 from reviewbot.tokens import TokenCounter, local_counter
 
 if TYPE_CHECKING:
@@ -55,9 +54,7 @@ __all__ = [
 ]
 
 REPO_CONFIG_FILE = ".reviewbot.toml"
-# The per-MR lease (Settings.mr_lock_seconds) is renewed every third of its length while a run is
-# alive, so a crashed run frees the MR quickly while a slow model call never loses it.
-LEASE_RENEWALS_PER_TTL = 3
+INTERRUPTED = "interrupted: its run stopped before finishing (process killed or restarted)"
 
 
 class MergeRequestBusyError(RuntimeError):
@@ -150,28 +147,6 @@ def require_complete(report: RunReport) -> RunReport:
     return report
 
 
-class _LeaseKeeper:
-    """Renews the MR lease in the background while a run is alive."""
-
-    def __init__(self, store: Store, project: str, iid: int, holder: str, ttl_s: float) -> None:
-        self._renew = lambda: store.renew_mr_lock(project, iid, holder, ttl_s)
-        self._interval = ttl_s / LEASE_RENEWALS_PER_TTL
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="mr-lease", daemon=True)
-
-    def __enter__(self) -> _LeaseKeeper:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self._interval):
-            self._renew()
-
-
 def run_merge_request(
     app: App,
     project: str | int,
@@ -190,19 +165,17 @@ def run_merge_request(
     say(f"reading merge request !{iid}")
     snapshot = gitlab.snapshot(project, iid)
     store = app.store
-    holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-    key = snapshot.project_path
+    key = MergeRequestKey(gitlab.url, snapshot.project_id, snapshot.iid)
     ttl = options.lock_ttl_s or app.settings.mr_lock_seconds
-    if not store.acquire_mr_lock(key, iid, holder, ttl):
-        raise MergeRequestBusyError(
-            f"another reviewbot run is reviewing {key}!{iid}; try again when it finishes"
-        )
-    run = _Run(app, snapshot, options, gitlab, say, counter)
-    try:
-        with _LeaseKeeper(store, key, iid, holder, ttl):
-            return _run_recorded(run)
-    finally:
-        store.release_mr_lock(key, iid, holder)
+    with hold_mr_lock(store, str(key), ttl) as held:
+        if not held:
+            raise MergeRequestBusyError(
+                f"another reviewbot run is reviewing {snapshot.project_path}!{iid}; "
+                "try again when it finishes"
+            )
+        # This run holds the MR: a review still `running` was interrupted.
+        store.close_interrupted_reviews(key, INTERRUPTED)
+        return _run_recorded(_Run(app, snapshot, key, options, gitlab, say, counter))
 
 
 @dataclass
@@ -211,6 +184,7 @@ class _Run:
 
     app: App
     snapshot: MergeRequestSnapshot
+    key: MergeRequestKey
     options: RunOptions
     gitlab: GitLabClient
     say: Callable[[str], None]
@@ -254,6 +228,7 @@ def _run_recorded(run: _Run) -> RunReport:
         trigger=run.options.trigger,
         model=run.app.settings.llm_model or "",
         prompt_version="",
+        key=run.key,
     )
     try:
         return _review_and_publish(run, review_id)
@@ -342,6 +317,7 @@ def _review_and_publish(run: _Run, review_id: int) -> RunReport:
             _facts(result, options, run.warnings),
             run.read_head,
             on_posted=posted,
+            recorded=_recorded_on_mr(store, run.key),
         )
     except BaseException:
         report.published = so_far
@@ -349,7 +325,7 @@ def _review_and_publish(run: _Run, review_id: int) -> RunReport:
     finally:
         _record_findings(store, review_id, report)
     if not options.dry_run:
-        _mark_outdated(store, snapshot, report.published.resolved)
+        _record_what_became_of_earlier_findings(store, run.key, report.published)
     store.finish_review(
         review_id,
         status="failed" if result.chunk_errors else "succeeded",
@@ -384,12 +360,41 @@ def _facts(result: ReviewResult, options: RunOptions, warnings: list[str]) -> Re
     )
 
 
-def _mark_outdated(store: Store, snapshot: MergeRequestSnapshot, gone: list[BotThread]) -> None:
-    rows = store.posted_findings(snapshot.project_path, snapshot.iid)
-    for thread in gone:
+def _recorded_on_mr(store: Store, key: MergeRequestKey) -> set[str]:
+    """Fingerprints the database says the bot posted on this MR (and has not seen resolved)."""
+    return {fp for fp, row in store.posted_findings(key).items() if row["state"] == "posted"}
+
+
+def _record_what_became_of_earlier_findings(
+    store: Store, key: MergeRequestKey, published: PublishResult
+) -> None:
+    """Threads resolved because their line changed: the finding is outdated and was
+    `addressed`; a recorded comment no longer on the MR was `deleted` (by a human)."""
+    rows = store.posted_findings(key)
+    for thread in published.resolved:
         row = rows.get(thread.marker.fingerprint)
         if row is not None:
             store.update_finding(row["id"], state="outdated")
+            _record_outcome(store, key, row, FeedbackKind.ADDRESSED)
+    this_run = {finding.fingerprint for finding in published.posted}
+    for fingerprint, row in rows.items():
+        gone = fingerprint not in published.on_mr and fingerprint not in this_run
+        if gone and row["state"] == "posted":
+            _record_outcome(store, key, row, FeedbackKind.DELETED)
+
+
+def _record_outcome(
+    store: Store, key: MergeRequestKey, finding: Mapping[str, Any], kind: FeedbackKind
+) -> None:
+    store.record_feedback(
+        finding_id=finding["id"],
+        project=finding["project"],
+        note_id=finding["note_id"],
+        kind=kind.value,
+        value=kind.value,
+        event_key=f"{kind.value}:{key}:{finding['fingerprint']}",
+        **key.columns(),
+    )
 
 
 # --- recording -------------------------------------------------------------------------------
@@ -420,6 +425,7 @@ def _record_findings(store: Store, review_id: int, report: RunReport) -> None:
         ("duplicate", report.already_posted),
         ("summary", report.summary_only),
         ("failed", [f for f, _ in report.refused]),
+        ("deleted", report.published.deleted),
     ):
         for finding in findings:
             thread = report.threads.get(finding.fingerprint)

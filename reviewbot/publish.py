@@ -24,7 +24,7 @@ It returns a :class:`PublishResult`; recording it in the database is the caller'
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, TextIO
 
@@ -278,7 +278,9 @@ class PublishResult:
     refused: list[tuple[Finding, str]] = field(default_factory=list)
     summary_only: list[Finding] = field(default_factory=list)
     resolved: list[BotThread] = field(default_factory=list)
+    deleted: list[Finding] = field(default_factory=list)  # a human deleted its comment earlier
     threads: dict[str, ThreadRef] = field(default_factory=dict)  # by fingerprint
+    on_mr: frozenset[str] = frozenset()  # fingerprints of the bot's threads found on the MR
     summary_note_id: int | None = None
     summary_markdown: str = ""
     dry_run: bool = False
@@ -297,21 +299,28 @@ def publish(
     facts: ReviewFacts,
     read_head: Callable[[list[str]], Mapping[str, str]],
     on_posted: Callable[[Finding, ThreadRef | None], None] | None = None,
+    recorded: Collection[str] = (),
 ) -> PublishResult:
     """Post ``selection`` on the MR through ``publisher`` (see the module notes).
 
     ``current``: every finding of this review (a thread whose finding is among them is not
     stale); ``read_head(paths)``: head contents of paths, for the stale-thread check;
     ``on_posted``: told of each finding once it is on the MR, so a caller can record what was
-    posted even when a later step fails.
+    posted even when a later step fails. ``recorded``: fingerprints the database says were
+    posted on this MR before; one of them missing from the MR was deleted by a human, and is
+    not posted again (the summary says so).
     """
     result = PublishResult(dry_run=publisher.dry_run, summary_only=list(selection.summary_only))
     threads = publisher.existing_threads()
     on_mr = {t.marker.fingerprint: t for t in threads if t.marker.fingerprint}
+    result.on_mr = frozenset(on_mr)
     fresh: list[Finding] = []
     told: set[str] = set()
     for finding in selection.inline:
         thread = on_mr.get(finding.fingerprint)
+        if thread is None and finding.fingerprint in recorded:
+            result.deleted.append(finding)
+            continue
         if thread is None:
             fresh.append(finding)
             ref = publisher.post(finding)
@@ -409,6 +418,7 @@ def _summary_data(
         first_token=LatencyStats(_seconds(facts.ttft_p50_ms), _seconds(facts.ttft_p95_ms)),
         invalid_model_calls=facts.invalid_model_calls,
         unplaced=unplaced,
+        deleted_by_reviewers=len(result.deleted),
         errors=facts.errors,
         ci_job_url=facts.ci_job_url,
     )

@@ -393,6 +393,14 @@ class JobQueue:
             self._settle(job_id, worker_id, status=JobStatus.FAILED.value, error=error)
         return self.get(job_id)
 
+    def postpone(self, job_id: int, worker_id: str, reason: str, delay_s: float) -> Job:
+        """Queue the job again in ``delay_s`` without counting the attempt: a reason to wait
+        (another run holds the MR), not a failure. LeaseLostError if no longer held."""
+        self._settle(job_id, worker_id, status=JobStatus.QUEUED.value, error=reason,
+                     run_after=self._clock() + timedelta(seconds=delay_s),
+                     attempts=JobRow.attempts - 1)  # fmt: skip
+        return self.get(job_id)
+
     def release(self, job_id: int, worker_id: str) -> None:
         """Give an unfinished job back (graceful shutdown): queued, attempt not counted."""
         self._settle(job_id, worker_id, status=JobStatus.QUEUED.value, error=None,

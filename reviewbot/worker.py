@@ -78,6 +78,11 @@ WORKER_ID_SUFFIX_CHARS = 8
 ERROR_TEXT_LIMIT = 2000
 # Piped output (not a terminal) gets this width so tables are not squeezed to 80 columns.
 PIPED_OUTPUT_WIDTH = 200
+# Another run holds the MR: look again this much later (not counted as an attempt).
+BUSY_RETRY_S = 10.0
+# Recording a job's result survives a database restart: tries, and the first pause (doubling).
+SETTLE_ATTEMPTS = 5
+SETTLE_RETRY_S = 0.5
 
 
 def is_retryable(error: BaseException) -> bool:
@@ -116,6 +121,7 @@ class WorkerStats:
     succeeded: int = 0
     retried: int = 0
     failed: int = 0
+    postponed: int = 0  # another run held the MR: queued again, attempt not counted
     released: int = 0
     lost: int = 0
 
@@ -257,19 +263,37 @@ class Worker:
                 log.info("job %d: finished after it was released; result dropped", job.id)
                 return
             running.settling = True
-        try:
-            if error is None:
-                self.queue.complete(job.id, self.worker_id)
-                self._count("succeeded")
-                log.info("job %d: succeeded", job.id)
+        for attempt in range(SETTLE_ATTEMPTS):
+            try:
+                self._record_outcome(job, error)
                 return
-            retryable = is_retryable(error)
-            settled = self.queue.fail(job.id, self.worker_id, _describe(error),
-                                      retryable=retryable)  # fmt: skip
-        except LeaseLostError:
-            self._count("lost")
-            log.warning("job %d: lease lost before the result was recorded", job.id)
+            except LeaseLostError:
+                self._count("lost")
+                log.warning("job %d: lease lost before the result was recorded", job.id)
+                return
+            except DBAPIError as db_error:
+                # The database is restarting: try again; the job thread must not die of it.
+                log.warning("job %d: cannot record the result yet (database): %s", job.id,
+                            db_error.orig or db_error)  # fmt: skip
+                if attempt + 1 < SETTLE_ATTEMPTS:
+                    time.sleep(SETTLE_RETRY_S * 2**attempt)
+        log.error("job %d: result not recorded; its lease expires and it runs again", job.id)
+
+    def _record_outcome(self, job: Job, error: Exception | None) -> None:
+        if error is None:
+            self.queue.complete(job.id, self.worker_id)
+            self._count("succeeded")
+            log.info("job %d: succeeded", job.id)
             return
+        known = disposition(error)
+        if known is not None and known.retry and not known.counts_as_attempt:
+            waiting = self.queue.postpone(job.id, self.worker_id, _describe(error), BUSY_RETRY_S)
+            self._count("postponed")
+            log.info("job %d: %s; again at %s (not counted as an attempt)", job.id,
+                     waiting.error, waiting.run_after.isoformat())  # fmt: skip
+            return
+        settled = self.queue.fail(job.id, self.worker_id, _describe(error),
+                                  retryable=is_retryable(error))  # fmt: skip
         if settled.status == JobStatus.QUEUED.value:
             self._count("retried")
             log.warning("job %d: %s; retry after %s", job.id, settled.error,
@@ -440,7 +464,8 @@ def worker_command(concurrency: int, burst: bool, lease_seconds: float, poll_sec
                         grace_s=grace_seconds)  # fmt: skip
         stats = worker.run(burst=burst)
     click.echo(f"claimed {stats.claimed}, succeeded {stats.succeeded}, retried {stats.retried}, "
-               f"failed {stats.failed}, released {stats.released}", err=True)  # fmt: skip
+               f"postponed {stats.postponed}, failed {stats.failed}, released {stats.released}",
+               err=True)  # fmt: skip
 
 
 @click.group("jobs")

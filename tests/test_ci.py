@@ -42,7 +42,7 @@ from reviewbot.ci import (
 from reviewbot.codequality import codequality_report
 from reviewbot.diff import Side
 from reviewbot.findings import AnchorKind, Category, Finding, Severity, fingerprint
-from reviewbot.store import Store
+from reviewbot.store import MergeRequestKey, Store
 from reviewbot.store.models import Review
 from tests.fakes.gitlab_server import FakeGitLab
 from tests.fakes.vllm_server import FakeVLLM
@@ -466,7 +466,8 @@ def test_ci_records_to_the_shared_database(ci_world: CiWorld, store_url: str) ->
             select(Review.trigger).where(Review.project == PROJECT, Review.mr_iid == IID)
         ).scalars()
         assert "ci" in set(triggers)
-    assert len(store.posted_findings(PROJECT, IID)) == len(ci_world.diff_notes())
+    key = MergeRequestKey(ci_world.gitlab.url, PROJECT_ID, IID)
+    assert len(store.posted_findings(key)) == len(ci_world.diff_notes())
 
 
 def test_missing_token_is_a_configuration_error(ci_world: CiWorld) -> None:

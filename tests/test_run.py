@@ -7,18 +7,21 @@ from __future__ import annotations
 
 import json
 import threading
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from reviewbot.app import App
 from reviewbot.cli import main
+from reviewbot.comments import parse_marker
 from reviewbot.gitlab import GitLabUnavailableError
 from reviewbot.llm import LLMUnavailableError
 from reviewbot.mr import MergeRequestBusyError, RunOptions, run_merge_request
-from reviewbot.store import Store
+from reviewbot.store import MergeRequestKey, Store, upgrade
+from tests.fakes.gitlab_server import FakeGitLab
 from tests.fakes.vllm_server import LatencyModel
-from tests.mr_world import FEATURE_APP, PROJECT, World, commit_on_feature
+from tests.mr_world import BOT_TOKEN, FEATURE_APP, PROJECT, World, commit_on_feature
 
 
 def diff_notes(world: World) -> list[dict]:
@@ -267,3 +270,56 @@ def test_identical_lines_get_a_comment_each(world: World) -> None:
     assert len({f.fingerprint for f in report.posted}) == len(report.posted)
     again = world.run()
     assert again.posted == [] and len(diff_notes(world)) == len(report.posted)
+
+
+# --- what is on the MR is the truth (issue 10 item 3) ----------------------------------------
+
+
+def test_a_comment_a_reviewer_deleted_is_feedback_and_not_posted_again(world: World) -> None:
+    first = world.run()
+    [deleted, *kept] = diff_notes(world)
+    world.gitlab.delete_note(PROJECT, 1, deleted["id"])  # a human deletes the bot's comment
+    again = world.run()
+    assert again.posted == [] and len(again.already_posted) == len(kept)
+    assert [f.fingerprint for f in again.published.deleted] == [
+        parse_marker(deleted["body"]).fingerprint  # type: ignore[union-attr]
+    ]
+    assert len(diff_notes(world)) == len(kept)
+    [summary] = summary_notes(world)
+    assert f"3 finding(s), {len(kept)} posted inline." in summary["body"]  # what is on the MR
+    assert "1 not posted again: a reviewer had deleted the comment" in summary["body"]
+    store = Store.from_url(world.database_url)
+    feedback = store.feedback(project=PROJECT, mr_iid=1)
+    assert [(f["kind"], f["note_id"]) for f in feedback] == [("deleted", deleted["id"])]
+    world.run()
+    assert len(store.feedback(project=PROJECT, mr_iid=1)) == 1  # recorded once
+    assert first.review_id is not None
+
+
+def test_one_database_for_two_gitlab_instances_keeps_their_mrs_apart(
+    world: World, tmp_path: Path
+) -> None:
+    world.run()  # group/app!1 on the first GitLab: 3 comments, recorded
+    with FakeGitLab() as other:
+        other.add_user("reviewbot", token=BOT_TOKEN, bot=True)
+        other.add_project(PROJECT, project_id=7)  # same path, same id, same iid
+        other.add_mr_from_git(PROJECT, world.repo, "main", "feature", iid=1, title="Elsewhere")
+        report = world.run(gitlab_url=other.url)
+        assert len(report.posted) == 3  # the first instance's records claim nothing here
+        notes = [n for n in other.notes(PROJECT, 1) if n["type"] == "DiffNote"]
+        assert len(notes) == 3
+        [summary] = [n for n in other.notes(PROJECT, 1) if "reviewbot:summary" in n["body"]]
+        assert "3 finding(s), 3 posted inline." in summary["body"]
+
+
+def test_a_review_left_running_by_a_dead_run_is_closed_by_the_next(world: World) -> None:
+    store = Store.from_url(world.database_url)
+    upgrade(world.database_url)
+    key = MergeRequestKey(world.gitlab.url, 7, 1)
+    orphan = store.start_review(project=PROJECT, mr_iid=1, head_sha="a" * 40, base_sha=None,
+                                start_sha=None, trigger="webhook", model="m",
+                                prompt_version="v", key=key)  # fmt: skip
+    report = world.run()
+    closed = store.review(orphan)
+    assert closed["status"] == "failed" and "interrupted" in (closed["error"] or "")
+    assert store.review(report.review_id)["status"] == "succeeded"  # type: ignore[arg-type]

@@ -18,6 +18,7 @@ from sqlalchemy import create_engine, inspect, text
 from sqlalchemy.exc import IntegrityError, StatementError
 
 from reviewbot.store import (
+    MergeRequestKey,
     RecordNotFound,
     Store,
     current_revision,
@@ -33,6 +34,11 @@ from tests.store_fixtures import migrated_store, store_url  # noqa: F401
 
 PROJECT = "group/app"
 MR_IID = 42
+GITLAB = "https://gitlab.example.com"
+PROJECT_ID = 7
+KEY = MergeRequestKey(GITLAB, PROJECT_ID, MR_IID)
+LOCK = str(KEY)
+OTHER_LOCK = str(MergeRequestKey(GITLAB, PROJECT_ID, MR_IID + 1))
 LEASE_TTL_S = 30
 CONTENDERS = 4
 START = datetime(2026, 1, 5, 9, 30, tzinfo=UTC)
@@ -55,9 +61,12 @@ def _review_args(**overrides: Any) -> dict[str, Any]:
     args = {
         "project": PROJECT, "mr_iid": MR_IID, "head_sha": "a" * 40, "base_sha": "b" * 40,
         "start_sha": "c" * 40, "trigger": "webhook", "model": "Qwen/Qwen3.5-35B-A3B",
-        "prompt_version": "2026-01",
+        "prompt_version": "2026-01", "key": KEY,
     }  # fmt: skip
-    return {**args, **overrides}
+    args.update(overrides)
+    if "mr_iid" in overrides and "key" not in overrides:
+        args["key"] = MergeRequestKey(GITLAB, PROJECT_ID, overrides["mr_iid"])
+    return args
 
 
 def _finding(**overrides: Any) -> dict[str, Any]:
@@ -298,7 +307,7 @@ def test_update_finding(clocked_store: Store, clock: FakeClock) -> None:
     with pytest.raises(ValueError, match="review_id"):
         clocked_store.update_finding(finding_id, review_id=review_id + 1)
     with pytest.raises(ValueError, match="state"):
-        clocked_store.update_finding(finding_id, state="deleted")
+        clocked_store.update_finding(finding_id, state="vanished")
 
 
 def test_posted_findings_keeps_latest_published_row_per_fingerprint(
@@ -319,7 +328,13 @@ def test_posted_findings_keeps_latest_published_row_per_fingerprint(
     other_mr = migrated_store.start_review(**_review_args(mr_iid=MR_IID + 1))
     migrated_store.record_findings(other_mr, [_finding(fingerprint="elsewhere")])
 
-    posted = migrated_store.posted_findings(PROJECT, MR_IID)
+    # the same path and iid on another GitLab instance is another MR
+    elsewhere = migrated_store.start_review(
+        **_review_args(key=MergeRequestKey("https://other.example.com", PROJECT_ID, MR_IID))
+    )
+    migrated_store.record_findings(elsewhere, [_finding(fingerprint="other-instance")])
+
+    posted = migrated_store.posted_findings(KEY)
     assert set(posted) == {"kept"}
     assert posted["kept"]["id"] == latest_id
     assert posted["kept"]["discussion_id"] == "d2"
@@ -329,30 +344,30 @@ def test_posted_findings_keeps_latest_published_row_per_fingerprint(
 
 
 def test_lock_excludes_a_second_holder(clocked_store: Store) -> None:
-    assert clocked_store.acquire_mr_lock(PROJECT, MR_IID, "worker-a", LEASE_TTL_S)
-    assert not clocked_store.acquire_mr_lock(PROJECT, MR_IID, "worker-b", LEASE_TTL_S)
-    assert clocked_store.acquire_mr_lock(PROJECT, MR_IID + 1, "worker-b", LEASE_TTL_S)
-    assert clocked_store.acquire_mr_lock(PROJECT, MR_IID, "worker-a", LEASE_TTL_S)  # re-entrant
+    assert clocked_store.acquire_mr_lock(LOCK, "worker-a", LEASE_TTL_S)
+    assert not clocked_store.acquire_mr_lock(LOCK, "worker-b", LEASE_TTL_S)
+    assert clocked_store.acquire_mr_lock(OTHER_LOCK, "worker-b", LEASE_TTL_S)
+    assert clocked_store.acquire_mr_lock(LOCK, "worker-a", LEASE_TTL_S)  # re-entrant
 
-    assert not clocked_store.renew_mr_lock(PROJECT, MR_IID, "worker-b", LEASE_TTL_S)
-    assert clocked_store.renew_mr_lock(PROJECT, MR_IID, "worker-a", LEASE_TTL_S)
+    assert not clocked_store.renew_mr_lock(LOCK, "worker-b", LEASE_TTL_S)
+    assert clocked_store.renew_mr_lock(LOCK, "worker-a", LEASE_TTL_S)
 
-    clocked_store.release_mr_lock(PROJECT, MR_IID, "worker-b")  # not its lease: no effect
-    assert not clocked_store.acquire_mr_lock(PROJECT, MR_IID, "worker-b", LEASE_TTL_S)
-    clocked_store.release_mr_lock(PROJECT, MR_IID, "worker-a")
-    assert clocked_store.acquire_mr_lock(PROJECT, MR_IID, "worker-b", LEASE_TTL_S)
+    clocked_store.release_mr_lock(LOCK, "worker-b")  # not its lease: no effect
+    assert not clocked_store.acquire_mr_lock(LOCK, "worker-b", LEASE_TTL_S)
+    clocked_store.release_mr_lock(LOCK, "worker-a")
+    assert clocked_store.acquire_mr_lock(LOCK, "worker-b", LEASE_TTL_S)
 
 
 def test_expired_lock_is_taken_over(clocked_store: Store, clock: FakeClock) -> None:
-    assert clocked_store.acquire_mr_lock(PROJECT, MR_IID, "crashed", LEASE_TTL_S)
+    assert clocked_store.acquire_mr_lock(LOCK, "crashed", LEASE_TTL_S)
     clock.advance(LEASE_TTL_S - 1)
-    assert not clocked_store.acquire_mr_lock(PROJECT, MR_IID, "worker-b", LEASE_TTL_S)
-    assert clocked_store.renew_mr_lock(PROJECT, MR_IID, "crashed", LEASE_TTL_S)
+    assert not clocked_store.acquire_mr_lock(LOCK, "worker-b", LEASE_TTL_S)
+    assert clocked_store.renew_mr_lock(LOCK, "crashed", LEASE_TTL_S)
 
     clock.advance(LEASE_TTL_S + 1)
-    assert clocked_store.acquire_mr_lock(PROJECT, MR_IID, "worker-b", LEASE_TTL_S)
-    assert not clocked_store.renew_mr_lock(PROJECT, MR_IID, "crashed", LEASE_TTL_S)
-    assert not clocked_store.acquire_mr_lock(PROJECT, MR_IID, "crashed", LEASE_TTL_S)
+    assert clocked_store.acquire_mr_lock(LOCK, "worker-b", LEASE_TTL_S)
+    assert not clocked_store.renew_mr_lock(LOCK, "crashed", LEASE_TTL_S)
+    assert not clocked_store.acquire_mr_lock(LOCK, "crashed", LEASE_TTL_S)
 
 
 def _race_for_lock(store_url: str, clock: FakeClock) -> list[str]:  # noqa: F811
@@ -364,7 +379,7 @@ def _race_for_lock(store_url: str, clock: FakeClock) -> list[str]:  # noqa: F811
     def contend(index: int) -> None:
         holder = f"worker-{index}"
         barrier.wait()
-        if stores[index].acquire_mr_lock(PROJECT, MR_IID, holder, LEASE_TTL_S):
+        if stores[index].acquire_mr_lock(LOCK, holder, LEASE_TTL_S):
             winners.append(holder)
 
     threads = [threading.Thread(target=contend, args=(i,)) for i in range(CONTENDERS)]
@@ -390,7 +405,7 @@ def test_concurrent_takeover_of_expired_lock_has_one_winner(
     store_url: str,  # noqa: F811
     clock: FakeClock,
 ) -> None:
-    Store(migrated_store.engine, clock=clock).acquire_mr_lock(PROJECT, MR_IID, "gone", 1)
+    Store(migrated_store.engine, clock=clock).acquire_mr_lock(LOCK, "gone", 1)
     clock.advance(LEASE_TTL_S)
     winners = _race_for_lock(store_url, clock)
     assert len(winners) == 1

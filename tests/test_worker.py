@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -28,8 +29,9 @@ from reviewbot.config import ConfigError, Settings
 from reviewbot.gitlab import GitLabAuthError, GitLabNotFoundError, GitLabUnavailableError
 from reviewbot.llm import LLMUnavailableError, ModelNotFoundError
 from reviewbot.mr import MergeRequestBusyError
-from reviewbot.queue import Job, JobQueue
-from reviewbot.store import Store
+from reviewbot.queue import DEFAULT_MAX_ATTEMPTS, Job, JobQueue
+from reviewbot.store import Store, upgrade
+from reviewbot.store.store import SQLITE_BUSY_TIMEOUT_MS
 from reviewbot.worker import Worker, is_retryable, job_concurrency, jobs_group, worker_command
 from tests.store_fixtures import migrated_store, store_url  # noqa: F401
 
@@ -216,6 +218,23 @@ def test_transient_failure_is_retried_later(queue: JobQueue, record: Path) -> No
     assert (stats.retried, stats.failed) == (1, 0)
 
 
+def test_a_busy_mr_is_a_reason_to_wait_not_a_failed_attempt(
+    migrated_store: Store,  # noqa: F811
+    record: Path,
+) -> None:
+    now = [datetime.now(UTC)]
+    queue = JobQueue(migrated_store, clock=lambda: now[0])
+    [job_id] = _enqueue_mrs(queue, 1)
+    handler = RecordingHandler(record, error=MergeRequestBusyError("another run holds !1"))
+    for _ in range(DEFAULT_MAX_ATTEMPTS + 1):  # more rounds than the job has attempts
+        stats = _worker(queue, handler).run(burst=True)
+        job = queue.get(job_id)
+        assert (job.status, job.attempts) == ("queued", 0)
+        assert (stats.postponed, stats.retried, stats.failed) == (1, 0, 0)
+        assert job.run_after > now[0] and "another run holds" in (job.error or "")
+        now[0] = job.run_after  # the wait is over
+
+
 def test_permanent_failure_fails_the_job(queue: JobQueue, record: Path) -> None:
     [job_id] = _enqueue_mrs(queue, 1)
     handler = RecordingHandler(record, error=GitLabNotFoundError("404 Project Not Found"))
@@ -356,3 +375,27 @@ def test_worker_command_in_burst_mode_exits_on_empty_queue(
     result = CliRunner().invoke(worker_command, ["--burst", "--database-url", store_url])
     assert result.exit_code == 0, result.output
     assert "claimed 0" in result.output
+
+
+def test_recording_a_result_survives_the_database_being_unavailable(
+    tmp_path: Path, record: Path
+) -> None:
+    """The database refuses writes for longer than a statement waits (SQLite's busy timeout,
+    like a PostgreSQL restart): the job thread keeps its result and records it afterwards."""
+    url = f"sqlite:///{tmp_path / 'queue.db'}"
+    upgrade(url)
+    store = Store.from_url(url)
+    queue = JobQueue(store)
+    [job_id] = _enqueue_mrs(queue, 1)
+    outage_s = SQLITE_BUSY_TIMEOUT_MS / 1000 + 1
+    blocker = sqlite3.connect(tmp_path / "queue.db", isolation_level=None, check_same_thread=False)
+
+    def handler(job: Job) -> None:
+        blocker.execute("BEGIN EXCLUSIVE")  # every other writer now waits, then fails
+        threading.Timer(outage_s, lambda: blocker.execute("COMMIT")).start()
+
+    stats = _worker(queue, handler).run(burst=True)
+    blocker.close()
+    assert stats.succeeded == 1
+    assert queue.get(job_id).status == "succeeded"
+    store.close()

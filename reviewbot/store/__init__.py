@@ -14,6 +14,7 @@ from sqlalchemy.exc import ArgumentError
 
 from reviewbot.store.migrate import current_revision, ensure_schema, head_revision, upgrade
 from reviewbot.store.store import (
+    MergeRequestKey,
     RecordNotFound,
     Store,
     make_engine,
@@ -26,6 +27,7 @@ DATABASE_FILE_NAME = "reviewbot.db"
 _URL_PASSWORD = re.compile(r"(://[^/\s:@]*:)[^@\s/]*@")
 
 __all__ = [
+    "MergeRequestKey",
     "RecordNotFound",
     "Store",
     "current_revision",

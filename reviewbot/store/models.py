@@ -49,6 +49,8 @@ SHORT_LABEL_LENGTH = 32
 NAME_LENGTH = 255
 PATH_LENGTH = 1024
 EVENT_KEY_LENGTH = 255
+URL_LENGTH = 2048
+MR_KEY_LENGTH = 2200  # "<gitlab url>|<project id>|<iid>"
 
 
 class Trigger(StrEnum):
@@ -94,6 +96,7 @@ class FindingState(StrEnum):
     RESOLVED = "resolved"
     OUTDATED = "outdated"
     FAILED = "failed"
+    DELETED = "deleted"  # found again but not posted again: a reviewer had deleted its comment
 
 
 class JobStatus(StrEnum):
@@ -108,11 +111,15 @@ class JobStatus(StrEnum):
 
 
 class FeedbackKind(StrEnum):
-    """Where a piece of human feedback came from."""
+    """What became of a posted finding: a human's reaction, or what the code did."""
 
-    AWARD = "award"
-    RESOLUTION = "resolution"
-    REPLY = "reply"
+    AWARD = "award"  # value: thumbsup / thumbsdown (":revoked" when taken back)
+    RESOLUTION = "resolution"  # a human resolved the thread
+    REPLY = "reply"  # a human replied in the thread
+    ADDRESSED = "addressed"  # a later version changed the finding's line
+    DELETED = "deleted"  # the bot's comment is gone from the MR
+    SUGGESTION_APPLIED = "suggestion_applied"
+    IGNORED = "ignored"  # merged with the thread open and the line unchanged
 
 
 # Findings in these states have a discussion on GitLab: a re-run must not post them again.
@@ -172,12 +179,16 @@ class Review(Base):
         CheckConstraint(_one_of("trigger", Trigger), name="trigger"),
         CheckConstraint(_one_of("status", ReviewStatus), name="status"),
         Index(None, "project", "mr_iid"),
+        Index(None, "gitlab_url", "project_id", "mr_iid"),
         Index(None, "started_at"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    project: Mapped[str] = mapped_column(String(PROJECT_LENGTH))
+    project: Mapped[str] = mapped_column(String(PROJECT_LENGTH))  # path at review time
     mr_iid: Mapped[int | None]
+    # An MR is GitLab instance + project id + iid (paths change on rename); None: a local diff.
+    gitlab_url: Mapped[str | None] = mapped_column(String(URL_LENGTH))
+    project_id: Mapped[int | None] = mapped_column(BigInteger)
     head_sha: Mapped[str] = mapped_column(String(SHA_LENGTH))
     base_sha: Mapped[str | None] = mapped_column(String(SHA_LENGTH))
     start_sha: Mapped[str | None] = mapped_column(String(SHA_LENGTH))
@@ -232,6 +243,7 @@ class Finding(Base):
         CheckConstraint(_one_of("anchor", Anchor), name="anchor"),
         CheckConstraint(_one_of("state", FindingState), name="state"),
         Index(None, "project", "mr_iid", "fingerprint"),
+        Index(None, "gitlab_url", "project_id", "mr_iid", "fingerprint"),
         Index(None, "created_at"),
     )
 
@@ -239,6 +251,8 @@ class Finding(Base):
     review_id: Mapped[int] = mapped_column(ForeignKey("reviews.id", ondelete="CASCADE"), index=True)
     project: Mapped[str] = mapped_column(String(PROJECT_LENGTH))
     mr_iid: Mapped[int | None]
+    gitlab_url: Mapped[str | None] = mapped_column(String(URL_LENGTH))
+    project_id: Mapped[int | None] = mapped_column(BigInteger)
     fingerprint: Mapped[str] = mapped_column(String(SHA_LENGTH))
     path: Mapped[str] = mapped_column(String(PATH_LENGTH))
     side: Mapped[str] = mapped_column(String(SHORT_LABEL_LENGTH))
@@ -271,6 +285,8 @@ class Feedback(Base):
     )
     project: Mapped[str] = mapped_column(String(PROJECT_LENGTH))
     mr_iid: Mapped[int | None]
+    gitlab_url: Mapped[str | None] = mapped_column(String(URL_LENGTH))
+    project_id: Mapped[int | None] = mapped_column(BigInteger)
     note_id: Mapped[int | None] = mapped_column(BigInteger)
     kind: Mapped[str] = mapped_column(String(SHORT_LABEL_LENGTH))
     value: Mapped[str] = mapped_column(String(SHORT_LABEL_LENGTH))
@@ -280,12 +296,12 @@ class Feedback(Base):
 
 
 class MRLock(Base):
-    """A lease serialising review runs on one MR across processes and hosts."""
+    """A lease serialising review runs on one MR across processes (SQLite; on PostgreSQL a
+    session advisory lock does it: reviewbot.store.mr_lock)."""
 
     __tablename__ = "mr_locks"
 
-    project: Mapped[str] = mapped_column(String(PROJECT_LENGTH), primary_key=True)
-    mr_iid: Mapped[int] = mapped_column(Integer, primary_key=True)
+    mr_key: Mapped[str] = mapped_column(String(MR_KEY_LENGTH), primary_key=True)
     holder: Mapped[str] = mapped_column(String(NAME_LENGTH))
     expires_at: Mapped[datetime]
 
@@ -305,6 +321,7 @@ class Job(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     project: Mapped[str] = mapped_column(String(PROJECT_LENGTH))
     mr_iid: Mapped[int]
+    project_id: Mapped[int | None] = mapped_column(BigInteger)  # what the worker asks GitLab by
     head_sha: Mapped[str | None] = mapped_column(String(SHA_LENGTH))
     trigger: Mapped[str] = mapped_column(String(SHORT_LABEL_LENGTH))
     status: Mapped[str] = mapped_column(String(SHORT_LABEL_LENGTH))

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 import sqlite3
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from pathlib import Path
@@ -65,9 +66,9 @@ LLM_CALL_FIELDS = frozenset(
 )  # fmt: skip
 FINDING_FIELDS = frozenset(
     {
-        "project", "mr_iid", "fingerprint", "path", "side", "line", "end_line", "severity",
-        "category", "title", "body", "anchor", "state", "discussion_id", "note_id",
-        "created_at", "resolved_at",
+        "project", "mr_iid", "gitlab_url", "project_id", "fingerprint", "path", "side",
+        "line", "end_line", "severity", "category", "title", "body", "anchor", "state",
+        "discussion_id", "note_id", "created_at", "resolved_at",
     }
 )  # fmt: skip
 FINDING_UPDATABLE_FIELDS = frozenset(
@@ -78,8 +79,8 @@ FINDING_UPDATABLE_FIELDS = frozenset(
 )  # fmt: skip
 FEEDBACK_FIELDS = frozenset(
     {
-        "finding_id", "project", "mr_iid", "note_id", "kind", "value", "username",
-        "event_key", "created_at",
+        "finding_id", "project", "mr_iid", "gitlab_url", "project_id", "note_id", "kind",
+        "value", "username", "event_key", "created_at",
     }
 )  # fmt: skip
 FIELD_CHOICES: dict[str, type[StrEnum]] = {
@@ -103,6 +104,27 @@ _SECRET_PATTERNS = (
 
 class RecordNotFound(LookupError):
     """Raised when a review or finding id does not exist."""
+
+
+@dataclass(frozen=True)
+class MergeRequestKey:
+    """Which merge request: GitLab instance + project id + iid (a path changes on rename, and
+    two instances may both have ``group/app!1``)."""
+
+    gitlab_url: str
+    project_id: int
+    iid: int
+
+    def __str__(self) -> str:
+        return f"{self.gitlab_url.rstrip('/')}|{self.project_id}|{self.iid}"
+
+    def columns(self) -> dict[str, Any]:
+        """The columns that identify the MR in reviews, findings and feedback."""
+        return {
+            "gitlab_url": self.gitlab_url.rstrip("/"),
+            "project_id": self.project_id,
+            "mr_iid": self.iid,
+        }
 
 
 def utc_now() -> datetime:
@@ -219,13 +241,17 @@ class Store:
         trigger: str,
         model: str,
         prompt_version: str,
+        key: MergeRequestKey | None = None,
     ) -> int:
-        """Record a review that starts now, in state `running`; return its id."""
+        """Record a review that starts now, in state `running`; return its id.
+
+        ``project`` is the path at review time (for people); ``key`` identifies the MR.
+        """
         values = {
             "project": project, "mr_iid": mr_iid, "head_sha": head_sha, "base_sha": base_sha,
             "start_sha": start_sha, "trigger": trigger, "model": model,
             "prompt_version": prompt_version, "status": ReviewStatus.RUNNING.value,
-            "started_at": self._clock(),
+            "started_at": self._clock(), **(key.columns() if key else {}),
         }  # fmt: skip
         _check_choices(values)
         with Session(self._engine) as session, session.begin():
@@ -233,6 +259,29 @@ class Store:
             session.add(review)
             session.flush()
             return review.id
+
+    def close_interrupted_reviews(self, key: MergeRequestKey, reason: str) -> int:
+        """Mark the MR's reviews still `running` as failed with ``reason``; how many.
+
+        Called by the one run that holds the MR's lock: a review left `running` then was
+        interrupted (its process died), and must not stay `running` forever.
+        """
+        statement = (
+            update(ReviewRow)
+            .where(*self._mr_is(ReviewRow, key), ReviewRow.status == ReviewStatus.RUNNING.value)
+            .values(status=ReviewStatus.FAILED.value, finished_at=self._clock(), error=reason)
+        )
+        with self._engine.begin() as connection:
+            return connection.execute(statement).rowcount
+
+    @staticmethod
+    def _mr_is(table: Any, key: MergeRequestKey) -> list[Any]:
+        columns = key.columns()
+        return [
+            table.gitlab_url == columns["gitlab_url"],
+            table.project_id == columns["project_id"],
+            table.mr_iid == columns["mr_iid"],
+        ]
 
     def finish_review(
         self,
@@ -328,7 +377,8 @@ class Store:
             return []
         review = self.review(review_id)
         defaults = {
-            "project": review["project"], "mr_iid": review["mr_iid"], "line": None,
+            "project": review["project"], "mr_iid": review["mr_iid"],
+            "gitlab_url": review["gitlab_url"], "project_id": review["project_id"], "line": None,
             "end_line": None, "discussion_id": None, "note_id": None,
             "resolved_at": None, "created_at": self._clock(),
         }  # fmt: skip
@@ -354,17 +404,16 @@ class Store:
         query = select(FindingRow).where(FindingRow.review_id == review_id).order_by(FindingRow.id)
         return self._all(query)
 
-    def posted_findings(self, project: str, mr_iid: int) -> dict[str, dict[str, Any]]:
-        """Fingerprint -> latest finding with a discussion on GitLab, for one MR.
+    def posted_findings(self, key: MergeRequestKey) -> dict[str, dict[str, Any]]:
+        """Fingerprint -> latest finding recorded with a discussion on GitLab, for one MR.
 
-        "Posted" means any of PUBLISHED_STATES (posted, resolved, outdated): the comment
-        exists on the MR, so a re-run must skip it (and may use its discussion_id).
+        "Posted" means any of PUBLISHED_STATES (posted, resolved, outdated). This is history:
+        what is on the MR is the truth for idempotency (reviewbot.publish reads the MR).
         """
         query = (
             select(FindingRow)
             .where(
-                FindingRow.project == project,
-                FindingRow.mr_iid == mr_iid,
+                *self._mr_is(FindingRow, key),
                 FindingRow.state.in_([state.value for state in PUBLISHED_STATES]),
             )
             .order_by(FindingRow.id)
@@ -373,7 +422,7 @@ class Store:
 
     # -- MR leases ---------------------------------------------------------------------
 
-    def acquire_mr_lock(self, project: str, mr_iid: int, holder: str, ttl_s: float) -> bool:
+    def acquire_mr_lock(self, mr_key: str, holder: str, ttl_s: float) -> bool:
         """Take the lease on an MR for `ttl_s` seconds; True if `holder` now holds it.
 
         Race-free on both backends: an INSERT that does nothing on conflict, then an UPDATE
@@ -381,17 +430,17 @@ class Store:
         READ COMMITTED a concurrent UPDATE re-checks its WHERE on the row version committed by
         the winner, so only one taker can succeed
         (https://www.postgresql.org/docs/current/transaction-iso.html#XACT-READ-COMMITTED);
-        SQLite runs one writer at a time.
+        SQLite runs one writer at a time. (On PostgreSQL, runs hold a session advisory lock
+        instead: reviewbot.store.mr_lock.)
         """
         now = self._clock()
         expires_at = now + timedelta(seconds=ttl_s)
-        key = {"project": project, "mr_iid": mr_iid}
         claim = self._insert_ignoring_conflict(
-            MRLockRow, {**key, "holder": holder, "expires_at": expires_at}, ["project", "mr_iid"]
+            MRLockRow, {"mr_key": mr_key, "holder": holder, "expires_at": expires_at}, ["mr_key"]
         ).returning(MRLockRow.holder)
         take_over = (
             update(MRLockRow)
-            .where(MRLockRow.project == project, MRLockRow.mr_iid == mr_iid)
+            .where(MRLockRow.mr_key == mr_key)
             .where(or_(MRLockRow.expires_at <= now, MRLockRow.holder == holder))
             .values(holder=holder, expires_at=expires_at)
         )
@@ -400,28 +449,36 @@ class Store:
                 return True
             return connection.execute(take_over).rowcount == 1
 
-    def renew_mr_lock(self, project: str, mr_iid: int, holder: str, ttl_s: float) -> bool:
+    def mr_lock_holder(self, mr_key: str) -> str | None:
+        """Who holds the MR's lease now (expired or not), or None."""
+        with self._engine.connect() as connection:
+            return connection.scalar(select(MRLockRow.holder).where(MRLockRow.mr_key == mr_key))
+
+    def take_over_mr_lock(self, mr_key: str, dead_holder: str, holder: str, ttl_s: float) -> bool:
+        """Take the lease from ``dead_holder`` (known to be gone) before it expires."""
+        expires_at = self._clock() + timedelta(seconds=ttl_s)
+        take_over = (
+            update(MRLockRow)
+            .where(MRLockRow.mr_key == mr_key, MRLockRow.holder == dead_holder)
+            .values(holder=holder, expires_at=expires_at)
+        )
+        with self._engine.begin() as connection:
+            return connection.execute(take_over).rowcount == 1
+
+    def renew_mr_lock(self, mr_key: str, holder: str, ttl_s: float) -> bool:
         """Extend `holder`'s lease by `ttl_s` from now; False if someone else holds it."""
         expires_at = self._clock() + timedelta(seconds=ttl_s)
         renew = (
             update(MRLockRow)
-            .where(
-                MRLockRow.project == project,
-                MRLockRow.mr_iid == mr_iid,
-                MRLockRow.holder == holder,
-            )
+            .where(MRLockRow.mr_key == mr_key, MRLockRow.holder == holder)
             .values(expires_at=expires_at)
         )
         with self._engine.begin() as connection:
             return connection.execute(renew).rowcount == 1
 
-    def release_mr_lock(self, project: str, mr_iid: int, holder: str) -> None:
+    def release_mr_lock(self, mr_key: str, holder: str) -> None:
         """Give the lease back; does nothing if `holder` no longer holds it."""
-        release = delete(MRLockRow).where(
-            MRLockRow.project == project,
-            MRLockRow.mr_iid == mr_iid,
-            MRLockRow.holder == holder,
-        )
+        release = delete(MRLockRow).where(MRLockRow.mr_key == mr_key, MRLockRow.holder == holder)
         with self._engine.begin() as connection:
             connection.execute(release)
 
@@ -430,13 +487,13 @@ class Store:
     def record_feedback(self, **fields: Any) -> bool:
         """Store one feedback event; False when its `event_key` was already recorded.
 
-        Required: project, kind, value, event_key. Optional: finding_id, mr_iid, note_id,
-        username, created_at (defaults to now).
+        Required: project, kind, value, event_key. Optional: finding_id, mr_iid, gitlab_url,
+        project_id, note_id, username, created_at (defaults to now).
         """
         _check_fields(fields, FEEDBACK_FIELDS, "feedback")
         values = {
-            "finding_id": None, "mr_iid": None, "note_id": None, "username": None,
-            "created_at": self._clock(), **fields,
+            "finding_id": None, "mr_iid": None, "gitlab_url": None, "project_id": None,
+            "note_id": None, "username": None, "created_at": self._clock(), **fields,
         }  # fmt: skip
         _check_choices(values)
         statement = self._insert_ignoring_conflict(FeedbackRow, values, ["event_key"])

@@ -514,6 +514,11 @@ class FakeGitLab:
             note.awards.append(award)
             return copy.deepcopy(award)
 
+    def delete_note(self, project: str | int, iid: int, note_id: int) -> None:
+        """A human deletes a note (a discussion without notes disappears, as on GitLab)."""
+        with self._lock:
+            self._remove_note(self._mr(project, iid), note_id)
+
     # ---- inspection
 
     def discussions(self, project: str | int, iid: int) -> list[dict[str, Any]]:
@@ -580,6 +585,13 @@ class FakeGitLab:
                 if str(note.id) == str(note_id):
                     return note
         raise ApiError(HTTPStatus.NOT_FOUND, {"message": "404 Note Not Found"})
+
+    def _remove_note(self, mr: MergeRequest, note_id: int | str) -> None:
+        note = self._note(mr, note_id)
+        for discussion in mr.discussions:
+            if note in discussion.notes:
+                discussion.notes.remove(note)
+        mr.discussions = [d for d in mr.discussions if d.notes]
 
     def _build_version(self, repo: Path, target: str, head_sha: str) -> Version:
         start_sha = _rev_parse(repo, target)
@@ -997,6 +1009,15 @@ class FakeGitLab:
         note.updated_at = _now()
         return Response(HTTPStatus.OK, self._note_json(mr, note))
 
+    def _delete_note(self, request: Request, pid: str, iid: str, nid: str) -> Response:
+        """DELETE .../notes/:id: the author (or a maintainer; not modelled) deletes a note."""
+        mr = self._mr(pid, iid)
+        note = self._note(mr, nid)
+        if note.author["id"] != request.user["id"]:
+            raise ApiError(HTTPStatus.FORBIDDEN, FORBIDDEN)
+        self._remove_note(mr, nid)
+        return Response(HTTPStatus.NO_CONTENT, None)
+
     def _get_award_emoji(self, request: Request, pid: str, iid: str, nid: str) -> Response:
         note = self._note(self._mr(pid, iid), nid)
         return self._paginated(request, copy.deepcopy(note.awards))
@@ -1293,6 +1314,7 @@ _ROUTES: list[tuple[str, re.Pattern[str], str]] = [
         ("POST", _MR + r"/notes", "_post_note"),
         ("GET", _MR + r"/notes/(\d+)", "_get_note"),
         ("PUT", _MR + r"/notes/(\d+)", "_put_note"),
+        ("DELETE", _MR + r"/notes/(\d+)", "_delete_note"),
         ("GET", _MR + r"/notes/(\d+)/award_emoji", "_get_award_emoji"),
         ("GET", _MR + r"/draft_notes", "_get_drafts"),
         ("POST", _MR + r"/draft_notes", "_post_draft"),
