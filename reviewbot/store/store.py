@@ -14,16 +14,23 @@ from __future__ import annotations
 import re
 import sqlite3
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, delete, event, insert, or_, select, update
+from sqlalchemy import Engine, create_engine, delete, event, insert, or_, select, text, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.orm import Session
 
+from reviewbot.store.figures import (
+    DEFAULT_METRIC_BUCKETS,
+    MetricBuckets,
+    MetricsSnapshot,
+    read_metrics_snapshot,
+)
 from reviewbot.store.models import (
     PUBLISHED_STATES,
     Anchor,
@@ -103,6 +110,14 @@ _SECRET_PATTERNS = (
 
 class RecordNotFound(LookupError):
     """Raised when a review or finding id does not exist."""
+
+
+@dataclass(frozen=True)
+class NoteOwner:
+    """What reviewbot posted as a given note: a finding's comment or a review's summary."""
+
+    finding_id: int | None  # None: the note is a review's summary note
+    mr_iid: int | None
 
 
 def utc_now() -> datetime:
@@ -205,6 +220,11 @@ class Store:
     def close(self) -> None:
         """Close pooled connections."""
         self._engine.dispose()
+
+    def ping(self) -> None:
+        """Run ``SELECT 1``; raises SQLAlchemyError when the database cannot be reached."""
+        with self._engine.connect() as connection:
+            connection.execute(text("SELECT 1"))
 
     # -- reviews -----------------------------------------------------------------------
 
@@ -449,6 +469,38 @@ class Store:
         if mr_iid is not None:
             query = query.where(FeedbackRow.mr_iid == mr_iid)
         return self._all(query.order_by(FeedbackRow.id))
+
+    def note_owner(self, note_id: int) -> NoteOwner | None:
+        """The finding (or else the review summary) reviewbot posted as note `note_id`.
+
+        The newest finding with that note id wins (a re-run records the same note again);
+        None when reviewbot did not write the note.
+        """
+        finding_query = (
+            select(FindingRow.id, FindingRow.mr_iid)
+            .where(FindingRow.note_id == note_id)
+            .order_by(FindingRow.id.desc())
+            .limit(1)
+        )
+        summary_query = (
+            select(ReviewRow.mr_iid)
+            .where(ReviewRow.summary_note_id == note_id)
+            .order_by(ReviewRow.id.desc())
+            .limit(1)
+        )
+        with self._engine.connect() as connection:
+            finding = connection.execute(finding_query).first()
+            if finding is not None:
+                return NoteOwner(finding_id=finding.id, mr_iid=finding.mr_iid)
+            summary = connection.execute(summary_query).first()
+        return None if summary is None else NoteOwner(finding_id=None, mr_iid=summary.mr_iid)
+
+    # -- metrics -----------------------------------------------------------------------
+
+    def metrics_snapshot(self, buckets: MetricBuckets = DEFAULT_METRIC_BUCKETS) -> MetricsSnapshot:
+        """Histograms, token sums and counts over all reviews, calls and findings (see figures)."""
+        with self._engine.connect() as connection:
+            return read_metrics_snapshot(connection, buckets)
 
     # -- helpers -----------------------------------------------------------------------
 
