@@ -27,14 +27,7 @@ from starlette.testclient import TestClient
 
 from reviewbot.config import ConfigError, Settings
 from reviewbot.gitlab import GitLabClient, GitLabSettings
-from reviewbot.metrics import (
-    Histogram,
-    MetricFamily,
-    MetricKind,
-    Sample,
-    histogram_from_counts,
-    render,
-)
+from reviewbot.metrics import ListenerCollector, listener_registry, render
 from reviewbot.queue import JobQueue
 from reviewbot.store import Store, upgrade
 from reviewbot.webhook import (
@@ -623,26 +616,36 @@ def test_fixtures_are_valid_json_objects() -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# Prometheus rendering (pure)
+# The Prometheus collector, rendered by prometheus_client
 
 
-def test_render_escapes_labels_and_expands_histograms() -> None:
-    histogram = histogram_from_counts((0.5, 1.0), (None, 1), count=3, total=2.5)
-    text = render([
-        MetricFamily("demo_total", MetricKind.COUNTER, "Help with \\ and\nnewline.",
-                     (Sample(2, {"path": 'a"b\\c\nd'}),)),
-        MetricFamily("demo_seconds", MetricKind.HISTOGRAM, "Durations.", (Sample(histogram),)),
-    ])  # fmt: skip
-    assert "# HELP demo_total Help with \\\\ and\\nnewline." in text
-    assert 'demo_total{path="a\\"b\\\\c\\nd"} 2' in text
-    assert 'demo_seconds_bucket{le="1.0"} 1' in text
-    assert 'demo_seconds_bucket{le="+Inf"} 3' in text
-    assert "demo_seconds_count 3" in text
+def test_metrics_escape_label_values_from_the_database(listener: Listener) -> None:
+    review_id = listener.store.start_review(
+        project=PROJECT, mr_iid=IID, head_sha=HEAD, base_sha=None, start_sha=None,
+        trigger="webhook", model="qwen", prompt_version="1",
+    )  # fmt: skip
+    odd_severity = 'a"b\\c\nd'
+    listener.store.record_findings(review_id, [{
+        "fingerprint": "f" * 16, "path": "a.py", "side": "new", "line": 1,
+        "severity": odd_severity, "category": "bug", "title": "t", "body": "b",
+        "anchor": "exact", "state": "posted",
+    }])  # fmt: skip
+    registry = listener_registry(ListenerCollector(listener.store, listener.queue, dict))
+    text = render(registry).decode()
+    assert 'reviewbot_findings_total{severity="a\\"b\\\\c\\nd"} 1.0' in text
     assert all(METRIC_LINE.match(line) for line in text.splitlines() if not line.startswith("#"))
 
 
-def test_histogram_rejects_decreasing_counts() -> None:
-    with pytest.raises(ValueError, match="decrease"):
-        Histogram(bounds=(1.0, 2.0), cumulative_counts=(2, 1), count=2, total=1.0)
-    with pytest.raises(ValueError, match="ascending"):
-        Histogram(bounds=(2.0, 1.0), cumulative_counts=(0, 0), count=0, total=0.0)
+def test_metrics_histograms_are_cumulative_with_inf_sum_and_count(listener: Listener) -> None:
+    _record_review(listener.store)
+    text = render(listener_registry(ListenerCollector(listener.store, listener.queue, dict)))
+    lines = text.decode().splitlines()
+    assert "# TYPE reviewbot_llm_call_duration_seconds histogram" in lines
+    buckets = [line for line in lines if line.startswith("reviewbot_llm_call_duration_seconds_")]
+    assert buckets[0] == 'reviewbot_llm_call_duration_seconds_bucket{le="0.5"} 0.0'
+    assert 'reviewbot_llm_call_duration_seconds_bucket{le="5.0"} 1.0' in buckets
+    assert buckets[-3:] == [
+        'reviewbot_llm_call_duration_seconds_bucket{le="+Inf"} 2.0',
+        "reviewbot_llm_call_duration_seconds_count 2.0",
+        "reviewbot_llm_call_duration_seconds_sum 94.0",
+    ]

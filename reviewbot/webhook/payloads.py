@@ -1,0 +1,302 @@
+"""GitLab webhook payloads into typed events (pure: headers, bytes and dicts in, values out).
+
+GitLab rules relied on (doc/user/project/integrations/webhook_events.md and
+app/services/web_hook_service.rb in gitlabhq/gitlabhq):
+
+* Headers: ``X-Gitlab-Event`` names the hook ("Merge Request Hook", "Note Hook",
+  "Emoji Hook"); ``X-Gitlab-Token`` carries the secret; ``Idempotency-Key`` (GitLab >= 17.4)
+  is kept across retries of one event; ``X-Gitlab-Event-UUID`` (recursion detection) is shared
+  by the hooks of one event, hence combined here with a hash of the body.
+* Every hook carries ``project.path_with_namespace`` and ``project.id``.
+* Merge request actions: open, close, reopen, update, approved, unapproved, approval,
+  unapproval, merge. ``object_attributes.oldrev`` is present only when code changed (a push,
+  an applied suggestion); ``changes.draft`` = {previous, current} when the draft flag flips.
+* Note hooks: ``object_attributes.noteable_type`` is MergeRequest, Issue, Commit or Snippet;
+  ``object_attributes.action`` is create or update (GitLab >= 16.11; absent before).
+  ``/reviewbot`` is not one of GitLab's quick actions, and GitLab only strips the commands it
+  knows (lib/gitlab/quick_actions/extractor.rb), so the line reaches us unchanged.
+* Emoji hooks: ``object_attributes`` has name, awardable_type ("Note" for a comment),
+  awardable_id (the note id) and action (award or revoke).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+__all__ = [
+    "EMOJI_HOOK",
+    "HOOK_KINDS",
+    "MERGE_REQUEST_HOOK",
+    "NOTE_HOOK",
+    "Command",
+    "EmojiEvent",
+    "Event",
+    "MergeRequestEvent",
+    "MergeRequestRef",
+    "NoteEvent",
+    "PayloadError",
+    "ProjectRef",
+    "delivery_key",
+    "parse_command",
+    "parse_event",
+]
+
+MERGE_REQUEST_HOOK = "Merge Request Hook"
+NOTE_HOOK = "Note Hook"
+EMOJI_HOOK = "Emoji Hook"
+# X-Gitlab-Event -> the payload's object_kind
+HOOK_KINDS = {MERGE_REQUEST_HOOK: "merge_request", NOTE_HOOK: "note", EMOJI_HOOK: "emoji"}
+
+COMMAND_PREFIX = "/reviewbot"
+NOTE_CREATED = "create"
+# Header values used as keys are bounded: longer ones are replaced by their SHA-256.
+MAX_KEY_VALUE_CHARS = 128
+
+
+class PayloadError(ValueError):
+    """The JSON body lacks a field the event needs, or has it with the wrong type."""
+
+
+class Command(StrEnum):
+    REVIEW = "review"
+    HELP = "help"
+
+
+@dataclass(frozen=True)
+class ProjectRef:
+    path: str  # path_with_namespace, e.g. "group/subgroup/project"
+    id: int | None  # GitLab's project id (every current GitLab sends it)
+
+
+@dataclass(frozen=True)
+class MergeRequestEvent:
+    """A Merge Request Hook."""
+
+    project: ProjectRef
+    iid: int
+    action: str | None
+    state: str | None
+    draft: bool
+    code_changed: bool  # `oldrev` present: a push or an applied suggestion
+    marked_ready: bool  # `changes.draft` went from true to false
+    head_sha: str | None
+
+
+@dataclass(frozen=True)
+class MergeRequestRef:
+    """The merge request a comment was made on."""
+
+    iid: int
+    state: str | None
+    head_sha: str | None
+
+
+@dataclass(frozen=True)
+class NoteEvent:
+    """A Note Hook (a comment)."""
+
+    project: ProjectRef
+    author: str
+    noteable_type: str
+    system: bool
+    action: str  # create or update ("create" when GitLab < 16.11 sends none)
+    note: str
+    merge_request: MergeRequestRef | None  # set when noteable_type is MergeRequest
+
+
+@dataclass(frozen=True)
+class EmojiEvent:
+    """An Emoji Hook (an award emoji given or revoked)."""
+
+    project: ProjectRef
+    username: str
+    name: str
+    awardable_type: str
+    awardable_id: int
+    action: str | None
+    mr_iid: int | None
+
+
+Event = MergeRequestEvent | NoteEvent | EmojiEvent
+
+
+# -- headers and note text ----------------------------------------------------------------
+
+
+def delivery_key(headers: Mapping[str, str], body: bytes) -> str:
+    """The key that identifies one event across GitLab's retries and manual redeliveries.
+
+    ``Idempotency-Key`` when GitLab sends it (>= 17.4), else ``X-Gitlab-Event-UUID`` with a
+    hash of the body (the UUID alone is shared by every hook of one event), else the hash.
+    """
+    idempotency_key = headers.get("idempotency-key", "").strip()
+    if idempotency_key:
+        return f"idempotency:{_bounded(idempotency_key)}"
+    body_hash = hashlib.sha256(body).hexdigest()
+    event_uuid = headers.get("x-gitlab-event-uuid", "").strip()
+    if event_uuid:
+        return f"event:{_bounded(event_uuid)}:{body_hash}"
+    return f"body:{body_hash}"
+
+
+def _bounded(value: str) -> str:
+    if len(value) <= MAX_KEY_VALUE_CHARS:
+        return value
+    return hashlib.sha256(value.encode()).hexdigest()
+
+
+def parse_command(note: str, bot_username: str) -> Command | None:
+    """The command on the note's first line: ``/reviewbot review`` or ``@<bot> review``.
+
+    A first line addressed to reviewbot without a known command (``/reviewbot``,
+    ``@bot what?``) asks for help. Anything else is not for us: None.
+    """
+    lines = note.strip().splitlines()
+    words = lines[0].split() if lines else []
+    if not words or words[0].casefold() not in {COMMAND_PREFIX, f"@{bot_username}".casefold()}:
+        return None
+    if len(words) > 1 and words[1].casefold() == Command.REVIEW.value:
+        return Command.REVIEW
+    return Command.HELP
+
+
+# -- payloads -----------------------------------------------------------------------------
+
+
+def parse_event(hook: str, payload: Mapping[str, Any]) -> Event:
+    """The typed event of a ``hook`` (an X-Gitlab-Event in HOOK_KINDS); PayloadError if bad."""
+    kind = HOOK_KINDS.get(hook)
+    if kind is None:
+        raise ValueError(f"not a hook reviewbot handles: {hook!r}")
+    object_kind = _str_at(payload, "object_kind")
+    if object_kind != kind:
+        raise PayloadError(f"object_kind {object_kind!r} does not match X-Gitlab-Event {hook!r}")
+    return _PARSERS[hook](payload)
+
+
+def _parse_merge_request(payload: Mapping[str, Any]) -> MergeRequestEvent:
+    attributes = _object_at(payload, "object_attributes")
+    changes = payload.get("changes")
+    draft_change = changes.get("draft") if isinstance(changes, Mapping) else None
+    marked_ready = (
+        isinstance(draft_change, Mapping)
+        and draft_change.get("previous") is True
+        and draft_change.get("current") is False
+    )
+    return MergeRequestEvent(
+        project=_project(payload),
+        iid=_int_at(payload, "object_attributes", "iid"),
+        action=_optional_str_at(payload, "object_attributes", "action"),
+        state=_optional_str_at(payload, "object_attributes", "state"),
+        # `work_in_progress` is the pre-14.x name of `draft`; GitLab still sends both.
+        draft=bool(attributes.get("draft") or attributes.get("work_in_progress")),
+        code_changed=bool(attributes.get("oldrev")),
+        marked_ready=marked_ready,
+        head_sha=_optional_str_at(payload, "object_attributes", "last_commit", "id"),
+    )
+
+
+def _parse_note(payload: Mapping[str, Any]) -> NoteEvent:
+    attributes = _object_at(payload, "object_attributes")
+    noteable_type = _str_at(payload, "object_attributes", "noteable_type")
+    merge_request = None
+    if noteable_type == "MergeRequest":
+        merge_request = MergeRequestRef(
+            iid=_int_at(payload, "merge_request", "iid"),
+            state=_optional_str_at(payload, "merge_request", "state"),
+            head_sha=_optional_str_at(payload, "merge_request", "last_commit", "id"),
+        )
+    return NoteEvent(
+        project=_project(payload),
+        author=_str_at(payload, "user", "username"),
+        noteable_type=noteable_type,
+        system=bool(attributes.get("system")),
+        action=_optional_str_at(payload, "object_attributes", "action") or NOTE_CREATED,
+        note=_optional_str_at(payload, "object_attributes", "note") or "",
+        merge_request=merge_request,
+    )
+
+
+def _parse_emoji(payload: Mapping[str, Any]) -> EmojiEvent:
+    return EmojiEvent(
+        project=_project(payload),
+        username=_str_at(payload, "user", "username"),
+        name=_str_at(payload, "object_attributes", "name"),
+        awardable_type=_str_at(payload, "object_attributes", "awardable_type"),
+        awardable_id=_int_at(payload, "object_attributes", "awardable_id"),
+        action=_optional_str_at(payload, "object_attributes", "action"),
+        mr_iid=_optional_int_at(payload, "merge_request", "iid"),
+    )
+
+
+_PARSERS: dict[str, Callable[[Mapping[str, Any]], Event]] = {
+    MERGE_REQUEST_HOOK: _parse_merge_request,
+    NOTE_HOOK: _parse_note,
+    EMOJI_HOOK: _parse_emoji,
+}
+
+
+def _project(payload: Mapping[str, Any]) -> ProjectRef:
+    return ProjectRef(
+        path=_str_at(payload, "project", "path_with_namespace"),
+        id=_optional_int_at(payload, "project", "id"),
+    )
+
+
+# -- typed field access -------------------------------------------------------------------
+
+
+def _walk(payload: Mapping[str, Any], path: tuple[str, ...]) -> Any:
+    value: Any = payload
+    for depth, name in enumerate(path):
+        if not isinstance(value, Mapping):
+            raise PayloadError(f"{'.'.join(path[:depth])} must be an object")
+        value = value.get(name)
+    return value
+
+
+def _required(payload: Mapping[str, Any], *path: str) -> Any:
+    value = _walk(payload, path)
+    if value is None:
+        raise PayloadError(f"{'.'.join(path)} is missing")
+    return value
+
+
+def _str_at(payload: Mapping[str, Any], *path: str) -> str:
+    value = _required(payload, *path)
+    if not isinstance(value, str) or not value:
+        raise PayloadError(f"{'.'.join(path)} must be a non-empty string")
+    return value
+
+
+def _optional_str_at(payload: Mapping[str, Any], *path: str) -> str | None:
+    value = _walk(payload, path)
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise PayloadError(f"{'.'.join(path)} must be a string")
+    return value
+
+
+def _int_at(payload: Mapping[str, Any], *path: str) -> int:
+    value = _required(payload, *path)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise PayloadError(f"{'.'.join(path)} must be an integer")
+    return value
+
+
+def _optional_int_at(payload: Mapping[str, Any], *path: str) -> int | None:
+    if _walk(payload, path) is None:
+        return None
+    return _int_at(payload, *path)
+
+
+def _object_at(payload: Mapping[str, Any], *path: str) -> Mapping[str, Any]:
+    value = _required(payload, *path)
+    if not isinstance(value, Mapping):
+        raise PayloadError(f"{'.'.join(path)} must be an object")
+    return value
