@@ -41,7 +41,7 @@ from reviewbot.webhook import (
     serve_command,
 )
 from tests.fakes.gitlab_server import FakeGitLab
-from tests.store_fixtures import store_url  # noqa: F401
+from tests.store_fixtures import store_url, terminate_other_sessions  # noqa: F401
 
 FIXTURES = Path(__file__).parent / "fixtures" / "webhooks"
 SECRET = "s3cret-token"
@@ -417,6 +417,23 @@ def test_other_reactions_are_ignored(listener: Listener, change: dict[str, Any])
 
 # ---------------------------------------------------------------------------------------------
 # Health, metrics, schema
+
+
+def test_first_delivery_after_the_database_dropped_its_connections_is_accepted(
+    listener: Listener, store_url: str  # noqa: F811
+) -> None:
+    """A PostgreSQL restart (or a proxy cutting idle connections) leaves the pool holding dead
+    connections: the next delivery must still be queued, not answered 503."""
+    if not store_url.startswith("postgresql"):
+        pytest.skip("PostgreSQL sessions only")
+    assert listener.post("Merge Request Hook", load("merge_request_open")).status_code == 202
+    assert listener.client.get("/healthz").status_code == 200
+    terminate_other_sessions(store_url)
+    response = listener.post("Merge Request Hook", mr_event("merge_request_open", iid=IID + 1))
+    assert response.status_code == 202, response.text
+    assert response.json()["status"] == "queued"
+    terminate_other_sessions(store_url)
+    assert listener.client.get("/healthz").status_code == 200
 
 
 def test_healthz(listener: Listener) -> None:
