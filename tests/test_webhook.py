@@ -23,6 +23,8 @@ import httpx
 import pytest
 import uvicorn
 from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
 from reviewbot.config import ConfigError, Settings
@@ -30,6 +32,7 @@ from reviewbot.gitlab import GitLabClient, GitLabSettings
 from reviewbot.metrics import ListenerCollector, listener_registry, render
 from reviewbot.queue import JobQueue
 from reviewbot.store import Store, upgrade
+from reviewbot.store.models import NAME_LENGTH, PROJECT_LENGTH, SHA_LENGTH
 from reviewbot.webhook import (
     WEBHOOK_PATH,
     Command,
@@ -38,6 +41,7 @@ from reviewbot.webhook import (
     delivery_key,
     help_text,
     parse_command,
+    payloads,
     serve_command,
 )
 from tests.fakes.gitlab_server import FakeGitLab
@@ -182,6 +186,171 @@ def test_huge_body_is_413(listener: Listener) -> None:
     response = listener.post("Merge Request Hook", payload)
     assert response.status_code == 413
     assert listener.jobs() == []
+
+
+# Values GitLab never sends, each past a limit of GitLab or of our columns (see payloads.py).
+OUT_OF_LIMITS = [
+    ("Merge Request Hook", "merge_request_open", "object_attributes.iid", 2**31),
+    ("Merge Request Hook", "merge_request_open", "object_attributes.iid", 0),
+    ("Merge Request Hook", "merge_request_open", "object_attributes.iid", -3),
+    ("Merge Request Hook", "merge_request_open", "object_attributes.last_commit.id", "a" * 65),
+    ("Merge Request Hook", "merge_request_open", "object_attributes.last_commit.id", "a\x00" * 20),
+    ("Merge Request Hook", "merge_request_open", "project.path_with_namespace", "a/" + "b" * 511),
+    ("Merge Request Hook", "merge_request_open", "project.path_with_namespace", "acme/pay\x00"),
+    ("Merge Request Hook", "merge_request_open", "project.path_with_namespace", "acme/\ud800"),
+    ("Merge Request Hook", "merge_request_open", "project.id", 2**70),
+    ("Note Hook", "note_merge_request_review", "merge_request.iid", 2**31),
+    ("Note Hook", "note_merge_request_review", "user.username", "bo\x00b"),
+    ("Note Hook", "note_merge_request_review", "user.username", "b" * 256),
+    ("Emoji Hook", "emoji_note_thumbsup", "object_attributes.awardable_id", 2**70),
+    ("Emoji Hook", "emoji_note_thumbsup", "object_attributes.awardable_id", 0),
+    ("Emoji Hook", "emoji_note_thumbsup", "merge_request.iid", 2**31),
+    ("Emoji Hook", "emoji_note_thumbsup", "user.username", "\ud800"),
+]
+
+
+def _with_value(payload: dict[str, Any], dotted: str, value: Any) -> dict[str, Any]:
+    *parents, name = dotted.split(".")
+    target = payload
+    for parent in parents:
+        target = target[parent]
+    target[name] = value
+    return payload
+
+
+@pytest.mark.parametrize(
+    ("hook", "fixture", "field", "value"), OUT_OF_LIMITS,
+    ids=[f"{hook.split()[0]}-{field}={str(value)[:12]!a}" for hook, _, field, value
+         in OUT_OF_LIMITS],
+)  # fmt: skip
+def test_values_past_gitlabs_limits_are_422_and_reach_no_table(
+    listener: Listener, hook: str, fixture: str, field: str, value: Any
+) -> None:
+    _bot_finding(listener.store, note_id=BOT_NOTE_ID)
+    payload = _with_value(load(fixture), field, value)
+    response = listener.post(hook, payload)
+    assert response.status_code == 422, response.text
+    assert field in response.json()["error"]
+    assert listener.jobs() == []
+    assert listener.store.feedback(project=PROJECT) == []
+
+
+def test_values_at_gitlabs_limits_are_accepted(listener: Listener) -> None:
+    sha256_head = "0123456789abcdef" * 4
+    long_path = "group.name/sub_group-1/" + "p" * (PROJECT_LENGTH - len("group.name/sub_group-1/"))
+    payload = load("merge_request_open")
+    _with_value(payload, "object_attributes.iid", 2**31 - 1)
+    _with_value(payload, "object_attributes.last_commit.id", sha256_head)
+    _with_value(payload, "project.path_with_namespace", long_path)
+    _with_value(payload, "project.id", 2**63 - 1)
+    assert listener.post("Merge Request Hook", payload).status_code == 202
+    (job,) = listener.jobs()
+    assert (job.project, job.mr_iid, job.head_sha) == (long_path, 2**31 - 1, sha256_head)
+    emoji = load("emoji_note_thumbsup")
+    _with_value(emoji, "object_attributes.awardable_id", 2**63 - 1)
+    _with_value(emoji, "user.username", "first.last_2-x")
+    assert listener.post("Emoji Hook", emoji).status_code == 200  # not a bot note
+
+
+def test_payload_limits_match_the_columns() -> None:
+    assert payloads.MAX_PROJECT_PATH_CHARS == PROJECT_LENGTH
+    assert payloads.MAX_USERNAME_CHARS == NAME_LENGTH
+    assert payloads.COMMIT_SHA.fullmatch("f" * SHA_LENGTH)
+
+
+def test_odd_text_in_an_ignored_event_is_echoed_safely(listener: Listener) -> None:
+    payload = mr_event("merge_request_open", action="\ud800" + "x" * 10_000)
+    response = listener.post("Merge Request Hook", payload)
+    assert response.status_code == 200
+    assert response.content.isascii()
+    assert len(response.json()["reason"]) < 200
+
+
+# Arbitrary JSON, and GitLab-shaped payloads with arbitrary values in the fields read; values
+# past a limit are drawn often, since most other changes stop a payload early with a 400.
+HOSTILE_VALUES = st.sampled_from([
+    0, -1, 2**31, 2**63, 2**70, "\x00", "acme/\ud800", "\ud800", "a" * 600, "a/b\x00c", [], {},
+])  # fmt: skip
+ANY_CHARACTER = st.characters(exclude_categories=[])  # NUL and lone surrogates included
+JSON_LEAVES = (
+    st.none() | st.booleans() | st.floats() | st.integers() | st.text(ANY_CHARACTER, max_size=20)
+)  # fmt: skip
+JSON_VALUES = st.recursive(
+    JSON_LEAVES,
+    lambda children: st.lists(children, max_size=3)
+    | st.dictionaries(st.text(max_size=8), children, max_size=3),
+    max_leaves=8,
+)
+# Fields whose values reach the database (or the answer).
+STORED_FIELDS = [
+    "project.path_with_namespace", "project.id", "user.username", "object_attributes.iid",
+    "object_attributes.last_commit.id", "object_attributes.awardable_id", "merge_request.iid",
+    "merge_request.last_commit.id", "object_attributes.action", "object_attributes.name",
+]  # fmt: skip
+FIELDS_READ = [
+    "object_kind", "project", "project.path_with_namespace", "project.id", "user",
+    "user.username", "object_attributes", "object_attributes.iid", "object_attributes.action",
+    "object_attributes.state", "object_attributes.draft", "object_attributes.oldrev",
+    "object_attributes.last_commit", "object_attributes.last_commit.id",
+    "object_attributes.noteable_type", "object_attributes.note", "object_attributes.system",
+    "object_attributes.name", "object_attributes.awardable_type",
+    "object_attributes.awardable_id", "merge_request", "merge_request.iid",
+    "merge_request.state", "merge_request.last_commit", "changes", "changes.draft",
+]  # fmt: skip
+HOOKS_AND_FIXTURES = [
+    ("Merge Request Hook", "merge_request_open"), ("Merge Request Hook", "merge_request_close"),
+    ("Merge Request Hook", "merge_request_marked_ready"), ("Note Hook", "note_merge_request_help"),
+    ("Note Hook", "note_merge_request_review"), ("Note Hook", "note_issue"),
+    ("Emoji Hook", "emoji_note_thumbsup"),
+]  # fmt: skip
+PROPERTY_EXAMPLES = 300
+
+
+def _set_path(payload: Any, dotted: str, value: Any) -> None:
+    *parents, name = dotted.split(".")
+    for parent in parents:
+        if not isinstance(payload, dict):
+            return
+        payload = payload.setdefault(parent, {})
+    if isinstance(payload, dict):
+        payload[name] = value
+
+
+@st.composite
+def gitlab_shaped(draw: st.DrawFn) -> tuple[str, Any]:
+    hook, fixture = draw(st.sampled_from(HOOKS_AND_FIXTURES))
+    payload = load(fixture)
+    if fixture.startswith("note"):
+        payload["object_attributes"]["note"] = draw(
+            st.sampled_from(["/reviewbot review", "/reviewbot help", "@reviewbot review", "hi"])
+        )  # fmt: skip
+    _set_path(payload, draw(st.sampled_from(STORED_FIELDS)), draw(HOSTILE_VALUES | JSON_VALUES))
+    for field in draw(st.lists(st.sampled_from(FIELDS_READ), max_size=2)):
+        _set_path(payload, field, draw(HOSTILE_VALUES | JSON_VALUES))
+    return hook, payload
+
+
+@pytest.fixture(scope="module")
+def sqlite_listener(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Listener]:
+    running = Listener(f"sqlite:///{tmp_path_factory.mktemp('property') / 'db.sqlite'}")
+    running.client = TestClient(running.app, raise_server_exceptions=False)
+    _bot_finding(running.store)
+    yield running
+    running.client.close()
+    running.store.close()
+
+
+@settings(max_examples=PROPERTY_EXAMPLES, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])  # fmt: skip
+@given(
+    delivery=gitlab_shaped()
+    | st.tuples(st.sampled_from(["Merge Request Hook", "Note Hook", "Emoji Hook"]), JSON_VALUES)
+)
+def test_no_payload_gets_a_5xx(sqlite_listener: Listener, delivery: tuple[str, Any]) -> None:
+    hook, payload = delivery
+    response = sqlite_listener.post(hook, json.dumps(payload).encode())
+    assert response.status_code < 500, (payload, response.text)
+    assert response.status_code in {200, 202, 204, 400, 413, 422}
 
 
 def test_unknown_event_is_204(listener: Listener) -> None:
@@ -498,7 +667,7 @@ def test_openapi_lists_the_endpoints(listener: Listener) -> None:
     spec = listener.client.get("/openapi.json").json()
     assert spec["openapi"].startswith("3.")
     assert {WEBHOOK_PATH, "/healthz", "/metrics", "/openapi.json"} <= set(spec["paths"])
-    assert {"202", "204", "400", "401", "413"} <= set(
+    assert {"202", "204", "400", "401", "413", "422"} <= set(
         spec["paths"][WEBHOOK_PATH]["post"]["responses"]
     )
 

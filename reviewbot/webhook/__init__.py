@@ -14,6 +14,7 @@ Modules, along the seams of a delivery:
 - `openapi`: the paths and their OpenAPI description.
 """
 
+from reviewbot.webhook import payloads
 from reviewbot.webhook.handlers import NotePoster, Outcome, help_text
 from reviewbot.webhook.openapi import WEBHOOK_PATH, openapi_spec
 from reviewbot.webhook.payloads import Command, PayloadError, delivery_key, parse_command
@@ -39,5 +40,6 @@ __all__ = [
     "help_text",
     "openapi_spec",
     "parse_command",
+    "payloads",
     "serve_command",
 ]

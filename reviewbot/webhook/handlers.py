@@ -29,6 +29,7 @@ from reviewbot.webhook.payloads import (
     NoteEvent,
     ProjectRef,
     parse_command,
+    shown,
 )
 
 __all__ = [
@@ -204,7 +205,7 @@ def on_merge_request(ctx: HandlerContext, delivery: Delivery, event: MergeReques
         return Handled(Outcome.CANCELLED, detail)
     reason = review_reason(event)
     if reason is None:
-        return _ignored(f"action {event.action!r} changes no code")
+        return _ignored(f"action {shown(event.action)} changes no code")
     if event.state in INACTIVE_MR_STATES:
         return _ignored(f"merge request is {event.state}")
     if event.draft and not ctx.review_drafts:
@@ -241,7 +242,7 @@ def _enqueue(
 
 def on_note(ctx: HandlerContext, delivery: Delivery, event: NoteEvent) -> Handled:
     if event.merge_request is None:
-        return _ignored(f"comment on a {event.noteable_type}, not on a merge request")
+        return _ignored(f"comment on a {shown(event.noteable_type)}, not on a merge request")
     if event.author.casefold() == ctx.bot_username.casefold():
         return _ignored("comment written by reviewbot itself")
     if event.system:
@@ -284,10 +285,10 @@ def _post_help(poster: NotePoster, project: str, iid: int, body: str) -> None:
 
 def on_emoji(ctx: HandlerContext, delivery: Delivery, event: EmojiEvent) -> Handled:
     if event.awardable_type != NOTE_AWARDABLE:
-        return _ignored(f"reaction on a {event.awardable_type}, not on a comment")
+        return _ignored(f"reaction on a {shown(event.awardable_type)}, not on a comment")
     vote = FEEDBACK_EMOJI.get(event.name)
     if vote is None:
-        return _ignored(f"reaction {event.name!r} is not feedback (thumbsup/thumbsdown)")
+        return _ignored(f"reaction {shown(event.name)} is not feedback (thumbsup/thumbsdown)")
     if event.username.casefold() == ctx.bot_username.casefold():
         return _ignored("reaction by reviewbot itself")
     owner = ctx.store.note_owner(event.awardable_id)

@@ -48,6 +48,8 @@ def openapi_spec() -> dict[str, Any]:
             "400": _json_response("Missing header, invalid JSON or missing field (reason given)."),
             "401": _json_response("Wrong or missing X-Gitlab-Token."),
             "413": _json_response("Body over the size limit."),
+            "422": _json_response("A value GitLab never sends: out of range, too long, or not "
+                                  "a project path, username or commit SHA (field named)."),
             "503": _json_response("Database unavailable: GitLab should retry."),
         },
     }  # fmt: skip

@@ -17,11 +17,24 @@ app/services/web_hook_service.rb in gitlabhq/gitlabhq):
   knows (lib/gitlab/quick_actions/extractor.rb), so the line reaches us unchanged.
 * Emoji hooks: ``object_attributes`` has name, awardable_type ("Note" for a comment),
   awardable_id (the note id) and action (award or revoke).
+
+Values that reach the database are checked against what GitLab can send, so a forged or broken
+payload is refused here with its field's name (`ValueOutOfLimits`, 422) instead of being
+refused by the database (503) or breaking the encoder (500):
+
+* iids are GitLab's per-project numbers, from 1 to 2**31 - 1 (PostgreSQL ``integer`` columns,
+  in GitLab and in our tables); note and project ids are positive ``bigint``.
+* Project paths and usernames are ASCII: each path segment is letters, digits, ``_``, ``.``
+  and ``-``, not starting with ``-`` (``PATH_START_CHAR`` / ``PATH_REGEX_STR`` in
+  lib/gitlab/path_regex.rb), so no NUL, no control character, no lone surrogate. A project
+  path is at most 512 characters (our ``project`` columns), a username at most 255.
+* Commit SHAs are 40 (SHA-1) or 64 (SHA-256 repositories) lowercase hex digits.
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -40,9 +53,11 @@ __all__ = [
     "NoteEvent",
     "PayloadError",
     "ProjectRef",
+    "ValueOutOfLimits",
     "delivery_key",
     "parse_command",
     "parse_event",
+    "shown",
 ]
 
 MERGE_REQUEST_HOOK = "Merge Request Hook"
@@ -55,10 +70,27 @@ COMMAND_PREFIX = "/reviewbot"
 NOTE_CREATED = "create"
 # Header values used as keys are bounded: longer ones are replaced by their SHA-256.
 MAX_KEY_VALUE_CHARS = 128
+# Payload text quoted back in an answer is cut to this many characters.
+MAX_SHOWN_CHARS = 64
+
+MIN_IID = 1
+MAX_IID = 2**31 - 1  # PostgreSQL integer
+MIN_ID = 1
+MAX_ID = 2**63 - 1  # PostgreSQL bigint
+MAX_PROJECT_PATH_CHARS = 512  # = reviewbot.store.models.PROJECT_LENGTH
+MAX_USERNAME_CHARS = 255  # GitLab's limit, = reviewbot.store.models.NAME_LENGTH
+_PATH_SEGMENT = r"[A-Za-z0-9_.][A-Za-z0-9_.-]*"
+PROJECT_PATH = re.compile(rf"{_PATH_SEGMENT}(?:/{_PATH_SEGMENT})*")
+USERNAME = re.compile(_PATH_SEGMENT)
+COMMIT_SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 
 
 class PayloadError(ValueError):
     """The JSON body lacks a field the event needs, or has it with the wrong type."""
+
+
+class ValueOutOfLimits(PayloadError):
+    """A field has the right type but a value GitLab never sends (see the module docstring)."""
 
 
 class Command(StrEnum):
@@ -144,9 +176,18 @@ def delivery_key(headers: Mapping[str, str], body: bytes) -> str:
 
 
 def _bounded(value: str) -> str:
-    if len(value) <= MAX_KEY_VALUE_CHARS:
+    """Short printable ASCII values as they are, anything else as its SHA-256."""
+    if len(value) <= MAX_KEY_VALUE_CHARS and value.isascii() and value.isprintable():
         return value
-    return hashlib.sha256(value.encode()).hexdigest()
+    return hashlib.sha256(value.encode(errors="surrogatepass")).hexdigest()
+
+
+def shown(value: str | None) -> str:
+    """`value` quoted for an answer or a log line: ASCII only, at most MAX_SHOWN_CHARS long."""
+    if value is None:
+        return "None"
+    cut = value if len(value) <= MAX_SHOWN_CHARS else value[:MAX_SHOWN_CHARS] + "..."
+    return ascii(cut)
 
 
 def parse_command(note: str, bot_username: str) -> Command | None:
@@ -174,7 +215,9 @@ def parse_event(hook: str, payload: Mapping[str, Any]) -> Event:
         raise ValueError(f"not a hook reviewbot handles: {hook!r}")
     object_kind = _str_at(payload, "object_kind")
     if object_kind != kind:
-        raise PayloadError(f"object_kind {object_kind!r} does not match X-Gitlab-Event {hook!r}")
+        raise PayloadError(
+            f"object_kind {shown(object_kind)} does not match X-Gitlab-Event {shown(hook)}"
+        )
     return _PARSERS[hook](payload)
 
 
@@ -189,14 +232,14 @@ def _parse_merge_request(payload: Mapping[str, Any]) -> MergeRequestEvent:
     )
     return MergeRequestEvent(
         project=_project(payload),
-        iid=_int_at(payload, "object_attributes", "iid"),
+        iid=_iid_at(payload, "object_attributes", "iid"),
         action=_optional_str_at(payload, "object_attributes", "action"),
         state=_optional_str_at(payload, "object_attributes", "state"),
         # `work_in_progress` is the pre-14.x name of `draft`; GitLab still sends both.
         draft=bool(attributes.get("draft") or attributes.get("work_in_progress")),
         code_changed=bool(attributes.get("oldrev")),
         marked_ready=marked_ready,
-        head_sha=_optional_str_at(payload, "object_attributes", "last_commit", "id"),
+        head_sha=_optional_sha_at(payload, "object_attributes", "last_commit", "id"),
     )
 
 
@@ -206,13 +249,13 @@ def _parse_note(payload: Mapping[str, Any]) -> NoteEvent:
     merge_request = None
     if noteable_type == "MergeRequest":
         merge_request = MergeRequestRef(
-            iid=_int_at(payload, "merge_request", "iid"),
+            iid=_iid_at(payload, "merge_request", "iid"),
             state=_optional_str_at(payload, "merge_request", "state"),
-            head_sha=_optional_str_at(payload, "merge_request", "last_commit", "id"),
+            head_sha=_optional_sha_at(payload, "merge_request", "last_commit", "id"),
         )
     return NoteEvent(
         project=_project(payload),
-        author=_str_at(payload, "user", "username"),
+        author=_username_at(payload, "user", "username"),
         noteable_type=noteable_type,
         system=bool(attributes.get("system")),
         action=_optional_str_at(payload, "object_attributes", "action") or NOTE_CREATED,
@@ -224,12 +267,12 @@ def _parse_note(payload: Mapping[str, Any]) -> NoteEvent:
 def _parse_emoji(payload: Mapping[str, Any]) -> EmojiEvent:
     return EmojiEvent(
         project=_project(payload),
-        username=_str_at(payload, "user", "username"),
+        username=_username_at(payload, "user", "username"),
         name=_str_at(payload, "object_attributes", "name"),
         awardable_type=_str_at(payload, "object_attributes", "awardable_type"),
-        awardable_id=_int_at(payload, "object_attributes", "awardable_id"),
+        awardable_id=_id_at(payload, "object_attributes", "awardable_id"),
         action=_optional_str_at(payload, "object_attributes", "action"),
-        mr_iid=_optional_int_at(payload, "merge_request", "iid"),
+        mr_iid=_optional_iid_at(payload, "merge_request", "iid"),
     )
 
 
@@ -242,8 +285,8 @@ _PARSERS: dict[str, Callable[[Mapping[str, Any]], Event]] = {
 
 def _project(payload: Mapping[str, Any]) -> ProjectRef:
     return ProjectRef(
-        path=_str_at(payload, "project", "path_with_namespace"),
-        id=_optional_int_at(payload, "project", "id"),
+        path=_project_path_at(payload, "project", "path_with_namespace"),
+        id=_optional_id_at(payload, "project", "id"),
     )
 
 
@@ -289,10 +332,53 @@ def _int_at(payload: Mapping[str, Any], *path: str) -> int:
     return value
 
 
-def _optional_int_at(payload: Mapping[str, Any], *path: str) -> int | None:
-    if _walk(payload, path) is None:
+def _int_between(payload: Mapping[str, Any], path: tuple[str, ...], low: int, high: int) -> int:
+    value = _int_at(payload, *path)
+    if not low <= value <= high:
+        raise ValueOutOfLimits(f"{'.'.join(path)} must be between {low} and {high}")
+    return value
+
+
+def _iid_at(payload: Mapping[str, Any], *path: str) -> int:
+    return _int_between(payload, path, MIN_IID, MAX_IID)
+
+
+def _optional_iid_at(payload: Mapping[str, Any], *path: str) -> int | None:
+    return None if _walk(payload, path) is None else _iid_at(payload, *path)
+
+
+def _id_at(payload: Mapping[str, Any], *path: str) -> int:
+    return _int_between(payload, path, MIN_ID, MAX_ID)
+
+
+def _optional_id_at(payload: Mapping[str, Any], *path: str) -> int | None:
+    return None if _walk(payload, path) is None else _id_at(payload, *path)
+
+
+def _matching(value: str, pattern: re.Pattern[str], max_chars: int, path: tuple[str, ...],
+              what: str) -> str:  # fmt: skip
+    if len(value) > max_chars:
+        raise ValueOutOfLimits(f"{'.'.join(path)} is longer than {max_chars} characters")
+    if pattern.fullmatch(value) is None:
+        raise ValueOutOfLimits(f"{'.'.join(path)} {shown(value)} is not {what}")
+    return value
+
+
+def _project_path_at(payload: Mapping[str, Any], *path: str) -> str:
+    return _matching(_str_at(payload, *path), PROJECT_PATH, MAX_PROJECT_PATH_CHARS, path,
+                     "a GitLab project path")  # fmt: skip
+
+
+def _username_at(payload: Mapping[str, Any], *path: str) -> str:
+    return _matching(_str_at(payload, *path), USERNAME, MAX_USERNAME_CHARS, path,
+                     "a GitLab username")  # fmt: skip
+
+
+def _optional_sha_at(payload: Mapping[str, Any], *path: str) -> str | None:
+    value = _optional_str_at(payload, *path)
+    if value is None:
         return None
-    return _int_at(payload, *path)
+    return _matching(value, COMMIT_SHA, len(value), path, "a commit SHA (40 or 64 hex digits)")
 
 
 def _object_at(payload: Mapping[str, Any], *path: str) -> Mapping[str, Any]:

@@ -49,7 +49,13 @@ from reviewbot.webhook.openapi import (
     WEBHOOK_PATH,
     openapi_spec,
 )
-from reviewbot.webhook.payloads import HOOK_KINDS, PayloadError, delivery_key, parse_event
+from reviewbot.webhook.payloads import (
+    HOOK_KINDS,
+    PayloadError,
+    ValueOutOfLimits,
+    delivery_key,
+    parse_event,
+)
 from reviewbot.worker import database_options
 
 __all__ = [
@@ -74,6 +80,7 @@ HTTP_NO_CONTENT = 204
 HTTP_BAD_REQUEST = 400
 HTTP_UNAUTHORIZED = 401
 HTTP_PAYLOAD_TOO_LARGE = 413
+HTTP_UNPROCESSABLE = 422
 HTTP_SERVICE_UNAVAILABLE = 503
 
 # Handled deliveries: 202 when something was done (or had been done already), 200 when the
@@ -108,6 +115,14 @@ class DeliveryCounter:
     def snapshot(self) -> dict[str, int]:
         with self._lock:
             return {outcome.value: self._counts[outcome.value] for outcome in Outcome}
+
+
+class AsciiJSONResponse(JSONResponse):
+    """JSON with every non-ASCII character escaped: text quoted from a payload (a lone
+    surrogate, say) can never fail to encode."""
+
+    def render(self, content: Any) -> bytes:
+        return json.dumps(content, allow_nan=False, separators=(",", ":")).encode("ascii")
 
 
 @dataclass
@@ -207,6 +222,8 @@ async def webhook_endpoint(request: Request) -> Response:
         result = await _handle_delivery(listener, request)
     except Rejected as rejected:
         result = rejected.result
+    except ValueOutOfLimits as error:
+        result = Result(HTTP_UNPROCESSABLE, Outcome.BAD_REQUEST, {"error": str(error)})
     except PayloadError as error:
         result = Result(HTTP_BAD_REQUEST, Outcome.BAD_REQUEST, {"error": str(error)})
     except SQLAlchemyError as error:
@@ -216,7 +233,8 @@ async def webhook_endpoint(request: Request) -> Response:
     listener.deliveries.add(result.outcome.value)
     if result.status_code == HTTP_NO_CONTENT:
         return Response(status_code=HTTP_NO_CONTENT)
-    return JSONResponse(result.detail, status_code=result.status_code, background=result.background)
+    return AsciiJSONResponse(result.detail, status_code=result.status_code,
+                             background=result.background)  # fmt: skip
 
 
 # -- GET /healthz, /metrics, /openapi.json ------------------------------------------------
