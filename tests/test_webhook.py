@@ -51,6 +51,7 @@ FIXTURES = Path(__file__).parent / "fixtures" / "webhooks"
 SECRET = "s3cret-token"
 BOT = "reviewbot"
 PROJECT = "acme/payments"
+PROJECT_ID = 14
 IID = 7
 HEAD = "9f2c1d7e4b8a6f3c5d0e1a2b3c4d5e6f7a8b9c0d"
 NEW_HEAD = "0123456789abcdef0123456789abcdef01234567"
@@ -117,6 +118,13 @@ def listener(store_url: str) -> Iterator[Listener]:  # noqa: F811
     yield running
     running.client.close()
     running.store.close()
+
+
+def mr_note(text: str, *, iid: int = IID) -> dict[str, Any]:
+    payload = load("note_merge_request_review")
+    payload["object_attributes"]["note"] = text
+    payload["merge_request"]["iid"] = iid
+    return payload
 
 
 def mr_event(name: str, **attributes: Any) -> dict[str, Any]:
@@ -427,6 +435,16 @@ def test_opened_mr_queues_a_review_of_its_head(listener: Listener) -> None:
     (job,) = listener.jobs()
     assert (job.project, job.mr_iid, job.head_sha, job.trigger) == (PROJECT, IID, HEAD, "webhook")
     assert job.id == response.json()["job_id"]
+
+
+def test_jobs_carry_the_gitlab_project_id(listener: Listener) -> None:
+    listener.post("Merge Request Hook", load("merge_request_open"))
+    listener.post("Note Hook", mr_note("/reviewbot review", iid=IID + 1))
+    without_id = mr_event("merge_request_open", iid=IID + 2)
+    del without_id["project"]["id"]
+    listener.post("Merge Request Hook", without_id)
+    ids = {job.mr_iid: job.payload["project_id"] for job in listener.jobs()}
+    assert ids == {IID: PROJECT_ID, IID + 1: PROJECT_ID, IID + 2: None}
 
 
 def test_push_queues_the_new_head_and_supersedes_the_old(listener: Listener) -> None:

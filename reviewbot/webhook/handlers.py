@@ -27,7 +27,6 @@ from reviewbot.webhook.payloads import (
     Event,
     MergeRequestEvent,
     NoteEvent,
-    ProjectRef,
     parse_command,
     shown,
 )
@@ -197,7 +196,7 @@ def review_reason(event: MergeRequestEvent) -> str | None:
 
 
 def on_merge_request(ctx: HandlerContext, delivery: Delivery, event: MergeRequestEvent) -> Handled:
-    project = event.project.path
+    project = event.project
     if event.action in CANCEL_ACTIONS:
         reason = f"merge request {CANCEL_ACTIONS[event.action]}"
         cancelled = ctx.queue.cancel_for_mr(project, event.iid, reason)
@@ -210,23 +209,25 @@ def on_merge_request(ctx: HandlerContext, delivery: Delivery, event: MergeReques
         return _ignored(f"merge request is {event.state}")
     if event.draft and not ctx.review_drafts:
         return _ignored("draft merge request (drafts are reviewed when marked ready)")
-    return _enqueue(ctx, delivery, project=event.project, iid=event.iid,
-                    head_sha=event.head_sha, trigger=Trigger.WEBHOOK, reason=reason)  # fmt: skip
+    return _enqueue(ctx, delivery, iid=event.iid, head_sha=event.head_sha,
+                    trigger=Trigger.WEBHOOK, reason=reason)  # fmt: skip
 
 
 def _enqueue(
     ctx: HandlerContext,
     delivery: Delivery,
     *,
-    project: ProjectRef,
     iid: int,
     head_sha: str | None,
     trigger: Trigger,
     reason: str,
 ) -> Handled:
-    payload: dict[str, Any] = {"event": delivery.hook, "reason": reason}
+    """Queue a review of MR `iid` of the delivery's project; the job's payload carries the
+    hook, the reason and GitLab's project id (None when the hook had none)."""
+    project, project_id = delivery.event.project, delivery.event.project_id
+    payload = {"event": delivery.hook, "reason": reason, "project_id": project_id}
     result = ctx.queue.enqueue(
-        project=project.path, mr_iid=iid, head_sha=head_sha, trigger=trigger.value,
+        project=project, mr_iid=iid, head_sha=head_sha, trigger=trigger.value,
         dedupe_key=delivery.key, payload=payload,
     )  # fmt: skip
     outcome = Outcome.QUEUED if result.created else Outcome.DUPLICATE
@@ -254,12 +255,11 @@ def on_note(ctx: HandlerContext, delivery: Delivery, event: NoteEvent) -> Handle
         return _ignored("no reviewbot command on the first line")
     merge_request = event.merge_request
     if command is Command.HELP:
-        return _answer_help(ctx, delivery, event.project.path, merge_request.iid)
+        return _answer_help(ctx, delivery, event.project, merge_request.iid)
     if merge_request.state in INACTIVE_MR_STATES:
         return _ignored(f"merge request is {merge_request.state}")
-    return _enqueue(ctx, delivery, project=event.project, iid=merge_request.iid,
-                    head_sha=merge_request.head_sha, trigger=Trigger.NOTE,
-                    reason=f"requested by @{event.author}")  # fmt: skip
+    return _enqueue(ctx, delivery, iid=merge_request.iid, head_sha=merge_request.head_sha,
+                    trigger=Trigger.NOTE, reason=f"requested by @{event.author}")  # fmt: skip
 
 
 def _answer_help(ctx: HandlerContext, delivery: Delivery, project: str, iid: int) -> Handled:
@@ -297,7 +297,7 @@ def on_emoji(ctx: HandlerContext, delivery: Delivery, event: EmojiEvent) -> Hand
     revoked = event.action == EMOJI_REVOKE
     recorded = ctx.store.record_feedback(
         finding_id=owner.finding_id,
-        project=event.project.path,
+        project=event.project,
         mr_iid=event.mr_iid if event.mr_iid is not None else owner.mr_iid,
         note_id=event.awardable_id,
         kind=FeedbackKind.AWARD.value,

@@ -52,7 +52,6 @@ __all__ = [
     "MergeRequestRef",
     "NoteEvent",
     "PayloadError",
-    "ProjectRef",
     "ValueOutOfLimits",
     "delivery_key",
     "parse_command",
@@ -99,16 +98,11 @@ class Command(StrEnum):
 
 
 @dataclass(frozen=True)
-class ProjectRef:
-    path: str  # path_with_namespace, e.g. "group/subgroup/project"
-    id: int | None  # GitLab's project id (every current GitLab sends it)
-
-
-@dataclass(frozen=True)
 class MergeRequestEvent:
     """A Merge Request Hook."""
 
-    project: ProjectRef
+    project: str  # path_with_namespace, e.g. "group/subgroup/project"
+    project_id: int | None  # GitLab's id of the project (every current GitLab sends it)
     iid: int
     action: str | None
     state: str | None
@@ -131,7 +125,8 @@ class MergeRequestRef:
 class NoteEvent:
     """A Note Hook (a comment)."""
 
-    project: ProjectRef
+    project: str  # path_with_namespace, e.g. "group/subgroup/project"
+    project_id: int | None  # GitLab's id of the project (every current GitLab sends it)
     author: str
     noteable_type: str
     system: bool
@@ -144,7 +139,8 @@ class NoteEvent:
 class EmojiEvent:
     """An Emoji Hook (an award emoji given or revoked)."""
 
-    project: ProjectRef
+    project: str  # path_with_namespace, e.g. "group/subgroup/project"
+    project_id: int | None  # GitLab's id of the project (every current GitLab sends it)
     username: str
     name: str
     awardable_type: str
@@ -231,7 +227,8 @@ def _parse_merge_request(payload: Mapping[str, Any]) -> MergeRequestEvent:
         and draft_change.get("current") is False
     )
     return MergeRequestEvent(
-        project=_project(payload),
+        project=_project_path_at(payload, "project", "path_with_namespace"),
+        project_id=_optional_id_at(payload, "project", "id"),
         iid=_iid_at(payload, "object_attributes", "iid"),
         action=_optional_str_at(payload, "object_attributes", "action"),
         state=_optional_str_at(payload, "object_attributes", "state"),
@@ -254,7 +251,8 @@ def _parse_note(payload: Mapping[str, Any]) -> NoteEvent:
             head_sha=_optional_sha_at(payload, "merge_request", "last_commit", "id"),
         )
     return NoteEvent(
-        project=_project(payload),
+        project=_project_path_at(payload, "project", "path_with_namespace"),
+        project_id=_optional_id_at(payload, "project", "id"),
         author=_username_at(payload, "user", "username"),
         noteable_type=noteable_type,
         system=bool(attributes.get("system")),
@@ -266,7 +264,8 @@ def _parse_note(payload: Mapping[str, Any]) -> NoteEvent:
 
 def _parse_emoji(payload: Mapping[str, Any]) -> EmojiEvent:
     return EmojiEvent(
-        project=_project(payload),
+        project=_project_path_at(payload, "project", "path_with_namespace"),
+        project_id=_optional_id_at(payload, "project", "id"),
         username=_username_at(payload, "user", "username"),
         name=_str_at(payload, "object_attributes", "name"),
         awardable_type=_str_at(payload, "object_attributes", "awardable_type"),
@@ -281,13 +280,6 @@ _PARSERS: dict[str, Callable[[Mapping[str, Any]], Event]] = {
     NOTE_HOOK: _parse_note,
     EMOJI_HOOK: _parse_emoji,
 }
-
-
-def _project(payload: Mapping[str, Any]) -> ProjectRef:
-    return ProjectRef(
-        path=_project_path_at(payload, "project", "path_with_namespace"),
-        id=_optional_id_at(payload, "project", "id"),
-    )
 
 
 # -- typed field access -------------------------------------------------------------------
