@@ -537,6 +537,40 @@ def test_help_is_answered_once_per_delivery(listener: Listener) -> None:
     assert listener.jobs() == []
 
 
+HELP_FLOOD = 30
+
+
+def test_thirty_help_comments_on_one_mr_get_one_answer(listener: Listener) -> None:
+    answers = [
+        listener.post("Note Hook", mr_note("/reviewbot help"),
+                      headers={"Idempotency-Key": f"help-{n}"})
+        for n in range(HELP_FLOOD)
+    ]  # fmt: skip
+    assert [a.json()["status"] for a in answers] == ["help"] + ["ignored"] * (HELP_FLOOD - 1)
+    assert {a.status_code for a in answers[1:]} == {200}
+    assert "minutes" in answers[1].json()["reason"]
+    other_mr = listener.post("Note Hook", mr_note("/reviewbot help", iid=IID + 1))
+    assert other_mr.json()["status"] == "help"
+    answer = help_text(BOT)
+    assert listener.poster.notes == [(PROJECT, IID, answer), (PROJECT, IID + 1, answer)]
+
+
+def test_help_is_rate_limited_across_listener_processes(store_url: str) -> None:  # noqa: F811
+    first, second = Listener(store_url), Listener(store_url)
+    try:
+        statuses = [
+            running.post("Note Hook", mr_note("/reviewbot help"),
+                         headers={"Idempotency-Key": f"help-{n}"}).json()["status"]
+            for n, running in enumerate([first, second, first, second])
+        ]  # fmt: skip
+    finally:
+        for running in (first, second):
+            running.client.close()
+            running.store.close()
+    assert statuses == ["help", "ignored", "ignored", "ignored"]
+    assert len(first.poster.notes) + len(second.poster.notes) == 1
+
+
 def test_parse_command() -> None:
     assert parse_command("/reviewbot review", BOT) is Command.REVIEW
     assert parse_command("  @ReviewBot review now", BOT) is Command.REVIEW

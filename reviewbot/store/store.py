@@ -46,6 +46,7 @@ from reviewbot.store.models import Feedback as FeedbackRow
 from reviewbot.store.models import Finding as FindingRow
 from reviewbot.store.models import LLMCall as LLMCallRow
 from reviewbot.store.models import MRLock as MRLockRow
+from reviewbot.store.models import MRThrottle as MRThrottleRow
 from reviewbot.store.models import Review as ReviewRow
 
 Clock = Callable[[], datetime]
@@ -206,7 +207,7 @@ def _as_dict(row: Base) -> dict[str, Any]:
 
 
 class Store:
-    """Reads and writes reviews, LLM calls, findings, feedback and MR leases."""
+    """Reads and writes reviews, LLM calls, findings, feedback, MR leases and throttles."""
 
     def __init__(self, engine: Engine, *, clock: Clock = utc_now) -> None:
         self._engine = engine
@@ -449,6 +450,31 @@ class Store:
         with self._engine.begin() as connection:
             connection.execute(release)
 
+    # -- MR throttles ------------------------------------------------------------------
+
+    def claim_mr_action(
+        self, project: str, mr_iid: int, action: str, min_interval_s: float
+    ) -> bool:
+        """True when `action` may run on the MR now, and record that it does.
+
+        False when it already ran less than `min_interval_s` seconds ago (per the database,
+        so across every process using it). One statement, race-free on both backends: an
+        INSERT that, on conflict, moves `last_at` to now only when the previous one is old
+        enough, returning a row only then (PostgreSQL re-checks the condition on the row
+        version a concurrent winner committed; SQLite runs one writer at a time).
+        """
+        now = self._clock()
+        statement = self._insert(MRThrottleRow).values(
+            project=project, mr_iid=mr_iid, action=action, last_at=now
+        )
+        statement = statement.on_conflict_do_update(
+            index_elements=["project", "mr_iid", "action"],
+            set_={"last_at": statement.excluded.last_at},
+            where=MRThrottleRow.last_at <= now - timedelta(seconds=min_interval_s),
+        ).returning(MRThrottleRow.action)
+        with self._engine.begin() as connection:
+            return connection.execute(statement).first() is not None
+
     # -- feedback ----------------------------------------------------------------------
 
     def record_feedback(self, **fields: Any) -> bool:
@@ -508,18 +534,22 @@ class Store:
 
     # -- helpers -----------------------------------------------------------------------
 
-    def _insert_ignoring_conflict(
-        self, model: type[Base], values: dict[str, Any], conflict_columns: list[str]
-    ) -> Any:
+    def _insert(self, model: type[Base]) -> Any:
+        """The dialect's INSERT, which has ON CONFLICT clauses."""
         dialect_insert = {"sqlite": sqlite.insert, "postgresql": postgresql.insert}.get(
             self._engine.dialect.name
         )
         if dialect_insert is None:
             raise NotImplementedError(f"unsupported database: {self._engine.dialect.name}")
+        return dialect_insert(model)
+
+    def _insert_ignoring_conflict(
+        self, model: type[Base], values: dict[str, Any], conflict_columns: list[str]
+    ) -> Any:
         # Callers add RETURNING and test for a row: rowcount is not reliable for INSERTs
         # that SQLAlchemy may compile with an implicit RETURNING (it reads 0 on psycopg).
         return (
-            dialect_insert(model)
+            self._insert(model)
             .values(**values)
             .on_conflict_do_nothing(index_elements=conflict_columns)
         )

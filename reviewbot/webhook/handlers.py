@@ -33,9 +33,9 @@ from reviewbot.webhook.payloads import (
 
 __all__ = [
     "Delivery",
-    "FeedbackStore",
     "Handled",
     "HandlerContext",
+    "HandlerStore",
     "JobSink",
     "NotePoster",
     "Outcome",
@@ -46,8 +46,13 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 # How many help answers this process remembers, so a redelivered `/reviewbot help` is
-# answered once (per process: several listeners may each answer a redelivery once).
+# answered "duplicate" without asking the database.
 RECENT_HELP_KEYS = 4096
+# At most one help answer per MR in this long, across every listener sharing the database
+# (Store.claim_mr_action): thirty `/reviewbot help` comments get one answer, not thirty.
+HELP_ANSWER_INTERVAL_S = 10 * 60.0
+SECONDS_PER_MINUTE = 60
+HELP_ACTION = "help"
 
 REVIEW_ACTIONS = {"open": "opened", "reopen": "reopened"}
 CANCEL_ACTIONS = {"close": "closed", "merge": "merged"}
@@ -93,12 +98,16 @@ class JobSink(Protocol):
     def cancel_for_mr(self, project: str, mr_iid: int, reason: str) -> int: ...
 
 
-class FeedbackStore(Protocol):
+class HandlerStore(Protocol):
     """The part of `reviewbot.store.Store` the handlers use."""
 
     def note_owner(self, note_id: int) -> NoteOwner | None: ...
 
     def record_feedback(self, **fields: Any) -> bool: ...
+
+    def claim_mr_action(
+        self, project: str, mr_iid: int, action: str, min_interval_s: float
+    ) -> bool: ...
 
 
 class NotePoster(Protocol):
@@ -130,7 +139,7 @@ class HandlerContext:
     """Everything the handlers work with, built once per app."""
 
     queue: JobSink
-    store: FeedbackStore
+    store: HandlerStore
     bot_username: str
     review_drafts: bool
     note_poster: NotePoster | None
@@ -268,6 +277,9 @@ def _answer_help(ctx: HandlerContext, delivery: Delivery, project: str, iid: int
         return _ignored("help requested, but this listener has no GitLab client to answer")
     if not ctx.answered_help.add(delivery.key):
         return Handled(Outcome.DUPLICATE, {"status": Outcome.DUPLICATE.value})
+    if not ctx.store.claim_mr_action(project, iid, HELP_ACTION, HELP_ANSWER_INTERVAL_S):
+        minutes = round(HELP_ANSWER_INTERVAL_S / SECONDS_PER_MINUTE)
+        return _ignored(f"help was answered on this merge request less than {minutes} minutes ago")
     body = help_text(ctx.bot_username)
     return Handled(Outcome.HELP, {"status": Outcome.HELP.value},
                    follow_up=lambda: _post_help(poster, project, iid, body))  # fmt: skip
