@@ -833,6 +833,23 @@ def test_serve_refuses_to_start_without_a_secret(tmp_path: Path) -> None:
     assert "--insecure-no-secret" in result.output
 
 
+def test_serve_reads_config_file_and_database_url_options(tmp_path: Path) -> None:
+    env = {"REVIEWBOT_WEBHOOK_SECRET": "", "REVIEWBOT_CONFIG": "", "REVIEWBOT_DATABASE_URL": "",
+           "REVIEWBOT_BOT_USERNAME": BOT}  # fmt: skip
+    config = tmp_path / "reviewbot.toml"
+    config.write_text('webhook_secrett = "typo"\n')
+    bad_config = CliRunner().invoke(serve_command, ["--config", str(config)], env=env)
+    assert bad_config.exit_code == 2
+    assert "webhook_secrett" in bad_config.output
+    unreachable = "postgresql://nobody@127.0.0.1:1/none?connect_timeout=1"
+    no_database = CliRunner().invoke(
+        serve_command, ["--insecure-no-secret", "--database-url", unreachable], env=env
+    )
+    assert no_database.exit_code == 1
+    assert no_database.output.startswith(f"Error: cannot open {unreachable}: connection failed")
+    assert len(no_database.output.splitlines()) == 1
+
+
 def test_app_from_settings_migrates_and_checks_the_secret(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'db.sqlite'}"
     app = app_from_settings(Settings(database_url=url, webhook_secret=SECRET, bot_username=BOT))

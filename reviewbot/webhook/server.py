@@ -32,7 +32,7 @@ from reviewbot.config import ConfigError, Settings, load_settings
 from reviewbot.gitlab import GitLabClient, GitLabError, GitLabSettings
 from reviewbot.metrics import CONTENT_TYPE, ListenerCollector, listener_registry, render
 from reviewbot.queue import JobQueue
-from reviewbot.store import Store, upgrade
+from reviewbot.store import Store, redact_url, upgrade
 from reviewbot.webhook.handlers import (
     Delivery,
     Handled,
@@ -344,8 +344,12 @@ def serve_command(host: str, port: int, insecure_no_secret: bool, config_file: s
         app = app_from_settings(settings, insecure_no_secret=insecure_no_secret)
     except ConfigError as error:
         raise click.UsageError(str(error)) from None
-    except (GitLabError, SQLAlchemyError) as error:
+    except GitLabError as error:
         raise click.ClickException(str(error)) from None
+    except SQLAlchemyError as error:
+        reason = str(getattr(error, "orig", None) or error).splitlines()[0]
+        database = redact_url(settings.database_url)
+        raise click.ClickException(f"cannot open {database}: {reason}") from None
     if insecure_no_secret:
         log.warning("accepting webhook deliveries without a secret token")
     try:
