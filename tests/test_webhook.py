@@ -623,6 +623,17 @@ def test_revoked_thumbs_down_is_recorded_as_revoked(listener: Listener) -> None:
     assert [f["value"] for f in listener.store.feedback(project=PROJECT)] == ["thumbsdown:revoked"]
 
 
+def test_optional_objects_may_be_absent_or_null(listener: Listener) -> None:
+    """An award on an issue's comment has no merge_request; GitLab may send null objects."""
+    emoji = load("emoji_note_thumbsup")
+    emoji.pop("merge_request")
+    assert listener.post("Emoji Hook", emoji).status_code == 200
+    opened = load("merge_request_open")
+    _with_value(opened, "object_attributes.last_commit", None)
+    assert listener.post("Merge Request Hook", opened).status_code == 202
+    assert listener.jobs()[0].head_sha is None
+
+
 @pytest.mark.parametrize(
     "change",
     [{"awardable_id": 999_999}, {"name": "tada"}, {"awardable_type": "Issue"}],

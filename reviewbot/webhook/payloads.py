@@ -286,8 +286,11 @@ _PARSERS: dict[str, Callable[[Mapping[str, Any]], Event]] = {
 
 
 def _walk(payload: Mapping[str, Any], path: tuple[str, ...]) -> Any:
+    """The value at `path`; None when it or an object on the way is absent or null."""
     value: Any = payload
     for depth, name in enumerate(path):
+        if value is None:
+            return None
         if not isinstance(value, Mapping):
             raise PayloadError(f"{'.'.join(path[:depth])} must be an object")
         value = value.get(name)
