@@ -22,6 +22,7 @@ from reviewbot.queue import EnqueueResult
 from reviewbot.store import NoteOwner
 from reviewbot.store.models import FeedbackKind, Trigger
 from reviewbot.webhook.payloads import (
+    NOTE_CREATED,
     Command,
     EmojiEvent,
     Event,
@@ -57,8 +58,6 @@ HELP_ACTION = "help"
 REVIEW_ACTIONS = {"open": "opened", "reopen": "reopened"}
 CANCEL_ACTIONS = {"close": "closed", "merge": "merged"}
 INACTIVE_MR_STATES = frozenset({"closed", "merged", "locked"})
-NOTE_CREATED = "create"
-MERGE_REQUEST_NOTEABLE = "MergeRequest"
 NOTE_AWARDABLE = "Note"
 FEEDBACK_EMOJI = {"thumbsup": "thumbsup", "+1": "thumbsup", "thumbsdown": "thumbsdown",
                   "-1": "thumbsdown"}  # fmt: skip

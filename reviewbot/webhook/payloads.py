@@ -67,6 +67,7 @@ HOOK_KINDS = {MERGE_REQUEST_HOOK: "merge_request", NOTE_HOOK: "note", EMOJI_HOOK
 
 COMMAND_PREFIX = "/reviewbot"
 NOTE_CREATED = "create"
+MERGE_REQUEST_NOTEABLE = "MergeRequest"
 # Header values used as keys are bounded: longer ones are replaced by their SHA-256.
 MAX_KEY_VALUE_CHARS = 128
 # Payload text quoted back in an answer is cut to this many characters.
@@ -244,7 +245,7 @@ def _parse_note(payload: Mapping[str, Any]) -> NoteEvent:
     attributes = _object_at(payload, "object_attributes")
     noteable_type = _str_at(payload, "object_attributes", "noteable_type")
     merge_request = None
-    if noteable_type == "MergeRequest":
+    if noteable_type == MERGE_REQUEST_NOTEABLE:
         merge_request = MergeRequestRef(
             iid=_iid_at(payload, "merge_request", "iid"),
             state=_optional_str_at(payload, "merge_request", "state"),
