@@ -1,144 +1,147 @@
-"""Prometheus text exposition: plain numbers in, text out (no I/O, no registry, no globals).
+"""The listener's `/metrics`: a prometheus_client collector read at scrape time.
 
-The listener (`reviewbot.webhook`) gathers the numbers from the database and its own counters
-and hands them here as `MetricFamily` values. The output follows the text format 0.0.4
-(https://prometheus.io/docs/instrumenting/exposition_formats/#text-based-format):
-one ``# HELP`` and one ``# TYPE`` line per family, label values escaped (``\\``, ``"``,
-newline), histograms as cumulative ``_bucket{le=...}`` series ending with ``le="+Inf"``,
-then ``_sum`` and ``_count``.
+Figures come from three places, read when Prometheus scrapes (nothing is kept in between):
+the database's aggregates (`Store.metrics_snapshot`: shared by every listener and worker),
+the job queue's counts by status, and this process's webhook deliveries by outcome. They are
+rendered by prometheus_client (https://prometheus.github.io/client_python/collector/custom/)
+from a private `CollectorRegistry`, never the library's global default registry.
 """
 
 from __future__ import annotations
 
-import itertools
-import math
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from enum import StrEnum
+from collections.abc import Callable, Iterator, Mapping
+from typing import Protocol
+
+from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.metrics_core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector, CollectorRegistry
+from prometheus_client.utils import floatToGoString
+
+from reviewbot.store import HistogramCounts, MetricsSnapshot
+from reviewbot.store.models import JobStatus
 
 __all__ = [
     "CONTENT_TYPE",
-    "Histogram",
-    "MetricFamily",
-    "MetricKind",
-    "Sample",
-    "histogram_from_counts",
+    "ListenerCollector",
+    "listener_registry",
     "render",
 ]
 
-CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+INFINITY_BOUND = "+Inf"
 
 
-class MetricKind(StrEnum):
-    COUNTER = "counter"
-    GAUGE = "gauge"
-    HISTOGRAM = "histogram"
+class MetricsSource(Protocol):
+    """The part of `reviewbot.store.Store` the collector reads."""
+
+    def metrics_snapshot(self) -> MetricsSnapshot: ...
 
 
-@dataclass(frozen=True)
-class Histogram:
-    """Observations counted per upper bound (cumulative, ascending bounds, no +Inf bound)."""
+class JobCounts(Protocol):
+    """The part of `reviewbot.queue.JobQueue` the collector reads."""
 
-    bounds: tuple[float, ...]
-    cumulative_counts: tuple[int, ...]
-    count: int
-    total: float
-
-    def __post_init__(self) -> None:
-        if len(self.bounds) != len(self.cumulative_counts):
-            raise ValueError("a histogram needs one cumulative count per bound")
-        if list(self.bounds) != sorted(set(self.bounds)):
-            raise ValueError("histogram bounds must be strictly ascending")
-        counts = [*self.cumulative_counts, self.count]
-        if any(later < earlier for earlier, later in itertools.pairwise(counts)):
-            raise ValueError("cumulative counts must not decrease (and end at most at count)")
+    def counts(self) -> dict[str, int]: ...
 
 
-def histogram_from_counts(
-    bounds: Sequence[float], cumulative_counts: Sequence[int | None], count: int, total: float
-) -> Histogram:
-    """A Histogram from SQL aggregates, where an empty table answers NULL sums."""
-    return Histogram(
-        bounds=tuple(float(bound) for bound in bounds),
-        cumulative_counts=tuple(int(value or 0) for value in cumulative_counts),
-        count=int(count or 0),
-        total=float(total or 0.0),
-    )
+class ListenerCollector(Collector):
+    """Every family `/metrics` shows, read from its sources on each `collect()`."""
+
+    def __init__(
+        self,
+        store: MetricsSource,
+        jobs: JobCounts,
+        deliveries: Callable[[], Mapping[str, int]],
+    ) -> None:
+        self._store = store
+        self._jobs = jobs
+        self._deliveries = deliveries
+
+    def collect(self) -> Iterator[Metric]:
+        jobs = self._jobs.counts()
+        deliveries = self._deliveries()
+        snapshot = self._store.metrics_snapshot()
+        tokens = snapshot.tokens
+        yield _labelled(
+            GaugeMetricFamily,
+            "reviewbot_jobs",
+            "Review jobs in the queue, by status.",
+            "status",
+            {status.value: jobs.get(status.value, 0) for status in JobStatus},
+        )
+        yield _labelled(
+            CounterMetricFamily,
+            "reviewbot_webhook_deliveries_total",
+            "Webhook deliveries received by this process, by outcome.",
+            "outcome",
+            deliveries,
+        )
+        yield _labelled(
+            CounterMetricFamily,
+            "reviewbot_reviews_total",
+            "Reviews run, by status.",
+            "status",
+            dict(sorted(snapshot.reviews_by_status.items())),
+        )
+        yield _histogram(
+            "reviewbot_review_duration_seconds",
+            "Wall time of finished reviews.",
+            snapshot.review_duration_s,
+        )
+        yield _histogram(
+            "reviewbot_llm_time_to_first_token_seconds",
+            "Time to the first streamed token of model calls.",
+            snapshot.llm_ttft_s,
+        )
+        yield _histogram(
+            "reviewbot_llm_call_duration_seconds", "Latency of model calls.", snapshot.llm_latency_s
+        )
+        yield _labelled(
+            CounterMetricFamily,
+            "reviewbot_llm_tokens_total",
+            "Tokens of model calls, by kind.",
+            "kind",
+            {"prompt": tokens.prompt, "completion": tokens.completion, "cached": tokens.cached},
+        )
+        yield _labelled(
+            CounterMetricFamily, "reviewbot_findings_total", "Findings recorded, by severity.",
+            "severity", dict(sorted(snapshot.findings_by_severity.items())),
+        )  # fmt: skip
 
 
-@dataclass(frozen=True)
-class Sample:
-    """One series of a family: its labels and either a number or a Histogram."""
-
-    value: float | Histogram
-    labels: Mapping[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class MetricFamily:
-    name: str
-    kind: MetricKind
-    help: str
-    samples: tuple[Sample, ...]
+def _labelled(
+    family_type: type[GaugeMetricFamily] | type[CounterMetricFamily],
+    name: str,
+    documentation: str,
+    label: str,
+    values: Mapping[str, float],
+) -> Metric:
+    family = family_type(name, documentation, labels=[label])
+    for label_value, value in values.items():
+        family.add_metric([label_value], value)
+    return family
 
 
-def render(families: Iterable[MetricFamily]) -> str:
-    """The families in Prometheus text format, newline-terminated."""
-    lines: list[str] = []
-    for family in families:
-        lines.append(f"# HELP {family.name} {_escape_help(family.help)}")
-        lines.append(f"# TYPE {family.name} {family.kind.value}")
-        for sample in family.samples:
-            lines.extend(_sample_lines(family, sample))
-    return "\n".join(lines) + "\n"
-
-
-def _sample_lines(family: MetricFamily, sample: Sample) -> list[str]:
-    if family.kind is MetricKind.HISTOGRAM:
-        if not isinstance(sample.value, Histogram):
-            raise TypeError(f"{family.name}: a histogram family needs Histogram samples")
-        return _histogram_lines(family.name, sample.labels, sample.value)
-    if isinstance(sample.value, Histogram):
-        raise TypeError(f"{family.name}: only histogram families take Histogram samples")
-    return [f"{family.name}{_labels(sample.labels)} {_number(sample.value)}"]
-
-
-def _histogram_lines(name: str, labels: Mapping[str, str], histogram: Histogram) -> list[str]:
-    lines = [
-        f"{name}_bucket{_labels({**labels, 'le': _number(bound)})} {count}"
+def _histogram(name: str, documentation: str, histogram: HistogramCounts) -> Metric:
+    buckets = [
+        (floatToGoString(bound), count)
         for bound, count in zip(histogram.bounds, histogram.cumulative_counts, strict=True)
     ]
-    lines.append(f"{name}_bucket{_labels({**labels, 'le': '+Inf'})} {histogram.count}")
-    lines.append(f"{name}_sum{_labels(labels)} {_number(histogram.total)}")
-    lines.append(f"{name}_count{_labels(labels)} {histogram.count}")
-    return lines
+    buckets.append((INFINITY_BOUND, histogram.count))
+    return HistogramMetricFamily(name, documentation, buckets=buckets, sum_value=histogram.total)
 
 
-def _labels(labels: Mapping[str, str]) -> str:
-    if not labels:
-        return ""
-    inner = ",".join(f'{key}="{_escape_label(str(value))}"' for key, value in labels.items())
-    return "{" + inner + "}"
+def listener_registry(collector: ListenerCollector) -> CollectorRegistry:
+    """A registry of its own holding `collector` (registering does not collect)."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(collector)
+    return registry
 
 
-def _escape_label(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-
-
-def _escape_help(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("\n", "\\n")
-
-
-def _number(value: float) -> str:
-    """Integers without a decimal point, floats in shortest form, infinities as Go writes them."""
-    if isinstance(value, bool):
-        return str(int(value))
-    if isinstance(value, int):
-        return str(value)
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "+Inf" if value > 0 else "-Inf"
-    if value.is_integer():
-        return f"{value:.1f}"
-    return repr(value)
+def render(registry: CollectorRegistry) -> bytes:
+    """The registry's families in the text exposition format (collects: may raise)."""
+    return generate_latest(registry)

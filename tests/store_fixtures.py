@@ -61,12 +61,22 @@ def _drop_database(server_url: str, database_url: str) -> None:
     _autocommit_execute(server_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+_TERMINATE_OTHER_SESSIONS = (
+    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+    " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+)
+
+
+def terminate_other_sessions(database_url: str) -> None:
+    """End every other session on this PostgreSQL database, as a server restart would."""
+    _autocommit_execute(database_url, _TERMINATE_OTHER_SESSIONS)
+
+
 def _reset_schema(database_url: str) -> None:
     """Blank the database: end other sessions (none may hold locks), recreate `public`."""
     _autocommit_execute(
         database_url,
-        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-        " WHERE datname = current_database() AND pid <> pg_backend_pid()",
+        _TERMINATE_OTHER_SESSIONS,
         "DROP SCHEMA IF EXISTS public CASCADE",
         "CREATE SCHEMA public",
     )

@@ -412,6 +412,53 @@ def test_concurrent_takeover_of_expired_lock_has_one_winner(
     assert "gone" not in winners
 
 
+# -- MR throttles -------------------------------------------------------------------------
+
+THROTTLE_S = 600
+
+
+def test_mr_action_runs_once_per_interval(clocked_store: Store, clock: FakeClock) -> None:
+    assert clocked_store.claim_mr_action(PROJECT, MR_IID, "help", THROTTLE_S)
+    assert not clocked_store.claim_mr_action(PROJECT, MR_IID, "help", THROTTLE_S)
+    assert clocked_store.claim_mr_action(PROJECT, MR_IID + 1, "help", THROTTLE_S)
+    assert clocked_store.claim_mr_action(PROJECT, MR_IID, "other", THROTTLE_S)
+    clock.advance(THROTTLE_S - 1)
+    assert not clocked_store.claim_mr_action(PROJECT, MR_IID, "help", THROTTLE_S)
+    clock.advance(1)
+    assert clocked_store.claim_mr_action(PROJECT, MR_IID, "help", THROTTLE_S)
+    # the interval counts from the last time the action ran, not from a refused attempt
+    clock.advance(THROTTLE_S - 1)
+    assert not clocked_store.claim_mr_action(PROJECT, MR_IID, "help", THROTTLE_S)
+    clock.advance(1)
+    assert clocked_store.claim_mr_action(PROJECT, MR_IID, "help", THROTTLE_S)
+
+
+def test_concurrent_mr_action_claims_have_one_winner(
+    migrated_store: Store,  # noqa: F811
+    store_url: str,  # noqa: F811
+    clock: FakeClock,
+) -> None:
+    stores = [Store.from_url(store_url, clock=clock) for _ in range(CONTENDERS)]
+    barrier = threading.Barrier(CONTENDERS)
+    results: list[bool] = []
+
+    def contend(store: Store) -> None:
+        barrier.wait()
+        results.append(store.claim_mr_action(PROJECT, MR_IID, "help", THROTTLE_S))
+
+    for round_ in range(2):  # a first claim (insert), then one after the interval (update)
+        results.clear()
+        threads = [threading.Thread(target=contend, args=(store,)) for store in stores]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert sorted(results) == [False] * (CONTENDERS - 1) + [True], round_
+        clock.advance(THROTTLE_S)
+    for store in stores:
+        store.close()
+
+
 # -- feedback -----------------------------------------------------------------------------
 
 

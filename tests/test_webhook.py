@@ -23,20 +23,16 @@ import httpx
 import pytest
 import uvicorn
 from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
 from reviewbot.config import ConfigError, Settings
 from reviewbot.gitlab import GitLabClient, GitLabSettings
-from reviewbot.metrics import (
-    Histogram,
-    MetricFamily,
-    MetricKind,
-    Sample,
-    histogram_from_counts,
-    render,
-)
+from reviewbot.metrics import ListenerCollector, listener_registry, render
 from reviewbot.queue import JobQueue
 from reviewbot.store import Store, upgrade
+from reviewbot.store.models import NAME_LENGTH, PROJECT_LENGTH, SHA_LENGTH
 from reviewbot.webhook import (
     WEBHOOK_PATH,
     Command,
@@ -45,15 +41,17 @@ from reviewbot.webhook import (
     delivery_key,
     help_text,
     parse_command,
+    payloads,
     serve_command,
 )
 from tests.fakes.gitlab_server import FakeGitLab
-from tests.store_fixtures import store_url  # noqa: F401
+from tests.store_fixtures import store_url, terminate_other_sessions  # noqa: F401
 
 FIXTURES = Path(__file__).parent / "fixtures" / "webhooks"
 SECRET = "s3cret-token"
 BOT = "reviewbot"
 PROJECT = "acme/payments"
+PROJECT_ID = 14
 IID = 7
 HEAD = "9f2c1d7e4b8a6f3c5d0e1a2b3c4d5e6f7a8b9c0d"
 NEW_HEAD = "0123456789abcdef0123456789abcdef01234567"
@@ -120,6 +118,13 @@ def listener(store_url: str) -> Iterator[Listener]:  # noqa: F811
     yield running
     running.client.close()
     running.store.close()
+
+
+def mr_note(text: str, *, iid: int = IID) -> dict[str, Any]:
+    payload = load("note_merge_request_review")
+    payload["object_attributes"]["note"] = text
+    payload["merge_request"]["iid"] = iid
+    return payload
 
 
 def mr_event(name: str, **attributes: Any) -> dict[str, Any]:
@@ -189,6 +194,171 @@ def test_huge_body_is_413(listener: Listener) -> None:
     response = listener.post("Merge Request Hook", payload)
     assert response.status_code == 413
     assert listener.jobs() == []
+
+
+# Values GitLab never sends, each past a limit of GitLab or of our columns (see payloads.py).
+OUT_OF_LIMITS = [
+    ("Merge Request Hook", "merge_request_open", "object_attributes.iid", 2**31),
+    ("Merge Request Hook", "merge_request_open", "object_attributes.iid", 0),
+    ("Merge Request Hook", "merge_request_open", "object_attributes.iid", -3),
+    ("Merge Request Hook", "merge_request_open", "object_attributes.last_commit.id", "a" * 65),
+    ("Merge Request Hook", "merge_request_open", "object_attributes.last_commit.id", "a\x00" * 20),
+    ("Merge Request Hook", "merge_request_open", "project.path_with_namespace", "a/" + "b" * 511),
+    ("Merge Request Hook", "merge_request_open", "project.path_with_namespace", "acme/pay\x00"),
+    ("Merge Request Hook", "merge_request_open", "project.path_with_namespace", "acme/\ud800"),
+    ("Merge Request Hook", "merge_request_open", "project.id", 2**70),
+    ("Note Hook", "note_merge_request_review", "merge_request.iid", 2**31),
+    ("Note Hook", "note_merge_request_review", "user.username", "bo\x00b"),
+    ("Note Hook", "note_merge_request_review", "user.username", "b" * 256),
+    ("Emoji Hook", "emoji_note_thumbsup", "object_attributes.awardable_id", 2**70),
+    ("Emoji Hook", "emoji_note_thumbsup", "object_attributes.awardable_id", 0),
+    ("Emoji Hook", "emoji_note_thumbsup", "merge_request.iid", 2**31),
+    ("Emoji Hook", "emoji_note_thumbsup", "user.username", "\ud800"),
+]
+
+
+def _with_value(payload: dict[str, Any], dotted: str, value: Any) -> dict[str, Any]:
+    *parents, name = dotted.split(".")
+    target = payload
+    for parent in parents:
+        target = target[parent]
+    target[name] = value
+    return payload
+
+
+@pytest.mark.parametrize(
+    ("hook", "fixture", "field", "value"), OUT_OF_LIMITS,
+    ids=[f"{hook.split()[0]}-{field}={str(value)[:12]!a}" for hook, _, field, value
+         in OUT_OF_LIMITS],
+)  # fmt: skip
+def test_values_past_gitlabs_limits_are_422_and_reach_no_table(
+    listener: Listener, hook: str, fixture: str, field: str, value: Any
+) -> None:
+    _bot_finding(listener.store, note_id=BOT_NOTE_ID)
+    payload = _with_value(load(fixture), field, value)
+    response = listener.post(hook, payload)
+    assert response.status_code == 422, response.text
+    assert field in response.json()["error"]
+    assert listener.jobs() == []
+    assert listener.store.feedback(project=PROJECT) == []
+
+
+def test_values_at_gitlabs_limits_are_accepted(listener: Listener) -> None:
+    sha256_head = "0123456789abcdef" * 4
+    long_path = "group.name/sub_group-1/" + "p" * (PROJECT_LENGTH - len("group.name/sub_group-1/"))
+    payload = load("merge_request_open")
+    _with_value(payload, "object_attributes.iid", 2**31 - 1)
+    _with_value(payload, "object_attributes.last_commit.id", sha256_head)
+    _with_value(payload, "project.path_with_namespace", long_path)
+    _with_value(payload, "project.id", 2**63 - 1)
+    assert listener.post("Merge Request Hook", payload).status_code == 202
+    (job,) = listener.jobs()
+    assert (job.project, job.mr_iid, job.head_sha) == (long_path, 2**31 - 1, sha256_head)
+    emoji = load("emoji_note_thumbsup")
+    _with_value(emoji, "object_attributes.awardable_id", 2**63 - 1)
+    _with_value(emoji, "user.username", "first.last_2-x")
+    assert listener.post("Emoji Hook", emoji).status_code == 200  # not a bot note
+
+
+def test_payload_limits_match_the_columns() -> None:
+    assert payloads.MAX_PROJECT_PATH_CHARS == PROJECT_LENGTH
+    assert payloads.MAX_USERNAME_CHARS == NAME_LENGTH
+    assert payloads.COMMIT_SHA.fullmatch("f" * SHA_LENGTH)
+
+
+def test_odd_text_in_an_ignored_event_is_echoed_safely(listener: Listener) -> None:
+    payload = mr_event("merge_request_open", action="\ud800" + "x" * 10_000)
+    response = listener.post("Merge Request Hook", payload)
+    assert response.status_code == 200
+    assert response.content.isascii()
+    assert len(response.json()["reason"]) < 200
+
+
+# Arbitrary JSON, and GitLab-shaped payloads with arbitrary values in the fields read; values
+# past a limit are drawn often, since most other changes stop a payload early with a 400.
+HOSTILE_VALUES = st.sampled_from([
+    0, -1, 2**31, 2**63, 2**70, "\x00", "acme/\ud800", "\ud800", "a" * 600, "a/b\x00c", [], {},
+])  # fmt: skip
+ANY_CHARACTER = st.characters(exclude_categories=[])  # NUL and lone surrogates included
+JSON_LEAVES = (
+    st.none() | st.booleans() | st.floats() | st.integers() | st.text(ANY_CHARACTER, max_size=20)
+)  # fmt: skip
+JSON_VALUES = st.recursive(
+    JSON_LEAVES,
+    lambda children: st.lists(children, max_size=3)
+    | st.dictionaries(st.text(max_size=8), children, max_size=3),
+    max_leaves=8,
+)
+# Fields whose values reach the database (or the answer).
+STORED_FIELDS = [
+    "project.path_with_namespace", "project.id", "user.username", "object_attributes.iid",
+    "object_attributes.last_commit.id", "object_attributes.awardable_id", "merge_request.iid",
+    "merge_request.last_commit.id", "object_attributes.action", "object_attributes.name",
+]  # fmt: skip
+FIELDS_READ = [
+    "object_kind", "project", "project.path_with_namespace", "project.id", "user",
+    "user.username", "object_attributes", "object_attributes.iid", "object_attributes.action",
+    "object_attributes.state", "object_attributes.draft", "object_attributes.oldrev",
+    "object_attributes.last_commit", "object_attributes.last_commit.id",
+    "object_attributes.noteable_type", "object_attributes.note", "object_attributes.system",
+    "object_attributes.name", "object_attributes.awardable_type",
+    "object_attributes.awardable_id", "merge_request", "merge_request.iid",
+    "merge_request.state", "merge_request.last_commit", "changes", "changes.draft",
+]  # fmt: skip
+HOOKS_AND_FIXTURES = [
+    ("Merge Request Hook", "merge_request_open"), ("Merge Request Hook", "merge_request_close"),
+    ("Merge Request Hook", "merge_request_marked_ready"), ("Note Hook", "note_merge_request_help"),
+    ("Note Hook", "note_merge_request_review"), ("Note Hook", "note_issue"),
+    ("Emoji Hook", "emoji_note_thumbsup"),
+]  # fmt: skip
+PROPERTY_EXAMPLES = 300
+
+
+def _set_path(payload: Any, dotted: str, value: Any) -> None:
+    *parents, name = dotted.split(".")
+    for parent in parents:
+        if not isinstance(payload, dict):
+            return
+        payload = payload.setdefault(parent, {})
+    if isinstance(payload, dict):
+        payload[name] = value
+
+
+@st.composite
+def gitlab_shaped(draw: st.DrawFn) -> tuple[str, Any]:
+    hook, fixture = draw(st.sampled_from(HOOKS_AND_FIXTURES))
+    payload = load(fixture)
+    if fixture.startswith("note"):
+        payload["object_attributes"]["note"] = draw(
+            st.sampled_from(["/reviewbot review", "/reviewbot help", "@reviewbot review", "hi"])
+        )  # fmt: skip
+    _set_path(payload, draw(st.sampled_from(STORED_FIELDS)), draw(HOSTILE_VALUES | JSON_VALUES))
+    for field in draw(st.lists(st.sampled_from(FIELDS_READ), max_size=2)):
+        _set_path(payload, field, draw(HOSTILE_VALUES | JSON_VALUES))
+    return hook, payload
+
+
+@pytest.fixture(scope="module")
+def sqlite_listener(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Listener]:
+    running = Listener(f"sqlite:///{tmp_path_factory.mktemp('property') / 'db.sqlite'}")
+    running.client = TestClient(running.app, raise_server_exceptions=False)
+    _bot_finding(running.store)
+    yield running
+    running.client.close()
+    running.store.close()
+
+
+@settings(max_examples=PROPERTY_EXAMPLES, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])  # fmt: skip
+@given(
+    delivery=gitlab_shaped()
+    | st.tuples(st.sampled_from(["Merge Request Hook", "Note Hook", "Emoji Hook"]), JSON_VALUES)
+)
+def test_no_payload_gets_a_5xx(sqlite_listener: Listener, delivery: tuple[str, Any]) -> None:
+    hook, payload = delivery
+    response = sqlite_listener.post(hook, json.dumps(payload).encode())
+    assert response.status_code < 500, (payload, response.text)
+    assert response.status_code in {200, 202, 204, 400, 413, 422}
 
 
 def test_unknown_event_is_204(listener: Listener) -> None:
@@ -265,6 +435,16 @@ def test_opened_mr_queues_a_review_of_its_head(listener: Listener) -> None:
     (job,) = listener.jobs()
     assert (job.project, job.mr_iid, job.head_sha, job.trigger) == (PROJECT, IID, HEAD, "webhook")
     assert job.id == response.json()["job_id"]
+
+
+def test_jobs_carry_the_gitlab_project_id(listener: Listener) -> None:
+    listener.post("Merge Request Hook", load("merge_request_open"))
+    listener.post("Note Hook", mr_note("/reviewbot review", iid=IID + 1))
+    without_id = mr_event("merge_request_open", iid=IID + 2)
+    del without_id["project"]["id"]
+    listener.post("Merge Request Hook", without_id)
+    ids = {job.mr_iid: job.payload["project_id"] for job in listener.jobs()}
+    assert ids == {IID: PROJECT_ID, IID + 1: PROJECT_ID, IID + 2: None}
 
 
 def test_push_queues_the_new_head_and_supersedes_the_old(listener: Listener) -> None:
@@ -357,6 +537,40 @@ def test_help_is_answered_once_per_delivery(listener: Listener) -> None:
     assert listener.jobs() == []
 
 
+HELP_FLOOD = 30
+
+
+def test_thirty_help_comments_on_one_mr_get_one_answer(listener: Listener) -> None:
+    answers = [
+        listener.post("Note Hook", mr_note("/reviewbot help"),
+                      headers={"Idempotency-Key": f"help-{n}"})
+        for n in range(HELP_FLOOD)
+    ]  # fmt: skip
+    assert [a.json()["status"] for a in answers] == ["help"] + ["ignored"] * (HELP_FLOOD - 1)
+    assert {a.status_code for a in answers[1:]} == {200}
+    assert "minutes" in answers[1].json()["reason"]
+    other_mr = listener.post("Note Hook", mr_note("/reviewbot help", iid=IID + 1))
+    assert other_mr.json()["status"] == "help"
+    answer = help_text(BOT)
+    assert listener.poster.notes == [(PROJECT, IID, answer), (PROJECT, IID + 1, answer)]
+
+
+def test_help_is_rate_limited_across_listener_processes(store_url: str) -> None:  # noqa: F811
+    first, second = Listener(store_url), Listener(store_url)
+    try:
+        statuses = [
+            running.post("Note Hook", mr_note("/reviewbot help"),
+                         headers={"Idempotency-Key": f"help-{n}"}).json()["status"]
+            for n, running in enumerate([first, second, first, second])
+        ]  # fmt: skip
+    finally:
+        for running in (first, second):
+            running.client.close()
+            running.store.close()
+    assert statuses == ["help", "ignored", "ignored", "ignored"]
+    assert len(first.poster.notes) + len(second.poster.notes) == 1
+
+
 def test_parse_command() -> None:
     assert parse_command("/reviewbot review", BOT) is Command.REVIEW
     assert parse_command("  @ReviewBot review now", BOT) is Command.REVIEW
@@ -409,6 +623,17 @@ def test_revoked_thumbs_down_is_recorded_as_revoked(listener: Listener) -> None:
     assert [f["value"] for f in listener.store.feedback(project=PROJECT)] == ["thumbsdown:revoked"]
 
 
+def test_optional_objects_may_be_absent_or_null(listener: Listener) -> None:
+    """An award on an issue's comment has no merge_request; GitLab may send null objects."""
+    emoji = load("emoji_note_thumbsup")
+    emoji.pop("merge_request")
+    assert listener.post("Emoji Hook", emoji).status_code == 200
+    opened = load("merge_request_open")
+    _with_value(opened, "object_attributes.last_commit", None)
+    assert listener.post("Merge Request Hook", opened).status_code == 202
+    assert listener.jobs()[0].head_sha is None
+
+
 @pytest.mark.parametrize(
     "change",
     [{"awardable_id": 999_999}, {"name": "tada"}, {"awardable_type": "Issue"}],
@@ -424,6 +649,23 @@ def test_other_reactions_are_ignored(listener: Listener, change: dict[str, Any])
 
 # ---------------------------------------------------------------------------------------------
 # Health, metrics, schema
+
+
+def test_first_delivery_after_the_database_dropped_its_connections_is_accepted(
+    listener: Listener, store_url: str  # noqa: F811
+) -> None:
+    """A PostgreSQL restart (or a proxy cutting idle connections) leaves the pool holding dead
+    connections: the next delivery must still be queued, not answered 503."""
+    if not store_url.startswith("postgresql"):
+        pytest.skip("PostgreSQL sessions only")
+    assert listener.post("Merge Request Hook", load("merge_request_open")).status_code == 202
+    assert listener.client.get("/healthz").status_code == 200
+    terminate_other_sessions(store_url)
+    response = listener.post("Merge Request Hook", mr_event("merge_request_open", iid=IID + 1))
+    assert response.status_code == 202, response.text
+    assert response.json()["status"] == "queued"
+    terminate_other_sessions(store_url)
+    assert listener.client.get("/healthz").status_code == 200
 
 
 def test_healthz(listener: Listener) -> None:
@@ -488,7 +730,7 @@ def test_openapi_lists_the_endpoints(listener: Listener) -> None:
     spec = listener.client.get("/openapi.json").json()
     assert spec["openapi"].startswith("3.")
     assert {WEBHOOK_PATH, "/healthz", "/metrics", "/openapi.json"} <= set(spec["paths"])
-    assert {"202", "204", "400", "401", "413"} <= set(
+    assert {"202", "204", "400", "401", "413", "422"} <= set(
         spec["paths"][WEBHOOK_PATH]["post"]["responses"]
     )
 
@@ -602,6 +844,23 @@ def test_serve_refuses_to_start_without_a_secret(tmp_path: Path) -> None:
     assert "--insecure-no-secret" in result.output
 
 
+def test_serve_reads_config_file_and_database_url_options(tmp_path: Path) -> None:
+    env = {"REVIEWBOT_WEBHOOK_SECRET": "", "REVIEWBOT_CONFIG": "", "REVIEWBOT_DATABASE_URL": "",
+           "REVIEWBOT_BOT_USERNAME": BOT}  # fmt: skip
+    config = tmp_path / "reviewbot.toml"
+    config.write_text('webhook_secrett = "typo"\n')
+    bad_config = CliRunner().invoke(serve_command, ["--config", str(config)], env=env)
+    assert bad_config.exit_code == 2
+    assert "webhook_secrett" in bad_config.output
+    unreachable = "postgresql://nobody@127.0.0.1:1/none?connect_timeout=1"
+    no_database = CliRunner().invoke(
+        serve_command, ["--insecure-no-secret", "--database-url", unreachable], env=env
+    )
+    assert no_database.exit_code == 1
+    assert no_database.output.startswith(f"Error: cannot open {unreachable}: connection failed")
+    assert len(no_database.output.splitlines()) == 1
+
+
 def test_app_from_settings_migrates_and_checks_the_secret(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'db.sqlite'}"
     app = app_from_settings(Settings(database_url=url, webhook_secret=SECRET, bot_username=BOT))
@@ -623,26 +882,36 @@ def test_fixtures_are_valid_json_objects() -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# Prometheus rendering (pure)
+# The Prometheus collector, rendered by prometheus_client
 
 
-def test_render_escapes_labels_and_expands_histograms() -> None:
-    histogram = histogram_from_counts((0.5, 1.0), (None, 1), count=3, total=2.5)
-    text = render([
-        MetricFamily("demo_total", MetricKind.COUNTER, "Help with \\ and\nnewline.",
-                     (Sample(2, {"path": 'a"b\\c\nd'}),)),
-        MetricFamily("demo_seconds", MetricKind.HISTOGRAM, "Durations.", (Sample(histogram),)),
-    ])  # fmt: skip
-    assert "# HELP demo_total Help with \\\\ and\\nnewline." in text
-    assert 'demo_total{path="a\\"b\\\\c\\nd"} 2' in text
-    assert 'demo_seconds_bucket{le="1.0"} 1' in text
-    assert 'demo_seconds_bucket{le="+Inf"} 3' in text
-    assert "demo_seconds_count 3" in text
+def test_metrics_escape_label_values_from_the_database(listener: Listener) -> None:
+    review_id = listener.store.start_review(
+        project=PROJECT, mr_iid=IID, head_sha=HEAD, base_sha=None, start_sha=None,
+        trigger="webhook", model="qwen", prompt_version="1",
+    )  # fmt: skip
+    odd_severity = 'a"b\\c\nd'
+    listener.store.record_findings(review_id, [{
+        "fingerprint": "f" * 16, "path": "a.py", "side": "new", "line": 1,
+        "severity": odd_severity, "category": "bug", "title": "t", "body": "b",
+        "anchor": "exact", "state": "posted",
+    }])  # fmt: skip
+    registry = listener_registry(ListenerCollector(listener.store, listener.queue, dict))
+    text = render(registry).decode()
+    assert 'reviewbot_findings_total{severity="a\\"b\\\\c\\nd"} 1.0' in text
     assert all(METRIC_LINE.match(line) for line in text.splitlines() if not line.startswith("#"))
 
 
-def test_histogram_rejects_decreasing_counts() -> None:
-    with pytest.raises(ValueError, match="decrease"):
-        Histogram(bounds=(1.0, 2.0), cumulative_counts=(2, 1), count=2, total=1.0)
-    with pytest.raises(ValueError, match="ascending"):
-        Histogram(bounds=(2.0, 1.0), cumulative_counts=(0, 0), count=0, total=0.0)
+def test_metrics_histograms_are_cumulative_with_inf_sum_and_count(listener: Listener) -> None:
+    _record_review(listener.store)
+    text = render(listener_registry(ListenerCollector(listener.store, listener.queue, dict)))
+    lines = text.decode().splitlines()
+    assert "# TYPE reviewbot_llm_call_duration_seconds histogram" in lines
+    buckets = [line for line in lines if line.startswith("reviewbot_llm_call_duration_seconds_")]
+    assert buckets[0] == 'reviewbot_llm_call_duration_seconds_bucket{le="0.5"} 0.0'
+    assert 'reviewbot_llm_call_duration_seconds_bucket{le="5.0"} 1.0' in buckets
+    assert buckets[-3:] == [
+        'reviewbot_llm_call_duration_seconds_bucket{le="+Inf"} 2.0',
+        "reviewbot_llm_call_duration_seconds_count 2.0",
+        "reviewbot_llm_call_duration_seconds_sum 94.0",
+    ]

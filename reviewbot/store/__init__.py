@@ -1,4 +1,4 @@
-"""Persistence for reviewbot: reviews, LLM calls, findings, feedback and MR leases.
+"""Persistence for reviewbot: reviews, LLM calls, findings, feedback, MR leases, figures.
 
 SQLite by default (one file in the user data directory), PostgreSQL for teams.
 Open a `Store` with `Store.from_url(url)` after `ensure_schema(url)`.
@@ -12,9 +12,17 @@ import platformdirs
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
+from reviewbot.store.figures import (
+    DEFAULT_METRIC_BUCKETS,
+    HistogramCounts,
+    MetricBuckets,
+    MetricsSnapshot,
+    TokenTotals,
+)
 from reviewbot.store.migrate import current_revision, ensure_schema, head_revision, upgrade
 from reviewbot.store.store import (
     MergeRequestKey,
+    NoteOwner,
     RecordNotFound,
     Store,
     make_engine,
@@ -27,9 +35,15 @@ DATABASE_FILE_NAME = "reviewbot.db"
 _URL_PASSWORD = re.compile(r"(://[^/\s:@]*:)[^@\s/]*@")
 
 __all__ = [
+    "DEFAULT_METRIC_BUCKETS",
+    "HistogramCounts",
     "MergeRequestKey",
+    "MetricBuckets",
+    "MetricsSnapshot",
+    "NoteOwner",
     "RecordNotFound",
     "Store",
+    "TokenTotals",
     "current_revision",
     "default_database_url",
     "ensure_schema",

@@ -1,4 +1,4 @@
-"""SQLAlchemy tables for reviews, LLM calls, findings, feedback, MR locks and jobs.
+"""SQLAlchemy tables for reviews, LLM calls, findings, feedback, MR locks, MR throttles, jobs.
 
 The schema is shaped for the weekly accuracy report: every review keeps its coverage and
 token totals, every LLM call its latency figures, every finding its fate on GitLab
@@ -304,6 +304,17 @@ class MRLock(Base):
     mr_key: Mapped[str] = mapped_column(String(MR_KEY_LENGTH), primary_key=True)
     holder: Mapped[str] = mapped_column(String(NAME_LENGTH))
     expires_at: Mapped[datetime]
+
+
+class MRThrottle(Base):
+    """When an action that must not repeat too often (a help answer) last ran on one MR."""
+
+    __tablename__ = "mr_throttles"
+
+    project: Mapped[str] = mapped_column(String(PROJECT_LENGTH), primary_key=True)
+    mr_iid: Mapped[int] = mapped_column(Integer, primary_key=True)
+    action: Mapped[str] = mapped_column(String(SHORT_LABEL_LENGTH), primary_key=True)
+    last_at: Mapped[datetime]
 
 
 class Job(Base):

@@ -1,0 +1,358 @@
+"""The HTTP side of the listener: Starlette app, endpoints, `reviewbot serve`.
+
+`POST /webhook/gitlab` checks the token, the event header and the body size, parses the
+payload (`payloads`), hands the event to its handler (`handlers`, in a worker thread) and
+answers in milliseconds; `GET /healthz` pings the database; `GET /metrics` renders the
+collector of `reviewbot.metrics`; `GET /openapi.json` describes all of it (`openapi`).
+The database is reached only through the `Store` and the `JobQueue`: no SQL here.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+import threading
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import click
+import uvicorn
+from prometheus_client.registry import CollectorRegistry
+from sqlalchemy.exc import SQLAlchemyError
+from starlette.applications import Starlette
+from starlette.background import BackgroundTask
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from reviewbot.config import ConfigError, Settings, load_settings
+from reviewbot.gitlab import GitLabClient, GitLabError, GitLabSettings
+from reviewbot.metrics import CONTENT_TYPE, ListenerCollector, listener_registry, render
+from reviewbot.queue import JobQueue
+from reviewbot.store import Store, redact_url, upgrade
+from reviewbot.webhook.handlers import (
+    Delivery,
+    Handled,
+    HandlerContext,
+    JobSink,
+    NotePoster,
+    Outcome,
+    handle,
+)
+from reviewbot.webhook.openapi import (
+    HEALTH_PATH,
+    METRICS_PATH,
+    OPENAPI_PATH,
+    WEBHOOK_PATH,
+    openapi_spec,
+)
+from reviewbot.webhook.payloads import (
+    HOOK_KINDS,
+    PayloadError,
+    ValueOutOfLimits,
+    delivery_key,
+    parse_event,
+)
+from reviewbot.worker import database_options
+
+__all__ = [
+    "DEFAULT_MAX_BODY_BYTES",
+    "DeliveryCounter",
+    "ListenerQueue",
+    "app_from_settings",
+    "create_app",
+    "serve_command",
+]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_BODY_BYTES = 1_000_000
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8080
+MAX_REASON_CHARS = 200
+
+HTTP_OK = 200
+HTTP_ACCEPTED = 202
+HTTP_NO_CONTENT = 204
+HTTP_BAD_REQUEST = 400
+HTTP_UNAUTHORIZED = 401
+HTTP_PAYLOAD_TOO_LARGE = 413
+HTTP_UNPROCESSABLE = 422
+HTTP_SERVICE_UNAVAILABLE = 503
+
+# Handled deliveries: 202 when something was done (or had been done already), 200 when the
+# event needs nothing from reviewbot.
+HANDLED_STATUS = {
+    Outcome.QUEUED: HTTP_ACCEPTED,
+    Outcome.DUPLICATE: HTTP_ACCEPTED,
+    Outcome.CANCELLED: HTTP_ACCEPTED,
+    Outcome.FEEDBACK: HTTP_ACCEPTED,
+    Outcome.HELP: HTTP_ACCEPTED,
+    Outcome.IGNORED: HTTP_OK,
+}
+
+
+class ListenerQueue(JobSink, Protocol):
+    """The job queue as the listener uses it: handlers enqueue, `/metrics` counts."""
+
+    def counts(self) -> dict[str, int]: ...
+
+
+class DeliveryCounter:
+    """Deliveries by outcome, in this process (thread-safe)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: Counter[str] = Counter()
+
+    def add(self, outcome: str) -> None:
+        with self._lock:
+            self._counts[outcome] += 1
+
+    def snapshot(self) -> dict[str, int]:
+        with self._lock:
+            return {outcome.value: self._counts[outcome.value] for outcome in Outcome}
+
+
+class AsciiJSONResponse(JSONResponse):
+    """JSON with every non-ASCII character escaped: text quoted from a payload (a lone
+    surrogate, say) can never fail to encode."""
+
+    def render(self, content: Any) -> bytes:
+        return json.dumps(content, allow_nan=False, separators=(",", ":")).encode("ascii")
+
+
+@dataclass
+class Listener:
+    """The app's state: what the endpoints need."""
+
+    store: Store
+    handlers: HandlerContext
+    secret: str | None
+    max_body_bytes: int
+    registry: CollectorRegistry
+    deliveries: DeliveryCounter = field(default_factory=DeliveryCounter)
+
+
+@dataclass(frozen=True)
+class Result:
+    status_code: int
+    outcome: Outcome
+    detail: dict[str, Any] = field(default_factory=dict)
+    background: BackgroundTask | None = None
+
+
+class Rejected(Exception):
+    """The request is refused before any handler runs."""
+
+    def __init__(self, status_code: int, outcome: Outcome, reason: str) -> None:
+        super().__init__(reason)
+        self.result = Result(status_code, outcome, {"error": reason})
+
+
+# -- POST /webhook/gitlab -----------------------------------------------------------------
+
+
+def _check_token(listener: Listener, request: Request) -> None:
+    if listener.secret is None:
+        return
+    given = request.headers.get("x-gitlab-token")
+    # compare_digest: the time taken does not tell how much of the secret was right.
+    if given is None or not hmac.compare_digest(given.encode(), listener.secret.encode()):
+        raise Rejected(HTTP_UNAUTHORIZED, Outcome.UNAUTHORIZED, "invalid or missing X-Gitlab-Token")
+
+
+async def _read_body(request: Request, limit: int) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        if not declared.isdigit():
+            raise Rejected(HTTP_BAD_REQUEST, Outcome.BAD_REQUEST, "invalid Content-Length")
+        if int(declared) > limit:
+            raise _too_large(limit)
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise _too_large(limit)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _too_large(limit: int) -> Rejected:
+    return Rejected(HTTP_PAYLOAD_TOO_LARGE, Outcome.TOO_LARGE, f"body larger than {limit} bytes")
+
+
+def _parse_json(body: bytes) -> dict[str, Any]:
+    try:
+        payload = json.loads(body)
+    except (ValueError, RecursionError) as error:
+        reason = f"body is not valid JSON: {error}"[:MAX_REASON_CHARS]
+        raise Rejected(HTTP_BAD_REQUEST, Outcome.BAD_REQUEST, reason) from None
+    if not isinstance(payload, dict):
+        raise Rejected(HTTP_BAD_REQUEST, Outcome.BAD_REQUEST, "body must be a JSON object")
+    return payload
+
+
+def _result(handled: Handled) -> Result:
+    background = BackgroundTask(handled.follow_up) if handled.follow_up else None
+    return Result(HANDLED_STATUS[handled.outcome], handled.outcome, handled.detail, background)
+
+
+async def _handle_delivery(listener: Listener, request: Request) -> Result:
+    _check_token(listener, request)
+    hook = request.headers.get("x-gitlab-event", "").strip()
+    if not hook:
+        raise Rejected(HTTP_BAD_REQUEST, Outcome.BAD_REQUEST, "missing X-Gitlab-Event header")
+    if hook not in HOOK_KINDS:
+        log.info("ignoring GitLab event %r (not handled by reviewbot)", hook)
+        return Result(HTTP_NO_CONTENT, Outcome.UNKNOWN_EVENT)
+    body = await _read_body(request, listener.max_body_bytes)
+    event = parse_event(hook, _parse_json(body))
+    delivery = Delivery(hook=hook, key=delivery_key(request.headers, body), event=event)
+    return _result(await run_in_threadpool(handle, listener.handlers, delivery))
+
+
+async def webhook_endpoint(request: Request) -> Response:
+    listener: Listener = request.app.state.listener
+    try:
+        result = await _handle_delivery(listener, request)
+    except Rejected as rejected:
+        result = rejected.result
+    except ValueOutOfLimits as error:
+        result = Result(HTTP_UNPROCESSABLE, Outcome.BAD_REQUEST, {"error": str(error)})
+    except PayloadError as error:
+        result = Result(HTTP_BAD_REQUEST, Outcome.BAD_REQUEST, {"error": str(error)})
+    except SQLAlchemyError as error:
+        log.warning("database unavailable while handling a webhook: %s", error)
+        reason = "database unavailable, retry later"
+        result = Result(HTTP_SERVICE_UNAVAILABLE, Outcome.UNAVAILABLE, {"error": reason})
+    listener.deliveries.add(result.outcome.value)
+    if result.status_code == HTTP_NO_CONTENT:
+        return Response(status_code=HTTP_NO_CONTENT)
+    return AsciiJSONResponse(result.detail, status_code=result.status_code,
+                             background=result.background)  # fmt: skip
+
+
+# -- GET /healthz, /metrics, /openapi.json ------------------------------------------------
+
+
+async def healthz_endpoint(request: Request) -> Response:
+    listener: Listener = request.app.state.listener
+    try:
+        await run_in_threadpool(listener.store.ping)
+    except SQLAlchemyError as error:
+        body = {"status": "unavailable", "database": type(error).__name__}
+        return JSONResponse(body, status_code=HTTP_SERVICE_UNAVAILABLE)
+    return JSONResponse({"status": "ok", "database": "ok"})
+
+
+async def metrics_endpoint(request: Request) -> Response:
+    listener: Listener = request.app.state.listener
+    try:
+        text = await run_in_threadpool(render, listener.registry)
+    except SQLAlchemyError as error:
+        log.warning("database unavailable while collecting metrics: %s", error)
+        return Response("database unavailable\n", status_code=HTTP_SERVICE_UNAVAILABLE)
+    return Response(text, media_type=CONTENT_TYPE)
+
+
+async def openapi_endpoint(_request: Request) -> Response:
+    return JSONResponse(openapi_spec())
+
+
+# -- application and command --------------------------------------------------------------
+
+
+def create_app(
+    settings: Settings,
+    store: Store,
+    queue: ListenerQueue,
+    *,
+    secret: str | None,
+    bot_username: str,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    note_poster: NotePoster | None = None,
+) -> Starlette:
+    """The ASGI app. `secret=None` accepts unsigned deliveries (``--insecure-no-secret``)."""
+    if not bot_username:
+        raise ConfigError("bot_username is required (notes by the bot itself are ignored)")
+    app = Starlette(
+        routes=[
+            Route(WEBHOOK_PATH, webhook_endpoint, methods=["POST"]),
+            Route(HEALTH_PATH, healthz_endpoint, methods=["GET"]),
+            Route(METRICS_PATH, metrics_endpoint, methods=["GET"]),
+            Route(OPENAPI_PATH, openapi_endpoint, methods=["GET"]),
+        ]
+    )
+    handlers = HandlerContext(
+        queue=queue, store=store, bot_username=bot_username,
+        review_drafts=settings.review_drafts, note_poster=note_poster,
+    )  # fmt: skip
+    deliveries = DeliveryCounter()
+    registry = listener_registry(ListenerCollector(store, queue, deliveries.snapshot))
+    app.state.listener = Listener(store=store, handlers=handlers, secret=secret,
+                                  max_body_bytes=max_body_bytes, registry=registry,
+                                  deliveries=deliveries)  # fmt: skip
+    return app
+
+
+def _gitlab_client(settings: Settings) -> GitLabClient | None:
+    if not settings.gitlab_url or not settings.gitlab_token:
+        return None
+    return GitLabClient(GitLabSettings(url=settings.gitlab_url, token=settings.gitlab_token))
+
+
+def app_from_settings(settings: Settings, *, insecure_no_secret: bool = False) -> Starlette:
+    """Check the settings, migrate the database and build the app `reviewbot serve` runs."""
+    if not settings.webhook_secret and not insecure_no_secret:
+        raise ConfigError(
+            "set REVIEWBOT_WEBHOOK_SECRET (the webhook's secret token in GitLab), "
+            "or pass --insecure-no-secret to accept unsigned deliveries"
+        )
+    client = _gitlab_client(settings)
+    bot_username = settings.bot_username or (client.bot_username() if client else None)
+    if not bot_username:
+        raise ConfigError("set REVIEWBOT_BOT_USERNAME, or REVIEWBOT_GITLAB_URL and _TOKEN")
+    upgrade(settings.database_url)
+    store = Store.from_url(settings.database_url)
+    return create_app(
+        settings, store, JobQueue(store), secret=settings.webhook_secret or None,
+        bot_username=bot_username, max_body_bytes=settings.webhook_max_body_bytes,
+        note_poster=client,
+    )  # fmt: skip
+
+
+@click.command("serve")
+@click.option("--host", default=DEFAULT_HOST, show_default=True, help="Address to listen on.")
+@click.option("--port", default=DEFAULT_PORT, show_default=True, type=int, help="Port.")
+@click.option(
+    "--insecure-no-secret",
+    is_flag=True,
+    help="Accept deliveries without X-Gitlab-Token (only behind a trusted proxy).",
+)
+@database_options
+def serve_command(host: str, port: int, insecure_no_secret: bool, config_file: str | None,
+                  database_url: str | None) -> None:  # fmt: skip
+    """Listen for GitLab webhooks on POST /webhook/gitlab and queue reviews."""
+    try:
+        settings = load_settings(config_file=config_file,
+                                 overrides={"database_url": database_url})  # fmt: skip
+        app = app_from_settings(settings, insecure_no_secret=insecure_no_secret)
+    except ConfigError as error:
+        raise click.UsageError(str(error)) from None
+    except GitLabError as error:
+        raise click.ClickException(str(error)) from None
+    except SQLAlchemyError as error:
+        reason = str(getattr(error, "orig", None) or error).splitlines()[0]
+        database = redact_url(settings.database_url)
+        raise click.ClickException(f"cannot open {database}: {reason}") from None
+    if insecure_no_secret:
+        log.warning("accepting webhook deliveries without a secret token")
+    try:
+        uvicorn.run(app, host=host, port=port, log_level="info")
+    finally:
+        app.state.listener.store.close()
