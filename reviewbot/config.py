@@ -29,6 +29,9 @@ REPO_KEYS = frozenset(
     {"exclude", "min_severity", "categories", "language", "include_style", "max_inline"}
 )
 PUBLISH_MODES = ("discussions", "drafts")
+LLM_BACKEND_VLLM = "vllm"
+LLM_BACKEND_OPENAI_COMPATIBLE = "openai-compatible"
+LLM_BACKENDS = (LLM_BACKEND_VLLM, LLM_BACKEND_OPENAI_COMPATIBLE)
 
 
 class ConfigError(ValueError):
@@ -47,6 +50,8 @@ class Settings:
     llm_base_url: str = DEFAULT_LLM_BASE_URL
     llm_api_key: str | None = field(default=None, repr=False)
     llm_model: str | None = None
+    # "vllm", or "openai-compatible" for servers without vLLM's extras (Ollama, llama.cpp)
+    llm_backend: str = LLM_BACKEND_VLLM
     database_url: str = field(default_factory=_default_database_url)
     max_model_len: int | None = None  # None: ask the server (/v1/models)
     max_output_tokens: int = 4096
@@ -76,6 +81,7 @@ class Settings:
         for category in self.categories:
             _check_choice("categories", category, [c.value for c in Category])
         _check_choice("publish_mode", self.publish_mode, PUBLISH_MODES)
+        _check_choice("llm_backend", self.llm_backend, LLM_BACKENDS)
         for name in ("max_output_tokens", "concurrency", "max_inline"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")

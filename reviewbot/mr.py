@@ -48,7 +48,7 @@ from reviewbot.gitlab import (
     MergeRequestSnapshot,
     PositionRefusedError,
 )
-from reviewbot.llm import LLMClient, LLMSettings, VLLMClient
+from reviewbot.llm import ChunkRunner, LLMClient, model_from_settings
 from reviewbot.localgit import GitError, read_files_at
 from reviewbot.prompts import ReviewContext, file_summaries
 from reviewbot.review import ReviewOptions, ReviewResult, review_files
@@ -172,20 +172,9 @@ def gitlab_from_settings(settings: Settings) -> GitLabClient:
     return GitLabClient(GitLabSettings(url=settings.gitlab_url, token=settings.gitlab_token))
 
 
-def llm_from_settings(settings: Settings, *, slots: ModelSlots | None = None) -> VLLMClient:
-    """The model client; ``slots`` limits requests in flight across clients (see slots.py)."""
-    return VLLMClient(
-        LLMSettings(
-            base_url=settings.llm_base_url,
-            api_key=settings.llm_api_key,
-            model=settings.llm_model,
-            concurrency=settings.concurrency,
-            request_timeout_s=settings.request_timeout_s,
-            enable_thinking=settings.enable_thinking,
-            max_output_tokens=settings.max_output_tokens,
-        ),
-        slots=slots,
-    )
+def llm_from_settings(settings: Settings, *, slots: ModelSlots | None = None) -> ChunkRunner:
+    """The model client; an alias of reviewbot.llm.model_from_settings kept for callers."""
+    return model_from_settings(settings, slots=slots)
 
 
 def store_from_settings(settings: Settings) -> Store:

@@ -20,7 +20,7 @@ from reviewbot.chunking import Budget, BudgetTooSmallError, Chunk, Plan, PlanOpt
 from reviewbot.diff import FileDiff
 from reviewbot.exclusions import ExclusionRules
 from reviewbot.findings import FindingsOptions, FindingsResult, process
-from reviewbot.llm import CallRecord, ChunkRequest, ChunkResult, LLMClient
+from reviewbot.llm.backend import CallRecord, ChunkRequest, ChunkResult, LLMClient
 from reviewbot.prompts import ReviewContext, prompt_version, render_messages, tool_schemas
 from reviewbot.tokens import TokenCounter
 

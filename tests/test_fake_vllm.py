@@ -307,6 +307,26 @@ def test_auto_tool_choice_without_parser_is_rejected():
     assert forced.tool_calls
 
 
+def test_tool_choice_refused_like_llama_server_without_jinja():
+    with fake_and_client(tool_choice_refused=True) as (fake, other):
+        with pytest.raises(openai.InternalServerError) as raised:
+            review(other, fake, tool_choice="none")
+        assert review(other, fake, tool_choice="auto").choices[0].message.tool_calls
+        assert review(other, fake).choices[0].message.tool_calls  # tools alone mean "auto"
+    assert raised.value.status_code == 500
+    assert "tool_choice param requires --jinja flag" in str(raised.value)
+
+
+def test_ollama_like_model_cards_and_request_paths():
+    with FakeVLLM(advertise_max_model_len=False) as fake:
+        (card,) = httpx.get(f"{fake.base_url}/models").json()["data"]
+        httpx.post(f"{fake.root_url}/tokenize", json={"prompt": "x"})
+        paths = list(fake.paths)
+    assert card == {"id": fake.model, "object": "model", "created": card["created"],
+                    "owned_by": "library"}  # fmt: skip
+    assert paths == ["GET /v1/models", "POST /tokenize"]
+
+
 def test_xml_in_content_when_the_prompt_asks_for_it(server: FakeVLLM, client: OpenAI):
     messages = review_messages(RISKY_LINES)
     messages[0]["content"] += "\nAnswer with <tool_call><function=report_finding> blocks."

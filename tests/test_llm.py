@@ -19,7 +19,7 @@ from reviewbot.llm import (
     LLMSettings,
     LLMUnavailableError,
     ModelNotFoundError,
-    VLLMClient,
+    runner_for,
 )
 from reviewbot.prompts import tool_schemas
 from tests.fakes.vllm_server import FakeVLLM
@@ -65,7 +65,7 @@ def server() -> Iterator[FakeVLLM]:
 
 
 def review(server: FakeVLLM, count: int = 1, **overrides: Any) -> list[ChunkResult]:
-    with VLLMClient(settings_for(server, **overrides)) as client:
+    with runner_for(settings_for(server, **overrides)) as client:
         return client.review_chunks([chunk(i, f"src/mod{i}.py") for i in range(count)])
 
 
@@ -94,7 +94,7 @@ def test_second_chunk_with_same_prefix_records_cached_tokens(server: FakeVLLM) -
 
 def test_results_keep_request_order_and_on_done_sees_each(server: FakeVLLM) -> None:
     seen: list[int] = []
-    with VLLMClient(settings_for(server)) as client:
+    with runner_for(settings_for(server)) as client:
         results = client.review_chunks(
             [chunk(i) for i in range(5)], on_done=lambda r: seen.append(r.chunk_index)
         )
@@ -103,7 +103,7 @@ def test_results_keep_request_order_and_on_done_sees_each(server: FakeVLLM) -> N
 
 
 def test_falls_back_to_json_schema_without_tool_parser() -> None:
-    with FakeVLLM(tool_parser=False) as fake, VLLMClient(settings_for(fake)) as client:
+    with FakeVLLM(tool_parser=False) as fake, runner_for(settings_for(fake)) as client:
         first, second = client.review_chunks([chunk(0), chunk(1)])
         assert client.mode == "json_schema"
     assert reported_lines(first) == RISKY_FINDING_LINES
@@ -114,7 +114,7 @@ def test_falls_back_to_json_schema_without_tool_parser() -> None:
 
 def test_falls_back_to_content_when_response_format_is_ignored() -> None:
     fake = FakeVLLM(tool_parser=False, honour_response_format=False)
-    with fake, VLLMClient(settings_for(fake)) as client:
+    with fake, runner_for(settings_for(fake)) as client:
         (result,) = client.review_chunks([chunk(0)])
         assert client.mode == "content"
     assert reported_lines(result) == RISKY_FINDING_LINES
@@ -138,7 +138,7 @@ def test_reasoning_is_not_read_as_an_answer(server: FakeVLLM) -> None:
 def test_reasoning_leaked_into_content_is_stripped_in_content_mode() -> None:
     with FakeVLLM(tool_parser=False, honour_response_format=False) as fake:
         fake.add_faults("reasoning", "reasoning", "reasoning")
-        with VLLMClient(settings_for(fake)) as client:
+        with runner_for(settings_for(fake)) as client:
             (result,) = client.review_chunks([chunk(0)])
     assert reported_lines(result) == RISKY_FINDING_LINES and not result.invalid
 
@@ -171,7 +171,7 @@ def test_context_overflow_is_flagged_not_retried(server: FakeVLLM) -> None:
 
 
 def test_real_context_overflow_from_a_small_model_length() -> None:
-    with FakeVLLM(max_model_len=64) as fake, VLLMClient(settings_for(fake)) as client:
+    with FakeVLLM(max_model_len=64) as fake, runner_for(settings_for(fake)) as client:
         (result,) = client.review_chunks([chunk(0)])
         assert result.context_overflow and fake.stats.requests == 1
 
@@ -214,7 +214,7 @@ def free_port() -> int:
 
 def test_unreachable_server_says_how_to_start_vllm() -> None:
     url = f"http://127.0.0.1:{free_port()}/v1"
-    client = VLLMClient(LLMSettings(base_url=url, api_key=API_KEY))
+    client = runner_for(LLMSettings(base_url=url, api_key=API_KEY))
     with client, pytest.raises(LLMUnavailableError) as caught:
         client.review_chunks([chunk(0)])
     message = str(caught.value)
@@ -223,14 +223,14 @@ def test_unreachable_server_says_how_to_start_vllm() -> None:
 
 
 def test_unknown_model_names_the_served_models(server: FakeVLLM) -> None:
-    client = VLLMClient(settings_for(server, model="no/such-model"))
+    client = runner_for(settings_for(server, model="no/such-model"))
     with client, pytest.raises(ModelNotFoundError) as caught:
         client.review_chunks([chunk(0)])
     assert server.model in str(caught.value) and "no/such-model" in str(caught.value)
 
 
 def test_server_info_reads_models_and_max_model_len(server: FakeVLLM) -> None:
-    with VLLMClient(settings_for(server)) as client:
+    with runner_for(settings_for(server)) as client:
         info = client.server_info()
     assert info.model == server.model and info.models == [server.model]
     assert info.max_model_len == server.max_model_len
@@ -239,14 +239,14 @@ def test_server_info_reads_models_and_max_model_len(server: FakeVLLM) -> None:
 @pytest.mark.parametrize("thinking", [None, False])
 def test_tokenize_count_equals_usage_prompt_tokens(server: FakeVLLM, thinking: Any) -> None:
     request = chunk(0)
-    with VLLMClient(settings_for(server, enable_thinking=thinking)) as client:
+    with runner_for(settings_for(server, enable_thinking=thinking)) as client:
         counted = client.count_prompt_tokens(request.messages, request.tools)
         (result,) = client.review_chunks([request])
     assert counted == result.records[0].prompt_tokens
 
 
 def test_tokenize_unsupported_gives_none() -> None:
-    with FakeVLLM(tokenize_endpoint=False) as fake, VLLMClient(settings_for(fake)) as client:
+    with FakeVLLM(tokenize_endpoint=False) as fake, runner_for(settings_for(fake)) as client:
         request = chunk(0)
         assert client.count_prompt_tokens(request.messages, request.tools) is None
         assert client.count_prompt_tokens(request.messages, request.tools) is None
@@ -255,7 +255,7 @@ def test_tokenize_unsupported_gives_none() -> None:
 @pytest.mark.parametrize("warm_prefix", [True, False])
 def test_concurrency_never_exceeds_the_limit(server: FakeVLLM, warm_prefix: bool) -> None:
     limit = 2
-    with VLLMClient(settings_for(server, concurrency=limit, warm_prefix=warm_prefix)) as client:
+    with runner_for(settings_for(server, concurrency=limit, warm_prefix=warm_prefix)) as client:
         results = client.review_chunks([chunk(i) for i in range(6)])
         assert client.peak_in_flight <= limit
     assert server.stats.peak_in_flight <= limit

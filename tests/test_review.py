@@ -135,3 +135,19 @@ def test_server_without_any_tool_support_is_a_clear_error(repo: Path) -> None:
     assert code == 1 and len(err.strip().splitlines()) == 1
     assert "accepts neither tool calls, nor a JSON schema, nor tool calls in text" in err
     assert "--enable-auto-tool-choice" in err  # says how to start vLLM with tool support
+
+
+def test_openai_compatible_backend_reviews_through_an_ollama_like_server(repo: Path) -> None:
+    ollama_like = FakeVLLM(
+        tokenize_endpoint=False, advertise_max_model_len=False, report_cached_tokens=False
+    )
+    args = ["review", "--git", "HEAD~1..HEAD", "--repo", str(repo), "--base-url"]
+    with ollama_like as server:
+        result = CliRunner().invoke(
+            main,
+            [*args, server.base_url, "--json", "--min-severity", "info"],
+            env={"REVIEWBOT_LLM_BACKEND": "openai-compatible"},
+        )
+        assert result.exit_code == 0, result.stderr
+        assert "POST /tokenize" not in server.paths
+    assert len(json.loads(result.stdout)["findings"]) == 3

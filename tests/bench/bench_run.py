@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from reviewbot.config import Settings
-from reviewbot.llm import ChunkRequest, ChunkResult, LLMClient, LLMSettings, ServerInfo, VLLMClient
+from reviewbot.llm import ChunkRequest, ChunkResult, LLMClient, LLMSettings, ServerInfo, runner_for
 from reviewbot.mr import RunOptions, RunReport, run_merge_request
 from tests.fakes.gitlab_server import FakeGitLab
 from tests.fakes.vllm_server import FakeVLLM, LatencyModel
@@ -158,7 +158,7 @@ class Measured:
 
 
 def measure(settings: Settings, llm_url: str, iid: int) -> Measured:
-    llm = TimedLLM(VLLMClient(LLMSettings(base_url=llm_url)))
+    llm = TimedLLM(runner_for(LLMSettings(base_url=llm_url)))
     phases: list[tuple[str, float]] = []
     cpu_started = time.process_time()
     started = time.perf_counter()

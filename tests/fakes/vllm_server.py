@@ -179,6 +179,9 @@ AUTO_TOOL_CHOICE_ERROR = (
     '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
 )
 TOOLS_REFUSED_ERROR = "tools are not supported by this server"
+# llama-server without --jinja answers any tool_choice but "auto" with this, status 500
+# (oaicompat_chat_params_parse in ggml-org/llama.cpp tools/server).
+TOOL_CHOICE_REFUSED_ERROR = "tool_choice param requires --jinja flag"
 
 
 # --------------------------------------------------------------------------- public data
@@ -1034,10 +1037,19 @@ class FakeVLLM:
         honour_response_format: bool = True,
         tokenize_endpoint: bool = True,
         accept_tools: bool = True,
+        tool_choice_refused: bool = False,
+        advertise_max_model_len: bool = True,
     ) -> None:
         """``accept_tools=False`` refuses any request carrying ``tools`` with a 400, like an
         OpenAI-compatible proxy or old server in front of the model that has no tool support at
-        all (with ``honour_response_format=False``, no fallback of the client can work)."""
+        all (with ``honour_response_format=False``, no fallback of the client can work).
+
+        Other servers than vLLM: ``tokenize_endpoint=False`` answers ``/tokenize`` with 404
+        (Ollama has no such route); ``tool_choice_refused=True`` answers a ``tool_choice`` other
+        than "auto" with llama-server's 500 when it runs without ``--jinja``;
+        ``advertise_max_model_len=False`` lists models with Ollama's card fields only (id,
+        object, created, owned_by); ``report_cached_tokens=False`` leaves out
+        ``prompt_tokens_details`` as vLLM does without --enable-prompt-tokens-details."""
         self.model = model
         self.max_model_len = max_model_len
         self.tool_parser = tool_parser
@@ -1047,7 +1059,10 @@ class FakeVLLM:
         self.honour_response_format = honour_response_format
         self.tokenize_endpoint = tokenize_endpoint
         self.accept_tools = accept_tools
-        self.requests: list[dict[str, Any]] = []
+        self.tool_choice_refused = tool_choice_refused
+        self.advertise_max_model_len = advertise_max_model_len
+        self.requests: list[dict[str, Any]] = []  # chat request bodies
+        self.paths: list[str] = []  # "METHOD /path" of every request, in order
         self._faults: deque[str] = deque()
         self._stats = FakeStats()
         self._counters = EngineCounters()
@@ -1136,6 +1151,8 @@ class FakeVLLM:
 
     def _dispatch(self, handler: _Handler, method: str) -> None:
         path = handler.path.split("?", 1)[0]
+        with self._lock:
+            self.paths.append(f"{method} {path}")
         routes = {
             ("GET", "/health"): lambda: handler.send_text(HTTPStatus.OK, "", "text/plain"),
             ("GET", "/version"): lambda: handler.send_json(
@@ -1180,6 +1197,15 @@ class FakeVLLM:
             "group": None,
             "is_blocking": False,
         }
+        if not self.advertise_max_model_len:
+            # Ollama's Model in openai/openai.go: no context length, no permissions.
+            ollama_card = {
+                "id": self.model,
+                "object": "model",
+                "created": self._created,
+                "owned_by": "library",
+            }
+            return {"object": "list", "data": [ollama_card]}
         card = {
             "id": self.model,
             "object": "model",
@@ -1238,6 +1264,10 @@ class FakeVLLM:
         self._raise_for_fault(fault)
         request = ChatRequest.from_body(body)
         self._check_model(request.model)
+        if self.tool_choice_refused and body.get("tool_choice", "auto") != "auto":
+            raise VLLMError(
+                HTTPStatus.INTERNAL_SERVER_ERROR, TOOL_CHOICE_REFUSED_ERROR, "server_error"
+            )
         if request.tools and not self.accept_tools:
             raise VLLMError(HTTPStatus.BAD_REQUEST, TOOLS_REFUSED_ERROR, "BadRequestError")
         if request.tools and request.tool_choice == "auto" and not self.tool_parser:

@@ -1,0 +1,407 @@
+"""The HTTP transport to an OpenAI-compatible chat server: Ollama, llama.cpp's llama-server...
+
+:class:`OpenAICompatibleBackend` implements :class:`reviewbot.llm.backend.ModelBackend` with
+httpx: one ``POST /chat/completions`` per :meth:`~OpenAICompatibleBackend.execute`, the event
+stream decoded with ``json.loads`` line by line (an SDK's typed stream builds an object per
+token, which tripled the client's CPU per chunk), and every failure mapped to the typed errors
+of ``reviewbot.llm.backend``. :class:`reviewbot.llm.vllm.VLLMBackend` adds what only vLLM has.
+
+What this backend does not expect of the server:
+
+- ``/tokenize``: it is never called; the pipeline estimates prompt tokens locally.
+- ``tool_choice``: never sent. ``tools`` alone mean "auto" in the OpenAI API; Ollama's OpenAI
+  layer has no such field and ignores it (``ChatCompletionRequest`` in ollama's
+  openai/openai.go), and llama-server without ``--jinja`` answers any value but "auto" with
+  500 "tool_choice param requires --jinja flag".
+- ``max_model_len`` in ``/v1/models``: Ollama's cards hold only id, object, created and
+  owned_by, and llama-server's ``meta.n_ctx_train`` is the training context, not the served
+  one; the context length comes from the settings.
+- ``prompt_tokens_details.cached_tokens``: read when present, else None.
+
+Output modes, in order: tool calls (read from ``tool_calls`` or written in ``content``), then a
+JSON schema in ``response_format``.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+import httpx
+
+from reviewbot.llm.backend import (
+    MODE_JSON_SCHEMA,
+    MODE_TOOL_CALLS,
+    ContextOverflowError,
+    LLMError,
+    LLMSettings,
+    LLMUnavailableError,
+    ModelAnswer,
+    ModelNotFoundError,
+    ModelRequest,
+    OutputModeRefusedError,
+    RequestRefusedError,
+    RetryableModelError,
+    ServerAnswerError,
+    ServerInfo,
+    ToolCallText,
+    one_line,
+)
+from reviewbot.toolcalls import DEFAULT_FINDINGS_TOOL
+
+__all__ = [
+    "TRANSPORT_ERRORS",
+    "OpenAICompatibleBackend",
+    "findings_response_format",
+]
+
+# Connection failures an HTTP call to the model can raise (the worker retries a job on them).
+TRANSPORT_ERRORS: tuple[type[Exception], ...] = (httpx.TransportError,)
+
+MODELS_PATH = "/models"
+CHAT_PATH = "/chat/completions"
+HTTP_BAD_REQUEST = 400
+HTTP_NOT_FOUND = 404
+HTTP_TOO_MANY_REQUESTS = 429
+HTTP_SERVER_ERROR = 500
+FINDINGS_KEY = "findings"
+JSON_SCHEMA_NAME = "review_findings"
+SSE_DATA_PREFIX = "data:"
+SSE_DONE = "[DONE]"
+SNIPPET_CHARS = 120
+
+# vLLM's 400 texts: "This model's maximum context length is N tokens. ..." and "... longer than
+# the maximum model length ..." (vllm/entrypoints/renderer.py, serving_engine.py). llama-server:
+# "the request exceeds the available context size, try increasing it", error type
+# exceed_context_size_error (status 500 before ggml-org/llama.cpp#16486 made it 400).
+CONTEXT_OVERFLOW_MARKERS = (
+    "maximum context length", "context length", "maximum model length",
+    "available context size",
+)  # fmt: skip
+CONTEXT_OVERFLOW_TYPE = "exceed_context_size_error"
+# vllm/entrypoints/openai/serving_chat.py: tool_choice "auto" without a tool parser; Ollama:
+# "<model> does not support tools" (400); llama-server without --jinja: "tools param requires
+# --jinja flag" and "tool_choice param requires --jinja flag", both answered with status 500;
+# the other phrases are how OpenAI-compatible proxies and older servers refuse `tools`.
+TOOLS_UNSUPPORTED_MARKERS = (
+    "enable-auto-tool-choice", "tool-call-parser", "tool_call_parser",
+    "tools are not supported", "does not support tools", "tool use is not supported",
+    "requires --jinja flag", "unsupported param: tools",
+)  # fmt: skip
+SETUP_HINT = (
+    "Point REVIEWBOT_LLM_BASE_URL at the server's OpenAI-compatible /v1 URL (Ollama: "
+    "http://HOST:11434/v1; llama-server started with --jinja: http://HOST:8080/v1) and serve a "
+    "model with tool calling"
+)
+
+
+class OpenAICompatibleBackend:
+    """One OpenAI-compatible chat server; thread-safe (one httpx connection pool)."""
+
+    output_modes: tuple[str, ...] = (MODE_TOOL_CALLS, MODE_JSON_SCHEMA)
+    setup_hint: str = SETUP_HINT
+
+    def __init__(self, settings: LLMSettings) -> None:
+        self.settings = settings
+        self.base_url = settings.base_url.rstrip("/")
+        timeout = httpx.Timeout(settings.request_timeout_s, connect=settings.connect_timeout_s)
+        headers = {"Authorization": f"Bearer {settings.api_key}"} if settings.api_key else {}
+        self._http = httpx.Client(timeout=timeout, headers=headers)
+        self._info_lock = threading.Lock()
+        self._info: ServerInfo | None = None
+
+    def close(self) -> None:
+        self._http.close()
+
+    # ----- server facts
+
+    def server_info(self) -> ServerInfo:
+        """The served models (GET /v1/models), read once."""
+        with self._info_lock:
+            if self._info is None:
+                self._info = self._read_server_info()
+            return self._info
+
+    def count_prompt_tokens(self, messages: list[dict], tools: list[dict]) -> int | None:
+        """None: this server has no tokenizer endpoint we rely on; the pipeline estimates."""
+        return None
+
+    def _read_server_info(self) -> ServerInfo:
+        page = self._get_json(MODELS_PATH)
+        cards = page.get("data") if isinstance(page, dict) else None
+        if not isinstance(cards, list) or not all(
+            isinstance(card, dict) and isinstance(card.get("id"), str) for card in cards
+        ):
+            raise ServerAnswerError(
+                f"the server at {self.base_url} answered GET {MODELS_PATH} without a list of "
+                f"models: {_snippet(json.dumps(page))}"
+            )
+        models = [card["id"] for card in cards]
+        if not models:
+            raise ModelNotFoundError(f"the server at {self.base_url} serves no model")
+        model = self.settings.model or models[0]
+        if model not in models:
+            raise self.model_not_found(model, models)
+        return ServerInfo(model, self._max_model_len(cards[models.index(model)]), models)
+
+    def _max_model_len(self, card: Mapping[str, Any]) -> int | None:
+        return None
+
+    def _get_json(self, path: str) -> Any:
+        try:
+            response = self._http.get(self.base_url + path)
+        except httpx.TransportError as error:
+            raise self.unavailable(error) from None
+        if response.status_code >= HTTP_BAD_REQUEST:
+            message, _ = _error_message(response)
+            raise LLMError(
+                self._one_line(f"GET {path} failed: HTTP {response.status_code}: {message}")
+            )
+        return response.json()
+
+    # ----- one request
+
+    def execute(
+        self, request: ModelRequest, *, on_first_token: Callable[[], None] | None = None
+    ) -> ModelAnswer:
+        """One chat request; the whole answer, or a typed error."""
+        body = self.chat_body(request)
+        url = self.base_url + CHAT_PATH
+        sent = time.monotonic()
+        try:
+            if request.stream:
+                with self._http.stream("POST", url, json=body) as response:
+                    if response.status_code >= HTTP_BAD_REQUEST:
+                        response.read()
+                        raise self._refusal(response, request.mode)
+                    return self._read_events(response.iter_lines(), sent, on_first_token)
+            response = self._http.post(url, json=body)
+            if response.status_code >= HTTP_BAD_REQUEST:
+                raise self._refusal(response, request.mode)
+            return answer_from_completion(response.json())
+        except httpx.TransportError as error:
+            raise RetryableModelError(self._one_line(f"{type(error).__name__}: {error}")) from None
+
+    def chat_body(self, request: ModelRequest) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": self.server_info().model,
+            "messages": request.messages,
+            "max_tokens": request.max_tokens,
+        }
+        if request.temperature is not None:
+            body["temperature"] = request.temperature
+        body.update(self._output_fields(request.mode, request.tools))
+        body.update(self._template_fields())
+        if request.stream:
+            body["stream"] = True
+            body["stream_options"] = {"include_usage": True}
+        return body
+
+    def _output_fields(self, mode: str, tools: list[dict]) -> dict[str, Any]:
+        if mode == MODE_TOOL_CALLS:
+            return {"tools": tools}
+        if mode == MODE_JSON_SCHEMA:
+            return {"response_format": findings_response_format(tools)}
+        raise ValueError(f"output mode {mode!r} is not one of {', '.join(self.output_modes)}")
+
+    def _template_fields(self) -> dict[str, Any]:
+        return {}
+
+    def _read_events(
+        self,
+        lines: Iterable[str],
+        sent: float,
+        on_first_token: Callable[[], None] | None,
+    ) -> ModelAnswer:
+        stream = _StreamedAnswer()
+        for line in lines:
+            if not line.startswith(SSE_DATA_PREFIX):
+                continue
+            data = line[len(SSE_DATA_PREFIX) :].strip()
+            if not data or data == SSE_DONE:
+                continue
+            try:
+                event = json.loads(data)
+            except json.JSONDecodeError:
+                continue  # not an event we understand
+            if not isinstance(event, dict):
+                continue
+            if "error" in event:
+                raise ServerAnswerError(
+                    self._one_line(
+                        f"the server at {self.base_url} sent an error mid-stream: "
+                        f"{_event_error_text(event['error'])}"
+                    )
+                )
+            if stream.ttft_s is None and event.get("choices"):
+                stream.ttft_s = time.monotonic() - sent
+                if on_first_token is not None:
+                    on_first_token()
+            stream.add(event)
+        return stream.answer()
+
+    # ----- errors
+
+    def _refusal(self, response: httpx.Response, mode: str) -> LLMError:
+        """The typed error for an HTTP error status."""
+        status = response.status_code
+        message, error_type = _error_message(response)
+        text = self._one_line(f"HTTP {status}: {message}")
+        lowered = message.lower()
+        if status == HTTP_NOT_FOUND:
+            info = self.server_info()
+            return self.model_not_found(info.model, info.models)
+        if error_type == CONTEXT_OVERFLOW_TYPE or (
+            status == HTTP_BAD_REQUEST and any(m in lowered for m in CONTEXT_OVERFLOW_MARKERS)
+        ):
+            return ContextOverflowError(text)
+        if any(marker in lowered for marker in TOOLS_UNSUPPORTED_MARKERS) or (
+            status == HTTP_BAD_REQUEST and mode != MODE_TOOL_CALLS
+        ):
+            return OutputModeRefusedError(text)
+        if status == HTTP_TOO_MANY_REQUESTS or status >= HTTP_SERVER_ERROR:
+            retry_after = retry_after_seconds(response.headers.get("retry-after"))
+            return RetryableModelError(text, status=status, retry_after_s=retry_after)
+        return RequestRefusedError(text)
+
+    def unavailable(self, error: Exception) -> LLMUnavailableError:
+        cause = self._one_line(str(error.__cause__ or error))
+        return LLMUnavailableError(
+            f"cannot reach the model server at {self.base_url} ({cause}). {self.setup_hint}"
+        )
+
+    def model_not_found(self, model: str, served: list[str]) -> ModelNotFoundError:
+        return ModelNotFoundError(
+            f"the model {model!r} is not served at {self.base_url}; "
+            f"it serves: {', '.join(served) or 'nothing'}"
+        )
+
+    def _one_line(self, text: str) -> str:
+        return one_line(text, self.settings.api_key)
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading answers (pure)
+
+
+class _StreamedAnswer:
+    """Merges streamed chunks: content, tool-call deltas by index, finish reason, usage."""
+
+    def __init__(self) -> None:
+        self.content: list[str] = []
+        self.calls: dict[int, tuple[list[str], list[str]]] = {}  # index -> (name, arguments)
+        self.finish_reason: str | None = None
+        self.usage: Mapping[str, Any] | None = None
+        self.ttft_s: float | None = None
+
+    def add(self, event: Mapping[str, Any]) -> None:
+        usage = event.get("usage")
+        if usage:
+            self.usage = usage
+        for choice in event.get("choices") or ():
+            delta = choice.get("delta") or {}
+            text = delta.get("content")
+            if text:
+                self.content.append(text)
+            for call in delta.get("tool_calls") or ():
+                name, arguments = self.calls.setdefault(call.get("index", 0), ([], []))
+                function = call.get("function") or {}
+                name.append(function.get("name") or "")
+                arguments.append(function.get("arguments") or "")
+            if choice.get("finish_reason"):
+                self.finish_reason = choice["finish_reason"]
+
+    def answer(self) -> ModelAnswer:
+        calls = [
+            ToolCallText("".join(name), "".join(arguments))
+            for _, (name, arguments) in sorted(self.calls.items())
+        ]
+        return ModelAnswer(
+            "".join(self.content),
+            calls,
+            self.finish_reason,
+            *_usage_counts(self.usage),
+            self.ttft_s,
+        )
+
+
+def answer_from_completion(body: Mapping[str, Any]) -> ModelAnswer:
+    """The answer of a non-streamed chat completion."""
+    choices = body.get("choices") or []
+    usage = _usage_counts(body.get("usage"))
+    if not choices:
+        return ModelAnswer("", [], None, *usage)
+    choice = choices[0]
+    message = choice.get("message") or {}
+    calls = [
+        ToolCallText(function.get("name") or "", function.get("arguments") or "")
+        for call in message.get("tool_calls") or ()
+        if (function := call.get("function")) is not None
+    ]
+    return ModelAnswer(message.get("content") or "", calls, choice.get("finish_reason"), *usage)
+
+
+def _usage_counts(usage: Mapping[str, Any] | None) -> tuple[int, int, int | None]:
+    """prompt, completion and cached tokens; vLLM fills ``prompt_tokens_details`` only with
+    --enable-prompt-tokens-details, Ollama never."""
+    if not usage:
+        return 0, 0, None
+    details = usage.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    return usage.get("prompt_tokens") or 0, usage.get("completion_tokens") or 0, cached
+
+
+def findings_response_format(tools: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """``{"findings": [<report_finding parameters>]}`` as an OpenAI ``json_schema`` format."""
+    item: dict[str, Any] = {"type": "object"}
+    for tool in tools:
+        function = tool.get("function", tool)
+        if isinstance(function, Mapping) and function.get("name") == DEFAULT_FINDINGS_TOOL:
+            item = dict(function.get("parameters") or item)
+    schema = {
+        "type": "object",
+        "properties": {FINDINGS_KEY: {"type": "array", "items": item}},
+        "required": [FINDINGS_KEY],
+    }
+    return {"type": "json_schema", "json_schema": {"name": JSON_SCHEMA_NAME, "schema": schema}}
+
+
+def _error_message(response: httpx.Response) -> tuple[str, str | None]:
+    """The message and type of an error answer: OpenAI's ``{"error": {"message", "type"}}``,
+    a bare ``{"error": "..."}``, ``{"message": ...}``, FastAPI's ``{"detail": ...}``, or text."""
+    try:
+        body = response.json()
+    except ValueError:
+        return response.text, None
+    if not isinstance(body, dict):
+        return response.text, None
+    error = body.get("error")
+    if isinstance(error, dict):
+        error_type = error.get("type")
+        return str(error.get("message", error)), error_type if isinstance(error_type, str) else None
+    for key in ("error", "message", "detail"):
+        if body.get(key) is not None:
+            return str(body[key]), None
+    return response.text, None
+
+
+def _event_error_text(error: Any) -> str:
+    if isinstance(error, dict):
+        return str(error.get("message", error))
+    return str(error)
+
+
+def retry_after_seconds(value: str | None) -> float | None:
+    """Seconds from a ``Retry-After`` header (delta-seconds form only)."""
+    try:
+        return max(float(value), 0.0) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _snippet(text: str, limit: int = SNIPPET_CHARS) -> str:
+    flat = " ".join(text.split())
+    return repr(flat[:limit] + ("…" if len(flat) > limit else ""))
