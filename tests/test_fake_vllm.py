@@ -585,6 +585,15 @@ def test_empty_tool_calls_stream(server: FakeVLLM, client: OpenAI):
     assert streamed["calls"] == []
 
 
+def test_line_separators_are_sent_raw_in_the_stream(server: FakeVLLM):
+    server.add_faults("line_separators")
+    body = {"model": server.model, "messages": review_messages(RISKY_LINES), "stream": True,
+            "tools": [REPORT_FINDING_TOOL]}  # fmt: skip
+    raw = httpx.post(f"{server.base_url}/chat/completions", json=body).content
+    assert "\u2028".encode() in raw and "\u0085".encode() in raw
+    assert raw.count(b"\n\n") == raw.count(b"data: ")  # still one line per event
+
+
 def test_hermes_content_fault(server: FakeVLLM, client: OpenAI):
     server.add_faults("hermes_content")
     message = review(client, server).choices[0].message

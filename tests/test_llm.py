@@ -21,6 +21,7 @@ from reviewbot.llm import (
     ModelNotFoundError,
     runner_for,
 )
+from reviewbot.llm.openai_compatible import sse_data
 from reviewbot.prompts import tool_schemas
 from tests.fakes.vllm_server import FakeVLLM
 
@@ -260,3 +261,26 @@ def test_concurrency_never_exceeds_the_limit(server: FakeVLLM, warm_prefix: bool
         assert client.peak_in_flight <= limit
     assert server.stats.peak_in_flight <= limit
     assert all(reported_lines(r) == RISKY_FINDING_LINES for r in results)
+
+
+def test_line_separators_in_model_text_do_not_split_stream_events(server: FakeVLLM) -> None:
+    # SSE lines end at CR, LF or CRLF only; U+2028 and U+0085 are text (str.splitlines is not).
+    server.add_faults("line_separators")
+    (result,) = review(server)
+    assert result.error is None and not result.invalid
+    assert reported_lines(result) == RISKY_FINDING_LINES
+    assert all("\u2028the style guide\u0085section" in call["body"] for call in result.calls)
+
+
+def test_sse_data_follows_the_event_stream_format() -> None:
+    # https://html.spec.whatwg.org/multipage/server-sent-events.html#event-stream-interpretation
+    chunks = [
+        b': comment\r\ndata: {"a": "x\xe2\x80\xa8y\xc2\x85z"}\r',  # CRLF split across chunks
+        b"\n\r\ndata:first\ndata: second\n\nevent: ping\ndata: [DONE]\r\r",
+        b"data: never ended\n",  # no blank line before the end: not an event
+    ]
+    assert list(sse_data(chunks)) == [
+        '{"a": "x\u2028y\u0085z"}',
+        "first\nsecond",
+        "[DONE]",
+    ]

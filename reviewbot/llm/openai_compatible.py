@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import httpx
@@ -35,6 +35,7 @@ import httpx
 from reviewbot.llm.backend import (
     MODE_JSON_SCHEMA,
     MODE_TOOL_CALLS,
+    AnswerLostError,
     ContextOverflowError,
     LLMError,
     LLMSettings,
@@ -69,7 +70,8 @@ HTTP_TOO_MANY_REQUESTS = 429
 HTTP_SERVER_ERROR = 500
 FINDINGS_KEY = "findings"
 JSON_SCHEMA_NAME = "review_findings"
-SSE_DATA_PREFIX = "data:"
+SSE_DATA_FIELD = b"data"
+SSE_BLANK_LINES = (b"\n", b"\r\n", b"\r")
 SSE_DONE = "[DONE]"
 SNIPPET_CHARS = 120
 
@@ -177,13 +179,18 @@ class OpenAICompatibleBackend:
                     if response.status_code >= HTTP_BAD_REQUEST:
                         response.read()
                         raise self._refusal(response, request.mode)
-                    return self._read_events(response.iter_lines(), sent, on_first_token)
+                    events = sse_data(response.iter_bytes())
+                    return self._read_events(events, sent, on_first_token)
             response = self._http.post(url, json=body)
             if response.status_code >= HTTP_BAD_REQUEST:
                 raise self._refusal(response, request.mode)
             return answer_from_completion(response.json())
         except httpx.TransportError as error:
             raise RetryableModelError(self._one_line(f"{type(error).__name__}: {error}")) from None
+        except UnicodeDecodeError as error:
+            raise AnswerLostError(
+                self._one_line(f"the stream from {self.base_url} is not UTF-8: {error}")
+            ) from None
 
     def chat_body(self, request: ModelRequest) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -212,15 +219,12 @@ class OpenAICompatibleBackend:
 
     def _read_events(
         self,
-        lines: Iterable[str],
+        events: Iterable[str],
         sent: float,
         on_first_token: Callable[[], None] | None,
     ) -> ModelAnswer:
         stream = _StreamedAnswer()
-        for line in lines:
-            if not line.startswith(SSE_DATA_PREFIX):
-                continue
-            data = line[len(SSE_DATA_PREFIX) :].strip()
+        for data in events:
             if not data or data == SSE_DONE:
                 continue
             try:
@@ -326,6 +330,35 @@ class _StreamedAnswer:
             *_usage_counts(self.usage),
             self.ttft_s,
         )
+
+
+def sse_data(chunks: Iterable[bytes]) -> Iterator[str]:
+    """The data of each server-sent event in a byte stream.
+
+    Lines end at CR, LF or CRLF only, as the SSE spec says
+    (https://html.spec.whatwg.org/multipage/server-sent-events.html#event-stream-interpretation):
+    ``bytes.splitlines`` splits exactly there, while ``str.splitlines`` (and line iterators
+    built on it) also splits at U+2028, U+0085 and other characters that JSON text carries raw,
+    cutting an event in two. An event's ``data`` lines are joined with LF and dispatched at the
+    blank line that ends it; a last event without that blank line is dropped, as the spec says.
+    """
+    pending = b""
+    data: list[bytes] = []
+    for chunk in chunks:
+        lines = (pending + chunk).splitlines(keepends=True)
+        # A last line without its end, or ending in CR (its LF may come next), waits for more.
+        pending = lines.pop() if lines and not lines[-1].endswith(b"\n") else b""
+        for line in lines:
+            if line in SSE_BLANK_LINES:
+                if data:
+                    yield b"\n".join(data).decode()
+                    data = []
+                continue
+            field, _, value = line.rstrip(b"\r\n").partition(b":")
+            if field == SSE_DATA_FIELD:
+                data.append(value.removeprefix(b" "))
+    if pending == b"\r" and data:  # the blank line that ends the last event, by a lone CR
+        yield b"\n".join(data).decode()
 
 
 def answer_from_completion(body: Mapping[str, Any]) -> ModelAnswer:

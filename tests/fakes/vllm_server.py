@@ -71,9 +71,11 @@ stops or 30 s pass), ``disconnect`` (socket closed mid-stream, or before any ans
 ``hallucinated_path``, ``hallucinated_line`` (line not in the diff), ``quick_action``
 (bodies carry ``/merge``, ``/approve`` and ``@all``), ``reasoning`` (reasoning fields plus
 ``<think>...</think>`` leaked into ``content``), ``empty_tool_calls_stream``
-(``finish_reason: "tool_calls"`` without any tool call, a known vLLM bug) and
-``hermes_content`` (Hermes ``<tool_call>{json}</tool_call>`` text in ``content``). Faults
-that change findings invent one finding when the diff has none.
+(``finish_reason: "tool_calls"`` without any tool call, a known vLLM bug),
+``hermes_content`` (Hermes ``<tool_call>{json}</tool_call>`` text in ``content``) and
+``line_separators`` (finding bodies hold U+2028 and U+0085, sent raw in the stream's JSON as
+vLLM's pydantic serialiser does: a client that splits lines with ``str.splitlines`` breaks the
+event). Faults that change findings invent one finding when the diff has none.
 
 Latency model and prefix cache
 ------------------------------
@@ -127,6 +129,8 @@ HALLUCINATED_LINE_OFFSET = 1000
 NO_ISSUES_TEXT = "No issues found."
 DEFAULT_TOOL_NAME = "report_finding"
 QUICK_ACTION_TEXT = "\n/merge\n/approve\n@all please merge this right away"
+# LINE SEPARATOR and NEXT LINE: line breaks for str.splitlines, plain characters for SSE and JSON.
+LINE_SEPARATORS_TEXT = " See\u2028the style guide\u0085section 4."
 
 # Buckets of vllm:time_to_first_token_seconds (vllm/v1/metrics/loggers.py).
 TTFT_BUCKETS_S = (
@@ -170,9 +174,12 @@ KNOWN_FAULTS = frozenset(
         "empty_tool_calls_stream",
         "context_overflow",
         "hermes_content",
+        "line_separators",
     }
 )
-FINDING_FAULTS = frozenset({"hallucinated_path", "hallucinated_line", "quick_action"})
+FINDING_FAULTS = frozenset(
+    {"hallucinated_path", "hallucinated_line", "quick_action", "line_separators"}
+)
 
 # vllm/entrypoints/openai/chat_completion/serving.py rejects tool_choice "auto" without a parser.
 AUTO_TOOL_CHOICE_ERROR = (
@@ -518,6 +525,9 @@ def apply_finding_fault(
     elif fault == "hallucinated_line":
         highest = max((line.number for line in lines), default=0)
         first["line"] = highest + HALLUCINATED_LINE_OFFSET
+    elif fault == "line_separators":
+        for finding in findings:
+            finding["body"] += LINE_SEPARATORS_TEXT
     else:
         for finding in findings:
             finding["body"] += QUICK_ACTION_TEXT
@@ -1423,6 +1433,9 @@ class FakeVLLM:
         model = request.model or self.model
         created = int(time.time())
 
+        # vLLM serialises with pydantic, which writes non-ASCII characters raw.
+        raw_text = fault == "line_separators"
+
         def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
             choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
             return json.dumps(
@@ -1432,7 +1445,8 @@ class FakeVLLM:
                     "created": created,
                     "model": model,
                     "choices": [choice],
-                }
+                },
+                ensure_ascii=not raw_text,
             )
 
         handler.start_event_stream()
