@@ -594,6 +594,27 @@ def test_line_separators_are_sent_raw_in_the_stream(server: FakeVLLM):
     assert raw.count(b"\n\n") == raw.count(b"data: ")  # still one line per event
 
 
+def raw_stream(server: FakeVLLM) -> list[str]:
+    """The ``data:`` values of a streamed review, as sent."""
+    body = {"model": server.model, "messages": review_messages(RISKY_LINES), "stream": True,
+            "tools": [REPORT_FINDING_TOOL]}  # fmt: skip
+    text = httpx.post(f"{server.base_url}/chat/completions", json=body).text
+    return [line.removeprefix("data: ") for line in text.split("\n") if line.startswith("data:")]
+
+
+def test_broken_stream_faults(server: FakeVLLM):
+    server.add_faults("invalid_json_stream", "stream_cut_mid_call", "missing_done")
+    invalid, cut, no_done = raw_stream(server), raw_stream(server), raw_stream(server)
+    assert invalid[-1] == "[DONE]" and len(invalid) > 2
+    for data in invalid[:-1]:
+        with pytest.raises(json.JSONDecodeError):
+            json.loads(data)
+    events = [json.loads(data) for data in cut]
+    assert events[-1]["choices"][0]["delta"]["tool_calls"][0]["function"]["arguments"] == "{"
+    assert not any(event["choices"][0]["finish_reason"] for event in events)
+    assert json.loads(no_done[-1])["choices"][0]["finish_reason"] == "tool_calls"
+
+
 def test_hermes_content_fault(server: FakeVLLM, client: OpenAI):
     server.add_faults("hermes_content")
     message = review(client, server).choices[0].message

@@ -284,3 +284,35 @@ def test_sse_data_follows_the_event_stream_format() -> None:
         "first\nsecond",
         "[DONE]",
     ]
+
+
+LOST_STREAMS = ["invalid_json_stream", "stream_cut_mid_call", "missing_done"]
+
+
+@pytest.mark.parametrize("fault", LOST_STREAMS)
+def test_a_stream_that_did_not_arrive_whole_is_retried(server: FakeVLLM, fault: str) -> None:
+    server.add_faults(fault)
+    (result,) = review(server)
+    assert result.error is None and not result.invalid
+    assert reported_lines(result) == RISKY_FINDING_LINES
+    assert result.records[-1].retries == 1
+
+
+@pytest.mark.parametrize("fault", [*LOST_STREAMS, "hang"])
+def test_a_chunk_whose_answer_stays_lost_is_an_error_not_a_clean_review(
+    server: FakeVLLM, fault: str
+) -> None:
+    retries = 1
+    server.add_faults(*[fault] * (retries + 1))
+    (result,) = review(server, max_retries=retries, request_timeout_s=0.3)
+    assert result.error and not result.calls and not result.context_overflow
+    assert result.records[-1].outcome == "error" and result.records[-1].retries == retries
+    assert server.stats.requests == retries + 1
+
+
+def test_empty_tool_calls_twice_is_an_error(server: FakeVLLM) -> None:
+    server.add_faults("empty_tool_calls_stream", "empty_tool_calls_stream")
+    (result,) = review(server, max_retries=1)
+    assert result.error is not None and "tool_calls" in result.error and not result.calls
+    assert [r.outcome for r in result.records] == ["no_tool_calls_retry", "error"]
+    assert server.stats.requests == 2

@@ -224,15 +224,17 @@ class OpenAICompatibleBackend:
         on_first_token: Callable[[], None] | None,
     ) -> ModelAnswer:
         stream = _StreamedAnswer()
+        done = False
         for data in events:
-            if not data or data == SSE_DONE:
+            if data == SSE_DONE:
+                done = True
                 continue
             try:
                 event = json.loads(data)
             except json.JSONDecodeError:
-                continue  # not an event we understand
+                event = None
             if not isinstance(event, dict):
-                continue
+                raise self._lost(f"sent an event that is not a JSON object: {_snippet(data)}")
             if "error" in event:
                 raise ServerAnswerError(
                     self._one_line(
@@ -245,7 +247,17 @@ class OpenAICompatibleBackend:
                 if on_first_token is not None:
                     on_first_token()
             stream.add(event)
+        if stream.finish_reason is None:
+            raise self._lost("ended its stream before a finish_reason")
+        if not done:
+            raise self._lost(f"ended its stream without {SSE_DONE}")
         return stream.answer()
+
+    def _lost(self, what: str) -> AnswerLostError:
+        """The answer to POST /chat/completions could not be read whole; worth another try."""
+        return AnswerLostError(
+            self._one_line(f"the server at {self.base_url} {what} (POST {CHAT_PATH})")
+        )
 
     # ----- errors
 

@@ -11,8 +11,10 @@ and "send this one request":
 - retries with backoff, jitter and the server's ``Retry-After``;
 - the output mode: the backend's first mode until the server refuses it, then the next one,
   learnt once per runner and reused for every later chunk;
-- the known vLLM bug (``finish_reason: "tool_calls"`` with no call streamed): the chunk is
-  asked again without streaming;
+- lost answers: a stream that did not arrive whole is sent again like any retryable failure;
+  an answer whose tool calls were lost (``finish_reason: "tool_calls"`` with no call, a known
+  vLLM bug when streaming) is asked again without streaming; a chunk still without an answer
+  after ``max_retries`` gets ``ChunkResult.error``, never an empty success;
 - timing: one :class:`~reviewbot.llm.backend.CallRecord` per attempt series (tokens, cached
   tokens, TTFT, latency, slot wait, retries).
 """
@@ -189,6 +191,7 @@ class ChunkRunner:
     ) -> ChunkResult:
         records: list[CallRecord] = []
         stream = self.settings.stream
+        empty_answers = 0
 
         def record(
             attempt: _Attempt, outcome: str, invalid: int = 0, error: str | None = None
@@ -216,9 +219,17 @@ class ChunkRunner:
                 self._downgrade(mode, "the server ignored response_format")
                 continue
             parsed = parse_answer(answer, mode, request.tools)
-            if stream and empty_tool_calls(answer, parsed):
-                # A known vLLM bug: finish_reason "tool_calls" with no call streamed. Once,
-                # non-streaming.
+            if empty_tool_calls(answer, parsed):
+                if empty_answers >= self.settings.max_retries:
+                    error = (
+                        f"the model answered finish_reason=tool_calls without any tool call "
+                        f"{empty_answers + 1} times"
+                    )
+                    record(attempt, OUTCOME_ERROR, error=error)
+                    return ChunkResult(request.chunk_index, [], [], records, False, error)
+                # A known vLLM bug: finish_reason "tool_calls" with no call streamed. The calls
+                # were lost, so the chunk is asked again, without streaming.
+                empty_answers += 1
                 record(attempt, OUTCOME_NO_TOOL_CALLS_RETRY)
                 stream = False
                 continue

@@ -75,7 +75,10 @@ stops or 30 s pass), ``disconnect`` (socket closed mid-stream, or before any ans
 ``hermes_content`` (Hermes ``<tool_call>{json}</tool_call>`` text in ``content``) and
 ``line_separators`` (finding bodies hold U+2028 and U+0085, sent raw in the stream's JSON as
 vLLM's pydantic serialiser does: a client that splits lines with ``str.splitlines`` breaks the
-event). Faults that change findings invent one finding when the diff has none.
+event). Faults that change findings invent one finding when the diff has none. Streams only:
+``invalid_json_stream`` (every ``data:`` line but ``[DONE]`` cut one character short),
+``stream_cut_mid_call`` (the body ends cleanly in the middle of the first tool call's
+arguments: no ``finish_reason``, no ``[DONE]``) and ``missing_done`` (all but ``[DONE]``).
 
 Latency model and prefix cache
 ------------------------------
@@ -175,6 +178,9 @@ KNOWN_FAULTS = frozenset(
         "context_overflow",
         "hermes_content",
         "line_separators",
+        "invalid_json_stream",
+        "stream_cut_mid_call",
+        "missing_done",
     }
 )
 FINDING_FAULTS = frozenset(
@@ -1449,19 +1455,28 @@ class FakeVLLM:
                 ensure_ascii=not raw_text,
             )
 
+        def send(data: str) -> None:
+            # invalid_json_stream: every event loses its last character.
+            handler.send_event(data[:-1] if fault == "invalid_json_stream" else data)
+
         handler.start_event_stream()
-        for sent, (delta, tokens) in enumerate(stream_deltas(answer)):
+        deltas = list(stream_deltas(answer))
+        cut_at = _cut_point(deltas) if fault == "stream_cut_mid_call" else None
+        for sent, (delta, tokens) in enumerate(deltas):
             if fault == "disconnect" and sent == DISCONNECT_AFTER_CHUNKS:
                 handler.drop_connection()
                 return False
+            if sent == cut_at:
+                handler.end_event_stream()  # a clean end of the body: no finish, no [DONE]
+                return False
             self._pause(self.latency.decode_s_per_token * tokens)
-            handler.send_event(chunk(delta))
+            send(chunk(delta))
         if fault == "disconnect":
             handler.drop_connection()
             return False
-        handler.send_event(chunk({}, answer.finish_reason))
+        send(chunk({}, answer.finish_reason))
         if request.include_usage:
-            handler.send_event(
+            send(
                 json.dumps(
                     {
                         "id": completion_id,
@@ -1473,7 +1488,8 @@ class FakeVLLM:
                     }
                 )
             )
-        handler.send_event("[DONE]")
+        if fault != "missing_done":
+            handler.send_event("[DONE]")
         handler.end_event_stream()
         return True
 
@@ -1498,6 +1514,16 @@ class FakeVLLM:
             counters.finished[reason] = counters.finished.get(reason, 0) + 1
             counters.ttft.observe(ttft)
             counters.e2e.observe(time.monotonic() - arrival)
+
+
+def _cut_point(deltas: Sequence[tuple[dict[str, Any], int]]) -> int:
+    """Where ``stream_cut_mid_call`` ends a stream: after the first argument piece of the
+    first tool call, or halfway through an answer without tool calls."""
+    for index, (delta, _) in enumerate(deltas):
+        calls = delta.get("tool_calls") or ()
+        if any((call.get("function") or {}).get("arguments") for call in calls):
+            return index + 1
+    return len(deltas) // 2
 
 
 def stream_deltas(answer: Answer) -> Iterator[tuple[dict[str, Any], int]]:
