@@ -615,6 +615,18 @@ def test_broken_stream_faults(server: FakeVLLM):
     assert json.loads(no_done[-1])["choices"][0]["finish_reason"] == "tool_calls"
 
 
+def test_error_event_html_page_and_canned_answers(server: FakeVLLM):
+    server.add_faults("error_event", "html_200")
+    events = raw_stream(server)
+    assert json.loads(events[-2])["error"]["type"] == "BadRequestError" and events[-1] == "[DONE]"
+    page = httpx.post(f"{server.base_url}/chat/completions", json={"messages": []})
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    server.answer_with("POST /tokenize", '{"tokens": []}')
+    with httpx.Client() as http:  # one kept-alive connection: the canned answer reads the body
+        answers = [http.post(f"{server.root_url}/tokenize", json={"prompt": "x"}) for _ in "ab"]
+    assert [answer.json() for answer in answers] == [{"tokens": []}] * 2
+
+
 def test_hermes_content_fault(server: FakeVLLM, client: OpenAI):
     server.add_faults("hermes_content")
     message = review(client, server).choices[0].message

@@ -16,6 +16,7 @@ import pytest
 from reviewbot.llm import (
     ChunkRequest,
     ChunkResult,
+    LLMError,
     LLMSettings,
     LLMUnavailableError,
     ModelNotFoundError,
@@ -316,3 +317,69 @@ def test_empty_tool_calls_twice_is_an_error(server: FakeVLLM) -> None:
     assert result.error is not None and "tool_calls" in result.error and not result.calls
     assert [r.outcome for r in result.records] == ["no_tool_calls_retry", "error"]
     assert server.stats.requests == 2
+
+
+def test_an_error_event_mid_stream_is_retried(server: FakeVLLM) -> None:
+    server.add_faults("error_event")
+    (result,) = review(server)
+    assert result.error is None and reported_lines(result) == RISKY_FINDING_LINES
+    assert result.records[-1].retries == 1
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_an_html_page_instead_of_an_answer_is_retried(server: FakeVLLM, stream: bool) -> None:
+    server.add_faults("html_200")
+    (result,) = review(server, stream=stream)
+    assert result.error is None and reported_lines(result) == RISKY_FINDING_LINES
+    assert result.records[-1].retries == 1
+
+
+@pytest.mark.parametrize(
+    ("fault", "stream", "said"),
+    [
+        ("error_event", True, "error mid-stream: Engine loop has died"),
+        ("html_200", True, "text/html"),
+        ("html_200", False, "text/html"),
+    ],
+)
+def test_a_server_error_that_persists_is_one_clear_chunk_error(
+    server: FakeVLLM, fault: str, stream: bool, said: str
+) -> None:
+    server.add_faults(fault, fault)
+    (result,) = review(server, stream=stream, max_retries=1)
+    assert result.error is not None and said in result.error
+    assert server.base_url in result.error and "\n" not in result.error
+
+
+def test_an_answer_without_choices_is_not_an_empty_review(server: FakeVLLM) -> None:
+    server.answer_with("POST /v1/chat/completions", '{"object": "chat.completion", "choices": []}')
+    (result,) = review(server, stream=False, max_retries=1)
+    assert result.error is not None and "choice" in result.error
+    assert result.records[-1].retries == 1
+
+
+@pytest.mark.parametrize(
+    ("route", "body", "content_type", "said"),
+    [
+        ("GET /v1/models", "<html><title>Sign in</title></html>", "text/html", "text/html"),
+        (
+            "GET /v1/models",
+            '{"object": "list", "data": [{"id": "MODEL", "max_model_len": "64k"}]}',
+            "application/json",
+            "max_model_len '64k'",
+        ),
+        # What llama-server's /tokenize answers a body without "content".
+        ("POST /tokenize", '{"tokens": []}', "application/json", "without an integer count"),
+    ],
+    ids=["models-html", "models-max-model-len", "tokenize-no-count"],
+)
+def test_a_malformed_server_answer_is_one_clear_line(
+    server: FakeVLLM, route: str, body: str, content_type: str, said: str
+) -> None:
+    server.answer_with(route, body.replace("MODEL", server.model), content_type=content_type)
+    request = chunk(0)
+    with runner_for(settings_for(server)) as client, pytest.raises(LLMError) as caught:
+        client.server_info()
+        client.count_prompt_tokens(request.messages, request.tools)
+    message = str(caught.value)
+    assert said in message and server.root_url in message and "\n" not in message

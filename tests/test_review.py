@@ -184,3 +184,11 @@ def test_a_chunk_whose_answer_was_lost_is_a_chunk_error(repo: Path, faults: list
         )
     assert list(result.chunk_errors) == [0] and result.chunks_reviewed == 0
     assert not result.findings.findings
+
+
+def test_a_proxy_page_instead_of_the_model_server_is_one_error_line(repo: Path) -> None:
+    with FakeVLLM() as server:
+        server.answer_with("GET /v1/models", "<html>Sign in</html>", content_type="text/html")
+        code, _, err = review(repo, server.base_url)
+    assert code == 1 and len(err.strip().splitlines()) == 1
+    assert "text/html" in err and "REVIEWBOT_LLM_BASE_URL" in err

@@ -72,6 +72,7 @@ FINDINGS_KEY = "findings"
 JSON_SCHEMA_NAME = "review_findings"
 SSE_DATA_FIELD = b"data"
 SSE_BLANK_LINES = (b"\n", b"\r\n", b"\r")
+EVENT_STREAM_TYPE = "text/event-stream"
 SSE_DONE = "[DONE]"
 SNIPPET_CHARS = 120
 
@@ -162,7 +163,16 @@ class OpenAICompatibleBackend:
             raise LLMError(
                 self._one_line(f"GET {path} failed: HTTP {response.status_code}: {message}")
             )
-        return response.json()
+        body = _json_or_none(response)
+        if body is None:
+            raise ServerAnswerError(
+                self._one_line(
+                    f"the server at {self.base_url} answered GET {path} with "
+                    f"{_described(response)}, not JSON: {_snippet(response.text)}. "
+                    f"Is REVIEWBOT_LLM_BASE_URL the model server's OpenAI-compatible /v1 URL?"
+                )
+            )
+        return body
 
     # ----- one request
 
@@ -179,12 +189,18 @@ class OpenAICompatibleBackend:
                     if response.status_code >= HTTP_BAD_REQUEST:
                         response.read()
                         raise self._refusal(response, request.mode)
+                    if not _is_event_stream(response):
+                        response.read()
+                        raise self._lost(
+                            f"answered with {_described(response)} instead of an event stream: "
+                            f"{_snippet(response.text)}"
+                        )
                     events = sse_data(response.iter_bytes())
                     return self._read_events(events, sent, on_first_token)
             response = self._http.post(url, json=body)
             if response.status_code >= HTTP_BAD_REQUEST:
                 raise self._refusal(response, request.mode)
-            return answer_from_completion(response.json())
+            return self._read_completion(response)
         except httpx.TransportError as error:
             raise RetryableModelError(self._one_line(f"{type(error).__name__}: {error}")) from None
         except UnicodeDecodeError as error:
@@ -236,12 +252,9 @@ class OpenAICompatibleBackend:
             if not isinstance(event, dict):
                 raise self._lost(f"sent an event that is not a JSON object: {_snippet(data)}")
             if "error" in event:
-                raise ServerAnswerError(
-                    self._one_line(
-                        f"the server at {self.base_url} sent an error mid-stream: "
-                        f"{_event_error_text(event['error'])}"
-                    )
-                )
+                # vLLM sends one when generation fails mid-stream, typed BadRequestError/400
+                # whatever the cause (create_streaming_error_response): always worth a retry.
+                raise self._lost(f"sent an error mid-stream: {_event_error_text(event['error'])}")
             if stream.ttft_s is None and event.get("choices"):
                 stream.ttft_s = time.monotonic() - sent
                 if on_first_token is not None:
@@ -252,6 +265,17 @@ class OpenAICompatibleBackend:
         if not done:
             raise self._lost(f"ended its stream without {SSE_DONE}")
         return stream.answer()
+
+    def _read_completion(self, response: httpx.Response) -> ModelAnswer:
+        body = _json_or_none(response)
+        if not isinstance(body, dict):
+            raise self._lost(
+                f"answered with {_described(response)}, not JSON: {_snippet(response.text)}"
+            )
+        choices = body.get("choices")
+        if not isinstance(choices, list) or not choices or not choices[0].get("finish_reason"):
+            raise self._lost(f"answered without a finished choice: {_snippet(response.text)}")
+        return answer_from_completion(body)
 
     def _lost(self, what: str) -> AnswerLostError:
         """The answer to POST /chat/completions could not be read whole; worth another try."""
@@ -374,12 +398,9 @@ def sse_data(chunks: Iterable[bytes]) -> Iterator[str]:
 
 
 def answer_from_completion(body: Mapping[str, Any]) -> ModelAnswer:
-    """The answer of a non-streamed chat completion."""
-    choices = body.get("choices") or []
+    """The answer of a non-streamed chat completion with at least one choice."""
     usage = _usage_counts(body.get("usage"))
-    if not choices:
-        return ModelAnswer("", [], None, *usage)
-    choice = choices[0]
+    choice = body["choices"][0]
     message = choice.get("message") or {}
     calls = [
         ToolCallText(function.get("name") or "", function.get("arguments") or "")
@@ -414,15 +435,32 @@ def findings_response_format(tools: Sequence[Mapping[str, Any]]) -> dict[str, An
     return {"type": "json_schema", "json_schema": {"name": JSON_SCHEMA_NAME, "schema": schema}}
 
 
+def _json_or_none(response: httpx.Response) -> Any:
+    """The JSON body, or None when the body is not JSON (an HTML page, plain text)."""
+    try:
+        return response.json()
+    except ValueError:  # JSONDecodeError, or bytes that are not text
+        return None
+
+
+def _is_event_stream(response: httpx.Response) -> bool:
+    """True unless the server said it sends something else (no Content-Type: assume SSE)."""
+    content_type = response.headers.get("content-type")
+    return content_type is None or content_type.lower().startswith(EVENT_STREAM_TYPE)
+
+
+def _described(response: httpx.Response) -> str:
+    """e.g. ``HTTP 200 text/html``."""
+    content_type = response.headers.get("content-type", "no content type").split(";")[0]
+    return f"HTTP {response.status_code} {content_type}"
+
+
 def _error_message(response: httpx.Response) -> tuple[str, str | None]:
     """The message and type of an error answer: OpenAI's ``{"error": {"message", "type"}}``,
     a bare ``{"error": "..."}``, ``{"message": ...}``, FastAPI's ``{"detail": ...}``, or text."""
-    try:
-        body = response.json()
-    except ValueError:
-        return response.text, None
+    body = _json_or_none(response)
     if not isinstance(body, dict):
-        return response.text, None
+        return _snippet(response.text), None
     error = body.get("error")
     if isinstance(error, dict):
         error_type = error.get("type")

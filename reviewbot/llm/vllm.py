@@ -28,8 +28,13 @@ from reviewbot.llm.backend import (
     MODE_TOOL_CALLS,
     LLMError,
     LLMSettings,
+    ServerAnswerError,
 )
-from reviewbot.llm.openai_compatible import HTTP_BAD_REQUEST, OpenAICompatibleBackend
+from reviewbot.llm.openai_compatible import (
+    HTTP_BAD_REQUEST,
+    SNIPPET_CHARS,
+    OpenAICompatibleBackend,
+)
 
 __all__ = ["START_VLLM_HINT", "VLLMBackend"]
 
@@ -75,12 +80,31 @@ class VLLMBackend(OpenAICompatibleBackend):
             return None
         if response.status_code >= HTTP_BAD_REQUEST:
             raise LLMError(f"POST {TOKENIZE_PATH} failed: HTTP {response.status_code}")
+        count = _json_field(response, "count")
+        if not _is_integer(count):
+            # llama-server, for one, answers a /tokenize without "content" with {"tokens": []}.
+            raise ServerAnswerError(
+                self._one_line(
+                    f"the server at {self._root_url} answered POST {TOKENIZE_PATH} without an "
+                    f"integer count: {response.text[:SNIPPET_CHARS]!r}. If it is not vLLM, set "
+                    f"REVIEWBOT_LLM_BACKEND=openai-compatible"
+                )
+            )
         self._tokenize_supported = True
-        return int(response.json()["count"])
+        return count
 
     def _max_model_len(self, card: Mapping[str, Any]) -> int | None:
         max_len = card.get("max_model_len")
-        return int(max_len) if max_len is not None else None
+        if max_len is None or _is_integer(max_len):
+            return max_len
+        raise ServerAnswerError(
+            self._one_line(
+                f"the server at {self.base_url} answered GET /models with max_model_len "
+                f"{max_len!r} for {card.get('id')!r}, not an integer; set "
+                f"REVIEWBOT_MAX_MODEL_LEN, or REVIEWBOT_LLM_BACKEND=openai-compatible if it is "
+                f"not vLLM"
+            )
+        )
 
     def _output_fields(self, mode: str, tools: list[dict]) -> dict[str, Any]:
         if mode == MODE_TOOL_CALLS:
@@ -94,3 +118,16 @@ class VLLMBackend(OpenAICompatibleBackend):
             return {}
         # Qwen3.5's chat template reads enable_thinking; vLLM passes chat_template_kwargs on.
         return {"chat_template_kwargs": {"enable_thinking": self.settings.enable_thinking}}
+
+
+def _is_integer(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _json_field(response: httpx.Response, name: str) -> object:
+    """``name`` of a JSON object body; None when the body is no such object."""
+    try:
+        body = response.json()
+    except ValueError:
+        return None
+    return body.get(name) if isinstance(body, dict) else None

@@ -78,7 +78,11 @@ vLLM's pydantic serialiser does: a client that splits lines with ``str.splitline
 event). Faults that change findings invent one finding when the diff has none. Streams only:
 ``invalid_json_stream`` (every ``data:`` line but ``[DONE]`` cut one character short),
 ``stream_cut_mid_call`` (the body ends cleanly in the middle of the first tool call's
-arguments: no ``finish_reason``, no ``[DONE]``) and ``missing_done`` (all but ``[DONE]``).
+arguments: no ``finish_reason``, no ``[DONE]``), ``missing_done`` (all but ``[DONE]``) and
+``error_event`` (``data: {"error": ...}`` after a few chunks, then ``[DONE]``, as vLLM sends
+when generation fails mid-stream). ``html_200``: a proxy's HTML page with status 200 instead of
+any answer. :meth:`FakeVLLM.answer_with` replaces what one route answers (a broken model card,
+a ``/tokenize`` answer from another server...).
 
 Latency model and prefix cache
 ------------------------------
@@ -134,6 +138,14 @@ DEFAULT_TOOL_NAME = "report_finding"
 QUICK_ACTION_TEXT = "\n/merge\n/approve\n@all please merge this right away"
 # LINE SEPARATOR and NEXT LINE: line breaks for str.splitlines, plain characters for SSE and JSON.
 LINE_SEPARATORS_TEXT = " See\u2028the style guide\u0085section 4."
+PROXY_LOGIN_PAGE = (
+    "<!DOCTYPE html>\n<html><head><title>Sign in - Corporate Proxy</title></head>\n"
+    "<body><form method=post action=/login>Your session has expired.</form></body></html>\n"
+)
+# vLLM's create_streaming_error_response defaults to this type and code whatever went wrong, so
+# an error event's code says nothing about whether a retry may work.
+STREAM_ERROR_TYPE = "BadRequestError"
+STREAM_ERROR_MESSAGE = "Engine loop has died"
 
 # Buckets of vllm:time_to_first_token_seconds (vllm/v1/metrics/loggers.py).
 TTFT_BUCKETS_S = (
@@ -181,6 +193,8 @@ KNOWN_FAULTS = frozenset(
         "invalid_json_stream",
         "stream_cut_mid_call",
         "missing_done",
+        "error_event",
+        "html_200",
     }
 )
 FINDING_FAULTS = frozenset(
@@ -1009,9 +1023,12 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
 
-    def read_json(self) -> dict[str, Any]:
+    def read_body(self) -> bytes:
         length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length else b""
+        return self.rfile.read(length) if length else b""
+
+    def read_json(self) -> dict[str, Any]:
+        raw = self.read_body()
         try:
             body = json.loads(raw or b"{}")
         except json.JSONDecodeError as error:
@@ -1079,6 +1096,7 @@ class FakeVLLM:
         self.advertise_max_model_len = advertise_max_model_len
         self.requests: list[dict[str, Any]] = []  # chat request bodies
         self.paths: list[str] = []  # "METHOD /path" of every request, in order
+        self._canned: dict[str, tuple[int, str, str]] = {}
         self._faults: deque[str] = deque()
         self._stats = FakeStats()
         self._counters = EngineCounters()
@@ -1139,6 +1157,18 @@ class FakeVLLM:
 
     # ----- test controls
 
+    def answer_with(
+        self,
+        route: str,
+        body: str,
+        *,
+        status: int = HTTPStatus.OK,
+        content_type: str = "application/json",
+    ) -> None:
+        """Answer every request to ``route`` ("METHOD /path") with this body from now on."""
+        with self._lock:
+            self._canned[route] = (status, body, content_type)
+
     def add_faults(self, *faults: str) -> None:
         unknown = set(faults) - KNOWN_FAULTS
         if unknown:
@@ -1169,6 +1199,11 @@ class FakeVLLM:
         path = handler.path.split("?", 1)[0]
         with self._lock:
             self.paths.append(f"{method} {path}")
+            canned = self._canned.get(f"{method} {path}")
+        if canned is not None:
+            handler.read_body()  # an unread body would be taken for the next request
+            handler.send_text(*canned)
+            return
         routes = {
             ("GET", "/health"): lambda: handler.send_text(HTTPStatus.OK, "", "text/plain"),
             ("GET", "/version"): lambda: handler.send_json(
@@ -1277,6 +1312,9 @@ class FakeVLLM:
         arrival = time.monotonic()
         body = handler.read_json()
         fault = self._record_request(body)
+        if fault == "html_200":
+            handler.send_text(HTTPStatus.OK, PROXY_LOGIN_PAGE, "text/html; charset=utf-8")
+            return
         self._raise_for_fault(fault)
         request = ChatRequest.from_body(body)
         self._check_model(request.model)
@@ -1465,6 +1503,12 @@ class FakeVLLM:
         for sent, (delta, tokens) in enumerate(deltas):
             if fault == "disconnect" and sent == DISCONNECT_AFTER_CHUNKS:
                 handler.drop_connection()
+                return False
+            if fault == "error_event" and sent == DISCONNECT_AFTER_CHUNKS:
+                error = VLLMError(HTTPStatus.BAD_REQUEST, STREAM_ERROR_MESSAGE, STREAM_ERROR_TYPE)
+                handler.send_event(json.dumps(error.body()))
+                handler.send_event("[DONE]")
+                handler.end_event_stream()
                 return False
             if sent == cut_at:
                 handler.end_event_stream()  # a clean end of the body: no finish, no [DONE]
