@@ -9,6 +9,7 @@ from __future__ import annotations
 import socket
 from collections.abc import Iterator
 from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -22,7 +23,7 @@ from reviewbot.llm import (
     ModelNotFoundError,
     runner_for,
 )
-from reviewbot.llm.openai_compatible import sse_data
+from reviewbot.llm.openai_compatible import retry_after_seconds, sse_data
 from reviewbot.prompts import tool_schemas
 from tests.fakes.vllm_server import FakeVLLM
 
@@ -383,3 +384,19 @@ def test_a_malformed_server_answer_is_one_clear_line(
         client.count_prompt_tokens(request.messages, request.tools)
     message = str(caught.value)
     assert said in message and server.root_url in message and "\n" not in message
+
+
+def test_retry_after_is_read_in_both_forms() -> None:
+    # RFC 9110 section 10.2.3: delta-seconds or an HTTP-date.
+    now = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
+    assert retry_after_seconds("7", now=now) == 7.0
+    assert retry_after_seconds("Thu, 01 Jan 2026 12:00:30 GMT", now=now) == 30.0
+    assert retry_after_seconds("Thu, 01 Jan 2026 11:00:00 GMT", now=now) == 0.0  # past
+    for unreadable in (None, "", "soon", "-3", "nan", "inf"):
+        assert retry_after_seconds(unreadable, now=now) is None
+
+
+def test_a_retry_after_date_far_ahead_is_capped(server: FakeVLLM) -> None:
+    server.add_faults("http_429_date")  # an hour ahead; the wait is capped at backoff_max_s
+    (result,) = review(server)
+    assert result.error is None and result.records[-1].retries == 1

@@ -24,10 +24,13 @@ JSON schema in ``response_format``.
 
 from __future__ import annotations
 
+import email.utils
 import json
+import math
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -477,12 +480,27 @@ def _event_error_text(error: Any) -> str:
     return str(error)
 
 
-def retry_after_seconds(value: str | None) -> float | None:
-    """Seconds from a ``Retry-After`` header (delta-seconds form only)."""
-    try:
-        return max(float(value), 0.0) if value is not None else None
-    except ValueError:
+def retry_after_seconds(value: str | None, *, now: datetime | None = None) -> float | None:
+    """Seconds to wait from a ``Retry-After`` header: delta-seconds or an HTTP-date (RFC 9110
+    section 10.2.3; a date in the past is 0); None when absent or unreadable. The runner caps
+    it at ``backoff_max_s``."""
+    if value is None:
         return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        return _seconds_until(value, now or datetime.now(UTC))
+    return seconds if math.isfinite(seconds) and seconds >= 0 else None
+
+
+def _seconds_until(http_date: str, now: datetime) -> float | None:
+    try:
+        moment = email.utils.parsedate_to_datetime(http_date)
+    except (TypeError, ValueError):
+        return None
+    if moment.tzinfo is None:  # "-0000": UTC by RFC 5322
+        moment = moment.replace(tzinfo=UTC)
+    return max((moment - now).total_seconds(), 0.0)
 
 
 def _snippet(text: str, limit: int = SNIPPET_CHARS) -> str:

@@ -64,7 +64,8 @@ ends with ``finish_reason: "length"``, the unparsed text in ``content`` and no t
 
 Fault modes (:meth:`FakeVLLM.add_faults`, one per chat request, first in first out)
 -------------------------------------------------------------------------------------
-``http_500``, ``http_503``, ``http_429`` (with ``Retry-After``), ``context_overflow``
+``http_500``, ``http_503``, ``http_429`` (with ``Retry-After`` in seconds),
+``http_429_date`` (``Retry-After`` as an HTTP-date an hour ahead), ``context_overflow``
 (the 400 regardless of size), ``hang`` (no answer until the client leaves, the server
 stops or 30 s pass), ``disconnect`` (socket closed mid-stream, or before any answer),
 ``malformed_arguments`` (first call's arguments are not valid JSON),
@@ -97,6 +98,7 @@ do not both hit, and the last prompt token is always recomputed (as vLLM V1 does
 from __future__ import annotations
 
 import contextlib
+import email.utils
 import html
 import json
 import re
@@ -130,6 +132,7 @@ EOS_TOKEN_COUNT = 1
 HANG_LIMIT_S = 30.0
 POLL_INTERVAL_S = 0.05
 RETRY_AFTER_S = 1
+RETRY_AFTER_DATE_S = 3600  # far enough ahead that a client must cap it
 DISCONNECT_AFTER_CHUNKS = 2
 HALLUCINATED_PATH = "src/does_not_exist.py"
 HALLUCINATED_LINE_OFFSET = 1000
@@ -195,6 +198,7 @@ KNOWN_FAULTS = frozenset(
         "missing_done",
         "error_event",
         "html_200",
+        "http_429_date",
     }
 )
 FINDING_FAULTS = frozenset(
@@ -1366,6 +1370,14 @@ class FakeVLLM:
                 "Too Many Requests",
                 "RateLimitError",
                 headers={"Retry-After": str(RETRY_AFTER_S)},
+            )
+        if fault == "http_429_date":
+            retry_at = email.utils.formatdate(time.time() + RETRY_AFTER_DATE_S, usegmt=True)
+            raise VLLMError(
+                HTTPStatus.TOO_MANY_REQUESTS,
+                "Too Many Requests",
+                "RateLimitError",
+                headers={"Retry-After": retry_at},
             )
         if fault == "context_overflow":
             raise context_length_error(self.max_model_len, 0)
