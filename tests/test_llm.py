@@ -352,10 +352,20 @@ def test_a_server_error_that_persists_is_one_clear_chunk_error(
     assert server.base_url in result.error and "\n" not in result.error
 
 
-def test_an_answer_without_choices_is_not_an_empty_review(server: FakeVLLM) -> None:
-    server.answer_with("POST /v1/chat/completions", '{"object": "chat.completion", "choices": []}')
+@pytest.mark.parametrize(
+    ("body", "said"),
+    [
+        ('{"object": "chat.completion", "choices": []}', "without a choice"),
+        ('{"choices": [{"index": 0, "message": {"content": ""}}]}', "without a finish_reason"),
+        ('{"choices": [{"finish_reason": "stop", "message": "oops"}]}', "another shape"),
+    ],
+)
+def test_an_answer_of_the_wrong_shape_is_not_an_empty_review(
+    server: FakeVLLM, body: str, said: str
+) -> None:
+    server.answer_with("POST /v1/chat/completions", body)
     (result,) = review(server, stream=False, max_retries=1)
-    assert result.error is not None and "choice" in result.error
+    assert result.error is not None and said in result.error
     assert result.records[-1].retries == 1
 
 

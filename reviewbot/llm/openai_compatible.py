@@ -142,8 +142,10 @@ class OpenAICompatibleBackend:
             isinstance(card, dict) and isinstance(card.get("id"), str) for card in cards
         ):
             raise ServerAnswerError(
-                f"the server at {self.base_url} answered GET {MODELS_PATH} without a list of "
-                f"models: {_snippet(json.dumps(page))}"
+                self._one_line(
+                    f"the server at {self.base_url} answered GET {MODELS_PATH} without a list "
+                    f"of models: {_snippet(json.dumps(page))}"
+                )
             )
         models = [card["id"] for card in cards]
         if not models:
@@ -262,7 +264,10 @@ class OpenAICompatibleBackend:
                 stream.ttft_s = time.monotonic() - sent
                 if on_first_token is not None:
                     on_first_token()
-            stream.add(event)
+            try:
+                stream.add(event)
+            except (AttributeError, TypeError):  # a choice, delta or call that is no object
+                raise self._lost(f"sent an event of another shape: {_snippet(data)}") from None
         if stream.finish_reason is None:
             raise self._lost("ended its stream before a finish_reason")
         if not done:
@@ -276,9 +281,14 @@ class OpenAICompatibleBackend:
                 f"answered with {_described(response)}, not JSON: {_snippet(response.text)}"
             )
         choices = body.get("choices")
-        if not isinstance(choices, list) or not choices or not choices[0].get("finish_reason"):
-            raise self._lost(f"answered without a finished choice: {_snippet(response.text)}")
-        return answer_from_completion(body)
+        if not choices or not isinstance(choices, list) or not isinstance(choices[0], dict):
+            raise self._lost(f"answered without a choice: {_snippet(response.text)}")
+        if not choices[0].get("finish_reason"):
+            raise self._lost(f"answered without a finish_reason: {_snippet(response.text)}")
+        try:
+            return answer_from_completion(body)
+        except (AttributeError, TypeError):  # a message or call that is no object
+            raise self._lost(f"answered with another shape: {_snippet(response.text)}") from None
 
     def _lost(self, what: str) -> AnswerLostError:
         """The answer to POST /chat/completions could not be read whole; worth another try."""
