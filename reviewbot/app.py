@@ -30,7 +30,7 @@ if TYPE_CHECKING:  # the adapters are imported when first used, not with this mo
     from sqlalchemy import Engine
 
     from reviewbot.gitlab import GitLabClient, GitLabSettings
-    from reviewbot.llm import VLLMClient
+    from reviewbot.llm import ChunkRunner
     from reviewbot.slots import ModelSlots
     from reviewbot.store import Store
 
@@ -71,7 +71,7 @@ class App:
         self._lock = threading.Lock()
         self._store: Store | None = None
         self._gitlab: dict[str, GitLabClient] = {}
-        self._model: VLLMClient | None = None
+        self._model: ChunkRunner | None = None
         self._slots: ModelSlots | None = None
         self._slots_engine: Engine | None = None
         self._stop_model_waits = threading.Event()
@@ -137,25 +137,14 @@ class App:
 
     # ---- the model
 
-    def model(self) -> VLLMClient:
-        """The one model client; with ``shared_model_slots`` every request holds a slot."""
-        from reviewbot.llm import LLMSettings, VLLMClient
+    def model(self) -> ChunkRunner:
+        """The one model client (``Settings.llm_backend``); with ``shared_model_slots`` every
+        request holds a slot. Safe to share by every review the process runs."""
+        from reviewbot.llm import model_from_settings
 
         with self._lock:
             if self._model is None:
-                settings = self.settings
-                self._model = VLLMClient(
-                    LLMSettings(
-                        base_url=settings.llm_base_url,
-                        api_key=settings.llm_api_key,
-                        model=settings.llm_model,
-                        concurrency=settings.concurrency,
-                        request_timeout_s=settings.request_timeout_s,
-                        enable_thinking=settings.enable_thinking,
-                        max_output_tokens=settings.max_output_tokens,
-                    ),
-                    slots=self._model_slots(),
-                )
+                self._model = model_from_settings(self.settings, slots=self._model_slots())
             return self._model
 
     def _model_slots(self) -> ModelSlots | None:

@@ -32,6 +32,9 @@ PUBLISH_MODES = ("discussions", "drafts")
 # GitLab.com allows 300 note creations per minute per user; stay well below. Self-managed
 # GitLab without that limit can raise it.
 DEFAULT_GITLAB_NOTES_PER_MINUTE = 120
+LLM_BACKEND_VLLM = "vllm"
+LLM_BACKEND_OPENAI_COMPATIBLE = "openai-compatible"
+LLM_BACKENDS = (LLM_BACKEND_VLLM, LLM_BACKEND_OPENAI_COMPATIBLE)
 
 
 class ConfigError(ValueError):
@@ -50,6 +53,8 @@ class Settings:
     llm_base_url: str = DEFAULT_LLM_BASE_URL
     llm_api_key: str | None = field(default=None, repr=False)
     llm_model: str | None = None
+    # "vllm", or "openai-compatible" for servers without vLLM's extras (Ollama, llama.cpp)
+    llm_backend: str = LLM_BACKEND_VLLM
     database_url: str = field(default_factory=_default_database_url)
     max_model_len: int | None = None  # None: ask the server (/v1/models)
     max_output_tokens: int = 4096
@@ -82,6 +87,7 @@ class Settings:
         for category in self.categories:
             _check_choice("categories", category, [c.value for c in Category])
         _check_choice("publish_mode", self.publish_mode, PUBLISH_MODES)
+        _check_choice("llm_backend", self.llm_backend, LLM_BACKENDS)
         for name in ("max_output_tokens", "concurrency", "max_inline", "gitlab_notes_per_minute"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")

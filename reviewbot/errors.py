@@ -92,9 +92,11 @@ ERROR_TABLE: tuple[tuple[str, str, Disposition], ...] = (
     ("reviewbot.gitlab", "GitLabAuthError", FAILED),
     ("reviewbot.gitlab", "GitLabUnavailableError", TRANSIENT),
     ("reviewbot.gitlab", "GitLabError", FAILED),
-    # the model server
-    ("reviewbot.llm", "LLMUnavailableError", TRANSIENT),
-    ("reviewbot.llm", "LLMError", FAILED),
+    # the model server: down or overloaded passes; misconfigured (no such model, no tool
+    # parser, an answer that is not what the API promises) stays so
+    ("reviewbot.llm.backend", "LLMUnavailableError", TRANSIENT),
+    ("reviewbot.llm.backend", "RetryableModelError", TRANSIENT),
+    ("reviewbot.llm.backend", "LLMError", FAILED),
     # another run holds the MR, part of the diff was not reviewed, the worker is stopping
     ("reviewbot.mr", "MergeRequestBusyError", WAIT),
     ("reviewbot.mr", "ReviewIncompleteError", TRANSIENT),

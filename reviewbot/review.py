@@ -21,7 +21,7 @@ from reviewbot.config import Settings
 from reviewbot.diff import FileDiff
 from reviewbot.exclusions import ExclusionRules
 from reviewbot.findings import Category, FindingsOptions, FindingsResult, Severity, process
-from reviewbot.llm import CallRecord, ChunkRequest, ChunkResult, LLMClient
+from reviewbot.llm.backend import CallRecord, ChunkRequest, ChunkResult, LLMClient
 from reviewbot.prompts import ReviewContext, prompt_version, render_messages, tool_schemas
 from reviewbot.tokens import TokenCounter
 

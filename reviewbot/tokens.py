@@ -1,7 +1,7 @@
 """Token counting for budgets: the local Qwen BPE, and a conservative byte estimate as fallback.
 
-The exact count comes from the server (vLLM ``POST /tokenize``, see ``llm.py``), which includes
-the chat template and the tool schemas. Before a server is known, or when it has no such
+The exact count comes from the server (vLLM ``POST /tokenize``, see ``llm/vllm.py``), which
+includes the chat template and the tool schemas. Before a server is known, or when it has no such
 endpoint, a local count is used with ``headroom``: the fraction of the context each counter keeps
 free to absorb its error.
 

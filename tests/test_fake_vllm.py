@@ -307,6 +307,26 @@ def test_auto_tool_choice_without_parser_is_rejected():
     assert forced.tool_calls
 
 
+def test_tool_choice_refused_like_llama_server_without_jinja():
+    with fake_and_client(tool_choice_refused=True) as (fake, other):
+        with pytest.raises(openai.InternalServerError) as raised:
+            review(other, fake, tool_choice="none")
+        assert review(other, fake, tool_choice="auto").choices[0].message.tool_calls
+        assert review(other, fake).choices[0].message.tool_calls  # tools alone mean "auto"
+    assert raised.value.status_code == 500
+    assert "tool_choice param requires --jinja flag" in str(raised.value)
+
+
+def test_ollama_like_model_cards_and_request_paths():
+    with FakeVLLM(advertise_max_model_len=False) as fake:
+        (card,) = httpx.get(f"{fake.base_url}/models").json()["data"]
+        httpx.post(f"{fake.root_url}/tokenize", json={"prompt": "x"})
+        paths = list(fake.paths)
+    assert card == {"id": fake.model, "object": "model", "created": card["created"],
+                    "owned_by": "library"}  # fmt: skip
+    assert paths == ["GET /v1/models", "POST /tokenize"]
+
+
 def test_xml_in_content_when_the_prompt_asks_for_it(server: FakeVLLM, client: OpenAI):
     messages = review_messages(RISKY_LINES)
     messages[0]["content"] += "\nAnswer with <tool_call><function=report_finding> blocks."
@@ -563,6 +583,48 @@ def test_empty_tool_calls_stream(server: FakeVLLM, client: OpenAI):
     streamed = accumulate_stream(review(client, server, stream=True))
     assert streamed["finish"] == "tool_calls"
     assert streamed["calls"] == []
+
+
+def test_line_separators_are_sent_raw_in_the_stream(server: FakeVLLM):
+    server.add_faults("line_separators")
+    body = {"model": server.model, "messages": review_messages(RISKY_LINES), "stream": True,
+            "tools": [REPORT_FINDING_TOOL]}  # fmt: skip
+    raw = httpx.post(f"{server.base_url}/chat/completions", json=body).content
+    assert "\u2028".encode() in raw and "\u0085".encode() in raw
+    assert raw.count(b"\n\n") == raw.count(b"data: ")  # still one line per event
+
+
+def raw_stream(server: FakeVLLM) -> list[str]:
+    """The ``data:`` values of a streamed review, as sent."""
+    body = {"model": server.model, "messages": review_messages(RISKY_LINES), "stream": True,
+            "tools": [REPORT_FINDING_TOOL]}  # fmt: skip
+    text = httpx.post(f"{server.base_url}/chat/completions", json=body).text
+    return [line.removeprefix("data: ") for line in text.split("\n") if line.startswith("data:")]
+
+
+def test_broken_stream_faults(server: FakeVLLM):
+    server.add_faults("invalid_json_stream", "stream_cut_mid_call", "missing_done")
+    invalid, cut, no_done = raw_stream(server), raw_stream(server), raw_stream(server)
+    assert invalid[-1] == "[DONE]" and len(invalid) > 2
+    for data in invalid[:-1]:
+        with pytest.raises(json.JSONDecodeError):
+            json.loads(data)
+    events = [json.loads(data) for data in cut]
+    assert events[-1]["choices"][0]["delta"]["tool_calls"][0]["function"]["arguments"] == "{"
+    assert not any(event["choices"][0]["finish_reason"] for event in events)
+    assert json.loads(no_done[-1])["choices"][0]["finish_reason"] == "tool_calls"
+
+
+def test_error_event_html_page_and_canned_answers(server: FakeVLLM):
+    server.add_faults("error_event", "html_200")
+    events = raw_stream(server)
+    assert json.loads(events[-2])["error"]["type"] == "BadRequestError" and events[-1] == "[DONE]"
+    page = httpx.post(f"{server.base_url}/chat/completions", json={"messages": []})
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    server.answer_with("POST /tokenize", '{"tokens": []}')
+    with httpx.Client() as http:  # one kept-alive connection: the canned answer reads the body
+        answers = [http.post(f"{server.root_url}/tokenize", json={"prompt": "x"}) for _ in "ab"]
+    assert [answer.json() for answer in answers] == [{"tokens": []}] * 2
 
 
 def test_hermes_content_fault(server: FakeVLLM, client: OpenAI):

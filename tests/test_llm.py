@@ -9,6 +9,7 @@ from __future__ import annotations
 import socket
 from collections.abc import Iterator
 from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -16,11 +17,13 @@ import pytest
 from reviewbot.llm import (
     ChunkRequest,
     ChunkResult,
+    LLMError,
     LLMSettings,
     LLMUnavailableError,
     ModelNotFoundError,
-    VLLMClient,
+    runner_for,
 )
+from reviewbot.llm.openai_compatible import retry_after_seconds, sse_data
 from reviewbot.prompts import tool_schemas
 from tests.fakes.vllm_server import FakeVLLM
 
@@ -65,7 +68,7 @@ def server() -> Iterator[FakeVLLM]:
 
 
 def review(server: FakeVLLM, count: int = 1, **overrides: Any) -> list[ChunkResult]:
-    with VLLMClient(settings_for(server, **overrides)) as client:
+    with runner_for(settings_for(server, **overrides)) as client:
         return client.review_chunks([chunk(i, f"src/mod{i}.py") for i in range(count)])
 
 
@@ -94,7 +97,7 @@ def test_second_chunk_with_same_prefix_records_cached_tokens(server: FakeVLLM) -
 
 def test_results_keep_request_order_and_on_done_sees_each(server: FakeVLLM) -> None:
     seen: list[int] = []
-    with VLLMClient(settings_for(server)) as client:
+    with runner_for(settings_for(server)) as client:
         results = client.review_chunks(
             [chunk(i) for i in range(5)], on_done=lambda r: seen.append(r.chunk_index)
         )
@@ -103,7 +106,7 @@ def test_results_keep_request_order_and_on_done_sees_each(server: FakeVLLM) -> N
 
 
 def test_falls_back_to_json_schema_without_tool_parser() -> None:
-    with FakeVLLM(tool_parser=False) as fake, VLLMClient(settings_for(fake)) as client:
+    with FakeVLLM(tool_parser=False) as fake, runner_for(settings_for(fake)) as client:
         first, second = client.review_chunks([chunk(0), chunk(1)])
         assert client.mode == "json_schema"
     assert reported_lines(first) == RISKY_FINDING_LINES
@@ -114,7 +117,7 @@ def test_falls_back_to_json_schema_without_tool_parser() -> None:
 
 def test_falls_back_to_content_when_response_format_is_ignored() -> None:
     fake = FakeVLLM(tool_parser=False, honour_response_format=False)
-    with fake, VLLMClient(settings_for(fake)) as client:
+    with fake, runner_for(settings_for(fake)) as client:
         (result,) = client.review_chunks([chunk(0)])
         assert client.mode == "content"
     assert reported_lines(result) == RISKY_FINDING_LINES
@@ -138,7 +141,7 @@ def test_reasoning_is_not_read_as_an_answer(server: FakeVLLM) -> None:
 def test_reasoning_leaked_into_content_is_stripped_in_content_mode() -> None:
     with FakeVLLM(tool_parser=False, honour_response_format=False) as fake:
         fake.add_faults("reasoning", "reasoning", "reasoning")
-        with VLLMClient(settings_for(fake)) as client:
+        with runner_for(settings_for(fake)) as client:
             (result,) = client.review_chunks([chunk(0)])
     assert reported_lines(result) == RISKY_FINDING_LINES and not result.invalid
 
@@ -171,7 +174,7 @@ def test_context_overflow_is_flagged_not_retried(server: FakeVLLM) -> None:
 
 
 def test_real_context_overflow_from_a_small_model_length() -> None:
-    with FakeVLLM(max_model_len=64) as fake, VLLMClient(settings_for(fake)) as client:
+    with FakeVLLM(max_model_len=64) as fake, runner_for(settings_for(fake)) as client:
         (result,) = client.review_chunks([chunk(0)])
         assert result.context_overflow and fake.stats.requests == 1
 
@@ -214,7 +217,7 @@ def free_port() -> int:
 
 def test_unreachable_server_says_how_to_start_vllm() -> None:
     url = f"http://127.0.0.1:{free_port()}/v1"
-    client = VLLMClient(LLMSettings(base_url=url, api_key=API_KEY))
+    client = runner_for(LLMSettings(base_url=url, api_key=API_KEY))
     with client, pytest.raises(LLMUnavailableError) as caught:
         client.review_chunks([chunk(0)])
     message = str(caught.value)
@@ -223,14 +226,14 @@ def test_unreachable_server_says_how_to_start_vllm() -> None:
 
 
 def test_unknown_model_names_the_served_models(server: FakeVLLM) -> None:
-    client = VLLMClient(settings_for(server, model="no/such-model"))
+    client = runner_for(settings_for(server, model="no/such-model"))
     with client, pytest.raises(ModelNotFoundError) as caught:
         client.review_chunks([chunk(0)])
     assert server.model in str(caught.value) and "no/such-model" in str(caught.value)
 
 
 def test_server_info_reads_models_and_max_model_len(server: FakeVLLM) -> None:
-    with VLLMClient(settings_for(server)) as client:
+    with runner_for(settings_for(server)) as client:
         info = client.server_info()
     assert info.model == server.model and info.models == [server.model]
     assert info.max_model_len == server.max_model_len
@@ -239,14 +242,14 @@ def test_server_info_reads_models_and_max_model_len(server: FakeVLLM) -> None:
 @pytest.mark.parametrize("thinking", [None, False])
 def test_tokenize_count_equals_usage_prompt_tokens(server: FakeVLLM, thinking: Any) -> None:
     request = chunk(0)
-    with VLLMClient(settings_for(server, enable_thinking=thinking)) as client:
+    with runner_for(settings_for(server, enable_thinking=thinking)) as client:
         counted = client.count_prompt_tokens(request.messages, request.tools)
         (result,) = client.review_chunks([request])
     assert counted == result.records[0].prompt_tokens
 
 
 def test_tokenize_unsupported_gives_none() -> None:
-    with FakeVLLM(tokenize_endpoint=False) as fake, VLLMClient(settings_for(fake)) as client:
+    with FakeVLLM(tokenize_endpoint=False) as fake, runner_for(settings_for(fake)) as client:
         request = chunk(0)
         assert client.count_prompt_tokens(request.messages, request.tools) is None
         assert client.count_prompt_tokens(request.messages, request.tools) is None
@@ -255,8 +258,155 @@ def test_tokenize_unsupported_gives_none() -> None:
 @pytest.mark.parametrize("warm_prefix", [True, False])
 def test_concurrency_never_exceeds_the_limit(server: FakeVLLM, warm_prefix: bool) -> None:
     limit = 2
-    with VLLMClient(settings_for(server, concurrency=limit, warm_prefix=warm_prefix)) as client:
+    with runner_for(settings_for(server, concurrency=limit, warm_prefix=warm_prefix)) as client:
         results = client.review_chunks([chunk(i) for i in range(6)])
         assert client.peak_in_flight <= limit
     assert server.stats.peak_in_flight <= limit
     assert all(reported_lines(r) == RISKY_FINDING_LINES for r in results)
+
+
+def test_line_separators_in_model_text_do_not_split_stream_events(server: FakeVLLM) -> None:
+    # SSE lines end at CR, LF or CRLF only; U+2028 and U+0085 are text (str.splitlines is not).
+    server.add_faults("line_separators")
+    (result,) = review(server)
+    assert result.error is None and not result.invalid
+    assert reported_lines(result) == RISKY_FINDING_LINES
+    assert all("\u2028the style guide\u0085section" in call["body"] for call in result.calls)
+
+
+def test_sse_data_follows_the_event_stream_format() -> None:
+    # https://html.spec.whatwg.org/multipage/server-sent-events.html#event-stream-interpretation
+    chunks = [
+        b': comment\r\ndata: {"a": "x\xe2\x80\xa8y\xc2\x85z"}\r',  # CRLF split across chunks
+        b"\n\r\ndata:first\ndata: second\n\nevent: ping\ndata: [DONE]\r\r",
+        b"data: never ended\n",  # no blank line before the end: not an event
+    ]
+    assert list(sse_data(chunks)) == [
+        '{"a": "x\u2028y\u0085z"}',
+        "first\nsecond",
+        "[DONE]",
+    ]
+
+
+LOST_STREAMS = ["invalid_json_stream", "stream_cut_mid_call", "missing_done"]
+
+
+@pytest.mark.parametrize("fault", LOST_STREAMS)
+def test_a_stream_that_did_not_arrive_whole_is_retried(server: FakeVLLM, fault: str) -> None:
+    server.add_faults(fault)
+    (result,) = review(server)
+    assert result.error is None and not result.invalid
+    assert reported_lines(result) == RISKY_FINDING_LINES
+    assert result.records[-1].retries == 1
+
+
+@pytest.mark.parametrize("fault", [*LOST_STREAMS, "hang"])
+def test_a_chunk_whose_answer_stays_lost_is_an_error_not_a_clean_review(
+    server: FakeVLLM, fault: str
+) -> None:
+    retries = 1
+    server.add_faults(*[fault] * (retries + 1))
+    (result,) = review(server, max_retries=retries, request_timeout_s=0.3)
+    assert result.error and not result.calls and not result.context_overflow
+    assert result.records[-1].outcome == "error" and result.records[-1].retries == retries
+    assert server.stats.requests == retries + 1
+
+
+def test_empty_tool_calls_twice_is_an_error(server: FakeVLLM) -> None:
+    server.add_faults("empty_tool_calls_stream", "empty_tool_calls_stream")
+    (result,) = review(server, max_retries=1)
+    assert result.error is not None and "tool_calls" in result.error and not result.calls
+    assert [r.outcome for r in result.records] == ["no_tool_calls_retry", "error"]
+    assert server.stats.requests == 2
+
+
+def test_an_error_event_mid_stream_is_retried(server: FakeVLLM) -> None:
+    server.add_faults("error_event")
+    (result,) = review(server)
+    assert result.error is None and reported_lines(result) == RISKY_FINDING_LINES
+    assert result.records[-1].retries == 1
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_an_html_page_instead_of_an_answer_is_retried(server: FakeVLLM, stream: bool) -> None:
+    server.add_faults("html_200")
+    (result,) = review(server, stream=stream)
+    assert result.error is None and reported_lines(result) == RISKY_FINDING_LINES
+    assert result.records[-1].retries == 1
+
+
+@pytest.mark.parametrize(
+    ("fault", "stream", "said"),
+    [
+        ("error_event", True, "error mid-stream: Engine loop has died"),
+        ("html_200", True, "text/html"),
+        ("html_200", False, "text/html"),
+    ],
+)
+def test_a_server_error_that_persists_is_one_clear_chunk_error(
+    server: FakeVLLM, fault: str, stream: bool, said: str
+) -> None:
+    server.add_faults(fault, fault)
+    (result,) = review(server, stream=stream, max_retries=1)
+    assert result.error is not None and said in result.error
+    assert server.base_url in result.error and "\n" not in result.error
+
+
+@pytest.mark.parametrize(
+    ("body", "said"),
+    [
+        ('{"object": "chat.completion", "choices": []}', "without a choice"),
+        ('{"choices": [{"index": 0, "message": {"content": ""}}]}', "without a finish_reason"),
+        ('{"choices": [{"finish_reason": "stop", "message": "oops"}]}', "another shape"),
+    ],
+)
+def test_an_answer_of_the_wrong_shape_is_not_an_empty_review(
+    server: FakeVLLM, body: str, said: str
+) -> None:
+    server.answer_with("POST /v1/chat/completions", body)
+    (result,) = review(server, stream=False, max_retries=1)
+    assert result.error is not None and said in result.error
+    assert result.records[-1].retries == 1
+
+
+@pytest.mark.parametrize(
+    ("route", "body", "content_type", "said"),
+    [
+        ("GET /v1/models", "<html><title>Sign in</title></html>", "text/html", "text/html"),
+        (
+            "GET /v1/models",
+            '{"object": "list", "data": [{"id": "MODEL", "max_model_len": "64k"}]}',
+            "application/json",
+            "max_model_len '64k'",
+        ),
+        # What llama-server's /tokenize answers a body without "content".
+        ("POST /tokenize", '{"tokens": []}', "application/json", "without an integer count"),
+    ],
+    ids=["models-html", "models-max-model-len", "tokenize-no-count"],
+)
+def test_a_malformed_server_answer_is_one_clear_line(
+    server: FakeVLLM, route: str, body: str, content_type: str, said: str
+) -> None:
+    server.answer_with(route, body.replace("MODEL", server.model), content_type=content_type)
+    request = chunk(0)
+    with runner_for(settings_for(server)) as client, pytest.raises(LLMError) as caught:
+        client.server_info()
+        client.count_prompt_tokens(request.messages, request.tools)
+    message = str(caught.value)
+    assert said in message and server.root_url in message and "\n" not in message
+
+
+def test_retry_after_is_read_in_both_forms() -> None:
+    # RFC 9110 section 10.2.3: delta-seconds or an HTTP-date.
+    now = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
+    assert retry_after_seconds("7", now=now) == 7.0
+    assert retry_after_seconds("Thu, 01 Jan 2026 12:00:30 GMT", now=now) == 30.0
+    assert retry_after_seconds("Thu, 01 Jan 2026 11:00:00 GMT", now=now) == 0.0  # past
+    for unreadable in (None, "", "soon", "-3", "nan", "inf"):
+        assert retry_after_seconds(unreadable, now=now) is None
+
+
+def test_a_retry_after_date_far_ahead_is_capped(server: FakeVLLM) -> None:
+    server.add_faults("http_429_date")  # an hour ahead; the wait is capped at backoff_max_s
+    (result,) = review(server)
+    assert result.error is None and result.records[-1].retries == 1

@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from reviewbot.cli import main
+from reviewbot.diff import parse_git_diff
+from reviewbot.llm import LLMSettings, runner_for
+from reviewbot.prompts import ReviewContext
+from reviewbot.review import ReviewOptions, review_files
+from reviewbot.tokens import local_counter
 from tests.fakes.vllm_server import FakeVLLM
 from tests.mr_world import git, init_repo
 
@@ -135,3 +141,54 @@ def test_server_without_any_tool_support_is_a_clear_error(repo: Path) -> None:
     assert code == 1 and len(err.strip().splitlines()) == 1
     assert "accepts neither tool calls, nor a JSON schema, nor tool calls in text" in err
     assert "--enable-auto-tool-choice" in err  # says how to start vLLM with tool support
+
+
+def test_openai_compatible_backend_reviews_through_an_ollama_like_server(repo: Path) -> None:
+    ollama_like = FakeVLLM(
+        tokenize_endpoint=False, advertise_max_model_len=False, report_cached_tokens=False
+    )
+    args = ["review", "--git", "HEAD~1..HEAD", "--repo", str(repo), "--base-url"]
+    with ollama_like as server:
+        result = CliRunner().invoke(
+            main,
+            [*args, server.base_url, "--json", "--min-severity", "info"],
+            env={"REVIEWBOT_LLM_BACKEND": "openai-compatible"},
+        )
+        assert result.exit_code == 0, result.stderr
+        assert "POST /tokenize" not in server.paths
+    assert len(json.loads(result.stdout)["findings"]) == 3
+
+
+@pytest.mark.parametrize(
+    "faults",
+    [
+        ["empty_tool_calls_stream"] * 2,
+        ["invalid_json_stream"] * 2,
+        ["stream_cut_mid_call"] * 2,
+        ["missing_done"] * 2,
+        ["hang"] * 2,
+    ],
+    ids=lambda faults: faults[0],
+)
+def test_a_chunk_whose_answer_was_lost_is_a_chunk_error(repo: Path, faults: list[str]) -> None:
+    files = parse_git_diff(git(repo, "diff", "HEAD~1", "HEAD"))
+    settings = LLMSettings(max_retries=1, request_timeout_s=0.3, backoff_base_s=0.001)
+    with FakeVLLM() as server, runner_for(replace(settings, base_url=server.base_url)) as llm:
+        server.add_faults(*faults)
+        result = review_files(
+            files,
+            context=ReviewContext(title="risky"),
+            llm=llm,
+            counter=local_counter(),
+            options=ReviewOptions(),
+        )
+    assert list(result.chunk_errors) == [0] and result.chunks_reviewed == 0
+    assert not result.findings.findings
+
+
+def test_a_proxy_page_instead_of_the_model_server_is_one_error_line(repo: Path) -> None:
+    with FakeVLLM() as server:
+        server.answer_with("GET /v1/models", "<html>Sign in</html>", content_type="text/html")
+        code, _, err = review(repo, server.base_url)
+    assert code == 1 and len(err.strip().splitlines()) == 1
+    assert "text/html" in err and "REVIEWBOT_LLM_BASE_URL" in err

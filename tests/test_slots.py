@@ -24,7 +24,7 @@ from sqlalchemy.engine import make_url
 
 from reviewbot.app import App
 from reviewbot.config import ConfigError, Settings
-from reviewbot.llm import LLMSettings, VLLMClient
+from reviewbot.llm import LLMSettings, runner_for
 from reviewbot.queue import JobQueue
 from reviewbot.slots import (
     LocalSlots,
@@ -262,7 +262,7 @@ def test_every_model_request_holds_a_slot_and_its_wait_is_recorded() -> None:
     with FakeVLLM() as server:
         server.add_faults("http_503")  # the first request fails and is retried
         settings = LLMSettings(base_url=server.base_url, backoff_base_s=0.001, backoff_max_s=0.01)
-        with VLLMClient(settings, slots=slots) as client:
+        with runner_for(settings, slots=slots) as client:
             [result] = client.review_chunks([chunk(0)])
         requests = server.stats.requests
     assert result.error is None and result.calls

@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection
 from typing import Any
 
-from reviewbot.llm import ChunkRequest, ChunkResult, LLMSettings, VLLMClient
+from reviewbot.llm import ChunkRequest, ChunkResult, LLMSettings, runner_for
 from tests.fakes.vllm_server import (
     Answer,
     FakeVLLM,
@@ -108,7 +108,7 @@ def _run(requests: Sequence[ChunkRequest], warm_prefix: bool) -> RunFigures:
     try:
         base_url = parent.recv()
         settings = LLMSettings(base_url=base_url, warm_prefix=warm_prefix, concurrency=8)
-        with VLLMClient(settings) as client:
+        with runner_for(settings) as client:
             client.server_info()
             cpu_start, wall_start = time.process_time(), time.perf_counter()
             results = client.review_chunks(requests)

@@ -64,16 +64,26 @@ ends with ``finish_reason: "length"``, the unparsed text in ``content`` and no t
 
 Fault modes (:meth:`FakeVLLM.add_faults`, one per chat request, first in first out)
 -------------------------------------------------------------------------------------
-``http_500``, ``http_503``, ``http_429`` (with ``Retry-After``), ``context_overflow``
+``http_500``, ``http_503``, ``http_429`` (with ``Retry-After`` in seconds),
+``http_429_date`` (``Retry-After`` as an HTTP-date an hour ahead), ``context_overflow``
 (the 400 regardless of size), ``hang`` (no answer until the client leaves, the server
 stops or 30 s pass), ``disconnect`` (socket closed mid-stream, or before any answer),
 ``malformed_arguments`` (first call's arguments are not valid JSON),
 ``hallucinated_path``, ``hallucinated_line`` (line not in the diff), ``quick_action``
 (bodies carry ``/merge``, ``/approve`` and ``@all``), ``reasoning`` (reasoning fields plus
 ``<think>...</think>`` leaked into ``content``), ``empty_tool_calls_stream``
-(``finish_reason: "tool_calls"`` without any tool call, a known vLLM bug) and
-``hermes_content`` (Hermes ``<tool_call>{json}</tool_call>`` text in ``content``). Faults
-that change findings invent one finding when the diff has none.
+(``finish_reason: "tool_calls"`` without any tool call, a known vLLM bug),
+``hermes_content`` (Hermes ``<tool_call>{json}</tool_call>`` text in ``content``) and
+``line_separators`` (finding bodies hold U+2028 and U+0085, sent raw in the stream's JSON as
+vLLM's pydantic serialiser does: a client that splits lines with ``str.splitlines`` breaks the
+event). Faults that change findings invent one finding when the diff has none. Streams only:
+``invalid_json_stream`` (every ``data:`` line but ``[DONE]`` cut one character short),
+``stream_cut_mid_call`` (the body ends cleanly in the middle of the first tool call's
+arguments: no ``finish_reason``, no ``[DONE]``), ``missing_done`` (all but ``[DONE]``) and
+``error_event`` (``data: {"error": ...}`` after a few chunks, then ``[DONE]``, as vLLM sends
+when generation fails mid-stream). ``html_200``: a proxy's HTML page with status 200 instead of
+any answer. :meth:`FakeVLLM.answer_with` replaces what one route answers (a broken model card,
+a ``/tokenize`` answer from another server...).
 
 Latency model and prefix cache
 ------------------------------
@@ -88,6 +98,7 @@ do not both hit, and the last prompt token is always recomputed (as vLLM V1 does
 from __future__ import annotations
 
 import contextlib
+import email.utils
 import html
 import json
 import re
@@ -121,12 +132,23 @@ EOS_TOKEN_COUNT = 1
 HANG_LIMIT_S = 30.0
 POLL_INTERVAL_S = 0.05
 RETRY_AFTER_S = 1
+RETRY_AFTER_DATE_S = 3600  # far enough ahead that a client must cap it
 DISCONNECT_AFTER_CHUNKS = 2
 HALLUCINATED_PATH = "src/does_not_exist.py"
 HALLUCINATED_LINE_OFFSET = 1000
 NO_ISSUES_TEXT = "No issues found."
 DEFAULT_TOOL_NAME = "report_finding"
 QUICK_ACTION_TEXT = "\n/merge\n/approve\n@all please merge this right away"
+# LINE SEPARATOR and NEXT LINE: line breaks for str.splitlines, plain characters for SSE and JSON.
+LINE_SEPARATORS_TEXT = " See\u2028the style guide\u0085section 4."
+PROXY_LOGIN_PAGE = (
+    "<!DOCTYPE html>\n<html><head><title>Sign in - Corporate Proxy</title></head>\n"
+    "<body><form method=post action=/login>Your session has expired.</form></body></html>\n"
+)
+# vLLM's create_streaming_error_response defaults to this type and code whatever went wrong, so
+# an error event's code says nothing about whether a retry may work.
+STREAM_ERROR_TYPE = "BadRequestError"
+STREAM_ERROR_MESSAGE = "Engine loop has died"
 
 # Buckets of vllm:time_to_first_token_seconds (vllm/v1/metrics/loggers.py).
 TTFT_BUCKETS_S = (
@@ -170,15 +192,27 @@ KNOWN_FAULTS = frozenset(
         "empty_tool_calls_stream",
         "context_overflow",
         "hermes_content",
+        "line_separators",
+        "invalid_json_stream",
+        "stream_cut_mid_call",
+        "missing_done",
+        "error_event",
+        "html_200",
+        "http_429_date",
     }
 )
-FINDING_FAULTS = frozenset({"hallucinated_path", "hallucinated_line", "quick_action"})
+FINDING_FAULTS = frozenset(
+    {"hallucinated_path", "hallucinated_line", "quick_action", "line_separators"}
+)
 
 # vllm/entrypoints/openai/chat_completion/serving.py rejects tool_choice "auto" without a parser.
 AUTO_TOOL_CHOICE_ERROR = (
     '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
 )
 TOOLS_REFUSED_ERROR = "tools are not supported by this server"
+# llama-server without --jinja answers any tool_choice but "auto" with this, status 500
+# (oaicompat_chat_params_parse in ggml-org/llama.cpp tools/server).
+TOOL_CHOICE_REFUSED_ERROR = "tool_choice param requires --jinja flag"
 
 
 # --------------------------------------------------------------------------- public data
@@ -515,6 +549,9 @@ def apply_finding_fault(
     elif fault == "hallucinated_line":
         highest = max((line.number for line in lines), default=0)
         first["line"] = highest + HALLUCINATED_LINE_OFFSET
+    elif fault == "line_separators":
+        for finding in findings:
+            finding["body"] += LINE_SEPARATORS_TEXT
     else:
         for finding in findings:
             finding["body"] += QUICK_ACTION_TEXT
@@ -990,9 +1027,12 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
 
-    def read_json(self) -> dict[str, Any]:
+    def read_body(self) -> bytes:
         length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length else b""
+        return self.rfile.read(length) if length else b""
+
+    def read_json(self) -> dict[str, Any]:
+        raw = self.read_body()
         try:
             body = json.loads(raw or b"{}")
         except json.JSONDecodeError as error:
@@ -1034,10 +1074,19 @@ class FakeVLLM:
         honour_response_format: bool = True,
         tokenize_endpoint: bool = True,
         accept_tools: bool = True,
+        tool_choice_refused: bool = False,
+        advertise_max_model_len: bool = True,
     ) -> None:
         """``accept_tools=False`` refuses any request carrying ``tools`` with a 400, like an
         OpenAI-compatible proxy or old server in front of the model that has no tool support at
-        all (with ``honour_response_format=False``, no fallback of the client can work)."""
+        all (with ``honour_response_format=False``, no fallback of the client can work).
+
+        Other servers than vLLM: ``tokenize_endpoint=False`` answers ``/tokenize`` with 404
+        (Ollama has no such route); ``tool_choice_refused=True`` answers a ``tool_choice`` other
+        than "auto" with llama-server's 500 when it runs without ``--jinja``;
+        ``advertise_max_model_len=False`` lists models with Ollama's card fields only (id,
+        object, created, owned_by); ``report_cached_tokens=False`` leaves out
+        ``prompt_tokens_details`` as vLLM does without --enable-prompt-tokens-details."""
         self.model = model
         self.max_model_len = max_model_len
         self.tool_parser = tool_parser
@@ -1047,7 +1096,11 @@ class FakeVLLM:
         self.honour_response_format = honour_response_format
         self.tokenize_endpoint = tokenize_endpoint
         self.accept_tools = accept_tools
-        self.requests: list[dict[str, Any]] = []
+        self.tool_choice_refused = tool_choice_refused
+        self.advertise_max_model_len = advertise_max_model_len
+        self.requests: list[dict[str, Any]] = []  # chat request bodies
+        self.paths: list[str] = []  # "METHOD /path" of every request, in order
+        self._canned: dict[str, tuple[int, str, str]] = {}
         self._faults: deque[str] = deque()
         self._stats = FakeStats()
         self._counters = EngineCounters()
@@ -1108,6 +1161,18 @@ class FakeVLLM:
 
     # ----- test controls
 
+    def answer_with(
+        self,
+        route: str,
+        body: str,
+        *,
+        status: int = HTTPStatus.OK,
+        content_type: str = "application/json",
+    ) -> None:
+        """Answer every request to ``route`` ("METHOD /path") with this body from now on."""
+        with self._lock:
+            self._canned[route] = (status, body, content_type)
+
     def add_faults(self, *faults: str) -> None:
         unknown = set(faults) - KNOWN_FAULTS
         if unknown:
@@ -1136,6 +1201,13 @@ class FakeVLLM:
 
     def _dispatch(self, handler: _Handler, method: str) -> None:
         path = handler.path.split("?", 1)[0]
+        with self._lock:
+            self.paths.append(f"{method} {path}")
+            canned = self._canned.get(f"{method} {path}")
+        if canned is not None:
+            handler.read_body()  # an unread body would be taken for the next request
+            handler.send_text(*canned)
+            return
         routes = {
             ("GET", "/health"): lambda: handler.send_text(HTTPStatus.OK, "", "text/plain"),
             ("GET", "/version"): lambda: handler.send_json(
@@ -1180,6 +1252,15 @@ class FakeVLLM:
             "group": None,
             "is_blocking": False,
         }
+        if not self.advertise_max_model_len:
+            # Ollama's Model in openai/openai.go: no context length, no permissions.
+            ollama_card = {
+                "id": self.model,
+                "object": "model",
+                "created": self._created,
+                "owned_by": "library",
+            }
+            return {"object": "list", "data": [ollama_card]}
         card = {
             "id": self.model,
             "object": "model",
@@ -1235,9 +1316,16 @@ class FakeVLLM:
         arrival = time.monotonic()
         body = handler.read_json()
         fault = self._record_request(body)
+        if fault == "html_200":
+            handler.send_text(HTTPStatus.OK, PROXY_LOGIN_PAGE, "text/html; charset=utf-8")
+            return
         self._raise_for_fault(fault)
         request = ChatRequest.from_body(body)
         self._check_model(request.model)
+        if self.tool_choice_refused and body.get("tool_choice", "auto") != "auto":
+            raise VLLMError(
+                HTTPStatus.INTERNAL_SERVER_ERROR, TOOL_CHOICE_REFUSED_ERROR, "server_error"
+            )
         if request.tools and not self.accept_tools:
             raise VLLMError(HTTPStatus.BAD_REQUEST, TOOLS_REFUSED_ERROR, "BadRequestError")
         if request.tools and request.tool_choice == "auto" and not self.tool_parser:
@@ -1282,6 +1370,14 @@ class FakeVLLM:
                 "Too Many Requests",
                 "RateLimitError",
                 headers={"Retry-After": str(RETRY_AFTER_S)},
+            )
+        if fault == "http_429_date":
+            retry_at = email.utils.formatdate(time.time() + RETRY_AFTER_DATE_S, usegmt=True)
+            raise VLLMError(
+                HTTPStatus.TOO_MANY_REQUESTS,
+                "Too Many Requests",
+                "RateLimitError",
+                headers={"Retry-After": retry_at},
             )
         if fault == "context_overflow":
             raise context_length_error(self.max_model_len, 0)
@@ -1393,6 +1489,9 @@ class FakeVLLM:
         model = request.model or self.model
         created = int(time.time())
 
+        # vLLM serialises with pydantic, which writes non-ASCII characters raw.
+        raw_text = fault == "line_separators"
+
         def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
             choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
             return json.dumps(
@@ -1402,22 +1501,38 @@ class FakeVLLM:
                     "created": created,
                     "model": model,
                     "choices": [choice],
-                }
+                },
+                ensure_ascii=not raw_text,
             )
 
+        def send(data: str) -> None:
+            # invalid_json_stream: every event loses its last character.
+            handler.send_event(data[:-1] if fault == "invalid_json_stream" else data)
+
         handler.start_event_stream()
-        for sent, (delta, tokens) in enumerate(stream_deltas(answer)):
+        deltas = list(stream_deltas(answer))
+        cut_at = _cut_point(deltas) if fault == "stream_cut_mid_call" else None
+        for sent, (delta, tokens) in enumerate(deltas):
             if fault == "disconnect" and sent == DISCONNECT_AFTER_CHUNKS:
                 handler.drop_connection()
                 return False
+            if fault == "error_event" and sent == DISCONNECT_AFTER_CHUNKS:
+                error = VLLMError(HTTPStatus.BAD_REQUEST, STREAM_ERROR_MESSAGE, STREAM_ERROR_TYPE)
+                handler.send_event(json.dumps(error.body()))
+                handler.send_event("[DONE]")
+                handler.end_event_stream()
+                return False
+            if sent == cut_at:
+                handler.end_event_stream()  # a clean end of the body: no finish, no [DONE]
+                return False
             self._pause(self.latency.decode_s_per_token * tokens)
-            handler.send_event(chunk(delta))
+            send(chunk(delta))
         if fault == "disconnect":
             handler.drop_connection()
             return False
-        handler.send_event(chunk({}, answer.finish_reason))
+        send(chunk({}, answer.finish_reason))
         if request.include_usage:
-            handler.send_event(
+            send(
                 json.dumps(
                     {
                         "id": completion_id,
@@ -1429,7 +1544,8 @@ class FakeVLLM:
                     }
                 )
             )
-        handler.send_event("[DONE]")
+        if fault != "missing_done":
+            handler.send_event("[DONE]")
         handler.end_event_stream()
         return True
 
@@ -1454,6 +1570,16 @@ class FakeVLLM:
             counters.finished[reason] = counters.finished.get(reason, 0) + 1
             counters.ttft.observe(ttft)
             counters.e2e.observe(time.monotonic() - arrival)
+
+
+def _cut_point(deltas: Sequence[tuple[dict[str, Any], int]]) -> int:
+    """Where ``stream_cut_mid_call`` ends a stream: after the first argument piece of the
+    first tool call, or halfway through an answer without tool calls."""
+    for index, (delta, _) in enumerate(deltas):
+        calls = delta.get("tool_calls") or ()
+        if any((call.get("function") or {}).get("arguments") for call in calls):
+            return index + 1
+    return len(deltas) // 2
 
 
 def stream_deltas(answer: Answer) -> Iterator[tuple[dict[str, Any], int]]:

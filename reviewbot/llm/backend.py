@@ -1,0 +1,265 @@
+"""The model adapter's vocabulary: its data, its errors and its two Protocols.
+
+- The pipeline (``reviewbot.review``) asks an :class:`LLMClient` for the server's facts, for
+  prompt token counts and to review a list of chunks. :class:`reviewbot.llm.runner.ChunkRunner`
+  is that client: it owns concurrency, model slots, retries, the output-mode fallback and call
+  timing.
+- The runner sends each request through a :class:`ModelBackend`: one HTTP request per
+  :meth:`ModelBackend.execute` call (the shape of simonw/llm's ``Model.execute()``), which
+  answers a :class:`ModelAnswer` or raises one of the typed errors below, never an HTTP
+  library's exception.
+
+No I/O and no third-party import here: the offline path (``reviewbot plan``) and the pipeline
+import this module without loading an HTTP client.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Protocol
+
+__all__ = [
+    "MODE_CONTENT",
+    "MODE_JSON_SCHEMA",
+    "MODE_TOOL_CALLS",
+    "AnswerLostError",
+    "CallRecord",
+    "ChunkRequest",
+    "ChunkResult",
+    "ContextOverflowError",
+    "LLMClient",
+    "LLMError",
+    "LLMSettings",
+    "LLMUnavailableError",
+    "ModelAnswer",
+    "ModelBackend",
+    "ModelNotFoundError",
+    "ModelRequest",
+    "OutputModeRefusedError",
+    "RequestRefusedError",
+    "RetryableModelError",
+    "ServerAnswerError",
+    "ServerInfo",
+    "ToolCallText",
+    "ToolsUnsupportedError",
+    "one_line",
+]
+
+# Structured output, in the order the runner tries them (see reviewbot.llm.runner).
+MODE_TOOL_CALLS = "tool_calls"
+MODE_JSON_SCHEMA = "json_schema"
+MODE_CONTENT = "content"
+
+REDACTED = "***"
+MAX_ERROR_CHARS = 500
+
+
+# ---------------------------------------------------------------------------------------------
+# Settings and server facts
+
+
+@dataclass(frozen=True)
+class LLMSettings:
+    """Knobs of one model connection; the backend reads the transport ones, the runner the rest."""
+
+    base_url: str = "http://127.0.0.1:8000/v1"
+    api_key: str | None = field(default=None, repr=False)  # never logged, never in errors
+    model: str | None = None  # None -> first model of /v1/models
+    concurrency: int = 8  # requests in flight through one runner (vLLM --max-num-seqs)
+    connect_timeout_s: float = 5.0
+    request_timeout_s: float = 300.0
+    max_retries: int = 4  # per chunk, on connection errors, timeouts, 429, 5xx, lost answers
+    backoff_base_s: float = 0.5
+    backoff_max_s: float = 20.0  # also caps a server's Retry-After
+    stream: bool = True
+    enable_thinking: bool | None = None  # None: leave to server
+    max_output_tokens: int = 4096
+    temperature: float | None = 0.2
+    # Send the first chunk alone until its first token, then the rest. Off by default: with the
+    # fake's latency model (tests/bench/bench_llm.py) it raised cache hits from 34% to 54% but
+    # cost 0.5 s of wall time on a 20-chunk review, as concurrent prefills do not slow each
+    # other there. Turn it on where prefill is the bottleneck (long shared prefixes, slow GPUs).
+    warm_prefix: bool = False
+
+
+@dataclass(frozen=True)
+class ServerInfo:
+    model: str
+    max_model_len: int | None  # None: the server does not say (the settings or a default rule)
+    models: list[str]
+
+
+# ---------------------------------------------------------------------------------------------
+# The pipeline's side: chunks in, results out
+
+
+@dataclass(frozen=True)
+class ChunkRequest:
+    chunk_index: int
+    messages: list[dict]
+    tools: list[dict]
+
+
+@dataclass(frozen=True)
+class CallRecord:
+    """One HTTP attempt series (retries included) for a chunk; stored in ``llm_calls``."""
+
+    chunk_index: int
+    mode: str  # "tool_calls" | "json_schema" | "content"
+    outcome: str  # "ok" | "error" | "context_overflow" | "no_tool_calls_retry" | ...
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int | None
+    ttft_ms: float | None
+    latency_ms: float
+    slot_wait_ms: float
+    retries: int
+    invalid_tool_calls: int
+    error: str | None
+    started_at: datetime
+
+
+@dataclass(frozen=True)
+class ChunkResult:
+    chunk_index: int
+    calls: list[dict]  # arguments of each report_finding call (JSON-decoded)
+    invalid: list[str]  # reasons for calls that could not be decoded
+    records: list[CallRecord]
+    context_overflow: bool  # the pipeline re-splits the chunk
+    error: str | None  # final failure after retries: the chunk was not reviewed
+    truncated: bool = False  # the answer hit max_output_tokens: the pipeline re-splits the chunk
+
+
+class LLMClient(Protocol):
+    """What the review pipeline needs from the model."""
+
+    def server_info(self) -> ServerInfo: ...
+
+    def count_prompt_tokens(self, messages: list[dict], tools: list[dict]) -> int | None: ...
+
+    def review_chunks(
+        self,
+        requests: Sequence[ChunkRequest],
+        on_done: Callable[[ChunkResult], None] | None = None,
+    ) -> list[ChunkResult]: ...
+
+
+# ---------------------------------------------------------------------------------------------
+# The backend's side: one request, one answer
+
+
+@dataclass(frozen=True)
+class ModelRequest:
+    """One chat request, in one output mode."""
+
+    messages: list[dict]
+    tools: list[dict]
+    mode: str  # MODE_TOOL_CALLS | MODE_JSON_SCHEMA | MODE_CONTENT
+    stream: bool
+    max_tokens: int
+    temperature: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallText:
+    """One tool call as the server sent it: the name and the JSON arguments, not yet decoded."""
+
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True)
+class ModelAnswer:
+    content: str = ""
+    tool_calls: list[ToolCallText] = field(default_factory=list)
+    finish_reason: str | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int | None = None  # None: the server does not report prefix-cache hits
+    ttft_s: float | None = None  # streamed answers only
+
+
+class ModelBackend(Protocol):
+    """One model server's HTTP API. Safe to use from several threads at once."""
+
+    base_url: str
+    # The output modes this server can be asked for, in the order to try them.
+    output_modes: tuple[str, ...]
+    # One sentence on how to set the server up, appended to "cannot work with it" errors.
+    setup_hint: str
+
+    def server_info(self) -> ServerInfo:
+        """The served models and context length; cached after the first call."""
+        ...
+
+    def count_prompt_tokens(self, messages: list[dict], tools: list[dict]) -> int | None:
+        """Exact prompt tokens (chat template and tools included), or None when unknown."""
+        ...
+
+    def execute(
+        self, request: ModelRequest, *, on_first_token: Callable[[], None] | None = None
+    ) -> ModelAnswer:
+        """Send one request and read its whole answer; raises the errors of this module."""
+        ...
+
+    def close(self) -> None: ...
+
+
+# ---------------------------------------------------------------------------------------------
+# Errors: one clear line each
+
+
+class LLMError(Exception):
+    """Base of the adapter's errors; the message is one clear line."""
+
+
+class LLMUnavailableError(LLMError):
+    """The model server cannot be reached."""
+
+
+class ModelNotFoundError(LLMError):
+    """The configured model is not served."""
+
+
+class ToolsUnsupportedError(LLMError):
+    """The server accepts none of the output modes the backend can ask for."""
+
+
+class ServerAnswerError(LLMError):
+    """The server answered something its API does not promise (a bad field, an HTML page)."""
+
+
+class ContextOverflowError(LLMError):
+    """The prompt and the requested output do not fit the model's context."""
+
+
+class OutputModeRefusedError(LLMError):
+    """The server refused the request's output mode (tools, JSON schema, tool choice)."""
+
+
+class RequestRefusedError(LLMError):
+    """The server refused the request for another reason; sending it again will not help."""
+
+
+class RetryableModelError(LLMError):
+    """A failure worth another try: connection lost, timeout, 429, 5xx, an answer lost."""
+
+    def __init__(
+        self, message: str, *, status: int | None = None, retry_after_s: float | None = None
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.retry_after_s = retry_after_s
+
+
+class AnswerLostError(RetryableModelError):
+    """The server accepted the request but its answer could not be read whole."""
+
+
+def one_line(text: str, secret: str | None = None) -> str:
+    """``text`` on one line, at most ``MAX_ERROR_CHARS`` long, with ``secret`` masked."""
+    if secret:
+        text = text.replace(secret, REDACTED)
+    return " ".join(text.split())[:MAX_ERROR_CHARS]

@@ -1,0 +1,379 @@
+"""The chunk runner: reviews the chunks of merge requests through one model backend.
+
+:class:`ChunkRunner` implements :class:`reviewbot.llm.backend.LLMClient` on top of a
+:class:`~reviewbot.llm.backend.ModelBackend` and owns everything between "review these chunks"
+and "send this one request":
+
+- concurrency: at most ``concurrency`` requests of one ``review_chunks`` call in flight, and at
+  most ``settings.concurrency`` through the whole runner, however many threads call it (a worker
+  holds one runner for all its jobs);
+- shared model slots (``reviewbot.slots``): each HTTP request holds one;
+- retries with backoff, jitter and the server's ``Retry-After``;
+- the output mode: the backend's first mode until the server refuses it, then the next one,
+  learnt once per runner and reused for every later chunk;
+- lost answers: a stream that did not arrive whole is sent again like any retryable failure;
+  an answer whose tool calls were lost (``finish_reason: "tool_calls"`` with no call, a known
+  vLLM bug when streaming) is asked again without streaming; a chunk still without an answer
+  after ``max_retries`` gets ``ChunkResult.error``, never an empty success;
+- timing: one :class:`~reviewbot.llm.backend.CallRecord` per attempt series (tokens, cached
+  tokens, TTFT, latency, slot wait, retries).
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from reviewbot.llm.answers import (
+    FINISH_LENGTH,
+    empty_tool_calls,
+    format_ignored,
+    parse_answer,
+)
+from reviewbot.llm.backend import (
+    MODE_CONTENT,
+    MODE_JSON_SCHEMA,
+    MODE_TOOL_CALLS,
+    CallRecord,
+    ChunkRequest,
+    ChunkResult,
+    ContextOverflowError,
+    LLMError,
+    LLMSettings,
+    ModelAnswer,
+    ModelBackend,
+    ModelNotFoundError,
+    ModelRequest,
+    OutputModeRefusedError,
+    RetryableModelError,
+    ServerInfo,
+    ToolsUnsupportedError,
+    one_line,
+)
+
+if TYPE_CHECKING:
+    from reviewbot.slots import ModelSlots
+
+__all__ = ["ChunkRunner"]
+
+OUTCOME_OK = "ok"
+OUTCOME_ERROR = "error"
+OUTCOME_CONTEXT_OVERFLOW = "context_overflow"
+OUTCOME_NO_TOOL_CALLS_RETRY = "no_tool_calls_retry"
+OUTCOME_MODE_UNSUPPORTED = "mode_unsupported"
+OUTCOME_FORMAT_IGNORED = "format_ignored"
+OUTCOME_LENGTH = "length"
+MS_PER_S = 1000.0
+# How an error names each output mode the server would not take.
+MODE_NAMES = {
+    MODE_TOOL_CALLS: "tool calls",
+    MODE_JSON_SCHEMA: "a JSON schema",
+    MODE_CONTENT: "tool calls in text",
+}
+
+
+@dataclass
+class _Attempt:
+    """One attempt series: an answer or the error that ended it, with its measurements."""
+
+    answer: ModelAnswer | None
+    failure: LLMError | None
+    retries: int
+    started_at: datetime
+    latency_s: float
+    slot_wait_s: float  # waited for the runner's and the shared model slots, all tries
+
+
+class ChunkRunner:
+    """Reviews chunks through one backend; safe to call from several threads at once."""
+
+    def __init__(
+        self,
+        backend: ModelBackend,
+        settings: LLMSettings,
+        *,
+        slots: ModelSlots | None = None,
+    ) -> None:
+        """``slots``: a limit shared with other runners (every worker on one database); each
+        HTTP request to the model holds one, on top of ``settings.concurrency``."""
+        if settings.concurrency < 1:
+            raise ValueError(f"concurrency must be at least 1, got {settings.concurrency}")
+        self.backend = backend
+        self.settings = settings
+        self._slots = slots
+        self._runner_slots = threading.BoundedSemaphore(settings.concurrency)
+        self._lock = threading.Lock()
+        self._mode = backend.output_modes[0]
+        self._in_flight = 0
+        self.peak_in_flight = 0
+
+    # ----- lifecycle
+
+    def close(self) -> None:
+        self.backend.close()
+
+    def __enter__(self) -> ChunkRunner:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    @property
+    def mode(self) -> str:
+        """The output mode learnt so far (the backend's first until the server refuses it)."""
+        return self._mode
+
+    # ----- LLMClient
+
+    def server_info(self) -> ServerInfo:
+        return self.backend.server_info()
+
+    def count_prompt_tokens(self, messages: list[dict], tools: list[dict]) -> int | None:
+        return self.backend.count_prompt_tokens(messages, tools)
+
+    def review_chunks(
+        self,
+        requests: Sequence[ChunkRequest],
+        on_done: Callable[[ChunkResult], None] | None = None,
+        *,
+        concurrency: int | None = None,
+    ) -> list[ChunkResult]:
+        """Review every chunk, at most ``concurrency`` (default: the settings') at once.
+
+        Results come in request order; ``on_done`` sees each as it finishes (from a worker
+        thread).
+        """
+        if not requests:
+            return []
+        limit = self.settings.concurrency if concurrency is None else concurrency
+        if limit < 1:
+            raise ValueError(f"concurrency must be at least 1, got {limit}")
+        self.backend.server_info()  # fails fast with a clear error when the server is not there
+        started = time.monotonic()
+        # Only a stream tells when the first token (so the prefilled prefix) is there.
+        warm = self.settings.warm_prefix and self.settings.stream and len(requests) >= 2
+        first_token = threading.Event()
+
+        def run(request: ChunkRequest, signal: threading.Event | None) -> ChunkResult:
+            queued_s = time.monotonic() - started
+            try:
+                result = self._review_one(request, queued_s, signal)
+            finally:
+                if signal is not None:
+                    signal.set()  # never hold the others back, whatever happened
+            if on_done is not None:
+                on_done(result)
+            return result
+
+        workers = min(limit, len(requests))
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="llm") as pool:
+            futures: list[Future[ChunkResult]] = []
+            if warm:
+                futures.append(pool.submit(run, requests[0], first_token))
+                first_token.wait()
+                rest: Iterable[ChunkRequest] = requests[1:]
+            else:
+                rest = requests
+            futures.extend(pool.submit(run, request, None) for request in rest)
+            return [future.result() for future in futures]
+
+    # ----- one chunk
+
+    def _review_one(
+        self, request: ChunkRequest, queued_s: float, first_token: threading.Event | None
+    ) -> ChunkResult:
+        records: list[CallRecord] = []
+        stream = self.settings.stream
+        empty_answers = 0
+
+        def record(
+            attempt: _Attempt, outcome: str, invalid: int = 0, error: str | None = None
+        ) -> None:
+            records.append(self._record(request, mode, outcome, attempt, queued_s, invalid, error))
+
+        while True:
+            mode = self._mode
+            attempt = self._attempt(request, mode, stream, first_token)
+            failure = attempt.failure
+            if isinstance(failure, ContextOverflowError):
+                record(attempt, OUTCOME_CONTEXT_OVERFLOW, error=str(failure))
+                return ChunkResult(request.chunk_index, [], [], records, True, None)
+            if isinstance(failure, OutputModeRefusedError):
+                record(attempt, OUTCOME_MODE_UNSUPPORTED, error=str(failure))
+                self._downgrade(mode, str(failure))
+                continue
+            if failure is not None:
+                record(attempt, OUTCOME_ERROR, error=str(failure))
+                return ChunkResult(request.chunk_index, [], [], records, False, str(failure))
+            answer = attempt.answer
+            assert answer is not None
+            if mode == MODE_JSON_SCHEMA and format_ignored(answer):
+                record(attempt, OUTCOME_FORMAT_IGNORED)
+                self._downgrade(mode, "the server ignored response_format")
+                continue
+            parsed = parse_answer(answer, mode, request.tools)
+            if empty_tool_calls(answer, parsed):
+                if empty_answers >= self.settings.max_retries:
+                    error = (
+                        f"the model answered finish_reason=tool_calls without any tool call "
+                        f"{empty_answers + 1} times"
+                    )
+                    record(attempt, OUTCOME_ERROR, error=error)
+                    return ChunkResult(request.chunk_index, [], [], records, False, error)
+                # A known vLLM bug: finish_reason "tool_calls" with no call streamed. The calls
+                # were lost, so the chunk is asked again, without streaming.
+                empty_answers += 1
+                record(attempt, OUTCOME_NO_TOOL_CALLS_RETRY)
+                stream = False
+                continue
+            outcome, error = self._outcome(answer)
+            record(attempt, outcome, len(parsed.invalid), error)
+            return ChunkResult(
+                request.chunk_index,
+                parsed.calls,
+                parsed.invalid,
+                records,
+                False,
+                error,
+                truncated=outcome == OUTCOME_LENGTH,
+            )
+
+    def _outcome(self, answer: ModelAnswer) -> tuple[str, str | None]:
+        """The outcome of a readable answer, and the error when it is not a whole review."""
+        if answer.finish_reason == FINISH_LENGTH:
+            return OUTCOME_LENGTH, (
+                f"the answer was cut off at max_output_tokens="
+                f"{self.settings.max_output_tokens} (finish_reason=length)"
+            )
+        return OUTCOME_OK, None
+
+    def _downgrade(self, failed_mode: str, reason: str) -> None:
+        """Learn the next output mode after ``failed_mode`` (once for all threads)."""
+        modes = self.backend.output_modes
+        with self._lock:
+            if self._mode != failed_mode:
+                return  # another chunk already learnt it
+            position = modes.index(failed_mode) + 1
+            if position >= len(modes):
+                raise ToolsUnsupportedError(
+                    f"the server at {self.backend.base_url} accepts neither "
+                    f"{', nor '.join(MODE_NAMES[mode] for mode in modes)} ({reason}). "
+                    f"{self.backend.setup_hint}"
+                )
+            self._mode = modes[position]
+
+    # ----- one attempt series
+
+    def _attempt(
+        self,
+        request: ChunkRequest,
+        mode: str,
+        stream: bool,
+        first_token: threading.Event | None,
+    ) -> _Attempt:
+        """Send the request until it is answered, refused, or out of retries."""
+        started_at = datetime.now(UTC)
+        started = time.monotonic()
+        retries = 0
+        slot_wait_s = 0.0
+        model_request = ModelRequest(
+            messages=request.messages,
+            tools=request.tools,
+            mode=mode,
+            stream=stream,
+            max_tokens=self.settings.max_output_tokens,
+            temperature=self.settings.temperature,
+        )
+        on_first_token = first_token.set if first_token is not None else None
+        while True:
+            try:
+                with self._hold_slots() as waited:
+                    slot_wait_s += waited
+                    answer = self._execute_in_flight(model_request, on_first_token)
+                latency_s = time.monotonic() - started
+                return _Attempt(answer, None, retries, started_at, latency_s, slot_wait_s)
+            except ModelNotFoundError:
+                raise
+            except RetryableModelError as error:
+                failure: LLMError = error
+                retry_after_s = error.retry_after_s
+                retryable = True
+            except LLMError as error:
+                failure, retry_after_s, retryable = error, None, False
+            if not retryable or retries >= self.settings.max_retries:
+                latency_s = time.monotonic() - started
+                return _Attempt(None, failure, retries, started_at, latency_s, slot_wait_s)
+            time.sleep(self._backoff(retries, retry_after_s))
+            retries += 1
+
+    @contextmanager
+    def _hold_slots(self) -> Iterator[float]:
+        """One of the runner's slots, then one shared slot; yields the seconds waited.
+
+        The runner's own slot comes first, so a request never sits on a shared slot (a
+        PostgreSQL connection) while it waits for one of this process.
+        """
+        started = time.monotonic()
+        with self._runner_slots:
+            runner_wait_s = time.monotonic() - started
+            if self._slots is None:
+                yield runner_wait_s
+                return
+            with self._slots.hold() as shared_wait_s:
+                yield runner_wait_s + shared_wait_s
+
+    def _execute_in_flight(
+        self, request: ModelRequest, on_first_token: Callable[[], None] | None
+    ) -> ModelAnswer:
+        with self._lock:
+            self._in_flight += 1
+            self.peak_in_flight = max(self.peak_in_flight, self._in_flight)
+        try:
+            return self.backend.execute(request, on_first_token=on_first_token)
+        finally:
+            with self._lock:
+                self._in_flight -= 1
+
+    def _backoff(self, retries: int, retry_after_s: float | None) -> float:
+        """Full jitter up to an exponential ceiling; a Retry-After, capped, is a floor."""
+        ceiling = min(self.settings.backoff_max_s, self.settings.backoff_base_s * 2**retries)
+        jitter = random.uniform(0.0, ceiling)
+        if retry_after_s is None:
+            return jitter
+        return max(jitter, min(retry_after_s, self.settings.backoff_max_s))
+
+    # ----- records
+
+    def _record(
+        self,
+        request: ChunkRequest,
+        mode: str,
+        outcome: str,
+        attempt: _Attempt,
+        queued_s: float,
+        invalid: int,
+        error: str | None,
+    ) -> CallRecord:
+        answer = attempt.answer or ModelAnswer()
+        return CallRecord(
+            chunk_index=request.chunk_index,
+            mode=mode,
+            outcome=outcome,
+            prompt_tokens=answer.prompt_tokens,
+            completion_tokens=answer.completion_tokens,
+            cached_tokens=answer.cached_tokens,
+            ttft_ms=answer.ttft_s * MS_PER_S if answer.ttft_s is not None else None,
+            latency_ms=attempt.latency_s * MS_PER_S,
+            slot_wait_ms=(queued_s + attempt.slot_wait_s) * MS_PER_S,
+            retries=attempt.retries,
+            invalid_tool_calls=invalid,
+            error=one_line(error, self.settings.api_key) if error else None,
+            started_at=attempt.started_at,
+        )

@@ -1,0 +1,133 @@
+"""The transport to vLLM's OpenAI-compatible server: the OpenAI-compatible one plus vLLM's facts.
+
+- ``POST /tokenize`` at the server root counts a prompt exactly, chat template and tools
+  included (vllm/entrypoints/openai/api_server.py).
+- ``GET /v1/models`` gives each model's ``max_model_len``.
+- ``chat_template_kwargs`` reach the chat template (Qwen3.5 reads ``enable_thinking``).
+- Three output modes:
+
+  1. ``tool_calls``: ``tools`` with ``tool_choice: "auto"`` (vLLM needs
+     ``--enable-auto-tool-choice --tool-call-parser qwen3_coder``; without them it answers 400
+     ``"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set``).
+  2. ``json_schema``: ``response_format`` with ``{"findings": [<report_finding parameters>]}``,
+     no tools (guided decoding; the answer must start with ``{``).
+  3. ``content``: the tools with ``tool_choice: "none"`` (vLLM >= 0.10 still renders them in the
+     chat template, so Qwen writes its XML calls as text, parsed from ``content``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import httpx
+
+from reviewbot.llm.backend import (
+    MODE_CONTENT,
+    MODE_JSON_SCHEMA,
+    MODE_TOOL_CALLS,
+    LLMError,
+    LLMSettings,
+    ServerAnswerError,
+)
+from reviewbot.llm.openai_compatible import (
+    HTTP_BAD_REQUEST,
+    SNIPPET_CHARS,
+    OpenAICompatibleBackend,
+)
+
+__all__ = ["START_VLLM_HINT", "VLLMBackend"]
+
+VERSION_SUFFIX = "/v1"
+TOKENIZE_PATH = "/tokenize"
+# No such endpoint: not found, method not allowed, not implemented.
+TOKENIZE_ABSENT_STATUSES = frozenset({404, 405, 501})
+START_VLLM_HINT = (
+    "Start vLLM with: vllm serve MODEL --enable-auto-tool-choice "
+    "--tool-call-parser qwen3_coder --max-num-seqs 8 --enable-prefix-caching"
+)
+
+
+class VLLMBackend(OpenAICompatibleBackend):
+    """vLLM's server; thread-safe."""
+
+    output_modes = (MODE_TOOL_CALLS, MODE_JSON_SCHEMA, MODE_CONTENT)
+    setup_hint = START_VLLM_HINT
+
+    def __init__(self, settings: LLMSettings) -> None:
+        super().__init__(settings)
+        self._root_url = self.base_url.removesuffix(VERSION_SUFFIX)
+        self._tokenize_supported: bool | None = None
+
+    def count_prompt_tokens(self, messages: list[dict], tools: list[dict]) -> int | None:
+        """Exact prompt tokens from ``POST /tokenize``; None (remembered) when it is absent."""
+        if self._tokenize_supported is False:
+            return None
+        body: dict[str, Any] = {
+            "model": self.server_info().model,
+            "messages": messages,
+            "add_generation_prompt": True,
+        }
+        if tools:
+            body["tools"] = tools
+        body.update(self._template_fields())
+        try:
+            response = self._http.post(self._root_url + TOKENIZE_PATH, json=body)
+        except httpx.TransportError as error:
+            raise self.unavailable(error) from None
+        if response.status_code in TOKENIZE_ABSENT_STATUSES:
+            self._tokenize_supported = False
+            return None
+        if response.status_code >= HTTP_BAD_REQUEST:
+            raise LLMError(f"POST {TOKENIZE_PATH} failed: HTTP {response.status_code}")
+        count = _json_field(response, "count")
+        if not _is_integer(count):
+            # llama-server, for one, answers a /tokenize without "content" with {"tokens": []}.
+            raise ServerAnswerError(
+                self._one_line(
+                    f"the server at {self._root_url} answered POST {TOKENIZE_PATH} without an "
+                    f"integer count: {response.text[:SNIPPET_CHARS]!r}. If it is not vLLM, set "
+                    f"REVIEWBOT_LLM_BACKEND=openai-compatible"
+                )
+            )
+        self._tokenize_supported = True
+        return count
+
+    def _max_model_len(self, card: Mapping[str, Any]) -> int | None:
+        max_len = card.get("max_model_len")
+        if max_len is None or _is_integer(max_len):
+            return max_len
+        raise ServerAnswerError(
+            self._one_line(
+                f"the server at {self.base_url} answered GET /models with max_model_len "
+                f"{max_len!r} for {card.get('id')!r}, not an integer; set "
+                f"REVIEWBOT_MAX_MODEL_LEN, or REVIEWBOT_LLM_BACKEND=openai-compatible if it is "
+                f"not vLLM"
+            )
+        )
+
+    def _output_fields(self, mode: str, tools: list[dict]) -> dict[str, Any]:
+        if mode == MODE_TOOL_CALLS:
+            return {"tools": tools, "tool_choice": "auto"}
+        if mode == MODE_CONTENT:
+            return {"tools": tools, "tool_choice": "none"}
+        return super()._output_fields(mode, tools)
+
+    def _template_fields(self) -> dict[str, Any]:
+        if self.settings.enable_thinking is None:
+            return {}
+        # Qwen3.5's chat template reads enable_thinking; vLLM passes chat_template_kwargs on.
+        return {"chat_template_kwargs": {"enable_thinking": self.settings.enable_thinking}}
+
+
+def _is_integer(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _json_field(response: httpx.Response, name: str) -> object:
+    """``name`` of a JSON object body; None when the body is no such object."""
+    try:
+        body = response.json()
+    except ValueError:
+        return None
+    return body.get(name) if isinstance(body, dict) else None
