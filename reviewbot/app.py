@@ -105,11 +105,26 @@ class App:
         """The one Store; the first use checks the schema (and migrates a blank database)."""
         with self._lock:
             if self._store is None:
-                from reviewbot.store import Store, ensure_schema, make_engine
+                from sqlalchemy.exc import DBAPIError
+
+                from reviewbot.errors import first_line
+                from reviewbot.store import (
+                    DatabaseUnavailableError,
+                    Store,
+                    ensure_schema,
+                    make_engine,
+                    redact_url,
+                )
 
                 engine = make_engine(self.settings.database_url)
                 try:
                     ensure_schema(engine)
+                except DBAPIError as error:
+                    engine.dispose()
+                    where = redact_url(self.settings.database_url)
+                    raise DatabaseUnavailableError(
+                        f"cannot open {where}: {first_line(error)}"
+                    ) from error
                 except BaseException:
                     engine.dispose()
                     raise

@@ -101,7 +101,8 @@ ERROR_TABLE: tuple[tuple[str, str, Disposition], ...] = (
     ("reviewbot.mr", "MergeRequestBusyError", WAIT),
     ("reviewbot.mr", "ReviewIncompleteError", TRANSIENT),
     ("reviewbot.slots", "SlotWaitCancelledError", TRANSIENT),
-    # the database went away mid-run (DBAPIError), or refused what we asked
+    # the database cannot be opened, went away mid-run (DBAPIError), or refused what we asked
+    ("reviewbot.store.store", "DatabaseUnavailableError", TRANSIENT),
     ("sqlalchemy.exc", "DBAPIError", Disposition(EXIT_FAILURE, True, _database)),
     ("sqlalchemy.exc", "SQLAlchemyError", Disposition(EXIT_FAILURE, False, _database)),
     # transports: python-gitlab's (requests) and the model client's (httpx)

@@ -93,6 +93,7 @@ class Job:
     payload: dict[str, Any]
     created_at: datetime
     updated_at: datetime
+    project_id: int | None = None  # GitLab's id: what a worker asks GitLab by (paths change)
 
 
 @dataclass(frozen=True)
@@ -117,6 +118,7 @@ def _job_from_row(row: JobRow) -> Job:
         max_attempts=row.max_attempts, run_after=row.run_after, lease_owner=row.lease_owner,
         lease_expires_at=row.lease_expires_at, error=row.error, dedupe_key=row.dedupe_key,
         payload=dict(row.payload or {}), created_at=row.created_at, updated_at=row.updated_at,
+        project_id=row.project_id,
     )  # fmt: skip
 
 
@@ -158,6 +160,7 @@ class JobQueue:
         dedupe_key: str | None = None,
         payload: dict[str, Any] | None = None,
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        project_id: int | None = None,
     ) -> EnqueueResult:
         """Queue a review of one MR head, unless an equivalent job is already waiting.
 
@@ -173,7 +176,7 @@ class JobQueue:
             raise ValueError(f"max_attempts must be at least 1, got {max_attempts}")
         try:
             return self._enqueue_once(project, mr_iid, head_sha, trigger, dedupe_key,
-                                      payload or {}, max_attempts)  # fmt: skip
+                                      payload or {}, max_attempts, project_id)  # fmt: skip
         except IntegrityError:
             # The dedupe_key is taken: a redelivery of an event whose job already ran (or a
             # concurrent one); the whole transaction, supersedes included, was rolled back.
@@ -185,6 +188,7 @@ class JobQueue:
     def _enqueue_once(
         self, project: str, mr_iid: int, head_sha: str | None, trigger: str,
         dedupe_key: str | None, payload: dict[str, Any], max_attempts: int,
+        project_id: int | None,
     ) -> EnqueueResult:  # fmt: skip
         now = self._clock()
         with self._write(project, mr_iid) as connection:
@@ -202,6 +206,7 @@ class JobQueue:
                     status=JobStatus.QUEUED.value, attempts=0, max_attempts=max_attempts,
                     run_after=now, lease_owner=None, lease_expires_at=None, error=None,
                     dedupe_key=dedupe_key, payload=payload, created_at=now, updated_at=now,
+                    project_id=project_id,
                 )
                 .returning(JobRow.id)
             )  # fmt: skip

@@ -44,7 +44,9 @@ from sqlalchemy.exc import DBAPIError
 from reviewbot.app import App
 from reviewbot.config import Settings
 from reviewbot.errors import EXIT_BAD_INPUT, EXIT_FAILURE, disposition
+from reviewbot.gitlab import GitLabNotFoundError
 from reviewbot.mr import RunOptions, require_complete, run_merge_request
+from reviewbot.options import database_options
 from reviewbot.queue import (
     DEFAULT_LIST_LIMIT,
     Job,
@@ -99,7 +101,13 @@ def run_job(app: App, job: Job, *, concurrency: int | None = None) -> None:
     the model could not answer is retried later (ReviewIncompleteError).
     """
     options = RunOptions(trigger=job.trigger, concurrency=concurrency)
-    require_complete(run_merge_request(app, job.project, job.mr_iid, options))
+    project = job.project_id if job.project_id is not None else job.project
+    try:
+        require_complete(run_merge_request(app, project, job.mr_iid, options))
+    except GitLabNotFoundError as error:
+        if project == job.project:
+            raise
+        raise GitLabNotFoundError(f"{error} ({job.project})") from error
 
 
 def job_concurrency(settings: Settings, jobs_at_once: int) -> int:
@@ -411,15 +419,6 @@ def _opened_app(
         _fail(known.message(error), known.exit_code)
     with app:
         yield app
-
-
-def database_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    command = click.option("--config", "config_file", metavar="FILE",
-                           help="TOML settings file.")(command)  # fmt: skip
-    return click.option(
-        "--database-url", metavar="URL",
-        help="Database holding the queue (default: REVIEWBOT_DATABASE_URL or the SQLite file).",
-    )(command)  # fmt: skip
 
 
 @click.command("worker")

@@ -16,7 +16,7 @@ from reviewbot.cli import main
             ["reviews", "list", "--database-url", "postgresql://u:hunter2@127.0.0.1:1/x"],
             {},
             1,
-            "database error: connection failed",
+            "cannot open postgresql://u:***@127.0.0.1:1/x: connection failed",
         ),
         (["plan", "--diff", "-"], {"REVIEWBOT_CONCURRENCY": "lots"}, 2, "REVIEWBOT_CONCURRENCY"),
         (["run", "1", "--project", "g/a"], {"REVIEWBOT_GITLAB_URL": ""}, 2, "REVIEWBOT_GITLAB_"),

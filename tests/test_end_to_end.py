@@ -191,3 +191,20 @@ def test_event_for_a_project_the_token_cannot_read_fails_once_clearly(
     assert job.status == "failed" and job.attempts == 1  # not retried: it cannot succeed
     assert "not found" in (job.error or "") and "secret/elsewhere" in (job.error or "")
     assert world.gitlab.discussions(PROJECT, 1) == []
+
+
+def test_the_worker_asks_gitlab_by_project_id_so_a_renamed_project_is_still_found(
+    world: World, service: tuple[App, Store, JobQueue]
+) -> None:
+    worker_app, store, queue = service
+    app = create_app(worker_app.settings, store, queue, secret=SECRET, bot_username="reviewbot")
+    payload = open_event(world)
+    payload["project"]["path_with_namespace"] = "group/app-before-the-rename"  # id 7 stays
+    with TestClient(app) as client:
+        assert deliver(client, payload, "6f3a0c1e-0000-4000-8000-000000000042") == 202
+    [queued] = queue.list()
+    assert queued.project_id == 7
+    Worker(worker_app, queue, poll_s=0.05).run(burst=True, handle_signals=False)
+    [job] = queue.list()
+    assert job.status == "succeeded", job.error
+    assert len(diff_notes(world)) == 3

@@ -857,7 +857,9 @@ def test_serve_reads_config_file_and_database_url_options(tmp_path: Path) -> Non
         serve_command, ["--insecure-no-secret", "--database-url", unreachable], env=env
     )
     assert no_database.exit_code == 1
-    assert no_database.output.startswith(f"Error: cannot open {unreachable}: connection failed")
+    assert no_database.output.startswith(
+        f"reviewbot: error: cannot open {unreachable}: connection failed"
+    )
     assert len(no_database.output.splitlines()) == 1
 
 

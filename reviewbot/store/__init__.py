@@ -21,6 +21,7 @@ from reviewbot.store.figures import (
 )
 from reviewbot.store.migrate import current_revision, ensure_schema, head_revision, upgrade
 from reviewbot.store.store import (
+    DatabaseUnavailableError,
     MergeRequestKey,
     NoteOwner,
     RecordNotFound,
@@ -36,6 +37,7 @@ _URL_PASSWORD = re.compile(r"(://[^/\s:@]*:)[^@\s/]*@")
 
 __all__ = [
     "DEFAULT_METRIC_BUCKETS",
+    "DatabaseUnavailableError",
     "HistogramCounts",
     "MergeRequestKey",
     "MetricBuckets",

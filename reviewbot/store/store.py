@@ -113,6 +113,10 @@ class RecordNotFound(LookupError):
     """Raised when a review or finding id does not exist."""
 
 
+class DatabaseUnavailableError(RuntimeError):
+    """The database cannot be opened; the message names it (password hidden) and why."""
+
+
 @dataclass(frozen=True)
 class MergeRequestKey:
     """Which merge request: GitLab instance + project id + iid (a path changes on rename, and

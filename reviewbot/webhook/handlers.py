@@ -92,6 +92,7 @@ class JobSink(Protocol):
         trigger: str,
         dedupe_key: str | None = None,
         payload: dict[str, Any] | None = None,
+        project_id: int | None = None,
     ) -> EnqueueResult: ...
 
     def cancel_for_mr(self, project: str, mr_iid: int, reason: str) -> int: ...
@@ -236,7 +237,7 @@ def _enqueue(
     payload = {"event": delivery.hook, "reason": reason, "project_id": project_id}
     result = ctx.queue.enqueue(
         project=project, mr_iid=iid, head_sha=head_sha, trigger=trigger.value,
-        dedupe_key=delivery.key, payload=payload,
+        dedupe_key=delivery.key, payload=payload, project_id=project_id,
     )  # fmt: skip
     outcome = Outcome.QUEUED if result.created else Outcome.DUPLICATE
     detail = {

@@ -28,11 +28,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from reviewbot.config import ConfigError, Settings, load_settings
-from reviewbot.gitlab import GitLabClient, GitLabError, GitLabSettings
+from reviewbot.app import App
+from reviewbot.config import ConfigError, Settings
+from reviewbot.errors import disposition
 from reviewbot.metrics import CONTENT_TYPE, ListenerCollector, listener_registry, render
+from reviewbot.options import database_options
 from reviewbot.queue import JobQueue
-from reviewbot.store import Store, redact_url, upgrade
+from reviewbot.store import Store
 from reviewbot.webhook.handlers import (
     Delivery,
     Handled,
@@ -56,7 +58,6 @@ from reviewbot.webhook.payloads import (
     delivery_key,
     parse_event,
 )
-from reviewbot.worker import database_options
 
 __all__ = [
     "DEFAULT_MAX_BODY_BYTES",
@@ -72,6 +73,7 @@ log = logging.getLogger(__name__)
 DEFAULT_MAX_BODY_BYTES = 1_000_000
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8080
+MAX_PORT = 65535
 MAX_REASON_CHARS = 200
 
 HTTP_OK = 200
@@ -300,25 +302,22 @@ def create_app(
     return app
 
 
-def _gitlab_client(settings: Settings) -> GitLabClient | None:
-    if not settings.gitlab_url or not settings.gitlab_token:
-        return None
-    return GitLabClient(GitLabSettings(url=settings.gitlab_url, token=settings.gitlab_token))
-
-
-def app_from_settings(settings: Settings, *, insecure_no_secret: bool = False) -> Starlette:
-    """Check the settings, migrate the database and build the app `reviewbot serve` runs."""
+def app_from_settings(
+    settings: Settings, *, insecure_no_secret: bool = False, app: App | None = None
+) -> Starlette:
+    """Check the settings, migrate the database and build the ASGI app `reviewbot serve` runs,
+    on the process's ``app`` (built from ``settings`` when not given)."""
     if not settings.webhook_secret and not insecure_no_secret:
         raise ConfigError(
             "set REVIEWBOT_WEBHOOK_SECRET (the webhook's secret token in GitLab), "
             "or pass --insecure-no-secret to accept unsigned deliveries"
         )
-    client = _gitlab_client(settings)
+    app = app or App(settings)
+    client = app.gitlab() if settings.gitlab_url and settings.gitlab_token else None
     bot_username = settings.bot_username or (client.bot_username() if client else None)
     if not bot_username:
         raise ConfigError("set REVIEWBOT_BOT_USERNAME, or REVIEWBOT_GITLAB_URL and _TOKEN")
-    upgrade(settings.database_url)
-    store = Store.from_url(settings.database_url)
+    store = app.store
     return create_app(
         settings, store, JobQueue(store), secret=settings.webhook_secret or None,
         bot_username=bot_username, max_body_bytes=settings.webhook_max_body_bytes,
@@ -328,7 +327,10 @@ def app_from_settings(settings: Settings, *, insecure_no_secret: bool = False) -
 
 @click.command("serve")
 @click.option("--host", default=DEFAULT_HOST, show_default=True, help="Address to listen on.")
-@click.option("--port", default=DEFAULT_PORT, show_default=True, type=int, help="Port.")
+@click.option(
+    "--port", default=DEFAULT_PORT, show_default=True, type=click.IntRange(1, MAX_PORT),
+    help="Port.",
+)  # fmt: skip
 @click.option(
     "--insecure-no-secret",
     is_flag=True,
@@ -339,20 +341,15 @@ def serve_command(host: str, port: int, insecure_no_secret: bool, config_file: s
                   database_url: str | None) -> None:  # fmt: skip
     """Listen for GitLab webhooks on POST /webhook/gitlab and queue reviews."""
     try:
-        settings = load_settings(config_file=config_file,
-                                 overrides={"database_url": database_url})  # fmt: skip
-        app = app_from_settings(settings, insecure_no_secret=insecure_no_secret)
-    except ConfigError as error:
-        raise click.UsageError(str(error)) from None
-    except GitLabError as error:
-        raise click.ClickException(str(error)) from None
-    except SQLAlchemyError as error:
-        reason = str(getattr(error, "orig", None) or error).splitlines()[0]
-        database = redact_url(settings.database_url)
-        raise click.ClickException(f"cannot open {database}: {reason}") from None
+        app = App.from_config(config_file, {"database_url": database_url})
+        asgi = app_from_settings(app.settings, insecure_no_secret=insecure_no_secret, app=app)
+    except Exception as error:
+        known = disposition(error)
+        if known is None:
+            raise
+        click.echo(f"reviewbot: error: {known.message(error)}", err=True)
+        raise SystemExit(known.exit_code) from None
     if insecure_no_secret:
         log.warning("accepting webhook deliveries without a secret token")
-    try:
-        uvicorn.run(app, host=host, port=port, log_level="info")
-    finally:
-        app.state.listener.store.close()
+    with app:
+        uvicorn.run(asgi, host=host, port=port, log_level="info")
