@@ -144,7 +144,10 @@ class App:
             client = self._gitlab.get(key)
             if client is None:
                 gitlab_settings = GitLabSettings(
-                    url=key, token=token, notes_per_minute=self.settings.gitlab_notes_per_minute
+                    url=key,
+                    token=token,
+                    notes_per_minute=self.settings.gitlab_notes_per_minute,
+                    timeout_s=self.settings.gitlab_timeout_s,
                 )
                 factory = self._gitlab_factory or GitLabClient
                 client = self._gitlab[key] = factory(gitlab_settings)

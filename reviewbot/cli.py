@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import wraps
 from pathlib import Path
@@ -24,7 +24,7 @@ from reviewbot import __version__
 from reviewbot.chunking import Plan
 from reviewbot.config import Settings, load_settings
 from reviewbot.diff import FileDiff, parse_git_diff
-from reviewbot.errors import EXIT_FAILURE, disposition
+from reviewbot.errors import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK, disposition
 from reviewbot.exclusions import ExclusionRules, skip_reason
 from reviewbot.findings import Severity
 from reviewbot.localgit import read_files_at, read_range
@@ -73,6 +73,29 @@ LAZY_COMMANDS = {
 
 
 class LazyGroup(click.Group):
+    """The ``reviewbot`` group: commands load when used; a usage error is one line (exit 2)."""
+
+    def main(  # type: ignore[override]
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, False, **extra)
+        try:
+            result = super().main(args, prog_name, complete_var, False, **extra)
+        except click.UsageError as error:
+            where = f" (see {error.ctx.command_path} --help)" if error.ctx else ""
+            fail(f"{error.format_message()}{where}", EXIT_BAD_INPUT)
+        except click.ClickException as error:
+            fail(error.format_message(), error.exit_code)
+        except click.Abort:
+            fail("aborted", EXIT_FAILURE)
+        sys.exit(result if isinstance(result, int) else EXIT_OK)
+
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*super().list_commands(ctx), *LAZY_COMMANDS})
 
@@ -514,7 +537,10 @@ def _open_app(database_url: str | None) -> Any:
 @reviews.command("list")
 @click.option("--project", metavar="PATH", help="Only this project.")
 @click.option("--mr", "mr_iid", type=int, metavar="IID", help="Only this merge request.")
-@click.option("--limit", type=int, default=20, show_default=True, help="How many, newest first.")
+@click.option(
+    "--limit", type=click.IntRange(min=1), default=20, show_default=True,
+    help="How many, newest first.",
+)  # fmt: skip
 @click.option("--database-url", metavar="URL", help="Database (default from settings).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @one_line_errors

@@ -9,12 +9,15 @@ Secrets (tokens, API keys) are excluded from ``repr`` and from ``describe()``.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import platformdirs
 
@@ -29,6 +32,9 @@ REPO_KEYS = frozenset(
     {"exclude", "min_severity", "categories", "language", "include_style", "max_inline"}
 )
 PUBLISH_MODES = ("discussions", "drafts")
+HTTP_SCHEMES = ("http", "https")
+DATABASE_SCHEMES = ("sqlite", "postgresql", "postgres")
+URL_PASSWORD = re.compile(r"(://[^/\s:@]*:)[^@\s/]*@")
 # GitLab.com allows 300 note creations per minute per user; stay well below. Self-managed
 # GitLab without that limit can raise it.
 DEFAULT_GITLAB_NOTES_PER_MINUTE = 120
@@ -75,6 +81,8 @@ class Settings:
     # Notes this process creates per minute on one GitLab (after a burst of 20), all jobs
     # together: one GitLab client per URL per process (reviewbot.app).
     gitlab_notes_per_minute: int = DEFAULT_GITLAB_NOTES_PER_MINUTE
+    gitlab_timeout_s: float = 30.0  # per GitLab request; a write whose answer is late is
+    # looked for on the MR before it is sent again
     mr_lock_seconds: float = 60.0  # per-MR lease; renewed while a run is alive
     # Webhook listener (`reviewbot serve`)
     webhook_secret: str | None = field(default=None, repr=False)
@@ -93,6 +101,17 @@ class Settings:
                 raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
         if self.context_lines < 0:
             raise ConfigError(f"context_lines must be 0 or more, got {self.context_lines}")
+        for name in ("llm_total_concurrency", "max_model_len", "webhook_max_body_bytes"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ConfigError(f"{name} must be at least 1, got {value}")
+        for name in ("request_timeout_s", "mr_lock_seconds", "gitlab_timeout_s"):
+            value = getattr(self, name)
+            if not math.isfinite(value) or value <= 0:
+                raise ConfigError(f"{name} must be a positive number of seconds, got {value}")
+        _check_http_url("gitlab_url", self.gitlab_url)
+        _check_http_url("llm_base_url", self.llm_base_url)
+        _check_database_url(self.database_url)
 
     def describe(self) -> dict[str, Any]:
         """Settings as a dict with secrets masked, for logs and diagnostics."""
@@ -100,6 +119,30 @@ class Settings:
         for name in SECRET_FIELDS:
             out[name] = "***" if out[name] else None
         return out
+
+
+def _check_http_url(name: str, url: str | None) -> None:
+    """An http(s) URL with a host; the message never shows a password it may hold."""
+    if url is None:
+        return
+    parts = urlsplit(url)
+    if parts.scheme not in HTTP_SCHEMES or not parts.hostname:
+        raise ConfigError(
+            f"{name}: {_without_password(url)!r} is not an http:// or https:// URL"
+        )
+
+
+def _check_database_url(url: str) -> None:
+    scheme = urlsplit(url).scheme.split("+", 1)[0]
+    if scheme not in DATABASE_SCHEMES:
+        raise ConfigError(
+            f"database_url: {_without_password(url)!r} is not supported: use sqlite:///PATH "
+            "or postgresql://USER@HOST/DATABASE"
+        )
+
+
+def _without_password(url: str) -> str:
+    return URL_PASSWORD.sub(r"\1***@", url)
 
 
 def _check_choice(name: str, value: str, choices: Any) -> None:
@@ -168,6 +211,10 @@ def _read_toml(path: Path) -> dict[str, Any]:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except OSError as error:
         raise ConfigError(f"cannot read config file {path}: {error.strerror}") from None
+    except UnicodeDecodeError as error:
+        raise ConfigError(
+            f"config file {path} is not UTF-8 text (byte {error.start}): save it as UTF-8"
+        ) from None
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"config file {path} is not valid TOML: {error}") from None
     return data.get("reviewbot", data)

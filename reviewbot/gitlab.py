@@ -14,8 +14,13 @@ budget. Notable GitLab rules this module relies on:
   have ``/changes``. Entries marked ``too_large`` (or collapsed without a diff) come without a
   diff and are rebuilt here from the raw files at base and head.
 * A just-created MR answers ``diff_refs: null`` until its diff is computed: wait and retry.
-* python-gitlab retries 429 (honouring ``Retry-After``, gitlab/utils.py ``Retry``) and, with
-  ``retry_transient_errors``, 500/502/503/504 and connection errors, up to ``max_retries``.
+* Retries are ours, not python-gitlab's: its loop re-sends a POST after a 5xx or a timeout
+  that came *after* GitLab stored the write (a duplicate comment), sleeps as long as any
+  ``Retry-After`` says, and crashes on the header's HTTP-date form (gitlab/utils.py ``Retry``:
+  ``int(headers["Retry-After"])``). Here every call is made once by python-gitlab
+  (``max_retries=0``); reads are retried after 429, 5xx and transport errors with a capped
+  wait (``Retry-After`` in seconds or as an HTTP date, RFC 9110 section 10.2.3), and a write
+  whose answer was lost is looked for on the MR (by its hidden marker) before it is sent again.
 * Draft notes are validated only at ``bulk_publish`` and an unplaceable draft is dropped
   silently (DraftNotes::PublishService), so :meth:`GitLabClient.publish_drafts` checks what
   was really published.
@@ -27,11 +32,14 @@ import difflib
 import hashlib
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 import gitlab
@@ -84,9 +92,23 @@ SECONDS_PER_MINUTE = 60.0
 UNIFIED_CONTEXT_LINES = 3
 HTTP_BAD_REQUEST = 400
 HTTP_NOT_FOUND = 404
+HTTP_TOO_MANY_REQUESTS = 429
 HTTP_SERVER_ERROR = 500
+# 500-504, and the 52x a CDN in front of GitLab answers when GitLab does not
+TRANSIENT_SERVER_STATUSES = frozenset({500, 502, 503, 504, 520, 521, 522, 523, 524})
+RETRY_BACKOFF_BASE_S = 0.1
+RETRY_BACKOFF_MAX_S = 10.0
+# A Retry-After is honoured up to this long; more would stall a review (and a worker) for
+# longer than waiting for the next attempt is worth.
+RETRY_AFTER_CAP_S = 60.0
+TRANSPORT_ERRORS: tuple[type[Exception], ...] = (
+    requests.ConnectionError,
+    requests.Timeout,
+    requests.exceptions.ChunkedEncodingError,
+)
 NO_NEWLINE = "\\ No newline at end of file\n"
 MAX_ERROR_TEXT = 200
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -259,6 +281,7 @@ class GitLabClient:
         self._pace_lock = threading.Lock()
         self._note_tokens = float(max(settings.note_burst, 1))
         self._tokens_at: float | None = None
+        self._last_answer = threading.local()
 
     def __repr__(self) -> str:
         return f"GitLabClient(url={self._settings.url!r})"
@@ -278,26 +301,75 @@ class GitLabClient:
                 private_token=self._settings.token,
                 timeout=self._settings.timeout_s,
                 per_page=self._settings.per_page,
-                retry_transient_errors=True,
+                retry_transient_errors=False,
             )
+            # python-gitlab's errors carry no headers: remember Retry-After per thread.
+            self._gl.session.hooks["response"].append(self._remember_retry_after)
         return self._gl
 
+    def _remember_retry_after(self, response: requests.Response, *_: Any, **__: Any) -> None:
+        self._last_answer.retry_after = response.headers.get("Retry-After")
+
+    def _once(self) -> dict[str, Any]:
+        """python-gitlab options for one attempt: the retrying is ours."""
+        return {"max_retries": 0, "obey_rate_limit": False, "retry_transient_errors": False}
+
     def _get(self, path: str, **query: Any) -> Any:
-        return self._api.http_get(path, query_data=query, max_retries=self._settings.max_retries)
+        return self._retrying(lambda: self._api.http_get(path, query_data=query, **self._once()))
 
     def _list(self, path: str, **query: Any) -> list[dict[str, Any]]:
         # Gitlab(per_page=...) only applies to managers' list(), so pass it on every page.
         query.setdefault("per_page", self._settings.per_page)
-        result = self._api.http_list(
-            path, query_data=query, get_all=True, max_retries=self._settings.max_retries
+        return self._retrying(
+            lambda: list(self._api.http_list(path, query_data=query, get_all=True, **self._once()))
         )
-        return list(result)
 
     def _post(self, path: str, data: dict[str, Any] | None = None) -> Any:
-        return self._api.http_post(path, post_data=data, max_retries=self._settings.max_retries)
+        """A POST that may be repeated safely (it creates nothing twice)."""
+        return self._retrying(lambda: self._api.http_post(path, post_data=data, **self._once()))
 
     def _put(self, path: str, data: dict[str, Any]) -> Any:
-        return self._api.http_put(path, post_data=data, max_retries=self._settings.max_retries)
+        return self._retrying(lambda: self._api.http_put(path, post_data=data, **self._once()))
+
+    def _retrying(self, call: Callable[[], _T]) -> _T:
+        """``call`` (idempotent), again after a transient failure, ``max_retries`` times."""
+        attempt = 0
+        while True:
+            try:
+                return call()
+            except (*TRANSPORT_ERRORS, GitlabHttpError) as error:
+                if not _transient(error) or attempt >= self._settings.max_retries:
+                    raise
+            self._sleep(self._wait_before_retry(attempt))
+            attempt += 1
+
+    def _write_once(self, send: Callable[[], _T], landed: Callable[[], _T | None]) -> _T:
+        """A write that must not happen twice (a note, a discussion, a draft).
+
+        After a transient failure (5xx, 429, timeout, connection lost) the write may have been
+        stored before the answer was lost: ``landed()`` looks for it on the MR (by its hidden
+        marker) and returns it, else it is sent again; ``max_retries`` times at most.
+        """
+        attempt = 0
+        while True:
+            try:
+                if attempt:
+                    found = landed()
+                    if found is not None:
+                        return found
+                return send()
+            except (*TRANSPORT_ERRORS, GitlabHttpError) as error:
+                if not _transient(error) or attempt >= self._settings.max_retries:
+                    raise
+            self._sleep(self._wait_before_retry(attempt))
+            attempt += 1
+
+    def _wait_before_retry(self, attempt: int) -> float:
+        """Exponential backoff, or the server's Retry-After (seconds or HTTP date), capped."""
+        backoff = min(RETRY_BACKOFF_MAX_S, RETRY_BACKOFF_BASE_S * 2**attempt)
+        asked = retry_after_seconds(getattr(self._last_answer, "retry_after", None))
+        self._last_answer.retry_after = None
+        return backoff if asked is None else min(max(asked, backoff), RETRY_AFTER_CAP_S)
 
     @contextmanager
     def _translated(self, action: str, not_found: str | None = None) -> Iterator[None]:
@@ -311,7 +383,7 @@ class GitLabClient:
             code = error.response_code or 0
             if code == HTTP_NOT_FOUND and not_found:
                 raise GitLabNotFoundError(not_found) from error
-            if code >= HTTP_SERVER_ERROR:
+            if code >= HTTP_SERVER_ERROR or code == HTTP_TOO_MANY_REQUESTS:
                 raise GitLabUnavailableError(
                     f"GitLab at {url} answered {code} while {action}, "
                     f"after {self._settings.max_retries} retries"
@@ -319,7 +391,7 @@ class GitLabClient:
             raise GitLabError(f"{action} failed: {code} {_short(error)}") from error
         except GitlabError as error:
             raise GitLabError(f"{action} failed: {_short(error)}") from error
-        except (requests.ConnectionError, requests.Timeout) as error:
+        except TRANSPORT_ERRORS as error:
             raise GitLabUnavailableError(
                 f"GitLab at {url} is unreachable ({type(error).__name__}) while {action}"
             ) from error
@@ -395,11 +467,12 @@ class GitLabClient:
             delay = min(delay * 2, DIFF_REFS_MAX_DELAY_S)
 
     def _latest_refs(self, mr_path: str, fallback: Mapping[str, str]) -> DiffRefs:
-        versions = self._api.http_list(
-            f"{mr_path}/versions",
-            query_data={"page": 1},
-            get_all=False,
-            max_retries=self._settings.max_retries,
+        versions = self._retrying(
+            lambda: list(
+                self._api.http_list(
+                    f"{mr_path}/versions", query_data={"page": 1}, get_all=False, **self._once()
+                )
+            )
         )
         latest = next(iter(versions), None)  # newest first
         if latest is None:
@@ -447,8 +520,10 @@ class GitLabClient:
         url = f"/projects/{project_id}/repository/files/{quote(path, safe='')}/raw"
         with self._translated(f"reading {path} at {sha[:12]}"):
             try:
-                response = self._api.http_get(
-                    url, query_data={"ref": sha}, raw=True, max_retries=self._settings.max_retries
+                response = self._retrying(
+                    lambda: self._api.http_get(
+                        url, query_data={"ref": sha}, raw=True, **self._once()
+                    )
                 )
             except GitlabHttpError as error:
                 if error.response_code == HTTP_NOT_FOUND:
@@ -480,7 +555,14 @@ class GitLabClient:
         path = f"{self._mr_path(snapshot.project_id, snapshot.iid)}/discussions"
         try:
             with self._translated(f"posting a finding on {finding.path}"):
-                discussion = self._post(path, {"body": body, "position": position})
+                return self._write_once(
+                    lambda: _thread_ids(
+                        self._api.http_post(
+                            path, post_data={"body": body, "position": position}, **self._once()
+                        )
+                    ),
+                    lambda: self._finding_thread(snapshot, finding.fingerprint),
+                )
         except GitLabError as error:
             cause = error.__cause__
             if isinstance(cause, GitlabHttpError) and cause.response_code == HTTP_BAD_REQUEST:
@@ -489,7 +571,15 @@ class GitLabClient:
                     f"{_short(cause)}"
                 ) from cause
             raise
-        return str(discussion["id"]), int(discussion["notes"][0]["id"])
+
+    def _finding_thread(
+        self, snapshot: MergeRequestSnapshot, fingerprint: str
+    ) -> tuple[str, int] | None:
+        """The bot's thread with this fingerprint's marker, if it is on the MR."""
+        for thread in self.bot_threads(snapshot.project_id, snapshot.iid):
+            if thread.marker.fingerprint == fingerprint:
+                return thread.discussion_id, thread.note_id
+        return None
 
     def position(
         self, snapshot: MergeRequestSnapshot, finding: Finding, *, draft: bool = False
@@ -542,46 +632,108 @@ class GitLabClient:
         return ends
 
     def post_note(self, project: int | str, iid: int, body: str) -> int:
-        """A plain MR comment (https://docs.gitlab.com/api/notes/), paced like every note."""
+        """A plain MR comment (https://docs.gitlab.com/api/notes/), paced like every note.
+
+        The body gets a hidden one-off marker, so a write whose answer was lost is found on
+        the MR instead of being posted twice."""
         self._pace_note()
+        marked = f"{body}\n\n{write_marker(uuid.uuid4().hex)}"
+        notes_path = f"{self._mr_path(project, iid)}/notes"
         with self._translated(
             f"commenting on !{iid}", not_found=f"merge request !{iid} not found in {project}"
         ):
-            return int(self._post(f"{self._mr_path(project, iid)}/notes", {"body": body})["id"])
+            return self._write_once(
+                lambda: int(
+                    self._api.http_post(notes_path, post_data={"body": marked}, **self._once())[
+                        "id"
+                    ]
+                ),
+                lambda: self._note_id_where(notes_path, lambda note: note.get("body") == marked),
+            )
 
     def resolve_thread(self, project_id: int, iid: int, discussion_id: str, reply: str) -> None:
-        """Reply to a bot thread (why it is resolved), then resolve it."""
+        """Reply to a bot thread (why it is resolved), then resolve it. A reply whose answer
+        was lost is found in the thread, not posted twice."""
         path = f"{self._mr_path(project_id, iid)}/discussions/{discussion_id}"
+        me = self.bot_username()
         self._pace_note()
         with self._translated(
             f"resolving thread {discussion_id}", not_found=f"thread {discussion_id} not found"
         ):
-            self._post(f"{path}/notes", {"body": reply})
+            self._write_once(
+                lambda: self._api.http_post(
+                    f"{path}/notes", post_data={"body": reply}, **self._once()
+                ),
+                lambda: next(
+                    (
+                        note
+                        for note in self._get(path).get("notes") or []
+                        if note.get("body") == reply
+                        and (note.get("author") or {}).get("username") == me
+                    ),
+                    None,
+                ),
+            )
             self._put(path, {"resolved": True})
 
     def upsert_summary(self, project_id: int, iid: int, body: str) -> int:
         """Edit the bot's summary note in place, or create it; returns the note id."""
         me = self.bot_username()
         notes_path = f"{self._mr_path(project_id, iid)}/notes"
+
+        def existing_summary() -> int | None:
+            return self._note_id_where(notes_path, lambda note: _is_summary_by(note, me))
+
         with self._translated(f"updating the summary of !{iid}"):
-            notes = self._list(notes_path, sort="asc", order_by="created_at")
-            existing = next((n for n in notes if _is_summary_by(n, me)), None)
-            if existing is not None:
-                self._put(f"{notes_path}/{existing['id']}", {"body": body})
-                return int(existing["id"])
-            self._pace_note()
-            return int(self._post(notes_path, {"body": body})["id"])
+            note_id = existing_summary()
+            if note_id is None:
+                self._pace_note()
+                note_id = self._write_once(
+                    lambda: int(
+                        self._api.http_post(notes_path, post_data={"body": body}, **self._once())[
+                            "id"
+                        ]
+                    ),
+                    existing_summary,
+                )
+            # Also after a lost answer: the note found may hold an older body.
+            self._put(f"{notes_path}/{note_id}", {"body": body})
+            return note_id
+
+    def _note_id_where(
+        self, notes_path: str, wanted: Callable[[Mapping[str, Any]], bool]
+    ) -> int | None:
+        notes = self._list(notes_path, sort="asc", order_by="created_at")
+        return next((int(note["id"]) for note in notes if wanted(note)), None)
 
     def publish_drafts(
         self, snapshot: MergeRequestSnapshot, items: list[tuple[Finding, str]]
     ) -> DraftPublishReport:
-        """Create a draft per finding, publish them in one go, then check what GitLab kept."""
+        """Create a draft per finding, publish them in one go, then check what GitLab kept.
+
+        A draft already there (a run that stopped before publishing, or a lost answer) is not
+        created again: ``bulk_publish`` would post it twice."""
         mr_path = self._mr_path(snapshot.project_id, snapshot.iid)
+        drafts_path = f"{mr_path}/draft_notes"
         with self._translated(f"publishing drafts on !{snapshot.iid}"):
+            waiting = self._draft_fingerprints(drafts_path)
             for finding, body in items:
+                if finding.fingerprint in waiting:
+                    continue
                 position = self.position(snapshot, finding, draft=True)
-                self._post(f"{mr_path}/draft_notes", {"note": body, "position": position})
-            self._post(f"{mr_path}/draft_notes/bulk_publish")
+                self._write_once(
+                    lambda body=body, position=position: self._api.http_post(
+                        drafts_path, post_data={"note": body, "position": position},
+                        **self._once(),
+                    ),
+                    lambda finding=finding: (
+                        True
+                        if finding.fingerprint in self._draft_fingerprints(drafts_path)
+                        else None
+                    ),
+                )  # fmt: skip
+            # Publishing what is already published publishes nothing: safe to repeat.
+            self._post(f"{drafts_path}/bulk_publish")
         threads = self.bot_threads(snapshot.project_id, snapshot.iid)
         by_fingerprint = {t.marker.fingerprint: t for t in threads}
         published = {
@@ -592,9 +744,52 @@ class GitLabClient:
         missing = [f for f, _ in items if f.fingerprint not in by_fingerprint]
         return DraftPublishReport(published, missing)
 
+    def _draft_fingerprints(self, drafts_path: str) -> set[str]:
+        """Fingerprints of the bot's drafts waiting on the MR (drafts are the author's own)."""
+        fingerprints = set()
+        for draft in self._list(drafts_path):
+            marker = parse_marker(str(draft.get("note") or ""))
+            if marker is not None and marker.kind is MarkerKind.FINDING:
+                fingerprints.add(marker.fingerprint)
+        return fingerprints
+
 
 # ---------------------------------------------------------------------------------------------
 # Helpers
+
+
+def retry_after_seconds(value: str | None) -> float | None:
+    """Seconds a ``Retry-After`` header asks for: delta-seconds or an HTTP date (RFC 9110
+    section 10.2.3); None when absent or unreadable."""
+    if value is None or not value.strip():
+        return None
+    text = value.strip()
+    if text.isdigit():
+        return float(text)
+    try:
+        when = parsedate_to_datetime(text)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - datetime.now(UTC)).total_seconds())
+
+
+def _transient(error: BaseException) -> bool:
+    """Worth another try: a transport error, 429, or a 5xx from GitLab or a proxy."""
+    if isinstance(error, GitlabHttpError):
+        code = error.response_code or 0
+        return code == HTTP_TOO_MANY_REQUESTS or code in TRANSIENT_SERVER_STATUSES
+    return isinstance(error, TRANSPORT_ERRORS)
+
+
+def _thread_ids(discussion: Mapping[str, Any]) -> tuple[str, int]:
+    return str(discussion["id"]), int(discussion["notes"][0]["id"])
+
+
+def write_marker(write_id: str) -> str:
+    """A hidden marker that makes one write recognisable on the MR."""
+    return f"<!-- reviewbot:write id={write_id} -->"
 
 
 def _position_outside_diff(finding: Finding) -> dict[str, int]:

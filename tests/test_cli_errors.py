@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from click.testing import CliRunner
 
@@ -11,7 +13,7 @@ from reviewbot.cli import main
 @pytest.mark.parametrize(
     ("args", "env", "code", "message"),
     [
-        (["reviews", "list", "--database-url", "notaurl"], {}, 2, "bad database URL"),
+        (["reviews", "list", "--database-url", "notaurl"], {}, 2, "'notaurl' is not supported"),
         (
             ["reviews", "list", "--database-url", "postgresql://u:hunter2@127.0.0.1:1/x"],
             {},
@@ -20,7 +22,27 @@ from reviewbot.cli import main
         ),
         (["plan", "--diff", "-"], {"REVIEWBOT_CONCURRENCY": "lots"}, 2, "REVIEWBOT_CONCURRENCY"),
         (["run", "1", "--project", "g/a"], {"REVIEWBOT_GITLAB_URL": ""}, 2, "REVIEWBOT_GITLAB_"),
-        (["db", "upgrade", "--database-url", "mysql+nodriver://x/y"], {}, 2, "bad database URL"),
+        (["db", "upgrade", "--database-url", "mysql+nodriver://x/y"], {}, 2, "not supported"),
+        # the hostile test's bad input (issue 10 item 11): one line, exit 2, no secret shown
+        (["run", "1", "--project", "g/a"], {"REVIEWBOT_GITLAB_URL": "ftp://x"}, 2, "gitlab_url"),
+        (["run", "1", "--project", "g/a"], {"REVIEWBOT_GITLAB_URL": "notaurl"}, 2, "http"),
+        (
+            ["run", "1", "--project", "g/a"],
+            {"REVIEWBOT_GITLAB_URL": "ftp://bot:hunter2@gitlab.example.com"},
+            2,
+            "ftp://bot:***@gitlab.example.com",
+        ),
+        (["reviews", "list", "--database-url", "mysql://u:hunter2@db/x"], {}, 2, "sqlite:///"),
+        (["plan", "--diff", "-"], {"REVIEWBOT_REQUEST_TIMEOUT_S": "-1"}, 2, "request_timeout_s"),
+        (["plan", "--diff", "-"], {"REVIEWBOT_REQUEST_TIMEOUT_S": "nan"}, 2, "request_timeout_s"),
+        (["serve", "--port", "70000"], {}, 2, "--port"),
+        (["reviews", "list", "--limit", "-1"], {}, 2, "--limit"),
+        (
+            ["reviews", "list", "--database-url", "sqlite:////proc/reviewbot/x.db"],
+            {},
+            2,
+            "cannot create the folder",
+        ),
     ],
 )
 def test_one_line_errors(args: list[str], env: dict[str, str], code: int, message: str) -> None:
@@ -29,3 +51,11 @@ def test_one_line_errors(args: list[str], env: dict[str, str], code: int, messag
     assert message in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
     assert "Traceback" not in result.output and "hunter2" not in result.stderr
+
+
+def test_a_config_file_that_is_not_utf8_is_one_line(tmp_path: Path) -> None:
+    config = tmp_path / "reviewbot.toml"
+    config.write_bytes(b'language = "Fran\xe7ais"\n')  # Latin-1
+    result = CliRunner().invoke(main, ["plan", "--diff", "-", "--config", str(config)], input="")
+    assert result.exit_code == 2
+    assert "not UTF-8" in result.stderr and len(result.stderr.strip().splitlines()) == 1

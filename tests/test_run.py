@@ -219,12 +219,13 @@ def test_failure_midway_is_recorded_and_the_next_run_completes(world: World) -> 
     def fail_after_first_post(message: str) -> None:
         calls.append(message)
         if message == "publishing":
-            # GET /user, the thread listing and the first POST pass; the second POST and its
-            # 5 retries fail.
-            world.gitlab.add_faults(*(["slow:0"] * 3 + ["502"] * 6))
+            # GET /user, the thread listing and the first POST pass; then GitLab is down
+            # through every retry.
+            world.gitlab.outage_after(3, "502")
 
     with pytest.raises(GitLabUnavailableError), App(world.settings()) as app:
         run_merge_request(app, PROJECT, 1, RunOptions(), progress=fail_after_first_post)
+    world.gitlab.end_outage()
     store = Store.from_url(world.database_url)
     [failed] = store.reviews(project=PROJECT, mr_iid=1)
     assert failed["status"] == "failed" and "502" in failed["error"]

@@ -236,9 +236,8 @@ def test_local_slots_stop_a_waiter() -> None:
 
 
 def test_a_total_below_one_is_refused(tmp_path) -> None:
-    settings = Settings(llm_total_concurrency=0, database_url=f"sqlite:///{tmp_path / 'r.db'}")
     with pytest.raises(ConfigError, match="llm_total_concurrency"):
-        slots_for(settings, make_engine(settings.database_url))
+        Settings(llm_total_concurrency=0, database_url=f"sqlite:///{tmp_path / 'r.db'}")
 
 
 @dataclass

@@ -773,7 +773,8 @@ def test_help_is_posted_on_the_merge_request(store_url: str, tmp_path: Path) -> 
         notes = gitlab.notes(PROJECT, IID)
     store.close()
     assert response.status_code == 202
-    assert [(note["author"]["username"], note["body"]) for note in notes] == [(BOT, help_text(BOT))]
+    assert [(note["author"]["username"], note["body"].split("\n\n<!-- reviewbot:write")[0])
+            for note in notes] == [(BOT, help_text(BOT))]  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.orm import Session
 
+from reviewbot.config import ConfigError
 from reviewbot.store.figures import (
     DEFAULT_METRIC_BUCKETS,
     MetricBuckets,
@@ -187,7 +188,14 @@ def make_engine(url: str) -> Engine:
             pool_pre_ping=True,
         )
     if parsed.database not in SQLITE_MEMORY_DATABASES:
-        Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        folder = Path(parsed.database).expanduser().parent
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise ConfigError(
+                f"cannot create the folder of the SQLite database {folder}: {error.strerror}; "
+                "set REVIEWBOT_DATABASE_URL to a writable place"
+            ) from None
     engine = create_engine(parsed)
     event.listen(engine, "connect", _configure_sqlite_connection)
     return engine

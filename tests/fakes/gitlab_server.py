@@ -34,6 +34,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from email.utils import formatdate
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -42,6 +43,7 @@ from typing import Any
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
 
 API_PREFIX = "/api/v4"
+STORED_FIRST = "stored:"
 DEFAULT_VERSION = "17.5.0"
 # The /merge_requests/:iid/diffs endpoint appeared in GitLab 15.7 (docs: "Introduced in 15.7").
 DIFFS_ENDPOINT_SINCE = (15, 7)
@@ -372,6 +374,9 @@ class FakeGitLab:
         self._tokens: dict[str, int] = {}
         self._projects: dict[int, Project] = {}
         self._faults: list[str] = []
+        self._targeted_faults: list[list[Any]] = []
+        self._outage_countdown: int | None = None
+        self._outage_fault = "502"
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self.url = ""
@@ -485,9 +490,29 @@ class FakeGitLab:
             mr.updated_at = version.created_at
 
     def add_faults(self, *faults: str) -> None:
-        """Queue faults ("429", "500", "502", "503", "504", "slow:SECONDS"), one per request."""
+        """Queue faults, one per request: "429", "429-date" (Retry-After as an HTTP date),
+        "429:SECONDS" (that Retry-After), "500", "502", "503", "504", "slow:SECONDS"; prefixed
+        with "stored:", the request is handled first (a write is stored) and then the fault
+        is what the client gets (e.g. "stored:502", or "stored:slow:5" past its timeout)."""
         with self._lock:
             self._faults.extend(faults)
+
+    def add_fault_for(self, method: str, path_pattern: str, fault: str, times: int = 1) -> None:
+        """Answer the next ``times`` requests whose method is ``method`` and whose path (after
+        /api/v4) matches the regex ``path_pattern`` with ``fault`` (see :meth:`add_faults`)."""
+        with self._lock:
+            self._targeted_faults.append([method, re.compile(path_pattern), fault, times])
+
+    def outage_after(self, requests: int, fault: str = "502") -> None:
+        """After ``requests`` more requests, answer every request with ``fault`` until
+        :meth:`end_outage` (GitLab down for a while, as seen through its proxy)."""
+        with self._lock:
+            self._outage_countdown = requests
+            self._outage_fault = fault
+
+    def end_outage(self) -> None:
+        with self._lock:
+            self._outage_countdown = None
 
     def set_empty_diff_refs(self, project: str | int, iid: int, times: int) -> None:
         """The next ``times`` GETs of the MR answer ``diff_refs: null`` (diff not ready yet)."""
@@ -845,14 +870,37 @@ class FakeGitLab:
         with self._lock:
             self.requests.append((request.method, request.path))
             fault = self._faults.pop(0) if self._faults else None
-        if fault is not None:
+            if fault is None:
+                fault = self._targeted_fault(request)
+            if fault is None and self._outage_countdown is not None:
+                if self._outage_countdown <= 0:
+                    fault = self._outage_fault
+                self._outage_countdown -= 1
+        stored_first = fault is not None and fault.startswith(STORED_FIRST)
+        if fault is not None and not stored_first:
             answer = _fault_response(fault)
             if answer is not None:
                 return answer
         try:
-            return self._route(request)
+            response = self._route(request)
         except ApiError as error:
-            return Response(error.status, error.body, error.headers)
+            response = Response(error.status, error.body, error.headers)
+        if stored_first:
+            # The request was handled (a write is stored), then the answer is lost or late:
+            # a proxy answering 502, or a client that gave up waiting.
+            assert fault is not None
+            lost = _fault_response(fault[len(STORED_FIRST) :])
+            return lost if lost is not None else response
+        return response
+
+    def _targeted_fault(self, request: Request) -> str | None:
+        route = request.path[len(API_PREFIX) :]
+        for target in self._targeted_faults:
+            method, pattern, fault, times = target
+            if method == request.method and pattern.search(route) and times > 0:
+                target[3] -= 1
+                return str(fault)
+        return None
 
     def _route(self, request: Request) -> Response:
         if not request.path.startswith(API_PREFIX + "/"):
@@ -1220,14 +1268,17 @@ def _fault_response(fault: str) -> Response | None:
     if fault.startswith("slow:"):
         time.sleep(float(fault.split(":", 1)[1]))
         return None
-    if fault == "429":
-        reset = int(time.time()) + RETRY_AFTER_SECONDS
+    if fault == "429" or fault.startswith(("429:", "429-date")):
+        wait = int(fault.split(":", 1)[1]) if ":" in fault else RETRY_AFTER_SECONDS
+        reset = int(time.time()) + wait
+        # Retry-After is delta-seconds or an HTTP-date (RFC 9110 section 10.2.3)
+        retry_after = formatdate(reset, usegmt=True) if fault == "429-date" else str(wait)
         return Response(
             HTTPStatus.TOO_MANY_REQUESTS,
             "Retry later\n",
             {
                 "Content-Type": "text/plain",
-                "Retry-After": str(RETRY_AFTER_SECONDS),
+                "Retry-After": retry_after,
                 "RateLimit-Name": "throttle_authenticated_api",
                 "RateLimit-Limit": str(RATE_LIMIT),
                 "RateLimit-Observed": str(RATE_LIMIT + 1),

@@ -1,0 +1,108 @@
+"""Every write to GitLab happens once, even when its answer is lost, late or a 5xx after GitLab
+stored it (issue 10 item 1), and Retry-After is honoured within a cap, in both of its forms.
+
+The fake GitLab stores the write and then answers 502, or answers after the client gave up
+("stored:" faults, tests/fakes/gitlab_server.py). Retry-After: RFC 9110 section 10.2.3.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from email.utils import formatdate
+
+from reviewbot.app import App
+from reviewbot.comments import parse_marker
+from reviewbot.gitlab import (
+    RETRY_AFTER_CAP_S,
+    GitLabClient,
+    GitLabSettings,
+    retry_after_seconds,
+)
+from reviewbot.mr import RunOptions, run_merge_request
+from tests.mr_world import BOT_TOKEN, PROJECT, World, world  # noqa: F401
+from tests.store_fixtures import store_url  # noqa: F401
+
+DISCUSSIONS = r"/merge_requests/1/discussions$"
+NOTES = r"/merge_requests/1/notes$"
+DRAFTS = r"/merge_requests/1/draft_notes$"
+LATE_S = 2.0
+CLIENT_TIMEOUT_S = 0.5
+HOUR_S = 3600
+
+
+def fingerprints_on_mr(world: World) -> Counter[str]:  # noqa: F811
+    markers = [parse_marker(d["notes"][0]["body"]) for d in world.gitlab.discussions(PROJECT, 1)]
+    return Counter(m.fingerprint for m in markers if m is not None and m.fingerprint)
+
+
+def summaries(world: World) -> list[dict]:  # noqa: F811
+    return [n for n in world.gitlab.notes(PROJECT, 1) if "reviewbot:summary" in n["body"]]
+
+
+def test_a_discussion_stored_then_answered_502_is_not_posted_twice(world: World) -> None:  # noqa: F811
+    world.gitlab.add_fault_for("POST", DISCUSSIONS, "stored:502", times=3)
+    report = world.run()
+    on_mr = fingerprints_on_mr(world)
+    assert len(report.posted) == 3 and set(on_mr.values()) == {1}
+    assert set(on_mr) == {f.fingerprint for f in report.posted}
+
+
+def test_a_discussion_answered_after_the_timeout_is_not_posted_twice(world: World) -> None:  # noqa: F811
+    world.gitlab.add_fault_for("POST", DISCUSSIONS, f"stored:slow:{LATE_S}")
+    report = world.run(gitlab_timeout_s=CLIENT_TIMEOUT_S)
+    on_mr = fingerprints_on_mr(world)
+    assert len(report.posted) == 3 and set(on_mr.values()) == {1}
+
+
+def test_a_summary_stored_then_answered_502_is_one_note(world: World) -> None:  # noqa: F811
+    world.gitlab.add_fault_for("POST", NOTES, "stored:502", times=2)
+    report = world.run()
+    [summary] = summaries(world)
+    assert report.summary_note_id == summary["id"]
+    assert "3 finding(s), 3 posted inline" in summary["body"]
+
+
+def test_drafts_stored_then_answered_502_are_published_once(world: World) -> None:  # noqa: F811
+    world.gitlab.add_fault_for("POST", DRAFTS, "stored:502", times=3)
+    report = world.run(publish_mode="drafts")
+    on_mr = fingerprints_on_mr(world)
+    assert len(report.posted) == 3 and set(on_mr.values()) == {1}
+
+
+def test_drafts_left_by_a_run_that_stopped_are_not_published_twice(world: World) -> None:  # noqa: F811
+    world.gitlab.add_fault_for("POST", r"/draft_notes/bulk_publish$", "503", times=10)
+    with App(world.settings(publish_mode="drafts")) as app:
+        try:
+            run_merge_request(app, PROJECT, 1, RunOptions())
+        except Exception as error:  # noqa: BLE001 - the run fails: GitLab never publishes
+            assert "503" in str(error)
+    world.run(publish_mode="drafts")  # the drafts of the first run are still there
+    on_mr = fingerprints_on_mr(world)
+    assert len(on_mr) == 3 and set(on_mr.values()) == {1}
+
+
+def test_a_help_note_stored_then_answered_502_is_one_note(world: World) -> None:  # noqa: F811
+    world.gitlab.add_fault_for("POST", NOTES, "stored:502")
+    client = GitLabClient(GitLabSettings(url=world.gitlab.url, token=BOT_TOKEN))
+    note_id = client.post_note(PROJECT, 1, "**reviewbot** commands: ...")
+    notes = [n for n in world.gitlab.notes(PROJECT, 1) if "reviewbot** commands" in n["body"]]
+    assert [n["id"] for n in notes] == [note_id]
+
+
+def test_retry_after_in_both_forms_is_read_and_capped(world: World) -> None:  # noqa: F811
+    waits: list[float] = []
+    client = GitLabClient(GitLabSettings(url=world.gitlab.url, token=BOT_TOKEN),
+                          sleep=waits.append)  # fmt: skip
+    world.gitlab.add_faults("429-date", f"429:{HOUR_S}")
+    assert client.bot_username() == "reviewbot"  # no crash on the HTTP-date form
+    assert len(waits) == 2 and all(0 < wait <= RETRY_AFTER_CAP_S for wait in waits)
+    assert waits[1] == RETRY_AFTER_CAP_S  # an hour asked: the cap
+
+
+def test_retry_after_values() -> None:
+    assert retry_after_seconds("7") == 7.0
+    assert retry_after_seconds(None) is None and retry_after_seconds("soon") is None
+    assert retry_after_seconds(formatdate(0, usegmt=True)) == 0.0  # a date in the past
+    later = retry_after_seconds(formatdate(time.time() + 120, usegmt=True))
+    assert later is not None and 100 < later <= 120
