@@ -371,10 +371,12 @@ def _exit_code(report: RunReport, fail_on: Severity | None) -> int:
         if gate:
             _say(f"{len(gate)} findings at or above {fail_on.value}: failing the job (exit 3)")
             return EXIT_FINDINGS
-    if report.review.chunk_errors:
+    if report.review.unreviewed:
+        coverage = report.review.coverage
         _say(
-            f"{len(report.review.chunk_errors)} chunk(s) could not be reviewed: "
-            f"{next(iter(report.review.chunk_errors.values()))}"
+            f"incomplete review: {coverage.changed_lines_covered} of "
+            f"{coverage.changed_lines_total} changed lines reviewed; not reviewed: "
+            f"{report.review.unreviewed[0].describe()}"
         )
         return EXIT_FAILURE
     return EXIT_OK

@@ -306,10 +306,13 @@ def review(
         click.echo(json.dumps(review_json(result), indent=2))
     else:
         print_findings(result, Console())
-    if result.chunk_errors:
+    if result.unreviewed:
+        coverage = result.coverage
         fail(
-            f"{len(result.chunk_errors)} chunk(s) could not be reviewed "
-            f"({result.chunks_reviewed} were): {next(iter(result.chunk_errors.values()))}",
+            f"incomplete review: {coverage.changed_lines_covered} of "
+            f"{coverage.changed_lines_total} changed lines reviewed; not reviewed: "
+            f"{result.unreviewed[0].describe()}"
+            + (f" (and {len(result.unreviewed) - 1} more)" if len(result.unreviewed) > 1 else ""),
             EXIT_FAILURE,
         )
 
@@ -364,6 +367,8 @@ def review_json(result: Any) -> dict[str, Any]:
         "rejected": [r.reason for r in result.findings.rejected],
         "invalid_calls": result.invalid_calls,
         "chunk_errors": {str(k): v for k, v in result.chunk_errors.items()},
+        "unreviewed": [part.describe() for part in result.unreviewed],
+        "coverage": result.coverage.to_dict(),
         "calls": [call_json(c) for c in result.calls],
         "plan": result.plan.to_dict(),
         "seconds": round(result.seconds, 3),
@@ -453,8 +458,14 @@ def run(
         click.echo(json.dumps(run_json(report), indent=2))
     else:
         print_run(report, Console())
-    if report.review.chunk_errors:
-        fail(f"{len(report.review.chunk_errors)} chunk(s) could not be reviewed", EXIT_FAILURE)
+    if report.review.unreviewed:
+        coverage = report.review.coverage
+        fail(
+            f"incomplete review: {coverage.changed_lines_covered} of "
+            f"{coverage.changed_lines_total} changed lines reviewed; not reviewed: "
+            f"{report.review.unreviewed[0].describe()}",
+            EXIT_FAILURE,
+        )
 
 
 def run_json(report: Any) -> dict[str, Any]:

@@ -195,7 +195,8 @@ class SummaryData:
     invalid_model_calls: int = 0
     unplaced: Sequence[UnplacedFinding] = ()
     deleted_by_reviewers: int = 0  # found again, but a human had deleted the comment
-    errors: Sequence[str] = ()  # one line per chunk that failed
+    unreviewed: Sequence[str] = ()  # one line per chunk the model never answered
+    errors: Sequence[str] = ()  # warnings (a checkout not used, a repository config ignored)
     ci_job_url: str | None = None
 
 
@@ -206,6 +207,7 @@ def summary_body(summary: SummaryData) -> str:
         _counts_table(summary),
         _coverage_section(summary.coverage),
         _unplaced_section(summary),
+        _unreviewed_section(summary.unreviewed),
         _errors_section(summary.errors),
         _run_table(summary),
         summary_marker(),
@@ -220,9 +222,18 @@ def _summary_heading(summary: SummaryData) -> str:
         if summary.deleted_by_reviewers
         else ""
     )
-    return (
+    heading = (
         f"### reviewbot review of `{summary.head_sha[:12]}`\n\n"
         f"{total} finding(s), {summary.inline_count} posted inline.{deleted}"
+    )
+    if not summary.unreviewed:
+        return heading
+    coverage = summary.coverage
+    missing = coverage.changed_lines_total - coverage.changed_lines_covered
+    return (
+        f"{heading}\n\n⚠️ **Incomplete review:** {len(summary.unreviewed)} part(s) of this merge "
+        f"request ({missing} changed lines) could not be reviewed; the findings cover "
+        f"{coverage.changed_lines_covered} of {coverage.changed_lines_total} changed lines."
     )
 
 
@@ -272,11 +283,18 @@ def _unplaced_row(item: UnplacedFinding) -> str:
     )
 
 
+def _unreviewed_section(unreviewed: Sequence[str]) -> str:
+    if not unreviewed:
+        return ""
+    items = "\n".join(f"- {table_cell(part)}" for part in unreviewed)
+    return _collapsible(f"⚠️ Not reviewed ({len(unreviewed)})", items, len(unreviewed))
+
+
 def _errors_section(errors: Sequence[str]) -> str:
     if not errors:
         return ""
     items = "\n".join(f"- {table_cell(error)}" for error in errors)
-    return _collapsible(f"⚠️ {len(errors)} chunk(s) failed", items, DETAILS_THRESHOLD + 1)
+    return _collapsible(f"⚠️ Warnings ({len(errors)})", items, len(errors))
 
 
 def _run_table(summary: SummaryData) -> str:

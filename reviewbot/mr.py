@@ -137,12 +137,11 @@ class RunReport:
 
 def require_complete(report: RunReport) -> RunReport:
     """The report, or ReviewIncompleteError when part of the diff was not reviewed."""
-    errors = report.review.chunk_errors
-    if errors:
-        first = next(iter(errors.values()))
+    unreviewed = report.review.unreviewed
+    if unreviewed:
         raise ReviewIncompleteError(
-            f"{len(errors)} chunk(s) of {report.project_path}!{report.iid} could not be "
-            f"reviewed: {first}"
+            f"{len(unreviewed)} part(s) of {report.project_path}!{report.iid} could not be "
+            f"reviewed: {unreviewed[0].describe()}"
         )
     return report
 
@@ -329,13 +328,13 @@ def _review_and_publish(run: _Run, review_id: int) -> RunReport:
     store.finish_review(
         review_id,
         status="failed" if result.chunk_errors else "succeeded",
-        coverage=result.plan.coverage.to_dict(),
+        coverage=result.coverage.to_dict(),
         chunks=len(result.plan.chunks),
         prompt_tokens=result.prompt_tokens,
         completion_tokens=result.completion_tokens,
         cached_tokens=result.cached_tokens,
         summary_note_id=report.summary_note_id,
-        error="; ".join(f"chunk {i}: {e}" for i, e in result.chunk_errors.items()) or None,
+        error="; ".join(f"not reviewed: {part.describe()}" for part in result.unreviewed) or None,
         model=result.model,
         prompt_version=result.prompt_version,
     )
@@ -343,19 +342,19 @@ def _review_and_publish(run: _Run, review_id: int) -> RunReport:
 
 
 def _facts(result: ReviewResult, options: RunOptions, warnings: list[str]) -> ReviewFacts:
-    errors = [f"chunk {i + 1}: {e}" for i, e in sorted(result.chunk_errors.items())]
     return ReviewFacts(
         model=result.model,
         prompt_version=result.prompt_version,
         counts=result.findings.counts,
-        coverage=result.plan.coverage,
+        coverage=result.coverage,
         chunks=len(result.plan.chunks),
         tokens=TokenUsage(result.prompt_tokens, result.completion_tokens, result.cached_tokens),
         total_time_s=result.seconds,
         ttft_p50_ms=result.ttft_percentile(0.5),
         ttft_p95_ms=result.ttft_percentile(0.95),
         invalid_model_calls=len(result.invalid_calls),
-        errors=[*errors, *warnings],
+        unreviewed=[part.describe() for part in result.unreviewed],
+        errors=list(warnings),
         ci_job_url=options.ci_job_url,
     )
 

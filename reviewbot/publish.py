@@ -265,7 +265,8 @@ class ReviewFacts:
     ttft_p50_ms: float | None = None
     ttft_p95_ms: float | None = None
     invalid_model_calls: int = 0
-    errors: Sequence[str] = ()  # one line per chunk that failed, then warnings
+    unreviewed: Sequence[str] = ()  # one line per chunk the model never answered
+    errors: Sequence[str] = ()  # warnings
     ci_job_url: str | None = None
 
 
@@ -419,6 +420,7 @@ def _summary_data(
         invalid_model_calls=facts.invalid_model_calls,
         unplaced=unplaced,
         deleted_by_reviewers=len(result.deleted),
+        unreviewed=facts.unreviewed,
         errors=facts.errors,
         ci_job_url=facts.ci_job_url,
     )

@@ -16,7 +16,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from reviewbot.chunking import Budget, BudgetTooSmallError, Chunk, Plan, PlanOptions, plan
+from reviewbot.chunking import (
+    Budget,
+    BudgetTooSmallError,
+    Chunk,
+    Coverage,
+    Plan,
+    PlanOptions,
+    plan,
+)
 from reviewbot.config import Settings
 from reviewbot.diff import FileDiff
 from reviewbot.exclusions import ExclusionRules
@@ -28,6 +36,7 @@ from reviewbot.tokens import TokenCounter
 __all__ = [
     "ReviewOptions",
     "ReviewResult",
+    "UnreviewedPart",
     "budget_for",
     "local_overhead",
     "review_files",
@@ -66,6 +75,27 @@ def review_options(settings: Settings) -> ReviewOptions:
     )
 
 
+@dataclass(frozen=True)
+class UnreviewedPart:
+    """A chunk the model never answered (after retries): what it held, and why."""
+
+    chunk_index: int
+    lines_by_path: tuple[tuple[str, int], ...]  # (path, changed lines this chunk owned)
+    reason: str
+
+    @property
+    def changed_lines(self) -> int:
+        return sum(lines for _, lines in self.lines_by_path)
+
+    def describe(self) -> str:
+        """``chunk 3 (app.py, util.py: 17 changed lines): <reason>`` (1-based chunk)."""
+        paths = ", ".join(dict.fromkeys(path for path, _ in self.lines_by_path))
+        return (
+            f"chunk {self.chunk_index + 1} ({paths}: {self.changed_lines} changed lines): "
+            f"{self.reason}"
+        )
+
+
 @dataclass
 class ReviewResult:
     plan: Plan
@@ -77,6 +107,30 @@ class ReviewResult:
     prompt_version: str
     seconds: float
     chunks_reviewed: int
+    unreviewed: list[UnreviewedPart] = field(default_factory=list)
+
+    @property
+    def complete(self) -> bool:
+        return not self.chunk_errors
+
+    @property
+    def coverage(self) -> Coverage:
+        """What was reviewed: the plan's coverage minus the chunks the model never answered
+        (a file counts as reviewed while any of its changed lines was)."""
+        planned = self.plan.coverage
+        if not self.unreviewed:
+            return planned
+        missed: dict[str, int] = {}
+        for part in self.unreviewed:
+            for path, lines in part.lines_by_path:
+                missed[path] = missed.get(path, 0) + lines
+        owned = _changed_lines_by_path(self.plan)
+        lost_files = sum(1 for path, lines in missed.items() if lines >= owned.get(path, 0))
+        return dataclasses.replace(
+            planned,
+            files_reviewed=max(0, planned.files_reviewed - lost_files),
+            changed_lines_covered=max(0, planned.changed_lines_covered - sum(missed.values())),
+        )
 
     @property
     def prompt_tokens(self) -> int:
@@ -154,6 +208,7 @@ def review_files(
     calls: list[tuple[int, dict[str, Any]]] = []
     records: list[CallRecord] = []
     errors: dict[int, str] = {}
+    unreviewed: list[UnreviewedPart] = []
     invalid: list[str] = []
     files_by_chunk: dict[int, Mapping[str, FileDiff]] = {}
     pending = [(chunk, 0) for chunk in chunks]
@@ -190,6 +245,10 @@ def review_files(
                 errors[result.chunk_index] = result.error
             else:
                 reviewed += 1
+                continue
+            unreviewed.append(
+                _unreviewed_part(by_index[result.chunk_index], errors[result.chunk_index])
+            )
     findings = process(calls, files_by_chunk, options.findings_options)
     return ReviewResult(
         plan=review_plan,
@@ -201,6 +260,23 @@ def review_files(
         prompt_version=prompt_version(),
         seconds=time.monotonic() - started,
         chunks_reviewed=reviewed,
+        unreviewed=unreviewed,
+    )
+
+
+def _changed_lines_by_path(review_plan: Plan) -> dict[str, int]:
+    owned: dict[str, int] = {}
+    for chunk in review_plan.chunks:
+        for segment in chunk.segments:
+            owned[segment.path] = owned.get(segment.path, 0) + segment.owned_changed
+    return owned
+
+
+def _unreviewed_part(chunk: Chunk, reason: str) -> UnreviewedPart:
+    return UnreviewedPart(
+        chunk.index,
+        tuple((segment.path, segment.owned_changed) for segment in chunk.segments),
+        reason,
     )
 
 

@@ -324,3 +324,32 @@ def test_a_review_left_running_by_a_dead_run_is_closed_by_the_next(world: World)
     closed = store.review(orphan)
     assert closed["status"] == "failed" and "interrupted" in (closed["error"] or "")
     assert store.review(report.review_id)["status"] == "succeeded"  # type: ignore[arg-type]
+
+
+def test_a_chunk_the_model_never_answered_is_an_incomplete_review_not_a_clean_one(
+    world: World,
+) -> None:
+    """Issue 10 item 4: lost answers are never "0 findings" and full coverage."""
+    world.vllm.add_faults(*["stream_cut_mid_call"] * 20)  # every try of the one chunk
+    result = CliRunner().invoke(
+        main,
+        ["run", "1", "--project", PROJECT],
+        env={
+            "REVIEWBOT_GITLAB_URL": world.gitlab.url,
+            "REVIEWBOT_GITLAB_TOKEN": world.settings().gitlab_token,
+            "REVIEWBOT_LLM_BASE_URL": world.vllm.base_url,
+            "REVIEWBOT_DATABASE_URL": world.database_url,
+            "REVIEWBOT_GITLAB_NOTES_PER_MINUTE": "60000",
+            "REVIEWBOT_CONFIG": "",
+        },
+    )
+    assert result.exit_code == 1, result.output
+    assert "incomplete review: 0 of 16 changed lines reviewed" in result.stderr
+    [summary] = summary_notes(world)
+    body = summary["body"]
+    assert "Incomplete review" in body and "cover 0 of 16 changed lines" in body
+    assert "app.py" in summary["body"].split("Not reviewed")[1]
+    assert "16/16 changed lines" not in summary["body"]
+    [review] = Store.from_url(world.database_url).reviews(project=PROJECT, mr_iid=1)
+    assert review["status"] == "failed"
+    assert (review["changed_lines_covered"], review["changed_lines_total"]) == (0, 16)
