@@ -188,7 +188,7 @@ class _Run:
     gitlab: GitLabClient
     say: Callable[[str], None]
     counter: Future[TokenCounter]
-    head_files: dict[str, str] = field(default_factory=dict)
+    files_at: dict[str, dict[str, str]] = field(default_factory=dict)  # sha -> path -> text
     warnings: list[str] = field(default_factory=list)
 
     @property
@@ -196,23 +196,27 @@ class _Run:
         return self.app.store
 
     def read_head(self, paths: list[str]) -> Mapping[str, str]:
-        """Head contents of ``paths`` (each read once per run): from the checkout when it has
-        the head commit, else the API. A path absent from the result does not exist there."""
-        wanted = [path for path in paths if path not in self.head_files]
-        head = self.snapshot.diff_refs.head_sha
+        """Head contents of ``paths`` (each read once per run)."""
+        return self.read_at(self.snapshot.diff_refs.head_sha, paths)
+
+    def read_at(self, sha: str, paths: list[str]) -> Mapping[str, str]:
+        """Contents of ``paths`` at ``sha``, each read once per run: from the checkout when it
+        has the commit, else the API. A path absent from the result does not exist there."""
+        cache = self.files_at.setdefault(sha, {})
+        wanted = [path for path in paths if path not in cache]
         found: dict[str, str] = {}
         if self.options.repo_dir is not None and wanted:
             try:
-                found = read_files_at(self.options.repo_dir, head, wanted)
+                found = read_files_at(self.options.repo_dir, sha, wanted)
             except GitError as error:
                 warning = f"local checkout not used ({error}); reading files from GitLab"
                 if warning not in self.warnings:
                     self.warnings.append(warning)
         missing = [path for path in wanted if path not in found]
         if missing:
-            found.update(self.gitlab.file_contents(self.snapshot.project_id, head, missing))
-        self.head_files.update(found)
-        return {path: self.head_files[path] for path in paths if path in self.head_files}
+            found.update(self.gitlab.file_contents(self.snapshot.project_id, sha, missing))
+        cache.update(found)
+        return {path: cache[path] for path in paths if path in cache}
 
 
 def _run_recorded(run: _Run) -> RunReport:
@@ -239,9 +243,20 @@ def _run_recorded(run: _Run) -> RunReport:
 
 
 def _policy(run: _Run) -> Settings:
-    """The settings with the repository's ``.reviewbot.toml`` applied (when it is valid)."""
+    """The settings with the repository's ``.reviewbot.toml`` applied (when it is valid).
+
+    The file is read from the target branch (the MR's latest diff version's start commit), not
+    from the MR's head: an author cannot silence the review of their own MR. A change to it in
+    the MR applies once merged; the summary says so.
+    """
     settings = run.app.settings
-    repo_config = run.read_head([REPO_CONFIG_FILE])
+    if run.snapshot.file(REPO_CONFIG_FILE) is not None:
+        run.warnings.append(
+            f"this merge request changes {REPO_CONFIG_FILE}: the review used the target "
+            "branch's version; the change applies once it is merged"
+        )
+    target = run.snapshot.diff_refs.start_sha
+    repo_config = run.read_at(target, [REPO_CONFIG_FILE])
     if REPO_CONFIG_FILE not in repo_config:
         return settings
     try:

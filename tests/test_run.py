@@ -21,7 +21,7 @@ from reviewbot.mr import MergeRequestBusyError, RunOptions, run_merge_request
 from reviewbot.store import MergeRequestKey, Store, upgrade
 from tests.fakes.gitlab_server import FakeGitLab
 from tests.fakes.vllm_server import LatencyModel
-from tests.mr_world import BOT_TOKEN, FEATURE_APP, PROJECT, World, commit_on_feature
+from tests.mr_world import BOT_TOKEN, FEATURE_APP, PROJECT, World, commit_on_feature, git
 
 
 def diff_notes(world: World) -> list[dict]:
@@ -192,24 +192,51 @@ def test_draft_mode_publishes_once(world: World) -> None:
     assert all(f["discussion_id"] for f in store.findings(report.review_id))
 
 
-def test_repository_config_is_applied(world: World) -> None:
+def commit_on_target(world: World, files: dict[str, str], message: str) -> None:
+    """A commit on the target branch (main), then a new diff version of the MR."""
+    git(world.repo, "checkout", "-q", "main")
+    for name, text in files.items():
+        (world.repo / name).write_text(text)
+    git(world.repo, "add", "-A")
+    git(world.repo, "commit", "-qm", message)
+    world.gitlab.push(PROJECT, 1, git(world.repo, "rev-parse", "feature"))
+
+
+def test_repository_config_of_the_target_branch_is_applied(world: World) -> None:
     config = '[reviewbot]\nexclude = ["util.py"]\nmin_severity = "major"\n'
-    head = commit_on_feature(world.repo, {".reviewbot.toml": config}, "bot config")
-    world.gitlab.push(PROJECT, 1, head)
+    commit_on_target(world, {".reviewbot.toml": config}, "bot config")
     report = world.run()
     skipped = {s.path: s.reason for s in report.review.plan.coverage.skipped}
     assert skipped["util.py"] == "excluded by configuration"
     assert {f.severity.value for f in report.posted} == {"critical", "major"}  # minor filtered
 
 
-def test_broken_repository_config_is_reported_not_fatal(world: World) -> None:
-    head = commit_on_feature(world.repo, {".reviewbot.toml": "gitlab_token = 'x'\n"}, "bad")
+def test_an_mr_cannot_silence_its_own_review_with_the_config_file(world: World) -> None:
+    """Issue 10 item 10: the policy file is read from the target branch, not the MR's head."""
+    silence = '[reviewbot]\nexclude = ["*"]\nmax_inline = 1\nmin_severity = "blocker"\n'
+    head = commit_on_feature(world.repo, {".reviewbot.toml": silence}, "quiet please")
     world.gitlab.push(PROJECT, 1, head)
+    report = world.run()
+    assert len(report.posted) == 3
+    [summary] = summary_notes(world)
+    assert "this merge request changes .reviewbot.toml" in summary["body"]
+
+
+def test_broken_repository_config_is_reported_not_fatal(world: World) -> None:
+    commit_on_target(world, {".reviewbot.toml": "gitlab_token = 'x'\n"}, "bad")
     report = world.run()
     assert len(report.posted) == 3
     assert any("cannot be set from the repository" in w for w in report.warnings)
     [summary] = summary_notes(world)
     assert "cannot be set from the repository" in summary["body"]
+
+
+def test_a_config_key_from_the_repository_cannot_mention_everyone(world: World) -> None:
+    """Issue 10 item 10: repository text reaching a note is sanitised like model output."""
+    commit_on_target(world, {".reviewbot.toml": '"@all" = 1\n'}, "mention everyone")
+    world.run()
+    [summary] = summary_notes(world)
+    assert "@all" not in summary["body"].replace("`@all`", "")  # only inside a code span
 
 
 def test_failure_midway_is_recorded_and_the_next_run_completes(world: World) -> None:
