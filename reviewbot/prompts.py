@@ -18,8 +18,10 @@ schema changes, and is recorded with every review.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cache
@@ -44,6 +46,8 @@ __all__ = [
 
 PROMPT_SERIES = "v1"
 TEMPLATE_NAMES = ("system.j2", "context.j2", "chunk.j2")
+# The prompt's own tags (context.j2, diffview's <file>): MR text must not open or close them.
+PROMPT_TAG = re.compile(r"<(\s*/?\s*(?:description|file)\b)", re.IGNORECASE)
 MAX_DESCRIPTION_CHARS = 2000
 MAX_LISTED_FILES = 300
 MAX_TITLE_CHARS = 300
@@ -168,6 +172,17 @@ def file_summaries(
     )
 
 
+def neutralise_delimiters(text: str) -> str:
+    """MR text placed inside the prompt's own tags cannot open or close one of them
+    (``</description>`` in a description would end the data block early)."""
+    return PROMPT_TAG.sub(lambda match: "&lt;" + match.group(1), text)
+
+
+def _one_line(text: str) -> str:
+    """A path or title on one line: line breaks (git allows them in paths) written as escapes."""
+    return text.replace("\r", "\\r").replace("\n", "\\n")
+
+
 def _shared_text(context: ReviewContext) -> tuple[str, str]:
     env = _environment()
     system = env.get_template("system.j2").render(
@@ -176,12 +191,15 @@ def _shared_text(context: ReviewContext) -> tuple[str, str]:
     description = context.description.strip()
     if len(description) > MAX_DESCRIPTION_CHARS:
         description = description[:MAX_DESCRIPTION_CHARS] + "… (description truncated)"
-    listed = context.files[:MAX_LISTED_FILES]
+    listed = [
+        dataclasses.replace(summary, path=neutralise_delimiters(_one_line(summary.path)))
+        for summary in context.files[:MAX_LISTED_FILES]
+    ]
     mr = env.get_template("context.j2").render(
-        title=" ".join(context.title.split())[:MAX_TITLE_CHARS],
-        description=description,
+        title=neutralise_delimiters(" ".join(context.title.split())[:MAX_TITLE_CHARS]),
+        description=neutralise_delimiters(description),
         files=listed,
-        files_omitted=len(context.files) - len(listed),
+        files_omitted=len(context.files) - len(context.files[:MAX_LISTED_FILES]),
     )
     return system, mr
 
