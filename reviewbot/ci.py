@@ -420,6 +420,11 @@ SEVERITY_CHOICE = click.Choice([s.value for s in Severity])
 @click.option(
     "--strict", is_flag=True, help="Exit 2 instead of 0 outside a merge request pipeline."
 )
+@click.option(
+    "--full", is_flag=True,
+    help="Review every change, not only what changed since the last review (a shared "
+    "REVIEWBOT_DATABASE_URL is what makes reviews incremental in CI).",
+)  # fmt: skip
 @click.option("--config", "config_file", metavar="FILE", help="TOML settings file.")
 def ci_command(
     codequality: Path | None,
@@ -427,6 +432,7 @@ def ci_command(
     fail_on: str | None,
     dry_run: bool,
     strict: bool,
+    full: bool,
     config_file: str | None,
 ) -> None:
     """Review the merge request of this GitLab CI pipeline (reads the CI_* variables).
@@ -441,7 +447,7 @@ def ci_command(
         _outside_merge_request(error, strict, codequality, summary)
     threshold = Severity(fail_on) if fail_on else None
     try:
-        report = _review(ci, env, config_file, dry_run)
+        report = _review(ci, env, config_file, dry_run, full)
     except Exception as error:
         known = disposition(error)
         if known is None:
@@ -460,6 +466,7 @@ def _review(
     env: Mapping[str, str],
     config_file: str | None,
     dry_run: bool,
+    full: bool = False,
 ) -> RunReport:
     from reviewbot.mr import RunOptions, run_merge_request
 
@@ -470,7 +477,7 @@ def _review(
         return CheckoutGitLab(gitlab_settings, ci.project_dir, _say)
 
     options = RunOptions(
-        trigger="ci", dry_run=dry_run, repo_dir=ci.project_dir, ci_job_url=ci.job_url
+        trigger="ci", dry_run=dry_run, repo_dir=ci.project_dir, ci_job_url=ci.job_url, full=full
     )
     with (
         _sigterm_unwinds(),

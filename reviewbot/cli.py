@@ -417,6 +417,11 @@ def print_findings(result: Any, console: Console) -> None:
 @click.option(
     "--dry-run", is_flag=True, help="Review and print what would be posted; post nothing."
 )
+@click.option(
+    "--full", "--force", "full", is_flag=True,
+    help="Review every change (default: only hunks new or changed since the last review of "
+    "this MR by the same model and prompt version; the same head again makes no model call).",
+)  # fmt: skip
 @click.option("--gitlab-url", metavar="URL", help="GitLab URL (default $REVIEWBOT_GITLAB_URL).")
 @click.option("--base-url", metavar="URL", help="vLLM URL (default $REVIEWBOT_LLM_BASE_URL).")
 @click.option("--model", metavar="NAME", help="Served model name (default: the server's first).")
@@ -429,6 +434,7 @@ def run(
     mr_iid: int,
     project: str,
     dry_run: bool,
+    full: bool,
     gitlab_url: str | None,
     base_url: str | None,
     model: str | None,
@@ -452,7 +458,8 @@ def run(
                 status.update(message)
 
         report = run_merge_request(
-            app, project, mr_iid, RunOptions(trigger="cli", dry_run=dry_run), progress=progress
+            app, project, mr_iid, RunOptions(trigger="cli", dry_run=dry_run, full=full),
+            progress=progress,
         )
     if as_json:
         click.echo(json.dumps(run_json(report), indent=2))
@@ -483,6 +490,17 @@ def run_json(report: Any) -> dict[str, Any]:
             "summary_only": [f.fingerprint for f in report.summary_only],
             "resolved_threads": report.resolved_threads,
             "summary_note_id": report.summary_note_id,
+            "incremental": (
+                None
+                if report.review.carried is None
+                else {
+                    "since_head": report.review.carried.since_head,
+                    "since_review_id": report.review.carried.review_id,
+                    "files_unchanged": report.review.carried.files,
+                    "changed_lines_unchanged": report.review.carried.lines,
+                    "findings_kept": report.review.carried.findings,
+                }
+            ),
         }
     )
     if report.dry_run:

@@ -26,6 +26,7 @@ from reviewbot.findings import AnchorKind, Finding, Severity
 from reviewbot.markdown import code_span_text, markdown_cell, suggestion_block, table_cell
 
 __all__ = [
+    "IncrementalNote",
     "LatencyStats",
     "Marker",
     "MarkerKind",
@@ -42,6 +43,7 @@ __all__ = [
 ]
 
 MARKER_PREFIX = "reviewbot:"
+SHORT_SHA_CHARS = 8
 TEXT_HASH_HEX_CHARS = 12
 WHITESPACE_RUN = re.compile(r"\s+")
 MARKER_PATTERN = re.compile(r"<!-- reviewbot:(finding|summary)((?: [a-z]+=\S*)*) -->")
@@ -179,6 +181,17 @@ class LatencyStats:
     p95_s: float | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class IncrementalNote:
+    """An incremental review: what was reviewed this time, and what was kept from before."""
+
+    since_head: str
+    compare_url: str | None  # the changes since that head, on GitLab
+    files_reviewed_now: int
+    files_unchanged: int
+    findings_kept: int
+
+
 @dataclass(frozen=True)
 class SummaryData:
     head_sha: str
@@ -195,6 +208,7 @@ class SummaryData:
     invalid_model_calls: int = 0
     unplaced: Sequence[UnplacedFinding] = ()
     deleted_by_reviewers: int = 0  # found again, but a human had deleted the comment
+    incremental: IncrementalNote | None = None
     unreviewed: Sequence[str] = ()  # one line per chunk the model never answered
     errors: Sequence[str] = ()  # warnings (a checkout not used, a repository config ignored)
     ci_job_url: str | None = None
@@ -226,6 +240,8 @@ def _summary_heading(summary: SummaryData) -> str:
         f"### reviewbot review of `{summary.head_sha[:12]}`\n\n"
         f"{total} finding(s), {summary.inline_count} posted inline.{deleted}"
     )
+    if summary.incremental is not None:
+        heading += "\n\n" + _incremental_line(summary.incremental)
     if not summary.unreviewed:
         return heading
     coverage = summary.coverage
@@ -280,6 +296,23 @@ def _unplaced_row(item: UnplacedFinding) -> str:
     return (
         f"| {SEVERITY_BADGES[finding.severity]} | {where} | "
         f"**{markdown_cell(finding.title)}** (`{finding.category}`) | {reason} |"
+    )
+
+
+def _incremental_line(note: IncrementalNote) -> str:
+    since = f"`{code_span_text(note.since_head[:SHORT_SHA_CHARS])}`"
+    if note.compare_url:
+        since = f"{since} ([changes since]({note.compare_url}))"
+    kept = f"{note.findings_kept} finding(s) kept"
+    if note.files_reviewed_now == 0:
+        return (
+            f"No change to the patch since {since} was reviewed: no model call, {kept}. "
+            "Comment `/reviewbot review --full` to review it all again."
+        )
+    return (
+        f"Incremental review: {note.files_reviewed_now} file(s) changed since {since}: "
+        f"reviewed; {note.files_unchanged} unchanged: {kept}. Comment "
+        "`/reviewbot review --full` for a full review."
     )
 
 

@@ -49,6 +49,7 @@ __all__ = [
     "process",
     "select",
     "validate_call",
+    "with_carried",
 ]
 
 REPORT_FINDING_TOOL = "report_finding"
@@ -602,6 +603,32 @@ def process(
         findings=kept,
         rejected=rejected,
         duplicates=duplicates,
+        selection=selection,
+        counts={severity: counts.get(severity, 0) for severity in Severity},
+    )
+
+
+def with_carried(
+    result: FindingsResult,
+    carried: Sequence[Finding],
+    options: FindingsOptions = DEFAULT_OPTIONS,
+) -> FindingsResult:
+    """``result`` plus findings carried over from a review of an earlier version (their hunks
+    are unchanged), deduped and selected together as one review's findings."""
+    if not carried:
+        return result
+    kept, duplicates = dedupe([*result.findings, *carried])
+    selection = select(
+        kept,
+        min_severity=options.min_severity,
+        categories=options.categories,
+        max_inline=options.max_inline,
+    )
+    counts = Counter(finding.severity for finding in kept)
+    return FindingsResult(
+        findings=kept,
+        rejected=result.rejected,
+        duplicates=[*result.duplicates, *duplicates],
         selection=selection,
         counts={severity: counts.get(severity, 0) for severity in Severity},
     )

@@ -17,6 +17,8 @@ docs/locking.md for the project's three locking mechanisms).
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -26,14 +28,22 @@ from typing import TYPE_CHECKING, Any
 from reviewbot.chunking import Plan
 from reviewbot.comments import TokenUsage
 from reviewbot.config import ConfigError, Settings, apply_repo_overrides
-from reviewbot.diff import FileStatus
+from reviewbot.diff import FileDiff, FileStatus, Side
 from reviewbot.exclusions import skip_reason
-from reviewbot.findings import Finding
+from reviewbot.findings import AnchorKind, Category, Finding, Severity, with_carried
 from reviewbot.gitlab import GitLabClient, MergeRequestSnapshot
+from reviewbot.interdiff import DiffDigest, Interdiff, compare, digest
 from reviewbot.localgit import GitError, read_files_at
-from reviewbot.prompts import ReviewContext, file_summaries
+from reviewbot.prompts import ReviewContext, file_summaries, prompt_version
 from reviewbot.publish import PublishResult, ReviewFacts, ThreadRef, publish, publisher_for
-from reviewbot.review import ReviewResult, review_files, review_options
+from reviewbot.review import (
+    CarriedOver,
+    ReviewOptions,
+    ReviewResult,
+    review_files,
+    review_options,
+    review_without_model,
+)
 from reviewbot.store import MergeRequestKey
 from reviewbot.store.models import FeedbackKind
 from reviewbot.store.mr_lock import hold_mr_lock
@@ -55,6 +65,8 @@ __all__ = [
 
 REPO_CONFIG_FILE = ".reviewbot.toml"
 INTERRUPTED = "interrupted: its run stopped before finishing (process killed or restarted)"
+SETTINGS_KEY_CHARS = 16
+CARRIED_CHUNK = -1  # a finding carried over from an earlier review was in no chunk of this one
 
 
 class MergeRequestBusyError(RuntimeError):
@@ -76,6 +88,7 @@ class RunOptions:
     repo_dir: Path | None = None
     ci_job_url: str | None = None
     lock_ttl_s: float | None = None  # None: Settings.mr_lock_seconds
+    full: bool = False  # review every hunk, even those an earlier review saw unchanged
     concurrency: int | None = None  # model requests in flight for this review (None: settings)
 
 
@@ -273,9 +286,15 @@ def _review_and_publish(run: _Run, review_id: int) -> RunReport:
     review_opts = review_options(settings)
     rules = review_opts.plan_options.exclusions
     skipped = {f.path: reason for f in snapshot.files if (reason := skip_reason(f, rules))}
+    settings_key = _settings_key(settings)
+    earlier = None if options.full else _earlier_review(run, settings_key)
+    files = list(snapshot.files)
+    carried: list[Finding] = []
+    if earlier is not None:
+        files, carried = _since_earlier(run, earlier, skipped)
     wanted = [
         f.new_path
-        for f in snapshot.files
+        for f in files
         if f.path not in skipped and f.status is not FileStatus.DELETED
     ]
     say(f"fetching {len(wanted)} files at {head[:8]}")
@@ -291,16 +310,22 @@ def _review_and_publish(run: _Run, review_id: int) -> RunReport:
     def planned(review_plan: Plan) -> None:
         say(f"reviewing {len(review_plan.chunks)} chunks")
 
-    result = review_files(
-        snapshot.files,
-        context=context,
-        llm=run.app.model(),
-        counter=run.counter.result(),
-        options=review_opts,
-        contents=contents,
-        on_planned=planned,
-        concurrency=options.concurrency,
-    )
+    if earlier is not None and all(f.path in skipped for f in files):
+        say(f"nothing changed since {earlier.row['head_sha'][:8]} was reviewed: no model call")
+        result = review_without_model(files, run.counter.result(), review_opts, earlier.model)
+    else:
+        result = review_files(
+            files,
+            context=context,
+            llm=run.app.model(),
+            counter=run.counter.result(),
+            options=review_opts,
+            contents=contents,
+            on_planned=planned,
+            concurrency=options.concurrency,
+        )
+    if earlier is not None:
+        result = _with_earlier(result, earlier, carried, review_opts)
     store.record_llm_calls(review_id, [_call_row(call) for call in result.calls])
     report = RunReport(
         project_path=snapshot.project_path,
@@ -352,8 +377,106 @@ def _review_and_publish(run: _Run, review_id: int) -> RunReport:
         error="; ".join(f"not reviewed: {part.describe()}" for part in result.unreviewed) or None,
         model=result.model,
         prompt_version=result.prompt_version,
+        diff_digest=digest(snapshot.files, settings_key).to_json(),
     )
     return report
+
+
+# --- incremental reviews ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Earlier:
+    """The MR's last complete review by this model and prompt version, and what changed since."""
+
+    row: Mapping[str, Any]
+    model: str
+    interdiff: Interdiff
+
+
+def _settings_key(settings: Settings) -> str:
+    """Changes when the findings of the same diff could differ: review options and the
+    policy that shapes them (a new threshold or language means a full review)."""
+    shaping = (repr(review_options(settings)), settings.language, settings.include_style)
+    return hashlib.sha1(repr(shaping).encode()).hexdigest()[:SETTINGS_KEY_CHARS]
+
+
+def _earlier_review(run: _Run, settings_key: str) -> _Earlier | None:
+    """What an incremental review builds on, or None for a full review."""
+    model = run.app.settings.llm_model or run.app.model().server_info().model
+    row = run.store.last_complete_review(run.key, model=model, prompt_version=prompt_version())
+    if row is None:
+        return None
+    earlier = DiffDigest.from_json(row["diff_digest"] or {})
+    if earlier is None or earlier.settings_key != settings_key:
+        return None
+    return _Earlier(row, model, compare(earlier, run.snapshot.files))
+
+
+def _since_earlier(
+    run: _Run, earlier: _Earlier, skipped: Mapping[str, str]
+) -> tuple[list[FileDiff], list[Finding]]:
+    """The files to review now (new or changed hunks only; skipped files whole, so the plan
+    still lists them) and the earlier review's findings on unchanged hunks, moved to their
+    current lines."""
+    inter = earlier.interdiff
+    to_review = list(inter.to_review)
+    present = {f.new_path for f in to_review}
+    to_review += [f for f in run.snapshot.files if f.path in skipped and f.new_path not in present]
+    carried = []
+    for row in run.store.findings(earlier.row["id"]):
+        finding = _carried_finding(run.snapshot, inter, row)
+        if finding is not None:
+            carried.append(finding)
+    return to_review, carried
+
+
+def _carried_finding(
+    snapshot: MergeRequestSnapshot, inter: Interdiff, row: Mapping[str, Any]
+) -> Finding | None:
+    side = Side(row["side"])
+    moved = inter.carry(row["path"], side, row["line"], row["end_line"])
+    file = snapshot.file(row["path"])
+    if moved is None or file is None:
+        return None
+    line, end_line = moved
+    diff_line = file.line_at(side, line) if line is not None else None
+    return Finding(
+        path=file.new_path,
+        old_path=file.old_path,
+        side=side,
+        line=line,
+        end_line=end_line,
+        severity=Severity(row["severity"]),
+        category=Category(row["category"]),
+        title=row["title"],
+        body=row["body"],
+        suggestion=row["suggestion"],
+        anchor=AnchorKind(row["anchor"]),
+        anchor_note="",
+        line_text=diff_line.text if diff_line is not None else "",
+        fingerprint=row["fingerprint"],
+        chunk_index=CARRIED_CHUNK,
+        reported_line=line or 1,
+        reported_side=side,
+    )
+
+
+def _with_earlier(
+    result: ReviewResult, earlier: _Earlier, carried: list[Finding], options: ReviewOptions
+) -> ReviewResult:
+    inter = earlier.interdiff
+    return dataclasses.replace(
+        result,
+        findings=with_carried(result.findings, carried, options.findings_options),
+        carried=CarriedOver(
+            since_head=str(earlier.row["head_sha"]),
+            review_id=int(earlier.row["id"]),
+            files=len(inter.reviewed_before),
+            lines=inter.carried_lines,
+            findings=len(carried),
+        ),
+    )
 
 
 def _facts(result: ReviewResult, options: RunOptions, warnings: list[str]) -> ReviewFacts:
@@ -370,6 +493,7 @@ def _facts(result: ReviewResult, options: RunOptions, warnings: list[str]) -> Re
         invalid_model_calls=len(result.invalid_calls),
         unreviewed=[part.describe() for part in result.unreviewed],
         errors=list(warnings),
+        carried=result.carried,
         ci_job_url=options.ci_job_url,
     )
 

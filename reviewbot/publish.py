@@ -30,6 +30,7 @@ from typing import Protocol, TextIO
 
 from reviewbot.chunking import Coverage
 from reviewbot.comments import (
+    IncrementalNote,
     LatencyStats,
     SummaryData,
     TokenUsage,
@@ -48,6 +49,7 @@ from reviewbot.gitlab import (
     PositionRefusedError,
     diff_link,
 )
+from reviewbot.review import CarriedOver
 
 __all__ = [
     "STALE_REPLY",
@@ -70,6 +72,7 @@ STALE_REPLY = (
 )
 DROPPED_DRAFT = "GitLab dropped the draft note when publishing"
 MS_PER_SECOND = 1000.0
+MR_URL_PART = "/-/merge_requests/"
 
 
 @dataclass(frozen=True)
@@ -268,6 +271,7 @@ class ReviewFacts:
     unreviewed: Sequence[str] = ()  # one line per chunk the model never answered
     errors: Sequence[str] = ()  # warnings
     ci_job_url: str | None = None
+    carried: CarriedOver | None = None  # an incremental review: what was kept from before
 
 
 @dataclass
@@ -420,9 +424,29 @@ def _summary_data(
         invalid_model_calls=facts.invalid_model_calls,
         unplaced=unplaced,
         deleted_by_reviewers=len(result.deleted),
+        incremental=_incremental_note(snapshot, facts),
         unreviewed=facts.unreviewed,
         errors=facts.errors,
         ci_job_url=facts.ci_job_url,
+    )
+
+
+def _incremental_note(snapshot: MergeRequestSnapshot, facts: ReviewFacts) -> IncrementalNote | None:
+    carried = facts.carried
+    if carried is None:
+        return None
+    project_url = snapshot.web_url.split(MR_URL_PART)[0] if MR_URL_PART in snapshot.web_url else ""
+    compare_url = (
+        f"{project_url}/-/compare/{carried.since_head}...{snapshot.diff_refs.head_sha}"
+        if project_url and carried.since_head != snapshot.diff_refs.head_sha
+        else None
+    )
+    return IncrementalNote(
+        since_head=carried.since_head,
+        compare_url=compare_url,
+        files_reviewed_now=facts.coverage.files_reviewed - carried.files,
+        files_unchanged=carried.files,
+        findings_kept=carried.findings,
     )
 
 

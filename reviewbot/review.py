@@ -34,6 +34,7 @@ from reviewbot.prompts import ReviewContext, prompt_version, render_messages, to
 from reviewbot.tokens import TokenCounter
 
 __all__ = [
+    "CarriedOver",
     "ReviewOptions",
     "ReviewResult",
     "UnreviewedPart",
@@ -41,6 +42,7 @@ __all__ = [
     "local_overhead",
     "review_files",
     "review_options",
+    "review_without_model",
 ]
 
 MAX_RESPLIT_DEPTH = 6
@@ -76,6 +78,17 @@ def review_options(settings: Settings) -> ReviewOptions:
 
 
 @dataclass(frozen=True)
+class CarriedOver:
+    """Hunks reviewed before (unchanged since): their findings were kept, no model call."""
+
+    since_head: str  # the head the earlier review saw
+    review_id: int  # the earlier review
+    files: int  # files whose every hunk is unchanged (not in this review's plan)
+    lines: int  # changed lines of unchanged hunks
+    findings: int  # findings carried over
+
+
+@dataclass(frozen=True)
 class UnreviewedPart:
     """A chunk the model never answered (after retries): what it held, and why."""
 
@@ -108,6 +121,7 @@ class ReviewResult:
     seconds: float
     chunks_reviewed: int
     unreviewed: list[UnreviewedPart] = field(default_factory=list)
+    carried: CarriedOver | None = None  # an incremental review: what an earlier one covered
 
     @property
     def complete(self) -> bool:
@@ -116,7 +130,20 @@ class ReviewResult:
     @property
     def coverage(self) -> Coverage:
         """What was reviewed: the plan's coverage minus the chunks the model never answered
-        (a file counts as reviewed while any of its changed lines was)."""
+        (a file counts as reviewed while any of its changed lines was), plus what an earlier
+        review of unchanged hunks covered."""
+        planned = self._coverage_now()
+        if self.carried is None:
+            return planned
+        return dataclasses.replace(
+            planned,
+            files_total=planned.files_total + self.carried.files,
+            files_reviewed=planned.files_reviewed + self.carried.files,
+            changed_lines_total=planned.changed_lines_total + self.carried.lines,
+            changed_lines_covered=planned.changed_lines_covered + self.carried.lines,
+        )
+
+    def _coverage_now(self) -> Coverage:
         planned = self.plan.coverage
         if not self.unreviewed:
             return planned
@@ -261,6 +288,27 @@ def review_files(
         seconds=time.monotonic() - started,
         chunks_reviewed=reviewed,
         unreviewed=unreviewed,
+    )
+
+
+def review_without_model(
+    files: Sequence[FileDiff], counter: TokenCounter, options: ReviewOptions, model: str
+) -> ReviewResult:
+    """The result of a review with nothing to send: ``files`` hold no hunk to review (every
+    hunk was reviewed before, or the files are skipped), so no model call is made."""
+    review_plan = plan(files, Budget(), counter, options=options.plan_options)
+    if review_plan.chunks:
+        raise ValueError("review_without_model was given changed lines to review")
+    return ReviewResult(
+        plan=review_plan,
+        findings=process([], {}, options.findings_options),
+        calls=[],
+        chunk_errors={},
+        invalid_calls=[],
+        model=model,
+        prompt_version=prompt_version(),
+        seconds=0.0,
+        chunks_reviewed=0,
     )
 
 

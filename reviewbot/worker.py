@@ -100,7 +100,9 @@ def run_job(app: App, job: Job, *, concurrency: int | None = None) -> None:
     ``concurrency``: this job's share of the model requests in flight. A review with chunks
     the model could not answer is retried later (ReviewIncompleteError).
     """
-    options = RunOptions(trigger=job.trigger, concurrency=concurrency)
+    options = RunOptions(
+        trigger=job.trigger, concurrency=concurrency, full=bool(job.payload.get("full"))
+    )
     project = job.project_id if job.project_id is not None else job.project
     try:
         require_complete(run_merge_request(app, project, job.mr_iid, options))

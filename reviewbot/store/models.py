@@ -209,6 +209,8 @@ class Review(Base):
     cached_tokens: Mapped[int] = mapped_column(default=0)
     summary_note_id: Mapped[int | None] = mapped_column(BigInteger)
     error: Mapped[str | None] = mapped_column(Text)
+    # What the review saw, hunk by hunk (reviewbot.interdiff): the next one compares with it.
+    diff_digest: Mapped[dict[str, Any] | None] = mapped_column(JSON)
 
 
 class LLMCall(Base):
@@ -262,6 +264,7 @@ class Finding(Base):
     category: Mapped[str] = mapped_column(String(SHORT_LABEL_LENGTH))
     title: Mapped[str] = mapped_column(Text)
     body: Mapped[str] = mapped_column(Text)
+    suggestion: Mapped[str | None] = mapped_column(Text)
     anchor: Mapped[str] = mapped_column(String(SHORT_LABEL_LENGTH))
     state: Mapped[str] = mapped_column(String(SHORT_LABEL_LENGTH))
     discussion_id: Mapped[str | None] = mapped_column(String(SHA_LENGTH))

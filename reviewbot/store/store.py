@@ -75,8 +75,8 @@ LLM_CALL_FIELDS = frozenset(
 FINDING_FIELDS = frozenset(
     {
         "project", "mr_iid", "gitlab_url", "project_id", "fingerprint", "path", "side",
-        "line", "end_line", "severity", "category", "title", "body", "anchor", "state",
-        "discussion_id", "note_id", "created_at", "resolved_at",
+        "line", "end_line", "severity", "category", "title", "body", "suggestion", "anchor",
+        "state", "discussion_id", "note_id", "created_at", "resolved_at",
     }
 )  # fmt: skip
 FINDING_UPDATABLE_FIELDS = frozenset(
@@ -333,6 +333,7 @@ class Store:
         error: str | None = None,
         model: str | None = None,
         prompt_version: str | None = None,
+        diff_digest: dict[str, Any] | None = None,
     ) -> None:
         """Close a review: final status, coverage (see COVERAGE_FIELDS), token totals.
 
@@ -353,8 +354,30 @@ class Store:
             values["model"] = model
         if prompt_version is not None:
             values["prompt_version"] = prompt_version
+        if diff_digest is not None:
+            values["diff_digest"] = diff_digest
         _check_choices(values)
         self._update_one(ReviewRow, review_id, values)
+
+    def last_complete_review(
+        self, key: MergeRequestKey, *, model: str, prompt_version: str
+    ) -> dict[str, Any] | None:
+        """The MR's newest succeeded review by ``model`` and ``prompt_version`` that recorded
+        what it saw (a digest): the one an incremental review compares with."""
+        query = (
+            select(ReviewRow)
+            .where(
+                *self._mr_is(ReviewRow, key),
+                ReviewRow.status == ReviewStatus.SUCCEEDED.value,
+                ReviewRow.model == model,
+                ReviewRow.prompt_version == prompt_version,
+                ReviewRow.diff_digest.is_not(None),
+            )
+            .order_by(ReviewRow.id.desc())
+            .limit(1)
+        )
+        rows = self._all(query)
+        return rows[0] if rows else None
 
     def reviews(
         self, *, project: str | None = None, mr_iid: int | None = None, limit: int = 50
@@ -415,7 +438,7 @@ class Store:
         defaults = {
             "project": review["project"], "mr_iid": review["mr_iid"],
             "gitlab_url": review["gitlab_url"], "project_id": review["project_id"], "line": None,
-            "end_line": None, "discussion_id": None, "note_id": None,
+            "end_line": None, "suggestion": None, "discussion_id": None, "note_id": None,
             "resolved_at": None, "created_at": self._clock(),
         }  # fmt: skip
         rows = []

@@ -176,7 +176,10 @@ def help_text(bot_username: str) -> str:
     """The answer to `/reviewbot help` (no line starts with `/`: it would be a quick action)."""
     return (
         "**reviewbot** commands, on the first line of a comment on a merge request:\n\n"
-        f"- `/reviewbot review` or `@{bot_username} review`: review the latest changes now\n"
+        f"- `/reviewbot review` or `@{bot_username} review`: review the latest changes now "
+        "(only what changed since the last review)\n"
+        f"- `/reviewbot review --full` or `@{bot_username} review --full`: review every "
+        "change again\n"
         f"- `/reviewbot help` or `@{bot_username} help`: show this message\n\n"
         "Merge requests are also reviewed when they are opened, reopened, pushed to, or marked "
         "ready (drafts are skipped unless the server enables them). React with :thumbsup: or "
@@ -230,11 +233,15 @@ def _enqueue(
     head_sha: str | None,
     trigger: Trigger,
     reason: str,
+    full: bool = False,
 ) -> Handled:
     """Queue a review of MR `iid` of the delivery's project; the job's payload carries the
-    hook, the reason and GitLab's project id (None when the hook had none)."""
+    hook, the reason, GitLab's project id (None when the hook had none) and, for
+    `/reviewbot review --full`, that every hunk is to be reviewed."""
     project, project_id = delivery.event.project, delivery.event.project_id
-    payload = {"event": delivery.hook, "reason": reason, "project_id": project_id}
+    payload: dict[str, Any] = {"event": delivery.hook, "reason": reason, "project_id": project_id}
+    if full:
+        payload["full"] = True
     result = ctx.queue.enqueue(
         project=project, mr_iid=iid, head_sha=head_sha, trigger=trigger.value,
         dedupe_key=delivery.key, payload=payload, project_id=project_id,
@@ -267,8 +274,10 @@ def on_note(ctx: HandlerContext, delivery: Delivery, event: NoteEvent) -> Handle
         return _answer_help(ctx, delivery, event.project, merge_request.iid)
     if merge_request.state in INACTIVE_MR_STATES:
         return _ignored(f"merge request is {merge_request.state}")
+    full = command is Command.FULL_REVIEW
     return _enqueue(ctx, delivery, iid=merge_request.iid, head_sha=merge_request.head_sha,
-                    trigger=Trigger.NOTE, reason=f"requested by @{event.author}")  # fmt: skip
+                    trigger=Trigger.NOTE, reason=f"requested by @{event.author}",
+                    full=full)  # fmt: skip
 
 
 def _answer_help(ctx: HandlerContext, delivery: Delivery, project: str, iid: int) -> Handled:

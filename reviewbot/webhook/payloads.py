@@ -95,7 +95,11 @@ class ValueOutOfLimits(PayloadError):
 
 class Command(StrEnum):
     REVIEW = "review"
+    FULL_REVIEW = "review --full"  # every hunk, even those reviewed before unchanged
     HELP = "help"
+
+
+FULL_REVIEW_FLAGS = frozenset({"--full", "--force"})
 
 
 @dataclass(frozen=True)
@@ -188,7 +192,8 @@ def shown(value: str | None) -> str:
 
 
 def parse_command(note: str, bot_username: str) -> Command | None:
-    """The command on the note's first line: ``/reviewbot review`` or ``@<bot> review``.
+    """The command on the note's first line: ``/reviewbot review`` or ``@<bot> review``
+    (with ``--full`` or ``--force``: a full review, not an incremental one).
 
     A first line addressed to reviewbot without a known command (``/reviewbot``,
     ``@bot what?``) asks for help. Anything else is not for us: None.
@@ -198,7 +203,8 @@ def parse_command(note: str, bot_username: str) -> Command | None:
     if not words or words[0].casefold() not in {COMMAND_PREFIX, f"@{bot_username}".casefold()}:
         return None
     if len(words) > 1 and words[1].casefold() == Command.REVIEW.value:
-        return Command.REVIEW
+        flags = {word.casefold() for word in words[2:]}
+        return Command.FULL_REVIEW if flags & FULL_REVIEW_FLAGS else Command.REVIEW
     return Command.HELP
 
 

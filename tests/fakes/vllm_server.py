@@ -1185,6 +1185,11 @@ class FakeVLLM:
         with self._lock:
             return replace(self._stats, peak_in_flight=self._scheduler.peak_running)
 
+    def clear_faults(self) -> None:
+        """Drop the faults not used yet (the server works normally again)."""
+        with self._lock:
+            self._faults.clear()
+
     @property
     def pending_faults(self) -> list[str]:
         with self._lock:

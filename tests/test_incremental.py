@@ -1,0 +1,169 @@
+"""Incremental reviews end to end (issue 13 section 1, issue 10 item 12): a push reviews only
+what changed, a rebase or the same head again costs no model call, findings on unchanged code
+keep their threads; --full, a new model or new review settings review everything again.
+
+Runs against the fake GitLab and the fake vLLM over HTTP, on SQLite and PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import json
+
+from reviewbot.mr import RunOptions
+from tests.fakes.vllm_server import FakeVLLM
+from tests.mr_world import (
+    FEATURE_APP,
+    PROJECT,
+    UTIL,
+    World,
+    commit_on_feature,
+    git,
+    world,  # noqa: F401
+)
+from tests.store_fixtures import store_url  # noqa: F401
+
+UTIL_WITH_EVAL = UTIL + "\n\ndef parse_any(text):\n    return eval(text)\n"
+
+
+def chat_requests(world: World) -> list[dict]:  # noqa: F811
+    return list(world.vllm.requests)
+
+
+def prompt_text(request: dict) -> str:
+    return json.dumps(request["messages"])
+
+
+def diff_notes(world: World) -> list[dict]:  # noqa: F811
+    return [
+        d["notes"][0]
+        for d in world.gitlab.discussions(PROJECT, 1)
+        if d["notes"][0]["type"] == "DiffNote"
+    ]
+
+
+def summary(world: World) -> str:  # noqa: F811
+    [note] = [n for n in world.gitlab.notes(PROJECT, 1) if "reviewbot:summary" in n["body"]]
+    return str(note["body"])
+
+
+def test_the_same_head_again_makes_no_model_call_and_keeps_everything(world: World) -> None:  # noqa: F811
+    first = world.run()
+    calls = len(chat_requests(world))
+    again = world.run()
+    assert len(chat_requests(world)) == calls  # 0 model calls
+    assert again.review.carried is not None and again.review.carried.findings == 3
+    assert again.posted == [] and len(again.already_posted) == 3
+    assert again.resolved_threads == 0 and len(diff_notes(world)) == 3
+    assert again.review.coverage == first.review.coverage  # 16/16: reviewed earlier
+    assert "No change to the patch since" in summary(world)
+    assert "3 finding(s), 3 posted inline" in summary(world)
+
+
+def test_full_reviews_everything_again(world: World) -> None:  # noqa: F811
+    world.run()
+    calls = len(chat_requests(world))
+    again = world.run(RunOptions(full=True))
+    assert len(chat_requests(world)) > calls
+    assert again.review.carried is None and len(again.already_posted) == 3
+
+
+def test_a_push_to_one_file_reviews_only_that_file(world: World) -> None:  # noqa: F811
+    world.run()
+    calls = len(chat_requests(world))
+    head = commit_on_feature(world.repo, {"util.py": UTIL_WITH_EVAL}, "util grows")
+    world.gitlab.push(PROJECT, 1, head)
+    report = world.run()
+    new_calls = chat_requests(world)[calls:]
+    assert new_calls and all("util.py" in prompt_text(r) for r in new_calls)
+    assert not any("def parse(text)" in prompt_text(r) for r in new_calls)  # app.py not sent
+    assert [f.path for f in report.posted] == ["util.py"]  # the new finding
+    assert len(report.already_posted) == 3 and report.resolved_threads == 0
+    carried = report.review.carried
+    assert carried is not None and (carried.files, carried.findings) == (1, 3)
+    coverage = report.review.coverage
+    assert coverage.changed_lines_covered == coverage.changed_lines_total
+    assert "Incremental review: 1 file(s) changed since" in summary(world)
+
+
+def rebase_feature(world: World, files: dict[str, str], message: str) -> str:  # noqa: F811
+    """Commit ``files`` on main, rebase the feature branch onto it, push: the new head."""
+    git(world.repo, "checkout", "-q", "main")
+    for name, text in files.items():
+        (world.repo / name).write_text(text)
+    git(world.repo, "add", "-A")
+    git(world.repo, "commit", "-qm", message)
+    git(world.repo, "checkout", "-q", "feature")
+    git(world.repo, "rebase", "-q", "main")
+    head = git(world.repo, "rev-parse", "HEAD")
+    world.gitlab.push(PROJECT, 1, head)
+    return head
+
+
+def test_a_rebase_that_keeps_the_patch_makes_no_model_call(world: World) -> None:  # noqa: F811
+    world.run()
+    calls = len(chat_requests(world))
+    rebase_feature(world, {"README.md": "# app\n\nNow with docs.\n"}, "docs on main")
+    report = world.run()
+    assert len(chat_requests(world)) == calls  # 0 model calls
+    assert report.posted == [] and report.resolved_threads == 0
+    assert len(report.already_posted) == 3
+
+
+BIG = "".join(f"value_{n} = {n}\n" for n in range(1, 31))
+
+
+def test_a_rebase_that_moves_lines_carries_findings_to_their_new_lines(
+    world: World,  # noqa: F811
+) -> None:
+    rebase_feature(world, {"big.py": BIG}, "big on main")
+    risky = BIG.replace("value_25 = 25", "value_25 = eval(text)")
+    world.gitlab.push(PROJECT, 1, commit_on_feature(world.repo, {"big.py": risky}, "risky"))
+    first = world.run()
+    [on_big] = [f for f in first.posted if f.path == "big.py"]
+    assert on_big.line == 25
+    calls = len(chat_requests(world))
+    header = "".join(f"# header {n}\n" for n in range(5))
+    rebase_feature(world, {"big.py": header + BIG}, "five lines on top")  # far from the hunk
+    report = world.run()
+    assert len(chat_requests(world)) == calls  # the patch is the same: 0 model calls
+    [moved] = [f for f in report.already_posted if f.path == "big.py"]
+    assert (moved.line, moved.line_text) == (30, "value_25 = eval(text)")
+    assert report.resolved_threads == 0 and report.posted == []
+
+
+def test_a_fix_resolves_its_thread_and_reviews_only_the_fixed_hunk(world: World) -> None:  # noqa: F811
+    world.run()
+    fixed = FEATURE_APP.replace("return eval(text)", "return json.loads(text)")
+    head = commit_on_feature(world.repo, {"app.py": fixed}, "fix eval")
+    world.gitlab.push(PROJECT, 1, head)
+    report = world.run()
+    assert report.resolved_threads == 1 and report.posted == []
+    assert {f.title for f in report.already_posted} == {
+        f.title for f in report.findings if "eval" not in f.title.lower()
+    }
+
+
+def test_another_model_reviews_everything(world: World) -> None:  # noqa: F811
+    world.run()
+    with FakeVLLM(model="Qwen/Qwen3.5-27B") as other:
+        report = world.run(llm_base_url=other.base_url)
+        assert other.requests  # a full review by the new model
+    assert report.review.carried is None
+
+
+def test_new_review_settings_review_everything(world: World) -> None:  # noqa: F811
+    world.run()
+    calls = len(chat_requests(world))
+    report = world.run(min_severity="minor")
+    assert len(chat_requests(world)) > calls and report.review.carried is None
+
+
+def test_an_incomplete_review_is_not_built_upon(world: World) -> None:  # noqa: F811
+    world.vllm.add_faults(*["stream_cut_mid_call"] * 20)
+    failed = world.run()
+    assert failed.review.unreviewed
+    world.vllm.clear_faults()
+    calls = len(chat_requests(world))
+    report = world.run()
+    assert len(chat_requests(world)) > calls and report.review.carried is None
+    assert len(report.posted) == 3
