@@ -26,6 +26,7 @@ __all__ = [
     "MAX_LINE_CHARS",
     "FileView",
     "expand_context",
+    "head_lines",
     "render_file",
     "render_lines",
 ]
@@ -95,7 +96,7 @@ def expand_context(file: FileDiff, head_text: str | None, context_lines: int) ->
     """
     if head_text is None or context_lines <= 0 or not file.hunks:
         return file.hunks
-    head = head_text.splitlines()
+    head = head_lines(head_text)
     expanded: list[Hunk] = []
     shown_until = 0  # last new-side line already shown
     for position, hunk in enumerate(file.hunks):
@@ -105,6 +106,18 @@ def expand_context(file: FileDiff, head_text: str | None, context_lines: int) ->
         expanded.append(widened)
         shown_until = max(shown_until, widened.range_on(Side.NEW)[1])
     return tuple(expanded)
+
+
+def head_lines(text: str) -> list[str]:
+    """A head file's lines as git numbers them: split at ``\\n`` only, without ``\\r`` ends.
+
+    (``str.splitlines`` also splits at form feeds and Unicode separators, which shifts every
+    later line number against the diff's.)
+    """
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
 
 
 def _first_line(start: int, count: int) -> int:
@@ -123,8 +136,10 @@ def _widen(hunk: Hunk, head: list[str], context_lines: int, floor: int, ceiling:
         DiffLine(LineKind.CONTEXT, n + delta, n, head[n - 1])
         for n in range(before_start, first_new)
     ]
+    # below the hunk, the two sides are apart by what the hunk added or removed
+    delta_after = delta + hunk.old_count - hunk.new_count
     after = [
-        DiffLine(LineKind.CONTEXT, n + delta, n, head[n - 1])
+        DiffLine(LineKind.CONTEXT, n + delta_after, n, head[n - 1])
         for n in range(last_new + 1, after_end + 1)
     ]
     section = hunk.section or _enclosing_signature(head, before_start)

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from reviewbot.chunking import Budget, BudgetTooSmallError, Plan, PlanOptions, plan
 from reviewbot.diff import FileDiff, FileStatus, Side, parse_git_diff
+from reviewbot.diffview import expand_context
 from reviewbot.exclusions import ExclusionRules
 from reviewbot.tokens import ByteEstimateCounter, local_counter
 
@@ -132,6 +133,29 @@ def test_head_contents_add_context_and_signature() -> None:
     assert "   7 |     step4()" in text and "  13 |     step10()" in text
     assert "  14 |" not in text and "   6 |" not in text
     assert "+ 10 |     step7()" in text and "- 10 |     old()" in text
+
+
+def test_head_lines_are_numbered_like_git() -> None:
+    # a form feed and a Unicode line separator are not line ends for git
+    head = "a\x0cb\r\nc\u2028d\nlast\nafter"
+    [file] = parse_git_diff("--- a/f\n+++ b/f\n@@ -3,1 +3,1 @@\n-old\n+last\n")
+    [hunk] = expand_context(file, head, 3)
+    assert [(line.new_no, line.text) for line in hunk.lines if line.new_no] == [
+        (1, "a\x0cb"),
+        (2, "c\u2028d"),
+        (3, "last"),
+        (4, "after"),
+    ]
+
+
+def test_context_below_a_hunk_has_its_own_old_numbers() -> None:
+    head = "\n".join(f"line {n}" for n in range(1, 11)) + "\n"
+    # new line 4 replaced old lines 4-5: below it, old numbers run one ahead of new ones
+    [file] = parse_git_diff("--- a/f\n+++ b/f\n@@ -4,2 +4,1 @@\n-x\n-y\n+line 4\n")
+    [hunk] = expand_context(file, head, 3)
+    below = [(line.old_no, line.new_no) for line in hunk.lines[-3:]]
+    assert below == [(6, 5), (7, 6), (8, 7)]
+    assert hunk.header() == "@@ -1,8 +1,7 @@"
 
 
 def test_related_files_travel_together() -> None:
