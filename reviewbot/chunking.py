@@ -485,8 +485,7 @@ def _widenable(segment: Segment, sources: Mapping[str, _Source]) -> _Source | No
     """
     if segment.view.reviewed_before:
         return None
-    source = sources.get(segment.view.file.new_path)
-    return source if source is not None and source.usable else None
+    return sources.get(segment.view.file.new_path)
 
 
 def _add_context(
@@ -498,8 +497,9 @@ def _add_context(
 ) -> list[Segment]:
     """A packed chunk's segments with context added in the room the chunk has left.
 
-    The room is shared evenly among the chunk's hunks (at most ``per_hunk`` each); the exact
-    token count of every widened segment is checked, so the chunk never exceeds ``cap``.
+    The room is shared evenly among the chunk's hunks that have a head (at most ``per_hunk``
+    each); the exact token count of every widened segment is checked, so the chunk never
+    exceeds ``cap``. Heads are split and checked only when there is a share worth adding.
     """
     room = cap - sum(segment.tokens for segment in members)
     eligible = [(segment, _widenable(segment, sources)) for segment in members]
@@ -509,7 +509,9 @@ def _add_context(
         return list(members)
     out: list[Segment] = []
     for segment, source in eligible:
-        widened = _with_context(segment, source, share, room, counter) if source else None
+        widened = None
+        if source is not None and source.usable:
+            widened = _with_context(segment, source, share, room, counter)
         if widened is None:
             out.append(segment)
             continue
