@@ -8,30 +8,50 @@ Rules, in order:
   chunk splits into line windows that repeat a few lines of the previous window as context;
 * fewest chunks first, then balanced sizes (chunks run concurrently, the largest sets the pace);
 * related files travel together: files are ordered by directory, a test right after its source,
-  and packed in that order whenever that costs no extra chunk.
+  and packed in that order whenever that costs no extra chunk;
+* context comes last and only into room that is left: once the chunks are packed, each chunk's
+  spare tokens are shared among its hunks, and a file is shown whole (if that costs no more than
+  its share) or each hunk with its enclosing function or class (``diffview.with_scope``). Context
+  never adds a chunk, splits a file or moves a changed line.
 
 Pure: data in, data out. Token counts come from the ``TokenCounter`` passed in.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import posixpath
 import re
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
+from functools import cached_property
 from typing import Any
 
-from reviewbot.diff import DiffLine, FileDiff, Hunk
-from reviewbot.diffview import FileView, expand_context, render_file, render_lines
+from reviewbot.diff import DiffLine, FileDiff, FileStatus, Hunk
+from reviewbot.diffview import (
+    MIN_TOKENS_PER_LINE,
+    FileView,
+    agrees_with_head,
+    expand_context,
+    head_lines,
+    render_file,
+    render_lines,
+    whole_file,
+    with_scope,
+)
 from reviewbot.exclusions import ExclusionRules, skip_reason
+from reviewbot.scope import SourceOutline
 from reviewbot.tokens import TokenCounter
 
 __all__ = [
     "Budget",
     "BudgetTooSmallError",
     "Chunk",
+    "ContextKind",
     "Coverage",
     "Plan",
     "PlanOptions",
@@ -45,6 +65,11 @@ DEFAULT_OUTPUT_RESERVE = 4096
 SAFETY_MARGIN_TOKENS = 256
 DEFAULT_CONTEXT_LINES = 3
 DEFAULT_OVERLAP_LINES = 5
+# Enclosing-scope context per hunk, at most (tokens): about 50 lines of code.
+DEFAULT_SCOPE_CONTEXT_TOKENS = 600
+# A chunk whose spare room gives each hunk less than this adds no context (and parses nothing):
+# a signature and a couple of lines.
+MIN_SCOPE_SHARE_TOKENS = 64
 REFIT_ATTEMPTS = 8
 REFIT_SHRINK_RATIO = 0.02
 PART_PLACEHOLDER = 99  # a two-digit part number, for counting the part attribute
@@ -91,6 +116,16 @@ class PlanOptions:
     context_lines: int = DEFAULT_CONTEXT_LINES
     overlap_lines: int = DEFAULT_OVERLAP_LINES
     exclusions: ExclusionRules = field(default_factory=ExclusionRules)
+    # Enclosing-scope context per hunk (tokens, at most); 0 disables it and whole files.
+    scope_tokens: int = DEFAULT_SCOPE_CONTEXT_TOKENS
+
+
+class ContextKind(StrEnum):
+    """What a segment shows beyond its hunks and their ``context_lines``."""
+
+    NONE = "none"
+    SCOPE = "scope"  # hunks with their enclosing functions or classes
+    WHOLE = "whole"  # the whole head file, changes marked
 
 
 @dataclass(frozen=True)
@@ -101,6 +136,13 @@ class Segment:
     text: str
     tokens: int
     owned_changed: int  # changed lines this segment is responsible for
+    context: ContextKind = ContextKind.NONE
+    # tokens the context adds to this segment (slightly negative when showing the whole file
+    # saves more hunk headers than its few extra lines cost)
+    context_tokens: int = 0
+    scoped_hunks: int = 0  # hunks shown with their enclosing scope
+    # who found the scopes: "tree-sitter:<language>", "heuristic", or both joined by "+"
+    parser: str = ""
 
     @property
     def path(self) -> str:
@@ -133,6 +175,11 @@ class Chunk:
     @property
     def changed_lines(self) -> int:
         return sum(segment.owned_changed for segment in self.segments)
+
+    @property
+    def context_tokens(self) -> int:
+        """Tokens spent on enclosing-scope context and whole files in this chunk."""
+        return sum(segment.context_tokens for segment in self.segments)
 
 
 @dataclass(frozen=True)
@@ -170,6 +217,22 @@ class Plan:
     coverage: Coverage
     counter: str
 
+    @property
+    def segments(self) -> list[Segment]:
+        return [segment for chunk in self.chunks for segment in chunk.segments]
+
+    def totals(self) -> dict[str, Any]:
+        """Tokens of all chunks, how many went to context, and what kind of context."""
+        segments = self.segments
+        return {
+            "chunks": len(self.chunks),
+            "tokens": sum(chunk.tokens for chunk in self.chunks),
+            "context_tokens": sum(chunk.context_tokens for chunk in self.chunks),
+            "whole_files": sum(1 for s in segments if s.context is ContextKind.WHOLE),
+            "scoped_hunks": sum(s.scoped_hunks for s in segments),
+            "parsers": dict(sorted(Counter(s.parser for s in segments if s.parser).items())),
+        }
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "budget_tokens": self.budget.available,
@@ -179,6 +242,7 @@ class Plan:
                 {
                     "index": chunk.index,
                     "tokens": chunk.tokens,
+                    "context_tokens": chunk.context_tokens,
                     "changed_lines": chunk.changed_lines,
                     "files": [
                         {
@@ -188,12 +252,15 @@ class Plan:
                             "hunks": len(s.view.hunks),
                             "changed_lines": s.owned_changed,
                             "tokens": s.tokens,
+                            "context": s.context.value,
+                            "context_tokens": s.context_tokens,
                         }
                         for s in chunk.segments
                     ],
                 }
                 for chunk in self.chunks
             ],
+            "totals": self.totals(),
             "coverage": self.coverage.to_dict(),
         }
 
@@ -209,7 +276,11 @@ def plan(
     contents: Mapping[str, str] | None = None,
     options: PlanOptions | None = None,
 ) -> Plan:
-    """Plan the chunks for ``files`` within ``budget``; ``contents`` maps new paths to head text."""
+    """Plan the chunks for ``files`` within ``budget``; ``contents`` maps new paths to head text.
+
+    Head text widens hunks by ``options.context_lines`` and, where packed chunks have room left,
+    adds enclosing scopes or whole files (``options.scope_tokens`` per hunk at most).
+    """
     options = options or PlanOptions()
     contents = contents or {}
     cap = budget.available
@@ -221,15 +292,26 @@ def plan(
         )
     skipped: list[SkippedFile] = []
     segments: list[Segment] = []
+    sources: dict[str, _Source] = {}
     for file in files:
         reason = skip_reason(file, options.exclusions)
         if reason:
             skipped.append(SkippedFile(file.path, reason, file.changed_count))
             continue
-        hunks = expand_context(file, contents.get(file.new_path), options.context_lines)
+        head = contents.get(file.new_path)
+        hunks = expand_context(file, head, options.context_lines)
+        # A hunk without a change is context an earlier plan added (a chunk re-split after the
+        # server found it too long re-plans what it showed): alone, it has nothing to review.
+        hunks = tuple(hunk for hunk in hunks if hunk.changed_count) or hunks
         segments += _fit_file(file, hunks, cap, counter, options.overlap_lines)
+        if head is not None and options.scope_tokens > 0 and file.status in CONTEXT_STATUSES:
+            sources[file.new_path] = _Source(file, head)
     ordered = sorted(segments, key=_relation_key([s.path for s in segments]))
     bins = _pack(ordered, cap)
+    if sources:
+        bins = [
+            _add_context(members, cap, sources, counter, options.scope_tokens) for members in bins
+        ]
     chunks = tuple(Chunk(index, tuple(members)) for index, members in enumerate(bins))
     coverage = Coverage(
         files_total=len(files),
@@ -329,9 +411,11 @@ def _window_views(
                 f"the budget of {room} tokens cannot hold even one line of {file.path} "
                 f"(line needs {line_tokens[start]} tokens)"
             )
-        views.append(
-            FileView(file, (_slice_hunk(hunk, lead, end),), reviewed_before=start - lead or None)
-        )
+        # a window whose own lines are all unchanged (a long run of context) has nothing to
+        # review: the windows around it show the changes
+        if any(line.is_change for line in hunk.lines[start:end]):
+            window = _slice_hunk(hunk, lead, end)
+            views.append(FileView(file, (window,), reviewed_before=start - lead or None))
         start = end
     return views
 
@@ -366,6 +450,119 @@ def _slice_start(lines: Sequence[DiffLine], start: int, end: int, attr: str, def
         return numbers[0]
     before = [getattr(line, attr) for line in lines[:start] if getattr(line, attr) is not None]
     return before[-1] if before else default
+
+
+# --- context in the room that is left ---------------------------------------------------------
+
+# Added files are whole in the diff already; deleted files have no head.
+CONTEXT_STATUSES = frozenset({FileStatus.MODIFIED, FileStatus.RENAMED})
+
+
+class _Source:
+    """One file's head text: split, checked against the diff and outlined on first use."""
+
+    def __init__(self, file: FileDiff, text: str) -> None:
+        self.file = file
+        self.text = text
+
+    @cached_property
+    def lines(self) -> list[str]:
+        return head_lines(self.text)
+
+    @cached_property
+    def usable(self) -> bool:
+        return agrees_with_head(self.file, self.lines)
+
+    @cached_property
+    def outline(self) -> SourceOutline:
+        return SourceOutline(self.file.new_path, self.lines)
+
+
+def _widenable(segment: Segment, sources: Mapping[str, _Source]) -> _Source | None:
+    """The head source for a segment that may get context.
+
+    Not for a later window of a huge hunk: its first lines repeat the window before it.
+    """
+    if segment.view.reviewed_before:
+        return None
+    return sources.get(segment.view.file.new_path)
+
+
+def _add_context(
+    members: Sequence[Segment],
+    cap: int,
+    sources: Mapping[str, _Source],
+    counter: TokenCounter,
+    per_hunk: int,
+) -> list[Segment]:
+    """A packed chunk's segments with context added in the room the chunk has left.
+
+    The room is shared evenly among the chunk's hunks that have a head (at most ``per_hunk``
+    each); the exact token count of every widened segment is checked, so the chunk never
+    exceeds ``cap``. Heads are split and checked only when there is a share worth adding.
+    """
+    room = cap - sum(segment.tokens for segment in members)
+    eligible = [(segment, _widenable(segment, sources)) for segment in members]
+    hunks = sum(len(segment.view.hunks) for segment, source in eligible if source)
+    share = min(per_hunk, room // hunks) if hunks else 0
+    if share < MIN_SCOPE_SHARE_TOKENS:
+        return list(members)
+    out: list[Segment] = []
+    for segment, source in eligible:
+        widened = None
+        if source is not None and source.usable:
+            widened = _with_context(segment, source, share, room, counter)
+        if widened is None:
+            out.append(segment)
+            continue
+        room -= widened.tokens - segment.tokens
+        out.append(widened)
+    return out
+
+
+def _with_context(
+    segment: Segment, source: _Source, share: int, room: int, counter: TokenCounter
+) -> Segment | None:
+    """The segment shown whole or with its hunks' scopes, if that fits; else None."""
+    view = segment.view
+    allowance = min(room, share * len(view.hunks))
+    if view.parts == 1:
+        whole = _whole_segment(segment, source, allowance, counter)
+        if whole is not None:
+            return whole
+    outline = source.outline
+    scoped = with_scope(view.hunks, source.lines, outline.enclosing, share, counter)
+    outline.release()  # trees are large; a later part of the same file parses again
+    if not scoped.scoped:
+        return None
+    candidate = _segment(dataclasses.replace(view, hunks=scoped.hunks), counter)
+    extra = candidate.tokens - segment.tokens
+    if extra > room:
+        return None
+    return dataclasses.replace(
+        candidate,
+        context=ContextKind.SCOPE,
+        context_tokens=extra,
+        scoped_hunks=scoped.scoped,
+        parser="+".join(scoped.methods),
+    )
+
+
+def _whole_segment(
+    segment: Segment, source: _Source, allowance: int, counter: TokenCounter
+) -> Segment | None:
+    shown = {line.new_no for hunk in segment.view.hunks for line in hunk.lines}
+    hidden = len(source.lines) - len(shown - {None})
+    if hidden * MIN_TOKENS_PER_LINE > allowance:
+        return None  # cannot fit: skip rendering and counting the whole file
+    hunk = whole_file(source.file, source.lines)
+    if hunk is None:
+        return None
+    candidate = _segment(dataclasses.replace(segment.view, hunks=(hunk,)), counter)
+    extra = candidate.tokens - segment.tokens
+    if extra > allowance:
+        return None
+    return dataclasses.replace(candidate, context=ContextKind.WHOLE, context_tokens=extra)
 
 
 # --- ordering and packing --------------------------------------------------------------------

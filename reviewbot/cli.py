@@ -21,7 +21,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from reviewbot import __version__
-from reviewbot.chunking import Plan
+from reviewbot.chunking import DEFAULT_SCOPE_CONTEXT_TOKENS, ContextKind, Plan
 from reviewbot.config import Settings, load_settings
 from reviewbot.diff import FileDiff, parse_git_diff
 from reviewbot.errors import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK, disposition
@@ -137,6 +137,13 @@ DIFF_SOURCE_OPTIONS = (
     click.option(
         "--context-lines", type=int, metavar="N", help="Head lines shown around each hunk (3)."
     ),
+    click.option(
+        "--scope-context-tokens",
+        type=int,
+        metavar="N",
+        help="Tokens of enclosing function/class shown per hunk where chunks have room "
+        f"({DEFAULT_SCOPE_CONTEXT_TOKENS}; 0: off).",
+    ),
     click.option("--exclude", multiple=True, metavar="GLOB", help="Skip matching files."),
     click.option("--config", "config_file", metavar="FILE", help="TOML settings file."),
     click.option("--json", "as_json", is_flag=True, help="Machine-readable output."),
@@ -157,8 +164,9 @@ class LoadedDiff:
 
 
 def load_diff(
-    diff_path: str | None, git_range: str | None, repo: str, context_lines: int
+    diff_path: str | None, git_range: str | None, repo: str, with_contents: bool
 ) -> LoadedDiff:
+    """The diff to plan or review; ``with_contents`` reads head files too (``--git`` only)."""
     if bool(diff_path) == bool(git_range):
         raise BadInputError("give exactly one of --diff PATH (or -) and --git BASE..HEAD")
     if diff_path:
@@ -175,10 +183,15 @@ def load_diff(
     local = read_range(git_range, repo)
     files = parse_git_diff(local.diff)
     contents = {}
-    if context_lines > 0:
+    if with_contents:
         wanted = [f.new_path for f in files if f.status.value != "deleted" and f.hunks]
         contents = read_files_at(repo, local.head_sha, wanted)
     return LoadedDiff(files, contents, git_range)
+
+
+def wants_head_contents(settings: Settings) -> bool:
+    """Head files are read only when some context is asked for."""
+    return settings.context_lines > 0 or settings.scope_context_tokens > 0
 
 
 def build_settings(config_file: str | None, **overrides: Any) -> Settings:
@@ -203,6 +216,7 @@ def plan(
     context_tokens: int | None,
     max_output_tokens: int | None,
     context_lines: int | None,
+    scope_context_tokens: int | None,
     exclude: tuple[str, ...],
     config_file: str | None,
     as_json: bool,
@@ -214,9 +228,10 @@ def plan(
 
     settings = build_settings(
         config_file, max_model_len=context_tokens, max_output_tokens=max_output_tokens,
-        context_lines=context_lines, exclude=exclude or None,
+        context_lines=context_lines, scope_context_tokens=scope_context_tokens,
+        exclude=exclude or None,
     )  # fmt: skip
-    loaded = load_diff(diff_path, git_range, repo, settings.context_lines)
+    loaded = load_diff(diff_path, git_range, repo, wants_head_contents(settings))
     counter = local_counter(settings.llm_model)
     options = review_options(settings).plan_options
     context = local_context(loaded.label, loaded.files, options.exclusions)
@@ -240,14 +255,28 @@ def print_plan(result: Plan, console: Console) -> None:
         f"- output {budget.output_reserve} - prompt {budget.overhead} - margin {budget.margin} "
         f"({result.counter})"
     )
-    table = Table("chunk", "tokens", "changed lines", "files")
+    table = Table("chunk", "tokens", "context tokens", "changed lines", "files")
     for chunk in result.chunks:
         names = ", ".join(
-            s.path + (f" [{s.view.part}/{s.view.parts}]" if s.view.parts > 1 else "")
+            s.path
+            + (f" [{s.view.part}/{s.view.parts}]" if s.view.parts > 1 else "")
+            + (" (whole)" if s.context is ContextKind.WHOLE else "")
             for s in chunk.segments
         )
-        table.add_row(str(chunk.index + 1), str(chunk.tokens), str(chunk.changed_lines), names)
+        table.add_row(
+            str(chunk.index + 1),
+            str(chunk.tokens),
+            str(chunk.context_tokens),
+            str(chunk.changed_lines),
+            names,
+        )
     console.print(table)
+    totals = result.totals()
+    console.print(
+        f"Context: {totals['context_tokens']} of {totals['tokens']} tokens "
+        f"({totals['whole_files']} whole files, {totals['scoped_hunks']} hunks with their "
+        "enclosing scope)"
+    )
     print_coverage(result, console)
 
 
@@ -282,6 +311,7 @@ def review(
     context_tokens: int | None,
     max_output_tokens: int | None,
     context_lines: int | None,
+    scope_context_tokens: int | None,
     exclude: tuple[str, ...],
     config_file: str | None,
     as_json: bool,
@@ -294,11 +324,11 @@ def review(
     """Review a local diff with the model and print the findings (no GitLab, no database)."""
     settings = build_settings(
         config_file, max_model_len=context_tokens, max_output_tokens=max_output_tokens,
-        context_lines=context_lines, exclude=exclude or None, llm_base_url=base_url,
-        llm_model=model, concurrency=concurrency, min_severity=min_severity,
-        enable_thinking=thinking,
+        context_lines=context_lines, scope_context_tokens=scope_context_tokens,
+        exclude=exclude or None, llm_base_url=base_url, llm_model=model,
+        concurrency=concurrency, min_severity=min_severity, enable_thinking=thinking,
     )  # fmt: skip
-    loaded = load_diff(diff_path, git_range, repo, settings.context_lines)
+    loaded = load_diff(diff_path, git_range, repo, wants_head_contents(settings))
     counter = local_counter(settings.llm_model)
     console = Console(stderr=True)
     result = run_local_review(settings, loaded, counter, console, quiet=as_json)

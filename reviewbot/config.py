@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 
 import platformdirs
 
+from reviewbot.chunking import DEFAULT_SCOPE_CONTEXT_TOKENS
 from reviewbot.findings import Category, Severity
 
 __all__ = ["REPO_KEYS", "ConfigError", "Settings", "apply_repo_overrides", "load_settings"]
@@ -71,6 +72,8 @@ class Settings:
     request_timeout_s: float = 300.0
     enable_thinking: bool | None = None
     context_lines: int = 3
+    # Enclosing function/class shown above each hunk, at most this many tokens (0: off)
+    scope_context_tokens: int = DEFAULT_SCOPE_CONTEXT_TOKENS
     exclude: tuple[str, ...] = ()
     min_severity: str = Severity.MINOR.value
     categories: tuple[str, ...] = ()  # empty: all categories
@@ -99,8 +102,9 @@ class Settings:
         for name in ("max_output_tokens", "concurrency", "max_inline", "gitlab_notes_per_minute"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
-        if self.context_lines < 0:
-            raise ConfigError(f"context_lines must be 0 or more, got {self.context_lines}")
+        for name in ("context_lines", "scope_context_tokens"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{name} must be 0 or more, got {getattr(self, name)}")
         for name in ("llm_total_concurrency", "max_model_len", "webhook_max_body_bytes"):
             value = getattr(self, name)
             if value is not None and value < 1:

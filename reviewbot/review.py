@@ -67,6 +67,7 @@ def review_options(settings: Settings) -> ReviewOptions:
         plan_options=PlanOptions(
             context_lines=settings.context_lines,
             exclusions=ExclusionRules(extra_globs=settings.exclude),
+            scope_tokens=settings.scope_context_tokens,
         ),
         findings_options=FindingsOptions(
             context_lines=settings.context_lines,

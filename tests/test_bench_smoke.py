@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import ast
+
+from reviewbot.chunking import Budget, plan
 from reviewbot.diff import parse_git_diff
 from reviewbot.tokens import local_counter
 from tests.bench.bench_plan import RunFigures, generate_diff, run_plan
+from tests.bench.bench_scope import edit_sources
 
 SMOKE_FILES = 20
 SMOKE_LINES = 500
@@ -47,3 +51,18 @@ def test_plan_covers_every_changed_line_with_and_without_contents() -> None:
     counter = local_counter()
     _assert_complete(run_plan(synthetic.text, counter))
     _assert_complete(run_plan(synthetic.text, counter, synthetic.contents))
+
+
+def test_scope_benchmark_input_is_real_code_that_still_parses() -> None:
+    edited = edit_sources(files=3, lines=60, seed=3)
+    files = parse_git_diff(edited.diff)
+    assert len(files) == 3 and edited.changed_lines > 0
+    for file in files:
+        ast.parse(edited.contents[file.new_path])
+        head_lines = edited.contents[file.new_path].splitlines()
+        for line in file.lines():
+            if line.new_no is not None:
+                assert head_lines[line.new_no - 1] == line.text
+    result = plan(files, Budget(), local_counter(), contents=edited.contents)
+    assert result.coverage.changed_lines_covered == result.coverage.changed_lines_total
+    assert result.totals()["scoped_hunks"] > 0

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
 from collections import Counter
 from pathlib import Path
 
@@ -9,12 +11,23 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reviewbot.chunking import Budget, BudgetTooSmallError, Plan, PlanOptions, plan
+from reviewbot.chunking import (
+    DEFAULT_SCOPE_CONTEXT_TOKENS,
+    Budget,
+    BudgetTooSmallError,
+    ContextKind,
+    Plan,
+    PlanOptions,
+    Segment,
+    plan,
+)
 from reviewbot.diff import FileDiff, FileStatus, Side, parse_git_diff
+from reviewbot.diffview import expand_context
 from reviewbot.exclusions import ExclusionRules
 from reviewbot.tokens import ByteEstimateCounter, local_counter
 
 COUNTER = local_counter()
+NO_SCOPE = PlanOptions(scope_tokens=0)
 
 
 def make_file(path: str, hunks: list[tuple[int, int]], *, prefix: str = "line") -> str:
@@ -126,12 +139,36 @@ def test_head_contents_add_context_and_signature() -> None:
         "--- a/h.py\n+++ b/h.py\n@@ -10,1 +10,1 @@\n-    old()\n+    step7()\n"  # line 10 of head
     )
     [file] = parse_git_diff(diff)
-    result = plan([file], Budget(), COUNTER, contents={"h.py": head})
+    no_scope = PlanOptions(scope_tokens=0)  # only the context lines (scopes: test_scope.py)
+    result = plan([file], Budget(), COUNTER, contents={"h.py": head}, options=no_scope)
     text = result.chunks[0].text
     assert "@@ -7,7 +7,7 @@ def handler(request):" in text
     assert "   7 |     step4()" in text and "  13 |     step10()" in text
     assert "  14 |" not in text and "   6 |" not in text
     assert "+ 10 |     step7()" in text and "- 10 |     old()" in text
+
+
+def test_head_lines_are_numbered_like_git() -> None:
+    # a form feed and a Unicode line separator are not line ends for git
+    head = "a\x0cb\r\nc\u2028d\nlast\nafter"
+    [file] = parse_git_diff("--- a/f\n+++ b/f\n@@ -3,1 +3,1 @@\n-old\n+last\n")
+    [hunk] = expand_context(file, head, 3)
+    assert [(line.new_no, line.text) for line in hunk.lines if line.new_no] == [
+        (1, "a\x0cb"),
+        (2, "c\u2028d"),
+        (3, "last"),
+        (4, "after"),
+    ]
+
+
+def test_context_below_a_hunk_has_its_own_old_numbers() -> None:
+    head = "\n".join(f"line {n}" for n in range(1, 11)) + "\n"
+    # new line 4 replaced old lines 4-5: below it, old numbers run one ahead of new ones
+    [file] = parse_git_diff("--- a/f\n+++ b/f\n@@ -4,2 +4,1 @@\n-x\n-y\n+line 4\n")
+    [hunk] = expand_context(file, head, 3)
+    below = [(line.old_no, line.new_no) for line in hunk.lines[-3:]]
+    assert below == [(6, 5), (7, 6), (8, 7)]
+    assert hunk.header() == "@@ -1,8 +1,7 @@"
 
 
 def test_related_files_travel_together() -> None:
@@ -217,3 +254,168 @@ def test_deleted_files_skipped_unless_asked() -> None:
     result = plan([file], Budget(), COUNTER, options=PlanOptions(exclusions=rules))
     assert result.coverage.changed_lines_covered == 2
     assert "- 1 | a" in result.chunks[0].text and Side.OLD.value == "old"
+
+
+# --- context in the room that is left ----------------------------------------------------------
+
+
+def function_file(functions: int, body: int) -> list[str]:
+    lines = []
+    for f in range(functions):
+        lines += [f"def f{f}(x):", *[f"    y{i} = x + {i}" for i in range(body)], ""]
+    return lines
+
+
+def unified(path: str, old: list[str], new: list[str]) -> str:
+    lines = difflib.unified_diff(old, new, f"a/{path}", f"b/{path}", lineterm="")
+    return "".join(line + "\n" for line in lines)
+
+
+def edited(path: str, old: list[str], at: int, text: str) -> tuple[FileDiff, str]:
+    new = [*old[:at], text, *old[at + 1 :]]
+    [file] = parse_git_diff(unified(path, old, new))
+    return file, "\n".join(new) + "\n"
+
+
+def test_a_small_changed_file_is_shown_whole_once() -> None:
+    file, head = edited("m.py", function_file(3, 5), 9, "    y1 = x - 1")
+    result = plan([file], Budget(), COUNTER, contents={"m.py": head})
+    [segment] = result.chunks[0].segments
+    assert segment.context is ContextKind.WHOLE
+    [hunk] = segment.view.hunks
+    assert hunk.header() == "@@ -1,21 +1,21 @@"  # every line, once
+    assert segment.text.count("y1 = x") == 4  # f0 and f2 as context, f1 old and new
+    assert "- 10 |     y1 = x + 1" in segment.text and "+ 10 |     y1 = x - 1" in segment.text
+    assert result.chunks[0].context_tokens == segment.context_tokens > 0
+    plain = plan([file], Budget(), COUNTER, contents={"m.py": head}, options=NO_SCOPE)
+    assert segment.tokens - plain.chunks[0].tokens == segment.context_tokens
+
+
+def test_a_large_file_gets_its_hunks_scopes_instead() -> None:
+    file, head = edited("m.py", function_file(20, 30), 32 * 5 + 20, "    y19 = x - 1")
+    result = plan([file], Budget(), COUNTER, contents={"m.py": head})
+    [segment] = result.chunks[0].segments
+    assert segment.context is ContextKind.SCOPE
+    assert segment.parser == "tree-sitter:python" and segment.scoped_hunks == 1
+    assert "  161 | def f5(x):" in segment.text  # the signature, 20 lines above the change
+    assert "def f4" not in segment.text
+    assert 0 < segment.context_tokens <= DEFAULT_SCOPE_CONTEXT_TOKENS
+
+
+def test_context_is_added_only_in_room_the_chunk_has_left() -> None:
+    file, head = edited("m.py", function_file(20, 30), 32 * 5 + 20, "    y19 = x - 1")
+    plain = plan([file], Budget(), COUNTER, contents={"m.py": head}, options=NO_SCOPE)
+    tight = Budget(max_model_len=4096 + 256 + plain.chunks[0].tokens + 20, output_reserve=4096)
+    result = plan([file], tight, COUNTER, contents={"m.py": head})
+    assert result.chunks[0].text == plain.chunks[0].text
+    assert result.totals()["context_tokens"] == 0
+
+
+def test_scope_tokens_zero_turns_context_off() -> None:
+    file, head = edited("m.py", function_file(3, 5), 9, "    y1 = x - 1")
+    result = plan([file], Budget(), COUNTER, contents={"m.py": head}, options=NO_SCOPE)
+    assert result.totals()["context_tokens"] == 0
+    assert {s.context for s in result.segments} == {ContextKind.NONE}
+
+
+def test_a_head_that_does_not_match_the_diff_adds_no_context() -> None:
+    file, head = edited("m.py", function_file(20, 30), 32 * 5 + 20, "    y19 = x - 1")
+    stale = head.replace("    y19 = x - 1", "    y19 = x * 2")
+    result = plan([file], Budget(), COUNTER, contents={"m.py": stale})
+    assert result.totals()["context_tokens"] == 0
+
+
+@st.composite
+def edited_files(draw: st.DrawFn) -> tuple[list[FileDiff], dict[str, str]]:
+    """Files of functions (parsed by tree-sitter or, for .txt and .go, the heuristic) edited at
+    random places, their diff made by difflib with git's three lines of context."""
+    names = ["a/m.py", "a/test_m.py", "b/k.rb", "b/notes.txt", "c/x.go"]
+    paths = draw(st.lists(st.sampled_from(names), min_size=1, max_size=4, unique=True))
+    text = ""
+    contents = {}
+    for path in paths:
+        old = function_file(draw(st.integers(1, 6)), draw(st.integers(1, 30)))
+        new = list(old)
+        for _ in range(draw(st.integers(1, 6))):
+            at = draw(st.integers(0, len(new)))
+            size = draw(st.integers(1, 4))
+            action = draw(st.sampled_from(["replace", "insert", "delete"]))
+            block = [f"    z{at}_{i} = call({i})" for i in range(size)]
+            if action == "insert":
+                new[at:at] = block
+            elif action == "delete" and len(new) > size:
+                del new[at : at + size]
+            else:
+                new[at : at + size] = block
+        if new == old:
+            new.append("    tail = 1")
+        text += f"diff --git a/{path} b/{path}\n" + unified(path, old, new)
+        contents[path] = "\n".join(new) + "\n"
+    return parse_git_diff(text), contents
+
+
+def view_is_consistent(segment: Segment, head: str | None) -> bool:
+    """Headers count their lines, hunks do not overlap, context lines are the head's."""
+    lines = head.split("\n") if head is not None else None
+    last_new = 0
+    for hunk in segment.view.hunks:
+        new = [line.new_no for line in hunk.lines if line.new_no is not None]
+        old = [line.old_no for line in hunk.lines if line.old_no is not None]
+        if (hunk.new_count, hunk.old_count) != (len(new), len(old)):
+            return False
+        if new and (new != list(range(new[0], new[0] + len(new))) or new[0] <= last_new):
+            return False
+        last_new = new[-1] if new else last_new
+        for line in hunk.lines:
+            if lines and line.new_no is not None and lines[line.new_no - 1] != line.text:
+                return False
+    return True
+
+
+@given(edited_files(), st.integers(150, 4000), st.integers(0, 1500), st.integers(0, 4))
+@settings(max_examples=40, deadline=None)
+def test_property_context_keeps_coverage_chunks_and_budget(
+    edited: tuple[list[FileDiff], dict[str, str]], room: int, scope: int, context: int
+) -> None:
+    files, contents = edited
+    budget = Budget(max_model_len=4096 + 256 + room, output_reserve=4096)
+    try:
+        plain = plan(
+            files, budget, COUNTER, contents=contents,
+            options=PlanOptions(context_lines=context, scope_tokens=0),
+        )  # fmt: skip
+    except BudgetTooSmallError:
+        return
+    result = plan(
+        files, budget, COUNTER, contents=contents,
+        options=PlanOptions(context_lines=context, scope_tokens=scope),
+    )  # fmt: skip
+    assert all(COUNTER.count(chunk.text) <= budget.available for chunk in result.chunks)
+    owned = owned_lines(result)
+    assert set(owned) == all_changed(files) and set(owned.values()) == {1}
+    assert result.coverage.changed_lines_covered == result.coverage.changed_lines_total
+    assert len(result.chunks) == len(plain.chunks)  # context never adds a chunk
+    added = sum(c.tokens for c in result.chunks) - sum(c.tokens for c in plain.chunks)
+    assert result.totals()["context_tokens"] == added
+    assert all(view_is_consistent(s, contents.get(s.path)) for s in result.segments)
+    if scope == 0:
+        assert added == 0
+
+
+def test_replanning_a_chunk_with_context_never_sends_context_alone() -> None:
+    """What ``review._resplit`` does when the server finds a chunk too long: the views' hunks,
+    context blocks included, planned again in a smaller budget without head contents."""
+    old = function_file(20, 80)
+    new = list(old)
+    for at in (82 * 3 + 75, 82 * 9 + 78, 82 * 15 + 70):  # far below their functions' signatures
+        new[at] = "    changed = True"
+    [file] = parse_git_diff(unified("m.py", old, new))
+    result = plan([file], Budget(), COUNTER, contents={"m.py": "\n".join(new) + "\n"})
+    [segment] = result.chunks[0].segments
+    assert any(hunk.changed_count == 0 for hunk in segment.view.hunks)  # signature blocks
+    shown = dataclasses.replace(file, hunks=segment.view.hunks, _index=None)
+    for room in range(segment.tokens // 8, segment.tokens // 2, segment.tokens // 40):
+        small = Budget(max_model_len=4096 + 256 + room, output_reserve=4096)
+        replanned = plan([shown], small, COUNTER, options=PlanOptions(0))
+        assert all(chunk.changed_lines > 0 for chunk in replanned.chunks), room
+        assert replanned.coverage.changed_lines_covered == file.changed_count

@@ -54,6 +54,36 @@ def test_plan_json_from_git_range(repo: Path) -> None:
     ]
 
 
+def test_plan_json_reports_context_tokens_per_chunk_and_in_total(tmp_path: Path) -> None:
+    init_repo(tmp_path)
+    body = "".join(f"    y{i} = x + {i}\n" for i in range(30))
+    (tmp_path / "app.py").write_text("".join(f"def f{n}(x):\n{body}\n" for n in range(20)))
+    git(tmp_path, "add", "-A")
+    git(tmp_path, "commit", "-qm", "base")
+    text = (tmp_path / "app.py").read_text().replace("y25 = x + 25", "y25 = eval(x)", 1)
+    (tmp_path / "app.py").write_text(text)
+    git(tmp_path, "commit", "-qam", "change")
+    base = ["plan", "--git", "HEAD~1..HEAD", "--repo", str(tmp_path), "--json"]
+    code, out, _ = run(*base)
+    assert code == 0, out
+    data = json.loads(out)
+    [chunk] = data["chunks"]
+    [app] = chunk["files"]
+    assert app["context"] == "scope" and app["context_tokens"] > 0
+    assert data["totals"]["parsers"] == {"tree-sitter:python": 1}
+    assert chunk["context_tokens"] == sum(f["context_tokens"] for f in chunk["files"])
+    totals = data["totals"]
+    assert totals["context_tokens"] == chunk["context_tokens"]
+    assert totals["tokens"] == chunk["tokens"] and totals["chunks"] == 1
+    code, out, _ = run(*base, "--scope-context-tokens", "0")
+    off = json.loads(out)
+    assert off["totals"]["context_tokens"] == 0
+    assert off["totals"]["tokens"] == data["totals"]["tokens"] - data["totals"]["context_tokens"]
+    assert {f["context"] for f in off["chunks"][0]["files"]} == {"none"}
+    code, out, _ = run("plan", "--git", "HEAD~1..HEAD", "--repo", str(tmp_path))
+    assert code == 0 and f"Context: {totals['context_tokens']} of {totals['tokens']}" in out
+
+
 def test_plan_text_and_stdin(repo: Path) -> None:
     diff = git(repo, "diff", "HEAD~1", "HEAD") + "\n"
     code, out, _ = run("plan", "--diff", "-", stdin=diff)
@@ -79,6 +109,10 @@ def test_small_context_splits_into_more_chunks(repo: Path) -> None:
         (["--git", "HEAD"], "expected BASE..HEAD"),
         ([], "give exactly one of --diff"),
         (["--git", "HEAD~1..HEAD", "--context-tokens", "4200"], "no room for the diff"),
+        (
+            ["--git", "HEAD~1..HEAD", "--scope-context-tokens", "-1"],
+            "scope_context_tokens must be 0 or more",
+        ),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(repo: Path, args: list[str], message: str) -> None:

@@ -6,7 +6,8 @@ The generator builds a git diff that looks like a real, very large MR: several l
 and large files, several hunks per file, a few single hunks of 3,000+ lines, lock files and
 binaries (which the planner skips), and code lines with identifiers and numbers. Each file's head
 (new-side) text is built together with its diff, so the ``contents=`` run widens hunks with real
-head lines exactly as the pipeline would.
+head lines and adds enclosing scopes (default ``scope_tokens``) exactly as the pipeline would.
+The random lines parse badly, so ``tests.bench.bench_scope`` measures scopes on real code.
 """
 
 from __future__ import annotations
@@ -420,6 +421,11 @@ def _report(label: str, figures: RunFigures, rss_delta: float, traced: float) ->
         f"(budget {figures.result.budget.available} tokens each)"
     )
     print(f"  token counter       {figures.result.counter}")
+    totals = figures.result.totals()
+    print(
+        f"  context             {totals['context_tokens']} tokens of {totals['tokens']} "
+        f"({totals['whole_files']} whole files, {totals['scoped_hunks']} hunks with scope)"
+    )
     print(f"  parse               {figures.parse_seconds:.3f} s")
     print(f"  plan                {figures.plan_seconds:.3f} s")
     print(f"  total               {figures.total_seconds:.3f} s")
@@ -455,7 +461,7 @@ def main(argv: list[str] | None = None) -> int:
     all_met = True
     for label, contents in (
         ("diff only", None),
-        ("with head contents, 3 context lines", synthetic.contents),
+        ("with head contents: 3 context lines + enclosing scopes", synthetic.contents),
     ):
         gc.collect()
         rss_before = _rss_megabytes()
