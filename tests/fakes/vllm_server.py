@@ -858,8 +858,19 @@ class EngineCounters:
     e2e: Histogram = field(default_factory=lambda: Histogram(E2E_BUCKETS_S))
 
 
-def render_metrics(model: str, running: int, waiting: int, counters: EngineCounters) -> str:
-    """Prometheus text with the metric names vLLM V1 exports (vllm/v1/metrics/loggers.py)."""
+def render_metrics(
+    model: str,
+    running: int,
+    waiting: int,
+    counters: EngineCounters,
+    *,
+    prefix_caching: bool = True,
+) -> str:
+    """Prometheus text with the metric names vLLM V1 exports (vllm/v1/metrics/loggers.py).
+
+    ``vllm:cache_config_info`` carries every CacheConfig field as a label
+    (``CacheConfig.metrics_info()``), among them ``enable_prefix_caching``; without prefix
+    caching vLLM V1 never queries the cache, so the prefix-cache counters stay at 0."""
     labels = f'engine="{ENGINE_LABEL}",model_name="{model}"'
     out: list[str] = []
 
@@ -935,7 +946,7 @@ def render_metrics(model: str, running: int, waiting: int, counters: EngineCount
         "vllm:cache_config_info",
         "gauge",
         "Information of the LLMEngine CacheConfig",
-        [("", f'block_size="{BLOCK_SIZE}",enable_prefix_caching="True",', 1.0)],
+        [("", f'block_size="{BLOCK_SIZE}",enable_prefix_caching="{prefix_caching}",', 1.0)],
     )
     return "\n".join(out) + "\n"
 
@@ -1276,7 +1287,11 @@ class FakeVLLM:
     def _metrics_text(self) -> str:
         with self._lock:
             return render_metrics(
-                self.model, self._scheduler.running, self._scheduler.waiting, self._counters
+                self.model,
+                self._scheduler.running,
+                self._scheduler.waiting,
+                self._counters,
+                prefix_caching=self.prefix_caching,
             )
 
     def _check_model(self, model: str | None) -> None:
