@@ -89,10 +89,12 @@ Latency model and prefix cache
 ------------------------------
 At most ``max_num_seqs`` requests generate at once, the others queue first come first
 served. TTFT = queue wait + ``ttft_base_s`` + uncached prompt tokens /
-``prefill_tokens_per_s``; then ``decode_s_per_token`` per output token (stream chunks are
-paced). The prefix cache hashes full 16-token blocks of the prompt ids in a chain; a
-request's blocks are cached when its prefill ends, so two simultaneous identical prompts
-do not both hit, and the last prompt token is always recomputed (as vLLM V1 does).
+``prefill_tokens_per_s``; then ``decode_s_per_token`` per output token (``completion_tokens``,
+the raw output with its XML tool calls and end of turn; a stream's pieces are paced so that
+the whole answer takes that long, as a non-streamed one does). The prefix cache hashes full
+16-token blocks of the prompt ids in a chain; a request's blocks are cached when its prefill
+ends, so two simultaneous identical prompts do not both hit, and the last prompt token is
+always recomputed (as vLLM V1 does).
 """
 
 from __future__ import annotations
@@ -1526,6 +1528,13 @@ class FakeVLLM:
 
         handler.start_event_stream()
         deltas = list(stream_deltas(answer))
+        # The model generates every completion token (the XML of its tool calls, the end of
+        # turn) at the decode rate, while the parsers stream fewer, differently cut pieces: the
+        # whole answer takes completion_tokens x decode_s_per_token, as without streaming.
+        paced = sum(tokens for _, tokens in deltas)
+        per_token_s = (
+            self.latency.decode_s_per_token * answer.completion_tokens / paced if paced else 0.0
+        )
         cut_at = _cut_point(deltas) if fault == "stream_cut_mid_call" else None
         for sent, (delta, tokens) in enumerate(deltas):
             if fault == "disconnect" and sent == DISCONNECT_AFTER_CHUNKS:
@@ -1540,7 +1549,7 @@ class FakeVLLM:
             if sent == cut_at:
                 handler.end_event_stream()  # a clean end of the body: no finish, no [DONE]
                 return False
-            self._pause(self.latency.decode_s_per_token * tokens)
+            self._pause(per_token_s * tokens)
             send(chunk(delta))
         if fault == "disconnect":
             handler.drop_connection()
