@@ -70,6 +70,7 @@ LAZY_COMMANDS = {
     "jobs": ("reviewbot.worker", "jobs_group"),
     "capacity": ("reviewbot.ops.capacity_cli", "capacity_command"),
     "doctor": ("reviewbot.ops.doctor_cli", "doctor_command"),
+    "loadtest": ("reviewbot.ops.loadtest_cli", "loadtest_command"),
 }
 
 
