@@ -24,15 +24,18 @@ from sqlalchemy import create_engine, text
 
 from reviewbot.cli import main
 from reviewbot.config import Settings
+from reviewbot.llm.backend import ModelAnswer
 from reviewbot.ops.doctor import (
     TOOL_PARSER_FIX,
     Status,
     generation_config_check,
     prefix_caching_check,
     token_scopes_check,
+    tool_call_check,
     vllm_argv_for,
 )
 from reviewbot.ops.doctor_probes import DoctorOptions, DoctorTimeouts, run_doctor
+from reviewbot.prompts import tool_schemas
 from reviewbot.store import normalize_database_url, upgrade
 from tests.fakes.gitlab_server import FakeGitLab
 from tests.fakes.silent_server import SilentServer
@@ -460,3 +463,10 @@ def test_a_probe_that_never_ends_fails_within_its_timeout(services: Services) ->
     by_name: dict[str, Any] = {c.name: c for c in checks}
     assert by_name["tool calls"].status is Status.FAIL
     assert by_name["cached tokens"].detail.endswith("the probe got no answer")
+
+
+def test_a_probe_cut_while_thinking_is_not_confirmed() -> None:
+    answer = ModelAnswer("", [], "length", 900, 1024, 0, 0.1, reasoning="Let me think. " * 200)
+    check = tool_call_check(answer, tool_schemas(), "tool_calls")
+    assert check.status is Status.WARN and "cut at 1024 tokens" in check.detail
+    assert "REVIEWBOT_ENABLE_THINKING=false" in check.fix

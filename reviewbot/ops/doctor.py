@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 from reviewbot.chunking import Budget, plan
 from reviewbot.config import LLM_BACKEND_VLLM, Settings
 from reviewbot.diff import parse_git_diff
-from reviewbot.llm.answers import parse_answer
+from reviewbot.llm.answers import FINISH_LENGTH, parse_answer
 from reviewbot.llm.backend import ModelAnswer
 from reviewbot.prompts import ReviewContext, file_summaries, render_messages
 from reviewbot.tokens import TokenCounter
@@ -331,6 +331,14 @@ def tool_call_check(answer: ModelAnswer, tools: list[dict], mode: str) -> Check:
             Status.FAIL,
             f"the probe's tool call could not be decoded: {'; '.join(parsed.invalid)}",
             TOOL_PARSER_FIX,
+        )
+    if answer.finish_reason == FINISH_LENGTH:
+        return Check(
+            "tool calls",
+            Status.WARN,
+            f"not confirmed: the probe's answer was cut at {answer.completion_tokens} tokens "
+            f"before any tool call ({len(answer.reasoning)} characters of reasoning)",
+            "set REVIEWBOT_ENABLE_THINKING=false for shorter answers, then run doctor again",
         )
     return Check(
         "tool calls",

@@ -13,6 +13,7 @@ not insist), not taken from :class:`reviewbot.app.App`, whose clients are tuned 
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -89,6 +90,8 @@ PROBE_TEMPERATURE = 0.0
 DEADLINE_GRACE_S = 0.5
 VERSION_SUFFIX = "/v1"
 PROC = Path("/proc")
+# libpq waits forever for connect_timeout 0 and treats 1 as 2 seconds.
+LIBPQ_MIN_CONNECT_TIMEOUT_S = 2
 HUNG_SERVER_FIX = (
     "the server takes connections but does not answer: see its log (journalctl -u "
     "reviewbot-vllm@PROFILE); the health timer restarts it after 3 failed probes in a row"
@@ -498,7 +501,8 @@ def database_check_of(settings: Settings, timeouts: DoctorTimeouts) -> Check:
         if url.database and url.database != ":memory:" and not Path(url.database).exists():
             return database_check(where, None, head, known=True, exists=False)
     elif "connect_timeout" not in url.query:
-        url = url.update_query_dict({"connect_timeout": str(round(timeouts.database_s))})
+        seconds = max(LIBPQ_MIN_CONNECT_TIMEOUT_S, math.ceil(timeouts.database_s))
+        url = url.update_query_dict({"connect_timeout": str(seconds)})
     engine = make_engine(url.render_as_string(hide_password=False))
     try:
         revision = within(timeouts.database_s + DEADLINE_GRACE_S, lambda: engine_revision(engine))
