@@ -69,6 +69,8 @@ LAZY_COMMANDS = {
     "worker": ("reviewbot.worker", "worker_command"),
     "jobs": ("reviewbot.worker", "jobs_group"),
     "capacity": ("reviewbot.ops.capacity_cli", "capacity_command"),
+    "doctor": ("reviewbot.ops.doctor_cli", "doctor_command"),
+    "loadtest": ("reviewbot.ops.loadtest_cli", "loadtest_command"),
 }
 
 

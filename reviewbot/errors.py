@@ -24,6 +24,7 @@ __all__ = [
     "EXIT_FAILURE",
     "EXIT_FINDINGS",
     "EXIT_OK",
+    "EXIT_SLO_MISSED",
     "Disposition",
     "disposition",
     "first_line",
@@ -33,6 +34,7 @@ EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_BAD_INPUT = 2
 EXIT_FINDINGS = 3
+EXIT_SLO_MISSED = 3  # `reviewbot loadtest`: the same code, its own name
 
 
 def first_line(error: BaseException) -> str:

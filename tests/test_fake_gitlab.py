@@ -388,3 +388,29 @@ def test_push_makes_a_newer_version_first(fake: FakeGitLab, gl: gitlab.Gitlab, r
         "new_line": CHANGED_LINE,
     }
     assert mr.discussions.create({"body": "on v1", "position": old_position})
+
+
+def test_a_token_reads_its_own_record_and_a_members_role(fake: FakeGitLab) -> None:
+    fake.add_user(
+        "reader", token="read-token", bot=True, scopes=("read_api",), expires_at="2030-01-01"
+    )
+    fake.add_member(PROJECT, "reader", 20)
+    headers = {"PRIVATE-TOKEN": "read-token"}
+    token = httpx.get(f"{fake.url}/api/v4/personal_access_tokens/self", headers=headers).json()
+    assert token["scopes"] == ["read_api"] and token["expires_at"] == "2030-01-01"
+    assert token["active"] is True and "token" not in token  # the secret is never echoed
+    user_id = httpx.get(f"{fake.url}/api/v4/user", headers=headers).json()["id"]
+    member = httpx.get(f"{fake.url}/api/v4/projects/7/members/all/{user_id}", headers=headers)
+    assert member.json()["access_level"] == 20 and member.json()["username"] == "reader"
+    bot_id = httpx.get(f"{fake.url}/api/v4/user", headers={"PRIVATE-TOKEN": TOKEN}).json()["id"]
+    missing = httpx.get(f"{fake.url}/api/v4/projects/7/members/all/{bot_id}", headers=headers)
+    assert missing.status_code == 404 and missing.json() == {"message": "404 Not found"}
+
+
+def test_a_read_api_token_cannot_write(fake: FakeGitLab) -> None:
+    fake.add_user("reader", token="read-token", bot=True, scopes=("read_api",))
+    notes = f"{fake.url}/api/v4/projects/7/merge_requests/1/notes"
+    headers = {"PRIVATE-TOKEN": "read-token"}
+    assert httpx.get(notes, headers=headers).status_code == 200
+    refused = httpx.post(notes, headers=headers, json={"body": "hello"})
+    assert refused.status_code == 403 and refused.json()["error"] == "insufficient_scope"

@@ -20,9 +20,11 @@ import pytest
 
 from reviewbot.config import ConfigError, Settings
 from reviewbot.llm import (
+    MODE_TOOL_CALLS,
     ChunkResult,
     ChunkRunner,
     LLMSettings,
+    ModelRequest,
     OpenAICompatibleBackend,
     ToolsUnsupportedError,
     VLLMBackend,
@@ -164,3 +166,24 @@ def test_the_pipeline_does_not_import_the_model_transport() -> None:
         "assert not loaded, loaded\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_the_answer_keeps_the_reasoning_apart(stream: bool) -> None:
+    """Qwen3.5 thinks by default; vLLM's reasoning parser sends the thinking in ``reasoning``
+    (and ``reasoning_content``), never in ``content``."""
+    request = chunk(0)
+    first_output: list[bool] = []
+    with FakeVLLM() as fake:
+        backend = VLLMBackend(settings_for(fake))
+        try:
+            answer = backend.execute(
+                ModelRequest(request.messages, request.tools, MODE_TOOL_CALLS, stream, 512, 0.0),
+                on_first_token=lambda: first_output.append(True),
+            )
+        finally:
+            backend.close()
+    assert answer.reasoning.startswith("The diff touches")
+    assert "touches" not in answer.content and answer.tool_calls
+    assert first_output == ([True] if stream else [])
+    assert (answer.ttft_s is not None) == stream

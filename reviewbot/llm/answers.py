@@ -1,7 +1,8 @@
 """Reading a model answer into ``report_finding`` calls (pure functions, no I/O).
 
 Model output is never repaired: a call that cannot be decoded is counted in ``invalid``.
-``message.reasoning``/``reasoning_content`` are separate fields and are never read; a
+``message.reasoning``/``reasoning_content`` are separate fields and are never read for findings
+(the transport keeps them in ``ModelAnswer.reasoning``, which ``reviewbot doctor`` looks at); a
 ``<think>`` block leaked into ``content`` is stripped by the content parser.
 """
 

@@ -178,7 +178,10 @@ class ModelAnswer:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_tokens: int | None = None  # None: the server does not report prefix-cache hits
-    ttft_s: float | None = None  # streamed answers only
+    # Streamed answers only: from sending the request to the first generated output (text,
+    # reasoning or a tool call; the event that only names the role does not count).
+    ttft_s: float | None = None
+    reasoning: str = ""  # the model's thinking, as the server's reasoning parser split it off
 
 
 class ModelBackend(Protocol):

@@ -260,14 +260,15 @@ class OpenAICompatibleBackend:
                 # vLLM sends one when generation fails mid-stream, typed BadRequestError/400
                 # whatever the cause (create_streaming_error_response): always worth a retry.
                 raise self._lost(f"sent an error mid-stream: {_event_error_text(event['error'])}")
-            if stream.ttft_s is None and event.get("choices"):
-                stream.ttft_s = time.monotonic() - sent
-                if on_first_token is not None:
-                    on_first_token()
             try:
+                first_output = stream.ttft_s is None and _carries_output(event)
                 stream.add(event)
             except (AttributeError, TypeError):  # a choice, delta or call that is no object
                 raise self._lost(f"sent an event of another shape: {_snippet(data)}") from None
+            if first_output:
+                stream.ttft_s = time.monotonic() - sent
+                if on_first_token is not None:
+                    on_first_token()
         if stream.finish_reason is None:
             raise self._lost("ended its stream before a finish_reason")
         if not done:
@@ -346,6 +347,7 @@ class _StreamedAnswer:
     def __init__(self) -> None:
         self.content: list[str] = []
         self.calls: dict[int, tuple[list[str], list[str]]] = {}  # index -> (name, arguments)
+        self.reasoning: list[str] = []
         self.finish_reason: str | None = None
         self.usage: Mapping[str, Any] | None = None
         self.ttft_s: float | None = None
@@ -359,6 +361,9 @@ class _StreamedAnswer:
             text = delta.get("content")
             if text:
                 self.content.append(text)
+            thought = _reasoning_of(delta)
+            if thought:
+                self.reasoning.append(thought)
             for call in delta.get("tool_calls") or ():
                 name, arguments = self.calls.setdefault(call.get("index", 0), ([], []))
                 function = call.get("function") or {}
@@ -378,6 +383,7 @@ class _StreamedAnswer:
             self.finish_reason,
             *_usage_counts(self.usage),
             self.ttft_s,
+            "".join(self.reasoning),
         )
 
 
@@ -420,7 +426,30 @@ def answer_from_completion(body: Mapping[str, Any]) -> ModelAnswer:
         for call in message.get("tool_calls") or ()
         if (function := call.get("function")) is not None
     ]
-    return ModelAnswer(message.get("content") or "", calls, choice.get("finish_reason"), *usage)
+    return ModelAnswer(
+        message.get("content") or "",
+        calls,
+        choice.get("finish_reason"),
+        *usage,
+        reasoning=_reasoning_of(message) or "",
+    )
+
+
+def _carries_output(event: Mapping[str, Any]) -> bool:
+    """Whether a streamed event holds the first generated output: text, reasoning or a tool
+    call. vLLM's first event only names the role (``"content": ""``), so it does not count."""
+    for choice in event.get("choices") or ():
+        delta = choice.get("delta") or {}
+        if delta.get("content") or delta.get("tool_calls") or _reasoning_of(delta):
+            return True
+    return False
+
+
+def _reasoning_of(message: Mapping[str, Any]) -> str | None:
+    """The reasoning text of a message or delta: ``reasoning`` (vLLM >= 0.10) or
+    ``reasoning_content`` (older vLLM, DeepSeek's API); vLLM 0.10+ sends the same text in both."""
+    text = message.get("reasoning") or message.get("reasoning_content")
+    return text if isinstance(text, str) else None
 
 
 def _usage_counts(usage: Mapping[str, Any] | None) -> tuple[int, int, int | None]:

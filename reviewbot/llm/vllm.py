@@ -42,9 +42,13 @@ VERSION_SUFFIX = "/v1"
 TOKENIZE_PATH = "/tokenize"
 # No such endpoint: not found, method not allowed, not implemented.
 TOKENIZE_ABSENT_STATUSES = frozenset({404, 405, 501})
+# The flags every reviewbot server needs (deploy/vllm/ profiles; `reviewbot capacity` sizes the
+# rest): without --enable-prompt-tokens-details vLLM never reports cached tokens.
 START_VLLM_HINT = (
     "Start vLLM with: vllm serve MODEL --enable-auto-tool-choice "
-    "--tool-call-parser qwen3_coder --max-num-seqs 8 --enable-prefix-caching"
+    "--tool-call-parser qwen3_coder --reasoning-parser qwen3 --enable-prefix-caching "
+    "--enable-prompt-tokens-details --generation-config vllm --max-num-seqs 8 "
+    "(`reviewbot capacity` sizes it for your GPUs)"
 )
 
 

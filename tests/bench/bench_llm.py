@@ -18,19 +18,14 @@ import heapq
 import multiprocessing
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
 from reviewbot.llm import ChunkRequest, ChunkResult, LLMSettings, runner_for
 from tests.fakes.vllm_server import (
-    Answer,
     FakeVLLM,
     LatencyModel,
-    _reasoning_text,
-    _tool_call,
-    parse_prompt_diff,
-    stream_deltas,
 )
 
 LATENCY = LatencyModel(
@@ -134,27 +129,11 @@ def _makespan(durations: Sequence[float], starts: Sequence[float], slots: int) -
     return end
 
 
-def paced_tokens(request: ChunkRequest, result: ChunkResult) -> int:
-    """Output tokens the fake paces while streaming this answer.
-
-    The fake reports the raw (XML) output in ``completion_tokens`` but paces the stream by
-    the tokens of each delta (reasoning words, JSON argument pieces), which are fewer; the
-    ideal uses what it paces.
-    """
-    lines = parse_prompt_diff(request.messages[-1]["content"])
-    calls = [_tool_call("report_finding", arguments) for arguments in result.calls]
-    answer = Answer(None, calls, _reasoning_text(lines), "tool_calls", 0)
-    return sum(tokens for _, tokens in stream_deltas(answer))
-
-
 def ideal_time(
     requests: Sequence[ChunkRequest], results: Sequence[ChunkResult], model: LatencyModel
 ) -> float:
     """The latency model's best wall time for these prompts and outputs."""
-    records = [
-        replace(result.records[-1], completion_tokens=paced_tokens(request, result))
-        for request, result in zip(requests, results, strict=True)
-    ]
+    records = [result.records[-1] for result in results]
     shared = max(record.cached_tokens or 0 for record in records)
 
     def duration(prompt: int, uncached: int, completion: int) -> float:

@@ -20,6 +20,16 @@ References (checked against gitlabhq source):
   validation; an invalid one is only refused when published.
 - Rate limiting (doc/administration/settings/user_and_ip_rate_limits.md): 429, plain text
   body ``Retry later``, ``Retry-After`` header.
+- Tokens (https://docs.gitlab.com/api/personal_access_tokens/): ``GET
+  /personal_access_tokens/self`` answers the token's own record (id, name, revoked,
+  created_at, scopes, user_id, last_used_at, active, expires_at), for personal, project and
+  group access tokens alike. A token without the ``api`` scope gets 403 ``insufficient_scope``
+  on every write, and without ``read_api`` (or ``api``) on every read but ``/user``,
+  ``/version`` and its own record (lib/api/helpers.rb, Gitlab::Auth scopes).
+- Members (https://docs.gitlab.com/api/members/): ``GET /projects/:id/members/all/:user_id``
+  answers the member with its ``access_level`` (10 Guest, 20 Reporter, 30 Developer, 40
+  Maintainer, 50 Owner), 404 ``Not found`` for a user who is not one. Membership is recorded
+  (:meth:`FakeGitLab.add_member`) but not enforced on the other routes.
 """
 
 from __future__ import annotations
@@ -68,6 +78,18 @@ ROUTE_NOT_FOUND = {"error": "404 Not Found"}
 FILE_NOT_FOUND = {"message": "404 File Not Found"}
 COMMIT_NOT_FOUND = {"message": "404 Commit Not Found"}
 FORBIDDEN = {"message": "403 Forbidden"}
+INSUFFICIENT_SCOPE = {
+    "error": "insufficient_scope",
+    "error_description": (
+        "The request requires higher privileges than provided by the access token."
+    ),
+}
+DEFAULT_TOKEN_SCOPES = ("api",)
+WRITE_SCOPE = "api"
+READ_SCOPES = frozenset({"api", "read_api"})
+# Routes a token with only read_user may read (its user, the version, its own record).
+USER_SCOPE_ROUTES = frozenset({"/user", "/version", "/personal_access_tokens/self"})
+USER_SCOPE = "read_user"
 SERVER_ERROR = {"message": "500 Internal Server Error"}
 # What GitLab's Workhorse/NGINX answer when Puma is down or too slow.
 GATEWAY_HTML = (
@@ -355,6 +377,34 @@ class Project:
     repo: Path | None = None
     default_branch: str = "main"
     mrs: dict[int, MergeRequest] = field(default_factory=dict)
+    members: dict[int, int] = field(default_factory=dict)  # user id -> access level
+
+
+@dataclass(frozen=True)
+class AccessToken:
+    """A token's record as GitLab keeps it (the secret itself is the key it is stored under)."""
+
+    id: int
+    name: str
+    user_id: int
+    scopes: tuple[str, ...]
+    created_at: str
+    expires_at: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        # API::Entities::PersonalAccessToken
+        return {
+            "id": self.id,
+            "name": self.name,
+            "revoked": False,
+            "created_at": self.created_at,
+            "description": None,
+            "scopes": list(self.scopes),
+            "user_id": self.user_id,
+            "last_used_at": _now(),
+            "active": True,
+            "expires_at": self.expires_at,
+        }
 
 
 # --------------------------------------------------------------------------- the fake
@@ -371,7 +421,7 @@ class FakeGitLab:
         self._lock = threading.RLock()
         self._ids = itertools.count(1)
         self._users: dict[int, dict[str, Any]] = {}
-        self._tokens: dict[str, int] = {}
+        self._tokens: dict[str, AccessToken] = {}
         self._projects: dict[int, Project] = {}
         self._faults: list[str] = []
         self._targeted_faults: list[list[Any]] = []
@@ -423,14 +473,34 @@ class FakeGitLab:
     # ---- set-up
 
     def add_user(
-        self, username: str, *, token: str | None = None, bot: bool = False
+        self,
+        username: str,
+        *,
+        token: str | None = None,
+        bot: bool = False,
+        scopes: tuple[str, ...] = DEFAULT_TOKEN_SCOPES,
+        expires_at: str | None = None,
     ) -> dict[str, Any]:
+        """A user, and a token of it with ``scopes`` (``expires_at``: ``YYYY-MM-DD``)."""
         with self._lock:
             existing = self._user_by_name(username)
             user = existing or self._new_user(username, bot)
             if token is not None:
-                self._tokens[token] = user["id"]
+                self._tokens[token] = AccessToken(
+                    id=next(self._ids),
+                    name=f"{username}-token",
+                    user_id=user["id"],
+                    scopes=tuple(scopes),
+                    created_at=_now(),
+                    expires_at=expires_at,
+                )
             return copy.deepcopy(user)
+
+    def add_member(self, project: str | int, username: str, access_level: int) -> None:
+        """Make ``username`` a member of ``project`` with that role (30 = Developer)."""
+        with self._lock:
+            user = self._user_by_name(username) or self._new_user(username, False)
+            self._project(project).members[user["id"]] = access_level
 
     def add_project(
         self, path_with_namespace: str, *, project_id: int | None = None
@@ -910,19 +980,21 @@ class FakeGitLab:
             match = pattern.fullmatch(route)
             if match and method == request.method:
                 with self._lock:
-                    request.user = self._authenticate(request)
+                    request.token = self._authenticate(request)
+                    _check_scope(request.token, request.method, route)
+                    request.user = self._users[request.token.user_id]
                     return getattr(self, handler_name)(request, *match.groups())
         raise ApiError(HTTPStatus.NOT_FOUND, ROUTE_NOT_FOUND)
 
-    def _authenticate(self, request: Request) -> dict[str, Any]:
+    def _authenticate(self, request: Request) -> AccessToken:
         token = request.headers.get("private-token")
         authorization = request.headers.get("authorization", "")
         if token is None and authorization.lower().startswith("bearer "):
             token = authorization[len("bearer ") :].strip()
-        uid = self._tokens.get(token or "")
-        if uid is None:
+        record = self._tokens.get(token or "")
+        if record is None:
             raise ApiError(HTTPStatus.UNAUTHORIZED, UNAUTHORIZED)
-        return self._users[uid]
+        return record
 
     # ---- endpoint handlers (lock held)
 
@@ -942,6 +1014,26 @@ class FakeGitLab:
 
     def _get_project(self, request: Request, pid: str) -> Response:
         return Response(HTTPStatus.OK, self._project_json(self._project(pid)))
+
+    def _get_token_self(self, request: Request) -> Response:
+        assert request.token is not None
+        return Response(HTTPStatus.OK, request.token.to_json())
+
+    def _get_member_all(self, request: Request, pid: str, uid: str) -> Response:
+        project = self._project(pid)
+        level = project.members.get(int(uid))
+        user = self._users.get(int(uid))
+        if level is None or user is None:
+            raise ApiError(HTTPStatus.NOT_FOUND, NOT_FOUND)
+        # API::Entities::Member
+        member = {
+            **_user_basic(user),
+            "created_at": user["created_at"],
+            "expires_at": None,
+            "access_level": level,
+            "membership_state": "active",
+        }
+        return Response(HTTPStatus.OK, member)
 
     def _get_mr(self, request: Request, pid: str, iid: str) -> Response:
         mr = self._mr(pid, iid)
@@ -1263,6 +1355,20 @@ def _line_range_is_valid(change: FileChange, line_range: Any) -> bool:
     return True
 
 
+def _check_scope(token: AccessToken, method: str, route: str) -> None:
+    """403 insufficient_scope, as GitLab answers a token whose scopes do not allow the call."""
+    scopes = set(token.scopes)
+    if method == "GET":
+        allowed = bool(scopes & READ_SCOPES) or (
+            route in USER_SCOPE_ROUTES and USER_SCOPE in scopes
+        )
+    else:
+        allowed = WRITE_SCOPE in scopes
+    if not allowed:
+        needed = WRITE_SCOPE if method != "GET" else "read_api api"
+        raise ApiError(HTTPStatus.FORBIDDEN, {**INSUFFICIENT_SCOPE, "scope": needed})
+
+
 def _fault_response(fault: str) -> Response | None:
     """Answer for a queued fault, or None when the request should then proceed (slow)."""
     if fault.startswith("slow:"):
@@ -1306,6 +1412,7 @@ class Request:
     params: dict[str, Any]
     headers: dict[str, str]
     user: dict[str, Any] = field(default_factory=dict)
+    token: AccessToken | None = None
 
 
 @dataclass
@@ -1349,7 +1456,9 @@ _ROUTES: list[tuple[str, re.Pattern[str], str]] = [
     for m, p, h in [
         ("GET", r"/version", "_get_version"),
         ("GET", r"/user", "_get_user"),
+        ("GET", r"/personal_access_tokens/self", "_get_token_self"),
         ("GET", _P, "_get_project"),
+        ("GET", _P + r"/members/all/(\d+)", "_get_member_all"),
         ("GET", _P + r"/repository/files/([^/]+)/raw", "_get_raw_file"),
         ("GET", _MR, "_get_mr"),
         ("GET", _MR + r"/versions", "_get_versions"),

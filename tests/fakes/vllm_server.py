@@ -89,10 +89,12 @@ Latency model and prefix cache
 ------------------------------
 At most ``max_num_seqs`` requests generate at once, the others queue first come first
 served. TTFT = queue wait + ``ttft_base_s`` + uncached prompt tokens /
-``prefill_tokens_per_s``; then ``decode_s_per_token`` per output token (stream chunks are
-paced). The prefix cache hashes full 16-token blocks of the prompt ids in a chain; a
-request's blocks are cached when its prefill ends, so two simultaneous identical prompts
-do not both hit, and the last prompt token is always recomputed (as vLLM V1 does).
+``prefill_tokens_per_s``; then ``decode_s_per_token`` per output token (``completion_tokens``,
+the raw output with its XML tool calls and end of turn; a stream's pieces are paced so that
+the whole answer takes that long, as a non-streamed one does). The prefix cache hashes full
+16-token blocks of the prompt ids in a chain; a request's blocks are cached when its prefill
+ends, so two simultaneous identical prompts do not both hit, and the last prompt token is
+always recomputed (as vLLM V1 does).
 """
 
 from __future__ import annotations
@@ -858,8 +860,19 @@ class EngineCounters:
     e2e: Histogram = field(default_factory=lambda: Histogram(E2E_BUCKETS_S))
 
 
-def render_metrics(model: str, running: int, waiting: int, counters: EngineCounters) -> str:
-    """Prometheus text with the metric names vLLM V1 exports (vllm/v1/metrics/loggers.py)."""
+def render_metrics(
+    model: str,
+    running: int,
+    waiting: int,
+    counters: EngineCounters,
+    *,
+    prefix_caching: bool = True,
+) -> str:
+    """Prometheus text with the metric names vLLM V1 exports (vllm/v1/metrics/loggers.py).
+
+    ``vllm:cache_config_info`` carries every CacheConfig field as a label
+    (``CacheConfig.metrics_info()``), among them ``enable_prefix_caching``; without prefix
+    caching vLLM V1 never queries the cache, so the prefix-cache counters stay at 0."""
     labels = f'engine="{ENGINE_LABEL}",model_name="{model}"'
     out: list[str] = []
 
@@ -935,7 +948,7 @@ def render_metrics(model: str, running: int, waiting: int, counters: EngineCount
         "vllm:cache_config_info",
         "gauge",
         "Information of the LLMEngine CacheConfig",
-        [("", f'block_size="{BLOCK_SIZE}",enable_prefix_caching="True",', 1.0)],
+        [("", f'block_size="{BLOCK_SIZE}",enable_prefix_caching="{prefix_caching}",', 1.0)],
     )
     return "\n".join(out) + "\n"
 
@@ -1281,7 +1294,11 @@ class FakeVLLM:
     def _metrics_text(self) -> str:
         with self._lock:
             return render_metrics(
-                self.model, self._scheduler.running, self._scheduler.waiting, self._counters
+                self.model,
+                self._scheduler.running,
+                self._scheduler.waiting,
+                self._counters,
+                prefix_caching=self.prefix_caching,
             )
 
     def _check_model(self, model: str | None) -> None:
@@ -1516,6 +1533,13 @@ class FakeVLLM:
 
         handler.start_event_stream()
         deltas = list(stream_deltas(answer))
+        # The model generates every completion token (the XML of its tool calls, the end of
+        # turn) at the decode rate, while the parsers stream fewer, differently cut pieces: the
+        # whole answer takes completion_tokens x decode_s_per_token, as without streaming.
+        paced = sum(tokens for _, tokens in deltas)
+        per_token_s = (
+            self.latency.decode_s_per_token * answer.completion_tokens / paced if paced else 0.0
+        )
         cut_at = _cut_point(deltas) if fault == "stream_cut_mid_call" else None
         for sent, (delta, tokens) in enumerate(deltas):
             if fault == "disconnect" and sent == DISCONNECT_AFTER_CHUNKS:
@@ -1530,7 +1554,7 @@ class FakeVLLM:
             if sent == cut_at:
                 handler.end_event_stream()  # a clean end of the body: no finish, no [DONE]
                 return False
-            self._pause(self.latency.decode_s_per_token * tokens)
+            self._pause(per_token_s * tokens)
             send(chunk(delta))
         if fault == "disconnect":
             handler.drop_connection()

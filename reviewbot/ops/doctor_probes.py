@@ -1,0 +1,521 @@
+"""The asking half of ``reviewbot doctor``: GitLab, the model server and the database.
+
+Each group of checks runs on its own thread, the three at once; inside a group the checks run
+in order (a token's scopes are only worth asking once the token works). Every request has a
+timeout of its own (the adapters') and every step a deadline (:func:`within`), so a service
+that accepts the connection and never answers costs its check a few seconds, never the run:
+when all is well the whole run takes about as long as the tool-call probe.
+
+What the answers mean is :mod:`reviewbot.ops.doctor`'s business; this module only gathers
+them. Adapters are built here with short timeouts and no retries (a doctor reports, it does
+not insist), not taken from :class:`reviewbot.app.App`, whose clients are tuned for reviews.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import date
+from pathlib import Path
+from typing import Generic, TypeVar
+
+import httpx
+
+from reviewbot.app import require_gitlab_settings
+from reviewbot.config import LLM_BACKEND_VLLM, ConfigError, Settings
+from reviewbot.errors import first_line
+from reviewbot.gitlab import (
+    GitLabAuthError,
+    GitLabClient,
+    GitLabError,
+    GitLabNotFoundError,
+    GitLabSettings,
+)
+from reviewbot.llm.backend import (
+    LLMError,
+    LLMSettings,
+    LLMUnavailableError,
+    ModelAnswer,
+    ModelBackend,
+    ModelNotFoundError,
+    ModelRequest,
+    OutputModeRefusedError,
+)
+from reviewbot.llm.factory import BACKENDS
+from reviewbot.ops.doctor import (
+    GITLAB_TOKEN_FIX,
+    MODEL_SERVER_FIX,
+    TOOL_PARSER_FIX,
+    Check,
+    Status,
+    context_length_check,
+    database_check,
+    generation_config_check,
+    gitlab_user_check,
+    prefix_caching_check,
+    probe_prompt,
+    project_role_check,
+    prompt_tokens_details_check,
+    settings_check,
+    thinking_check,
+    token_scopes_check,
+    tokenize_check,
+    tool_call_check,
+    vllm_argv_for,
+    webhook_secret_check,
+)
+from reviewbot.prompts import tool_schemas
+from reviewbot.review import local_overhead
+from reviewbot.tokens import local_counter
+
+__all__ = [
+    "CheckTimeoutError",
+    "DoctorOptions",
+    "DoctorTimeouts",
+    "local_command_lines",
+    "run_doctor",
+    "within",
+]
+
+T = TypeVar("T")
+
+# The probe asks for one short tool call; thinking models may spend a few hundred tokens first.
+PROBE_MAX_TOKENS = 1024
+PROBE_TEMPERATURE = 0.0
+# A step's deadline is its request timeout plus this, so the adapter's own error (which says
+# more) usually arrives first.
+DEADLINE_GRACE_S = 0.5
+VERSION_SUFFIX = "/v1"
+PROC = Path("/proc")
+# libpq waits forever for connect_timeout 0 and treats 1 as 2 seconds.
+LIBPQ_MIN_CONNECT_TIMEOUT_S = 2
+HUNG_SERVER_FIX = (
+    "the server takes connections but does not answer: see its log (journalctl -u "
+    "reviewbot-vllm@PROFILE); the health timer restarts it after 3 failed probes in a row"
+)
+_DATABASE_FIX = (
+    "check REVIEWBOT_DATABASE_URL, that the database server runs and that its user may connect"
+)
+
+
+@dataclass(frozen=True)
+class DoctorTimeouts:
+    """Seconds each kind of step may take. The model group as a whole stays under the 25 s the
+    health unit (deploy/systemd/reviewbot-vllm-health.service) gives ``doctor --model-only``."""
+
+    gitlab_s: float = 5.0
+    model_s: float = 5.0
+    tool_probe_s: float = 15.0
+    model_total_s: float = 20.0
+    database_s: float = 5.0
+
+
+@dataclass(frozen=True)
+class DoctorOptions:
+    project: str | None = None  # also check the token user's role on this project
+    model_only: bool = False  # the model server's checks only (the health timer's probe)
+    settings_source: str = "defaults and REVIEWBOT_* variables"
+    timeouts: DoctorTimeouts = field(default_factory=DoctorTimeouts)
+
+
+class CheckTimeoutError(TimeoutError):
+    """A step did not finish within its deadline."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"no answer within {seconds:g} s")
+        self.seconds = seconds
+
+
+class _Background(Generic[T]):
+    """``action`` on a daemon thread (which never holds up the exit), waited for so long."""
+
+    def __init__(self, action: Callable[[], T]) -> None:
+        self._done = threading.Event()
+        self._value: T | None = None
+        self._error: BaseException | None = None
+        threading.Thread(target=self._run, args=(action,), daemon=True).start()
+
+    def _run(self, action: Callable[[], T]) -> None:
+        try:
+            self._value = action()
+        except BaseException as error:  # noqa: BLE001 - raised again in the waiting thread
+            self._error = error
+        finally:
+            self._done.set()
+
+    def result(self, seconds: float) -> T:
+        if not self._done.wait(max(seconds, 0.0)):
+            raise CheckTimeoutError(seconds)
+        if self._error is not None:
+            raise self._error
+        return self._value  # type: ignore[return-value]
+
+
+def within(seconds: float, action: Callable[[], T]) -> T:
+    """``action()``, or CheckTimeoutError once ``seconds`` have passed (the action's thread is
+    left to end on its own timeout)."""
+    return _Background(action).result(seconds)
+
+
+def run_doctor(
+    settings: Settings,
+    options: DoctorOptions,
+    *,
+    command_lines: Callable[[], Sequence[Sequence[str]]] | None = None,
+    today: date | None = None,
+) -> list[Check]:
+    """Every check, in a stable order: settings, GitLab, model server, database, webhook.
+
+    ``command_lines``: the processes of this host (default: read from /proc), where a local
+    vLLM's ``--generation-config`` is found."""
+    timeouts = options.timeouts
+    groups: list[Callable[[], list[Check]]] = []
+    if not options.model_only:
+        groups.append(lambda: gitlab_checks(settings, options.project, timeouts, today))
+    groups.append(lambda: model_checks(settings, timeouts, command_lines or local_command_lines))
+    if not options.model_only:
+        groups.append(lambda: [database_check_of(settings, timeouts), *_webhook(settings)])
+    started = [_Background(group) for group in groups]
+    checks = [settings_check(settings, options.settings_source)]
+    for running in started:
+        checks.extend(running.result(_group_deadline(timeouts)))
+    return checks
+
+
+def _group_deadline(timeouts: DoctorTimeouts) -> float:
+    """No group should get near this: each of its steps has its own deadline."""
+    gitlab_steps = 4
+    return (
+        max(gitlab_steps * timeouts.gitlab_s, timeouts.model_total_s, timeouts.database_s)
+        + DEADLINE_GRACE_S
+    )
+
+
+def _webhook(settings: Settings) -> list[Check]:
+    return [webhook_secret_check(settings)]
+
+
+# ---------------------------------------------------------------------------------------------
+# GitLab
+
+
+def gitlab_checks(
+    settings: Settings, project: str | None, timeouts: DoctorTimeouts, today: date | None
+) -> list[Check]:
+    """Reachable, token valid (and whose), scopes, and the role on ``project``."""
+    try:
+        url, token = require_gitlab_settings(settings)
+    except ConfigError as error:
+        return [Check("gitlab", Status.FAIL, str(error), GITLAB_TOKEN_FIX)]
+    step_s = timeouts.gitlab_s + DEADLINE_GRACE_S
+    client = GitLabClient(
+        GitLabSettings(url=url, token=token, timeout_s=timeouts.gitlab_s, max_retries=0)
+    )
+    unreachable_fix = f"check REVIEWBOT_GITLAB_URL ({url}) and that this host can reach it"
+    try:
+        version = f"GitLab {within(step_s, client.version)} at {url}"
+    except GitLabAuthError:
+        version = f"GitLab at {url} answers (its version needs a valid token)"
+    except GitLabError as error:
+        return [Check("gitlab", Status.FAIL, str(error), unreachable_fix)]
+    except CheckTimeoutError as error:
+        return [Check("gitlab", Status.FAIL, f"{url}: {error}", unreachable_fix)]
+    checks = [Check("gitlab", Status.OK, version)]
+    try:
+        user = within(step_s, client.current_user)
+    except GitLabAuthError:
+        checks.append(
+            Check("gitlab token", Status.FAIL, f"{url} rejected the token", GITLAB_TOKEN_FIX)
+        )
+        return checks
+    except (GitLabError, CheckTimeoutError) as error:
+        checks.append(Check("gitlab token", Status.FAIL, str(error), unreachable_fix))
+        return checks
+    checks.append(gitlab_user_check(user))
+    try:
+        info = within(step_s, client.token_info)
+        checks.append(token_scopes_check(info, today or date.today()))
+    except (GitLabError, CheckTimeoutError) as error:
+        checks.append(
+            Check(
+                "token scopes",
+                Status.WARN,
+                f"cannot read the token's scopes: {error}",
+                "make sure the token has the api scope",
+            )
+        )
+    if project is not None:
+        checks.append(_project_role(client, project, user, step_s))
+    return checks
+
+
+def _project_role(client: GitLabClient, project: str, user: dict, step_s: float) -> Check:
+    username = str(user.get("username"))
+    try:
+        level = within(step_s, lambda: client.project_access_level(project, int(user["id"])))
+    except GitLabNotFoundError as error:
+        return Check(
+            "project role",
+            Status.FAIL,
+            str(error),
+            "give --project as a numeric id or group/name the token's user is a member of",
+        )
+    except (GitLabError, CheckTimeoutError) as error:
+        return Check("project role", Status.FAIL, str(error), GITLAB_TOKEN_FIX)
+    return project_role_check(project, username, level)
+
+
+# ---------------------------------------------------------------------------------------------
+# The model server
+
+
+@dataclass
+class _Deadline:
+    """The model group's time: each step gets its own timeout, but never past the group's."""
+
+    ends_at: float
+
+    def step(self, seconds: float) -> float:
+        return max(0.0, min(seconds + DEADLINE_GRACE_S, self.ends_at - time.monotonic()))
+
+
+def model_checks(
+    settings: Settings,
+    timeouts: DoctorTimeouts,
+    command_lines: Callable[[], Sequence[Sequence[str]]],
+) -> list[Check]:
+    """Reachable and serving the model, context, a real tool-call probe, /tokenize, prefix
+    caching, cached-token figures, thinking, generation config."""
+    llm_settings = LLMSettings(
+        base_url=settings.llm_base_url,
+        api_key=settings.llm_api_key,
+        model=settings.llm_model,
+        connect_timeout_s=timeouts.model_s,
+        request_timeout_s=timeouts.tool_probe_s,
+        max_retries=0,
+        enable_thinking=settings.enable_thinking,
+        max_output_tokens=PROBE_MAX_TOKENS,
+    )
+    backend: ModelBackend = BACKENDS[settings.llm_backend](llm_settings)
+    headers = {"Authorization": f"Bearer {settings.llm_api_key}"} if settings.llm_api_key else {}
+    http = httpx.Client(timeout=timeouts.model_s, headers=headers)
+    try:
+        return _model_checks(settings, timeouts, backend, http, command_lines)
+    finally:
+        backend.close()
+        http.close()
+
+
+def _model_checks(
+    settings: Settings,
+    timeouts: DoctorTimeouts,
+    backend: ModelBackend,
+    http: httpx.Client,
+    command_lines: Callable[[], Sequence[Sequence[str]]],
+) -> list[Check]:
+    deadline = _Deadline(time.monotonic() + timeouts.model_total_s)
+    base_url = backend.base_url
+    root_url = base_url.removesuffix(VERSION_SUFFIX)
+    is_vllm = settings.llm_backend == LLM_BACKEND_VLLM
+    try:
+        info = within(deadline.step(timeouts.model_s), backend.server_info)
+    except ModelNotFoundError as error:
+        return [
+            Check(
+                "model server",
+                Status.FAIL,
+                str(error),
+                "set REVIEWBOT_LLM_MODEL to a served model, or unset it to use the first",
+            )
+        ]
+    except LLMError as error:
+        detail = str(error)
+        if isinstance(error, LLMUnavailableError):
+            detail = detail.replace(backend.setup_hint, "").strip()  # the fix says it better
+        return [Check("model server", Status.FAIL, detail, MODEL_SERVER_FIX)]
+    except CheckTimeoutError as error:
+        return [Check("model server", Status.FAIL, f"{base_url}: {error}", HUNG_SERVER_FIX)]
+    version = _vllm_version(http, root_url) if is_vllm else None
+    served = f"serves {info.model} at {base_url}" + (f" (vLLM {version})" if version else "")
+    checks = [Check("model server", Status.OK, served)]
+
+    counter = local_counter(settings.llm_model)
+    tools = tool_schemas()
+    prompt = probe_prompt(counter)
+    shared_count, tokenize_error = None, None
+    try:
+        shared_count = within(
+            deadline.step(timeouts.model_s),
+            lambda: backend.count_prompt_tokens(prompt.shared, tools),
+        )
+    except (LLMError, CheckTimeoutError) as error:
+        tokenize_error = str(error)
+    overhead = shared_count or local_overhead(counter, prompt.context)
+    checks.append(
+        context_length_check(
+            served=info.max_model_len,
+            configured=settings.max_model_len,
+            output_reserve=settings.max_output_tokens,
+            overhead=overhead,
+            headroom=counter.headroom,
+        )
+    )
+
+    fix = TOOL_PARSER_FIX if is_vllm else backend.setup_hint
+    answer, probe_check = _probe(backend, prompt.messages, tools, fix, deadline, timeouts)
+    checks.append(probe_check)
+    if tokenize_error is not None:
+        checks.append(Check("tokenize", Status.WARN, tokenize_error, "see the server's log"))
+    else:
+        checks.append(
+            _tokenize(backend, settings, prompt.messages, tools, answer, deadline, timeouts)
+        )
+    checks.append(prefix_caching_check(_metrics_text(http, root_url)))
+    checks.append(prompt_tokens_details_check(answer))
+    checks.append(thinking_check(settings.enable_thinking, answer))
+    if is_vllm:
+        argv = vllm_argv_for(command_lines(), base_url)
+        checks.append(generation_config_check(argv, base_url))
+    return checks
+
+
+def _probe(
+    backend: ModelBackend,
+    messages: list[dict],
+    tools: list[dict],
+    fix: str,
+    deadline: _Deadline,
+    timeouts: DoctorTimeouts,
+) -> tuple[ModelAnswer | None, Check]:
+    """One streamed request with the real prompt and ``report_finding``, as reviews send it
+    (in the backend's first output mode: tool calls)."""
+    mode = backend.output_modes[0]
+    request = ModelRequest(
+        messages=messages,
+        tools=tools,
+        mode=mode,
+        stream=True,
+        max_tokens=PROBE_MAX_TOKENS,
+        temperature=PROBE_TEMPERATURE,
+    )
+    step_s = deadline.step(timeouts.tool_probe_s)
+    try:
+        answer = within(step_s, lambda: backend.execute(request))
+    except OutputModeRefusedError as error:
+        return None, Check(
+            "tool calls",
+            Status.FAIL,
+            f"the server refused a request with tools: {error}",
+            fix,
+        )
+    except LLMError as error:
+        return None, Check(
+            "tool calls", Status.FAIL, f"the probe failed: {error}", "see the server's log"
+        )
+    except CheckTimeoutError:
+        return None, Check(
+            "tool calls",
+            Status.FAIL,
+            f"no answer to the probe within {step_s:.1f} s",
+            "check that the server is not hung or saturated (its log, `reviewbot loadtest`); "
+            "a slow GPU that thinks first may need REVIEWBOT_ENABLE_THINKING=false",
+        )
+    return answer, tool_call_check(answer, tools, mode)
+
+
+def _tokenize(
+    backend: ModelBackend,
+    settings: Settings,
+    messages: list[dict],
+    tools: list[dict],
+    answer: ModelAnswer | None,
+    deadline: _Deadline,
+    timeouts: DoctorTimeouts,
+) -> Check:
+    try:
+        count = within(
+            deadline.step(timeouts.model_s), lambda: backend.count_prompt_tokens(messages, tools)
+        )
+    except (LLMError, CheckTimeoutError) as error:
+        return Check("tokenize", Status.WARN, str(error), "see the server's log")
+    return tokenize_check(settings.llm_backend, count, answer.prompt_tokens if answer else None)
+
+
+def _vllm_version(http: httpx.Client, root_url: str) -> str | None:
+    """vLLM's ``GET /version``; None when it does not answer one."""
+    try:
+        body = http.get(f"{root_url}/version").json()
+    except (httpx.HTTPError, ValueError):
+        return None
+    version = body.get("version") if isinstance(body, dict) else None
+    return str(version) if version else None
+
+
+def _metrics_text(http: httpx.Client, root_url: str) -> str | None:
+    """vLLM's Prometheus ``GET /metrics``; None when the server has none."""
+    try:
+        response = http.get(f"{root_url}/metrics")
+    except httpx.HTTPError:
+        return None
+    return response.text if response.is_success else None
+
+
+def local_command_lines() -> list[list[str]]:
+    """The argv of every process of this host that we may read (Linux /proc)."""
+    lines = []
+    for cmdline in PROC.glob("[0-9]*/cmdline"):
+        try:
+            raw = cmdline.read_bytes()
+        except OSError:  # the process ended, or is not ours to read
+            continue
+        if raw:
+            lines.append([part.decode(errors="replace") for part in raw.rstrip(b"\0").split(b"\0")])
+    return lines
+
+
+# ---------------------------------------------------------------------------------------------
+# The database
+
+
+def database_check_of(settings: Settings, timeouts: DoctorTimeouts) -> Check:
+    """Reachable, and at the newest migration (never migrated, nor created, by the doctor)."""
+    from alembic.script import ScriptDirectory
+    from alembic.util import CommandError
+    from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+
+    from reviewbot.store import make_engine, normalize_database_url, redact_url
+    from reviewbot.store.migrate import alembic_config, engine_revision, head_revision
+
+    where = redact_url(settings.database_url)
+    try:
+        url = normalize_database_url(settings.database_url)
+    except ArgumentError as error:
+        return Check(
+            "database", Status.FAIL, f"bad database URL: {first_line(error)}", _DATABASE_FIX
+        )
+    head = head_revision()
+    if url.get_backend_name() == "sqlite":
+        if url.database and url.database != ":memory:" and not Path(url.database).exists():
+            return database_check(where, None, head, known=True, exists=False)
+    elif "connect_timeout" not in url.query:
+        seconds = max(LIBPQ_MIN_CONNECT_TIMEOUT_S, math.ceil(timeouts.database_s))
+        url = url.update_query_dict({"connect_timeout": str(seconds)})
+    engine = make_engine(url.render_as_string(hide_password=False))
+    try:
+        revision = within(timeouts.database_s + DEADLINE_GRACE_S, lambda: engine_revision(engine))
+    except SQLAlchemyError as error:
+        return Check("database", Status.FAIL, f"{where}: {first_line(error)}", _DATABASE_FIX)
+    except CheckTimeoutError as error:
+        return Check("database", Status.FAIL, f"{where}: {error}", _DATABASE_FIX)
+    finally:
+        engine.dispose()
+    known = True
+    if revision is not None:
+        try:
+            ScriptDirectory.from_config(alembic_config()).get_revision(revision)
+        except CommandError:  # "Can't locate revision identified by ..."
+            known = False
+    return database_check(where, revision, head, known)

@@ -1,0 +1,472 @@
+"""``reviewbot doctor`` against the fake GitLab, the fake vLLM and real databases.
+
+GitLab's answers follow https://docs.gitlab.com/api/personal_access_tokens/ (``GET
+/personal_access_tokens/self``: scopes, expires_at) and https://docs.gitlab.com/api/members/
+(``GET /projects/:id/members/all/:user_id``: access_level, 30 = Developer); vLLM's follow
+``vllm/entrypoints/openai`` and ``vllm/v1/metrics/loggers.py`` (``vllm:cache_config_info``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from sqlalchemy import create_engine, text
+
+from reviewbot.cli import main
+from reviewbot.config import Settings
+from reviewbot.llm.backend import ModelAnswer
+from reviewbot.ops.doctor import (
+    TOOL_PARSER_FIX,
+    Status,
+    generation_config_check,
+    prefix_caching_check,
+    token_scopes_check,
+    tool_call_check,
+    vllm_argv_for,
+)
+from reviewbot.ops.doctor_probes import DoctorOptions, DoctorTimeouts, run_doctor
+from reviewbot.prompts import tool_schemas
+from reviewbot.store import normalize_database_url, upgrade
+from tests.fakes.gitlab_server import FakeGitLab
+from tests.fakes.silent_server import SilentServer
+from tests.fakes.vllm_server import FakeVLLM
+from tests.store_fixtures import store_url  # noqa: F401
+
+ROOT = Path(__file__).parent.parent
+BOT_TOKEN = "glpat-doctor-bot-0123456789"
+HUMAN_TOKEN = "glpat-doctor-alice-0123456789"
+READ_ONLY_TOKEN = "glpat-doctor-reader-0123456789"
+WEBHOOK_SECRET = "webhook-secret-0123456789"
+PROJECT = "group/app"
+DEVELOPER, REPORTER = 30, 20
+# Short enough that a check of a silent server fails fast; the probe's deadline covers a
+# fake answer many times over.
+FAST_TIMEOUTS = DoctorTimeouts(
+    gitlab_s=0.5, model_s=0.5, tool_probe_s=1.0, model_total_s=3.0, database_s=0.5
+)
+MODEL_CHECKS = [
+    "model server",
+    "context length",
+    "tool calls",
+    "tokenize",
+    "prefix caching",
+    "cached tokens",
+    "thinking",
+    "generation config",
+]
+ALL_CHECKS = [
+    "settings",
+    "gitlab",
+    "gitlab token",
+    "token scopes",
+    "project role",
+    *MODEL_CHECKS,
+    "database",
+    "webhook secret",
+]
+
+
+@dataclass
+class Services:
+    gitlab: FakeGitLab
+    vllm: FakeVLLM
+    database_url: str
+
+    def env(self, **overrides: str) -> dict[str, str]:
+        values = {
+            "REVIEWBOT_CONFIG": "",
+            "REVIEWBOT_GITLAB_URL": self.gitlab.url,
+            "REVIEWBOT_GITLAB_TOKEN": BOT_TOKEN,
+            "REVIEWBOT_LLM_BASE_URL": self.vllm.base_url,
+            "REVIEWBOT_DATABASE_URL": self.database_url,
+            "REVIEWBOT_WEBHOOK_SECRET": WEBHOOK_SECRET,
+            "REVIEWBOT_ENABLE_THINKING": "false",
+        }
+        values.update({f"REVIEWBOT_{key.upper()}": value for key, value in overrides.items()})
+        return values
+
+
+def doctor(env: dict[str, str], *args: str) -> tuple[int, dict[str, dict[str, str]], str]:
+    """Exit code, the checks by name (from --json), and everything printed."""
+    result = CliRunner().invoke(main, ["doctor", "--json", *args], env=env)
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.output
+    checks = json.loads(result.stdout)["checks"]
+    return result.exit_code, {c["name"]: c for c in checks}, result.output
+
+
+@pytest.fixture
+def gitlab() -> Iterator[FakeGitLab]:
+    with FakeGitLab() as fake:
+        fake.add_user("reviewbot", token=BOT_TOKEN, bot=True)
+        fake.add_user("alice", token=HUMAN_TOKEN)
+        fake.add_user("reader", token=READ_ONLY_TOKEN, bot=True, scopes=("read_api",))
+        fake.add_project(PROJECT, project_id=7)
+        fake.add_member(PROJECT, "reviewbot", DEVELOPER)
+        fake.add_member(PROJECT, "alice", REPORTER)
+        yield fake
+
+
+@pytest.fixture
+def services(gitlab: FakeGitLab, tmp_path: Path) -> Iterator[Services]:
+    """Both fakes and a migrated SQLite database."""
+    database_url = f"sqlite:///{tmp_path / 'reviewbot.db'}"
+    upgrade(database_url)
+    with FakeVLLM() as vllm:
+        yield Services(gitlab, vllm, database_url)
+
+
+@pytest.fixture
+def db_services(gitlab: FakeGitLab, store_url: str) -> Iterator[Services]:  # noqa: F811
+    """Both fakes and a migrated database of each backend (SQLite, PostgreSQL)."""
+    upgrade(store_url)
+    with FakeVLLM() as vllm:
+        yield Services(gitlab, vllm, store_url)
+
+
+@pytest.fixture
+def local_vllm_process(db_services: Services) -> Iterator[subprocess.Popen[bytes]]:
+    """A process of this host whose command line is a vLLM server for the fake's port."""
+    port = db_services.vllm.base_url.split(":")[-1].split("/")[0]
+    argv = [sys.executable, "-c", "import time; time.sleep(120)", "vllm", "serve",
+            db_services.vllm.model, "--port", port, "--generation-config", "vllm"]  # fmt: skip
+    process = subprocess.Popen(argv)
+    yield process
+    process.terminate()
+    process.wait()
+
+
+# --- the whole run ---------------------------------------------------------------------------
+
+
+def test_all_ok(db_services: Services, local_vllm_process: subprocess.Popen[bytes]) -> None:
+    code, checks, output = doctor(db_services.env(), "--project", PROJECT)
+    assert list(checks) == ALL_CHECKS
+    assert {name: c["status"] for name, c in checks.items()} == dict.fromkeys(ALL_CHECKS, "ok")
+    assert code == 0
+    assert all(set(c) == {"name", "status", "detail", "fix"} for c in checks.values())
+    assert all(c["fix"] == "" for c in checks.values())
+    assert "@reviewbot" in checks["gitlab token"]["detail"]
+    assert "Developer" in checks["project role"]["detail"]
+    assert "--generation-config vllm" in checks["generation config"]["detail"]
+    for secret in (BOT_TOKEN, WEBHOOK_SECRET):
+        assert secret not in output
+
+
+def test_the_table_for_people_says_how_many_failed(services: Services) -> None:
+    result = CliRunner().invoke(main, ["doctor"], env=services.env())
+    assert result.exit_code == 0
+    assert "tool calls" in result.output and "0 failed" in result.output
+    assert BOT_TOKEN not in result.output
+
+
+def test_bad_settings_are_one_failed_check(services: Services) -> None:
+    code, checks, _ = doctor(services.env(concurrency="lots"))
+    assert code == 1
+    assert list(checks) == ["settings"]
+    assert "REVIEWBOT_CONCURRENCY" in checks["settings"]["detail"]
+
+
+def test_project_with_model_only_is_bad_input(services: Services) -> None:
+    result = CliRunner().invoke(main, ["doctor", "--model-only", "--project", PROJECT])
+    assert result.exit_code == 2 and "--model-only" in result.stderr
+
+
+# --- GitLab ----------------------------------------------------------------------------------
+
+
+def test_a_wrong_token_fails(services: Services) -> None:
+    code, checks, output = doctor(services.env(gitlab_token="glpat-wrong"))
+    assert code == 1
+    assert checks["gitlab"]["status"] == "ok"  # GitLab answers, the token is the problem
+    assert checks["gitlab token"]["status"] == "fail"
+    assert "api scope" in checks["gitlab token"]["fix"]
+    assert "token scopes" not in checks and "glpat-wrong" not in output
+
+
+def test_a_token_without_the_api_scope_fails(services: Services) -> None:
+    code, checks, _ = doctor(services.env(gitlab_token=READ_ONLY_TOKEN))
+    assert code == 1
+    assert checks["token scopes"]["status"] == "fail"
+    assert "read_api" in checks["token scopes"]["detail"]
+
+
+def test_a_reporter_fails_and_a_person_warns(services: Services) -> None:
+    code, checks, _ = doctor(services.env(gitlab_token=HUMAN_TOKEN), "--project", PROJECT)
+    assert code == 1
+    assert checks["project role"]["status"] == "fail"
+    assert "Reporter" in checks["project role"]["detail"]
+    assert checks["gitlab token"]["status"] == "warn"
+    assert "access token" in checks["gitlab token"]["fix"]
+
+
+def test_a_non_member_and_an_unknown_project_fail(services: Services) -> None:
+    services.gitlab.add_project("group/other", project_id=8)
+    _, checks, _ = doctor(services.env(), "--project", "group/other")
+    assert checks["project role"]["status"] == "fail"
+    assert "not a member" in checks["project role"]["detail"]
+    _, checks, _ = doctor(services.env(), "--project", "group/missing")
+    assert checks["project role"]["status"] == "fail"
+    assert "not found" in checks["project role"]["detail"]
+
+
+def test_gitlab_unset_fails_with_what_to_set(services: Services) -> None:
+    code, checks, _ = doctor(services.env(gitlab_url=""))
+    assert code == 1
+    assert checks["gitlab"]["status"] == "fail"
+    assert "REVIEWBOT_GITLAB_URL" in checks["gitlab"]["detail"]
+
+
+def test_token_expiry_is_read_from_gitlab(gitlab: FakeGitLab) -> None:
+    gitlab.add_user("expiring", token="glpat-expiring", bot=True, expires_at="2030-01-10")
+    settings = Settings(gitlab_url=gitlab.url, gitlab_token="glpat-expiring")
+    with FakeVLLM() as vllm:
+        checks = run_doctor(
+            Settings(**{**settings.__dict__, "llm_base_url": vllm.base_url}),
+            DoctorOptions(timeouts=FAST_TIMEOUTS),
+            today=date(2030, 1, 1),
+        )
+    (scopes,) = [c for c in checks if c.name == "token scopes"]
+    assert scopes.status is Status.WARN and "2030-01-10 (in 9 days)" in scopes.detail
+
+
+def test_token_scopes_far_from_expiry_are_ok() -> None:
+    check = token_scopes_check({"scopes": ["api"], "expires_at": "2030-06-01"}, date(2030, 1, 1))
+    assert check.status is Status.OK and "2030-06-01" in check.detail
+
+
+# --- the model server ------------------------------------------------------------------------
+
+
+def test_a_server_without_a_tool_parser_fails_with_the_fix(services: Services) -> None:
+    with FakeVLLM(tool_parser=False) as vllm:
+        code, checks, _ = doctor(services.env(llm_base_url=vllm.base_url), "--model-only")
+    assert code == 1
+    assert checks["tool calls"]["status"] == "fail"
+    assert checks["tool calls"]["fix"] == TOOL_PARSER_FIX
+    assert "--enable-auto-tool-choice --tool-call-parser qwen3_coder" in TOOL_PARSER_FIX
+    assert "auto" in checks["tool calls"]["detail"]  # vLLM's own words
+
+
+def test_tool_calls_written_as_text_fail(services: Services) -> None:
+    services.vllm.add_faults("hermes_content")  # a server whose parser left the call in text
+    _, checks, _ = doctor(services.env(), "--model-only")
+    assert checks["tool calls"]["status"] == "fail"
+    assert "as text" in checks["tool calls"]["detail"]
+
+
+def test_model_only_checks_the_model_server_alone(services: Services) -> None:
+    env = services.env(gitlab_url="", database_url="postgresql://u:pw@127.0.0.1:1/none")
+    code, checks, _ = doctor(env, "--model-only")
+    assert code == 0
+    assert list(checks) == ["settings", *MODEL_CHECKS]
+
+
+def test_an_unreachable_model_server_fails_alone(services: Services) -> None:
+    with FakeVLLM() as vllm:
+        gone = vllm.base_url
+    code, checks, _ = doctor(services.env(llm_base_url=gone), "--model-only")
+    assert code == 1
+    assert list(checks) == ["settings", "model server"]
+    assert "cannot reach" in checks["model server"]["detail"]
+    assert "systemctl" in checks["model server"]["fix"]
+
+
+def test_a_model_that_is_not_served_fails(services: Services) -> None:
+    _, checks, _ = doctor(services.env(llm_model="Qwen/Other"), "--model-only")
+    assert checks["model server"]["status"] == "fail"
+    assert "REVIEWBOT_LLM_MODEL" in checks["model server"]["fix"]
+
+
+def test_a_context_longer_than_served_fails(services: Services) -> None:
+    _, checks, _ = doctor(services.env(max_model_len="131072"), "--model-only")
+    assert checks["context length"]["status"] == "fail"
+    assert "65536" in checks["context length"]["detail"]
+
+
+def test_missing_prompt_tokens_details_and_prefix_caching_warn(services: Services) -> None:
+    with FakeVLLM(report_cached_tokens=False, prefix_caching=False) as vllm:
+        code, checks, _ = doctor(services.env(llm_base_url=vllm.base_url), "--model-only")
+    assert code == 0  # warnings only
+    assert checks["cached tokens"]["status"] == "warn"
+    assert "--enable-prompt-tokens-details" in checks["cached tokens"]["fix"]
+    assert checks["prefix caching"]["status"] == "warn"
+    assert "enable_prefix_caching=False" in checks["prefix caching"]["detail"]
+
+
+def test_thinking_is_reported_and_leaked_thinking_warns(services: Services) -> None:
+    _, checks, _ = doctor(services.env(enable_thinking=""), "--model-only")
+    assert checks["thinking"]["status"] == "ok"
+    assert checks["thinking"]["detail"].startswith("on:")
+    services.vllm.add_faults("reasoning")  # <think>...</think> left in the answer's text
+    _, checks, _ = doctor(services.env(), "--model-only")
+    assert checks["thinking"]["status"] == "warn"
+    assert "--reasoning-parser qwen3" in checks["thinking"]["fix"]
+
+
+def test_the_openai_compatible_backend_needs_no_tokenize() -> None:
+    fake = FakeVLLM(tokenize_endpoint=False, advertise_max_model_len=False)
+    with fake:
+        env = {"REVIEWBOT_CONFIG": "", "REVIEWBOT_LLM_BASE_URL": fake.base_url,
+               "REVIEWBOT_LLM_BACKEND": "openai-compatible"}  # fmt: skip
+        code, checks, _ = doctor(env, "--model-only")
+    assert code == 0
+    assert checks["tool calls"]["status"] == "ok"
+    assert checks["tokenize"]["status"] == "ok" and "locally" in checks["tokenize"]["detail"]
+    assert checks["context length"]["status"] == "warn"
+    assert "generation config" not in checks  # a vLLM setting
+
+
+def test_the_health_probe_fails_on_a_server_without_a_tool_parser(tmp_path: Path) -> None:
+    """deploy/vllm/health-check.sh running the real `reviewbot doctor --model-only`."""
+    reviewbot = Path(sys.executable).parent / "reviewbot"
+    systemctl = tmp_path / "systemctl"
+    systemctl.write_text("#!/bin/sh\nexit 0\n")  # the vLLM unit is active; restarts are no-ops
+    systemctl.chmod(0o755)
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "STATE_DIRECTORY": str(tmp_path),
+           "HEALTH_SYSTEMCTL": str(systemctl), "HEALTH_VLLM_UNIT": "reviewbot-vllm@t.service",
+           "REVIEWBOT_CONFIG": ""}  # fmt: skip
+    probe = [str(ROOT / "deploy" / "vllm" / "health-check.sh"), "probe", str(reviewbot),
+             "doctor", "--model-only"]  # fmt: skip
+    statuses = []
+    for tool_parser in (True, False):
+        with FakeVLLM(tool_parser=tool_parser) as vllm:
+            run = subprocess.run(
+                probe, env={**env, "REVIEWBOT_LLM_BASE_URL": vllm.base_url}, capture_output=True
+            )
+        statuses.append(run.returncode)
+    assert statuses == [0, 1]
+    assert (tmp_path / "consecutive-failures").read_text().strip() == "1"
+
+
+# --- generation config: the local vLLM's command line ----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "status"),
+    [
+        (["vllm", "serve", "M", "--generation-config", "vllm"], Status.OK),
+        (["/opt/venv/bin/vllm", "serve", "M", "--generation-config=vllm"], Status.OK),
+        (["vllm", "serve", "M"], Status.WARN),
+        (["vllm", "serve", "M", "--generation-config", "auto"], Status.WARN),
+        (["python3", "-m", "vllm.entrypoints.openai.api_server", "--model", "M"], Status.WARN),
+    ],
+)
+def test_generation_config_from_the_command_line(argv: list[str], status: Status) -> None:
+    url = "http://127.0.0.1:8000/v1"
+    found = vllm_argv_for([["bash"], argv], url)
+    assert found == argv
+    assert generation_config_check(found, url).status is status
+
+
+def test_a_vllm_process_on_another_port_or_a_remote_url_is_not_the_server() -> None:
+    argv = ["vllm", "serve", "M", "--port", "8001", "--generation-config", "vllm"]
+    assert vllm_argv_for([argv], "http://127.0.0.1:8000/v1") is None
+    assert vllm_argv_for([argv], "http://localhost:8001/v1") == argv
+    assert vllm_argv_for([argv], "http://gpu-box:8001/v1") is None
+    check = generation_config_check(None, "http://gpu-box:8001/v1")
+    assert check.status is Status.WARN and check.detail.startswith("cannot tell")
+
+
+def test_prefix_caching_from_counters_when_the_config_is_not_exported() -> None:
+    on = 'vllm:prefix_cache_queries_total{engine="0"} 120.0\nvllm:prefix_cache_hits_total 16\n'
+    assert prefix_caching_check(on).status is Status.OK
+    off = 'vllm:prefix_cache_queries_total{engine="0"} 0.0\n'
+    assert prefix_caching_check(off).status is Status.WARN
+    assert prefix_caching_check(None).detail.startswith("cannot tell")
+
+
+# --- the database ----------------------------------------------------------------------------
+
+
+def test_a_database_behind_warns(db_services: Services) -> None:
+    _set_revision(db_services.database_url, _first_revision())
+    code, checks, _ = doctor(db_services.env())
+    assert code == 0
+    assert checks["database"]["status"] == "warn"
+    assert "behind" in checks["database"]["detail"]
+    assert "reviewbot db upgrade" in checks["database"]["fix"]
+
+
+def test_a_database_ahead_of_this_reviewbot_fails(db_services: Services) -> None:
+    _set_revision(db_services.database_url, "ffffffffffff")
+    code, checks, _ = doctor(db_services.env())
+    assert code == 1
+    assert checks["database"]["status"] == "fail"
+    assert "newer reviewbot" in checks["database"]["detail"]
+
+
+def test_an_unreachable_database_fails_without_its_password(services: Services) -> None:
+    code, checks, output = doctor(services.env(database_url="postgresql://u:hunter2@127.0.0.1:1/x"))
+    assert code == 1
+    assert checks["database"]["status"] == "fail"
+    assert "hunter2" not in output
+
+
+def test_a_missing_sqlite_file_is_not_created(services: Services, tmp_path: Path) -> None:
+    path = tmp_path / "none" / "reviewbot.db"
+    _, checks, _ = doctor(services.env(database_url=f"sqlite:///{path}"))
+    assert (
+        checks["database"]["status"] == "warn" and "no database yet" in checks["database"]["detail"]
+    )
+    assert not path.exists() and not path.parent.exists()
+
+
+def _first_revision() -> str:
+    from alembic.script import ScriptDirectory
+
+    from reviewbot.store.migrate import alembic_config
+
+    return ScriptDirectory.from_config(alembic_config()).get_base()  # type: ignore[return-value]
+
+
+def _set_revision(database_url: str, revision: str) -> None:
+    engine = create_engine(normalize_database_url(database_url))
+    with engine.begin() as connection:
+        connection.execute(text("UPDATE alembic_version SET version_num = :r"), {"r": revision})
+    engine.dispose()
+
+
+# --- timeouts --------------------------------------------------------------------------------
+
+
+def test_services_that_never_answer_fail_within_their_timeouts(tmp_path: Path) -> None:
+    with SilentServer() as silent:
+        settings = Settings(
+            gitlab_url=silent.url,
+            gitlab_token=BOT_TOKEN,
+            llm_base_url=f"{silent.url}/v1",
+            database_url=f"postgresql://u@127.0.0.1:{silent.url.rsplit(':', 1)[1]}/x",
+        )
+        checks = run_doctor(settings, DoctorOptions(timeouts=FAST_TIMEOUTS))
+    by_name = {c.name: c for c in checks}
+    assert [by_name[n].status for n in ("gitlab", "model server", "database")] == [Status.FAIL] * 3
+    assert (
+        "timed out" in by_name["model server"].detail or "within" in by_name["model server"].detail
+    )
+    assert BOT_TOKEN not in repr(checks)
+
+
+def test_a_probe_that_never_ends_fails_within_its_timeout(services: Services) -> None:
+    services.vllm.add_faults("hang")
+    settings = Settings(llm_base_url=services.vllm.base_url, enable_thinking=False)
+    checks = run_doctor(settings, DoctorOptions(model_only=True, timeouts=FAST_TIMEOUTS))
+    by_name: dict[str, Any] = {c.name: c for c in checks}
+    assert by_name["tool calls"].status is Status.FAIL
+    assert by_name["cached tokens"].detail.endswith("the probe got no answer")
+
+
+def test_a_probe_cut_while_thinking_is_not_confirmed() -> None:
+    answer = ModelAnswer("", [], "length", 900, 1024, 0, 0.1, reasoning="Let me think. " * 200)
+    check = tool_call_check(answer, tool_schemas(), "tool_calls")
+    assert check.status is Status.WARN and "cut at 1024 tokens" in check.detail
+    assert "REVIEWBOT_ENABLE_THINKING=false" in check.fix
