@@ -624,13 +624,6 @@ class GitLabClient:
                 f"{self._mr_path(project_id, iid)}/discussions", per_page=MAX_PER_PAGE
             )
 
-    def diff_versions(self, project_id: int | str, iid: int) -> list[dict[str, Any]]:
-        """The MR's diff versions, newest first, all pages
-        (https://docs.gitlab.com/api/merge_requests/#get-merge-request-diff-versions)."""
-        missing = f"merge request !{iid} not found in {project_id}"
-        with self._translated(f"listing diff versions of !{iid}", not_found=missing):
-            return self._list(f"{self._mr_path(project_id, iid)}/versions")
-
     def note_awards(self, project_id: int | str, iid: int, note_id: int) -> list[dict[str, Any]]:
         """Award emoji on one MR note, all pages; [] when the note is gone
         (https://docs.gitlab.com/api/emoji_reactions/#list-a-comments-emoji-reactions)."""
