@@ -69,6 +69,9 @@ LAZY_COMMANDS = {
     "worker": ("reviewbot.worker", "worker_command"),
     "jobs": ("reviewbot.worker", "jobs_group"),
     "capacity": ("reviewbot.ops.capacity_cli", "capacity_command"),
+    "feedback": ("reviewbot.accuracy_cli", "feedback_group"),
+    "report": ("reviewbot.accuracy_cli", "report_command"),
+    "eval": ("reviewbot.accuracy_cli", "eval_command"),
 }
 
 
