@@ -71,6 +71,9 @@ LAZY_COMMANDS = {
     "capacity": ("reviewbot.ops.capacity_cli", "capacity_command"),
     "doctor": ("reviewbot.ops.doctor_cli", "doctor_command"),
     "loadtest": ("reviewbot.ops.loadtest_cli", "loadtest_command"),
+    "feedback": ("reviewbot.accuracy_cli", "feedback_group"),
+    "report": ("reviewbot.accuracy_cli", "report_command"),
+    "eval": ("reviewbot.accuracy_cli", "eval_command"),
 }
 
 

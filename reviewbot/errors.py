@@ -88,6 +88,8 @@ ERROR_TABLE: tuple[tuple[str, str, Disposition], ...] = (
     ("reviewbot.cli", "BadInputError", BAD_INPUT),
     ("reviewbot.localgit", "GitError", BAD_INPUT),
     ("reviewbot.chunking", "BudgetTooSmallError", BAD_INPUT),
+    ("reviewbot.window", "WindowError", BAD_INPUT),
+    ("reviewbot.eval", "DatasetError", BAD_INPUT),
     ("sqlalchemy.exc", "ArgumentError", Disposition(EXIT_BAD_INPUT, False, _database_url)),
     # GitLab: what is missing or forbidden stays so; an outage passes
     ("reviewbot.gitlab", "GitLabNotFoundError", FAILED),
@@ -103,6 +105,7 @@ ERROR_TABLE: tuple[tuple[str, str, Disposition], ...] = (
     ("reviewbot.mr", "MergeRequestBusyError", WAIT),
     ("reviewbot.mr", "ReviewIncompleteError", TRANSIENT),
     ("reviewbot.slots", "SlotWaitCancelledError", TRANSIENT),
+    ("reviewbot.eval", "EvalIncompleteError", FAILED),
     # the database cannot be opened, went away mid-run (DBAPIError), or refused what we asked
     ("reviewbot.store.store", "DatabaseUnavailableError", TRANSIENT),
     ("sqlalchemy.exc", "DBAPIError", Disposition(EXIT_FAILURE, True, _database)),

@@ -70,6 +70,7 @@ __all__ = [
     "GitLabUnavailableError",
     "MergeRequestSnapshot",
     "PositionRefusedError",
+    "RequestCounter",
     "diff_link",
     "line_code",
     "line_code_for",
@@ -79,6 +80,8 @@ __all__ = [
 DEFAULT_TIMEOUT_S = 30.0
 # GitLab < 16 caps /diffs pages at 30 entries; more is silently cut.
 DEFAULT_PER_PAGE = 30
+# GitLab's largest page: lists read whole (discussions, award emoji, issues) ask for it.
+MAX_PER_PAGE = 100
 DEFAULT_MAX_RETRIES = 5
 DEFAULT_NOTES_PER_MINUTE = DEFAULT_GITLAB_NOTES_PER_MINUTE
 # Up to this many notes go out at once before pacing starts: in any minute at most
@@ -785,6 +788,114 @@ class GitLabClient:
         except GitLabNotFoundError:
             return None
         return int(member["access_level"])
+
+    # ---- reading what became of the bot's comments (feedback sync) and the report issue
+
+    @contextmanager
+    def counting_requests(self) -> Iterator[RequestCounter]:
+        """Count every HTTP answer this client gets inside the block (pages and retries too)."""
+        counter = RequestCounter()
+        hooks = self._api.session.hooks["response"]
+        hooks.append(counter.hook)
+        try:
+            yield counter
+        finally:
+            hooks.remove(counter.hook)
+
+    def merge_request(self, project_id: int | str, iid: int) -> dict[str, Any]:
+        """The MR as https://docs.gitlab.com/api/merge_requests/#get-single-mr gives it
+        (``state``, ``merged_at``, ``web_url``...)."""
+        missing = f"merge request !{iid} not found in {project_id}"
+        with self._translated(f"reading merge request !{iid}", not_found=missing):
+            return dict(self._get(self._mr_path(project_id, iid)))
+
+    def discussions(self, project_id: int | str, iid: int) -> list[dict[str, Any]]:
+        """Every discussion of the MR with its notes, all pages
+        (https://docs.gitlab.com/api/discussions/#list-project-merge-request-discussion-items)."""
+        missing = f"merge request !{iid} not found in {project_id}"
+        with self._translated(f"listing discussions of !{iid}", not_found=missing):
+            return self._list(
+                f"{self._mr_path(project_id, iid)}/discussions", per_page=MAX_PER_PAGE
+            )
+
+    def note_awards(self, project_id: int | str, iid: int, note_id: int) -> list[dict[str, Any]]:
+        """Award emoji on one MR note, all pages; [] when the note is gone
+        (https://docs.gitlab.com/api/emoji_reactions/#list-a-comments-emoji-reactions)."""
+        path = f"{self._mr_path(project_id, iid)}/notes/{note_id}/award_emoji"
+        with self._translated(f"listing reactions to note {note_id}"):
+            try:
+                return self._list(path, per_page=MAX_PER_PAGE)
+            except GitlabHttpError as error:
+                if error.response_code == HTTP_NOT_FOUND:
+                    return []
+                raise
+
+    def compare(self, project_id: int, from_sha: str, to_sha: str) -> list[FileDiff]:
+        """What changed from one commit to another (``git diff from to``, not from the merge
+        base: ``straight``), parsed; files GitLab sends without a diff are rebuilt
+        (https://docs.gitlab.com/api/repositories/#compare-branches-tags-or-commits)."""
+        path = f"/projects/{quote(str(project_id), safe='')}/repository/compare"
+        with self._translated(f"comparing {from_sha[:12]} with {to_sha[:12]}"):
+            answer = self._get(path, **{"from": from_sha, "to": to_sha, "straight": "true"})
+        refs = DiffRefs(from_sha, from_sha, to_sha)
+        return [self._file_diff(project_id, refs, entry) for entry in answer.get("diffs") or []]
+
+    def find_issue(self, project: int | str, title: str, marker: str) -> dict[str, Any] | None:
+        """The oldest issue of ``project`` titled exactly ``title`` whose description holds
+        ``marker`` (https://docs.gitlab.com/api/issues/#list-project-issues), or None."""
+        path = f"/projects/{quote(str(project), safe='')}/issues"
+        with self._translated(
+            f"searching the issues of {project}", not_found=f"project {project} not found"
+        ):
+            issues = self._list(
+                path, search=title, state="all", per_page=MAX_PER_PAGE, **{"in": "title"}
+            )
+        matching = [
+            issue
+            for issue in issues
+            if issue.get("title") == title and marker in str(issue.get("description") or "")
+        ]
+        return min(matching, key=lambda issue: int(issue["iid"]), default=None)
+
+    def create_issue(
+        self, project: int | str, title: str, description: str, marker: str
+    ) -> dict[str, Any]:
+        """Open an issue (https://docs.gitlab.com/api/issues/#new-issue) whose description
+        holds ``marker``; one whose answer was lost is found by it, not opened twice."""
+        path = f"/projects/{quote(str(project), safe='')}/issues"
+        with self._translated(
+            f"creating an issue in {project}", not_found=f"project {project} not found"
+        ):
+            return dict(
+                self._write_once(
+                    lambda: self._api.http_post(
+                        path, post_data={"title": title, "description": description},
+                        **self._once(),
+                    ),
+                    lambda: self.find_issue(project, title, marker),
+                )
+            )  # fmt: skip
+
+    def update_issue(self, project: int | str, issue_iid: int, description: str) -> dict[str, Any]:
+        """Replace an issue's description (https://docs.gitlab.com/api/issues/#edit-an-issue)."""
+        path = f"/projects/{quote(str(project), safe='')}/issues/{issue_iid}"
+        with self._translated(
+            f"editing issue #{issue_iid} of {project}",
+            not_found=f"issue #{issue_iid} not found in {project}",
+        ):
+            return dict(self._put(path, {"description": description}))
+
+
+class RequestCounter:
+    """HTTP answers counted by :meth:`GitLabClient.counting_requests`."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.count = 0
+
+    def hook(self, response: requests.Response, *args: Any, **kwargs: Any) -> None:
+        with self._lock:
+            self.count += 1
 
 
 # ---------------------------------------------------------------------------------------------

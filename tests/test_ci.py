@@ -39,6 +39,7 @@ from reviewbot.ci import (
     gitlab_url_from_api_url,
     read_ci_environment,
 )
+from reviewbot.cli import main
 from reviewbot.codequality import codequality_report
 from reviewbot.diff import Side
 from reviewbot.findings import AnchorKind, Category, Finding, Severity, fingerprint
@@ -138,6 +139,15 @@ def test_report_template_runs_the_weekly_report_on_a_schedule() -> None:
     assert all('$CI_PIPELINE_SOURCE == "schedule"' in rule["if"] for rule in job["rules"])
     assert any(line.startswith("reviewbot report --weekly") for line in job["script"])
     assert job["artifacts"]["paths"]
+    # feedback from GitLab first, so the report counts this week's votes and resolutions
+    script = job["script"]
+    sync = next(i for i, line in enumerate(script) if line.startswith("reviewbot feedback sync"))
+    report = next(i for i, line in enumerate(script) if line.startswith("reviewbot report"))
+    assert sync < report
+    for line, command in ((script[sync], ["feedback", "sync"]), (script[report], ["report"])):
+        help_text = CliRunner().invoke(main, [*command, "--help"]).output
+        for option in re.findall(r"(?<!\w)--[a-z-]+", line):
+            assert option in help_text, f"{option} is not an option of {' '.join(command)}"
 
 
 # --- Code Quality report ---------------------------------------------------------------------

@@ -6,6 +6,7 @@ import shlex
 from dataclasses import fields
 from pathlib import Path
 
+import click
 import pytest
 from click.testing import CliRunner
 
@@ -39,7 +40,36 @@ def test_units_running_reviewbot_are_found() -> None:
         "reviewbot-serve.service",
         "reviewbot-worker@.service",
         "reviewbot-vllm-health.service",
+        "reviewbot-report.service",
     } <= names
+
+
+def test_report_unit_syncs_feedback_then_writes_the_weekly_report() -> None:
+    service = read_unit(DEPLOY / "reviewbot-report.service")["Service"]
+    assert [args[:2] for args in reviewbot_invocations(DEPLOY / "reviewbot-report.service")] == [
+        ["feedback", "sync"],
+        ["report", "--weekly"],
+    ]
+    assert service["Type"] == ["oneshot"]
+    timer = read_unit(DEPLOY / "reviewbot-report.timer")["Timer"]
+    assert timer["OnCalendar"] == ["Mon *-*-* 06:00:00 UTC"]
+    assert timer["Persistent"] == ["true"]
+
+
+def _command_path(words: list[str]) -> list[str]:
+    """The leading words that name a command, through groups (``db upgrade``, ``feedback
+    sync``); the first word alone for a command not built yet."""
+    path: list[str] = []
+    command: click.Command = main
+    for word in words:
+        if not isinstance(command, click.Group):
+            break
+        found = command.get_command(click.Context(command), word)
+        if found is None:
+            break
+        path.append(word)
+        command = found
+    return path or words[:1]
 
 
 @pytest.mark.parametrize("unit", UNITS_RUNNING_REVIEWBOT, ids=lambda p: p.name)
@@ -53,7 +83,7 @@ def test_unit_commands_exist(unit: Path) -> None:
     for args in reviewbot_invocations(unit):
         options = [a for a in args if a.startswith("--")]
         words = [a for a in args if not a.startswith("-")]
-        command = words[:2] if words[:2] == ["db", "upgrade"] else words[:1]
+        command = _command_path(words)
         help_text = CliRunner().invoke(main, [*command, "--help"]).output
         assert "Usage:" in help_text, f"{unit.name}: no command {command}"
         for option in options:

@@ -53,6 +53,7 @@ BOT = "reviewbot"
 PROJECT = "acme/payments"
 PROJECT_ID = 14
 IID = 7
+GITLAB_URL = "http://gitlab.example.com"
 HEAD = "9f2c1d7e4b8a6f3c5d0e1a2b3c4d5e6f7a8b9c0d"
 NEW_HEAD = "0123456789abcdef0123456789abcdef01234567"
 BOT_NOTE_ID = 1300
@@ -88,7 +89,8 @@ class Listener:
         self.queue = JobQueue(self.store)
         self.poster = RecordingPoster()
         self.app = create_app(
-            Settings(database_url=url), self.store, self.queue, secret=SECRET,
+            Settings(database_url=url, gitlab_url=GITLAB_URL), self.store, self.queue,
+            secret=SECRET,
             bot_username=BOT, max_body_bytes=max_body_bytes, note_poster=self.poster,
         )  # fmt: skip
         self.client = TestClient(self.app)
@@ -612,6 +614,8 @@ def test_thumbs_on_a_bot_note_are_recorded_once(listener: Listener) -> None:
         "bo",
     )
     assert (feedback["kind"], feedback["note_id"], feedback["mr_iid"]) == ("award", 1300, IID)
+    # the MR's identity, as reviews and findings carry it: this GitLab + the project's id
+    assert (feedback["gitlab_url"], feedback["project_id"]) == (GITLAB_URL, PROJECT_ID)
 
 
 def test_revoked_thumbs_down_is_recorded_as_revoked(listener: Listener) -> None:

@@ -29,6 +29,7 @@ __all__ = [
     "MetricsSnapshot",
     "TokenTotals",
     "read_metrics_snapshot",
+    "review_seconds",
 ]
 
 MS_PER_SECOND = 1000.0
@@ -111,7 +112,7 @@ def read_metrics_snapshot(
     connection: Connection, buckets: MetricBuckets = DEFAULT_METRIC_BUCKETS
 ) -> MetricsSnapshot:
     """Every figure, one aggregate query each, on the given connection."""
-    review_seconds = _review_seconds(connection.dialect.name)
+    duration_s = review_seconds(connection.dialect.name)
     prompt, completion, cached = connection.execute(
         select(
             func.sum(LLMCallRow.prompt_tokens),
@@ -120,7 +121,7 @@ def read_metrics_snapshot(
         )
     ).one()
     return MetricsSnapshot(
-        review_duration_s=_histogram(connection, review_seconds, buckets.review_duration_s),
+        review_duration_s=_histogram(connection, duration_s, buckets.review_duration_s),
         llm_ttft_s=_histogram(connection, LLMCallRow.ttft_ms / MS_PER_SECOND, buckets.llm_ttft_s),
         llm_latency_s=_histogram(
             connection, LLMCallRow.latency_ms / MS_PER_SECOND, buckets.llm_latency_s
@@ -142,7 +143,8 @@ def _histogram(connection: Connection, value: Any, bounds: tuple[float, ...]) ->
     return HistogramCounts.from_aggregates(bounds, cumulative, count, total)
 
 
-def _review_seconds(dialect: str) -> Any:
+def review_seconds(dialect: str) -> Any:
+    """SQL for a review's duration in seconds (NULL while it runs), on ``dialect``."""
     if dialect == "sqlite":
         days = func.julianday(ReviewRow.finished_at) - func.julianday(ReviewRow.started_at)
         return days * SECONDS_PER_DAY

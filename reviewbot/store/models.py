@@ -1,4 +1,5 @@
-"""SQLAlchemy tables for reviews, LLM calls, findings, feedback, MR locks, MR throttles, jobs.
+"""SQLAlchemy tables for reviews, LLM calls, findings, feedback, MR locks, MR throttles, jobs,
+merge requests as last synced from GitLab, and eval runs.
 
 The schema is shaped for the weekly accuracy report: every review keeps its coverage and
 token totals, every LLM call its latency figures, every finding its fate on GitLab
@@ -120,6 +121,15 @@ class FeedbackKind(StrEnum):
     DELETED = "deleted"  # the bot's comment is gone from the MR
     SUGGESTION_APPLIED = "suggestion_applied"
     IGNORED = "ignored"  # merged with the thread open and the line unchanged
+
+
+class MergeRequestState(StrEnum):
+    """A merge request's state on GitLab (the ``state`` field of the MR API)."""
+
+    OPENED = "opened"
+    CLOSED = "closed"
+    MERGED = "merged"
+    LOCKED = "locked"
 
 
 # Findings in these states have a discussion on GitLab: a re-run must not post them again.
@@ -318,6 +328,50 @@ class MRThrottle(Base):
     mr_iid: Mapped[int] = mapped_column(Integer, primary_key=True)
     action: Mapped[str] = mapped_column(String(SHORT_LABEL_LENGTH), primary_key=True)
     last_at: Mapped[datetime]
+
+
+class MergeRequestRecord(Base):
+    """What `reviewbot feedback sync` last read of a reviewed MR: its state and latest version
+    (the report's addressed rate counts findings whose MR got a later version or was merged)."""
+
+    __tablename__ = "merge_requests"
+    __table_args__ = (CheckConstraint(_one_of("state", MergeRequestState), name="state"),)
+
+    gitlab_url: Mapped[str] = mapped_column(String(URL_LENGTH), primary_key=True)
+    project_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    mr_iid: Mapped[int] = mapped_column(Integer, primary_key=True)
+    project: Mapped[str] = mapped_column(String(PROJECT_LENGTH))  # path when synced
+    state: Mapped[str] = mapped_column(String(SHORT_LABEL_LENGTH))
+    web_url: Mapped[str | None] = mapped_column(String(URL_LENGTH))
+    merged_at: Mapped[datetime | None]
+    latest_head_sha: Mapped[str | None] = mapped_column(String(SHA_LENGTH))
+    synced_at: Mapped[datetime]
+
+
+class EvalRun(Base):
+    """One `reviewbot eval` run: the pipeline scored on a labelled dataset."""
+
+    __tablename__ = "eval_runs"
+    __table_args__ = (Index(None, "started_at"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    dataset: Mapped[str] = mapped_column(String(PATH_LENGTH))
+    model: Mapped[str] = mapped_column(String(NAME_LENGTH))
+    prompt_version: Mapped[str] = mapped_column(String(SHORT_LABEL_LENGTH))
+    tolerance: Mapped[int]
+    items: Mapped[int]
+    tp: Mapped[int]
+    fp: Mapped[int]
+    fn: Mapped[int]
+    precision: Mapped[float]
+    recall: Mapped[float]
+    f1: Mapped[float]
+    mean_precision: Mapped[float]
+    mean_recall: Mapped[float]
+    mean_f1: Mapped[float]
+    results: Mapped[dict[str, Any]] = mapped_column(JSON)  # per item and per category
+    started_at: Mapped[datetime]
+    finished_at: Mapped[datetime]
 
 
 class Job(Base):

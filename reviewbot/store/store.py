@@ -26,6 +26,7 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.orm import Session
 
 from reviewbot.config import ConfigError
+from reviewbot.store import feedback_queries
 from reviewbot.store.figures import (
     DEFAULT_METRIC_BUCKETS,
     MetricBuckets,
@@ -39,16 +40,20 @@ from reviewbot.store.models import (
     CallMode,
     FeedbackKind,
     FindingState,
+    MergeRequestState,
     ReviewStatus,
     Side,
     Trigger,
 )
+from reviewbot.store.models import EvalRun as EvalRunRow
 from reviewbot.store.models import Feedback as FeedbackRow
 from reviewbot.store.models import Finding as FindingRow
 from reviewbot.store.models import LLMCall as LLMCallRow
+from reviewbot.store.models import MergeRequestRecord as MergeRequestRow
 from reviewbot.store.models import MRLock as MRLockRow
 from reviewbot.store.models import MRThrottle as MRThrottleRow
 from reviewbot.store.models import Review as ReviewRow
+from reviewbot.store.report_queries import ReportScope, read_report_figures, read_window_summary
 
 Clock = Callable[[], datetime]
 
@@ -89,6 +94,14 @@ FEEDBACK_FIELDS = frozenset(
     {
         "finding_id", "project", "mr_iid", "gitlab_url", "project_id", "note_id", "kind",
         "value", "username", "event_key", "created_at",
+    }
+)  # fmt: skip
+MERGE_REQUEST_FIELDS = frozenset({"project", "state", "web_url", "merged_at", "latest_head_sha"})
+EVAL_RUN_FIELDS = frozenset(
+    {
+        "dataset", "model", "prompt_version", "tolerance", "items", "tp", "fp", "fn",
+        "precision", "recall", "f1", "mean_precision", "mean_recall", "mean_f1", "results",
+        "started_at", "finished_at",
     }
 )  # fmt: skip
 FIELD_CHOICES: dict[str, type[StrEnum]] = {
@@ -240,7 +253,8 @@ def _as_dict(row: Base) -> dict[str, Any]:
 
 
 class Store:
-    """Reads and writes reviews, LLM calls, findings, feedback, MR leases and throttles."""
+    """Reads and writes reviews, LLM calls, findings, feedback, MR leases and throttles, what
+    `feedback sync` read of each MR, eval runs; reads the report's figures."""
 
     def __init__(self, engine: Engine, *, clock: Clock = utc_now) -> None:
         self._engine = engine
@@ -574,6 +588,11 @@ class Store:
         Required: project, kind, value, event_key. Optional: finding_id, mr_iid, gitlab_url,
         project_id, note_id, username, created_at (defaults to now).
         """
+        statement = self._feedback_insert(fields)
+        with self._engine.begin() as connection:
+            return connection.execute(statement).first() is not None
+
+    def _feedback_insert(self, fields: Mapping[str, Any]) -> Any:
         _check_fields(fields, FEEDBACK_FIELDS, "feedback")
         values = {
             "finding_id": None, "mr_iid": None, "gitlab_url": None, "project_id": None,
@@ -581,8 +600,7 @@ class Store:
         }  # fmt: skip
         _check_choices(values)
         statement = self._insert_ignoring_conflict(FeedbackRow, values, ["event_key"])
-        with self._engine.begin() as connection:
-            return connection.execute(statement.returning(FeedbackRow.id)).first() is not None
+        return statement.returning(FeedbackRow.id)
 
     def feedback(self, *, project: str, mr_iid: int | None = None) -> list[dict[str, Any]]:
         """Feedback recorded for a project (optionally one MR), oldest first."""
@@ -594,13 +612,14 @@ class Store:
     def note_owner(self, note_id: int) -> NoteOwner | None:
         """The finding (or else the review summary) reviewbot posted as note `note_id`.
 
-        The newest finding with that note id wins (a re-run records the same note again);
-        None when reviewbot did not write the note.
+        A re-run records the same note again (state `duplicate`): the row that posted it
+        (a published state) wins, else the newest; None when reviewbot did not write the note.
         """
+        published = [state.value for state in PUBLISHED_STATES]
         finding_query = (
             select(FindingRow.id, FindingRow.mr_iid)
             .where(FindingRow.note_id == note_id)
-            .order_by(FindingRow.id.desc())
+            .order_by(FindingRow.state.in_(published).desc(), FindingRow.id.desc())
             .limit(1)
         )
         summary_query = (
@@ -615,6 +634,104 @@ class Store:
                 return NoteOwner(finding_id=finding.id, mr_iid=finding.mr_iid)
             summary = connection.execute(summary_query).first()
         return None if summary is None else NoteOwner(finding_id=None, mr_iid=summary.mr_iid)
+
+    # -- feedback sync -----------------------------------------------------------------
+
+    def reviewed_merge_requests(
+        self, gitlab_url: str, since: datetime, project: str | None = None
+    ) -> list[dict[str, Any]]:
+        """MRs of ``gitlab_url`` reviewed since ``since`` (project_id, mr_iid, newest path)."""
+        with self._engine.connect() as connection:
+            return feedback_queries.reviewed_merge_requests(
+                connection, gitlab_url, since, project
+            )
+
+    def posted_findings_with_heads(self, key: MergeRequestKey) -> list[dict[str, Any]]:
+        """Every finding posted on the MR (one row each) with the head its review saw."""
+        with self._engine.connect() as connection:
+            return feedback_queries.published_findings(
+                connection, key.gitlab_url, key.project_id, key.iid
+            )
+
+    def votes_in_force(self, finding_ids: Iterable[int]) -> set[tuple[int, str, str]]:
+        """(finding id, username, thumbsup|thumbsdown) of every vote not revoked."""
+        with self._engine.connect() as connection:
+            return feedback_queries.votes_in_force(connection, list(finding_ids))
+
+    def outcomes_on_record(self, finding_ids: Iterable[int]) -> dict[int, set[str]]:
+        """Finding id -> feedback kinds recorded about it."""
+        with self._engine.connect() as connection:
+            return feedback_queries.outcomes_on_record(connection, list(finding_ids))
+
+    def record_merge_request_sync(
+        self,
+        key: MergeRequestKey,
+        merge_request: Mapping[str, Any],
+        feedback: Iterable[Mapping[str, Any]],
+    ) -> int:
+        """In one transaction: what sync read of the MR (see MERGE_REQUEST_FIELDS) and its
+        feedback events (see record_feedback); how many events were new."""
+        _check_fields(merge_request, MERGE_REQUEST_FIELDS, "merge request")
+        if merge_request.get("state") not in {state.value for state in MergeRequestState}:
+            raise ValueError(f"state={merge_request.get('state')!r} is not an MR state")
+        identity = {"gitlab_url": key.gitlab_url.rstrip("/"), "project_id": key.project_id,
+                    "mr_iid": key.iid}  # fmt: skip
+        values = {"web_url": None, "merged_at": None, "latest_head_sha": None,
+                  **merge_request, **identity, "synced_at": self._clock()}  # fmt: skip
+        upsert = self._insert(MergeRequestRow).values(**values)
+        upsert = upsert.on_conflict_do_update(
+            index_elements=["gitlab_url", "project_id", "mr_iid"],
+            set_={name: upsert.excluded[name] for name in values if name not in identity},
+        )
+        added = 0
+        with self._engine.begin() as connection:
+            connection.execute(upsert)
+            for event in feedback:
+                statement = self._feedback_insert({**event, **key.columns()})
+                added += connection.execute(statement).first() is not None
+        return added
+
+    def merge_request_record(self, key: MergeRequestKey) -> dict[str, Any] | None:
+        """What the last sync read of the MR, or None."""
+        query = select(MergeRequestRow).where(
+            MergeRequestRow.gitlab_url == key.gitlab_url.rstrip("/"),
+            MergeRequestRow.project_id == key.project_id,
+            MergeRequestRow.mr_iid == key.iid,
+        )
+        rows = self._all(query)
+        return rows[0] if rows else None
+
+    # -- report and eval ---------------------------------------------------------------
+
+    def report_figures(
+        self, scope: ReportScope, *, slowest: int, eval_limit: int
+    ) -> dict[str, Any]:
+        """Every figure of the report's window (reviewbot.store.report_queries)."""
+        with self._engine.connect() as connection:
+            return read_report_figures(connection, scope, slowest=slowest, eval_limit=eval_limit)
+
+    def window_summary(self, scope: ReportScope) -> dict[str, Any]:
+        """Totals, latency and outcomes of a window (the report's previous window)."""
+        with self._engine.connect() as connection:
+            return read_window_summary(connection, scope)
+
+    def record_eval_run(self, **fields: Any) -> int:
+        """Store one eval run (see EVAL_RUN_FIELDS, all required); return its id."""
+        _check_fields(fields, EVAL_RUN_FIELDS, "eval run")
+        missing = sorted(EVAL_RUN_FIELDS - set(fields))
+        if missing:
+            raise ValueError(f"missing eval run field(s): {', '.join(missing)}")
+        statement = insert(EvalRunRow).values(dict(fields)).returning(EvalRunRow.id)
+        with self._engine.begin() as connection:
+            return int(connection.execute(statement).scalar_one())
+
+    def eval_run(self, run_id: int) -> dict[str, Any]:
+        """One eval run as a dict; RecordNotFound if it does not exist."""
+        with Session(self._engine) as session:
+            row = session.get(EvalRunRow, run_id)
+            if row is None:
+                raise RecordNotFound(f"eval run {run_id} not found")
+            return _as_dict(row)
 
     # -- metrics -----------------------------------------------------------------------
 

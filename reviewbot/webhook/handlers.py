@@ -144,6 +144,7 @@ class HandlerContext:
     review_drafts: bool
     note_poster: NotePoster | None
     answered_help: RecentKeys = field(default_factory=lambda: RecentKeys(RECENT_HELP_KEYS))
+    gitlab_url: str | None = None  # the GitLab the hooks come from (identifies MRs in feedback)
 
 
 @dataclass(frozen=True)
@@ -320,6 +321,8 @@ def on_emoji(ctx: HandlerContext, delivery: Delivery, event: EmojiEvent) -> Hand
         finding_id=owner.finding_id,
         project=event.project,
         mr_iid=event.mr_iid if event.mr_iid is not None else owner.mr_iid,
+        gitlab_url=ctx.gitlab_url.rstrip("/") if ctx.gitlab_url else None,
+        project_id=event.project_id,
         note_id=event.awardable_id,
         kind=FeedbackKind.AWARD.value,
         value=f"{vote}:revoked" if revoked else vote,

@@ -293,6 +293,7 @@ def create_app(
     handlers = HandlerContext(
         queue=queue, store=store, bot_username=bot_username,
         review_drafts=settings.review_drafts, note_poster=note_poster,
+        gitlab_url=settings.gitlab_url,
     )  # fmt: skip
     deliveries = DeliveryCounter()
     registry = listener_registry(ListenerCollector(store, queue, deliveries.snapshot))

@@ -30,6 +30,13 @@ References (checked against gitlabhq source):
   answers the member with its ``access_level`` (10 Guest, 20 Reporter, 30 Developer, 40
   Maintainer, 50 Owner), 404 ``Not found`` for a user who is not one. Membership is recorded
   (:meth:`FakeGitLab.add_member`) but not enforced on the other routes.
+- lib/api/entities/note.rb: an MR DiffNote carries ``suggestions`` (lib/api/entities/
+  suggestion.rb: id, from_line, to_line, appliable, applied, from_content, to_content);
+  applying one (app/services/suggestions/apply_service.rb) resolves its thread by the user.
+- lib/api/repositories.rb ``GET /projects/:id/repository/compare`` (``from``, ``to``,
+  ``straight``: false compares from the merge base, as ``git diff from...to``).
+- lib/api/issues.rb: ``GET/POST /projects/:id/issues`` (``search`` in title and description,
+  or ``in=title``; ``state``), ``GET/PUT /projects/:id/issues/:issue_iid``.
 """
 
 from __future__ import annotations
@@ -99,6 +106,8 @@ GATEWAY_HTML = (
 )
 HTML_FAULTS = {"502", "503", "504"}
 DRAFT_PREFIX = "Draft: "
+SUGGESTION_FENCE = re.compile(r"^(`{3,})suggestion(?::-(\d+)\+(\d+))?\s*$")
+ISSUE_NOT_FOUND = {"message": "404 Issue Not Found"}
 HUNK_HEADER = re.compile(r"^@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@")
 LINE_CODE_FORMAT = re.compile(r"\A[0-9a-f]{40}_\d+_\d+\Z")
 POSITION_REQUIRED = ("base_sha", "start_sha", "head_sha", "position_type")
@@ -337,6 +346,7 @@ class Note:
     resolved_by: dict[str, Any] | None = None
     resolved_at: str | None = None
     awards: list[dict[str, Any]] = field(default_factory=list)
+    suggestions: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -363,6 +373,9 @@ class MergeRequest:
     discussions: list[Discussion] = field(default_factory=list)
     drafts: list[dict[str, Any]] = field(default_factory=list)
     empty_diff_refs_left: int = 0
+    state: str = "opened"
+    merged_by: dict[str, Any] | None = None
+    merged_at: str | None = None
 
     @property
     def latest(self) -> Version:
@@ -378,6 +391,7 @@ class Project:
     default_branch: str = "main"
     mrs: dict[int, MergeRequest] = field(default_factory=dict)
     members: dict[int, int] = field(default_factory=dict)  # user id -> access level
+    issues: dict[int, dict[str, Any]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -609,6 +623,34 @@ class FakeGitLab:
             note.awards.append(award)
             return copy.deepcopy(award)
 
+    def merge(self, project: str | int, iid: int, username: str) -> None:
+        """A user merges the MR (state ``merged``, ``merged_by``, ``merged_at``)."""
+        with self._lock:
+            mr = self._mr(project, iid)
+            user = self._user_by_name(username) or self._new_user(username, False)
+            mr.state, mr.merged_by, mr.merged_at = "merged", user, _now()
+            mr.updated_at = mr.merged_at
+
+    def apply_suggestion(self, project: str | int, iid: int, note_id: int, username: str) -> None:
+        """A user applies the note's suggestions; GitLab then resolves the thread by that user.
+
+        (GitLab also commits the change, which makes a new version: push one with ``push``.)
+        """
+        with self._lock:
+            mr = self._mr(project, iid)
+            note = self._note(mr, note_id)
+            if not note.suggestions:
+                raise ValueError(f"note {note_id} has no suggestion")
+            user = self._user_by_name(username) or self._new_user(username, False)
+            for suggestion in note.suggestions:
+                suggestion["applied"], suggestion["appliable"] = True, False
+            when = _now()
+            for discussion in mr.discussions:
+                if note in discussion.notes:
+                    for each in discussion.notes:
+                        if each.resolvable:
+                            each.resolved_by, each.resolved_at = user, when
+
     def delete_note(self, project: str | int, iid: int, note_id: int) -> None:
         """A human deletes a note (a discussion without notes disappears, as on GitLab)."""
         with self._lock:
@@ -625,6 +667,10 @@ class FakeGitLab:
         with self._lock:
             mr = self._mr(project, iid)
             return [self._note_json(mr, n) for d in mr.discussions for n in d.notes]
+
+    def issues(self, project: str | int) -> list[dict[str, Any]]:
+        with self._lock:
+            return [copy.deepcopy(i) for i in self._project(project).issues.values()]
 
     def line_code_of(self, project: str | int, iid: int, note_id: int) -> str | None:
         """The line code GitLab stored for a DiffNote (not exposed by the REST API)."""
@@ -742,11 +788,11 @@ class FakeGitLab:
             "project_id": mr.project_id,
             "title": mr.title,
             "description": mr.description,
-            "state": "opened",
+            "state": mr.state,
             "created_at": mr.created_at,
             "updated_at": mr.updated_at,
-            "merged_by": None,
-            "merged_at": None,
+            "merged_by": _user_basic(mr.merged_by) if mr.merged_by else None,
+            "merged_at": mr.merged_at,
             "closed_by": None,
             "closed_at": None,
             "target_branch": mr.target_branch,
@@ -824,6 +870,7 @@ class FakeGitLab:
         if note.type == "DiffNote":
             data["commit_id"] = None
             data["position"] = copy.deepcopy(note.position)
+            data["suggestions"] = copy.deepcopy(note.suggestions)
         data["resolvable"] = note.resolvable
         if note.resolvable:
             data["resolved"] = note.resolved_by is not None
@@ -887,6 +934,8 @@ class FakeGitLab:
             position=stored_position,
             line_code=code,
         )
+        if stored_position is not None:
+            note.suggestions = self._suggestions(body, stored_position)
         discussion_id = hashlib.sha1(
             f"{mr.id}-{note.id}-{time.monotonic_ns()}".encode()
         ).hexdigest()
@@ -894,6 +943,34 @@ class FakeGitLab:
         mr.discussions.append(discussion)
         mr.updated_at = when
         return discussion
+
+    def _suggestions(self, body: str, position: dict[str, Any]) -> list[dict[str, Any]]:
+        """Suggestion blocks of a diff note (```suggestion:-A+B), as GitLab parses them."""
+        line = position.get("new_line") or position.get("old_line") or 0
+        found, lines, index = [], body.splitlines(), 0
+        while index < len(lines):
+            opening = SUGGESTION_FENCE.match(lines[index])
+            index += 1
+            if opening is None:
+                continue
+            fence, above, below = opening.group(1), opening.group(2), opening.group(3)
+            content = []
+            while index < len(lines) and lines[index] != fence:
+                content.append(lines[index] + "\n")
+                index += 1
+            index += 1
+            found.append(
+                {
+                    "id": next(self._ids),
+                    "from_line": line - int(above or 0),
+                    "to_line": line + int(below or 0),
+                    "appliable": True,
+                    "applied": False,
+                    "from_content": "",
+                    "to_content": "".join(content),
+                }
+            )
+        return found
 
     def _reply(
         self, mr: MergeRequest, discussion: Discussion, user: dict[str, Any], body: str
@@ -1081,6 +1158,88 @@ class FakeGitLab:
         except subprocess.CalledProcessError as error:
             raise ApiError(HTTPStatus.NOT_FOUND, FILE_NOT_FOUND) from error
         return Response(HTTPStatus.OK, content, {"Content-Type": "text/plain; charset=utf-8"})
+
+    def _get_compare(self, request: Request, pid: str) -> Response:
+        """Two commits' diff: from the merge base, or ``straight`` from ``from`` itself."""
+        project = self._project(pid)
+        if project.repo is None:
+            raise ApiError(HTTPStatus.NOT_FOUND, COMMIT_NOT_FOUND)
+        try:
+            start = _rev_parse(project.repo, _required_text(request.params, "from"))
+            end = _rev_parse(project.repo, _required_text(request.params, "to"))
+        except subprocess.CalledProcessError as error:
+            raise ApiError(HTTPStatus.NOT_FOUND, COMMIT_NOT_FOUND) from error
+        if not _boolean(request.params, "straight"):
+            start = _git(project.repo, "merge-base", start, end).decode().strip()
+        commits = _read_commits(project.repo, start, end)
+        diffs = [
+            change.to_json(self.too_large_bytes)
+            for change in _read_changes(project.repo, start, end)
+        ]
+        return Response(
+            HTTPStatus.OK,
+            {
+                "commit": commits[0] if commits else None,
+                "commits": commits,
+                "diffs": diffs,
+                "compare_timeout": False,
+                "compare_same_ref": start == end,
+                "web_url": f"{self.url}/{project.path_with_namespace}/-/compare/{start}...{end}",
+            },
+        )
+
+    def _get_issues(self, request: Request, pid: str) -> Response:
+        project = self._project(pid)
+        search = str(request.params.get("search") or "").casefold()
+        fields = str(request.params.get("in") or "title,description").split(",")
+        state = str(request.params.get("state") or "all")
+        found = []
+        for issue in sorted(project.issues.values(), key=lambda i: i["id"], reverse=True):
+            text = " ".join(str(issue.get(name) or "") for name in fields).casefold()
+            if search and search not in text:
+                continue
+            if state in ("opened", "closed") and issue["state"] != state:
+                continue
+            found.append(copy.deepcopy(issue))
+        return self._paginated(request, found)
+
+    def _post_issue(self, request: Request, pid: str) -> Response:
+        project = self._project(pid)
+        when = _now()
+        number = max(project.issues, default=0) + 1
+        issue = {
+            "id": next(self._ids),
+            "iid": number,
+            "project_id": project.id,
+            "title": _required_text(request.params, "title"),
+            "description": str(request.params.get("description") or ""),
+            "state": "opened",
+            "created_at": when,
+            "updated_at": when,
+            "closed_at": None,
+            "labels": [],
+            "author": _user_basic(request.user),
+            "web_url": f"{self.url}/{project.path_with_namespace}/-/issues/{number}",
+        }
+        project.issues[number] = issue
+        return Response(HTTPStatus.CREATED, copy.deepcopy(issue))
+
+    def _issue(self, pid: str, issue_iid: str) -> dict[str, Any]:
+        issue = self._project(pid).issues.get(int(issue_iid))
+        if issue is None:
+            raise ApiError(HTTPStatus.NOT_FOUND, ISSUE_NOT_FOUND)
+        return issue
+
+    def _get_issue(self, request: Request, pid: str, issue_iid: str) -> Response:
+        return Response(HTTPStatus.OK, copy.deepcopy(self._issue(pid, issue_iid)))
+
+    def _put_issue(self, request: Request, pid: str, issue_iid: str) -> Response:
+        issue = self._issue(pid, issue_iid)
+        for name in ("title", "description"):
+            if name in request.params:
+                issue[name] = str(request.params[name])
+        issue["updated_at"] = _now()
+        return Response(HTTPStatus.OK, copy.deepcopy(issue))
 
     def _get_discussions(self, request: Request, pid: str, iid: str) -> Response:
         mr = self._mr(pid, iid)
@@ -1460,6 +1619,11 @@ _ROUTES: list[tuple[str, re.Pattern[str], str]] = [
         ("GET", _P, "_get_project"),
         ("GET", _P + r"/members/all/(\d+)", "_get_member_all"),
         ("GET", _P + r"/repository/files/([^/]+)/raw", "_get_raw_file"),
+        ("GET", _P + r"/repository/compare", "_get_compare"),
+        ("GET", _P + r"/issues", "_get_issues"),
+        ("POST", _P + r"/issues", "_post_issue"),
+        ("GET", _P + r"/issues/(\d+)", "_get_issue"),
+        ("PUT", _P + r"/issues/(\d+)", "_put_issue"),
         ("GET", _MR, "_get_mr"),
         ("GET", _MR + r"/versions", "_get_versions"),
         ("GET", _MR + r"/versions/(\d+)", "_get_one_version"),

@@ -1,0 +1,365 @@
+"""Commands for accuracy tracking: `reviewbot feedback sync`, `reviewbot report`,
+`reviewbot eval`. Wiring only: parse options, build the App, call one library function, print.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from reviewbot.cli import BadInputError, local_context, one_line_errors
+from reviewbot.window import Window, parse_age, parse_instant, previous_iso_week
+
+__all__ = ["eval_command", "feedback_group", "report_command"]
+
+DEFAULT_SYNC_AGE = "14d"
+DEFAULT_REPORT_DIR = "reviewbot-report"
+EXIT_INTERRUPTED = 130  # the shell's code for a process stopped by SIGINT
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _progress(console: Console, *, disable: bool) -> Progress:
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        disable=disable or not console.is_terminal,
+        transient=True,
+    )
+
+
+# --- feedback sync ---------------------------------------------------------------------------
+
+
+@click.group("feedback")
+def feedback_group() -> None:
+    """What became of the bot's comments: votes, resolutions, replies, addressed, ignored."""
+
+
+@feedback_group.command("sync")
+@click.option("--project", metavar="PATH_OR_ID", help="Only this project (default: all).")
+@click.option(
+    "--since",
+    "since_text",
+    default=DEFAULT_SYNC_AGE,
+    show_default=True,
+    metavar="AGE_OR_DATE",
+    help="MRs reviewed since: an age (14d, 12h, 2w) or a date (2025-03-10).",
+)
+@click.option("--gitlab-url", metavar="URL", help="GitLab URL (default $REVIEWBOT_GITLAB_URL).")
+@click.option("--database-url", metavar="URL", help="Database (default from settings).")
+@click.option("--config", "config_file", metavar="FILE", help="TOML settings file.")
+@one_line_errors
+def feedback_sync(
+    project: str | None,
+    since_text: str,
+    gitlab_url: str | None,
+    database_url: str | None,
+    config_file: str | None,
+) -> None:
+    """Read the discussions and reactions of every MR reviewed in the window and record what
+    became of each posted finding. Safe to interrupt and run again (each MR is committed)."""
+    from reviewbot.app import App
+    from reviewbot.feedback import MergeRequestSync, sync_feedback
+
+    now = _utc_now()
+    since = parse_age(since_text, "--since", now)
+    overrides = {"gitlab_url": gitlab_url, "database_url": database_url}
+    out = Console(highlight=False, soft_wrap=True)
+    err = Console(stderr=True, highlight=False)
+    done: list[MergeRequestSync] = []
+    with App.from_config(config_file, overrides) as app, _progress(err, disable=False) as bar:
+        task = bar.add_task("syncing merge requests", total=None)
+
+        def finished(mr: MergeRequestSync) -> None:
+            done.append(mr)
+            bar.advance(task)
+            outcome = (
+                f"skipped: {mr.skipped}"
+                if mr.skipped
+                else (f"{mr.findings} findings, {mr.recorded} new outcomes")
+            )
+            out.print(f"{mr.project}!{mr.iid}: {mr.requests} requests, {outcome}", markup=False)
+
+        try:
+            report = sync_feedback(
+                app.store,
+                app.gitlab(),
+                since=since,
+                now=now,
+                project=project,
+                on_start=lambda total: bar.update(task, total=total),
+                on_done=finished,
+            )
+        except KeyboardInterrupt:
+            err.print(
+                f"interrupted after {len(done)} merge requests (each one is saved); "
+                "run the same command again to finish",
+                markup=False,
+            )
+            sys.exit(EXIT_INTERRUPTED)
+    out.print(
+        f"{len(report.merge_requests)} merge requests reviewed since {since:%Y-%m-%d %H:%M} UTC, "
+        f"{report.requests} GitLab requests, {report.recorded} new outcomes recorded",
+        markup=False,
+    )
+
+
+# --- report ----------------------------------------------------------------------------------
+
+
+def _window(weekly: bool, since: str | None, until: str | None, now: datetime) -> Window:
+    if weekly and (since or until):
+        raise BadInputError("give --weekly or --since/--until, not both")
+    if until and not since:
+        raise BadInputError("--until needs --since")
+    if not since:
+        return previous_iso_week(now)
+    end = parse_instant(until, "--until") if until else now
+    return Window(parse_instant(since, "--since"), end)
+
+
+def _formats(text: str) -> list[str]:
+    from reviewbot.report import FORMATS
+
+    chosen = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = [name for name in chosen if name not in FORMATS]
+    if unknown or not chosen:
+        raise BadInputError(f"--format {text!r}: a comma-separated list of {', '.join(FORMATS)}")
+    return list(dict.fromkeys(chosen))
+
+
+@click.command("report")
+@click.option(
+    "--weekly", is_flag=True, help="The last complete ISO week, Monday to Sunday UTC (the default)."
+)
+@click.option("--since", metavar="DATE", help="Window start: 2025-03-10 or an ISO time (UTC).")
+@click.option("--until", metavar="DATE", help="Window end, excluded (default: now).")
+@click.option("--project", metavar="PATH_OR_ID", help="Only this project (default: all).")
+@click.option(
+    "--output",
+    "output_dir",
+    default=DEFAULT_REPORT_DIR,
+    show_default=True,
+    metavar="DIR",
+    help="Where report.json, report.md and report.html go.",
+)
+@click.option(
+    "--format",
+    "formats",
+    default="md,html,json",
+    show_default=True,
+    metavar="LIST",
+    help="Which files to write.",
+)
+@click.option(
+    "--post-issue",
+    metavar="PROJECT",
+    help="Create or edit the GitLab issue 'reviewbot report <ISO week>' there.",
+)
+@click.option(
+    "--slo-ttft-ms",
+    type=click.FloatRange(min=0, min_open=True),
+    default=800.0,
+    show_default=True,
+    help="Target for the first-token p95 (ms).",
+)
+@click.option("--gitlab-url", metavar="URL", help="GitLab URL (default $REVIEWBOT_GITLAB_URL).")
+@click.option("--database-url", metavar="URL", help="Database (default from settings).")
+@click.option("--config", "config_file", metavar="FILE", help="TOML settings file.")
+@one_line_errors
+def report_command(
+    weekly: bool,
+    since: str | None,
+    until: str | None,
+    project: str | None,
+    output_dir: str,
+    formats: str,
+    post_issue: str | None,
+    slo_ttft_ms: float,
+    gitlab_url: str | None,
+    database_url: str | None,
+    config_file: str | None,
+) -> None:
+    """Accuracy report of a window: totals, latency against the SLO, 👍/👎, addressed and
+    ignored findings per category, model and prompt version, week over week (JSON, Markdown,
+    HTML with charts)."""
+    from reviewbot.app import App
+    from reviewbot.report import build_report, post_report_issue, write_report
+
+    now = _utc_now()
+    window = _window(weekly, since, until, now)
+    chosen = _formats(formats)
+    overrides = {"gitlab_url": gitlab_url, "database_url": database_url}
+    with App.from_config(config_file, overrides) as app:
+        report = build_report(app.store, window, now=now, project=project, slo_ttft_ms=slo_ttft_ms)
+        written = write_report(report, Path(output_dir), chosen)
+        issue = post_report_issue(app.gitlab(), post_issue, report) if post_issue else None
+    totals = report["totals"]
+    click.echo(
+        f"{report['window']['iso_week']} ({window.since:%Y-%m-%d %H:%M} to "
+        f"{window.until:%Y-%m-%d %H:%M} UTC): "
+        + (
+            "no reviews"
+            if report["empty"]
+            else f"{totals['reviews']} reviews, {totals['findings_posted']} findings posted"
+        )
+    )
+    for path in written:
+        click.echo(f"wrote {path}")
+    if issue is not None:
+        found, created = issue
+        click.echo(f"{'created' if created else 'updated'} issue {found.get('web_url', '')}")
+
+
+# --- eval ------------------------------------------------------------------------------------
+
+
+@click.command("eval")
+@click.argument("dataset_dir", type=click.Path(path_type=Path))
+@click.option(
+    "--tolerance",
+    type=click.IntRange(min=0),
+    default=3,
+    show_default=True,
+    metavar="K",
+    help="A finding matches a labelled line within ±K lines.",
+)
+@click.option("--limit", type=click.IntRange(min=1), metavar="N", help="Only the first N items.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.option("--base-url", metavar="URL", help="vLLM URL (default $REVIEWBOT_LLM_BASE_URL).")
+@click.option("--model", metavar="NAME", help="Served model name (default: the server's first).")
+@click.option("--database-url", metavar="URL", help="Database (default from settings).")
+@click.option("--config", "config_file", metavar="FILE", help="TOML settings file.")
+@one_line_errors
+def eval_command(
+    dataset_dir: Path,
+    tolerance: int,
+    limit: int | None,
+    as_json: bool,
+    base_url: str | None,
+    model: str | None,
+    database_url: str | None,
+    config_file: str | None,
+) -> None:
+    """Run the review pipeline on a labelled dataset (no GitLab) and print TP, FP, FN,
+    precision, recall and F1 per item, in total and per category; the run is stored."""
+    from reviewbot.app import App
+    from reviewbot.eval import evaluate, load_dataset
+
+    items = load_dataset(dataset_dir, limit)
+    overrides = {"llm_base_url": base_url, "llm_model": model, "database_url": database_url}
+    err = Console(stderr=True, highlight=False)
+    with App.from_config(config_file, overrides) as app, _progress(err, disable=as_json) as bar:
+        task = bar.add_task("reviewing items", total=len(items))
+        started = _utc_now()
+        result = evaluate(
+            str(dataset_dir.resolve()),
+            items,
+            _item_reviewer(app),
+            tolerance=tolerance,
+            on_item=lambda _: bar.advance(task),
+        )
+        run_id = _store_run(app, result, started)
+    document = {"run_id": run_id, **result.to_json()}
+    if as_json:
+        click.echo(json.dumps(document, indent=2))
+        return
+    _print_eval(document, Console(highlight=False))
+
+
+def _item_reviewer(app: Any) -> Any:
+    """Reviews one item with the App's model, as `reviewbot review` reviews a local diff."""
+    from reviewbot.eval import EvalIncompleteError, ItemReview, predicted_from
+    from reviewbot.review import review_files, review_options
+    from reviewbot.tokens import local_counter
+
+    options = review_options(app.settings)
+    counter = local_counter(app.settings.llm_model)
+
+    def review(item: Any) -> ItemReview:
+        context = local_context(item.name, item.files, options.plan_options.exclusions)
+        result = review_files(
+            item.files,
+            context=context,
+            llm=app.model(),
+            counter=counter,
+            options=options,
+            contents=item.head,
+        )
+        if result.chunk_errors:
+            first = next(iter(result.chunk_errors.values()))
+            raise EvalIncompleteError(f"{item.name}: part of the diff was not reviewed: {first}")
+        filtered = set(map(id, result.findings.selection.filtered))
+        kept = [f for f in result.findings.findings if id(f) not in filtered]
+        return ItemReview(predicted_from(kept), result.model, result.prompt_version)
+
+    return review
+
+
+def _store_run(app: Any, result: Any, started: datetime) -> int:
+    from reviewbot.eval import eval_run_row
+
+    return int(app.store.record_eval_run(**eval_run_row(result, started, _utc_now())))
+
+
+def _ratio(value: float) -> str:
+    return f"{value:.3f}"
+
+
+def _print_eval(document: dict[str, Any], console: Console) -> None:
+    table = Table("item", "TP", "FP", "FN", "precision", "recall", "F1")
+    for item in document["items"]:
+        table.add_row(
+            item["item"],
+            str(item["tp"]),
+            str(item["fp"]),
+            str(item["fn"]),
+            _ratio(item["precision"]),
+            _ratio(item["recall"]),
+            _ratio(item["f1"]),
+        )
+    total, mean = document["total"], document["mean"]
+    table.add_row(
+        "total (micro)",
+        str(total["tp"]),
+        str(total["fp"]),
+        str(total["fn"]),
+        _ratio(total["precision"]),
+        _ratio(total["recall"]),
+        _ratio(total["f1"]),
+    )
+    table.add_row(
+        "mean per item",
+        "",
+        "",
+        "",
+        _ratio(mean["precision"]),
+        _ratio(mean["recall"]),
+        _ratio(mean["f1"]),
+    )
+    console.print(table)
+    categories = Table("category", "TP", "FP", "precision")
+    for row in document["categories"]:
+        categories.add_row(
+            row["category"], str(row["tp"]), str(row["fp"]), _ratio(row["precision"])
+        )
+    console.print(categories)
+    console.print(
+        f"model {document['model']}, prompt {document['prompt_version']}, ±{document['tolerance']}"
+        f" lines; stored as eval run {document['run_id']}",
+        markup=False,
+    )

@@ -1,0 +1,327 @@
+"""`reviewbot eval`: the review pipeline scored on labelled diffs (no GitLab).
+
+Dataset format (docs/eval.md): one directory per item, in name order::
+
+    DATASET_DIR/<item>/mr.diff            the diff to review (git or plain unified diff)
+    DATASET_DIR/<item>/files/head/<path>  optional: the file after the change (context lines)
+    DATASET_DIR/<item>/files/base/<path>  optional: the file before it (accepted; the pipeline
+                                          shows head-side context only, so it is not read)
+    DATASET_DIR/<item>/truth.json         [{"path": "app.py", "line": 12, "side": "new"}, ...]
+
+Scoring (pure, :func:`score_item`): a finding matches a truth item when the path is equal, the
+side is the same and the line is within ±K (``--tolerance``, default 3); each truth item
+matches at most one finding and each finding at most one truth item, as many pairs as possible
+(per path and side, truth items in line order each take the first free finding from
+``line - K`` on, which is a maximum matching for windows of equal width). A file-level finding
+(no line) never matches. TP = matched findings, FP = the other findings, FN = the other truth
+items. precision = TP/(TP+FP), recall = TP/(TP+FN), F1 = 2PR/(P+R); an item with nothing to
+find and nothing reported scores 1, 1, 1, otherwise a zero denominator gives 0. The total is
+micro (over the summed counts); the mean is over the items. Per category: TP and FP of the
+findings of that category and their precision (truth items carry no category).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from reviewbot.diff import FileDiff, Side, parse_git_diff
+
+__all__ = [
+    "DEFAULT_TOLERANCE",
+    "DatasetError",
+    "EvalIncompleteError",
+    "EvalItem",
+    "EvalResult",
+    "ItemReview",
+    "ItemScore",
+    "Predicted",
+    "Scores",
+    "TruthItem",
+    "eval_run_row",
+    "evaluate",
+    "load_dataset",
+    "predicted_from",
+    "score_item",
+]
+
+DEFAULT_TOLERANCE = 3
+DIFF_FILE = "mr.diff"
+TRUTH_FILE = "truth.json"
+HEAD_DIR = Path("files") / "head"
+
+
+class DatasetError(ValueError):
+    """The dataset cannot be read (one line naming the item and what is wrong)."""
+
+
+class EvalIncompleteError(RuntimeError):
+    """Part of an item's diff could not be reviewed: its score would be meaningless."""
+
+
+@dataclass(frozen=True)
+class TruthItem:
+    path: str
+    line: int
+    side: str
+
+
+@dataclass(frozen=True)
+class Predicted:
+    """A finding as scoring sees it."""
+
+    path: str
+    side: str
+    line: int | None
+    category: str
+
+
+@dataclass(frozen=True)
+class EvalItem:
+    name: str
+    files: list[FileDiff]
+    head: dict[str, str]
+    truth: list[TruthItem]
+
+
+@dataclass(frozen=True)
+class Scores:
+    tp: int
+    fp: int
+    fn: int
+    precision: float
+    recall: float
+    f1: float
+
+    @classmethod
+    def of(cls, tp: int, fp: int, fn: int) -> Scores:
+        if tp == fp == fn == 0:
+            return cls(0, 0, 0, 1.0, 1.0, 1.0)
+        precision = tp / (tp + fp) if tp + fp else 0.0
+        recall = tp / (tp + fn) if tp + fn else 0.0
+        f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+        return cls(tp, fp, fn, precision, recall, f1)
+
+
+@dataclass(frozen=True)
+class ItemScore:
+    item: str
+    scores: Scores
+    by_category: dict[str, tuple[int, int]]  # category -> (tp, fp)
+
+
+@dataclass
+class EvalResult:
+    dataset: str
+    tolerance: int
+    model: str
+    prompt_version: str
+    items: list[ItemScore] = field(default_factory=list)
+
+    @property
+    def total(self) -> Scores:
+        """Micro: precision, recall and F1 of the summed counts."""
+        return Scores.of(
+            sum(i.scores.tp for i in self.items),
+            sum(i.scores.fp for i in self.items),
+            sum(i.scores.fn for i in self.items),
+        )
+
+    @property
+    def mean(self) -> dict[str, float]:
+        """The mean per item of precision, recall and F1 (1.0 each for no items)."""
+        count = len(self.items)
+        if count == 0:
+            return {"precision": 1.0, "recall": 1.0, "f1": 1.0}
+        return {
+            name: sum(getattr(i.scores, name) for i in self.items) / count
+            for name in ("precision", "recall", "f1")
+        }
+
+    def categories(self) -> list[dict[str, Any]]:
+        totals: dict[str, list[int]] = {}
+        for item in self.items:
+            for category, (tp, fp) in item.by_category.items():
+                pair = totals.setdefault(category, [0, 0])
+                pair[0] += tp
+                pair[1] += fp
+        return [
+            {"category": c, "tp": tp, "fp": fp, "precision": tp / (tp + fp) if tp + fp else 0.0}
+            for c, (tp, fp) in sorted(totals.items())
+        ]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "dataset": self.dataset,
+            "tolerance": self.tolerance,
+            "model": self.model,
+            "prompt_version": self.prompt_version,
+            "items": [{"item": i.item, **asdict(i.scores)} for i in self.items],
+            "total": asdict(self.total),
+            "mean": self.mean,
+            "categories": self.categories(),
+        }
+
+
+# ---------------------------------------------------------------------------------------------
+# Loading
+
+
+def _truth(path: Path, item: str) -> list[TruthItem]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise DatasetError(f"{item}: no {TRUTH_FILE}") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise DatasetError(f"{item}/{TRUTH_FILE}: not valid JSON ({error})") from None
+    if not isinstance(data, list):
+        raise DatasetError(f"{item}/{TRUTH_FILE}: must be a list of {{path, line, side}}")
+    truth = []
+    sides = {side.value for side in Side}
+    for number, entry in enumerate(data, 1):
+        where = f"{item}/{TRUTH_FILE} entry {number}"
+        if not isinstance(entry, dict):
+            raise DatasetError(f"{where}: must be an object with path, line and side")
+        path_value, line, side = entry.get("path"), entry.get("line"), entry.get("side")
+        if not isinstance(path_value, str) or not path_value:
+            raise DatasetError(f"{where}: path must be a non-empty string")
+        if not isinstance(line, int) or isinstance(line, bool) or line < 1:
+            raise DatasetError(f"{where}: line must be a positive integer")
+        if side not in sides:
+            raise DatasetError(f'{where}: side must be "new" or "old", not {side!r}')
+        truth.append(TruthItem(path_value, line, side))
+    return truth
+
+
+def _head_files(directory: Path) -> dict[str, str]:
+    if not directory.is_dir():
+        return {}
+    return {
+        path.relative_to(directory).as_posix(): path.read_text(encoding="utf-8", errors="replace")
+        for path in sorted(directory.rglob("*"))
+        if path.is_file()
+    }
+
+
+def load_dataset(directory: Path, limit: int | None = None) -> list[EvalItem]:
+    """The items of ``directory`` in name order (the first ``limit`` when given)."""
+    if not directory.is_dir():
+        raise DatasetError(f"{directory}: not a directory")
+    names = sorted(p.name for p in directory.iterdir() if p.is_dir() and not p.name.startswith("."))
+    if not names:
+        raise DatasetError(f"{directory}: no item directories (each holds {DIFF_FILE} and "
+                           f"{TRUTH_FILE})")  # fmt: skip
+    items = []
+    for name in names[:limit] if limit is not None else names:
+        folder = directory / name
+        try:
+            raw = (folder / DIFF_FILE).read_bytes()
+        except FileNotFoundError:
+            raise DatasetError(f"{name}: no {DIFF_FILE}") from None
+        try:
+            files = parse_git_diff(raw)
+        except ValueError as error:
+            raise DatasetError(f"{name}/{DIFF_FILE}: {error}") from None
+        items.append(EvalItem(name, files, _head_files(folder / HEAD_DIR), _truth(
+            folder / TRUTH_FILE, name)))  # fmt: skip
+    return items
+
+
+# ---------------------------------------------------------------------------------------------
+# Scoring (pure)
+
+
+def score_item(
+    name: str, predicted: Sequence[Predicted], truth: Sequence[TruthItem], tolerance: int
+) -> ItemScore:
+    """Match ``predicted`` against ``truth`` within ±``tolerance`` lines (module notes)."""
+    matched: set[int] = set()  # indexes into predicted
+    groups: dict[tuple[str, str], list[int]] = {}
+    for index, finding in enumerate(predicted):
+        if finding.line is not None:
+            groups.setdefault((finding.path, finding.side), []).append(index)
+    for indexes in groups.values():
+        indexes.sort(key=lambda i: (predicted[i].line, i))
+    tp = 0
+    for item in sorted(truth, key=lambda t: (t.path, t.side, t.line)):
+        for index in groups.get((item.path, item.side), []):
+            line = predicted[index].line
+            assert line is not None
+            if index in matched or line < item.line - tolerance:
+                continue
+            if line <= item.line + tolerance:
+                matched.add(index)
+                tp += 1
+            break
+    by_category: dict[str, tuple[int, int]] = {}
+    for index, finding in enumerate(predicted):
+        hit, miss = by_category.get(finding.category, (0, 0))
+        by_category[finding.category] = (hit + 1, miss) if index in matched else (hit, miss + 1)
+    return ItemScore(name, Scores.of(tp, len(predicted) - tp, len(truth) - tp), by_category)
+
+
+# ---------------------------------------------------------------------------------------------
+# Running
+
+
+@dataclass(frozen=True)
+class ItemReview:
+    """What the pipeline reported for one item."""
+
+    findings: list[Predicted]
+    model: str
+    prompt_version: str
+
+
+def evaluate(
+    dataset: str,
+    items: Sequence[EvalItem],
+    review: Callable[[EvalItem], ItemReview],
+    *,
+    tolerance: int = DEFAULT_TOLERANCE,
+    on_item: Callable[[ItemScore], None] | None = None,
+) -> EvalResult:
+    """Review every item with ``review`` and score it; model and prompt version are those the
+    reviews report (the last item's)."""
+    result = EvalResult(dataset=dataset, tolerance=tolerance, model="", prompt_version="")
+    for item in items:
+        reviewed = review(item)
+        result.model, result.prompt_version = reviewed.model, reviewed.prompt_version
+        scored = score_item(item.name, reviewed.findings, item.truth, tolerance)
+        result.items.append(scored)
+        if on_item is not None:
+            on_item(scored)
+    return result
+
+
+def eval_run_row(result: EvalResult, started_at: Any, finished_at: Any) -> dict[str, Any]:
+    """The ``eval_runs`` row of a result (Store.record_eval_run fields)."""
+    total, mean = result.total, result.mean
+    document = result.to_json()
+    return {
+        "dataset": result.dataset,
+        "model": result.model,
+        "prompt_version": result.prompt_version,
+        "tolerance": result.tolerance,
+        "items": len(result.items),
+        "tp": total.tp,
+        "fp": total.fp,
+        "fn": total.fn,
+        "precision": total.precision,
+        "recall": total.recall,
+        "f1": total.f1,
+        "mean_precision": mean["precision"],
+        "mean_recall": mean["recall"],
+        "mean_f1": mean["f1"],
+        "results": {"items": document["items"], "categories": document["categories"]},
+        "started_at": started_at,
+        "finished_at": finished_at,
+    }
+
+
+def predicted_from(findings: Sequence[Any]) -> list[Predicted]:
+    """Scoring's view of pipeline findings (reviewbot.findings.Finding)."""
+    return [Predicted(f.path, f.side.value, f.line, f.category.value) for f in findings]

@@ -1,0 +1,411 @@
+"""The accuracy report: one window's figures as JSON, Markdown (for GitLab) and HTML.
+
+:func:`build_report` asks the store for the window's figures (all computed in SQL, see
+:mod:`reviewbot.store.report_queries`) and those of the window before it, and shapes them into
+the JSON document; :func:`report_markdown` and :func:`reviewbot.report_html.report_html` render
+that document (pure: data in, text out). :func:`post_report_issue` creates or edits the GitLab
+issue ``reviewbot report <ISO week>``.
+
+Rates: acceptance = 👍 / (👍 + 👎), addressed = addressed / posted findings whose MR got a
+later version or was merged (``addressable``); both are null when their denominator is 0.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+from reviewbot.markdown import table_cell
+from reviewbot.store.report_queries import ReportScope
+from reviewbot.window import Window
+
+__all__ = [
+    "DEFAULT_SLO_TTFT_MS",
+    "FORMATS",
+    "REPORT_MARKER_PREFIX",
+    "IssueTracker",
+    "ReportStore",
+    "build_report",
+    "change_text",
+    "issue_title",
+    "minute",
+    "post_report_issue",
+    "report_markdown",
+    "shown",
+    "value_at",
+    "write_report",
+]
+
+DEFAULT_SLO_TTFT_MS = 800.0
+FORMATS = ("json", "md", "html")
+SLOWEST_REVIEWS = 5
+WORST_CATEGORIES = 5
+EVAL_RUNS_SHOWN = 20
+PERCENT = 100.0
+REPORT_MARKER_PREFIX = "<!-- reviewbot:report"
+MARKER_UNSAFE = re.compile(r"[^A-Za-z0-9_./-]")  # keeps the marker one HTML comment
+FEEDBACK_FIELDS = (
+    "thumbs_up", "thumbs_down", "addressed", "resolved_by_human", "replied", "replies",
+    "suggestion_applied", "deleted", "ignored",
+)  # fmt: skip
+GROUP_FIELDS = (
+    "findings", "findings_posted", "thumbs_up", "thumbs_down", "addressed",
+    "resolved_by_human", "replied", "suggestion_applied", "deleted", "ignored", "addressable",
+)  # fmt: skip
+HEADLINE = (
+    # (label, path in the report, kind): kind "count", "rate", "ms" or "s"
+    ("Reviews", ("totals", "reviews"), "count"),
+    ("Merge requests", ("totals", "mrs"), "count"),
+    ("Findings", ("totals", "findings"), "count"),
+    ("Findings posted", ("totals", "findings_posted"), "count"),
+    ("Model calls", ("totals", "model_calls"), "count"),
+    ("👍", ("feedback", "thumbs_up"), "count"),
+    ("👎", ("feedback", "thumbs_down"), "count"),
+    ("Addressed", ("feedback", "addressed"), "count"),
+    ("Resolved by a human", ("feedback", "resolved_by_human"), "count"),
+    ("Ignored", ("feedback", "ignored"), "count"),
+    ("Acceptance 👍/(👍+👎)", ("rates", "acceptance"), "rate"),
+    ("Addressed rate", ("rates", "addressed"), "rate"),
+    ("First token p50", ("latency", "ttft_ms", "p50"), "ms"),
+    ("First token p95", ("latency", "ttft_ms", "p95"), "ms"),
+    ("Review time p50", ("latency", "review_s", "p50"), "s"),
+    ("Review time p95", ("latency", "review_s", "p95"), "s"),
+)
+
+
+class ReportStore(Protocol):
+    """The part of :class:`reviewbot.store.Store` the report reads."""
+
+    def report_figures(
+        self, scope: ReportScope, *, slowest: int, eval_limit: int
+    ) -> dict[str, Any]: ...
+
+    def window_summary(self, scope: ReportScope) -> dict[str, Any]: ...
+
+
+class IssueTracker(Protocol):
+    """The part of :class:`reviewbot.gitlab.GitLabClient` ``--post-issue`` uses."""
+
+    def find_issue(self, project: int | str, title: str, marker: str) -> dict[str, Any] | None: ...
+
+    def create_issue(
+        self, project: int | str, title: str, description: str, marker: str
+    ) -> dict[str, Any]: ...
+
+    def update_issue(
+        self, project: int | str, issue_iid: int, description: str
+    ) -> dict[str, Any]: ...
+
+
+# ---------------------------------------------------------------------------------------------
+# The JSON document
+
+
+def _ratio(numerator: int, denominator: int) -> float | None:
+    return None if denominator == 0 else numerator / denominator
+
+
+def _feedback(outcomes: Mapping[str, int]) -> dict[str, int]:
+    return {name: int(outcomes.get(name, 0)) for name in FEEDBACK_FIELDS}
+
+
+def _rates(outcomes: Mapping[str, int]) -> dict[str, float | None]:
+    up, down = outcomes.get("thumbs_up", 0), outcomes.get("thumbs_down", 0)
+    return {
+        "acceptance": _ratio(up, up + down),
+        "addressed": _ratio(outcomes.get("addressed", 0), outcomes.get("addressable", 0)),
+    }
+
+
+def _groups(dimension: str, figures: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """One object per value of ``dimension``: counts, outcomes and rates, largest first."""
+    found, outcomes = figures["findings"], figures["outcomes"]
+    rows = []
+    for label in sorted(set(found) | set(outcomes)):
+        counts = {"findings": int(found.get(label, 0)), **outcomes.get(label, {})}
+        row: dict[str, Any] = {dimension: label}
+        row.update({name: int(counts.get(name, 0)) for name in GROUP_FIELDS})
+        rates = _rates(row)
+        row["acceptance"], row["addressed_rate"] = rates["acceptance"], rates["addressed"]
+        rows.append(row)
+    return sorted(rows, key=lambda row: (-row["findings"], str(row[dimension])))
+
+
+def _window_json(window: Window, project: str | None) -> dict[str, Any]:
+    return {
+        "since": window.since.isoformat(),
+        "until": window.until.isoformat(),
+        "until_exclusive": True,
+        "iso_week": window.iso_week,
+        "project": project,
+    }
+
+
+def _summary(figures: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "totals": figures["totals"],
+        "latency": figures["latency"],
+        "feedback": _feedback(figures["outcomes"]),
+        "rates": _rates(figures["outcomes"]),
+    }
+
+
+def mr_url(gitlab_url: str | None, project: str, iid: int | None) -> str | None:
+    """The MR's web address built from its GitLab, path and iid (None for a local review)."""
+    if not gitlab_url or iid is None:
+        return None
+    return f"{gitlab_url.rstrip('/')}/{project}/-/merge_requests/{iid}"
+
+
+def build_report(
+    store: ReportStore,
+    window: Window,
+    *,
+    now: datetime,
+    project: str | None = None,
+    slo_ttft_ms: float = DEFAULT_SLO_TTFT_MS,
+) -> dict[str, Any]:
+    """The report of ``window`` (and of the window before it, under ``previous``)."""
+    scope = ReportScope(window.since, window.until, project)
+    figures = store.report_figures(scope, slowest=SLOWEST_REVIEWS, eval_limit=EVAL_RUNS_SHOWN)
+    before = window.previous()
+    previous = store.window_summary(ReportScope(before.since, before.until, project))
+    ttft_p95 = figures["latency"]["ttft_ms"]["p95"]
+    slowest = [
+        {**review, "started_at": review["started_at"].isoformat(),
+         "url": mr_url(review["gitlab_url"], review["project"], review["mr_iid"])}
+        for review in figures["slowest_reviews"]
+    ]  # fmt: skip
+    eval_runs = [
+        {**run, "started_at": run["started_at"].isoformat(),
+         "finished_at": run["finished_at"].isoformat()}
+        for run in figures["eval_runs"]
+    ]  # fmt: skip
+    return {
+        "window": _window_json(window, project),
+        "generated_at": now.isoformat(),
+        "empty": figures["totals"]["reviews"] == 0,
+        **_summary(figures),
+        "by_category": _groups("category", figures["by"]["category"]),
+        "by_prompt_version": _groups("prompt_version", figures["by"]["prompt_version"]),
+        "by_model": _groups("model", figures["by"]["model"]),
+        "by_severity": _groups("severity", figures["by"]["severity"]),
+        "daily": {
+            "days": window.days(),
+            "findings": figures["daily_findings"],
+            "ttft": figures["daily_ttft"],
+        },
+        "slo": {
+            "ttft_p95_target_ms": slo_ttft_ms,
+            "ttft_p95_ms": ttft_p95,
+            "pass": None if ttft_p95 is None else ttft_p95 <= slo_ttft_ms,
+        },
+        "slowest_reviews": slowest,
+        "eval_runs": eval_runs,
+        "previous": {"window": _window_json(before, project), **_summary(previous)},
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# Markdown
+
+
+def value_at(document: Mapping[str, Any], path: Sequence[str]) -> Any:
+    """The value at ``path`` in nested mappings, None when absent."""
+    value: Any = document
+    for name in path:
+        value = value.get(name) if isinstance(value, Mapping) else None
+    return value
+
+
+def shown(value: Any, kind: str) -> str:
+    """A figure for people: "count", "rate" (percent), "ms" or "s"; "–" when None."""
+    if value is None:
+        return "–"
+    if kind == "rate":
+        return f"{value * PERCENT:.0f}%"
+    if kind == "ms":
+        return f"{value:.0f} ms"
+    if kind == "s":
+        return f"{value:.1f} s"
+    return str(value)
+
+
+def change_text(now: Any, before: Any, kind: str) -> str:
+    """An arrow and the difference: ▲ up, ▼ down, → unchanged ("–" when either is missing)."""
+    if now is None or before is None:
+        return "–"
+    delta = now - before
+    arrow = "▲" if delta > 0 else "▼" if delta < 0 else "→"
+    if kind == "rate":
+        return f"{arrow} {abs(delta) * PERCENT:.0f} pp"
+    if kind == "ms":
+        return f"{arrow} {abs(delta):.0f} ms"
+    if kind == "s":
+        return f"{arrow} {abs(delta):.1f} s"
+    return f"{arrow} {abs(delta)}"
+
+
+def minute(iso_time: str) -> str:
+    """``2025-03-10 07:00`` of an ISO 8601 UTC time."""
+    return iso_time[: len("YYYY-MM-DDTHH:MM")].replace("T", " ")
+
+
+def issue_marker(report: Mapping[str, Any]) -> str:
+    """The hidden marker that identifies the report issue of an ISO week."""
+    window = report["window"]
+    project = MARKER_UNSAFE.sub("_", window["project"] or "all")
+    return f"{REPORT_MARKER_PREFIX} week={window['iso_week']} project={project} -->"
+
+
+def issue_title(report: Mapping[str, Any]) -> str:
+    return f"reviewbot report {report['window']['iso_week']}"
+
+
+def _link(text: str, url: str | None) -> str:
+    return f"[{text}]({url})" if url else text
+
+
+def report_markdown(report: Mapping[str, Any]) -> str:
+    """What a lead reads in GitLab: headline numbers with week-over-week arrows, the worst
+    categories by 👎, the slowest reviews with links to their MRs, prompt versions, evals."""
+    window = report["window"]
+    since, until = minute(window["since"]), minute(window["until"])
+    scope = f" · project {table_cell(window['project'])}" if window["project"] else ""
+    lines = [
+        issue_marker(report),
+        f"# {issue_title(report)}",
+        "",
+        f"Reviews started from {since} to {until} UTC (end excluded){scope}.",
+        "",
+    ]
+    if report["empty"]:
+        lines += ["**No reviews** in this window.", ""]
+    lines += ["| | this window | previous | change |", "|---|---:|---:|---|"]
+    for label, path, kind in HEADLINE:
+        now, before = value_at(report, path), value_at(report["previous"], path)
+        lines.append(f"| {label} | {shown(now, kind)} | {shown(before, kind)} | "
+                     f"{change_text(now, before, kind)} |")  # fmt: skip
+    slo = report["slo"]
+    verdict = {True: "met ✅", False: "missed ❌", None: "no data"}[slo["pass"]]
+    lines += [
+        "",
+        f"**SLO**: first-token p95 {shown(slo['ttft_p95_ms'], 'ms')} against "
+        f"{slo['ttft_p95_target_ms']:.0f} ms: {verdict}.",
+        "",
+    ]
+    lines += _worst_categories(report["by_category"])
+    lines += _slowest(report["slowest_reviews"])
+    lines += _group_table("By prompt version", "prompt_version", report["by_prompt_version"])
+    lines += _group_table("By model", "model", report["by_model"])
+    lines += _evals(report["eval_runs"])
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _worst_categories(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    voted = sorted(
+        (row for row in rows if row["thumbs_down"] or row["thumbs_up"]),
+        key=lambda row: (-row["thumbs_down"], row["acceptance"] or 0.0, row["category"]),
+    )[:WORST_CATEGORIES]
+    lines = ["## Worst categories by 👎", ""]
+    if not voted:
+        return [*lines, "No votes in this window.", ""]
+    lines += ["| category | 👎 | 👍 | acceptance | posted | addressed rate |",
+              "|---|---:|---:|---:|---:|---:|"]  # fmt: skip
+    for row in voted:
+        lines.append(
+            f"| {table_cell(row['category'])} | {row['thumbs_down']} | {row['thumbs_up']} | "
+            f"{shown(row['acceptance'], 'rate')} | {row['findings_posted']} | "
+            f"{shown(row['addressed_rate'], 'rate')} |"
+        )
+    return [*lines, ""]
+
+
+def _slowest(reviews: Sequence[Mapping[str, Any]]) -> list[str]:
+    lines = ["## Slowest reviews", ""]
+    if not reviews:
+        return [*lines, "No finished reviews in this window.", ""]
+    lines += ["| merge request | seconds | chunks | findings | model | status |",
+              "|---|---:|---:|---:|---|---|"]  # fmt: skip
+    for review in reviews:
+        name = table_cell(
+            f"{review['project']}!{review['mr_iid']}" if review["mr_iid"] else review["project"]
+        )
+        lines.append(
+            f"| {_link(name, review['url'])} | {review['seconds']:.1f} | {review['chunks']} | "
+            f"{review['findings']} | {table_cell(review['model'])} | {review['status']} |"
+        )
+    return [*lines, ""]
+
+
+def _group_table(title: str, dimension: str, rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    if not rows:
+        return []
+    lines = [f"## {title}", "",
+             f"| {dimension.replace('_', ' ')} | findings | posted | 👍 | 👎 | acceptance | "
+             "addressed | addressed rate |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+    for row in rows:
+        lines.append(
+            f"| {table_cell(str(row[dimension]) or '(none)')} | {row['findings']} | "
+            f"{row['findings_posted']} | {row['thumbs_up']} | {row['thumbs_down']} | "
+            f"{shown(row['acceptance'], 'rate')} | {row['addressed']} | "
+            f"{shown(row['addressed_rate'], 'rate')} |"
+        )
+    return [*lines, ""]
+
+
+def _evals(runs: Sequence[Mapping[str, Any]]) -> list[str]:
+    if not runs:
+        return []
+    lines = ["## Eval runs (labelled datasets)", "",
+             "| prompt version | model | dataset | items | precision | recall | F1 | when |",
+             "|---|---|---|---:|---:|---:|---:|---|"]  # fmt: skip
+    for run in runs:
+        lines.append(
+            f"| {table_cell(run['prompt_version'])} | {table_cell(run['model'])} | "
+            f"{table_cell(Path(run['dataset']).name)} | {run['items']} | "
+            f"{run['precision']:.2f} | {run['recall']:.2f} | {run['f1']:.2f} | "
+            f"{minute(run['started_at'])} |"
+        )
+    return [*lines, ""]
+
+
+# ---------------------------------------------------------------------------------------------
+# Output
+
+
+def write_report(report: Mapping[str, Any], output: Path, formats: Iterable[str]) -> list[Path]:
+    """Write ``report.<format>`` for each of ``formats`` into ``output``; the paths written."""
+    output.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name in formats:
+        path = output / f"report.{name}"
+        if name == "json":
+            path.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+        elif name == "md":
+            path.write_text(report_markdown(report))
+        elif name == "html":
+            from reviewbot.report_html import report_html
+
+            path.write_text(report_html(report))
+        else:
+            raise ValueError(f"unknown report format {name!r}: one of {', '.join(FORMATS)}")
+        written.append(path)
+    return written
+
+
+def post_report_issue(
+    tracker: IssueTracker, project: str, report: Mapping[str, Any]
+) -> tuple[dict[str, Any], bool]:
+    """Create the week's report issue in ``project``, or edit it when it exists (found by its
+    title and hidden marker); the issue and whether it was created."""
+    title, body, marker = issue_title(report), report_markdown(report), issue_marker(report)
+    existing = tracker.find_issue(project, title, marker)
+    if existing is not None:
+        return tracker.update_issue(project, int(existing["iid"]), body), False
+    return tracker.create_issue(project, title, body, marker), True

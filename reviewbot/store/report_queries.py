@@ -1,0 +1,526 @@
+"""The accuracy report's figures, each computed in SQL (GROUP BY, window functions), never by
+looping over rows in Python: a year of data reports in seconds (tests/bench/bench_report.py).
+
+Which rows a window holds:
+
+- a review belongs to a window when it *started* in it: ``since <= started_at < until`` (UTC,
+  ``until`` exclusive: a review at 23:59:59.999999 on Sunday is in that week, one at 00:00:00
+  on Monday is not); its model calls and findings go with it;
+- a finding is *posted* when it has a thread on GitLab (``PUBLISHED_STATES``). Feedback is
+  about a posted finding and counts in the window of the review that posted it, whenever it
+  arrived: the report says what became of that window's comments so far;
+- 👍/👎 are the *current* votes: per finding, user and vote the newest event wins, so a vote
+  recorded by both the webhook and ``feedback sync`` counts once and a revoked vote not at all;
+- the other outcomes count findings (a finding addressed twice is one addressed finding),
+  except ``replies``, which counts human replies.
+
+Percentiles are nearest-rank, the same on both backends: the value at rank ``ceil(p * n)`` in
+ascending order, found with ``ROW_NUMBER()`` and ``COUNT()`` windows (SQLite has no
+``percentile_cont``). Days are UTC dates of the review's start.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    Connection,
+    and_,
+    case,
+    cast,
+    exists,
+    func,
+    literal,
+    or_,
+    select,
+)
+from sqlalchemy import String as SqlString
+from sqlalchemy.orm import aliased
+
+from reviewbot.store.figures import review_seconds
+from reviewbot.store.models import PUBLISHED_STATES, FeedbackKind, FindingState, MergeRequestState
+from reviewbot.store.models import EvalRun as EvalRunRow
+from reviewbot.store.models import Feedback as FeedbackRow
+from reviewbot.store.models import Finding as FindingRow
+from reviewbot.store.models import LLMCall as LLMCallRow
+from reviewbot.store.models import MergeRequestRecord as MergeRequestRow
+from reviewbot.store.models import Review as ReviewRow
+
+__all__ = [
+    "DIMENSIONS",
+    "OUTCOME_FIELDS",
+    "ReportScope",
+    "daily_findings",
+    "daily_ttft",
+    "eval_runs",
+    "finding_groups",
+    "latency",
+    "outcome_groups",
+    "read_report_figures",
+    "read_window_summary",
+    "roll_up",
+    "slowest_reviews",
+    "totals",
+]
+
+PERMILLE = 1000
+P50 = 500
+P95 = 950
+THUMBS_UP = "thumbsup"
+THUMBS_DOWN = "thumbsdown"
+# Findings found again on a later run: counted once, where they were first reported.
+REFOUND_STATES = (FindingState.DUPLICATE.value, FindingState.DELETED.value)
+POSTED_STATES = tuple(state.value for state in PUBLISHED_STATES)
+DIMENSIONS = ("category", "prompt_version", "model", "severity")
+OUTCOME_FIELDS = (
+    "findings_posted", "thumbs_up", "thumbs_down", "addressed", "resolved_by_human",
+    "replied", "replies", "suggestion_applied", "deleted", "ignored", "addressable",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ReportScope:
+    """Reviews started in ``[since, until)`` (UTC), of one project (path or id) or all."""
+
+    since: datetime
+    until: datetime
+    project: str | None = None
+
+    def review_conditions(self) -> list[Any]:
+        conditions = [ReviewRow.started_at >= self.since, ReviewRow.started_at < self.until]
+        if self.project is not None:
+            by_path = ReviewRow.project == self.project
+            if self.project.isdigit():
+                conditions.append(or_(by_path, ReviewRow.project_id == int(self.project)))
+            else:
+                conditions.append(by_path)
+        return conditions
+
+
+def utc_day(column: Any, dialect: str) -> Any:
+    """``YYYY-MM-DD`` of a timestamp, in UTC (SQLite stores UTC text; PostgreSQL converts)."""
+    if dialect == "sqlite":
+        return func.date(column)
+    return func.to_char(func.timezone("UTC", column), "YYYY-MM-DD")
+
+
+def _rank_of(fraction_permille: int, count: Any) -> Any:
+    """ceil(p * n) in integer arithmetic: (p‰ * n + 999) // 1000."""
+    return (literal(fraction_permille) * count + (PERMILLE - 1)) // PERMILLE
+
+
+def _percentiles(
+    connection: Connection,
+    value: Any,
+    source: Any,
+    conditions: Sequence[Any],
+    group: Any | None = None,
+) -> list[Any]:
+    """Rows of (group?, p50, p95, n) of ``value`` over ``source`` where ``conditions``."""
+    partition = {"partition_by": group} if group is not None else {}
+    ranked = (
+        select(
+            *([group.label("grp")] if group is not None else []),
+            value.label("value"),
+            func.row_number().over(order_by=value, **partition).label("rank"),
+            func.count().over(**partition).label("n"),
+        )
+        .select_from(source)
+        .where(*conditions, value.is_not(None))
+        .subquery()
+    )
+
+    def at(permille: int) -> Any:
+        return func.min(case((ranked.c.rank == _rank_of(permille, ranked.c.n), ranked.c.value)))
+
+    grouping = [ranked.c.grp] if group is not None else []
+    query = select(*grouping, at(P50), at(P95), func.max(ranked.c.n)).group_by(*grouping)
+    if group is not None:
+        query = query.order_by(ranked.c.grp)
+    return list(connection.execute(query))
+
+
+def totals(connection: Connection, scope: ReportScope) -> dict[str, Any]:
+    """Counts of the window: reviews (and by status), MRs, findings, posted, calls, tokens."""
+    in_scope = scope.review_conditions()
+    reviews, prompt, completion, cached = connection.execute(
+        select(
+            func.count(ReviewRow.id),
+            func.sum(ReviewRow.prompt_tokens),
+            func.sum(ReviewRow.completion_tokens),
+            func.sum(ReviewRow.cached_tokens),
+        ).where(*in_scope)
+    ).one()
+    by_status = dict(
+        connection.execute(
+            select(ReviewRow.status, func.count()).where(*in_scope).group_by(ReviewRow.status)
+        ).all()
+    )
+    project_key = func.coalesce(cast(ReviewRow.project_id, SqlString), ReviewRow.project)
+    merge_requests = (
+        select(func.coalesce(ReviewRow.gitlab_url, ""), project_key, ReviewRow.mr_iid)
+        .where(*in_scope, ReviewRow.mr_iid.is_not(None))
+        .distinct()
+        .subquery()
+    )
+    mrs = connection.scalar(select(func.count()).select_from(merge_requests))
+    findings, posted = connection.execute(
+        select(
+            func.count(FindingRow.id),
+            func.sum(case((FindingRow.state.in_(POSTED_STATES), 1), else_=0)),
+        )
+        .join(ReviewRow, FindingRow.review_id == ReviewRow.id)
+        .where(*in_scope, FindingRow.state.not_in(REFOUND_STATES))
+    ).one()
+    calls = connection.scalar(
+        select(func.count(LLMCallRow.id))
+        .join(ReviewRow, LLMCallRow.review_id == ReviewRow.id)
+        .where(*in_scope)
+    )
+    return {
+        "reviews": int(reviews or 0),
+        "reviews_by_status": {status: int(count) for status, count in sorted(by_status.items())},
+        "mrs": int(mrs or 0),
+        "findings": int(findings or 0),
+        "findings_posted": int(posted or 0),
+        "model_calls": int(calls or 0),
+        "prompt_tokens": int(prompt or 0),
+        "completion_tokens": int(completion or 0),
+        "cached_tokens": int(cached or 0),
+    }
+
+
+def latency(connection: Connection, scope: ReportScope) -> dict[str, dict[str, float | None]]:
+    """TTFT of the window's model calls (ms) and duration of its finished reviews (s)."""
+    in_scope = scope.review_conditions()
+    calls = LLMCallRow.__table__.join(ReviewRow.__table__, LLMCallRow.review_id == ReviewRow.id)
+    ((ttft_p50, ttft_p95, ttft_n),) = _percentiles(
+        connection, LLMCallRow.ttft_ms, calls, in_scope
+    ) or [(None, None, 0)]
+    seconds = review_seconds(connection.dialect.name)
+    ((review_p50, review_p95, review_n),) = _percentiles(
+        connection, seconds, ReviewRow.__table__, in_scope
+    ) or [(None, None, 0)]
+    return {
+        "ttft_ms": {"p50": _float(ttft_p50), "p95": _float(ttft_p95), "count": int(ttft_n or 0)},
+        "review_s": {
+            "p50": _float(review_p50),
+            "p95": _float(review_p95),
+            "count": int(review_n or 0),
+        },
+    }
+
+
+def daily_ttft(connection: Connection, scope: ReportScope) -> list[dict[str, Any]]:
+    """Per day: TTFT p50 and p95 (ms) and how many calls had a first token."""
+    day = utc_day(ReviewRow.started_at, connection.dialect.name)
+    calls = LLMCallRow.__table__.join(ReviewRow.__table__, LLMCallRow.review_id == ReviewRow.id)
+    rows = _percentiles(connection, LLMCallRow.ttft_ms, calls, scope.review_conditions(), day)
+    return [
+        {"day": str(d), "p50_ms": _float(p50), "p95_ms": _float(p95), "calls": int(n)}
+        for d, p50, p95, n in rows
+    ]
+
+
+def daily_findings(connection: Connection, scope: ReportScope) -> list[dict[str, Any]]:
+    """Per day and severity: findings reported (found again on a later run: not again)."""
+    day = utc_day(ReviewRow.started_at, connection.dialect.name).label("day")
+    rows = connection.execute(
+        select(day, FindingRow.severity, func.count())
+        .join(ReviewRow, FindingRow.review_id == ReviewRow.id)
+        .where(*scope.review_conditions(), FindingRow.state.not_in(REFOUND_STATES))
+        .group_by(day, FindingRow.severity)
+        .order_by(day, FindingRow.severity)
+    )
+    return [{"day": str(d), "severity": s, "findings": int(n)} for d, s, n in rows]
+
+
+def _dimension_columns() -> list[Any]:
+    """The columns of DIMENSIONS, in that order."""
+    return [FindingRow.category, ReviewRow.prompt_version, ReviewRow.model, FindingRow.severity]
+
+
+def finding_groups(connection: Connection, scope: ReportScope) -> list[dict[str, Any]]:
+    """Findings reported in the window, counted per combination of DIMENSIONS (a few hundred
+    rows at most: 10 categories x 5 severities x the models and prompt versions in use)."""
+    columns = _dimension_columns()
+    rows = connection.execute(
+        select(*columns, func.count())
+        .select_from(FindingRow)
+        .join(ReviewRow, FindingRow.review_id == ReviewRow.id)
+        .where(*scope.review_conditions(), FindingRow.state.not_in(REFOUND_STATES))
+        .group_by(*columns)
+    )
+    return [{**dict(zip(DIMENSIONS, row[:-1], strict=True)), "findings": int(row[-1])}
+            for row in rows]  # fmt: skip
+
+
+def outcome_groups(connection: Connection, scope: ReportScope) -> list[dict[str, Any]]:
+    """What became of the window's posted findings, per combination of DIMENSIONS.
+
+    Each row holds OUTCOME_FIELDS; ``addressable`` counts the posted findings whose MR got a
+    later version (a later review of another head, or a newer head seen by ``feedback sync``),
+    was merged, or that were addressed (the addressed rate's denominator).
+    """
+    posted = (
+        select(
+            FindingRow.id.label("id"),
+            *(column.label(name) for name, column in zip(DIMENSIONS, _dimension_columns(),
+                                                         strict=True)),
+            FindingRow.gitlab_url.label("gitlab_url"),
+            FindingRow.project_id.label("project_id"),
+            FindingRow.mr_iid.label("mr_iid"),
+            ReviewRow.head_sha.label("head_sha"),
+            ReviewRow.started_at.label("started_at"),
+        )
+        .join(ReviewRow, FindingRow.review_id == ReviewRow.id)
+        .where(*scope.review_conditions(), FindingRow.state.in_(POSTED_STATES))
+        .cte("posted")
+    )  # fmt: skip
+    about_posted = _about_posted_finding(scope)
+    votes = _current_votes(about_posted)
+    outcomes = _outcome_flags(about_posted)
+    addressed = func.coalesce(outcomes.c.addressed, 0)
+    eligible = case((or_(addressed == 1, _later_version(posted)), 1), else_=0)
+
+    def total(column: Any) -> Any:
+        return func.coalesce(func.sum(func.coalesce(column, 0)), 0)
+
+    labels = [posted.c[name] for name in DIMENSIONS]
+    query = (
+        select(
+            *labels,
+            func.count(posted.c.id),
+            total(votes.c.up),
+            total(votes.c.down),
+            total(outcomes.c.addressed),
+            total(outcomes.c.resolution),
+            total(case((outcomes.c.replies > 0, 1), else_=0)),
+            total(outcomes.c.replies),
+            total(outcomes.c.suggestion_applied),
+            total(outcomes.c.deleted),
+            total(outcomes.c.ignored),
+            total(eligible),
+        )
+        .select_from(
+            posted.outerjoin(votes, votes.c.finding_id == posted.c.id).outerjoin(
+                outcomes, outcomes.c.finding_id == posted.c.id
+            )
+        )
+        .group_by(*labels)
+    )
+    width = len(DIMENSIONS)
+    return [
+        {**dict(zip(DIMENSIONS, row[:width], strict=True)),
+         **dict(zip(OUTCOME_FIELDS, (int(v) for v in row[width:]), strict=True))}
+        for row in connection.execute(query)
+    ]  # fmt: skip
+
+
+def roll_up(
+    groups: Sequence[Mapping[str, Any]], dimension: str | None, fields: Sequence[str]
+) -> dict[str, dict[str, int]]:
+    """Sum the grouped rows of finding_groups/outcome_groups by one dimension (None: all
+    into one row, labelled ""). Runs over those few aggregated rows, never over findings."""
+    totals: dict[str, dict[str, int]] = {}
+    for group in groups:
+        label = "" if dimension is None else str(group[dimension])
+        into = totals.setdefault(label, dict.fromkeys(fields, 0))
+        for name in fields:
+            into[name] += int(group[name])
+    return totals
+
+
+def _about_posted_finding(scope: ReportScope) -> Any:
+    """Feedback about a finding posted by a review of the window (a condition on feedback
+    rows: each row looks its finding up, cheaper than probing every posted finding)."""
+    return exists(
+        select(literal(1))
+        .select_from(FindingRow)
+        .join(ReviewRow, FindingRow.review_id == ReviewRow.id)
+        .where(
+            FindingRow.id == FeedbackRow.finding_id,
+            FindingRow.state.in_(POSTED_STATES),
+            *scope.review_conditions(),
+        )
+    )
+
+
+def _current_votes(about_posted: Any) -> Any:
+    """Per finding: 👍 and 👎 in force (the newest event per finding, user and vote)."""
+    vote = case((FeedbackRow.value.like(f"{THUMBS_UP}%"), THUMBS_UP), else_=THUMBS_DOWN)
+    newest_first = func.row_number().over(
+        partition_by=(FeedbackRow.finding_id, FeedbackRow.username, vote),
+        order_by=(FeedbackRow.created_at.desc(), FeedbackRow.id.desc()),
+    )
+    ranked = (
+        select(FeedbackRow.finding_id, FeedbackRow.value, newest_first.label("rank"))
+        .where(FeedbackRow.kind == FeedbackKind.AWARD.value, about_posted)
+        .subquery()
+    )
+    return (
+        select(
+            ranked.c.finding_id,
+            func.sum(case((ranked.c.value == THUMBS_UP, 1), else_=0)).label("up"),
+            func.sum(case((ranked.c.value == THUMBS_DOWN, 1), else_=0)).label("down"),
+        )
+        .where(ranked.c.rank == 1)
+        .group_by(ranked.c.finding_id)
+        .subquery()
+    )
+
+
+def _outcome_flags(about_posted: Any) -> Any:
+    """Per finding: 1/0 for each outcome that happened, and the number of human replies."""
+
+    def happened(kind: FeedbackKind) -> Any:
+        return func.max(case((FeedbackRow.kind == kind.value, 1), else_=0))
+
+    return (
+        select(
+            FeedbackRow.finding_id,
+            happened(FeedbackKind.ADDRESSED).label("addressed"),
+            happened(FeedbackKind.RESOLUTION).label("resolution"),
+            func.sum(case((FeedbackRow.kind == FeedbackKind.REPLY.value, 1), else_=0)).label(
+                "replies"
+            ),
+            happened(FeedbackKind.SUGGESTION_APPLIED).label("suggestion_applied"),
+            happened(FeedbackKind.DELETED).label("deleted"),
+            happened(FeedbackKind.IGNORED).label("ignored"),
+        )
+        .where(FeedbackRow.kind != FeedbackKind.AWARD.value, about_posted)
+        .group_by(FeedbackRow.finding_id)
+        .subquery()
+    )
+
+
+def _later_version(posted: Any) -> Any:
+    """The posted finding's MR moved on: reviewed again at another head, or seen by
+    ``feedback sync`` merged or at another head."""
+    later = aliased(ReviewRow)
+    reviewed_again = exists(
+        select(literal(1)).where(
+            later.gitlab_url == posted.c.gitlab_url,
+            later.project_id == posted.c.project_id,
+            later.mr_iid == posted.c.mr_iid,
+            later.started_at > posted.c.started_at,
+            later.head_sha != posted.c.head_sha,
+        )
+    )
+    synced = exists(
+        select(literal(1)).where(
+            MergeRequestRow.gitlab_url == posted.c.gitlab_url,
+            MergeRequestRow.project_id == posted.c.project_id,
+            MergeRequestRow.mr_iid == posted.c.mr_iid,
+            or_(
+                MergeRequestRow.state == MergeRequestState.MERGED.value,
+                and_(
+                    MergeRequestRow.latest_head_sha.is_not(None),
+                    MergeRequestRow.latest_head_sha != posted.c.head_sha,
+                ),
+            ),
+        )
+    )
+    return or_(reviewed_again, synced)
+
+
+def slowest_reviews(connection: Connection, scope: ReportScope, limit: int) -> list[dict[str, Any]]:
+    """The ``limit`` longest finished reviews of the window, longest first."""
+    seconds = review_seconds(connection.dialect.name).label("seconds")
+    findings = (
+        select(func.count(FindingRow.id))
+        .where(FindingRow.review_id == ReviewRow.id, FindingRow.state.not_in(REFOUND_STATES))
+        .scalar_subquery()
+    )
+    rows = connection.execute(
+        select(
+            ReviewRow.id,
+            ReviewRow.project,
+            ReviewRow.mr_iid,
+            ReviewRow.gitlab_url,
+            ReviewRow.head_sha,
+            ReviewRow.model,
+            ReviewRow.status,
+            ReviewRow.started_at,
+            ReviewRow.chunks,
+            seconds,
+            findings.label("findings"),
+        )
+        .where(*scope.review_conditions(), seconds.is_not(None))
+        .order_by(seconds.desc(), ReviewRow.id)
+        .limit(limit)
+    )
+    return [
+        {
+            "review_id": row.id,
+            "project": row.project,
+            "mr_iid": row.mr_iid,
+            "gitlab_url": row.gitlab_url,
+            "head_sha": row.head_sha,
+            "model": row.model,
+            "status": row.status,
+            "started_at": row.started_at,
+            "chunks": row.chunks,
+            "seconds": float(row.seconds),
+            "findings": int(row.findings),
+        }
+        for row in rows
+    ]
+
+
+def eval_runs(connection: Connection, until: datetime, limit: int) -> list[dict[str, Any]]:
+    """The newest eval runs started before ``until``, newest first (at most ``limit``)."""
+    rows = connection.execute(
+        select(EvalRunRow)
+        .where(EvalRunRow.started_at < until)
+        .order_by(EvalRunRow.started_at.desc(), EvalRunRow.id.desc())
+        .limit(limit)
+    ).mappings()
+    return [{key: value for key, value in row.items() if key != "results"} for row in rows]
+
+
+def _float(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def read_report_figures(
+    connection: Connection, scope: ReportScope, *, slowest: int, eval_limit: int
+) -> dict[str, Any]:
+    """Every figure of one window, read on one connection (see the module notes)."""
+    found, outcomes = finding_groups(connection, scope), outcome_groups(connection, scope)
+    return {
+        "totals": totals(connection, scope),
+        "latency": latency(connection, scope),
+        "outcomes": roll_up(outcomes, None, OUTCOME_FIELDS).get("", _no_outcomes()),
+        "by": {
+            dimension: {
+                "findings": {
+                    label: row["findings"]
+                    for label, row in roll_up(found, dimension, ("findings",)).items()
+                },
+                "outcomes": roll_up(outcomes, dimension, OUTCOME_FIELDS),
+            }
+            for dimension in DIMENSIONS
+        },
+        "daily_findings": daily_findings(connection, scope),
+        "daily_ttft": daily_ttft(connection, scope),
+        "slowest_reviews": slowest_reviews(connection, scope, slowest),
+        "eval_runs": eval_runs(connection, scope.until, eval_limit),
+    }
+
+
+def read_window_summary(connection: Connection, scope: ReportScope) -> dict[str, Any]:
+    """The headline figures only (totals, latency, outcomes): the previous window's."""
+    outcomes = roll_up(outcome_groups(connection, scope), None, OUTCOME_FIELDS)
+    return {
+        "totals": totals(connection, scope),
+        "latency": latency(connection, scope),
+        "outcomes": outcomes.get("", _no_outcomes()),
+    }
+
+
+def _no_outcomes() -> dict[str, int]:
+    return dict.fromkeys(OUTCOME_FIELDS, 0)

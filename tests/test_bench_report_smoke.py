@@ -1,0 +1,34 @@
+"""The report benchmark's generator and bulk loader, end to end at a tiny scale (SQLite)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from reviewbot.report import build_report
+from reviewbot.store import Store, upgrade
+from reviewbot.window import Window
+from tests.bench.bench_report import CALLS_PER_REVIEW, FINDINGS_PER_REVIEW, Generator, load
+
+SMOKE_SCALE = 0.002  # 100 reviews, 2,000 calls, 1,000 findings, 200 feedback events
+NOW = datetime(2026, 3, 18, tzinfo=UTC)
+
+
+def test_a_tiny_year_loads_and_reports(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'bench.db'}"
+    upgrade(url)
+    counts = load(url, Generator(SMOKE_SCALE, seed=3, end=NOW), NOW)
+    assert counts["reviews"] == 100
+    assert counts["llm_calls"] == 100 * CALLS_PER_REVIEW
+    assert counts["findings"] == 100 * FINDINGS_PER_REVIEW
+    assert counts["feedback"] == 200
+    store = Store.from_url(url)
+    try:
+        report = build_report(store, Window(NOW - timedelta(days=366), NOW), now=NOW)
+    finally:
+        store.close()
+    assert report["totals"]["reviews"] == 100
+    assert report["totals"]["model_calls"] == 100 * CALLS_PER_REVIEW
+    assert report["latency"]["ttft_ms"]["count"] == 100 * CALLS_PER_REVIEW
+    assert 0 < report["totals"]["findings_posted"] < report["totals"]["findings"]
+    assert report["feedback"]["thumbs_up"] > 0
