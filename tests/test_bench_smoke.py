@@ -66,3 +66,10 @@ def test_scope_benchmark_input_is_real_code_that_still_parses() -> None:
     result = plan(files, Budget(), local_counter(), contents=edited.contents)
     assert result.coverage.changed_lines_covered == result.coverage.changed_lines_total
     assert result.totals()["scoped_hunks"] > 0
+
+
+def test_the_incremental_benchmark_meets_its_targets_at_a_small_size() -> None:
+    """Not a timing: the push reviews one file, the rebase and the same head cost no call."""
+    from tests.bench.bench_incremental import main
+
+    assert main(["--files", "6", "--lines", "120"]) == 0
