@@ -421,10 +421,11 @@ SEVERITY_CHOICE = click.Choice([s.value for s in Severity])
     "--strict", is_flag=True, help="Exit 2 instead of 0 outside a merge request pipeline."
 )
 @click.option(
-    "--full", is_flag=True,
+    "--full",
+    is_flag=True,
     help="Review every change, not only what changed since the last review (a shared "
     "REVIEWBOT_DATABASE_URL is what makes reviews incremental in CI).",
-)  # fmt: skip
+)
 @click.option("--config", "config_file", metavar="FILE", help="TOML settings file.")
 def ci_command(
     codequality: Path | None,

@@ -232,10 +232,13 @@ def plan(
     from reviewbot.review import local_overhead, review_options
 
     settings = build_settings(
-        config_file, max_model_len=context_tokens, max_output_tokens=max_output_tokens,
-        context_lines=context_lines, scope_context_tokens=scope_context_tokens,
+        config_file,
+        max_model_len=context_tokens,
+        max_output_tokens=max_output_tokens,
+        context_lines=context_lines,
+        scope_context_tokens=scope_context_tokens,
         exclude=exclude or None,
-    )  # fmt: skip
+    )
     loaded = load_diff(diff_path, git_range, repo, wants_head_contents(settings))
     counter = local_counter(settings.llm_model)
     options = review_options(settings).plan_options
@@ -300,14 +303,24 @@ def print_coverage(result: Plan, console: Console) -> None:
 
 @main.command()
 @diff_source_options
-@click.option("--base-url", metavar="URL", help="vLLM OpenAI-compatible URL (default "
-              "$REVIEWBOT_LLM_BASE_URL or http://127.0.0.1:8000/v1).")  # fmt: skip
+@click.option(
+    "--base-url",
+    metavar="URL",
+    help="vLLM OpenAI-compatible URL (default "
+    "$REVIEWBOT_LLM_BASE_URL or http://127.0.0.1:8000/v1).",
+)
 @click.option("--model", metavar="NAME", help="Served model name (default: the server's first).")
 @click.option("--concurrency", type=int, metavar="N", help="Chunks in flight (default 8).")
-@click.option("--min-severity", type=click.Choice([s.value for s in Severity]),
-              help="Drop findings below this severity (default minor).")  # fmt: skip
-@click.option("--thinking/--no-thinking", default=None,
-              help="Ask the model to think first (default: the server's choice).")  # fmt: skip
+@click.option(
+    "--min-severity",
+    type=click.Choice([s.value for s in Severity]),
+    help="Drop findings below this severity (default minor).",
+)
+@click.option(
+    "--thinking/--no-thinking",
+    default=None,
+    help="Ask the model to think first (default: the server's choice).",
+)
 @one_line_errors
 def review(
     diff_path: str | None,
@@ -328,11 +341,18 @@ def review(
 ) -> None:
     """Review a local diff with the model and print the findings (no GitLab, no database)."""
     settings = build_settings(
-        config_file, max_model_len=context_tokens, max_output_tokens=max_output_tokens,
-        context_lines=context_lines, scope_context_tokens=scope_context_tokens,
-        exclude=exclude or None, llm_base_url=base_url, llm_model=model,
-        concurrency=concurrency, min_severity=min_severity, enable_thinking=thinking,
-    )  # fmt: skip
+        config_file,
+        max_model_len=context_tokens,
+        max_output_tokens=max_output_tokens,
+        context_lines=context_lines,
+        scope_context_tokens=scope_context_tokens,
+        exclude=exclude or None,
+        llm_base_url=base_url,
+        llm_model=model,
+        concurrency=concurrency,
+        min_severity=min_severity,
+        enable_thinking=thinking,
+    )
     loaded = load_diff(diff_path, git_range, repo, wants_head_contents(settings))
     counter = local_counter(settings.llm_model)
     console = Console(stderr=True)
@@ -360,10 +380,18 @@ def run_local_review(
 
     options = review_options(settings)
     context = local_context(loaded.label, loaded.files, options.plan_options.exclusions)
-    with App(settings) as app, Progress(
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        console=console, disable=quiet or not console.is_terminal, transient=True,
-    ) as progress:  # fmt: skip
+    with (
+        App(settings) as app,
+        Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            disable=quiet or not console.is_terminal,
+            transient=True,
+        ) as progress,
+    ):
         task = progress.add_task("reviewing chunks", total=None)
         return review_files(
             loaded.files,
@@ -453,15 +481,21 @@ def print_findings(result: Any, console: Console) -> None:
     "--dry-run", is_flag=True, help="Review and print what would be posted; post nothing."
 )
 @click.option(
-    "--full", "--force", "full", is_flag=True,
+    "--full",
+    "--force",
+    "full",
+    is_flag=True,
     help="Review every change (default: only hunks new or changed since the last review of "
     "this MR by the same model and prompt version; the same head again makes no model call).",
-)  # fmt: skip
+)
 @click.option("--gitlab-url", metavar="URL", help="GitLab URL (default $REVIEWBOT_GITLAB_URL).")
 @click.option("--base-url", metavar="URL", help="vLLM URL (default $REVIEWBOT_LLM_BASE_URL).")
 @click.option("--model", metavar="NAME", help="Served model name (default: the server's first).")
-@click.option("--database-url", metavar="URL", help="Database (default $REVIEWBOT_DATABASE_URL "
-              "or a SQLite file in the user data directory).")  # fmt: skip
+@click.option(
+    "--database-url",
+    metavar="URL",
+    help="Database (default $REVIEWBOT_DATABASE_URL or a SQLite file in the user data directory).",
+)
 @click.option("--config", "config_file", metavar="FILE", help="TOML settings file.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable result.")
 @one_line_errors
@@ -481,19 +515,27 @@ def run(
     from reviewbot.app import App
     from reviewbot.mr import RunOptions, run_merge_request
 
-    overrides = {"gitlab_url": gitlab_url, "llm_base_url": base_url, "llm_model": model,
-                 "database_url": database_url}  # fmt: skip
+    overrides = {
+        "gitlab_url": gitlab_url,
+        "llm_base_url": base_url,
+        "llm_model": model,
+        "database_url": database_url,
+    }
     console = Console(stderr=True)
-    with App.from_config(config_file, overrides) as app, console.status(
-        "starting", spinner="dots"
-    ) as status:
+    with (
+        App.from_config(config_file, overrides) as app,
+        console.status("starting", spinner="dots") as status,
+    ):
 
         def progress(message: str) -> None:
             if not as_json:
                 status.update(message)
 
         report = run_merge_request(
-            app, project, mr_iid, RunOptions(trigger="cli", dry_run=dry_run, full=full),
+            app,
+            project,
+            mr_iid,
+            RunOptions(trigger="cli", dry_run=dry_run, full=full),
             progress=progress,
         )
     if as_json:
@@ -602,9 +644,12 @@ def _open_app(database_url: str | None) -> Any:
 @click.option("--project", metavar="PATH", help="Only this project.")
 @click.option("--mr", "mr_iid", type=int, metavar="IID", help="Only this merge request.")
 @click.option(
-    "--limit", type=click.IntRange(min=1), default=20, show_default=True,
+    "--limit",
+    type=click.IntRange(min=1),
+    default=20,
+    show_default=True,
     help="How many, newest first.",
-)  # fmt: skip
+)
 @click.option("--database-url", metavar="URL", help="Database (default from settings).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @one_line_errors
@@ -617,15 +662,33 @@ def reviews_list(
     if as_json:
         click.echo(json.dumps(rows, indent=2, default=str))
         return
-    table = Table("id", "project", "MR", "head", "trigger", "status", "model", "started",
-                  "seconds", "chunks", "tokens in/out")  # fmt: skip
+    table = Table(
+        "id",
+        "project",
+        "MR",
+        "head",
+        "trigger",
+        "status",
+        "model",
+        "started",
+        "seconds",
+        "chunks",
+        "tokens in/out",
+    )
     for row in rows:
         table.add_row(
-            str(row["id"]), row["project"], f"!{row['mr_iid']}" if row["mr_iid"] else "-",
-            (row["head_sha"] or "")[:8], row["trigger"], row["status"], row["model"],
-            f"{row['started_at']:%Y-%m-%d %H:%M}", _seconds(row), str(row["chunks"]),
+            str(row["id"]),
+            row["project"],
+            f"!{row['mr_iid']}" if row["mr_iid"] else "-",
+            (row["head_sha"] or "")[:8],
+            row["trigger"],
+            row["status"],
+            row["model"],
+            f"{row['started_at']:%Y-%m-%d %H:%M}",
+            _seconds(row),
+            str(row["chunks"]),
             f"{row['prompt_tokens']}/{row['completion_tokens']}",
-        )  # fmt: skip
+        )
     Console(width=_table_width()).print(table)
 
 
@@ -662,18 +725,43 @@ def reviews_show(review_id: int, database_url: str | None, as_json: bool) -> Non
     console = Console(width=_table_width())
     for key, value in review_row.items():
         console.print(f"{key:>22}: {value}", markup=False, highlight=False)
-    call_table = Table("chunk", "mode", "outcome", "prompt", "cached", "completion", "TTFT ms",
-                       "latency ms", "slot wait ms", "retries")  # fmt: skip
+    call_table = Table(
+        "chunk",
+        "mode",
+        "outcome",
+        "prompt",
+        "cached",
+        "completion",
+        "TTFT ms",
+        "latency ms",
+        "slot wait ms",
+        "retries",
+    )
     for c in calls:
-        call_table.add_row(*(str(c[k]) for k in (
-            "chunk_index", "mode", "outcome", "prompt_tokens", "cached_tokens",
-            "completion_tokens", "ttft_ms", "latency_ms", "slot_wait_ms", "retries")))  # fmt: skip
+        call_table.add_row(
+            *(
+                str(c[k])
+                for k in (
+                    "chunk_index",
+                    "mode",
+                    "outcome",
+                    "prompt_tokens",
+                    "cached_tokens",
+                    "completion_tokens",
+                    "ttft_ms",
+                    "latency_ms",
+                    "slot_wait_ms",
+                    "retries",
+                )
+            )
+        )
     console.print(call_table)
     finding_table = Table("severity", "category", "where", "title", "state", "discussion")
     for f in findings:
         where = f"{f['path']}:{f['side']}:{f['line']}" if f["line"] else f["path"]
-        finding_table.add_row(f["severity"], f["category"], where, f["title"], f["state"],
-                              f["discussion_id"] or "-")  # fmt: skip
+        finding_table.add_row(
+            f["severity"], f["category"], where, f["title"], f["state"], f["discussion_id"] or "-"
+        )
     console.print(finding_table)
 
 

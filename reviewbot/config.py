@@ -131,9 +131,7 @@ def _check_http_url(name: str, url: str | None) -> None:
         return
     parts = urlsplit(url)
     if parts.scheme not in HTTP_SCHEMES or not parts.hostname:
-        raise ConfigError(
-            f"{name}: {_without_password(url)!r} is not an http:// or https:// URL"
-        )
+        raise ConfigError(f"{name}: {_without_password(url)!r} is not an http:// or https:// URL")
 
 
 def _check_database_url(url: str) -> None:

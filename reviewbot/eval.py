@@ -212,8 +212,9 @@ def load_dataset(directory: Path, limit: int | None = None) -> list[EvalItem]:
         raise DatasetError(f"{directory}: not a directory")
     names = sorted(p.name for p in directory.iterdir() if p.is_dir() and not p.name.startswith("."))
     if not names:
-        raise DatasetError(f"{directory}: no item directories (each holds {DIFF_FILE} and "
-                           f"{TRUTH_FILE})")  # fmt: skip
+        raise DatasetError(
+            f"{directory}: no item directories (each holds {DIFF_FILE} and {TRUTH_FILE})"
+        )
     items = []
     for name in names[:limit] if limit is not None else names:
         folder = directory / name
@@ -225,8 +226,9 @@ def load_dataset(directory: Path, limit: int | None = None) -> list[EvalItem]:
             files = parse_git_diff(raw)
         except ValueError as error:
             raise DatasetError(f"{name}/{DIFF_FILE}: {error}") from None
-        items.append(EvalItem(name, files, _head_files(folder / HEAD_DIR), _truth(
-            folder / TRUTH_FILE, name)))  # fmt: skip
+        items.append(
+            EvalItem(name, files, _head_files(folder / HEAD_DIR), _truth(folder / TRUTH_FILE, name))
+        )
     return items
 
 

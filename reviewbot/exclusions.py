@@ -11,15 +11,43 @@ from reviewbot.diff import FileDiff, FileStatus, LineKind
 __all__ = ["DEFAULT_EXCLUDES", "ExclusionRules", "skip_reason"]
 
 LOCK_FILES = (
-    "package-lock.json", "yarn.lock", "pnpm-lock.yaml", "poetry.lock", "Pipfile.lock", "uv.lock",
-    "Cargo.lock", "Gemfile.lock", "composer.lock", "go.sum", "flake.lock", "mix.lock",
-    "pubspec.lock", "Podfile.lock", "packages.lock.json", "*.lock",
-)  # fmt: skip
+    "package-lock.json",
+    "yarn.lock",
+    "pnpm-lock.yaml",
+    "poetry.lock",
+    "Pipfile.lock",
+    "uv.lock",
+    "Cargo.lock",
+    "Gemfile.lock",
+    "composer.lock",
+    "go.sum",
+    "flake.lock",
+    "mix.lock",
+    "pubspec.lock",
+    "Podfile.lock",
+    "packages.lock.json",
+    "*.lock",
+)
 MINIFIED = ("*.min.js", "*.min.css", "*.min.mjs", "*.js.map", "*.css.map", "*.map")
-VENDORED = ("vendor/*", "*/vendor/*", "third_party/*", "*/third_party/*", "node_modules/*",
-            "*/node_modules/*")  # fmt: skip
-GENERATED = ("*_pb2.py", "*_pb2_grpc.py", "*.pb.go", "*.pb.cc", "*.pb.h", "*.generated.*",
-             "*.g.dart", "*_generated.go", "*.snap")  # fmt: skip
+VENDORED = (
+    "vendor/*",
+    "*/vendor/*",
+    "third_party/*",
+    "*/third_party/*",
+    "node_modules/*",
+    "*/node_modules/*",
+)
+GENERATED = (
+    "*_pb2.py",
+    "*_pb2_grpc.py",
+    "*.pb.go",
+    "*.pb.cc",
+    "*.pb.h",
+    "*.generated.*",
+    "*.g.dart",
+    "*_generated.go",
+    "*.snap",
+)
 DEFAULT_EXCLUDES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("lock file", LOCK_FILES),
     ("minified or source map", MINIFIED),

@@ -52,8 +52,7 @@ __all__ = [
     "sync_feedback",
 ]
 
-VOTES = {"thumbsup": "thumbsup", "+1": "thumbsup", "thumbsdown": "thumbsdown",
-         "-1": "thumbsdown"}  # fmt: skip
+VOTES = {"thumbsup": "thumbsup", "+1": "thumbsup", "thumbsdown": "thumbsdown", "-1": "thumbsdown"}
 REVOKED = "revoked"
 
 
@@ -321,8 +320,12 @@ def _vote_events(
     now: datetime,
 ) -> Iterator[dict[str, Any]]:
     gitlab_url = key.gitlab_url.rstrip("/")
-    common = {"finding_id": finding["id"], "project": finding["project"],
-              "note_id": finding["note_id"], "kind": FeedbackKind.AWARD.value}  # fmt: skip
+    common = {
+        "finding_id": finding["id"],
+        "project": finding["project"],
+        "note_id": finding["note_id"],
+        "kind": FeedbackKind.AWARD.value,
+    }
     on_gitlab = set()
     for award in facts.awards.get(finding["note_id"], []):
         vote = VOTES.get(str(award.get("name")))

@@ -726,7 +726,8 @@ class GitLabClient:
                 position = self.position(snapshot, finding, draft=True)
                 self._write_once(
                     lambda body=body, position=position: self._api.http_post(
-                        drafts_path, post_data={"note": body, "position": position},
+                        drafts_path,
+                        post_data={"note": body, "position": position},
                         **self._once(),
                     ),
                     lambda finding=finding: (
@@ -734,7 +735,7 @@ class GitLabClient:
                         if finding.fingerprint in self._draft_fingerprints(drafts_path)
                         else None
                     ),
-                )  # fmt: skip
+                )
             # Publishing what is already published publishes nothing: safe to repeat.
             self._post(f"{drafts_path}/bulk_publish")
         threads = self.bot_threads(snapshot.project_id, snapshot.iid)
@@ -869,12 +870,13 @@ class GitLabClient:
             return dict(
                 self._write_once(
                     lambda: self._api.http_post(
-                        path, post_data={"title": title, "description": description},
+                        path,
+                        post_data={"title": title, "description": description},
                         **self._once(),
                     ),
                     lambda: self.find_issue(project, title, marker),
                 )
-            )  # fmt: skip
+            )
 
     def update_issue(self, project: int | str, issue_iid: int, description: str) -> dict[str, Any]:
         """Replace an issue's description (https://docs.gitlab.com/api/issues/#edit-an-issue)."""

@@ -128,8 +128,9 @@ class DiffDigest:
 
 
 def _hunk_digest(hunk: Hunk) -> HunkDigest:
-    return HunkDigest(hunk_hash(hunk), hunk.old_start, hunk.old_count, hunk.new_start,
-                      hunk.new_count)  # fmt: skip
+    return HunkDigest(
+        hunk_hash(hunk), hunk.old_start, hunk.old_count, hunk.new_start, hunk.new_count
+    )
 
 
 def digest(files: Iterable[FileDiff], settings_key: str) -> DiffDigest:

@@ -71,9 +71,15 @@ def read_range(spec: str, repo: str | Path = ".") -> LocalDiff:
     if separator == "...":
         base = _git(repo, "merge-base", base, head).decode().strip()
     diff = _git(
-        repo, "diff", "--no-color", "--no-ext-diff", "--find-renames", "--full-index",
-        base, head_sha,
-    )  # fmt: skip
+        repo,
+        "diff",
+        "--no-color",
+        "--no-ext-diff",
+        "--find-renames",
+        "--full-index",
+        base,
+        head_sha,
+    )
     return LocalDiff(base, head, head_sha, diff, repo)
 
 

@@ -309,4 +309,3 @@ def markdown_cell(sanitised: str) -> str:
 def code_span_text(text: str) -> str:
     """Text inside a single-backtick code span within a table: no backticks, no pipes."""
     return WHITESPACE_RUN.sub(" ", text).replace("`", "'").replace("|", "/")
-

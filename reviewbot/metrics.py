@@ -108,9 +108,12 @@ class ListenerCollector(Collector):
             {"prompt": tokens.prompt, "completion": tokens.completion, "cached": tokens.cached},
         )
         yield _labelled(
-            CounterMetricFamily, "reviewbot_findings_total", "Findings recorded, by severity.",
-            "severity", dict(sorted(snapshot.findings_by_severity.items())),
-        )  # fmt: skip
+            CounterMetricFamily,
+            "reviewbot_findings_total",
+            "Findings recorded, by severity.",
+            "severity",
+            dict(sorted(snapshot.findings_by_severity.items())),
+        )
 
 
 def _labelled(

@@ -293,9 +293,7 @@ def _review_and_publish(run: _Run, review_id: int) -> RunReport:
     if earlier is not None:
         files, carried = _since_earlier(run, earlier, skipped)
     wanted = [
-        f.new_path
-        for f in files
-        if f.path not in skipped and f.status is not FileStatus.DELETED
+        f.new_path for f in files if f.path not in skipped and f.status is not FileStatus.DELETED
     ]
     say(f"fetching {len(wanted)} files at {head[:8]}")
     contents = dict(run.read_head(wanted))

@@ -16,10 +16,12 @@ __all__ = ["database_options"]
 
 def database_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """``--config FILE`` and ``--database-url URL``."""
-    command = click.option("--config", "config_file", metavar="FILE",
-                           help="TOML settings file.")(command)  # fmt: skip
+    command = click.option("--config", "config_file", metavar="FILE", help="TOML settings file.")(
+        command
+    )
     return click.option(
-        "--database-url", metavar="URL",
+        "--database-url",
+        metavar="URL",
         help="Database (default: REVIEWBOT_DATABASE_URL or the SQLite file in the user data "
         "directory).",
-    )(command)  # fmt: skip
+    )(command)

@@ -105,27 +105,40 @@ class EnqueueResult:
     superseded: list[int] = field(default_factory=list)
 
 
-def backoff_delay_s(attempts: int, *, base_s: float = BACKOFF_BASE_S,
-                    max_s: float = BACKOFF_MAX_S) -> float:  # fmt: skip
+def backoff_delay_s(
+    attempts: int, *, base_s: float = BACKOFF_BASE_S, max_s: float = BACKOFF_MAX_S
+) -> float:
     """Wait before the next try after `attempts` failed tries (exponential, capped)."""
     return min(max_s, base_s * 2 ** max(0, attempts - 1))
 
 
 def _job_from_row(row: JobRow) -> Job:
     return Job(
-        id=row.id, project=row.project, mr_iid=row.mr_iid, head_sha=row.head_sha,
-        trigger=row.trigger, status=row.status, attempts=row.attempts,
-        max_attempts=row.max_attempts, run_after=row.run_after, lease_owner=row.lease_owner,
-        lease_expires_at=row.lease_expires_at, error=row.error, dedupe_key=row.dedupe_key,
-        payload=dict(row.payload or {}), created_at=row.created_at, updated_at=row.updated_at,
+        id=row.id,
+        project=row.project,
+        mr_iid=row.mr_iid,
+        head_sha=row.head_sha,
+        trigger=row.trigger,
+        status=row.status,
+        attempts=row.attempts,
+        max_attempts=row.max_attempts,
+        run_after=row.run_after,
+        lease_owner=row.lease_owner,
+        lease_expires_at=row.lease_expires_at,
+        error=row.error,
+        dedupe_key=row.dedupe_key,
+        payload=dict(row.payload or {}),
+        created_at=row.created_at,
+        updated_at=row.updated_at,
         project_id=row.project_id,
-    )  # fmt: skip
+    )
 
 
 def _mr_lock_key(project: str, mr_iid: int) -> int:
     """A stable signed 64-bit advisory-lock key for one MR (same in every process)."""
-    digest = hashlib.blake2b(f"reviewbot-job:{project}!{mr_iid}".encode(),
-                             digest_size=ADVISORY_KEY_BYTES).digest()  # fmt: skip
+    digest = hashlib.blake2b(
+        f"reviewbot-job:{project}!{mr_iid}".encode(), digest_size=ADVISORY_KEY_BYTES
+    ).digest()
     return int.from_bytes(digest, "big", signed=True)
 
 
@@ -175,8 +188,16 @@ class JobQueue:
         if max_attempts < 1:
             raise ValueError(f"max_attempts must be at least 1, got {max_attempts}")
         try:
-            return self._enqueue_once(project, mr_iid, head_sha, trigger, dedupe_key,
-                                      payload or {}, max_attempts, project_id)  # fmt: skip
+            return self._enqueue_once(
+                project,
+                mr_iid,
+                head_sha,
+                trigger,
+                dedupe_key,
+                payload or {},
+                max_attempts,
+                project_id,
+            )
         except IntegrityError:
             # The dedupe_key is taken: a redelivery of an event whose job already ran (or a
             # concurrent one); the whole transaction, supersedes included, was rolled back.
@@ -186,10 +207,16 @@ class JobQueue:
             return EnqueueResult(job_id=existing, created=False, superseded=[])
 
     def _enqueue_once(
-        self, project: str, mr_iid: int, head_sha: str | None, trigger: str,
-        dedupe_key: str | None, payload: dict[str, Any], max_attempts: int,
+        self,
+        project: str,
+        mr_iid: int,
+        head_sha: str | None,
+        trigger: str,
+        dedupe_key: str | None,
+        payload: dict[str, Any],
+        max_attempts: int,
         project_id: int | None,
-    ) -> EnqueueResult:  # fmt: skip
+    ) -> EnqueueResult:
         now = self._clock()
         with self._write(project, mr_iid) as connection:
             # A redelivery of an event whose job still waits is answered here; one whose job
@@ -202,14 +229,25 @@ class JobQueue:
             job_id = connection.scalar(
                 JobRow.__table__.insert()
                 .values(
-                    project=project, mr_iid=mr_iid, head_sha=head_sha, trigger=trigger,
-                    status=JobStatus.QUEUED.value, attempts=0, max_attempts=max_attempts,
-                    run_after=now, lease_owner=None, lease_expires_at=None, error=None,
-                    dedupe_key=dedupe_key, payload=payload, created_at=now, updated_at=now,
+                    project=project,
+                    mr_iid=mr_iid,
+                    head_sha=head_sha,
+                    trigger=trigger,
+                    status=JobStatus.QUEUED.value,
+                    attempts=0,
+                    max_attempts=max_attempts,
+                    run_after=now,
+                    lease_owner=None,
+                    lease_expires_at=None,
+                    error=None,
+                    dedupe_key=dedupe_key,
+                    payload=payload,
+                    created_at=now,
+                    updated_at=now,
                     project_id=project_id,
                 )
                 .returning(JobRow.id)
-            )  # fmt: skip
+            )
             return EnqueueResult(job_id=job_id, created=True, superseded=replaced)
 
     def _supersede(
@@ -218,11 +256,16 @@ class JobQueue:
         """Mark the MR's pending jobs ``ids`` superseded by a job for ``head_sha``."""
         if ids:
             connection.execute(
-                update(JobRow).where(JobRow.id.in_(ids)).values(
-                    status=JobStatus.SUPERSEDED.value, lease_owner=None, lease_expires_at=None,
-                    error=f"superseded by head {head_sha}", updated_at=now,
+                update(JobRow)
+                .where(JobRow.id.in_(ids))
+                .values(
+                    status=JobStatus.SUPERSEDED.value,
+                    lease_owner=None,
+                    lease_expires_at=None,
+                    error=f"superseded by head {head_sha}",
+                    updated_at=now,
                 )
-            )  # fmt: skip
+            )
         return sorted(ids)
 
     def _pending(
@@ -303,12 +346,14 @@ class JobQueue:
         mr_busy = (
             select(live.id)
             .where(
-                live.project == JobRow.project, live.mr_iid == JobRow.mr_iid,
-                live.id != JobRow.id, live.status == JobStatus.RUNNING.value,
+                live.project == JobRow.project,
+                live.mr_iid == JobRow.mr_iid,
+                live.id != JobRow.id,
+                live.status == JobStatus.RUNNING.value,
                 live.lease_expires_at > now,
             )
             .exists()
-        )  # fmt: skip
+        )
         due = or_(
             and_(JobRow.status == JobStatus.QUEUED.value, JobRow.run_after <= now),
             and_(JobRow.status == JobStatus.RUNNING.value, JobRow.lease_expires_at <= now),
@@ -319,11 +364,15 @@ class JobQueue:
         self, connection: Connection, project: str, mr_iid: int, job_id: int, now: datetime
     ) -> bool:
         live = connection.scalar(
-            select(JobRow.id).where(
-                self._same_mr(project, mr_iid), JobRow.id != job_id,
-                JobRow.status == JobStatus.RUNNING.value, JobRow.lease_expires_at > now,
-            ).limit(1)
-        )  # fmt: skip
+            select(JobRow.id)
+            .where(
+                self._same_mr(project, mr_iid),
+                JobRow.id != job_id,
+                JobRow.status == JobStatus.RUNNING.value,
+                JobRow.lease_expires_at > now,
+            )
+            .limit(1)
+        )
         return live is not None
 
     def _take(
@@ -335,21 +384,32 @@ class JobQueue:
             select(JobRow.project, JobRow.mr_iid).where(JobRow.id == job_id)
         ).one()
         connection.execute(
-            update(JobRow).where(
-                self._same_mr(project, mr_iid), JobRow.id < job_id,
-                JobRow.status == JobStatus.RUNNING.value, JobRow.lease_expires_at <= now,
-            ).values(
-                status=JobStatus.SUPERSEDED.value, lease_owner=None, lease_expires_at=None,
-                error=f"its worker was lost; superseded by job {job_id}", updated_at=now,
+            update(JobRow)
+            .where(
+                self._same_mr(project, mr_iid),
+                JobRow.id < job_id,
+                JobRow.status == JobStatus.RUNNING.value,
+                JobRow.lease_expires_at <= now,
             )
-        )  # fmt: skip
+            .values(
+                status=JobStatus.SUPERSEDED.value,
+                lease_owner=None,
+                lease_expires_at=None,
+                error=f"its worker was lost; superseded by job {job_id}",
+                updated_at=now,
+            )
+        )
         connection.execute(
-            update(JobRow).where(JobRow.id == job_id).values(
-                status=JobStatus.RUNNING.value, lease_owner=worker_id,
+            update(JobRow)
+            .where(JobRow.id == job_id)
+            .values(
+                status=JobStatus.RUNNING.value,
+                lease_owner=worker_id,
                 lease_expires_at=now + timedelta(seconds=lease_s),
-                attempts=JobRow.attempts + 1, updated_at=now,
+                attempts=JobRow.attempts + 1,
+                updated_at=now,
             )
-        )  # fmt: skip
+        )
 
     def _fail_exhausted_leases(self, now: datetime) -> None:
         """A job whose workers kept dying (lease expired on its last attempt) stops here."""
@@ -360,11 +420,16 @@ class JobQueue:
         )
         with self._engine.begin() as connection:
             connection.execute(
-                update(JobRow).where(exhausted).values(
-                    status=JobStatus.FAILED.value, lease_owner=None, lease_expires_at=None,
-                    error="worker lost (lease expired) on the last attempt", updated_at=now,
+                update(JobRow)
+                .where(exhausted)
+                .values(
+                    status=JobStatus.FAILED.value,
+                    lease_owner=None,
+                    lease_expires_at=None,
+                    error="worker lost (lease expired) on the last attempt",
+                    updated_at=now,
                 )
-            )  # fmt: skip
+            )
 
     def heartbeat(self, job_id: int, worker_id: str, lease_s: float) -> bool:
         """Extend the lease by `lease_s` from now; False when the lease is lost."""
@@ -390,10 +455,16 @@ class JobQueue:
         job = self.get(job_id)
         now = self._clock()
         if retryable and job.attempts < job.max_attempts:
-            delay = backoff_delay_s(job.attempts, base_s=self._backoff_base_s,
-                                    max_s=self._backoff_max_s)  # fmt: skip
-            self._settle(job_id, worker_id, status=JobStatus.QUEUED.value, error=error,
-                         run_after=now + timedelta(seconds=delay))  # fmt: skip
+            delay = backoff_delay_s(
+                job.attempts, base_s=self._backoff_base_s, max_s=self._backoff_max_s
+            )
+            self._settle(
+                job_id,
+                worker_id,
+                status=JobStatus.QUEUED.value,
+                error=error,
+                run_after=now + timedelta(seconds=delay),
+            )
         else:
             self._settle(job_id, worker_id, status=JobStatus.FAILED.value, error=error)
         return self.get(job_id)
@@ -401,15 +472,26 @@ class JobQueue:
     def postpone(self, job_id: int, worker_id: str, reason: str, delay_s: float) -> Job:
         """Queue the job again in ``delay_s`` without counting the attempt: a reason to wait
         (another run holds the MR), not a failure. LeaseLostError if no longer held."""
-        self._settle(job_id, worker_id, status=JobStatus.QUEUED.value, error=reason,
-                     run_after=self._clock() + timedelta(seconds=delay_s),
-                     attempts=JobRow.attempts - 1)  # fmt: skip
+        self._settle(
+            job_id,
+            worker_id,
+            status=JobStatus.QUEUED.value,
+            error=reason,
+            run_after=self._clock() + timedelta(seconds=delay_s),
+            attempts=JobRow.attempts - 1,
+        )
         return self.get(job_id)
 
     def release(self, job_id: int, worker_id: str) -> None:
         """Give an unfinished job back (graceful shutdown): queued, attempt not counted."""
-        self._settle(job_id, worker_id, status=JobStatus.QUEUED.value, error=None,
-                     run_after=self._clock(), attempts=JobRow.attempts - 1)  # fmt: skip
+        self._settle(
+            job_id,
+            worker_id,
+            status=JobStatus.QUEUED.value,
+            error=None,
+            run_after=self._clock(),
+            attempts=JobRow.attempts - 1,
+        )
 
     def _settle(self, job_id: int, worker_id: str, **values: Any) -> None:
         now = self._clock()
@@ -450,8 +532,15 @@ class JobQueue:
         if job.status not in FINAL_STATUSES:
             raise JobStateError(f"job {job_id} is {job.status}: only a finished job can be retried")
         now = self._clock()
-        self._update_if_status(job_id, job.status, status=JobStatus.QUEUED.value, attempts=0,
-                               run_after=now, error=None, updated_at=now)  # fmt: skip
+        self._update_if_status(
+            job_id,
+            job.status,
+            status=JobStatus.QUEUED.value,
+            attempts=0,
+            run_after=now,
+            error=None,
+            updated_at=now,
+        )
         return self.get(job_id)
 
     def cancel(self, job_id: int) -> Job:
@@ -462,9 +551,15 @@ class JobQueue:
         if job.status in FINAL_STATUSES:
             raise JobStateError(f"job {job_id} is already {job.status}")
         now = self._clock()
-        self._update_if_status(job_id, job.status, status=JobStatus.CANCELLED.value,
-                               lease_owner=None, lease_expires_at=None,
-                               error="cancelled by an operator", updated_at=now)  # fmt: skip
+        self._update_if_status(
+            job_id,
+            job.status,
+            status=JobStatus.CANCELLED.value,
+            lease_owner=None,
+            lease_expires_at=None,
+            error="cancelled by an operator",
+            updated_at=now,
+        )
         return self.get(job_id)
 
     def counts(self) -> dict[str, int]:

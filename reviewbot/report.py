@@ -49,13 +49,29 @@ PERCENT = 100.0
 REPORT_MARKER_PREFIX = "<!-- reviewbot:report"
 MARKER_UNSAFE = re.compile(r"[^A-Za-z0-9_./-]")  # keeps the marker one HTML comment
 FEEDBACK_FIELDS = (
-    "thumbs_up", "thumbs_down", "addressed", "resolved_by_human", "replied", "replies",
-    "suggestion_applied", "deleted", "ignored",
-)  # fmt: skip
+    "thumbs_up",
+    "thumbs_down",
+    "addressed",
+    "resolved_by_human",
+    "replied",
+    "replies",
+    "suggestion_applied",
+    "deleted",
+    "ignored",
+)
 GROUP_FIELDS = (
-    "findings", "findings_posted", "thumbs_up", "thumbs_down", "addressed",
-    "resolved_by_human", "replied", "suggestion_applied", "deleted", "ignored", "addressable",
-)  # fmt: skip
+    "findings",
+    "findings_posted",
+    "thumbs_up",
+    "thumbs_down",
+    "addressed",
+    "resolved_by_human",
+    "replied",
+    "suggestion_applied",
+    "deleted",
+    "ignored",
+    "addressable",
+)
 HEADLINE = (
     # (label, path in the report, kind): kind "count", "rate", "ms" or "s"
     ("Reviews", ("totals", "reviews"), "count"),
@@ -176,15 +192,21 @@ def build_report(
     previous = store.window_summary(ReportScope(before.since, before.until, project))
     ttft_p95 = figures["latency"]["ttft_ms"]["p95"]
     slowest = [
-        {**review, "started_at": review["started_at"].isoformat(),
-         "url": mr_url(review["gitlab_url"], review["project"], review["mr_iid"])}
+        {
+            **review,
+            "started_at": review["started_at"].isoformat(),
+            "url": mr_url(review["gitlab_url"], review["project"], review["mr_iid"]),
+        }
         for review in figures["slowest_reviews"]
-    ]  # fmt: skip
+    ]
     eval_runs = [
-        {**run, "started_at": run["started_at"].isoformat(),
-         "finished_at": run["finished_at"].isoformat()}
+        {
+            **run,
+            "started_at": run["started_at"].isoformat(),
+            "finished_at": run["finished_at"].isoformat(),
+        }
         for run in figures["eval_runs"]
-    ]  # fmt: skip
+    ]
     return {
         "window": _window_json(window, project),
         "generated_at": now.isoformat(),
@@ -288,8 +310,10 @@ def report_markdown(report: Mapping[str, Any]) -> str:
     lines += ["| | this window | previous | change |", "|---|---:|---:|---|"]
     for label, path, kind in HEADLINE:
         now, before = value_at(report, path), value_at(report["previous"], path)
-        lines.append(f"| {label} | {shown(now, kind)} | {shown(before, kind)} | "
-                     f"{change_text(now, before, kind)} |")  # fmt: skip
+        lines.append(
+            f"| {label} | {shown(now, kind)} | {shown(before, kind)} | "
+            f"{change_text(now, before, kind)} |"
+        )
     slo = report["slo"]
     verdict = {True: "met ✅", False: "missed ❌", None: "no data"}[slo["pass"]]
     lines += [
@@ -314,8 +338,10 @@ def _worst_categories(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     lines = ["## Worst categories by 👎", ""]
     if not voted:
         return [*lines, "No votes in this window.", ""]
-    lines += ["| category | 👎 | 👍 | acceptance | posted | addressed rate |",
-              "|---|---:|---:|---:|---:|---:|"]  # fmt: skip
+    lines += [
+        "| category | 👎 | 👍 | acceptance | posted | addressed rate |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
     for row in voted:
         lines.append(
             f"| {table_cell(row['category'])} | {row['thumbs_down']} | {row['thumbs_up']} | "
@@ -329,8 +355,10 @@ def _slowest(reviews: Sequence[Mapping[str, Any]]) -> list[str]:
     lines = ["## Slowest reviews", ""]
     if not reviews:
         return [*lines, "No finished reviews in this window.", ""]
-    lines += ["| merge request | seconds | chunks | findings | model | status |",
-              "|---|---:|---:|---:|---|---|"]  # fmt: skip
+    lines += [
+        "| merge request | seconds | chunks | findings | model | status |",
+        "|---|---:|---:|---:|---|---|",
+    ]
     for review in reviews:
         name = table_cell(
             f"{review['project']}!{review['mr_iid']}" if review["mr_iid"] else review["project"]
@@ -345,10 +373,13 @@ def _slowest(reviews: Sequence[Mapping[str, Any]]) -> list[str]:
 def _group_table(title: str, dimension: str, rows: Sequence[Mapping[str, Any]]) -> list[str]:
     if not rows:
         return []
-    lines = [f"## {title}", "",
-             f"| {dimension.replace('_', ' ')} | findings | posted | 👍 | 👎 | acceptance | "
-             "addressed | addressed rate |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+    lines = [
+        f"## {title}",
+        "",
+        f"| {dimension.replace('_', ' ')} | findings | posted | 👍 | 👎 | acceptance | "
+        "addressed | addressed rate |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for row in rows:
         lines.append(
             f"| {table_cell(str(row[dimension]) or '(none)')} | {row['findings']} | "
@@ -362,9 +393,12 @@ def _group_table(title: str, dimension: str, rows: Sequence[Mapping[str, Any]]) 
 def _evals(runs: Sequence[Mapping[str, Any]]) -> list[str]:
     if not runs:
         return []
-    lines = ["## Eval runs (labelled datasets)", "",
-             "| prompt version | model | dataset | items | precision | recall | F1 | when |",
-             "|---|---|---|---:|---:|---:|---:|---|"]  # fmt: skip
+    lines = [
+        "## Eval runs (labelled datasets)",
+        "",
+        "| prompt version | model | dataset | items | precision | recall | F1 | when |",
+        "|---|---|---|---:|---:|---:|---:|---|",
+    ]
     for run in runs:
         lines.append(
             f"| {table_cell(run['prompt_version'])} | {table_cell(run['model'])} | "

@@ -15,8 +15,12 @@ __all__ = ["Window", "WindowError", "parse_age", "parse_instant", "previous_iso_
 
 DAYS_PER_WEEK = 7
 AGE = re.compile(r"\A\s*(\d+)\s*([mhdw])\s*\Z")
-AGE_UNITS = {"m": timedelta(minutes=1), "h": timedelta(hours=1), "d": timedelta(days=1),
-             "w": timedelta(weeks=1)}  # fmt: skip
+AGE_UNITS = {
+    "m": timedelta(minutes=1),
+    "h": timedelta(hours=1),
+    "d": timedelta(days=1),
+    "w": timedelta(weeks=1),
+}
 
 
 class WindowError(ValueError):

@@ -207,8 +207,12 @@ class Worker:
 
     def run(self, *, burst: bool = False, handle_signals: bool = True) -> WorkerStats:
         """Work until stopped (SIGTERM/SIGINT or `stop()`), or until idle when `burst`."""
-        log.info("worker %s: started (concurrency %d, lease %.0fs)",
-                 self.worker_id, self.concurrency, self.lease_s)  # fmt: skip
+        log.info(
+            "worker %s: started (concurrency %d, lease %.0fs)",
+            self.worker_id,
+            self.concurrency,
+            self.lease_s,
+        )
         with self._signals_handled(handle_signals):
             while not self._stopping.is_set():
                 self._reap()
@@ -248,8 +252,14 @@ class Worker:
             target=self._execute, args=(running,), name=f"job-{job.id}", daemon=True
         )
         self._running[job.id] = running
-        log.info("job %d: started (%s !%d, attempt %d/%d)", job.id, job.project, job.mr_iid,
-                 job.attempts, job.max_attempts)  # fmt: skip
+        log.info(
+            "job %d: started (%s !%d, attempt %d/%d)",
+            job.id,
+            job.project,
+            job.mr_iid,
+            job.attempts,
+            job.max_attempts,
+        )
         running.thread.start()
 
     # -- running -----------------------------------------------------------------------
@@ -283,8 +293,11 @@ class Worker:
                 return
             except DBAPIError as db_error:
                 # The database is restarting: try again; the job thread must not die of it.
-                log.warning("job %d: cannot record the result yet (database): %s", job.id,
-                            db_error.orig or db_error)  # fmt: skip
+                log.warning(
+                    "job %d: cannot record the result yet (database): %s",
+                    job.id,
+                    db_error.orig or db_error,
+                )
                 if attempt + 1 < SETTLE_ATTEMPTS:
                     time.sleep(SETTLE_RETRY_S * 2**attempt)
         log.error("job %d: result not recorded; its lease expires and it runs again", job.id)
@@ -299,15 +312,21 @@ class Worker:
         if known is not None and known.retry and not known.counts_as_attempt:
             waiting = self.queue.postpone(job.id, self.worker_id, _describe(error), BUSY_RETRY_S)
             self._count("postponed")
-            log.info("job %d: %s; again at %s (not counted as an attempt)", job.id,
-                     waiting.error, waiting.run_after.isoformat())  # fmt: skip
+            log.info(
+                "job %d: %s; again at %s (not counted as an attempt)",
+                job.id,
+                waiting.error,
+                waiting.run_after.isoformat(),
+            )
             return
-        settled = self.queue.fail(job.id, self.worker_id, _describe(error),
-                                  retryable=is_retryable(error))  # fmt: skip
+        settled = self.queue.fail(
+            job.id, self.worker_id, _describe(error), retryable=is_retryable(error)
+        )
         if settled.status == JobStatus.QUEUED.value:
             self._count("retried")
-            log.warning("job %d: %s; retry after %s", job.id, settled.error,
-                        settled.run_after.isoformat())  # fmt: skip
+            log.warning(
+                "job %d: %s; retry after %s", job.id, settled.error, settled.run_after.isoformat()
+            )
         else:
             self._count("failed")
             log.error("job %d: failed: %s", job.id, settled.error)
@@ -379,8 +398,9 @@ class Worker:
             if self._stopping.is_set():
                 self.abandon()
             else:
-                log.info("worker %s: %s received, stopping", self.worker_id,
-                         signal.Signals(signum).name)  # fmt: skip
+                log.info(
+                    "worker %s: %s received, stopping", self.worker_id, signal.Signals(signum).name
+                )
                 self.stop()
 
         for signum in signals:
@@ -407,9 +427,7 @@ def _fail(message: str, code: int) -> NoReturn:
 
 
 @contextmanager
-def _opened_app(
-    config_file: str | None, database_url: str | None, **options: Any
-) -> Iterator[App]:
+def _opened_app(config_file: str | None, database_url: str | None, **options: Any) -> Iterator[App]:
     """The App of a worker or jobs command, its database migrated; one error line on failure."""
     try:
         app = App.from_config(config_file, {"database_url": database_url}, **options)
@@ -454,19 +472,35 @@ def _opened_app(
     help="On SIGTERM, time given to running jobs before they are released to the queue.",
 )
 @database_options
-def worker_command(concurrency: int, burst: bool, lease_seconds: float, poll_seconds: float,
-                   grace_seconds: float, config_file: str | None,
-                   database_url: str | None) -> None:  # fmt: skip
+def worker_command(
+    concurrency: int,
+    burst: bool,
+    lease_seconds: float,
+    poll_seconds: float,
+    grace_seconds: float,
+    config_file: str | None,
+    database_url: str | None,
+) -> None:
     """Run queued reviews (from the webhook listener) until stopped."""
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")  # fmt: skip
+    logging.basicConfig(
+        level=logging.INFO,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     with _opened_app(config_file, database_url, shared_model_slots=True) as app:
-        worker = Worker(app, concurrency=concurrency, lease_s=lease_seconds, poll_s=poll_seconds,
-                        grace_s=grace_seconds)  # fmt: skip
+        worker = Worker(
+            app,
+            concurrency=concurrency,
+            lease_s=lease_seconds,
+            poll_s=poll_seconds,
+            grace_s=grace_seconds,
+        )
         stats = worker.run(burst=burst)
-    click.echo(f"claimed {stats.claimed}, succeeded {stats.succeeded}, retried {stats.retried}, "
-               f"postponed {stats.postponed}, failed {stats.failed}, released {stats.released}",
-               err=True)  # fmt: skip
+    click.echo(
+        f"claimed {stats.claimed}, succeeded {stats.succeeded}, retried {stats.retried}, "
+        f"postponed {stats.postponed}, failed {stats.failed}, released {stats.released}",
+        err=True,
+    )
 
 
 @click.group("jobs")
@@ -482,22 +516,31 @@ def jobs_group() -> None:
 )
 @click.option("--limit", type=click.IntRange(min=1), default=DEFAULT_LIST_LIMIT, show_default=True)
 @database_options
-def jobs_list(status: str | None, limit: int, config_file: str | None,
-              database_url: str | None) -> None:  # fmt: skip
+def jobs_list(
+    status: str | None, limit: int, config_file: str | None, database_url: str | None
+) -> None:
     """Newest jobs first, with counts by status."""
     with _opened_app(config_file, database_url) as app:
         _print_jobs(JobQueue(app.store), status, limit)
 
 
 def _print_jobs(queue: JobQueue, status: str | None, limit: int) -> None:
-    table = Table("id", "project", "MR", "head", "trigger", "status", "tries", "run after",
-                  "worker", "error")  # fmt: skip
+    table = Table(
+        "id", "project", "MR", "head", "trigger", "status", "tries", "run after", "worker", "error"
+    )
     for job in queue.list(status=status, limit=limit):
         table.add_row(
-            str(job.id), job.project, f"!{job.mr_iid}", (job.head_sha or "-")[:12], job.trigger,
-            job.status, f"{job.attempts}/{job.max_attempts}", _time(job.run_after),
-            job.lease_owner or "-", _first_line(job.error),
-        )  # fmt: skip
+            str(job.id),
+            job.project,
+            f"!{job.mr_iid}",
+            (job.head_sha or "-")[:12],
+            job.trigger,
+            job.status,
+            f"{job.attempts}/{job.max_attempts}",
+            _time(job.run_after),
+            job.lease_owner or "-",
+            _first_line(job.error),
+        )
     console = _console()
     console.print(table)
     counts = queue.counts()

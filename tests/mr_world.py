@@ -146,6 +146,13 @@ def world(tmp_path: Path, store_url: str) -> Iterator[World]:  # noqa: F811
         gitlab.add_user("reviewbot", token=BOT_TOKEN, bot=True)
         gitlab.add_user("alice", token="glpat-alice")
         gitlab.add_project(PROJECT, project_id=7)
-        gitlab.add_mr_from_git(PROJECT, repo, "main", "feature", iid=1, title="Add parsing",
-                               description="Adds a parser.\n\n/approve please")  # fmt: skip
+        gitlab.add_mr_from_git(
+            PROJECT,
+            repo,
+            "main",
+            "feature",
+            iid=1,
+            title="Add parsing",
+            description="Adds a parser.\n\n/approve please",
+        )
         yield World(repo, gitlab, vllm, store_url)

@@ -76,8 +76,11 @@ def _threads(world: World, iid: int) -> dict[str, dict[str, Any]]:
     for discussion in world.gitlab.discussions(PROJECT, iid):
         first = discussion["notes"][0]
         if first["type"] == "DiffNote":
-            key = next(word for word in ("eval", "None", "except", "sleep", "secret")
-                       if word in first["body"])  # fmt: skip
+            key = next(
+                word
+                for word in ("eval", "None", "except", "sleep", "secret")
+                if word in first["body"]
+            )
             found[key] = {"id": discussion["id"], "note_id": first["id"]}
     return found
 
@@ -106,10 +109,20 @@ def _react(world: World) -> None:
     gitlab.add_award_emoji(PROJECT, 1, first["eval"]["note_id"], "rocket", "bob")  # not a vote
     gitlab.add_award_emoji(PROJECT, 1, first["None"]["note_id"], "thumbsdown", "bob")
     gitlab.add_award_emoji(PROJECT, 1, first["None"]["note_id"], "thumbsup", "reviewbot")
-    _api(world, "alice", "POST", f"/merge_requests/1/discussions/{first['eval']['id']}/notes",
-         body="Good catch, fixing.")  # fmt: skip
-    _api(world, "alice", "PUT", f"/merge_requests/1/discussions/{first['except']['id']}",
-         resolved=True)  # fmt: skip
+    _api(
+        world,
+        "alice",
+        "POST",
+        f"/merge_requests/1/discussions/{first['eval']['id']}/notes",
+        body="Good catch, fixing.",
+    )
+    _api(
+        world,
+        "alice",
+        "PUT",
+        f"/merge_requests/1/discussions/{first['except']['id']}",
+        resolved=True,
+    )
     fixed = FEATURE_APP.replace("if items == None:", "if items is None:")
     commit_on_feature(world.repo, {"app.py": fixed}, "use is None")
     gitlab.push(PROJECT, 1, "feature")
@@ -122,8 +135,11 @@ def _react(world: World) -> None:
 
 
 def _cli(world: World, *args: str) -> Any:
-    env = {"REVIEWBOT_GITLAB_URL": world.gitlab.url, "REVIEWBOT_GITLAB_TOKEN": BOT_TOKEN,
-           "REVIEWBOT_DATABASE_URL": world.database_url}  # fmt: skip
+    env = {
+        "REVIEWBOT_GITLAB_URL": world.gitlab.url,
+        "REVIEWBOT_GITLAB_TOKEN": BOT_TOKEN,
+        "REVIEWBOT_DATABASE_URL": world.database_url,
+    }
     result = CliRunner().invoke(main, list(args), env=env, catch_exceptions=False)
     assert result.exit_code == 0, result.output
     return result
@@ -156,25 +172,40 @@ def test_feedback_sync_then_report_counts_exactly(three_mrs: World, tmp_path: Pa
 
     report = _report(world, tmp_path / "first")
     assert report["totals"] == {
-        "reviews": 3, "reviews_by_status": {"succeeded": 3}, "mrs": 3, "findings": 7,
-        "findings_posted": 7, "model_calls": 3,
+        "reviews": 3,
+        "reviews_by_status": {"succeeded": 3},
+        "mrs": 3,
+        "findings": 7,
+        "findings_posted": 7,
+        "model_calls": 3,
         "prompt_tokens": report["totals"]["prompt_tokens"],
         "completion_tokens": report["totals"]["completion_tokens"],
         "cached_tokens": report["totals"]["cached_tokens"],
-    }  # fmt: skip
+    }
     assert report["feedback"] == {
-        "thumbs_up": 3, "thumbs_down": 1, "addressed": 1, "resolved_by_human": 2,
-        "replied": 1, "replies": 1, "suggestion_applied": 1, "deleted": 0, "ignored": 2,
-    }  # fmt: skip
+        "thumbs_up": 3,
+        "thumbs_down": 1,
+        "addressed": 1,
+        "resolved_by_human": 2,
+        "replied": 1,
+        "replies": 1,
+        "suggestion_applied": 1,
+        "deleted": 0,
+        "ignored": 2,
+    }
     # acceptance 3 / (3 + 1); addressed 1 of the 5 findings whose MR moved on (!1 pushed,
     # !2 merged; !3 still at the reviewed head)
     assert report["rates"] == {"acceptance": 0.75, "addressed": 0.2}
     by_category = {row["category"]: row for row in report["by_category"]}
-    assert {c: (r["findings"], r["thumbs_up"], r["thumbs_down"], r["addressed"])
-            for c, r in by_category.items()} == {
-        "security": (3, 3, 0, 0), "bug": (2, 0, 1, 1), "error-handling": (1, 0, 0, 0),
+    assert {
+        c: (r["findings"], r["thumbs_up"], r["thumbs_down"], r["addressed"])
+        for c, r in by_category.items()
+    } == {
+        "security": (3, 3, 0, 0),
+        "bug": (2, 0, 1, 1),
+        "error-handling": (1, 0, 0, 0),
         "performance": (1, 0, 0, 0),
-    }  # fmt: skip
+    }
     assert [row["model"] for row in report["by_model"]] == [report["by_model"][0]["model"]]
     assert report["by_prompt_version"][0]["findings_posted"] == 7
     assert report["latency"]["ttft_ms"]["count"] == 3
@@ -207,8 +238,7 @@ def test_sync_interrupted_after_one_mr_keeps_it_and_resumes(three_mrs: World) ->
 
     with App(world.settings()) as app:
         with pytest.raises(KeyboardInterrupt):
-            sync_feedback(app.store, app.gitlab(), since=since, now=datetime.now(UTC),
-                          on_done=stop)  # fmt: skip
+            sync_feedback(app.store, app.gitlab(), since=since, now=datetime.now(UTC), on_done=stop)
         kept = len(app.store.feedback(project=PROJECT))
         assert kept > 0
         resumed = sync_feedback(app.store, app.gitlab(), since=since, now=datetime.now(UTC))

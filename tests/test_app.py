@@ -74,8 +74,9 @@ def test_a_worker_running_many_jobs_opens_one_store_engine_and_checks_the_schema
 ) -> None:
     upgrade(world.database_url)  # deployed: `reviewbot db upgrade` ran before the worker
     for iid in range(2, JOBS + 1):
-        world.gitlab.add_mr_from_git(PROJECT, world.repo, "main", "feature", iid=iid,
-                                     title=f"Change {iid}")  # fmt: skip
+        world.gitlab.add_mr_from_git(
+            PROJECT, world.repo, "main", "feature", iid=iid, title=f"Change {iid}"
+        )
     engines: set[int] = set()
     lock = threading.Lock()
 

@@ -214,8 +214,14 @@ def test_fallback_counter_over_counts_real_code() -> None:
 
 @st.composite
 def random_diff(draw: st.DrawFn) -> str:
-    paths = draw(st.lists(st.from_regex(r"[a-c]/[a-e]{1,3}\.py", fullmatch=True), min_size=1,
-                          max_size=6, unique=True))  # fmt: skip
+    paths = draw(
+        st.lists(
+            st.from_regex(r"[a-c]/[a-e]{1,3}\.py", fullmatch=True),
+            min_size=1,
+            max_size=6,
+            unique=True,
+        )
+    )
     out = []
     for path in paths:
         starts = sorted(draw(st.sets(st.integers(1, 50), min_size=1, max_size=5)))
@@ -381,15 +387,21 @@ def test_property_context_keeps_coverage_chunks_and_budget(
     budget = Budget(max_model_len=4096 + 256 + room, output_reserve=4096)
     try:
         plain = plan(
-            files, budget, COUNTER, contents=contents,
+            files,
+            budget,
+            COUNTER,
+            contents=contents,
             options=PlanOptions(context_lines=context, scope_tokens=0),
-        )  # fmt: skip
+        )
     except BudgetTooSmallError:
         return
     result = plan(
-        files, budget, COUNTER, contents=contents,
+        files,
+        budget,
+        COUNTER,
+        contents=contents,
         options=PlanOptions(context_lines=context, scope_tokens=scope),
-    )  # fmt: skip
+    )
     assert all(COUNTER.count(chunk.text) <= budget.available for chunk in result.chunks)
     owned = owned_lines(result)
     assert set(owned) == all_changed(files) and set(owned.values()) == {1}

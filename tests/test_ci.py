@@ -411,8 +411,19 @@ def test_ci_in_a_merged_results_pipeline_takes_positions_from_the_mr(ci_world: C
     git(ci_world.origin, "commit", "-qam", "docs on main")
     checkout = ci_world.clone("checkout")
     git(checkout, "checkout", "-q", "--detach", "origin/main")
-    git(checkout, "-c", "user.email=ci@example.com", "-c", "user.name=CI", "merge", "-q",
-        "--no-ff", "-m", "Merge result", ci_world.head_sha)  # fmt: skip
+    git(
+        checkout,
+        "-c",
+        "user.email=ci@example.com",
+        "-c",
+        "user.name=CI",
+        "merge",
+        "-q",
+        "--no-ff",
+        "-m",
+        "Merge result",
+        ci_world.head_sha,
+    )
     merge_commit = git(checkout, "rev-parse", "HEAD")
     assert merge_commit != ci_world.head_sha
     result = ci_world.run(checkout, CI_COMMIT_SHA=merge_commit)

@@ -137,8 +137,18 @@ def db_services(gitlab: FakeGitLab, store_url: str) -> Iterator[Services]:  # no
 def local_vllm_process(db_services: Services) -> Iterator[subprocess.Popen[bytes]]:
     """A process of this host whose command line is a vLLM server for the fake's port."""
     port = db_services.vllm.base_url.split(":")[-1].split("/")[0]
-    argv = [sys.executable, "-c", "import time; time.sleep(120)", "vllm", "serve",
-            db_services.vllm.model, "--port", port, "--generation-config", "vllm"]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-c",
+        "import time; time.sleep(120)",
+        "vllm",
+        "serve",
+        db_services.vllm.model,
+        "--port",
+        port,
+        "--generation-config",
+        "vllm",
+    ]
     process = subprocess.Popen(argv)
     yield process
     process.terminate()
@@ -316,8 +326,11 @@ def test_thinking_is_reported_and_leaked_thinking_warns(services: Services) -> N
 def test_the_openai_compatible_backend_needs_no_tokenize() -> None:
     fake = FakeVLLM(tokenize_endpoint=False, advertise_max_model_len=False)
     with fake:
-        env = {"REVIEWBOT_CONFIG": "", "REVIEWBOT_LLM_BASE_URL": fake.base_url,
-               "REVIEWBOT_LLM_BACKEND": "openai-compatible"}  # fmt: skip
+        env = {
+            "REVIEWBOT_CONFIG": "",
+            "REVIEWBOT_LLM_BASE_URL": fake.base_url,
+            "REVIEWBOT_LLM_BACKEND": "openai-compatible",
+        }
         code, checks, _ = doctor(env, "--model-only")
     assert code == 0
     assert checks["tool calls"]["status"] == "ok"
@@ -332,11 +345,21 @@ def test_the_health_probe_fails_on_a_server_without_a_tool_parser(tmp_path: Path
     systemctl = tmp_path / "systemctl"
     systemctl.write_text("#!/bin/sh\nexit 0\n")  # the vLLM unit is active; restarts are no-ops
     systemctl.chmod(0o755)
-    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "STATE_DIRECTORY": str(tmp_path),
-           "HEALTH_SYSTEMCTL": str(systemctl), "HEALTH_VLLM_UNIT": "reviewbot-vllm@t.service",
-           "REVIEWBOT_CONFIG": ""}  # fmt: skip
-    probe = [str(ROOT / "deploy" / "vllm" / "health-check.sh"), "probe", str(reviewbot),
-             "doctor", "--model-only"]  # fmt: skip
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(tmp_path),
+        "STATE_DIRECTORY": str(tmp_path),
+        "HEALTH_SYSTEMCTL": str(systemctl),
+        "HEALTH_VLLM_UNIT": "reviewbot-vllm@t.service",
+        "REVIEWBOT_CONFIG": "",
+    }
+    probe = [
+        str(ROOT / "deploy" / "vllm" / "health-check.sh"),
+        "probe",
+        str(reviewbot),
+        "doctor",
+        "--model-only",
+    ]
     statuses = []
     for tool_parser in (True, False):
         with FakeVLLM(tool_parser=tool_parser) as vllm:

@@ -147,8 +147,16 @@ def test_worker_killed_mid_review_another_completes_it(world: World, tmp_path: P
         "REVIEWBOT_CONFIG": str(tmp_path / "none.toml"),
     }
     (tmp_path / "none.toml").write_text("")
-    command = [sys.executable, "-m", "reviewbot.cli", "worker", "--lease-seconds", "2",
-               "--poll-seconds", "0.1"]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "reviewbot.cli",
+        "worker",
+        "--lease-seconds",
+        "2",
+        "--poll-seconds",
+        "0.1",
+    ]
     first = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + WAIT_S

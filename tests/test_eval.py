@@ -58,8 +58,9 @@ def test_scores_convention_and_per_category_counts() -> None:
     assert Scores.of(0, 0, 0) == Scores(0, 0, 0, 1.0, 1.0, 1.0)
     assert Scores.of(0, 2, 0) == Scores(0, 2, 0, 0.0, 0.0, 0.0)
     assert Scores.of(1, 1, 2).f1 == pytest.approx(2 * 0.5 * (1 / 3) / (0.5 + 1 / 3))
-    scored = score_item("x", [_found(1, category="bug"), _found(50, category="security")],
-                        [_truth(2)], 3)  # fmt: skip
+    scored = score_item(
+        "x", [_found(1, category="bug"), _found(50, category="security")], [_truth(2)], 3
+    )
     assert scored.by_category == {"bug": (1, 0), "security": (0, 1)}
 
 
@@ -84,8 +85,11 @@ def test_dataset_errors_name_the_item(tmp_path: Path) -> None:
 def test_the_team_dataset_loads_with_head_files_and_extra_keys() -> None:
     items = load_dataset(DATASET)
     assert [i.name for i in items] == [
-        "01-eval-calls", "02-sql-and-off-by-one", "03-clean-rename", "04-removed-guard",
-    ]  # fmt: skip
+        "01-eval-calls",
+        "02-sql-and-off-by-one",
+        "03-clean-rename",
+        "04-removed-guard",
+    ]
     assert items[1].head["db.py"].startswith("import sqlite3")
     assert items[0].truth == [TruthItem("calc.py", 6, "new")]  # "note" ignored
     assert [i.name for i in load_dataset(DATASET, limit=2)] == [i.name for i in items[:2]]
@@ -108,13 +112,24 @@ def test_eval_of_the_team_dataset_gives_the_exact_scores(vllm: Any, store_url: s
     document = json.loads(_eval(vllm, store_url, "--json").output)
     items = {i["item"]: (i["tp"], i["fp"], i["fn"]) for i in document["items"]}
     assert items == {
-        "01-eval-calls": (1, 1, 0), "02-sql-and-off-by-one": (1, 1, 1),
-        "03-clean-rename": (0, 0, 0), "04-removed-guard": (0, 1, 1),
-    }  # fmt: skip
-    assert document["total"] == {"tp": 2, "fp": 3, "fn": 2, "precision": 0.4, "recall": 0.5,
-                                 "f1": pytest.approx(4 / 9)}  # fmt: skip
-    assert document["mean"] == {"precision": 0.5, "recall": 0.625,
-                                "f1": pytest.approx((2 / 3 + 0.5 + 1.0 + 0.0) / 4)}  # fmt: skip
+        "01-eval-calls": (1, 1, 0),
+        "02-sql-and-off-by-one": (1, 1, 1),
+        "03-clean-rename": (0, 0, 0),
+        "04-removed-guard": (0, 1, 1),
+    }
+    assert document["total"] == {
+        "tp": 2,
+        "fp": 3,
+        "fn": 2,
+        "precision": 0.4,
+        "recall": 0.5,
+        "f1": pytest.approx(4 / 9),
+    }
+    assert document["mean"] == {
+        "precision": 0.5,
+        "recall": 0.625,
+        "f1": pytest.approx((2 / 3 + 0.5 + 1.0 + 0.0) / 4),
+    }
     assert document["categories"] == [
         {"category": "bug", "tp": 0, "fp": 1, "precision": 0.0},
         {"category": "performance", "tp": 0, "fp": 1, "precision": 0.0},
@@ -143,21 +158,37 @@ def test_eval_runs_are_stored_and_shown_by_the_report(
     assert (run["tp"], run["fp"], run["fn"], run["items"], run["tolerance"]) == (2, 3, 2, 4, 3)
     assert run["dataset"] == str(DATASET.resolve())
     now = datetime.now(UTC)
-    result = CliRunner().invoke(main, [
-        "report", "--since", (now - timedelta(hours=1)).isoformat(), "--until",
-        (now + timedelta(hours=1)).isoformat(), "--output", str(tmp_path), "--format", "json,md",
-    ], env={"REVIEWBOT_DATABASE_URL": store_url})  # fmt: skip
+    result = CliRunner().invoke(
+        main,
+        [
+            "report",
+            "--since",
+            (now - timedelta(hours=1)).isoformat(),
+            "--until",
+            (now + timedelta(hours=1)).isoformat(),
+            "--output",
+            str(tmp_path),
+            "--format",
+            "json,md",
+        ],
+        env={"REVIEWBOT_DATABASE_URL": store_url},
+    )
     assert result.exit_code == 0, result.output
     report = json.loads((tmp_path / "report.json").read_text())
     (shown,) = report["eval_runs"]
     assert (shown["prompt_version"], shown["precision"], shown["recall"]) == (
-        run["prompt_version"], 0.4, 0.5,
-    )  # fmt: skip
+        run["prompt_version"],
+        0.4,
+        0.5,
+    )
     assert "## Eval runs (labelled datasets)" in (tmp_path / "report.md").read_text()
 
 
 def test_a_bad_dataset_is_one_line_and_exit_2(tmp_path: Path) -> None:
-    result = CliRunner().invoke(main, ["eval", str(tmp_path / "nope")],
-                                env={"REVIEWBOT_DATABASE_URL": "sqlite:///unused.db"})  # fmt: skip
+    result = CliRunner().invoke(
+        main,
+        ["eval", str(tmp_path / "nope")],
+        env={"REVIEWBOT_DATABASE_URL": "sqlite:///unused.db"},
+    )
     assert result.exit_code == 2
     assert result.output.strip() == f"reviewbot: error: {tmp_path / 'nope'}: not a directory"

@@ -92,8 +92,7 @@ def test_a_help_note_stored_then_answered_502_is_one_note(world: World) -> None:
 
 def test_retry_after_in_both_forms_is_read_and_capped(world: World) -> None:  # noqa: F811
     waits: list[float] = []
-    client = GitLabClient(GitLabSettings(url=world.gitlab.url, token=BOT_TOKEN),
-                          sleep=waits.append)  # fmt: skip
+    client = GitLabClient(GitLabSettings(url=world.gitlab.url, token=BOT_TOKEN), sleep=waits.append)
     world.gitlab.add_faults("429-date", f"429:{HOUR_S}")
     assert client.bot_username() == "reviewbot"  # no crash on the HTTP-date form
     assert len(waits) == 2 and all(0 < wait <= RETRY_AFTER_CAP_S for wait in waits)

@@ -322,8 +322,12 @@ def test_ollama_like_model_cards_and_request_paths():
         (card,) = httpx.get(f"{fake.base_url}/models").json()["data"]
         httpx.post(f"{fake.root_url}/tokenize", json={"prompt": "x"})
         paths = list(fake.paths)
-    assert card == {"id": fake.model, "object": "model", "created": card["created"],
-                    "owned_by": "library"}  # fmt: skip
+    assert card == {
+        "id": fake.model,
+        "object": "model",
+        "created": card["created"],
+        "owned_by": "library",
+    }
     assert paths == ["GET /v1/models", "POST /tokenize"]
 
 
@@ -587,8 +591,12 @@ def test_empty_tool_calls_stream(server: FakeVLLM, client: OpenAI):
 
 def test_line_separators_are_sent_raw_in_the_stream(server: FakeVLLM):
     server.add_faults("line_separators")
-    body = {"model": server.model, "messages": review_messages(RISKY_LINES), "stream": True,
-            "tools": [REPORT_FINDING_TOOL]}  # fmt: skip
+    body = {
+        "model": server.model,
+        "messages": review_messages(RISKY_LINES),
+        "stream": True,
+        "tools": [REPORT_FINDING_TOOL],
+    }
     raw = httpx.post(f"{server.base_url}/chat/completions", json=body).content
     assert "\u2028".encode() in raw and "\u0085".encode() in raw
     assert raw.count(b"\n\n") == raw.count(b"data: ")  # still one line per event
@@ -596,8 +604,12 @@ def test_line_separators_are_sent_raw_in_the_stream(server: FakeVLLM):
 
 def raw_stream(server: FakeVLLM) -> list[str]:
     """The ``data:`` values of a streamed review, as sent."""
-    body = {"model": server.model, "messages": review_messages(RISKY_LINES), "stream": True,
-            "tools": [REPORT_FINDING_TOOL]}  # fmt: skip
+    body = {
+        "model": server.model,
+        "messages": review_messages(RISKY_LINES),
+        "stream": True,
+        "tools": [REPORT_FINDING_TOOL],
+    }
     text = httpx.post(f"{server.base_url}/chat/completions", json=body).text
     return [line.removeprefix("data: ") for line in text.split("\n") if line.startswith("data:")]
 

@@ -23,35 +23,64 @@ CHANGES = parse_git_diff(
 
 
 def _finding(**overrides: Any) -> dict[str, Any]:
-    base = {"id": 1, "project": "group/app", "fingerprint": "fp1", "path": "app.py",
-            "side": "new", "line": 4, "end_line": None, "note_id": 100, "discussion_id": "d1",
-            "head_sha": OLD_HEAD, "state": "posted"}  # fmt: skip
+    base = {
+        "id": 1,
+        "project": "group/app",
+        "fingerprint": "fp1",
+        "path": "app.py",
+        "side": "new",
+        "line": 4,
+        "end_line": None,
+        "note_id": 100,
+        "discussion_id": "d1",
+        "head_sha": OLD_HEAD,
+        "state": "posted",
+    }
     return {**base, **overrides}
 
 
-def _thread(note_id: int = 100, *, resolved_by: str | None = None, replies: tuple[str, ...] = (),
-            suggestion_applied: bool = False) -> dict[str, Any]:  # fmt: skip
+def _thread(
+    note_id: int = 100,
+    *,
+    resolved_by: str | None = None,
+    replies: tuple[str, ...] = (),
+    suggestion_applied: bool = False,
+) -> dict[str, Any]:
     first = {
-        "id": note_id, "author": {"username": "reviewbot"}, "resolved": resolved_by is not None,
+        "id": note_id,
+        "author": {"username": "reviewbot"},
+        "resolved": resolved_by is not None,
         "resolved_by": {"username": resolved_by} if resolved_by else None,
         "resolved_at": "2026-03-11T10:00:00.000Z" if resolved_by else None,
         "suggestions": [{"id": 1, "applied": suggestion_applied}],
-    }  # fmt: skip
+    }
     notes = [first] + [
-        {"id": note_id + n, "author": {"username": who}, "created_at": "2026-03-11T11:00:00Z",
-         "system": False}
+        {
+            "id": note_id + n,
+            "author": {"username": who},
+            "created_at": "2026-03-11T11:00:00Z",
+            "system": False,
+        }
         for n, who in enumerate(replies, 1)
-    ]  # fmt: skip
+    ]
     return {"id": "d1", "notes": notes}
 
 
-def _facts(discussions: list[dict[str, Any]], *, state: str = "opened",
-           awards: dict[int, list[dict[str, Any]]] | None = None) -> MergeRequestFacts:  # fmt: skip
+def _facts(
+    discussions: list[dict[str, Any]],
+    *,
+    state: str = "opened",
+    awards: dict[int, list[dict[str, Any]]] | None = None,
+) -> MergeRequestFacts:
     return MergeRequestFacts(
-        state=state, merged_at=NOW if state == "merged" else None, web_url=None,
-        latest_head_sha=NEW_HEAD, discussions=discussions, awards=awards or {},
+        state=state,
+        merged_at=NOW if state == "merged" else None,
+        web_url=None,
+        latest_head_sha=NEW_HEAD,
+        discussions=discussions,
+        awards=awards or {},
         changes_since={OLD_HEAD: CHANGES},
-    )  # fmt: skip
+    )
 
 
 def _events(findings: list[dict[str, Any]], facts: MergeRequestFacts, **kwargs: Any) -> list[Any]:
@@ -77,15 +106,21 @@ def test_a_thread_left_alone_on_an_open_mr_has_no_outcome() -> None:
 
 
 def test_human_resolution_replies_and_applied_suggestion() -> None:
-    thread = _thread(resolved_by="alice", replies=("alice", "reviewbot", "bob"),
-                     suggestion_applied=True)  # fmt: skip
+    thread = _thread(
+        resolved_by="alice", replies=("alice", "reviewbot", "bob"), suggestion_applied=True
+    )
     events = _events([_finding()], _facts([thread]))
     assert [kind for kind, _ in _kinds(events)] == [
-        "resolution", "reply", "reply", "suggestion_applied",
-    ]  # fmt: skip
+        "resolution",
+        "reply",
+        "reply",
+        "suggestion_applied",
+    ]
     resolution, first_reply, second_reply, _ = events
     assert (resolution["username"], resolution["created_at"]) == (
-        "alice", datetime(2026, 3, 11, 10, tzinfo=UTC))  # fmt: skip
+        "alice",
+        datetime(2026, 3, 11, 10, tzinfo=UTC),
+    )
     assert [first_reply["username"], second_reply["username"]] == ["alice", "bob"]
     assert first_reply["event_key"] == "reply:https://gitlab.example.com:101"
     assert resolution["event_key"] == f"resolution:{KEY}:fp1"
@@ -119,17 +154,25 @@ def test_a_comment_gone_from_the_mr_is_deleted_once() -> None:
 
 
 def test_votes_by_humans_are_recorded_and_taken_back_votes_revoked() -> None:
-    awards = {100: [
-        {"id": 5, "name": "thumbsup", "user": {"username": "alice"},
-         "created_at": "2026-03-11T09:00:00Z"},
-        {"id": 6, "name": "thumbsdown", "user": {"username": "reviewbot"}},
-        {"id": 7, "name": "tada", "user": {"username": "bob"}},
-        {"id": 8, "name": "-1", "user": {"username": "bob"}},
-    ]}  # fmt: skip
+    awards = {
+        100: [
+            {
+                "id": 5,
+                "name": "thumbsup",
+                "user": {"username": "alice"},
+                "created_at": "2026-03-11T09:00:00Z",
+            },
+            {"id": 6, "name": "thumbsdown", "user": {"username": "reviewbot"}},
+            {"id": 7, "name": "tada", "user": {"username": "bob"}},
+            {"id": 8, "name": "-1", "user": {"username": "bob"}},
+        ]
+    }
     in_force = {(1, "alice", "thumbsup"), (1, "carol", "thumbsup")}
     events = _events([_finding()], _facts([_thread()], awards=awards), votes_in_force=in_force)
     assert [(e["username"], e["value"]) for e in events] == [
-        ("alice", "thumbsup"), ("bob", "thumbsdown"), ("carol", "thumbsup:revoked"),
-    ]  # fmt: skip
+        ("alice", "thumbsup"),
+        ("bob", "thumbsdown"),
+        ("carol", "thumbsup:revoked"),
+    ]
     assert events[0]["event_key"] == "award:https://gitlab.example.com:5"
     assert events[0]["created_at"] == datetime(2026, 3, 11, 9, tzinfo=UTC)

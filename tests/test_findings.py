@@ -398,8 +398,10 @@ diff --git a/wrap.py b/wrap.py
 
 
 def twin_calls(title: str = "Bare except") -> list[tuple[int, dict[str, Any]]]:
-    return [(0, call(path="wrap.py", line=line, title=title, category="error-handling"))
-            for line in (4, 10)]  # fmt: skip
+    return [
+        (0, call(path="wrap.py", line=line, title=title, category="error-handling"))
+        for line in (4, 10)
+    ]
 
 
 def test_identical_lines_in_one_file_stay_two_findings() -> None:
@@ -410,8 +412,9 @@ def test_identical_lines_in_one_file_stay_two_findings() -> None:
     first, second = result.findings
     assert first.line_text == second.line_text and first.fingerprint != second.fingerprint
     # the first occurrence keeps the plain fingerprint (markers posted earlier still match)
-    assert first.fingerprint == fingerprint("wrap.py", "    except:", "error-handling",
-                                            "Bare except")  # fmt: skip
+    assert first.fingerprint == fingerprint(
+        "wrap.py", "    except:", "error-handling", "Bare except"
+    )
 
 
 def test_identical_lines_keep_their_fingerprints_when_lines_shift() -> None:
@@ -419,7 +422,9 @@ def test_identical_lines_keep_their_fingerprints_when_lines_shift() -> None:
         "@@ -1,2 +1,10 @@\n def first():\n", "@@ -1,2 +1,12 @@\n def first():\n+    # a\n+    # b\n"
     )
     before = process(twin_calls(), {0: files_of(TWIN_DIFF)}, FindingsOptions()).findings
-    calls = [(0, call(path="wrap.py", line=line, title="Bare except", category="error-handling"))
-             for line in (6, 12)]  # fmt: skip
+    calls = [
+        (0, call(path="wrap.py", line=line, title="Bare except", category="error-handling"))
+        for line in (6, 12)
+    ]
     after = process(calls, {0: files_of(shifted)}, FindingsOptions()).findings
     assert [f.fingerprint for f in after] == [f.fingerprint for f in before]

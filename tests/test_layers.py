@@ -15,26 +15,63 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "reviewbot"
 
 CORE = {
-    "reviewbot", "reviewbot.chunking", "reviewbot.codequality", "reviewbot.comments",
-    "reviewbot.config", "reviewbot.diff", "reviewbot.diffview", "reviewbot.errors",
-    "reviewbot.exclusions", "reviewbot.findings", "reviewbot.interdiff", "reviewbot.markdown",
-    "reviewbot.prompts", "reviewbot.scope", "reviewbot.tokens", "reviewbot.toolcalls",
-    "reviewbot.window", "reviewbot.llm.answers", "reviewbot.llm.backend", "reviewbot.ops",
-    "reviewbot.ops.capacity", "reviewbot.ops.gpus", "reviewbot.ops.model_shape",
-    "reviewbot.ops.doctor", "reviewbot.ops.loadtest", "reviewbot.templates",
-}  # fmt: skip
+    "reviewbot",
+    "reviewbot.chunking",
+    "reviewbot.codequality",
+    "reviewbot.comments",
+    "reviewbot.config",
+    "reviewbot.diff",
+    "reviewbot.diffview",
+    "reviewbot.errors",
+    "reviewbot.exclusions",
+    "reviewbot.findings",
+    "reviewbot.interdiff",
+    "reviewbot.markdown",
+    "reviewbot.prompts",
+    "reviewbot.scope",
+    "reviewbot.tokens",
+    "reviewbot.toolcalls",
+    "reviewbot.window",
+    "reviewbot.llm.answers",
+    "reviewbot.llm.backend",
+    "reviewbot.ops",
+    "reviewbot.ops.capacity",
+    "reviewbot.ops.gpus",
+    "reviewbot.ops.model_shape",
+    "reviewbot.ops.doctor",
+    "reviewbot.ops.loadtest",
+    "reviewbot.templates",
+}
 ADAPTERS = {
-    "reviewbot.gitlab", "reviewbot.localgit", "reviewbot.slots", "reviewbot.queue",
-    "reviewbot.metrics", "reviewbot.llm", "reviewbot.llm.runner", "reviewbot.llm.factory",
-    "reviewbot.llm.openai_compatible", "reviewbot.llm.vllm", "reviewbot.store",
-    "reviewbot.store.store", "reviewbot.store.models", "reviewbot.store.migrate",
-    "reviewbot.store.mr_lock", "reviewbot.store.figures", "reviewbot.store.feedback_queries",
+    "reviewbot.gitlab",
+    "reviewbot.localgit",
+    "reviewbot.slots",
+    "reviewbot.queue",
+    "reviewbot.metrics",
+    "reviewbot.llm",
+    "reviewbot.llm.runner",
+    "reviewbot.llm.factory",
+    "reviewbot.llm.openai_compatible",
+    "reviewbot.llm.vllm",
+    "reviewbot.store",
+    "reviewbot.store.store",
+    "reviewbot.store.models",
+    "reviewbot.store.migrate",
+    "reviewbot.store.mr_lock",
+    "reviewbot.store.figures",
+    "reviewbot.store.feedback_queries",
     "reviewbot.store.report_queries",
-}  # fmt: skip
+}
 PIPELINE = {
-    "reviewbot.app", "reviewbot.review", "reviewbot.mr", "reviewbot.publish",
-    "reviewbot.feedback", "reviewbot.report", "reviewbot.report_html", "reviewbot.eval",
-}  # fmt: skip
+    "reviewbot.app",
+    "reviewbot.review",
+    "reviewbot.mr",
+    "reviewbot.publish",
+    "reviewbot.feedback",
+    "reviewbot.report",
+    "reviewbot.report_html",
+    "reviewbot.eval",
+}
 LAYER_OF = {
     **dict.fromkeys(CORE, 0),
     **dict.fromkeys(ADAPTERS, 1),
@@ -76,13 +113,25 @@ def layer(name: str) -> int:
 def test_every_module_has_a_layer_or_is_an_entry_point() -> None:
     entry_points = {name for name in modules() if name not in LAYER_OF}
     expected = {
-        "reviewbot.cli", "reviewbot.ci", "reviewbot.worker", "reviewbot.options",
-        "reviewbot.accuracy_cli", "reviewbot.webhook", "reviewbot.webhook.handlers",
-        "reviewbot.webhook.openapi", "reviewbot.webhook.payloads", "reviewbot.webhook.server",
-        "reviewbot.ops.capacity_cli", "reviewbot.ops.doctor_cli", "reviewbot.ops.doctor_probes",
-        "reviewbot.ops.loadtest_cli", "reviewbot.ops.loadtest_driver",
-        "reviewbot.migrations", "reviewbot.migrations.env", "reviewbot.migrations.versions",
-    }  # fmt: skip
+        "reviewbot.cli",
+        "reviewbot.ci",
+        "reviewbot.worker",
+        "reviewbot.options",
+        "reviewbot.accuracy_cli",
+        "reviewbot.webhook",
+        "reviewbot.webhook.handlers",
+        "reviewbot.webhook.openapi",
+        "reviewbot.webhook.payloads",
+        "reviewbot.webhook.server",
+        "reviewbot.ops.capacity_cli",
+        "reviewbot.ops.doctor_cli",
+        "reviewbot.ops.doctor_probes",
+        "reviewbot.ops.loadtest_cli",
+        "reviewbot.ops.loadtest_driver",
+        "reviewbot.migrations",
+        "reviewbot.migrations.env",
+        "reviewbot.migrations.versions",
+    }
     assert entry_points <= expected, f"put these in a layer: {sorted(entry_points - expected)}"
 
 
@@ -101,7 +150,7 @@ def test_there_is_no_import_cycle() -> None:
 
     def visit(name: str, trail: tuple[str, ...]) -> None:
         if name in trail:
-            cycle = (*trail[trail.index(name):], name)
+            cycle = (*trail[trail.index(name) :], name)
             # a package importing its own submodules (re-exports) is not a cycle
             if not all(part.startswith(cycle[0]) for part in cycle):
                 pytest.fail("import cycle: " + " -> ".join(cycle))

@@ -80,9 +80,13 @@ def test_a_fast_server_meets_the_slo() -> None:
     assert slo(report) == {"ttft_p95_ms": True, "decode_tokens_per_s_p50": True, "error_rate": True}
     assert all(isinstance(item["target"], float) for item in report["slo"])
     assert report["load"] == {
-        "mode": "closed", "concurrency": 4, "requests": 8, "duration_s": None,
-        "input": f"synthetic diff of {SMALL_DIFF_TOKENS} tokens", "model": server.model,
-    }  # fmt: skip
+        "mode": "closed",
+        "concurrency": 4,
+        "requests": 8,
+        "duration_s": None,
+        "input": f"synthetic diff of {SMALL_DIFF_TOKENS} tokens",
+        "model": server.model,
+    }
     assert report["reviews_per_day"] > 0 and report["chunks_per_review"] == 1
     # the bot's real prompts: its system prompt, its tool, a diff in its chunk format
     assert len(bodies) == 8
@@ -108,9 +112,14 @@ def test_slow_decoding_misses_the_slo_with_exit_3() -> None:
 def test_a_slow_first_token_misses_the_ttft_slo() -> None:
     with FakeVLLM(latency=FAST) as server:
         code, report, _ = loadtest(
-            server, "--synthetic", str(SMALL_DIFF_TOKENS), "--requests", "2",
-            "--slo-ttft-p95-ms", "0.001",
-        )  # fmt: skip
+            server,
+            "--synthetic",
+            str(SMALL_DIFF_TOKENS),
+            "--requests",
+            "2",
+            "--slo-ttft-p95-ms",
+            "0.001",
+        )
     assert code == 3 and slo(report)["ttft_p95_ms"] is False
 
 
@@ -137,8 +146,9 @@ def test_open_loop_sends_poisson_arrivals() -> None:
 
 def test_ttft_is_reported_by_queue_position() -> None:
     with FakeVLLM(latency=LatencyModel(ttft_base_s=0.01, max_num_seqs=1)) as server:
-        _, report, _ = loadtest(server, "--synthetic", "300", "--concurrency", "3",
-                                "--requests", "3")  # fmt: skip
+        _, report, _ = loadtest(
+            server, "--synthetic", "300", "--concurrency", "3", "--requests", "3"
+        )
     rows = report["ttft_by_queue_position"]
     assert sum(row["requests"] for row in rows) == 3
     assert {row["position"] for row in rows} <= {1, 2, 3} and rows[0]["position"] == 1
@@ -148,8 +158,9 @@ def test_ttft_is_reported_by_queue_position() -> None:
 def test_cache_reuse_comes_from_cached_tokens() -> None:
     # one at a time: every request after the first finds the tools and system prompt cached
     with FakeVLLM(latency=FAST) as server:
-        _, report, _ = loadtest(server, "--synthetic", "300", "--concurrency", "1",
-                                "--requests", "3")  # fmt: skip
+        _, report, _ = loadtest(
+            server, "--synthetic", "300", "--concurrency", "1", "--requests", "3"
+        )
         stats = server.stats
     assert report["prefix_cache_hit_rate"] == pytest.approx(
         stats.cached_tokens / stats.prompt_tokens, abs=1e-4
@@ -164,9 +175,16 @@ def test_a_git_range_is_replayed_as_its_review_would_send_it(tmp_path: Path) -> 
     repo = make_repo(tmp_path / "repo")
     with FakeVLLM(latency=FAST) as server:
         code, report, _ = loadtest(
-            server, "--git", "main...feature", "--repo", str(repo), "--requests", "4",
-            "--concurrency", "2",
-        )  # fmt: skip
+            server,
+            "--git",
+            "main...feature",
+            "--repo",
+            str(repo),
+            "--requests",
+            "4",
+            "--concurrency",
+            "2",
+        )
         bodies = list(server.requests)
     assert code == 0 and report["load"]["input"] == "main...feature"
     diffs = [b["messages"][-1]["content"] for b in bodies]
@@ -213,17 +231,19 @@ def test_an_unreachable_server_is_one_line_and_exit_1() -> None:
     with FakeVLLM() as server:
         gone = server.base_url
     result = CliRunner().invoke(
-        main, ["loadtest", "--requests", "1"], env={"REVIEWBOT_CONFIG": "",
-                                                    "REVIEWBOT_LLM_BASE_URL": gone},
-    )  # fmt: skip
+        main,
+        ["loadtest", "--requests", "1"],
+        env={"REVIEWBOT_CONFIG": "", "REVIEWBOT_LLM_BASE_URL": gone},
+    )
     assert result.exit_code == 1 and "cannot reach the model server" in result.stderr
 
 
 def test_the_table_for_people() -> None:
     with FakeVLLM(latency=FAST) as server:
         env = {"REVIEWBOT_CONFIG": "", "REVIEWBOT_LLM_BASE_URL": server.base_url}
-        result = CliRunner().invoke(main, ["loadtest", "--synthetic", "300", "--requests", "2"],
-                                    env=env)  # fmt: skip
+        result = CliRunner().invoke(
+            main, ["loadtest", "--synthetic", "300", "--requests", "2"], env=env
+        )
     assert result.exit_code == 0
     assert "queue position" in result.output and "reviews per day" in result.output
     assert "SLO error_rate" in result.output and "met" in result.output
@@ -241,12 +261,27 @@ def test_percentiles_interpolate_between_ranks() -> None:
 
 def test_summary_figures_and_verdicts() -> None:
     samples = [
-        Sample(review=0, queue_position=1, ttft_s=0.1, e2e_s=1.1, prompt_tokens=1000,
-               cached_tokens=400, completion_tokens=201),
-        Sample(review=0, queue_position=2, ttft_s=0.3, e2e_s=2.3, prompt_tokens=1000,
-               cached_tokens=600, completion_tokens=101, finish_reason="length"),
+        Sample(
+            review=0,
+            queue_position=1,
+            ttft_s=0.1,
+            e2e_s=1.1,
+            prompt_tokens=1000,
+            cached_tokens=400,
+            completion_tokens=201,
+        ),
+        Sample(
+            review=0,
+            queue_position=2,
+            ttft_s=0.3,
+            e2e_s=2.3,
+            prompt_tokens=1000,
+            cached_tokens=600,
+            completion_tokens=101,
+            finish_reason="length",
+        ),
         Sample(review=1, queue_position=1, ttft_s=None, e2e_s=5.0, error="HTTP 503"),
-    ]  # fmt: skip
+    ]
     report = summarize(samples, seconds=10.0, chunks_per_review=2.0, slo=SLO(200, 60, 0.5))
     assert report.requests == 3 and report.errors == 1 and report.truncated == 1
     assert report.decode_tokens_per_s["p50"] == pytest.approx(125.0)  # 200/1 s and 100/2 s

@@ -13,10 +13,20 @@ ROOT = Path(__file__).parent.parent
 
 def test_wheel_contains_templates_and_migrations_and_finds_them(tmp_path: Path) -> None:
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q",
-         "-w", str(tmp_path / "dist"), str(ROOT)],
-        check=True, capture_output=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "-q",
+            "-w",
+            str(tmp_path / "dist"),
+            str(ROOT),
+        ],
+        check=True,
+        capture_output=True,
+    )
     [wheel] = (tmp_path / "dist").glob("reviewbot-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     for template in ("system.j2", "context.j2", "chunk.j2"):
@@ -36,9 +46,13 @@ def test_wheel_contains_templates_and_migrations_and_finds_them(tmp_path: Path) 
     )
     env = {**os.environ, "PYTHONPATH": str(installed)}
     out = subprocess.run(
-        [sys.executable, "-c", probe], env=env, cwd=tmp_path, check=True, capture_output=True,
+        [sys.executable, "-c", probe],
+        env=env,
+        cwd=tmp_path,
+        check=True,
+        capture_output=True,
         text=True,
-    ).stdout.split()  # fmt: skip
+    ).stdout.split()
     assert all(line.startswith(str(installed)) for line in out[:3]), out
     from reviewbot.prompts import prompt_version
     from reviewbot.store.migrate import head_revision

@@ -79,9 +79,20 @@ def findings_on(snapshot: MergeRequestSnapshot, needles: tuple[str, ...] = NEEDL
     calls = []
     for needle in needles:
         line = next(line for line in file.lines() if needle in line.text and line.is_change)
-        calls.append((0, {"path": "app.py", "line": line.number, "side": "new",
-                          "severity": "major", "category": "bug",
-                          "title": f"Problem with {needle}", "body": "Fix it."}))  # fmt: skip
+        calls.append(
+            (
+                0,
+                {
+                    "path": "app.py",
+                    "line": line.number,
+                    "side": "new",
+                    "severity": "major",
+                    "category": "bug",
+                    "title": f"Problem with {needle}",
+                    "body": "Fix it.",
+                },
+            )
+        )
     return process(calls, {0: {"app.py": file}}, FindingsOptions()).findings
 
 
@@ -89,8 +100,13 @@ def facts(findings: list[Finding]) -> ReviewFacts:
     counts = {severity: 0 for severity in Severity}
     for finding in findings:
         counts[finding.severity] += 1
-    return ReviewFacts(model="qwen", prompt_version="v1+test", counts=counts,
-                       coverage=Coverage(2, 2, 16, 16, ()), chunks=1)  # fmt: skip
+    return ReviewFacts(
+        model="qwen",
+        prompt_version="v1+test",
+        counts=counts,
+        coverage=Coverage(2, 2, 16, 16, ()),
+        chunks=1,
+    )
 
 
 def run_publish(
@@ -192,7 +208,8 @@ def test_dry_run_writes_local_lines_reads_the_mr_and_posts_nothing(mr: MergeRequ
 
 def test_publisher_for_picks_by_mode(mr: MergeRequest) -> None:
     snapshot = mr.snapshot()
-    assert isinstance(publisher_for("discussions", mr.client, snapshot, dry_run=False),
-                      DiscussionsPublisher)  # fmt: skip
+    assert isinstance(
+        publisher_for("discussions", mr.client, snapshot, dry_run=False), DiscussionsPublisher
+    )
     assert isinstance(publisher_for("drafts", mr.client, snapshot, dry_run=False), DraftsPublisher)
     assert isinstance(publisher_for("drafts", mr.client, snapshot, dry_run=True), DryRunPublisher)

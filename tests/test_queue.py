@@ -57,8 +57,9 @@ def clock() -> FakeClock:
 
 @pytest.fixture
 def queue(migrated_store: Store, clock: FakeClock) -> JobQueue:  # noqa: F811
-    return JobQueue(migrated_store, clock=clock, backoff_base_s=BACKOFF_BASE_S,
-                    backoff_max_s=BACKOFF_MAX_S)  # fmt: skip
+    return JobQueue(
+        migrated_store, clock=clock, backoff_base_s=BACKOFF_BASE_S, backoff_max_s=BACKOFF_MAX_S
+    )
 
 
 @pytest.fixture
@@ -76,10 +77,12 @@ def queue_factory(store_url: str, clock: FakeClock) -> Iterator[Callable[[], Job
         store.close()
 
 
-def _enqueue(queue: JobQueue, mr_iid: int = 1, head_sha: str | None = HEAD_A,
-             **extra: object) -> EnqueueResult:  # fmt: skip
-    return queue.enqueue(project=PROJECT, mr_iid=mr_iid, head_sha=head_sha, trigger="webhook",
-                         **extra)  # type: ignore[arg-type]  # fmt: skip
+def _enqueue(
+    queue: JobQueue, mr_iid: int = 1, head_sha: str | None = HEAD_A, **extra: object
+) -> EnqueueResult:
+    return queue.enqueue(
+        project=PROJECT, mr_iid=mr_iid, head_sha=head_sha, trigger="webhook", **extra
+    )  # type: ignore[arg-type]
 
 
 def _claim(queue: JobQueue, worker_id: str = "w1") -> Job:
@@ -329,8 +332,7 @@ def test_permanent_failure_is_final_at_once(queue: JobQueue) -> None:
 def test_errors_are_scrubbed_of_secrets(queue: JobQueue) -> None:
     _enqueue(queue)
     token = "glpat-abcdefghijklmnopqrst"
-    failed = queue.fail(_claim(queue).id, "w1", f"401 with PRIVATE-TOKEN: {token}",
-                        retryable=False)  # fmt: skip
+    failed = queue.fail(_claim(queue).id, "w1", f"401 with PRIVATE-TOKEN: {token}", retryable=False)
     assert token not in (failed.error or "")
     assert "401" in (failed.error or "")
 

@@ -57,13 +57,29 @@ def _review(
     clock.now = started
     key = MergeRequestKey(GITLAB, 7, iid)
     review_id = store.start_review(
-        project=PROJECT, mr_iid=iid, head_sha=head * 40, base_sha=None, start_sha=None,
-        trigger="ci", model=model, prompt_version=prompt_version, key=key,
-    )  # fmt: skip
-    store.record_llm_calls(review_id, [
-        {"chunk_index": i, "mode": "tool_calls", "outcome": "ok", "ttft_ms": ttft,
-         "started_at": started} for i, ttft in enumerate(ttfts)
-    ])  # fmt: skip
+        project=PROJECT,
+        mr_iid=iid,
+        head_sha=head * 40,
+        base_sha=None,
+        start_sha=None,
+        trigger="ci",
+        model=model,
+        prompt_version=prompt_version,
+        key=key,
+    )
+    store.record_llm_calls(
+        review_id,
+        [
+            {
+                "chunk_index": i,
+                "mode": "tool_calls",
+                "outcome": "ok",
+                "ttft_ms": ttft,
+                "started_at": started,
+            }
+            for i, ttft in enumerate(ttfts)
+        ],
+    )
     ids = store.record_findings(review_id, [_finding(**f) for f in findings])
     clock.now = started + timedelta(seconds=seconds)
     store.finish_review(review_id, status="succeeded")
@@ -71,15 +87,32 @@ def _review(
 
 
 def _finding(**overrides: Any) -> dict[str, Any]:
-    base = {"fingerprint": "fp", "path": "app.py", "side": "new", "line": 3,
-            "severity": "major", "category": "bug", "title": "t", "body": "b",
-            "anchor": "exact", "state": "posted", "note_id": None}  # fmt: skip
+    base = {
+        "fingerprint": "fp",
+        "path": "app.py",
+        "side": "new",
+        "line": 3,
+        "severity": "major",
+        "category": "bug",
+        "title": "t",
+        "body": "b",
+        "anchor": "exact",
+        "state": "posted",
+        "note_id": None,
+    }
     return {**base, **overrides}
 
 
 def _vote(store: Store, finding_id: int, user: str, value: str, key: str, at: datetime) -> None:
-    store.record_feedback(finding_id=finding_id, project=PROJECT, kind="award", value=value,
-                          username=user, event_key=key, created_at=at)  # fmt: skip
+    store.record_feedback(
+        finding_id=finding_id,
+        project=PROJECT,
+        kind="award",
+        value=value,
+        username=user,
+        event_key=key,
+        created_at=at,
+    )
 
 
 @pytest.fixture
@@ -98,9 +131,12 @@ def test_window_bounds_are_exact(clocked: tuple[Store, Clock]) -> None:
     assert (report["totals"]["reviews"], report["totals"]["mrs"]) == (2, 2)
     assert report["previous"]["totals"]["reviews"] == 1
     assert report["window"] == {
-        "since": "2026-03-09T00:00:00+00:00", "until": "2026-03-16T00:00:00+00:00",
-        "until_exclusive": True, "iso_week": "2026-W11", "project": None,
-    }  # fmt: skip
+        "since": "2026-03-09T00:00:00+00:00",
+        "until": "2026-03-16T00:00:00+00:00",
+        "until_exclusive": True,
+        "iso_week": "2026-W11",
+        "project": None,
+    }
     assert report["daily"]["days"][0] == "2026-03-09" and len(report["daily"]["days"]) == 7
 
 
@@ -109,10 +145,21 @@ def test_percentiles_are_nearest_rank_per_window_and_per_day(
 ) -> None:
     store, clock = clocked
     tuesday = MONDAY + timedelta(days=1, hours=9)
-    _review(store, clock, MONDAY + timedelta(hours=9), seconds=4.0,
-            ttfts=(100.0, 200.0, 300.0, 400.0, None))  # fmt: skip
-    _review(store, clock, tuesday, seconds=30.0, iid=2,
-            ttfts=(500.0, 600.0, 700.0, 800.0, 900.0, 1000.0))  # fmt: skip
+    _review(
+        store,
+        clock,
+        MONDAY + timedelta(hours=9),
+        seconds=4.0,
+        ttfts=(100.0, 200.0, 300.0, 400.0, None),
+    )
+    _review(
+        store,
+        clock,
+        tuesday,
+        seconds=30.0,
+        iid=2,
+        ttfts=(500.0, 600.0, 700.0, 800.0, 900.0, 1000.0),
+    )
     _review(store, clock, tuesday + timedelta(hours=1), seconds=20.0, iid=3)
     report = build_report(store, WEEK, now=NOW, slo_ttft_ms=900.0)
     # 10 first tokens: p50 = 5th smallest, p95 = 10th (ceil(9.5))
@@ -131,10 +178,16 @@ def test_percentiles_are_nearest_rank_per_window_and_per_day(
 
 def test_votes_count_once_and_revoked_votes_not_at_all(clocked: tuple[Store, Clock]) -> None:
     store, clock = clocked
-    up, down, other = _review(store, clock, MONDAY + timedelta(hours=1), findings=(
-        {"fingerprint": "a", "category": "bug"}, {"fingerprint": "b", "category": "security"},
-        {"fingerprint": "c", "category": "security"},
-    ))  # fmt: skip
+    up, down, other = _review(
+        store,
+        clock,
+        MONDAY + timedelta(hours=1),
+        findings=(
+            {"fingerprint": "a", "category": "bug"},
+            {"fingerprint": "b", "category": "security"},
+            {"fingerprint": "c", "category": "security"},
+        ),
+    )
     t = MONDAY + timedelta(hours=2)
     # alice's 👍 seen by the webhook and by a sync: one vote
     _vote(store, up, "alice", "thumbsup", "webhook-delivery-1", t)
@@ -153,26 +206,46 @@ def test_votes_count_once_and_revoked_votes_not_at_all(clocked: tuple[Store, Clo
     by_category = {r["category"]: r for r in report["by_category"]}
     assert (by_category["security"]["thumbs_down"], by_category["bug"]["thumbs_up"]) == (2, 1)
     assert store.votes_in_force([up, down, other]) == {
-        (up, "alice", "thumbsup"), (down, "bob", "thumbsdown"), (other, "carol", "thumbsdown"),
-    }  # fmt: skip
+        (up, "alice", "thumbsup"),
+        (down, "bob", "thumbsdown"),
+        (other, "carol", "thumbsdown"),
+    }
 
 
 def test_refound_findings_count_once_and_addressed_rate_needs_a_later_version(
     clocked: tuple[Store, Clock],
 ) -> None:
     store, clock = clocked
-    (first, second) = _review(store, clock, MONDAY + timedelta(hours=1), head="a", findings=(
-        {"fingerprint": "a", "note_id": 11}, {"fingerprint": "b", "note_id": 12},
-    ))  # fmt: skip
+    (first, second) = _review(
+        store,
+        clock,
+        MONDAY + timedelta(hours=1),
+        head="a",
+        findings=(
+            {"fingerprint": "a", "note_id": 11},
+            {"fingerprint": "b", "note_id": 12},
+        ),
+    )
     # the next push: both found again (duplicates, not new findings)
-    _review(store, clock, MONDAY + timedelta(hours=2), head="b", findings=(
-        {"fingerprint": "a", "state": "duplicate", "note_id": 11},
-        {"fingerprint": "b", "state": "duplicate", "note_id": 12},
-    ))  # fmt: skip
+    _review(
+        store,
+        clock,
+        MONDAY + timedelta(hours=2),
+        head="b",
+        findings=(
+            {"fingerprint": "a", "state": "duplicate", "note_id": 11},
+            {"fingerprint": "b", "state": "duplicate", "note_id": 12},
+        ),
+    )
     # a third MR with one finding still at the reviewed head
     _review(store, clock, MONDAY + timedelta(hours=3), iid=9, findings=({"fingerprint": "z"},))
-    store.record_feedback(finding_id=first, project=PROJECT, kind="addressed",
-                          value="addressed", event_key="addressed:x")  # fmt: skip
+    store.record_feedback(
+        finding_id=first,
+        project=PROJECT,
+        kind="addressed",
+        value="addressed",
+        event_key="addressed:x",
+    )
     report = build_report(store, WEEK, now=NOW)
     assert (report["totals"]["findings"], report["totals"]["findings_posted"]) == (3, 3)
     # addressed 1 of the 2 findings whose MR got a later version
@@ -195,12 +268,19 @@ def test_empty_window_is_a_report_that_says_no_reviews(
 
 
 def _sample_report(store: Store, clock: Clock) -> dict[str, Any]:
-    _review(store, clock, MONDAY - timedelta(days=3), ttfts=(900.0,), findings=(
-        {"fingerprint": "p"},))  # fmt: skip
-    ids = _review(store, clock, MONDAY + timedelta(hours=5), ttfts=(300.0, 500.0), findings=(
-        {"fingerprint": "a", "category": "security", "severity": "critical"},
-        {"fingerprint": "b", "category": "bug", "severity": "minor"},
-    ))  # fmt: skip
+    _review(
+        store, clock, MONDAY - timedelta(days=3), ttfts=(900.0,), findings=({"fingerprint": "p"},)
+    )
+    ids = _review(
+        store,
+        clock,
+        MONDAY + timedelta(hours=5),
+        ttfts=(300.0, 500.0),
+        findings=(
+            {"fingerprint": "a", "category": "security", "severity": "critical"},
+            {"fingerprint": "b", "category": "bug", "severity": "minor"},
+        ),
+    )
     _vote(store, ids[1], "bob", "thumbsdown", "k1", MONDAY + timedelta(hours=6))
     _vote(store, ids[0], "bob", "thumbsup", "k2", MONDAY + timedelta(hours=6))
     return build_report(store, WEEK, now=NOW)
@@ -243,8 +323,12 @@ def test_report_issue_is_created_once_then_edited(clocked: tuple[Store, Clock]) 
         client = GitLabClient(GitLabSettings(url=gitlab.url, token="glpat-bot"))
         # someone else's issue with the same title but no marker is left alone
         mine = {"title": "reviewbot report 2026-W11", "description": "mine"}
-        requests.post(f"{gitlab.url}/api/v4/projects/30/issues", json=mine, timeout=10,
-                      headers={"PRIVATE-TOKEN": "glpat-lead"})  # fmt: skip
+        requests.post(
+            f"{gitlab.url}/api/v4/projects/30/issues",
+            json=mine,
+            timeout=10,
+            headers={"PRIVATE-TOKEN": "glpat-lead"},
+        )
         created, was_new = post_report_issue(client, "team/reports", report)
         edited, again_new = post_report_issue(client, "team/reports", {**report, "empty": True})
         assert (was_new, again_new) == (True, False)
@@ -262,8 +346,9 @@ def _invoke(*args: str, database_url: str) -> Any:
 
 def test_report_command_writes_the_files_asked_for(store_url: str, tmp_path: Path) -> None:  # noqa: F811
     output = tmp_path / "out"
-    result = _invoke("--weekly", "--output", str(output), "--format", "json,md",
-                     database_url=store_url)  # fmt: skip
+    result = _invoke(
+        "--weekly", "--output", str(output), "--format", "json,md", database_url=store_url
+    )
     assert result.exit_code == 0, result.output
     assert "no reviews" in result.output
     assert sorted(p.name for p in output.iterdir()) == ["report.json", "report.md"]

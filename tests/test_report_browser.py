@@ -24,9 +24,13 @@ from reviewbot.window import Window
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome")
 REQUIRE_ENV = "REVIEWBOT_REQUIRE_BROWSER"
 CHROMIUM_FLAGS = (
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-    "--disable-component-update", "--no-first-run",
-)  # fmt: skip
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+)
 WINDOW_SIZE = "1200,2600"
 BROWSER_TIMEOUT_S = 120
 # A blank page has no variance; the charts and tables give far more than this.
@@ -52,21 +56,46 @@ def _report_file(tmp_path: Path) -> Path:
         for day in range(5):
             now[0] = MONDAY + timedelta(days=day, hours=9)
             review = store.start_review(
-                project="group/app", mr_iid=day + 1, head_sha="a" * 40, base_sha=None,
-                start_sha=None, trigger="ci", model="qwen", prompt_version="v1",
+                project="group/app",
+                mr_iid=day + 1,
+                head_sha="a" * 40,
+                base_sha=None,
+                start_sha=None,
+                trigger="ci",
+                model="qwen",
+                prompt_version="v1",
                 key=MergeRequestKey("https://gitlab.example.com", 7, day + 1),
-            )  # fmt: skip
-            store.record_llm_calls(review, [
-                {"chunk_index": 0, "mode": "tool_calls", "outcome": "ok",
-                 "ttft_ms": 200.0 + 150 * day, "started_at": MONDAY + timedelta(days=day)},
-            ])  # fmt: skip
-            store.record_findings(review, [
-                {"fingerprint": f"{day}{n}", "path": "a.py", "side": "new", "line": n + 1,
-                 "severity": ("critical", "major", "minor")[n % 3],
-                 "category": ("bug", "security")[n % 2], "title": "t", "body": "b",
-                 "anchor": "exact", "state": "posted"}
-                for n in range(day + 2)
-            ])  # fmt: skip
+            )
+            store.record_llm_calls(
+                review,
+                [
+                    {
+                        "chunk_index": 0,
+                        "mode": "tool_calls",
+                        "outcome": "ok",
+                        "ttft_ms": 200.0 + 150 * day,
+                        "started_at": MONDAY + timedelta(days=day),
+                    },
+                ],
+            )
+            store.record_findings(
+                review,
+                [
+                    {
+                        "fingerprint": f"{day}{n}",
+                        "path": "a.py",
+                        "side": "new",
+                        "line": n + 1,
+                        "severity": ("critical", "major", "minor")[n % 3],
+                        "category": ("bug", "security")[n % 2],
+                        "title": "t",
+                        "body": "b",
+                        "anchor": "exact",
+                        "state": "posted",
+                    }
+                    for n in range(day + 2)
+                ],
+            )
             now[0] += timedelta(seconds=30 + 20 * day)
             store.finish_review(review, status="succeeded")
         window = Window(MONDAY, MONDAY + timedelta(days=7))
@@ -82,20 +111,29 @@ def test_report_html_renders_with_its_charts_in_chromium(tmp_path: Path) -> None
     if chromium is None:
         pytest.skip("Chromium is not installed (apt-get install -y chromium)")
     page = _report_file(tmp_path)
-    common = [chromium, *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'profile'}",
-              f"--window-size={WINDOW_SIZE}"]  # fmt: skip
+    common = [
+        chromium,
+        *CHROMIUM_FLAGS,
+        f"--user-data-dir={tmp_path / 'profile'}",
+        f"--window-size={WINDOW_SIZE}",
+    ]
     dom = subprocess.run(
         [*common, "--dump-dom", page.as_uri()],
-        capture_output=True, text=True, timeout=BROWSER_TIMEOUT_S, check=True,
-    ).stdout  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=BROWSER_TIMEOUT_S,
+        check=True,
+    ).stdout
     assert dom.count("<svg") == len(CHART_IDS)
     for chart_id in CHART_IDS:
         assert f'id="{chart_id}"' in dom
     screenshot = tmp_path / "report.png"
     subprocess.run(
         [*common, f"--screenshot={screenshot}", page.as_uri()],
-        capture_output=True, timeout=BROWSER_TIMEOUT_S, check=True,
-    )  # fmt: skip
+        capture_output=True,
+        timeout=BROWSER_TIMEOUT_S,
+        check=True,
+    )
     with Image.open(screenshot) as image:
         grey = image.convert("L")
         assert ImageStat.Stat(grey).stddev[0] > MIN_LUMINANCE_STDDEV

@@ -101,9 +101,16 @@ def test_context_overflow_resplits_instead_of_dropping(repo: Path) -> None:
     with FakeVLLM(max_model_len=12_000) as small:
         # We claim a 32K context; the server has 12K and answers 400 until chunks are small.
         code, out, err = review(
-            repo, small.base_url, "--json", "--context-tokens", "32768", "--max-output-tokens",
-            "4096", "--min-severity", "info",
-        )  # fmt: skip
+            repo,
+            small.base_url,
+            "--json",
+            "--context-tokens",
+            "32768",
+            "--max-output-tokens",
+            "4096",
+            "--min-severity",
+            "info",
+        )
         assert code == 0, err
         data = json.loads(out)
         outcomes = [c["outcome"] for c in data["calls"]]

@@ -272,8 +272,11 @@ def test_reviews_list_and_show_what_was_recorded(world: World) -> None:
     assert listed.exit_code == 0, listed.stderr
     [row] = json.loads(listed.stdout)
     assert (row["id"], row["project"], row["mr_iid"], row["status"]) == (
-        report.review_id, PROJECT, 1, "succeeded",
-    )  # fmt: skip
+        report.review_id,
+        PROJECT,
+        1,
+        "succeeded",
+    )
     shown = CliRunner().invoke(main, ["reviews", "show", str(report.review_id), "--json"], env=env)
     data = json.loads(shown.stdout)
     assert data["review"]["head_sha"] == report.head_sha
@@ -344,9 +347,17 @@ def test_a_review_left_running_by_a_dead_run_is_closed_by_the_next(world: World)
     store = Store.from_url(world.database_url)
     upgrade(world.database_url)
     key = MergeRequestKey(world.gitlab.url, 7, 1)
-    orphan = store.start_review(project=PROJECT, mr_iid=1, head_sha="a" * 40, base_sha=None,
-                                start_sha=None, trigger="webhook", model="m",
-                                prompt_version="v", key=key)  # fmt: skip
+    orphan = store.start_review(
+        project=PROJECT,
+        mr_iid=1,
+        head_sha="a" * 40,
+        base_sha=None,
+        start_sha=None,
+        trigger="webhook",
+        model="m",
+        prompt_version="v",
+        key=key,
+    )
     report = world.run()
     closed = store.review(orphan)
     assert closed["status"] == "failed" and "interrupted" in (closed["error"] or "")

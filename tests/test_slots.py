@@ -277,8 +277,9 @@ def open_more_merge_requests(world: World) -> list[int]:  # noqa: F811
     """MRs !1..!N of the world's project (!1 exists), each queued for review."""
     iids = list(range(1, MERGE_REQUESTS + 1))
     for iid in iids[1:]:
-        world.gitlab.add_mr_from_git(PROJECT, world.repo, "main", "feature", iid=iid,
-                                     title=f"Change {iid}")  # fmt: skip
+        world.gitlab.add_mr_from_git(
+            PROJECT, world.repo, "main", "feature", iid=iid, title=f"Change {iid}"
+        )
     return iids
 
 
@@ -290,8 +291,10 @@ def run_workers(world: World, count: int) -> JobQueue:  # noqa: F811
     for iid in open_more_merge_requests(world):
         queues[0].enqueue(project=PROJECT, mr_iid=iid, head_sha=None, trigger="webhook")
     workers = [Worker(app, concurrency=WORKER_CONCURRENCY, poll_s=0.05) for app in apps]
-    threads = [threading.Thread(target=w.run, kwargs={"burst": True, "handle_signals": False})
-               for w in workers]  # fmt: skip
+    threads = [
+        threading.Thread(target=w.run, kwargs={"burst": True, "handle_signals": False})
+        for w in workers
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:

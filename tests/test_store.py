@@ -59,10 +59,16 @@ class FakeClock:
 
 def _review_args(**overrides: Any) -> dict[str, Any]:
     args = {
-        "project": PROJECT, "mr_iid": MR_IID, "head_sha": "a" * 40, "base_sha": "b" * 40,
-        "start_sha": "c" * 40, "trigger": "webhook", "model": "Qwen/Qwen3.5-35B-A3B",
-        "prompt_version": "2026-01", "key": KEY,
-    }  # fmt: skip
+        "project": PROJECT,
+        "mr_iid": MR_IID,
+        "head_sha": "a" * 40,
+        "base_sha": "b" * 40,
+        "start_sha": "c" * 40,
+        "trigger": "webhook",
+        "model": "Qwen/Qwen3.5-35B-A3B",
+        "prompt_version": "2026-01",
+        "key": KEY,
+    }
     args.update(overrides)
     if "mr_iid" in overrides and "key" not in overrides:
         args["key"] = MergeRequestKey(GITLAB, PROJECT_ID, overrides["mr_iid"])
@@ -71,10 +77,18 @@ def _review_args(**overrides: Any) -> dict[str, Any]:
 
 def _finding(**overrides: Any) -> dict[str, Any]:
     finding = {
-        "fingerprint": "fp-1", "path": "src/app.py", "side": "new", "line": 10,
-        "end_line": 12, "severity": "major", "category": "bug", "title": "Off by one",
-        "body": "The loop skips the last item.", "anchor": "exact", "state": "posted",
-    }  # fmt: skip
+        "fingerprint": "fp-1",
+        "path": "src/app.py",
+        "side": "new",
+        "line": 10,
+        "end_line": 12,
+        "severity": "major",
+        "category": "bug",
+        "title": "Off by one",
+        "body": "The loop skips the last item.",
+        "anchor": "exact",
+        "state": "posted",
+    }
     return {**finding, **overrides}
 
 
@@ -163,13 +177,22 @@ def test_review_round_trip(clocked_store: Store, clock: FakeClock) -> None:
     clock.advance(90)
     skipped = [{"path": "package-lock.json", "reason": "generated"}]
     coverage = {
-        "files_total": 5, "files_reviewed": 4, "changed_lines_total": 120,
-        "changed_lines_covered": 100, "skipped": skipped,
-    }  # fmt: skip
+        "files_total": 5,
+        "files_reviewed": 4,
+        "changed_lines_total": 120,
+        "changed_lines_covered": 100,
+        "skipped": skipped,
+    }
     clocked_store.finish_review(
-        review_id, status="succeeded", coverage=coverage, chunks=3, prompt_tokens=9000,
-        completion_tokens=700, cached_tokens=4000, summary_note_id=2_500_000_000,
-    )  # fmt: skip
+        review_id,
+        status="succeeded",
+        coverage=coverage,
+        chunks=3,
+        prompt_tokens=9000,
+        completion_tokens=700,
+        cached_tokens=4000,
+        summary_note_id=2_500_000_000,
+    )
 
     finished = clocked_store.review(review_id)
     assert finished["status"] == "succeeded"
@@ -197,8 +220,12 @@ def test_timestamps_come_back_in_utc(migrated_store: Store) -> None:  # noqa: F8
 
 def test_naive_datetimes_are_refused(migrated_store: Store) -> None:  # noqa: F811
     review_id = migrated_store.start_review(**_review_args())
-    naive_call = {"chunk_index": 0, "mode": "content", "outcome": "ok",
-                  "started_at": datetime(2026, 1, 5, 9, 30)}  # fmt: skip
+    naive_call = {
+        "chunk_index": 0,
+        "mode": "content",
+        "outcome": "ok",
+        "started_at": datetime(2026, 1, 5, 9, 30),
+    }
     with pytest.raises(StatementError) as raised:
         migrated_store.record_llm_calls(review_id, [naive_call])
     assert isinstance(raised.value.orig, ValueError)
@@ -249,13 +276,28 @@ def test_secrets_never_reach_the_database(migrated_store: Store) -> None:  # noq
 def test_llm_calls_round_trip_in_order(clocked_store: Store, clock: FakeClock) -> None:
     review_id = clocked_store.start_review(**_review_args())
     calls = [
-        {"chunk_index": 0, "mode": "tool_calls", "outcome": "split", "prompt_tokens": 70000,
-         "error": "maximum context length exceeded"},
-        {"chunk_index": 0, "mode": "tool_calls", "outcome": "ok", "prompt_tokens": 30000,
-         "completion_tokens": 400, "cached_tokens": 2000, "ttft_ms": 850.5,
-         "latency_ms": 12000.0, "slot_wait_ms": 30.0, "retries": 1, "invalid_tool_calls": 2},
+        {
+            "chunk_index": 0,
+            "mode": "tool_calls",
+            "outcome": "split",
+            "prompt_tokens": 70000,
+            "error": "maximum context length exceeded",
+        },
+        {
+            "chunk_index": 0,
+            "mode": "tool_calls",
+            "outcome": "ok",
+            "prompt_tokens": 30000,
+            "completion_tokens": 400,
+            "cached_tokens": 2000,
+            "ttft_ms": 850.5,
+            "latency_ms": 12000.0,
+            "slot_wait_ms": 30.0,
+            "retries": 1,
+            "invalid_tool_calls": 2,
+        },
         {"chunk_index": 1, "mode": "content", "outcome": "ok", "started_at": START},
-    ]  # fmt: skip
+    ]
     clocked_store.record_llm_calls(review_id, calls)
     clocked_store.record_llm_calls(review_id, [])
 
@@ -316,15 +358,19 @@ def test_posted_findings_keeps_latest_published_row_per_fingerprint(
     first_run = migrated_store.start_review(**_review_args())
     migrated_store.record_findings(
         first_run,
-        [_finding(fingerprint="kept", discussion_id="d1"),
-         _finding(fingerprint="dry", state="dry_run")],
-    )  # fmt: skip
+        [
+            _finding(fingerprint="kept", discussion_id="d1"),
+            _finding(fingerprint="dry", state="dry_run"),
+        ],
+    )
     second_run = migrated_store.start_review(**_review_args(head_sha="e" * 40))
     [latest_id, _summary_id] = migrated_store.record_findings(
         second_run,
-        [_finding(fingerprint="kept", discussion_id="d2", state="resolved"),
-         _finding(fingerprint="in-summary", state="summary")],
-    )  # fmt: skip
+        [
+            _finding(fingerprint="kept", discussion_id="d2", state="resolved"),
+            _finding(fingerprint="in-summary", state="summary"),
+        ],
+    )
     other_mr = migrated_store.start_review(**_review_args(mr_iid=MR_IID + 1))
     migrated_store.record_findings(other_mr, [_finding(fingerprint="elsewhere")])
 
@@ -465,14 +511,22 @@ def test_concurrent_mr_action_claims_have_one_winner(
 def test_feedback_redelivery_is_ignored(migrated_store: Store) -> None:  # noqa: F811
     review_id = migrated_store.start_review(**_review_args())
     [finding_id] = migrated_store.record_findings(review_id, [_finding()])
-    event = {"finding_id": finding_id, "project": PROJECT, "mr_iid": MR_IID, "note_id": 5,
-             "kind": "award", "value": "thumbsup", "username": "ana",
-             "event_key": "award:5:thumbsup:ana"}  # fmt: skip
+    event = {
+        "finding_id": finding_id,
+        "project": PROJECT,
+        "mr_iid": MR_IID,
+        "note_id": 5,
+        "kind": "award",
+        "value": "thumbsup",
+        "username": "ana",
+        "event_key": "award:5:thumbsup:ana",
+    }
 
     assert migrated_store.record_feedback(**event)
     assert not migrated_store.record_feedback(**event)
-    assert migrated_store.record_feedback(**{**event, "value": "thumbsdown",
-                                             "event_key": "award:5:thumbsdown:ana"})  # fmt: skip
+    assert migrated_store.record_feedback(
+        **{**event, "value": "thumbsdown", "event_key": "award:5:thumbsdown:ana"}
+    )
 
     stored = migrated_store.feedback(project=PROJECT, mr_iid=MR_IID)
     assert [row["value"] for row in stored] == ["thumbsup", "thumbsdown"]
@@ -485,9 +539,12 @@ def test_feedback_without_finding_and_bad_reference(migrated_store: Store) -> No
     )
     with pytest.raises(IntegrityError):
         migrated_store.record_feedback(
-            finding_id=12345, project=PROJECT, kind="resolution", value="resolved",
+            finding_id=12345,
+            project=PROJECT,
+            kind="resolution",
+            value="resolved",
             event_key="resolution:12345",
-        )  # fmt: skip
+        )
     with pytest.raises(ValueError, match="kind"):
         migrated_store.record_feedback(project=PROJECT, kind="emoji", value="x", event_key="k")
 

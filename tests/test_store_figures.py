@@ -41,23 +41,36 @@ class SteppingClock:
 
 def _start_review(store: Store, **overrides: Any) -> int:
     args = {
-        "project": PROJECT, "mr_iid": 42, "head_sha": "a" * 40, "base_sha": None,
-        "start_sha": None, "trigger": "webhook", "model": "qwen", "prompt_version": "1",
-    }  # fmt: skip
+        "project": PROJECT,
+        "mr_iid": 42,
+        "head_sha": "a" * 40,
+        "base_sha": None,
+        "start_sha": None,
+        "trigger": "webhook",
+        "model": "qwen",
+        "prompt_version": "1",
+    }
     return store.start_review(**{**args, **overrides})
 
 
 def _finding(**overrides: Any) -> dict[str, Any]:
     finding = {
-        "fingerprint": "fp", "path": "app.py", "side": "new", "line": 3, "severity": "major",
-        "category": "bug", "title": "t", "body": "b", "anchor": "exact", "state": "posted",
-    }  # fmt: skip
+        "fingerprint": "fp",
+        "path": "app.py",
+        "side": "new",
+        "line": 3,
+        "severity": "major",
+        "category": "bug",
+        "title": "t",
+        "body": "b",
+        "anchor": "exact",
+        "state": "posted",
+    }
     return {**finding, **overrides}
 
 
 def _call(**values: Any) -> dict[str, Any]:
-    return {"chunk_index": 0, "mode": "tool_calls", "outcome": "ok", "started_at": START,
-            **values}  # fmt: skip
+    return {"chunk_index": 0, "mode": "tool_calls", "outcome": "ok", "started_at": START, **values}
 
 
 # -- note owners ----------------------------------------------------------------------------
@@ -111,16 +124,36 @@ def test_review_durations_are_exact_on_each_backend(migrated_store: Store) -> No
 
 def test_snapshot_counts_calls_tokens_findings_and_statuses(migrated_store: Store) -> None:  # noqa: F811
     review_id = _start_review(migrated_store)
-    migrated_store.record_llm_calls(review_id, [
-        _call(prompt_tokens=1000, completion_tokens=200, cached_tokens=600, ttft_ms=500.0,
-              latency_ms=1500.0),
-        _call(chunk_index=1, prompt_tokens=500, completion_tokens=50, ttft_ms=750.0,
-              latency_ms=9000.0),
-        _call(chunk_index=2, prompt_tokens=7, outcome="error", ttft_ms=None, latency_ms=60_000.0),
-    ])  # fmt: skip
-    migrated_store.record_findings(review_id, [
-        _finding(severity="major"), _finding(severity="major"), _finding(severity="info"),
-    ])  # fmt: skip
+    migrated_store.record_llm_calls(
+        review_id,
+        [
+            _call(
+                prompt_tokens=1000,
+                completion_tokens=200,
+                cached_tokens=600,
+                ttft_ms=500.0,
+                latency_ms=1500.0,
+            ),
+            _call(
+                chunk_index=1,
+                prompt_tokens=500,
+                completion_tokens=50,
+                ttft_ms=750.0,
+                latency_ms=9000.0,
+            ),
+            _call(
+                chunk_index=2, prompt_tokens=7, outcome="error", ttft_ms=None, latency_ms=60_000.0
+            ),
+        ],
+    )
+    migrated_store.record_findings(
+        review_id,
+        [
+            _finding(severity="major"),
+            _finding(severity="major"),
+            _finding(severity="info"),
+        ],
+    )
     migrated_store.finish_review(review_id, status="failed")
     _start_review(migrated_store)
     snapshot = migrated_store.metrics_snapshot(SMALL_BUCKETS)

@@ -89,10 +89,14 @@ class Listener:
         self.queue = JobQueue(self.store)
         self.poster = RecordingPoster()
         self.app = create_app(
-            Settings(database_url=url, gitlab_url=GITLAB_URL), self.store, self.queue,
+            Settings(database_url=url, gitlab_url=GITLAB_URL),
+            self.store,
+            self.queue,
             secret=SECRET,
-            bot_username=BOT, max_body_bytes=max_body_bytes, note_poster=self.poster,
-        )  # fmt: skip
+            bot_username=BOT,
+            max_body_bytes=max_body_bytes,
+            note_poster=self.poster,
+        )
         self.client = TestClient(self.app)
 
     def post(
@@ -229,10 +233,12 @@ def _with_value(payload: dict[str, Any], dotted: str, value: Any) -> dict[str, A
 
 
 @pytest.mark.parametrize(
-    ("hook", "fixture", "field", "value"), OUT_OF_LIMITS,
-    ids=[f"{hook.split()[0]}-{field}={str(value)[:12]!a}" for hook, _, field, value
-         in OUT_OF_LIMITS],
-)  # fmt: skip
+    ("hook", "fixture", "field", "value"),
+    OUT_OF_LIMITS,
+    ids=[
+        f"{hook.split()[0]}-{field}={str(value)[:12]!a}" for hook, _, field, value in OUT_OF_LIMITS
+    ],
+)
 def test_values_past_gitlabs_limits_are_422_and_reach_no_table(
     listener: Listener, hook: str, fixture: str, field: str, value: Any
 ) -> None:
@@ -278,41 +284,83 @@ def test_odd_text_in_an_ignored_event_is_echoed_safely(listener: Listener) -> No
 
 # Arbitrary JSON, and GitLab-shaped payloads with arbitrary values in the fields read; values
 # past a limit are drawn often, since most other changes stop a payload early with a 400.
-HOSTILE_VALUES = st.sampled_from([
-    0, -1, 2**31, 2**63, 2**70, "\x00", "acme/\ud800", "\ud800", "a" * 600, "a/b\x00c", [], {},
-])  # fmt: skip
+HOSTILE_VALUES = st.sampled_from(
+    [
+        0,
+        -1,
+        2**31,
+        2**63,
+        2**70,
+        "\x00",
+        "acme/\ud800",
+        "\ud800",
+        "a" * 600,
+        "a/b\x00c",
+        [],
+        {},
+    ]
+)
 ANY_CHARACTER = st.characters(exclude_categories=[])  # NUL and lone surrogates included
 JSON_LEAVES = (
     st.none() | st.booleans() | st.floats() | st.integers() | st.text(ANY_CHARACTER, max_size=20)
-)  # fmt: skip
+)
 JSON_VALUES = st.recursive(
     JSON_LEAVES,
-    lambda children: st.lists(children, max_size=3)
-    | st.dictionaries(st.text(max_size=8), children, max_size=3),
+    lambda children: (
+        st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=8), children, max_size=3)
+    ),
     max_leaves=8,
 )
 # Fields whose values reach the database (or the answer).
 STORED_FIELDS = [
-    "project.path_with_namespace", "project.id", "user.username", "object_attributes.iid",
-    "object_attributes.last_commit.id", "object_attributes.awardable_id", "merge_request.iid",
-    "merge_request.last_commit.id", "object_attributes.action", "object_attributes.name",
-]  # fmt: skip
+    "project.path_with_namespace",
+    "project.id",
+    "user.username",
+    "object_attributes.iid",
+    "object_attributes.last_commit.id",
+    "object_attributes.awardable_id",
+    "merge_request.iid",
+    "merge_request.last_commit.id",
+    "object_attributes.action",
+    "object_attributes.name",
+]
 FIELDS_READ = [
-    "object_kind", "project", "project.path_with_namespace", "project.id", "user",
-    "user.username", "object_attributes", "object_attributes.iid", "object_attributes.action",
-    "object_attributes.state", "object_attributes.draft", "object_attributes.oldrev",
-    "object_attributes.last_commit", "object_attributes.last_commit.id",
-    "object_attributes.noteable_type", "object_attributes.note", "object_attributes.system",
-    "object_attributes.name", "object_attributes.awardable_type",
-    "object_attributes.awardable_id", "merge_request", "merge_request.iid",
-    "merge_request.state", "merge_request.last_commit", "changes", "changes.draft",
-]  # fmt: skip
+    "object_kind",
+    "project",
+    "project.path_with_namespace",
+    "project.id",
+    "user",
+    "user.username",
+    "object_attributes",
+    "object_attributes.iid",
+    "object_attributes.action",
+    "object_attributes.state",
+    "object_attributes.draft",
+    "object_attributes.oldrev",
+    "object_attributes.last_commit",
+    "object_attributes.last_commit.id",
+    "object_attributes.noteable_type",
+    "object_attributes.note",
+    "object_attributes.system",
+    "object_attributes.name",
+    "object_attributes.awardable_type",
+    "object_attributes.awardable_id",
+    "merge_request",
+    "merge_request.iid",
+    "merge_request.state",
+    "merge_request.last_commit",
+    "changes",
+    "changes.draft",
+]
 HOOKS_AND_FIXTURES = [
-    ("Merge Request Hook", "merge_request_open"), ("Merge Request Hook", "merge_request_close"),
-    ("Merge Request Hook", "merge_request_marked_ready"), ("Note Hook", "note_merge_request_help"),
-    ("Note Hook", "note_merge_request_review"), ("Note Hook", "note_issue"),
+    ("Merge Request Hook", "merge_request_open"),
+    ("Merge Request Hook", "merge_request_close"),
+    ("Merge Request Hook", "merge_request_marked_ready"),
+    ("Note Hook", "note_merge_request_help"),
+    ("Note Hook", "note_merge_request_review"),
+    ("Note Hook", "note_issue"),
     ("Emoji Hook", "emoji_note_thumbsup"),
-]  # fmt: skip
+]
 PROPERTY_EXAMPLES = 300
 
 
@@ -333,7 +381,7 @@ def gitlab_shaped(draw: st.DrawFn) -> tuple[str, Any]:
     if fixture.startswith("note"):
         payload["object_attributes"]["note"] = draw(
             st.sampled_from(["/reviewbot review", "/reviewbot help", "@reviewbot review", "hi"])
-        )  # fmt: skip
+        )
     _set_path(payload, draw(st.sampled_from(STORED_FIELDS)), draw(HOSTILE_VALUES | JSON_VALUES))
     for field in draw(st.lists(st.sampled_from(FIELDS_READ), max_size=2)):
         _set_path(payload, field, draw(HOSTILE_VALUES | JSON_VALUES))
@@ -350,8 +398,12 @@ def sqlite_listener(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Listen
     running.store.close()
 
 
-@settings(max_examples=PROPERTY_EXAMPLES, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.too_slow])  # fmt: skip
+@settings(
+    max_examples=PROPERTY_EXAMPLES,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 @given(
     delivery=gitlab_shaped()
     | st.tuples(st.sampled_from(["Merge Request Hook", "Note Hook", "Emoji Hook"]), JSON_VALUES)
@@ -481,11 +533,19 @@ def test_drafts_are_reviewed_when_the_setting_says_so(store_url: str) -> None:  
     upgrade(store_url)
     store = Store.from_url(store_url)
     queue = JobQueue(store)
-    app = create_app(Settings(database_url=store_url, review_drafts=True), store, queue,
-                     secret=None, bot_username=BOT)  # fmt: skip
+    app = create_app(
+        Settings(database_url=store_url, review_drafts=True),
+        store,
+        queue,
+        secret=None,
+        bot_username=BOT,
+    )
     with TestClient(app) as client:
-        response = client.post(WEBHOOK_PATH, json=load("merge_request_open_draft"),
-                               headers={"X-Gitlab-Event": "Merge Request Hook"})  # fmt: skip
+        response = client.post(
+            WEBHOOK_PATH,
+            json=load("merge_request_open_draft"),
+            headers={"X-Gitlab-Event": "Merge Request Hook"},
+        )
     store.close()
     assert response.status_code == 202
 
@@ -544,10 +604,11 @@ HELP_FLOOD = 30
 
 def test_thirty_help_comments_on_one_mr_get_one_answer(listener: Listener) -> None:
     answers = [
-        listener.post("Note Hook", mr_note("/reviewbot help"),
-                      headers={"Idempotency-Key": f"help-{n}"})
+        listener.post(
+            "Note Hook", mr_note("/reviewbot help"), headers={"Idempotency-Key": f"help-{n}"}
+        )
         for n in range(HELP_FLOOD)
-    ]  # fmt: skip
+    ]
     assert [a.json()["status"] for a in answers] == ["help"] + ["ignored"] * (HELP_FLOOD - 1)
     assert {a.status_code for a in answers[1:]} == {200}
     assert "minutes" in answers[1].json()["reason"]
@@ -561,10 +622,11 @@ def test_help_is_rate_limited_across_listener_processes(store_url: str) -> None:
     first, second = Listener(store_url), Listener(store_url)
     try:
         statuses = [
-            running.post("Note Hook", mr_note("/reviewbot help"),
-                         headers={"Idempotency-Key": f"help-{n}"}).json()["status"]
+            running.post(
+                "Note Hook", mr_note("/reviewbot help"), headers={"Idempotency-Key": f"help-{n}"}
+            ).json()["status"]
             for n, running in enumerate([first, second, first, second])
-        ]  # fmt: skip
+        ]
     finally:
         for running in (first, second):
             running.client.close()
@@ -591,14 +653,34 @@ def test_parse_command() -> None:
 
 def _bot_finding(store: Store, note_id: int = BOT_NOTE_ID) -> int:
     review_id = store.start_review(
-        project=PROJECT, mr_iid=IID, head_sha=HEAD, base_sha=None, start_sha=None,
-        trigger="webhook", model="qwen", prompt_version="1",
-    )  # fmt: skip
-    (finding_id,) = store.record_findings(review_id, [{
-        "fingerprint": "f" * 16, "path": "refunds.py", "side": "new", "line": 12,
-        "severity": "minor", "category": "bug", "title": "Float rounding", "body": "Use Decimal",
-        "anchor": "exact", "state": "posted", "discussion_id": "d" * 40, "note_id": note_id,
-    }])  # fmt: skip
+        project=PROJECT,
+        mr_iid=IID,
+        head_sha=HEAD,
+        base_sha=None,
+        start_sha=None,
+        trigger="webhook",
+        model="qwen",
+        prompt_version="1",
+    )
+    (finding_id,) = store.record_findings(
+        review_id,
+        [
+            {
+                "fingerprint": "f" * 16,
+                "path": "refunds.py",
+                "side": "new",
+                "line": 12,
+                "severity": "minor",
+                "category": "bug",
+                "title": "Float rounding",
+                "body": "Use Decimal",
+                "anchor": "exact",
+                "state": "posted",
+                "discussion_id": "d" * 40,
+                "note_id": note_id,
+            }
+        ],
+    )
     return finding_id
 
 
@@ -656,7 +738,8 @@ def test_other_reactions_are_ignored(listener: Listener, change: dict[str, Any])
 
 
 def test_first_delivery_after_the_database_dropped_its_connections_is_accepted(
-    listener: Listener, store_url: str  # noqa: F811
+    listener: Listener,
+    store_url: str,  # noqa: F811
 ) -> None:
     """A PostgreSQL restart (or a proxy cutting idle connections) leaves the pool holding dead
     connections: the next delivery must still be queued, not answered 503."""
@@ -693,15 +776,40 @@ def _metrics(text: str) -> dict[str, float]:
 def _record_review(store: Store) -> None:
     started = datetime.now(UTC) - timedelta(seconds=42)
     review_id = store.start_review(
-        project=PROJECT, mr_iid=IID, head_sha=HEAD, base_sha=None, start_sha=None,
-        trigger="webhook", model="qwen", prompt_version="1",
-    )  # fmt: skip
-    store.record_llm_calls(review_id, [
-        {"chunk_index": 0, "mode": "tool_calls", "outcome": "ok", "prompt_tokens": 1000,
-         "completion_tokens": 200, "ttft_ms": 300.0, "latency_ms": 4000.0, "started_at": started},
-        {"chunk_index": 1, "mode": "tool_calls", "outcome": "ok", "prompt_tokens": 500,
-         "completion_tokens": 50, "ttft_ms": 7000.0, "latency_ms": 90_000.0, "started_at": started},
-    ])  # fmt: skip
+        project=PROJECT,
+        mr_iid=IID,
+        head_sha=HEAD,
+        base_sha=None,
+        start_sha=None,
+        trigger="webhook",
+        model="qwen",
+        prompt_version="1",
+    )
+    store.record_llm_calls(
+        review_id,
+        [
+            {
+                "chunk_index": 0,
+                "mode": "tool_calls",
+                "outcome": "ok",
+                "prompt_tokens": 1000,
+                "completion_tokens": 200,
+                "ttft_ms": 300.0,
+                "latency_ms": 4000.0,
+                "started_at": started,
+            },
+            {
+                "chunk_index": 1,
+                "mode": "tool_calls",
+                "outcome": "ok",
+                "prompt_tokens": 500,
+                "completion_tokens": 50,
+                "ttft_ms": 7000.0,
+                "latency_ms": 90_000.0,
+                "started_at": started,
+            },
+        ],
+    )
     store.finish_review(review_id, status="succeeded")
 
 
@@ -768,17 +876,27 @@ def test_help_is_posted_on_the_merge_request(store_url: str, tmp_path: Path) -> 
         gitlab.add_project(PROJECT)
         gitlab.add_mr_from_git(PROJECT, _tiny_repo(tmp_path), "main", "fix-rounding", iid=IID)
         poster = GitLabClient(GitLabSettings(url=gitlab.url, token="bot-token"))
-        app = create_app(Settings(database_url=store_url), store, JobQueue(store),
-                         secret=SECRET, bot_username=BOT, note_poster=poster)  # fmt: skip
+        app = create_app(
+            Settings(database_url=store_url),
+            store,
+            JobQueue(store),
+            secret=SECRET,
+            bot_username=BOT,
+            note_poster=poster,
+        )
         with TestClient(app) as client:
-            response = client.post(WEBHOOK_PATH, json=load("note_merge_request_help"),
-                                   headers={"X-Gitlab-Event": "Note Hook",
-                                            "X-Gitlab-Token": SECRET})  # fmt: skip
+            response = client.post(
+                WEBHOOK_PATH,
+                json=load("note_merge_request_help"),
+                headers={"X-Gitlab-Event": "Note Hook", "X-Gitlab-Token": SECRET},
+            )
         notes = gitlab.notes(PROJECT, IID)
     store.close()
     assert response.status_code == 202
-    assert [(note["author"]["username"], note["body"].split("\n\n<!-- reviewbot:write")[0])
-            for note in notes] == [(BOT, help_text(BOT))]  # fmt: skip
+    assert [
+        (note["author"]["username"], note["body"].split("\n\n<!-- reviewbot:write")[0])
+        for note in notes
+    ] == [(BOT, help_text(BOT))]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -814,16 +932,21 @@ class ServerThread:
 
 def test_through_a_real_uvicorn_server(listener: Listener) -> None:
     payload = json.dumps(load("merge_request_open")).encode()
-    headers = {"X-Gitlab-Event": "Merge Request Hook", "X-Gitlab-Token": SECRET,
-               "Idempotency-Key": "5d1c9a6e-0000-4000-8000-000000000001"}  # fmt: skip
+    headers = {
+        "X-Gitlab-Event": "Merge Request Hook",
+        "X-Gitlab-Token": SECRET,
+        "Idempotency-Key": "5d1c9a6e-0000-4000-8000-000000000001",
+    }
 
     def chunked_huge_body() -> Iterator[bytes]:
         for _ in range(SMALL_BODY_LIMIT // 1024 + 2):
             yield b" " * 1024
 
     with ServerThread(listener.app) as server, httpx.Client(base_url=server.url) as http:
-        answers = [http.post(WEBHOOK_PATH, content=payload, headers=headers).status_code
-                   for _ in range(REDELIVERIES)]  # fmt: skip
+        answers = [
+            http.post(WEBHOOK_PATH, content=payload, headers=headers).status_code
+            for _ in range(REDELIVERIES)
+        ]
         wrong = http.post(WEBHOOK_PATH, content=payload, headers={**headers, "X-Gitlab-Token": "x"})
         huge = http.post(WEBHOOK_PATH, content=chunked_huge_body(), headers=headers)
         health = http.get("/healthz")
@@ -840,9 +963,12 @@ def test_through_a_real_uvicorn_server(listener: Listener) -> None:
 
 
 def test_serve_refuses_to_start_without_a_secret(tmp_path: Path) -> None:
-    env = {"REVIEWBOT_WEBHOOK_SECRET": "", "REVIEWBOT_CONFIG": "",
-           "REVIEWBOT_DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite'}",
-           "REVIEWBOT_BOT_USERNAME": BOT}  # fmt: skip
+    env = {
+        "REVIEWBOT_WEBHOOK_SECRET": "",
+        "REVIEWBOT_CONFIG": "",
+        "REVIEWBOT_DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite'}",
+        "REVIEWBOT_BOT_USERNAME": BOT,
+    }
     result = CliRunner().invoke(serve_command, [], env=env)
     assert result.exit_code == 2
     assert "REVIEWBOT_WEBHOOK_SECRET" in result.output
@@ -850,8 +976,12 @@ def test_serve_refuses_to_start_without_a_secret(tmp_path: Path) -> None:
 
 
 def test_serve_reads_config_file_and_database_url_options(tmp_path: Path) -> None:
-    env = {"REVIEWBOT_WEBHOOK_SECRET": "", "REVIEWBOT_CONFIG": "", "REVIEWBOT_DATABASE_URL": "",
-           "REVIEWBOT_BOT_USERNAME": BOT}  # fmt: skip
+    env = {
+        "REVIEWBOT_WEBHOOK_SECRET": "",
+        "REVIEWBOT_CONFIG": "",
+        "REVIEWBOT_DATABASE_URL": "",
+        "REVIEWBOT_BOT_USERNAME": BOT,
+    }
     config = tmp_path / "reviewbot.toml"
     config.write_text('webhook_secrett = "typo"\n')
     bad_config = CliRunner().invoke(serve_command, ["--config", str(config)], env=env)
@@ -872,8 +1002,11 @@ def test_app_from_settings_migrates_and_checks_the_secret(tmp_path: Path) -> Non
     url = f"sqlite:///{tmp_path / 'db.sqlite'}"
     app = app_from_settings(Settings(database_url=url, webhook_secret=SECRET, bot_username=BOT))
     with TestClient(app) as client:
-        unsigned = client.post(WEBHOOK_PATH, json=load("merge_request_open"),
-                               headers={"X-Gitlab-Event": "Merge Request Hook"})  # fmt: skip
+        unsigned = client.post(
+            WEBHOOK_PATH,
+            json=load("merge_request_open"),
+            headers={"X-Gitlab-Event": "Merge Request Hook"},
+        )
         health = client.get("/healthz")
     app.state.listener.store.close()
     assert (unsigned.status_code, health.status_code) == (401, 200)
@@ -894,15 +1027,33 @@ def test_fixtures_are_valid_json_objects() -> None:
 
 def test_metrics_escape_label_values_from_the_database(listener: Listener) -> None:
     review_id = listener.store.start_review(
-        project=PROJECT, mr_iid=IID, head_sha=HEAD, base_sha=None, start_sha=None,
-        trigger="webhook", model="qwen", prompt_version="1",
-    )  # fmt: skip
+        project=PROJECT,
+        mr_iid=IID,
+        head_sha=HEAD,
+        base_sha=None,
+        start_sha=None,
+        trigger="webhook",
+        model="qwen",
+        prompt_version="1",
+    )
     odd_severity = 'a"b\\c\nd'
-    listener.store.record_findings(review_id, [{
-        "fingerprint": "f" * 16, "path": "a.py", "side": "new", "line": 1,
-        "severity": odd_severity, "category": "bug", "title": "t", "body": "b",
-        "anchor": "exact", "state": "posted",
-    }])  # fmt: skip
+    listener.store.record_findings(
+        review_id,
+        [
+            {
+                "fingerprint": "f" * 16,
+                "path": "a.py",
+                "side": "new",
+                "line": 1,
+                "severity": odd_severity,
+                "category": "bug",
+                "title": "t",
+                "body": "b",
+                "anchor": "exact",
+                "state": "posted",
+            }
+        ],
+    )
     registry = listener_registry(ListenerCollector(listener.store, listener.queue, dict))
     text = render(registry).decode()
     assert 'reviewbot_findings_total{severity="a\\"b\\\\c\\nd"} 1.0' in text

@@ -13,8 +13,10 @@ WEDNESDAY = datetime(2026, 3, 18, 15, 30, tzinfo=UTC)
 
 def test_previous_iso_week_is_the_last_complete_monday_to_monday() -> None:
     week = previous_iso_week(WEDNESDAY)
-    assert (week.since, week.until) == (datetime(2026, 3, 9, tzinfo=UTC),
-                                        datetime(2026, 3, 16, tzinfo=UTC))  # fmt: skip
+    assert (week.since, week.until) == (
+        datetime(2026, 3, 9, tzinfo=UTC),
+        datetime(2026, 3, 16, tzinfo=UTC),
+    )
     assert week.iso_week == "2026-W11"
     # on Monday 00:00 the week that just ended is complete
     assert previous_iso_week(datetime(2026, 3, 16, tzinfo=UTC)).iso_week == "2026-W11"

@@ -54,8 +54,14 @@ PROCESS_SCRIPT = (
 class RecordingHandler:
     """A fake MR run: appends `start`/`done` lines to a file; may block or raise."""
 
-    def __init__(self, record: Path, *, block: bool = False, error: Exception | None = None,
-                 delay_s: float = 0.0) -> None:  # fmt: skip
+    def __init__(
+        self,
+        record: Path,
+        *,
+        block: bool = False,
+        error: Exception | None = None,
+        delay_s: float = 0.0,
+    ) -> None:
         self.record = record
         self.block = block
         self.error = error
@@ -82,8 +88,14 @@ def worker_process_main(argv: list[str]) -> None:
     url, record, mode, lease_s, grace_s = argv
     store = Store.from_url(url)
     handler = RecordingHandler(Path(record), block=mode == "block", delay_s=HANDLER_DELAY_S)
-    worker = Worker(App(Settings(database_url=url)), JobQueue(store), handler=handler,
-                    lease_s=float(lease_s), poll_s=FAST_POLL_S, grace_s=float(grace_s))  # fmt: skip
+    worker = Worker(
+        App(Settings(database_url=url)),
+        JobQueue(store),
+        handler=handler,
+        lease_s=float(lease_s),
+        poll_s=FAST_POLL_S,
+        grace_s=float(grace_s),
+    )
     worker.run(burst=mode == "burst")
     store.close()
 
@@ -119,8 +131,9 @@ def processes() -> Iterator[Callable[..., subprocess.Popen[bytes]]]:
     """Start worker processes; any still running at the end is killed."""
     started: list[subprocess.Popen[bytes]] = []
 
-    def start(url: str, record: Path, mode: str, lease_s: float = SHORT_LEASE_S,
-              grace_s: float = 0.0) -> subprocess.Popen[bytes]:  # fmt: skip
+    def start(
+        url: str, record: Path, mode: str, lease_s: float = SHORT_LEASE_S, grace_s: float = 0.0
+    ) -> subprocess.Popen[bytes]:
         args = [url, str(record), mode, str(lease_s), str(grace_s)]
         process = subprocess.Popen([sys.executable, "-c", PROCESS_SCRIPT, *args], cwd=REPO_ROOT)
         started.append(process)

@@ -116,17 +116,25 @@ def upgrade() -> None:
         sa.CheckConstraint(_one_of("side", "new", "old"), name=op.f("ck_findings_side")),
         sa.CheckConstraint(
             _one_of(
-                "state", "posted", "summary", "duplicate", "dry_run", "resolved", "outdated",
+                "state",
+                "posted",
+                "summary",
+                "duplicate",
+                "dry_run",
+                "resolved",
+                "outdated",
                 "failed",
             ),
             name=op.f("ck_findings_state"),
         ),
         sa.ForeignKeyConstraint(
-            ["review_id"], ["reviews.id"],
-            name=op.f("fk_findings_review_id_reviews"), ondelete="CASCADE",
+            ["review_id"],
+            ["reviews.id"],
+            name=op.f("fk_findings_review_id_reviews"),
+            ondelete="CASCADE",
         ),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_findings")),
-    )  # fmt: skip
+    )
     op.create_index(op.f("ix_findings_created_at"), "findings", ["created_at"])
     op.create_index(
         op.f("ix_findings_project_mr_iid_fingerprint"),
@@ -157,11 +165,13 @@ def upgrade() -> None:
             name=op.f("ck_llm_calls_mode"),
         ),
         sa.ForeignKeyConstraint(
-            ["review_id"], ["reviews.id"],
-            name=op.f("fk_llm_calls_review_id_reviews"), ondelete="CASCADE",
+            ["review_id"],
+            ["reviews.id"],
+            name=op.f("fk_llm_calls_review_id_reviews"),
+            ondelete="CASCADE",
         ),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_llm_calls")),
-    )  # fmt: skip
+    )
     op.create_index(op.f("ix_llm_calls_review_id"), "llm_calls", ["review_id"])
 
     op.create_table(
@@ -180,12 +190,14 @@ def upgrade() -> None:
             _one_of("kind", "award", "resolution", "reply"), name=op.f("ck_feedback_kind")
         ),
         sa.ForeignKeyConstraint(
-            ["finding_id"], ["findings.id"],
-            name=op.f("fk_feedback_finding_id_findings"), ondelete="SET NULL",
+            ["finding_id"],
+            ["findings.id"],
+            name=op.f("fk_feedback_finding_id_findings"),
+            ondelete="SET NULL",
         ),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_feedback")),
         sa.UniqueConstraint("event_key", name=op.f("uq_feedback_event_key")),
-    )  # fmt: skip
+    )
     op.create_index(op.f("ix_feedback_created_at"), "feedback", ["created_at"])
     op.create_index(op.f("ix_feedback_finding_id"), "feedback", ["finding_id"])
 

@@ -84,19 +84,26 @@ SNIPPET_CHARS = 120
 # "the request exceeds the available context size, try increasing it", error type
 # exceed_context_size_error (status 500 before ggml-org/llama.cpp#16486 made it 400).
 CONTEXT_OVERFLOW_MARKERS = (
-    "maximum context length", "context length", "maximum model length",
+    "maximum context length",
+    "context length",
+    "maximum model length",
     "available context size",
-)  # fmt: skip
+)
 CONTEXT_OVERFLOW_TYPE = "exceed_context_size_error"
 # vllm/entrypoints/openai/serving_chat.py: tool_choice "auto" without a tool parser; Ollama:
 # "<model> does not support tools" (400); llama-server without --jinja: "tools param requires
 # --jinja flag" and "tool_choice param requires --jinja flag", both answered with status 500;
 # the other phrases are how OpenAI-compatible proxies and older servers refuse `tools`.
 TOOLS_UNSUPPORTED_MARKERS = (
-    "enable-auto-tool-choice", "tool-call-parser", "tool_call_parser",
-    "tools are not supported", "does not support tools", "tool use is not supported",
-    "requires --jinja flag", "unsupported param: tools",
-)  # fmt: skip
+    "enable-auto-tool-choice",
+    "tool-call-parser",
+    "tool_call_parser",
+    "tools are not supported",
+    "does not support tools",
+    "tool use is not supported",
+    "requires --jinja flag",
+    "unsupported param: tools",
+)
 SETUP_HINT = (
     "Point REVIEWBOT_LLM_BASE_URL at the server's OpenAI-compatible /v1 URL (Ollama: "
     "http://HOST:11434/v1; llama-server started with --jinja: http://HOST:8080/v1) and serve a "

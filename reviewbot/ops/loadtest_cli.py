@@ -131,31 +131,55 @@ def print_report(report: LoadReport, console: Console) -> None:
     ttft, e2e, decode = report.ttft_ms, report.e2e_ms, report.decode_tokens_per_s
     cache = report.prefix_cache_hit_rate
     rows = [
-        ("requests", f"{report.requests} in {report.seconds:.1f} s ({report.errors} errors, "
-                     f"{report.truncated} cut at max tokens)"),
-        ("first token (TTFT)", f"p50 {_figure(ttft['p50'], ' ms')}, p95 "
-                               f"{_figure(ttft['p95'], ' ms')}, p99 {_figure(ttft['p99'], ' ms')}"),
-        ("end to end", f"p50 {_figure(e2e['p50'], ' ms')}, p95 {_figure(e2e['p95'], ' ms')}, "
-                       f"p99 {_figure(e2e['p99'], ' ms')}"),
-        ("decode per request", f"p50 {_figure(decode['p50'], ' tokens/s', 1)}, p95 "
-                               f"{_figure(decode['p95'], ' tokens/s', 1)}"),
-        ("aggregate", f"{report.aggregate_tokens_per_s:,.1f} output tokens/s, "
-                      f"{report.aggregate_prompt_tokens_per_s:,.0f} prompt tokens/s"),
+        (
+            "requests",
+            f"{report.requests} in {report.seconds:.1f} s ({report.errors} errors, "
+            f"{report.truncated} cut at max tokens)",
+        ),
+        (
+            "first token (TTFT)",
+            f"p50 {_figure(ttft['p50'], ' ms')}, p95 "
+            f"{_figure(ttft['p95'], ' ms')}, p99 {_figure(ttft['p99'], ' ms')}",
+        ),
+        (
+            "end to end",
+            f"p50 {_figure(e2e['p50'], ' ms')}, p95 {_figure(e2e['p95'], ' ms')}, "
+            f"p99 {_figure(e2e['p99'], ' ms')}",
+        ),
+        (
+            "decode per request",
+            f"p50 {_figure(decode['p50'], ' tokens/s', 1)}, p95 "
+            f"{_figure(decode['p95'], ' tokens/s', 1)}",
+        ),
+        (
+            "aggregate",
+            f"{report.aggregate_tokens_per_s:,.1f} output tokens/s, "
+            f"{report.aggregate_prompt_tokens_per_s:,.0f} prompt tokens/s",
+        ),
         ("prompt size", f"{_figure(report.prompt_tokens_mean)} tokens on average"),
-        ("prefix cache", "not reported by the server (--enable-prompt-tokens-details)"
-                         if cache is None else f"{cache:.1%} of prompt tokens from the cache"),
-        ("reviews per day", f"{report.reviews_per_day:,.0f} ({report.chunks_per_review:g} "
-                            "chunks per review, around the clock at this load)"),
-    ]  # fmt: skip
+        (
+            "prefix cache",
+            "not reported by the server (--enable-prompt-tokens-details)"
+            if cache is None
+            else f"{cache:.1%} of prompt tokens from the cache",
+        ),
+        (
+            "reviews per day",
+            f"{report.reviews_per_day:,.0f} ({report.chunks_per_review:g} "
+            "chunks per review, around the clock at this load)",
+        ),
+    ]
     for what, value in rows:
         table.add_row(what, value)
     console.print(table)
     positions = Table("queue position", "requests", "TTFT p50 ms", "TTFT p95 ms")
     for row in report.ttft_by_queue_position:
         positions.add_row(
-            str(row["position"]), str(row["requests"]), f"{row['p50_ms']:,.0f}",
+            str(row["position"]),
+            str(row["requests"]),
+            f"{row['p50_ms']:,.0f}",
             f"{row['p95_ms']:,.0f}",
-        )  # fmt: skip
+        )
     console.print(positions)
     console.print(
         f"TTFT p95 meets the SLO up to queue position {report.queue_depth_within_ttft_slo}",
@@ -206,17 +230,26 @@ def print_report(report: LoadReport, console: Console) -> None:
     f"{DEFAULT_OPEN_LOOP_DURATION_S:g} s).",
 )
 @click.option(
-    "--slo-ttft-p95-ms", type=float, default=DEFAULT_SLO_TTFT_P95_MS, show_default=True,
+    "--slo-ttft-p95-ms",
+    type=float,
+    default=DEFAULT_SLO_TTFT_P95_MS,
+    show_default=True,
     help="First-token p95 must be at most this.",
-)  # fmt: skip
+)
 @click.option(
-    "--slo-decode-tps", type=float, default=DEFAULT_SLO_DECODE_TOKENS_PER_S, show_default=True,
+    "--slo-decode-tps",
+    type=float,
+    default=DEFAULT_SLO_DECODE_TOKENS_PER_S,
+    show_default=True,
     help="Per-request decode tokens/s p50 must be at least this.",
-)  # fmt: skip
+)
 @click.option(
-    "--slo-error-rate", type=float, default=DEFAULT_SLO_ERROR_RATE, show_default=True,
+    "--slo-error-rate",
+    type=float,
+    default=DEFAULT_SLO_ERROR_RATE,
+    show_default=True,
     help="Share of failed requests must be at most this.",
-)  # fmt: skip
+)
 @click.option(
     "--seed", type=int, default=0, show_default=True, help="Arrivals and synthetic diffs."
 )
@@ -256,17 +289,19 @@ def loadtest_command(
         settings = app.settings
         schedule = _schedule(settings, concurrency, rate, requests, duration, seed)
         counter = local_counter(settings.llm_model)
-        inputs = _inputs(diffs_dir, git_range, repo, synthetic_tokens, settings.context_lines,
-                         counter, seed)  # fmt: skip
+        inputs = _inputs(
+            diffs_dir, git_range, repo, synthetic_tokens, settings.context_lines, counter, seed
+        )
         runner = app.model()
         info = runner.server_info()
         options = review_options(settings)
         max_model_len = options.max_model_len or info.max_model_len or Budget().max_model_len
         budgets = [
-            budget_for(runner, counter, item.context(0, options.plan_options), options,
-                       max_model_len)
+            budget_for(
+                runner, counter, item.context(0, options.plan_options), options, max_model_len
+            )
             for item in inputs
-        ]  # fmt: skip
+        ]
         if synthetic_tokens is not None and synthetic_tokens > budgets[0].available:
             raise BadInputError(
                 f"--synthetic {synthetic_tokens} is more than the {budgets[0].available} tokens "
@@ -279,10 +314,14 @@ def loadtest_command(
         label = inputs[0].label if len(inputs) == 1 else f"{len(inputs)} diffs"
         console = Console(stderr=True)
         with Progress(
-            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-            TimeElapsedColumn(), console=console, transient=True,
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
             disable=as_json or not console.is_terminal,
-        ) as progress:  # fmt: skip
+        ) as progress:
             task = progress.add_task("requests", total=schedule.requests)
             run = run_load(
                 runner.backend,

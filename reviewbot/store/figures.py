@@ -41,12 +41,30 @@ class MetricBuckets:
     """Upper bounds (seconds, ascending) of each histogram's buckets; +Inf is implied."""
 
     review_duration_s: tuple[float, ...] = (
-        5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0,
-    )  # fmt: skip
+        5.0,
+        10.0,
+        30.0,
+        60.0,
+        120.0,
+        300.0,
+        600.0,
+        1200.0,
+        1800.0,
+        3600.0,
+    )
     llm_ttft_s: tuple[float, ...] = (0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0)
     llm_latency_s: tuple[float, ...] = (
-        0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0,
-    )  # fmt: skip
+        0.5,
+        1.0,
+        2.0,
+        5.0,
+        10.0,
+        20.0,
+        30.0,
+        60.0,
+        120.0,
+        300.0,
+    )
 
 
 DEFAULT_METRIC_BUCKETS = MetricBuckets()

@@ -114,9 +114,11 @@ def _lease(store: Store, mr_key: str, ttl_s: float) -> Iterator[bool]:
         return
     stop = threading.Event()
     keeper = threading.Thread(
-        target=_renew_until, args=(store, mr_key, holder, ttl_s, stop), name="mr-lease",
+        target=_renew_until,
+        args=(store, mr_key, holder, ttl_s, stop),
+        name="mr-lease",
         daemon=True,
-    )  # fmt: skip
+    )
     keeper.start()
     try:
         yield True

@@ -76,9 +76,18 @@ REFOUND_STATES = (FindingState.DUPLICATE.value, FindingState.DELETED.value)
 POSTED_STATES = tuple(state.value for state in PUBLISHED_STATES)
 DIMENSIONS = ("category", "prompt_version", "model", "severity")
 OUTCOME_FIELDS = (
-    "findings_posted", "thumbs_up", "thumbs_down", "addressed", "resolved_by_human",
-    "replied", "replies", "suggestion_applied", "deleted", "ignored", "addressable",
-)  # fmt: skip
+    "findings_posted",
+    "thumbs_up",
+    "thumbs_down",
+    "addressed",
+    "resolved_by_human",
+    "replied",
+    "replies",
+    "suggestion_applied",
+    "deleted",
+    "ignored",
+    "addressable",
+)
 
 
 @dataclass(frozen=True)
@@ -254,8 +263,9 @@ def finding_groups(connection: Connection, scope: ReportScope) -> list[dict[str,
         .where(*scope.review_conditions(), FindingRow.state.not_in(REFOUND_STATES))
         .group_by(*columns)
     )
-    return [{**dict(zip(DIMENSIONS, row[:-1], strict=True)), "findings": int(row[-1])}
-            for row in rows]  # fmt: skip
+    return [
+        {**dict(zip(DIMENSIONS, row[:-1], strict=True)), "findings": int(row[-1])} for row in rows
+    ]
 
 
 def outcome_groups(connection: Connection, scope: ReportScope) -> list[dict[str, Any]]:
@@ -268,8 +278,10 @@ def outcome_groups(connection: Connection, scope: ReportScope) -> list[dict[str,
     posted = (
         select(
             FindingRow.id.label("id"),
-            *(column.label(name) for name, column in zip(DIMENSIONS, _dimension_columns(),
-                                                         strict=True)),
+            *(
+                column.label(name)
+                for name, column in zip(DIMENSIONS, _dimension_columns(), strict=True)
+            ),
             FindingRow.gitlab_url.label("gitlab_url"),
             FindingRow.project_id.label("project_id"),
             FindingRow.mr_iid.label("mr_iid"),
@@ -279,7 +291,7 @@ def outcome_groups(connection: Connection, scope: ReportScope) -> list[dict[str,
         .join(ReviewRow, FindingRow.review_id == ReviewRow.id)
         .where(*scope.review_conditions(), FindingRow.state.in_(POSTED_STATES))
         .cte("posted")
-    )  # fmt: skip
+    )
     about_posted = _about_posted_finding(scope)
     votes = _current_votes(about_posted)
     outcomes = _outcome_flags(about_posted)
@@ -314,10 +326,12 @@ def outcome_groups(connection: Connection, scope: ReportScope) -> list[dict[str,
     )
     width = len(DIMENSIONS)
     return [
-        {**dict(zip(DIMENSIONS, row[:width], strict=True)),
-         **dict(zip(OUTCOME_FIELDS, (int(v) for v in row[width:]), strict=True))}
+        {
+            **dict(zip(DIMENSIONS, row[:width], strict=True)),
+            **dict(zip(OUTCOME_FIELDS, (int(v) for v in row[width:]), strict=True)),
+        }
         for row in connection.execute(query)
-    ]  # fmt: skip
+    ]
 
 
 def roll_up(

@@ -72,38 +72,98 @@ COVERAGE_FIELDS = frozenset(
 )
 LLM_CALL_FIELDS = frozenset(
     {
-        "chunk_index", "mode", "outcome", "prompt_tokens", "completion_tokens",
-        "cached_tokens", "ttft_ms", "latency_ms", "slot_wait_ms", "retries",
-        "invalid_tool_calls", "error", "started_at",
+        "chunk_index",
+        "mode",
+        "outcome",
+        "prompt_tokens",
+        "completion_tokens",
+        "cached_tokens",
+        "ttft_ms",
+        "latency_ms",
+        "slot_wait_ms",
+        "retries",
+        "invalid_tool_calls",
+        "error",
+        "started_at",
     }
-)  # fmt: skip
+)
 FINDING_FIELDS = frozenset(
     {
-        "project", "mr_iid", "gitlab_url", "project_id", "fingerprint", "path", "side",
-        "line", "end_line", "severity", "category", "title", "body", "suggestion", "anchor",
-        "state", "discussion_id", "note_id", "created_at", "resolved_at",
+        "project",
+        "mr_iid",
+        "gitlab_url",
+        "project_id",
+        "fingerprint",
+        "path",
+        "side",
+        "line",
+        "end_line",
+        "severity",
+        "category",
+        "title",
+        "body",
+        "suggestion",
+        "anchor",
+        "state",
+        "discussion_id",
+        "note_id",
+        "created_at",
+        "resolved_at",
     }
-)  # fmt: skip
+)
 FINDING_UPDATABLE_FIELDS = frozenset(
     {
-        "state", "discussion_id", "note_id", "resolved_at", "line", "end_line", "side",
-        "anchor", "body", "title", "severity", "category",
+        "state",
+        "discussion_id",
+        "note_id",
+        "resolved_at",
+        "line",
+        "end_line",
+        "side",
+        "anchor",
+        "body",
+        "title",
+        "severity",
+        "category",
     }
-)  # fmt: skip
+)
 FEEDBACK_FIELDS = frozenset(
     {
-        "finding_id", "project", "mr_iid", "gitlab_url", "project_id", "note_id", "kind",
-        "value", "username", "event_key", "created_at",
+        "finding_id",
+        "project",
+        "mr_iid",
+        "gitlab_url",
+        "project_id",
+        "note_id",
+        "kind",
+        "value",
+        "username",
+        "event_key",
+        "created_at",
     }
-)  # fmt: skip
+)
 MERGE_REQUEST_FIELDS = frozenset({"project", "state", "web_url", "merged_at", "latest_head_sha"})
 EVAL_RUN_FIELDS = frozenset(
     {
-        "dataset", "model", "prompt_version", "tolerance", "items", "tp", "fp", "fn",
-        "precision", "recall", "f1", "mean_precision", "mean_recall", "mean_f1", "results",
-        "started_at", "finished_at",
+        "dataset",
+        "model",
+        "prompt_version",
+        "tolerance",
+        "items",
+        "tp",
+        "fp",
+        "fn",
+        "precision",
+        "recall",
+        "f1",
+        "mean_precision",
+        "mean_recall",
+        "mean_f1",
+        "results",
+        "started_at",
+        "finished_at",
     }
-)  # fmt: skip
+)
 FIELD_CHOICES: dict[str, type[StrEnum]] = {
     "trigger": Trigger,
     "status": ReviewStatus,
@@ -298,11 +358,18 @@ class Store:
         ``project`` is the path at review time (for people); ``key`` identifies the MR.
         """
         values = {
-            "project": project, "mr_iid": mr_iid, "head_sha": head_sha, "base_sha": base_sha,
-            "start_sha": start_sha, "trigger": trigger, "model": model,
-            "prompt_version": prompt_version, "status": ReviewStatus.RUNNING.value,
-            "started_at": self._clock(), **(key.columns() if key else {}),
-        }  # fmt: skip
+            "project": project,
+            "mr_iid": mr_iid,
+            "head_sha": head_sha,
+            "base_sha": base_sha,
+            "start_sha": start_sha,
+            "trigger": trigger,
+            "model": model,
+            "prompt_version": prompt_version,
+            "status": ReviewStatus.RUNNING.value,
+            "started_at": self._clock(),
+            **(key.columns() if key else {}),
+        }
         _check_choices(values)
         with Session(self._engine) as session, session.begin():
             review = ReviewRow(**values)
@@ -359,11 +426,16 @@ class Store:
         coverage = dict(coverage or {})
         _check_fields(coverage, COVERAGE_FIELDS, "coverage")
         values = {
-            "status": status, "finished_at": self._clock(), "chunks": chunks,
-            "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-            "cached_tokens": cached_tokens, "summary_note_id": summary_note_id,
-            "error": scrub_secrets(error), **coverage,
-        }  # fmt: skip
+            "status": status,
+            "finished_at": self._clock(),
+            "chunks": chunks,
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "cached_tokens": cached_tokens,
+            "summary_note_id": summary_note_id,
+            "error": scrub_secrets(error),
+            **coverage,
+        }
         if model is not None:
             values["model"] = model
         if prompt_version is not None:
@@ -425,11 +497,19 @@ class Store:
     def _llm_call_values(self, review_id: int, call: Mapping[str, Any]) -> dict[str, Any]:
         _check_fields(call, LLM_CALL_FIELDS, "llm call")
         values = {
-            "prompt_tokens": 0, "completion_tokens": 0, "cached_tokens": 0, "retries": 0,
-            "invalid_tool_calls": 0, "ttft_ms": None, "latency_ms": None,
-            "slot_wait_ms": None, "error": None, "started_at": self._clock(),
-            **call, "review_id": review_id,
-        }  # fmt: skip
+            "prompt_tokens": 0,
+            "completion_tokens": 0,
+            "cached_tokens": 0,
+            "retries": 0,
+            "invalid_tool_calls": 0,
+            "ttft_ms": None,
+            "latency_ms": None,
+            "slot_wait_ms": None,
+            "error": None,
+            "started_at": self._clock(),
+            **call,
+            "review_id": review_id,
+        }
         values["error"] = scrub_secrets(values["error"])
         _check_choices(values)
         return values
@@ -450,11 +530,18 @@ class Store:
             return []
         review = self.review(review_id)
         defaults = {
-            "project": review["project"], "mr_iid": review["mr_iid"],
-            "gitlab_url": review["gitlab_url"], "project_id": review["project_id"], "line": None,
-            "end_line": None, "suggestion": None, "discussion_id": None, "note_id": None,
-            "resolved_at": None, "created_at": self._clock(),
-        }  # fmt: skip
+            "project": review["project"],
+            "mr_iid": review["mr_iid"],
+            "gitlab_url": review["gitlab_url"],
+            "project_id": review["project_id"],
+            "line": None,
+            "end_line": None,
+            "suggestion": None,
+            "discussion_id": None,
+            "note_id": None,
+            "resolved_at": None,
+            "created_at": self._clock(),
+        }
         rows = []
         for finding in findings:
             _check_fields(finding, FINDING_FIELDS, "finding")
@@ -595,9 +682,15 @@ class Store:
     def _feedback_insert(self, fields: Mapping[str, Any]) -> Any:
         _check_fields(fields, FEEDBACK_FIELDS, "feedback")
         values = {
-            "finding_id": None, "mr_iid": None, "gitlab_url": None, "project_id": None,
-            "note_id": None, "username": None, "created_at": self._clock(), **fields,
-        }  # fmt: skip
+            "finding_id": None,
+            "mr_iid": None,
+            "gitlab_url": None,
+            "project_id": None,
+            "note_id": None,
+            "username": None,
+            "created_at": self._clock(),
+            **fields,
+        }
         _check_choices(values)
         statement = self._insert_ignoring_conflict(FeedbackRow, values, ["event_key"])
         return statement.returning(FeedbackRow.id)
@@ -642,9 +735,7 @@ class Store:
     ) -> list[dict[str, Any]]:
         """MRs of ``gitlab_url`` reviewed since ``since`` (project_id, mr_iid, newest path)."""
         with self._engine.connect() as connection:
-            return feedback_queries.reviewed_merge_requests(
-                connection, gitlab_url, since, project
-            )
+            return feedback_queries.reviewed_merge_requests(connection, gitlab_url, since, project)
 
     def posted_findings_with_heads(self, key: MergeRequestKey) -> list[dict[str, Any]]:
         """Every finding posted on the MR (one row each) with the head its review saw."""
@@ -674,10 +765,19 @@ class Store:
         _check_fields(merge_request, MERGE_REQUEST_FIELDS, "merge request")
         if merge_request.get("state") not in {state.value for state in MergeRequestState}:
             raise ValueError(f"state={merge_request.get('state')!r} is not an MR state")
-        identity = {"gitlab_url": key.gitlab_url.rstrip("/"), "project_id": key.project_id,
-                    "mr_iid": key.iid}  # fmt: skip
-        values = {"web_url": None, "merged_at": None, "latest_head_sha": None,
-                  **merge_request, **identity, "synced_at": self._clock()}  # fmt: skip
+        identity = {
+            "gitlab_url": key.gitlab_url.rstrip("/"),
+            "project_id": key.project_id,
+            "mr_iid": key.iid,
+        }
+        values = {
+            "web_url": None,
+            "merged_at": None,
+            "latest_head_sha": None,
+            **merge_request,
+            **identity,
+            "synced_at": self._clock(),
+        }
         upsert = self._insert(MergeRequestRow).values(**values)
         upsert = upsert.on_conflict_do_update(
             index_elements=["gitlab_url", "project_id", "mr_iid"],

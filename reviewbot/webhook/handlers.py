@@ -59,8 +59,12 @@ REVIEW_ACTIONS = {"open": "opened", "reopen": "reopened"}
 CANCEL_ACTIONS = {"close": "closed", "merge": "merged"}
 INACTIVE_MR_STATES = frozenset({"closed", "merged", "locked"})
 NOTE_AWARDABLE = "Note"
-FEEDBACK_EMOJI = {"thumbsup": "thumbsup", "+1": "thumbsup", "thumbsdown": "thumbsdown",
-                  "-1": "thumbsdown"}  # fmt: skip
+FEEDBACK_EMOJI = {
+    "thumbsup": "thumbsup",
+    "+1": "thumbsup",
+    "thumbsdown": "thumbsdown",
+    "-1": "thumbsdown",
+}
 EMOJI_REVOKE = "revoke"
 
 
@@ -222,8 +226,14 @@ def on_merge_request(ctx: HandlerContext, delivery: Delivery, event: MergeReques
         return _ignored(f"merge request is {event.state}")
     if event.draft and not ctx.review_drafts:
         return _ignored("draft merge request (drafts are reviewed when marked ready)")
-    return _enqueue(ctx, delivery, iid=event.iid, head_sha=event.head_sha,
-                    trigger=Trigger.WEBHOOK, reason=reason)  # fmt: skip
+    return _enqueue(
+        ctx,
+        delivery,
+        iid=event.iid,
+        head_sha=event.head_sha,
+        trigger=Trigger.WEBHOOK,
+        reason=reason,
+    )
 
 
 def _enqueue(
@@ -244,14 +254,21 @@ def _enqueue(
     if full:
         payload["full"] = True
     result = ctx.queue.enqueue(
-        project=project, mr_iid=iid, head_sha=head_sha, trigger=trigger.value,
-        dedupe_key=delivery.key, payload=payload, project_id=project_id,
-    )  # fmt: skip
+        project=project,
+        mr_iid=iid,
+        head_sha=head_sha,
+        trigger=trigger.value,
+        dedupe_key=delivery.key,
+        payload=payload,
+        project_id=project_id,
+    )
     outcome = Outcome.QUEUED if result.created else Outcome.DUPLICATE
     detail = {
-        "status": outcome.value, "job_id": result.job_id, "superseded": list(result.superseded),
+        "status": outcome.value,
+        "job_id": result.job_id,
+        "superseded": list(result.superseded),
         "reason": reason,
-    }  # fmt: skip
+    }
     return Handled(outcome, detail)
 
 
@@ -276,9 +293,15 @@ def on_note(ctx: HandlerContext, delivery: Delivery, event: NoteEvent) -> Handle
     if merge_request.state in INACTIVE_MR_STATES:
         return _ignored(f"merge request is {merge_request.state}")
     full = command is Command.FULL_REVIEW
-    return _enqueue(ctx, delivery, iid=merge_request.iid, head_sha=merge_request.head_sha,
-                    trigger=Trigger.NOTE, reason=f"requested by @{event.author}",
-                    full=full)  # fmt: skip
+    return _enqueue(
+        ctx,
+        delivery,
+        iid=merge_request.iid,
+        head_sha=merge_request.head_sha,
+        trigger=Trigger.NOTE,
+        reason=f"requested by @{event.author}",
+        full=full,
+    )
 
 
 def _answer_help(ctx: HandlerContext, delivery: Delivery, project: str, iid: int) -> Handled:
@@ -291,8 +314,11 @@ def _answer_help(ctx: HandlerContext, delivery: Delivery, project: str, iid: int
         minutes = round(HELP_ANSWER_INTERVAL_S / SECONDS_PER_MINUTE)
         return _ignored(f"help was answered on this merge request less than {minutes} minutes ago")
     body = help_text(ctx.bot_username)
-    return Handled(Outcome.HELP, {"status": Outcome.HELP.value},
-                   follow_up=lambda: _post_help(poster, project, iid, body))  # fmt: skip
+    return Handled(
+        Outcome.HELP,
+        {"status": Outcome.HELP.value},
+        follow_up=lambda: _post_help(poster, project, iid, body),
+    )
 
 
 def _post_help(poster: NotePoster, project: str, iid: int, body: str) -> None:

@@ -32,15 +32,22 @@ def openapi_spec() -> dict[str, Any]:
         ("X-Gitlab-Event-UUID", False, "Identifies the event (used with a body hash)."),
     ]
     parameters = [
-        {"name": name, "in": "header", "required": required, "description": description,
-         "schema": {"type": "string"}}
+        {
+            "name": name,
+            "in": "header",
+            "required": required,
+            "description": description,
+            "schema": {"type": "string"},
+        }
         for name, required, description in headers
-    ]  # fmt: skip
+    ]
     webhook = {
         "summary": "Receive a GitLab webhook",
         "parameters": parameters,
-        "requestBody": {"required": True,
-                        "content": {"application/json": {"schema": {"type": "object"}}}},
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": {"type": "object"}}},
+        },
         "responses": {
             "200": _json_response("Valid event that needs no action (reason given)."),
             "202": _json_response("Review queued, jobs cancelled, feedback recorded, help sent."),
@@ -48,24 +55,44 @@ def openapi_spec() -> dict[str, Any]:
             "400": _json_response("Missing header, invalid JSON or missing field (reason given)."),
             "401": _json_response("Wrong or missing X-Gitlab-Token."),
             "413": _json_response("Body over the size limit."),
-            "422": _json_response("A value GitLab never sends: out of range, too long, or not "
-                                  "a project path, username or commit SHA (field named)."),
+            "422": _json_response(
+                "A value GitLab never sends: out of range, too long, or not "
+                "a project path, username or commit SHA (field named)."
+            ),
             "503": _json_response("Database unavailable: GitLab should retry."),
         },
-    }  # fmt: skip
+    }
     return {
         "openapi": "3.1.0",
         "info": {"title": "reviewbot webhook listener", "version": "1"},
         "paths": {
             WEBHOOK_PATH: {"post": webhook},
-            HEALTH_PATH: {"get": {"summary": "Process and database health", "responses": {
-                "200": _json_response("Healthy."),
-                "503": _json_response("Database unreachable.")}}},
-            METRICS_PATH: {"get": {"summary": "Prometheus metrics", "responses": {
-                "200": {"description": "Prometheus text exposition format.",
-                        "content": {"text/plain": {"schema": {"type": "string"}}}},
-                "503": {"description": "Database unavailable."}}}},
-            OPENAPI_PATH: {"get": {"summary": "This document", "responses": {
-                "200": _json_response("OpenAPI 3.1 document.")}}},
+            HEALTH_PATH: {
+                "get": {
+                    "summary": "Process and database health",
+                    "responses": {
+                        "200": _json_response("Healthy."),
+                        "503": _json_response("Database unreachable."),
+                    },
+                }
+            },
+            METRICS_PATH: {
+                "get": {
+                    "summary": "Prometheus metrics",
+                    "responses": {
+                        "200": {
+                            "description": "Prometheus text exposition format.",
+                            "content": {"text/plain": {"schema": {"type": "string"}}},
+                        },
+                        "503": {"description": "Database unavailable."},
+                    },
+                }
+            },
+            OPENAPI_PATH: {
+                "get": {
+                    "summary": "This document",
+                    "responses": {"200": _json_response("OpenAPI 3.1 document.")},
+                }
+            },
         },
-    }  # fmt: skip
+    }

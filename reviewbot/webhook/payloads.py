@@ -357,8 +357,9 @@ def _optional_id_at(payload: Mapping[str, Any], *path: str) -> int | None:
     return None if _walk(payload, path) is None else _id_at(payload, *path)
 
 
-def _matching(value: str, pattern: re.Pattern[str], max_chars: int, path: tuple[str, ...],
-              what: str) -> str:  # fmt: skip
+def _matching(
+    value: str, pattern: re.Pattern[str], max_chars: int, path: tuple[str, ...], what: str
+) -> str:
     if len(value) > max_chars:
         raise ValueOutOfLimits(f"{'.'.join(path)} is longer than {max_chars} characters")
     if pattern.fullmatch(value) is None:
@@ -367,13 +368,15 @@ def _matching(value: str, pattern: re.Pattern[str], max_chars: int, path: tuple[
 
 
 def _project_path_at(payload: Mapping[str, Any], *path: str) -> str:
-    return _matching(_str_at(payload, *path), PROJECT_PATH, MAX_PROJECT_PATH_CHARS, path,
-                     "a GitLab project path")  # fmt: skip
+    return _matching(
+        _str_at(payload, *path), PROJECT_PATH, MAX_PROJECT_PATH_CHARS, path, "a GitLab project path"
+    )
 
 
 def _username_at(payload: Mapping[str, Any], *path: str) -> str:
-    return _matching(_str_at(payload, *path), USERNAME, MAX_USERNAME_CHARS, path,
-                     "a GitLab username")  # fmt: skip
+    return _matching(
+        _str_at(payload, *path), USERNAME, MAX_USERNAME_CHARS, path, "a GitLab username"
+    )
 
 
 def _optional_sha_at(payload: Mapping[str, Any], *path: str) -> str | None:

@@ -235,8 +235,9 @@ async def webhook_endpoint(request: Request) -> Response:
     listener.deliveries.add(result.outcome.value)
     if result.status_code == HTTP_NO_CONTENT:
         return Response(status_code=HTTP_NO_CONTENT)
-    return AsciiJSONResponse(result.detail, status_code=result.status_code,
-                             background=result.background)  # fmt: skip
+    return AsciiJSONResponse(
+        result.detail, status_code=result.status_code, background=result.background
+    )
 
 
 # -- GET /healthz, /metrics, /openapi.json ------------------------------------------------
@@ -291,15 +292,23 @@ def create_app(
         ]
     )
     handlers = HandlerContext(
-        queue=queue, store=store, bot_username=bot_username,
-        review_drafts=settings.review_drafts, note_poster=note_poster,
+        queue=queue,
+        store=store,
+        bot_username=bot_username,
+        review_drafts=settings.review_drafts,
+        note_poster=note_poster,
         gitlab_url=settings.gitlab_url,
-    )  # fmt: skip
+    )
     deliveries = DeliveryCounter()
     registry = listener_registry(ListenerCollector(store, queue, deliveries.snapshot))
-    app.state.listener = Listener(store=store, handlers=handlers, secret=secret,
-                                  max_body_bytes=max_body_bytes, registry=registry,
-                                  deliveries=deliveries)  # fmt: skip
+    app.state.listener = Listener(
+        store=store,
+        handlers=handlers,
+        secret=secret,
+        max_body_bytes=max_body_bytes,
+        registry=registry,
+        deliveries=deliveries,
+    )
     return app
 
 
@@ -320,26 +329,38 @@ def app_from_settings(
         raise ConfigError("set REVIEWBOT_BOT_USERNAME, or REVIEWBOT_GITLAB_URL and _TOKEN")
     store = app.store
     return create_app(
-        settings, store, JobQueue(store), secret=settings.webhook_secret or None,
-        bot_username=bot_username, max_body_bytes=settings.webhook_max_body_bytes,
+        settings,
+        store,
+        JobQueue(store),
+        secret=settings.webhook_secret or None,
+        bot_username=bot_username,
+        max_body_bytes=settings.webhook_max_body_bytes,
         note_poster=client,
-    )  # fmt: skip
+    )
 
 
 @click.command("serve")
 @click.option("--host", default=DEFAULT_HOST, show_default=True, help="Address to listen on.")
 @click.option(
-    "--port", default=DEFAULT_PORT, show_default=True, type=click.IntRange(1, MAX_PORT),
+    "--port",
+    default=DEFAULT_PORT,
+    show_default=True,
+    type=click.IntRange(1, MAX_PORT),
     help="Port.",
-)  # fmt: skip
+)
 @click.option(
     "--insecure-no-secret",
     is_flag=True,
     help="Accept deliveries without X-Gitlab-Token (only behind a trusted proxy).",
 )
 @database_options
-def serve_command(host: str, port: int, insecure_no_secret: bool, config_file: str | None,
-                  database_url: str | None) -> None:  # fmt: skip
+def serve_command(
+    host: str,
+    port: int,
+    insecure_no_secret: bool,
+    config_file: str | None,
+    database_url: str | None,
+) -> None:
     """Listen for GitLab webhooks on POST /webhook/gitlab and queue reviews."""
     try:
         app = App.from_config(config_file, {"database_url": database_url})

@@ -76,10 +76,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         gitlab.add_project(PROJECT, project_id=1)
         gitlab.add_mr_from_git(PROJECT, repo, "main", "feature", iid=1, title="Bench MR")
         settings = Settings(
-            gitlab_url=gitlab.url, gitlab_token=TOKEN, llm_base_url=vllm.base_url,
-            database_url=f"sqlite:///{tmp}/bench.db", min_severity="info",
+            gitlab_url=gitlab.url,
+            gitlab_token=TOKEN,
+            llm_base_url=vllm.base_url,
+            database_url=f"sqlite:///{tmp}/bench.db",
+            min_severity="info",
             gitlab_notes_per_minute=FAST_NOTES_PER_MINUTE,
-        )  # fmt: skip
+        )
         with App(settings) as app:
             first, _ = review(app, "1. first review (full)", vllm)
             totals = first.review.plan.totals()
@@ -100,18 +103,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             _, again_calls = review(app, "4. same head again", vllm)
     share = uncached(pushed) / max(1, uncached(first))
     only_that_file = all(files_in(call) == {"pkg0/mod0.py"} for call in pushed_calls)
-    print(f"uncached prompt tokens after the push: {share:.1%} of the first review's "
-          f"(target <= {TARGET_UNCACHED_SHARE:.0%}); its calls saw only that file: "
-          f"{only_that_file}")  # fmt: skip
-    print(f"enclosing-scope context in the first review: {totals.get('context_tokens')} tokens "
-          f"of {totals.get('tokens')} ({totals.get('scoped_hunks')} hunks with their scope, "
-          f"{totals.get('whole_files')} whole files)")  # fmt: skip
-    met = (
-        share <= TARGET_UNCACHED_SHARE
-        and only_that_file
-        and not rebase_calls
-        and not again_calls
+    print(
+        f"uncached prompt tokens after the push: {share:.1%} of the first review's "
+        f"(target <= {TARGET_UNCACHED_SHARE:.0%}); its calls saw only that file: "
+        f"{only_that_file}"
     )
+    print(
+        f"enclosing-scope context in the first review: {totals.get('context_tokens')} tokens "
+        f"of {totals.get('tokens')} ({totals.get('scoped_hunks')} hunks with their scope, "
+        f"{totals.get('whole_files')} whole files)"
+    )
+    met = share <= TARGET_UNCACHED_SHARE and only_that_file and not rebase_calls and not again_calls
     print("targets met" if met else "TARGET MISSED")
     return 0 if met else 1
 

@@ -237,8 +237,9 @@ def _serve_fakes(repo: str, mr_count: int, latency: LatencyModel, pipe: Connecti
         gitlab.add_user("alice", token="glpat-alice")
         gitlab.add_project(PROJECT, project_id=PROJECT_ID)
         for iid in range(1, mr_count + 1):
-            gitlab.add_mr_from_git(PROJECT, repo, BASE_BRANCH, FEATURE_BRANCH, iid=iid,
-                                   title=f"Load MR {iid}")  # fmt: skip
+            gitlab.add_mr_from_git(
+                PROJECT, repo, BASE_BRANCH, FEATURE_BRANCH, iid=iid, title=f"Load MR {iid}"
+            )
         pipe.send((gitlab.url, vllm.base_url))
         while (command := pipe.recv()) != "stop":
             if command == "discussions":
@@ -314,9 +315,13 @@ class ChildProcess:
         self.log_path = log_dir / f"{name}.log"
         with self.log_path.open("wb") as log_file:
             self.process = subprocess.Popen(
-                list(args), env=env, stdout=log_file, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL, start_new_session=True,
-            )  # fmt: skip
+                list(args),
+                env=env,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
 
     def alive(self) -> bool:
         return self.process.poll() is None
@@ -340,8 +345,9 @@ class ChildProcess:
 
 def start_serve(env: dict[str, str], log_dir: Path, stack: ExitStack) -> tuple[ChildProcess, str]:
     port = _free_port()
-    serve = ChildProcess("serve", [_reviewbot_executable(), "serve", "--port", str(port)],
-                         env, log_dir)  # fmt: skip
+    serve = ChildProcess(
+        "serve", [_reviewbot_executable(), "serve", "--port", str(port)], env, log_dir
+    )
     stack.callback(serve.stop)
     url = f"http://127.0.0.1:{port}"
     _wait_until_healthy(serve, url)
@@ -368,8 +374,14 @@ def start_workers(
     """Start the workers and wait until each one polls the queue (a warm service)."""
     workers = []
     for index in range(config.workers):
-        args = [_reviewbot_executable(), "worker", "--concurrency", str(config.worker_concurrency),
-                "--poll-seconds", str(WORKER_POLL_S)]  # fmt: skip
+        args = [
+            _reviewbot_executable(),
+            "worker",
+            "--concurrency",
+            str(config.worker_concurrency),
+            "--poll-seconds",
+            str(WORKER_POLL_S),
+        ]
         worker = ChildProcess(f"worker-{index + 1}", args, env, log_dir)
         stack.callback(worker.stop)
         workers.append(worker)
@@ -398,8 +410,13 @@ def open_event(iid: int, head_sha: str) -> dict[str, Any]:
     payload["project"]["path_with_namespace"] = PROJECT
     payload["project"]["id"] = PROJECT_ID
     attributes = payload["object_attributes"]
-    attributes.update(iid=iid, target_project_id=PROJECT_ID, source_project_id=PROJECT_ID,
-                      source_branch=FEATURE_BRANCH, target_branch=BASE_BRANCH)  # fmt: skip
+    attributes.update(
+        iid=iid,
+        target_project_id=PROJECT_ID,
+        source_project_id=PROJECT_ID,
+        source_branch=FEATURE_BRANCH,
+        target_branch=BASE_BRANCH,
+    )
     attributes["last_commit"]["id"] = head_sha
     return payload
 
@@ -532,8 +549,9 @@ def run_load(config: LoadConfig, log: Log = print) -> LoadFigures:
         workers = start_workers(config, env, tmp, stack)
         store = Store.from_url(database_url)
         stack.callback(store.close)
-        bodies = [json.dumps(open_event(iid, head_sha)).encode()
-                  for iid in range(1, config.events + 1)]  # fmt: skip
+        bodies = [
+            json.dumps(open_event(iid, head_sha)).encode() for iid in range(1, config.events + 1)
+        ]
         log(f"sending {config.events} events from {config.client_threads} threads ...")
         started = time.perf_counter()
         answers = send_burst(serve_url, bodies, config.client_threads)
@@ -545,13 +563,16 @@ def run_load(config: LoadConfig, log: Log = print) -> LoadFigures:
         return LoadFigures(
             answer_ms=[ms for _status, ms in answers],
             answer_statuses=Counter(status for status, _ms in answers),
-            jobs=jobs, duplicate_discussions=repeated, extra_summaries=extra_summaries,
-            mrs_reviewed_twice=mrs_reviewed_more_than_once(store), total_s=total_s,
+            jobs=jobs,
+            duplicate_discussions=repeated,
+            extra_summaries=extra_summaries,
+            mrs_reviewed_twice=mrs_reviewed_more_than_once(store),
+            total_s=total_s,
             model_s=model_seconds(store),
             charged_s=charged_seconds(stats, config.latency),
             slots=min(config.latency.max_num_seqs, config.workers * config.worker_concurrency),
             model_stats=stats,
-        )  # fmt: skip
+        )
     raise AssertionError("unreachable")  # ExitStack does not swallow exceptions
 
 
@@ -560,26 +581,37 @@ def print_figures(config: LoadConfig, figures: LoadFigures) -> bool:
     statuses = ", ".join(f"{code}: {n}" for code, n in sorted(figures.answer_statuses.items()))
     stats = figures.model_stats
     completed = figures.jobs.get("succeeded", 0)
-    print(f"events {config.events}, serve 1, workers {config.workers} x concurrency "
-          f"{config.worker_concurrency}, model slots {config.latency.max_num_seqs}")  # fmt: skip
+    print(
+        f"events {config.events}, serve 1, workers {config.workers} x concurrency "
+        f"{config.worker_concurrency}, model slots {config.latency.max_num_seqs}"
+    )
     print(f"webhook answers      {statuses}")
     print(
         f"answer latency       p50 {figures.p50_ms:7.1f} ms   p99 {figures.p99_ms:7.1f} ms   "
         f"max {max(figures.answer_ms):7.1f} ms  (target p99 < {P99_TARGET_MS:.0f} ms)"
     )
     print(f"jobs                 {_describe_counts(figures.jobs)}")
-    print(f"duplicates           {figures.duplicate_discussions} repeated fingerprints, "
-          f"{figures.extra_summaries} extra summaries, {figures.mrs_reviewed_twice} MRs "
-          f"reviewed twice (must all be 0)")  # fmt: skip
-    print(f"model                {stats.requests} chat requests, {stats.completion_tokens} output "
-          f"tokens, peak {stats.peak_in_flight} in flight")  # fmt: skip
-    print(f"model time           {figures.model_s:7.1f} s measured by the bot "
-          f"({figures.model_s / max(1, completed):.2f} s per review); the latency model's "
-          f"formula gives {figures.charged_s:.1f} s")  # fmt: skip
+    print(
+        f"duplicates           {figures.duplicate_discussions} repeated fingerprints, "
+        f"{figures.extra_summaries} extra summaries, {figures.mrs_reviewed_twice} MRs "
+        f"reviewed twice (must all be 0)"
+    )
+    print(
+        f"model                {stats.requests} chat requests, {stats.completion_tokens} output "
+        f"tokens, peak {stats.peak_in_flight} in flight"
+    )
+    print(
+        f"model time           {figures.model_s:7.1f} s measured by the bot "
+        f"({figures.model_s / max(1, completed):.2f} s per review); the latency model's "
+        f"formula gives {figures.charged_s:.1f} s"
+    )
     print(f"total time           {figures.total_s:7.1f} s (burst start to last job settled)")
     print(f"ideal time           {figures.ideal_s:7.1f} s (model time / {figures.slots} slots)")
-    print(f"ratio total / ideal  {figures.total_s / figures.ideal_s:7.2f}"
-          if figures.ideal_s else "ratio total / ideal  n/a (no model time)")  # fmt: skip
+    print(
+        f"ratio total / ideal  {figures.total_s / figures.ideal_s:7.2f}"
+        if figures.ideal_s
+        else "ratio total / ideal  n/a (no model time)"
+    )
     met = (
         figures.p99_ms < P99_TARGET_MS
         and figures.duplicates == 0
@@ -594,18 +626,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=DEFAULT_EVENTS)
     parser.add_argument("--workers", type=int, default=DEFAULT_WORKERS)
-    parser.add_argument("--concurrency", type=int, default=DEFAULT_WORKER_CONCURRENCY,
-                        help="jobs per worker")  # fmt: skip
+    parser.add_argument(
+        "--concurrency", type=int, default=DEFAULT_WORKER_CONCURRENCY, help="jobs per worker"
+    )
     parser.add_argument("--client-threads", type=int, default=DEFAULT_CLIENT_THREADS)
     parser.add_argument(
-        "--database-url", default=os.environ.get(POSTGRES_URL_ENV, DEFAULT_SERVER_URL),
+        "--database-url",
+        default=os.environ.get(POSTGRES_URL_ENV, DEFAULT_SERVER_URL),
         help="PostgreSQL server (a throw-away database is created on it) or sqlite:///NEW_FILE",
-    )  # fmt: skip
+    )
     args = parser.parse_args(argv)
     config = LoadConfig(
-        database_url=args.database_url, events=args.events, workers=args.workers,
-        worker_concurrency=args.concurrency, client_threads=args.client_threads,
-    )  # fmt: skip
+        database_url=args.database_url,
+        events=args.events,
+        workers=args.workers,
+        worker_concurrency=args.concurrency,
+        client_threads=args.client_threads,
+    )
     # SIGTERM unwinds like Ctrl-C, so the processes and the database are cleaned up.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:

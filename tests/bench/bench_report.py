@@ -49,12 +49,28 @@ BATCH = 20_000
 GITLAB = "https://gitlab.example.com"
 MODELS = ("Qwen/Qwen3.5-35B-A3B-GPTQ-Int4", "Qwen/Qwen3.5-9B-FP8")
 PROMPT_VERSIONS = ("v1+1a2b3c4d", "v1+5e6f7a8b", "v1+9c0d1e2f")
-CATEGORIES = ("bug", "security", "concurrency", "error-handling", "performance", "data-loss",
-              "resource-leak", "api-misuse", "maintainability", "style")  # fmt: skip
+CATEGORIES = (
+    "bug",
+    "security",
+    "concurrency",
+    "error-handling",
+    "performance",
+    "data-loss",
+    "resource-leak",
+    "api-misuse",
+    "maintainability",
+    "style",
+)
 SEVERITIES = ("blocker", "critical", "major", "minor", "info")
 STATES = (("posted", 0.60), ("duplicate", 0.25), ("summary", 0.10), ("failed", 0.05))
-FEEDBACK_KINDS = (("award:thumbsup", 0.40), ("award:thumbsdown", 0.15), ("addressed", 0.20),
-                  ("resolution", 0.10), ("reply", 0.10), ("ignored", 0.05))  # fmt: skip
+FEEDBACK_KINDS = (
+    ("award:thumbsup", 0.40),
+    ("award:thumbsdown", 0.15),
+    ("addressed", 0.20),
+    ("resolution", 0.10),
+    ("reply", 0.10),
+    ("ignored", 0.05),
+)
 TTFT_MEDIAN_MS, TTFT_SIGMA = 300.0, 0.5
 REVIEW_MEDIAN_S, REVIEW_SIGMA = 40.0, 0.8
 SQLITE_TIME = "%Y-%m-%d %H:%M:%S.%f"  # how SQLAlchemy stores DateTime on SQLite
@@ -86,10 +102,23 @@ class Generator:
                 len(PROMPT_VERSIONS) - 1, (review_id - 1) * len(PROMPT_VERSIONS) // self.reviews
             )
             yield (
-                review_id, f"group/project-{project}", mr, GITLAB, project, f"{review_id:040x}",
-                "ci", "succeeded", MODELS[review_id % len(MODELS)], PROMPT_VERSIONS[era],
-                started, started + timedelta(seconds=seconds), 1, 0, 0, 0,
-            )  # fmt: skip
+                review_id,
+                f"group/project-{project}",
+                mr,
+                GITLAB,
+                project,
+                f"{review_id:040x}",
+                "ci",
+                "succeeded",
+                MODELS[review_id % len(MODELS)],
+                PROMPT_VERSIONS[era],
+                started,
+                started + timedelta(seconds=seconds),
+                1,
+                0,
+                0,
+                0,
+            )
 
     def call_rows(self) -> Iterator[tuple[Any, ...]]:
         rng = self.rng
@@ -99,8 +128,22 @@ class Generator:
             for chunk in range(CALLS_PER_REVIEW):
                 call_id += 1
                 ttft = rng.lognormvariate(0, TTFT_SIGMA) * TTFT_MEDIAN_MS
-                yield (call_id, review_id, chunk, "tool_calls", "ok", 9000, 400, 6000, ttft,
-                       ttft * 8, 0, 0, 0, started)  # fmt: skip
+                yield (
+                    call_id,
+                    review_id,
+                    chunk,
+                    "tool_calls",
+                    "ok",
+                    9000,
+                    400,
+                    6000,
+                    ttft,
+                    ttft * 8,
+                    0,
+                    0,
+                    0,
+                    started,
+                )
 
     def finding_rows(self) -> Iterator[tuple[Any, ...]]:
         rng = self.rng
@@ -116,11 +159,28 @@ class Generator:
                 if note_id is not None:
                     self.posted.append(finding_id)
                 yield (
-                    finding_id, review_id, f"group/project-{project}", mr, GITLAB, project,
-                    f"{finding_id:016x}", f"src/file_{n}.py", "new", rng.randint(1, 400), None,
-                    rng.choice(SEVERITIES), rng.choice(CATEGORIES), "title", "body", "exact",
-                    state, None, note_id, created, None,
-                )  # fmt: skip
+                    finding_id,
+                    review_id,
+                    f"group/project-{project}",
+                    mr,
+                    GITLAB,
+                    project,
+                    f"{finding_id:016x}",
+                    f"src/file_{n}.py",
+                    "new",
+                    rng.randint(1, 400),
+                    None,
+                    rng.choice(SEVERITIES),
+                    rng.choice(CATEGORIES),
+                    "title",
+                    "body",
+                    "exact",
+                    state,
+                    None,
+                    note_id,
+                    created,
+                    None,
+                )
 
     def feedback_rows(self) -> Iterator[tuple[Any, ...]]:
         rng = self.rng
@@ -133,10 +193,19 @@ class Generator:
             project = mr % PROJECTS + 1
             created = self.start + self.step * (review_id - 1) + timedelta(hours=2)
             yield (
-                feedback_id, finding_id, f"group/project-{project}", mr, GITLAB, project,
-                finding_id, kind, value or kind, f"user{rng.randint(1, 200)}",
-                f"bench:{feedback_id}", created,
-            )  # fmt: skip
+                feedback_id,
+                finding_id,
+                f"group/project-{project}",
+                mr,
+                GITLAB,
+                project,
+                finding_id,
+                kind,
+                value or kind,
+                f"user{rng.randint(1, 200)}",
+                f"bench:{feedback_id}",
+                created,
+            )
 
     def merge_request_rows(self, synced: datetime) -> Iterator[tuple[Any, ...]]:
         rng = self.rng
@@ -145,27 +214,102 @@ class Generator:
             merged = rng.random() < 0.7
             last_review = min(mr * REVIEWS_PER_MR, self.reviews)
             yield (
-                GITLAB, project, mr, f"group/project-{project}", "merged" if merged else "opened",
-                None, synced if merged else None, f"{last_review + 1:040x}", synced,
-            )  # fmt: skip
+                GITLAB,
+                project,
+                mr,
+                f"group/project-{project}",
+                "merged" if merged else "opened",
+                None,
+                synced if merged else None,
+                f"{last_review + 1:040x}",
+                synced,
+            )
 
 
 TABLES = {
-    "reviews": ("id", "project", "mr_iid", "gitlab_url", "project_id", "head_sha", "trigger",
-                "status", "model", "prompt_version", "started_at", "finished_at", "chunks",
-                "prompt_tokens", "completion_tokens", "cached_tokens"),
-    "llm_calls": ("id", "review_id", "chunk_index", "mode", "outcome", "prompt_tokens",
-                  "completion_tokens", "cached_tokens", "ttft_ms", "latency_ms", "retries",
-                  "invalid_tool_calls", "slot_wait_ms", "started_at"),
-    "findings": ("id", "review_id", "project", "mr_iid", "gitlab_url", "project_id",
-                 "fingerprint", "path", "side", "line", "end_line", "severity", "category",
-                 "title", "body", "anchor", "state", "discussion_id", "note_id", "created_at",
-                 "resolved_at"),
-    "feedback": ("id", "finding_id", "project", "mr_iid", "gitlab_url", "project_id", "note_id",
-                 "kind", "value", "username", "event_key", "created_at"),
-    "merge_requests": ("gitlab_url", "project_id", "mr_iid", "project", "state", "web_url",
-                       "merged_at", "latest_head_sha", "synced_at"),
-}  # fmt: skip
+    "reviews": (
+        "id",
+        "project",
+        "mr_iid",
+        "gitlab_url",
+        "project_id",
+        "head_sha",
+        "trigger",
+        "status",
+        "model",
+        "prompt_version",
+        "started_at",
+        "finished_at",
+        "chunks",
+        "prompt_tokens",
+        "completion_tokens",
+        "cached_tokens",
+    ),
+    "llm_calls": (
+        "id",
+        "review_id",
+        "chunk_index",
+        "mode",
+        "outcome",
+        "prompt_tokens",
+        "completion_tokens",
+        "cached_tokens",
+        "ttft_ms",
+        "latency_ms",
+        "retries",
+        "invalid_tool_calls",
+        "slot_wait_ms",
+        "started_at",
+    ),
+    "findings": (
+        "id",
+        "review_id",
+        "project",
+        "mr_iid",
+        "gitlab_url",
+        "project_id",
+        "fingerprint",
+        "path",
+        "side",
+        "line",
+        "end_line",
+        "severity",
+        "category",
+        "title",
+        "body",
+        "anchor",
+        "state",
+        "discussion_id",
+        "note_id",
+        "created_at",
+        "resolved_at",
+    ),
+    "feedback": (
+        "id",
+        "finding_id",
+        "project",
+        "mr_iid",
+        "gitlab_url",
+        "project_id",
+        "note_id",
+        "kind",
+        "value",
+        "username",
+        "event_key",
+        "created_at",
+    ),
+    "merge_requests": (
+        "gitlab_url",
+        "project_id",
+        "mr_iid",
+        "project",
+        "state",
+        "web_url",
+        "merged_at",
+        "latest_head_sha",
+        "synced_at",
+    ),
+}
 
 
 def _batches(rows: Iterator[tuple[Any, ...]]) -> Iterator[list[tuple[Any, ...]]]:
@@ -187,10 +331,12 @@ def load(url: str, generator: Generator, now: datetime) -> dict[str, int]:
     """Bulk-load every table; row counts."""
     engine = create_engine(normalize_database_url(url), poolclass=NullPool)
     sources = {
-        "reviews": generator.review_rows, "llm_calls": generator.call_rows,
-        "findings": generator.finding_rows, "feedback": generator.feedback_rows,
+        "reviews": generator.review_rows,
+        "llm_calls": generator.call_rows,
+        "findings": generator.finding_rows,
+        "feedback": generator.feedback_rows,
         "merge_requests": lambda: generator.merge_request_rows(now),
-    }  # fmt: skip
+    }
     counts = {}
     try:
         with engine.begin() as connection:
@@ -201,8 +347,9 @@ def load(url: str, generator: Generator, now: datetime) -> dict[str, int]:
                     counts[table] += len(batch)
                     _write(raw, engine.dialect.name, table, columns, batch)
         with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
-            connection.execute(text("ANALYZE" if engine.dialect.name == "sqlite" else
-                                    "VACUUM ANALYZE"))  # fmt: skip
+            connection.execute(
+                text("ANALYZE" if engine.dialect.name == "sqlite" else "VACUUM ANALYZE")
+            )
     finally:
         engine.dispose()
     return counts
@@ -212,8 +359,10 @@ def _write(raw: Any, dialect: str, table: str, columns: tuple[str, ...], rows: l
     names = ", ".join(columns)
     if dialect == "sqlite":
         marks = ", ".join("?" for _ in columns)
-        raw.executemany(f"INSERT INTO {table} ({names}) VALUES ({marks})",
-                        [tuple(_sqlite_value(v) for v in row) for row in rows])  # fmt: skip
+        raw.executemany(
+            f"INSERT INTO {table} ({names}) VALUES ({marks})",
+            [tuple(_sqlite_value(v) for v in row) for row in rows],
+        )
         return
     with raw.cursor() as cursor, cursor.copy(f"COPY {table} ({names}) FROM STDIN") as copy:
         for row in rows:
@@ -239,8 +388,9 @@ def _postgres_database() -> tuple[str, str]:
     if not server:
         raise SystemExit("set REVIEWBOT_TEST_POSTGRES_URL for --backend postgresql")
     name = f"reviewbot_bench_{secrets.token_hex(4)}"
-    admin = create_engine(normalize_database_url(server), isolation_level="AUTOCOMMIT",
-                          poolclass=NullPool)  # fmt: skip
+    admin = create_engine(
+        normalize_database_url(server), isolation_level="AUTOCOMMIT", poolclass=NullPool
+    )
     with admin.connect() as connection:
         connection.execute(text(f'CREATE DATABASE "{name}"'))
     admin.dispose()
@@ -250,8 +400,9 @@ def _postgres_database() -> tuple[str, str]:
 
 def _drop_postgres(server: str, url: str) -> None:
     name = normalize_database_url(url).database
-    admin = create_engine(normalize_database_url(server), isolation_level="AUTOCOMMIT",
-                          poolclass=NullPool)  # fmt: skip
+    admin = create_engine(
+        normalize_database_url(server), isolation_level="AUTOCOMMIT", poolclass=NullPool
+    )
     with admin.connect() as connection:
         connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
     admin.dispose()
@@ -278,16 +429,25 @@ def main(argv: list[str] | None = None) -> None:
             week = previous_iso_week(now)
             windows = {
                 f"weekly ({week.iso_week})": ["--weekly"],
-                "whole year": ["--since", (now - timedelta(days=DAYS + 1)).isoformat(),
-                               "--until", now.isoformat()],
-            }  # fmt: skip
+                "whole year": [
+                    "--since",
+                    (now - timedelta(days=DAYS + 1)).isoformat(),
+                    "--until",
+                    now.isoformat(),
+                ],
+            }
             for label, args in windows.items():
                 seconds, megabytes = run_report(url, args, Path(scratch) / "out")
-                verdict = "ok" if seconds < TARGET_SECONDS and megabytes < TARGET_MEGABYTES else (
-                    "MISSED")  # fmt: skip
-                print(f"{options.backend} report {label}: {seconds:.2f} s, peak RSS "
-                      f"{megabytes:.0f} MB (targets < {TARGET_SECONDS:.0f} s, "
-                      f"< {TARGET_MEGABYTES} MB): {verdict}")  # fmt: skip
+                verdict = (
+                    "ok"
+                    if seconds < TARGET_SECONDS and megabytes < TARGET_MEGABYTES
+                    else ("MISSED")
+                )
+                print(
+                    f"{options.backend} report {label}: {seconds:.2f} s, peak RSS "
+                    f"{megabytes:.0f} MB (targets < {TARGET_SECONDS:.0f} s, "
+                    f"< {TARGET_MEGABYTES} MB): {verdict}"
+                )
         finally:
             if server is not None:
                 _drop_postgres(server, url)

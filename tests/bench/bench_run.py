@@ -183,9 +183,12 @@ def measure(app: TimedApp, iid: int) -> Measured:
     cpu_started = time.process_time()
     started = time.perf_counter()
     result = run_merge_request(
-        app, PROJECT, iid, RunOptions(),
+        app,
+        PROJECT,
+        iid,
+        RunOptions(),
         progress=lambda message: phases.append((message, time.perf_counter())),
-    )  # fmt: skip
+    )
     total = time.perf_counter() - started
     phases.append(("done", time.perf_counter()))
     model = llm.seconds - model_before

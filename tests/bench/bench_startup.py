@@ -36,8 +36,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         repo = make_repo(Path(tmp) / "repo")
-        command = [str(Path(sys.executable).parent / "reviewbot"), "plan", "--git",
-                   "main...feature", "--repo", str(repo)]  # fmt: skip
+        command = [
+            str(Path(sys.executable).parent / "reviewbot"),
+            "plan",
+            "--git",
+            "main...feature",
+            "--repo",
+            str(repo),
+        ]
         times = []
         for _ in range(args.runs):
             started = time.perf_counter()
@@ -45,8 +51,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             times.append(time.perf_counter() - started)
         probe = subprocess.run(
             [sys.executable, "-c", PROBE.format(heavy=HEAVY), str(repo)],
-            check=True, capture_output=True, text=True,
-        )  # fmt: skip
+            check=True,
+            capture_output=True,
+            text=True,
+        )
     loaded = probe.stderr.strip().splitlines()[-1] if probe.stderr.strip() else ""
     median = statistics.median(times)
     print(f"reviewbot plan --git main...feature (2 files, 16 changed lines), {args.runs} runs")

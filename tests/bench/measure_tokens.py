@@ -29,8 +29,13 @@ from reviewbot.tokens import ByteEstimateCounter, QwenBPECounter
 
 __all__ = ["Sample", "collect_corpus", "main", "measure"]
 
-SEARCH_ROOTS = (Path(sys.prefix), Path(sys.base_prefix), Path("/usr/share"), Path("/usr/include"),
-                Path("/usr/lib"))  # fmt: skip
+SEARCH_ROOTS = (
+    Path(sys.prefix),
+    Path(sys.base_prefix),
+    Path("/usr/share"),
+    Path("/usr/include"),
+    Path("/usr/lib"),
+)
 LANGUAGE_SUFFIXES = {
     "python": (".py",),
     "javascript": (".js", ".mjs", ".ts"),
@@ -105,10 +110,19 @@ def _read_text(path: Path) -> str | None:
 def added_file_diff(path: str, text: str) -> str:
     """A git diff adding ``path`` with the first lines of ``text``."""
     lines = text.splitlines()[:MAX_RENDERED_LINES]
-    return "\n".join(
-        [f"diff --git a/{path} b/{path}", "new file mode 100644", "--- /dev/null",
-         f"+++ b/{path}", f"@@ -0,0 +1,{len(lines)} @@", *("+" + line for line in lines)]
-    ) + "\n"  # fmt: skip
+    return (
+        "\n".join(
+            [
+                f"diff --git a/{path} b/{path}",
+                "new file mode 100644",
+                "--- /dev/null",
+                f"+++ b/{path}",
+                f"@@ -0,0 +1,{len(lines)} @@",
+                *("+" + line for line in lines),
+            ]
+        )
+        + "\n"
+    )
 
 
 def rendered_as_added_file(path: str, text: str) -> str:
@@ -130,9 +144,16 @@ def measure(
             short = "/".join(path.parts[-3:])
             for kind, body in (("source", text), ("diff", rendered_as_added_file(short, text))):
                 samples.append(
-                    Sample(language, kind, str(path), len(body.encode()), bpe.count(body),
-                           fallback.count(body), len(wrapper.encode(body)))
-                )  # fmt: skip
+                    Sample(
+                        language,
+                        kind,
+                        str(path),
+                        len(body.encode()),
+                        bpe.count(body),
+                        fallback.count(body),
+                        len(wrapper.encode(body)),
+                    )
+                )
     return samples
 
 
@@ -164,13 +185,17 @@ def _table(samples: Iterable[Sample], kind: str) -> list[str]:
         size = sum(s.size for s in group)
         under = sum(1 for r in ratios if r < 1)
         cells = [
-            kind, language, str(len(group)), f"{size / 1e6:.2f}",
+            kind,
+            language,
+            str(len(group)),
+            f"{size / 1e6:.2f}",
             f"{size / sum(s.bpe for s in group):.2f}",
             f"{statistics.median(s.size / s.bpe for s in group):.2f}",
             f"{statistics.median(ratios):.2f}",
             *(f"{_percentile(ratios, p):.2f}" for p in PERCENTILES),
-            f"{min(ratios):.2f}", f"{under} ({HUNDRED * under / len(group):.1f}%)",
-        ]  # fmt: skip
+            f"{min(ratios):.2f}",
+            f"{under} ({HUNDRED * under / len(group):.1f}%)",
+        ]
         rows.append("| " + " | ".join(cells) + " |")
     return rows
 
