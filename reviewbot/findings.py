@@ -591,21 +591,7 @@ def process(
     for chunk_index, arguments in calls:
         result = _process_one(chunk_index, arguments, files, options)
         (anchored if isinstance(result, Finding) else rejected).append(result)
-    kept, duplicates = dedupe(anchored)
-    selection = select(
-        kept,
-        min_severity=options.min_severity,
-        categories=options.categories,
-        max_inline=options.max_inline,
-    )
-    counts = Counter(finding.severity for finding in kept)
-    return FindingsResult(
-        findings=kept,
-        rejected=rejected,
-        duplicates=duplicates,
-        selection=selection,
-        counts={severity: counts.get(severity, 0) for severity in Severity},
-    )
+    return _kept_and_selected(anchored, rejected, [], options)
 
 
 def with_carried(
@@ -617,7 +603,18 @@ def with_carried(
     are unchanged), deduped and selected together as one review's findings."""
     if not carried:
         return result
-    kept, duplicates = dedupe([*result.findings, *carried])
+    return _kept_and_selected(
+        [*result.findings, *carried], result.rejected, result.duplicates, options
+    )
+
+
+def _kept_and_selected(
+    findings: Sequence[Finding],
+    rejected: list[Rejected],
+    earlier_duplicates: list[Finding],
+    options: FindingsOptions,
+) -> FindingsResult:
+    kept, duplicates = dedupe(findings)
     selection = select(
         kept,
         min_severity=options.min_severity,
@@ -627,8 +624,8 @@ def with_carried(
     counts = Counter(finding.severity for finding in kept)
     return FindingsResult(
         findings=kept,
-        rejected=result.rejected,
-        duplicates=[*result.duplicates, *duplicates],
+        rejected=rejected,
+        duplicates=[*earlier_duplicates, *duplicates],
         selection=selection,
         counts={severity: counts.get(severity, 0) for severity in Severity},
     )

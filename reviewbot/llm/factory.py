@@ -38,10 +38,9 @@ def runner_for(
     return ChunkRunner(transport, settings, slots=slots)
 
 
-def model_from_settings(settings: Settings, *, slots: ModelSlots | None = None) -> ChunkRunner:
-    """The model client for ``settings``; ``slots`` limits requests in flight across runners
-    (see reviewbot.slots). The caller closes it (it is a context manager)."""
-    llm_settings = LLMSettings(
+def llm_settings_from(settings: Settings) -> LLMSettings:
+    """The model client's settings taken from reviewbot's ``Settings``."""
+    return LLMSettings(
         base_url=settings.llm_base_url,
         api_key=settings.llm_api_key,
         model=settings.llm_model,
@@ -50,4 +49,10 @@ def model_from_settings(settings: Settings, *, slots: ModelSlots | None = None) 
         enable_thinking=settings.enable_thinking,
         max_output_tokens=settings.max_output_tokens,
     )
+
+
+def model_from_settings(settings: Settings, *, slots: ModelSlots | None = None) -> ChunkRunner:
+    """The model client for ``settings``; ``slots`` limits requests in flight across runners
+    (see reviewbot.slots). The caller closes it (it is a context manager)."""
+    llm_settings = llm_settings_from(settings)
     return runner_for(llm_settings, backend=settings.llm_backend, slots=slots)

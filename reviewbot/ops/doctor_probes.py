@@ -17,7 +17,7 @@ import math
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import date
 from pathlib import Path
 from typing import Generic, TypeVar
@@ -36,7 +36,6 @@ from reviewbot.gitlab import (
 )
 from reviewbot.llm.backend import (
     LLMError,
-    LLMSettings,
     LLMUnavailableError,
     ModelAnswer,
     ModelBackend,
@@ -44,7 +43,7 @@ from reviewbot.llm.backend import (
     ModelRequest,
     OutputModeRefusedError,
 )
-from reviewbot.llm.factory import BACKENDS
+from reviewbot.llm.factory import BACKENDS, llm_settings_from
 from reviewbot.ops.doctor import (
     GITLAB_TOKEN_FIX,
     MODEL_SERVER_FIX,
@@ -289,14 +288,11 @@ def model_checks(
 ) -> list[Check]:
     """Reachable and serving the model, context, a real tool-call probe, /tokenize, prefix
     caching, cached-token figures, thinking, generation config."""
-    llm_settings = LLMSettings(
-        base_url=settings.llm_base_url,
-        api_key=settings.llm_api_key,
-        model=settings.llm_model,
+    llm_settings = replace(
+        llm_settings_from(settings),
         connect_timeout_s=timeouts.model_s,
         request_timeout_s=timeouts.tool_probe_s,
         max_retries=0,
-        enable_thinking=settings.enable_thinking,
         max_output_tokens=PROBE_MAX_TOKENS,
     )
     backend: ModelBackend = BACKENDS[settings.llm_backend](llm_settings)
