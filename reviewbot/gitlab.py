@@ -336,27 +336,20 @@ class GitLabClient:
 
     def _retrying(self, call: Callable[[], _T]) -> _T:
         """``call`` (idempotent), again after a transient failure, ``max_retries`` times."""
-        attempt = 0
-        while True:
-            try:
-                return call()
-            except (*TRANSPORT_ERRORS, GitlabHttpError) as error:
-                if not _transient(error) or attempt >= self._settings.max_retries:
-                    raise
-            self._sleep(self._wait_before_retry(attempt))
-            attempt += 1
+        return self._write_once(call, None)
 
-    def _write_once(self, send: Callable[[], _T], landed: Callable[[], _T | None]) -> _T:
+    def _write_once(self, send: Callable[[], _T], landed: Callable[[], _T | None] | None) -> _T:
         """A write that must not happen twice (a note, a discussion, a draft).
 
         After a transient failure (5xx, 429, timeout, connection lost) the write may have been
         stored before the answer was lost: ``landed()`` looks for it on the MR (by its hidden
-        marker) and returns it, else it is sent again; ``max_retries`` times at most.
+        marker) and returns it, else it is sent again; ``max_retries`` times at most. Without
+        ``landed`` the call is idempotent and simply made again.
         """
         attempt = 0
         while True:
             try:
-                if attempt:
+                if attempt and landed is not None:
                     found = landed()
                     if found is not None:
                         return found
