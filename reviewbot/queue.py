@@ -52,6 +52,8 @@ __all__ = [
 Clock = Callable[[], datetime]
 
 DEFAULT_MAX_ATTEMPTS = 5
+# A job's payload key asking for a full review (every hunk, not only what changed).
+FULL_REVIEW_KEY = "full"
 DEFAULT_LIST_LIMIT = 50
 # Retry n (1-based) waits BACKOFF_BASE_S * 2**(n-1) seconds, never more than BACKOFF_MAX_S.
 BACKOFF_BASE_S = 15.0
@@ -224,6 +226,8 @@ class JobQueue:
             pending = self._pending(connection, project, mr_iid, now)
             for job_id, pending_head in pending:
                 if head_sha is None or pending_head == head_sha:
+                    if payload.get(FULL_REVIEW_KEY):
+                        self._ask_full_review(connection, job_id, now)
                     return EnqueueResult(job_id=job_id, created=False, superseded=[])
             replaced = self._supersede(connection, [job_id for job_id, _ in pending], head_sha, now)
             job_id = connection.scalar(
@@ -249,6 +253,15 @@ class JobQueue:
                 .returning(JobRow.id)
             )
             return EnqueueResult(job_id=job_id, created=True, superseded=replaced)
+
+    def _ask_full_review(self, connection: Connection, job_id: int, now: datetime) -> None:
+        """A job already waiting for this head is to review everything (`--full` asked)."""
+        payload = dict(connection.scalar(select(JobRow.payload).where(JobRow.id == job_id)) or {})
+        if not payload.get(FULL_REVIEW_KEY):
+            payload[FULL_REVIEW_KEY] = True
+            connection.execute(
+                update(JobRow).where(JobRow.id == job_id).values(payload=payload, updated_at=now)
+            )
 
     def _supersede(
         self, connection: Connection, ids: list[int], head_sha: str | None, now: datetime

@@ -49,6 +49,7 @@ from reviewbot.mr import RunOptions, require_complete, run_merge_request
 from reviewbot.options import database_options
 from reviewbot.queue import (
     DEFAULT_LIST_LIMIT,
+    FULL_REVIEW_KEY,
     Job,
     JobQueue,
     JobStateError,
@@ -101,7 +102,9 @@ def run_job(app: App, job: Job, *, concurrency: int | None = None) -> None:
     the model could not answer is retried later (ReviewIncompleteError).
     """
     options = RunOptions(
-        trigger=job.trigger, concurrency=concurrency, full=bool(job.payload.get("full"))
+        trigger=job.trigger,
+        concurrency=concurrency,
+        full=bool(job.payload.get(FULL_REVIEW_KEY)),
     )
     project = job.project_id if job.project_id is not None else job.project
     try:

@@ -640,6 +640,9 @@ def test_parse_command() -> None:
     assert parse_command("  @ReviewBot review now", BOT) is Command.REVIEW
     assert parse_command("/reviewbot help", BOT) is Command.HELP
     assert parse_command("/reviewbot", BOT) is Command.HELP
+    assert parse_command("/reviewbot review --full", BOT) is Command.FULL_REVIEW
+    assert parse_command("@reviewbot review --FORCE please", BOT) is Command.FULL_REVIEW
+    assert parse_command("/reviewbot review --fully", BOT) is Command.REVIEW
     assert parse_command("/reviewbot dance", BOT) is Command.HELP
     assert parse_command("@reviewbot-other review", BOT) is None
     assert parse_command("/review", BOT) is None
@@ -1073,3 +1076,15 @@ def test_metrics_histograms_are_cumulative_with_inf_sum_and_count(listener: List
         "reviewbot_llm_call_duration_seconds_count 2.0",
         "reviewbot_llm_call_duration_seconds_sum 94.0",
     ]
+
+
+def test_review_full_asks_the_job_for_a_full_review(listener: Listener) -> None:
+    plain = listener.post("Note Hook", mr_note("/reviewbot review"))
+    assert plain.status_code == 202
+    [job] = listener.jobs()
+    assert "full" not in job.payload
+    # the same head is already queued: that job now reviews everything, no second job
+    full = listener.post("Note Hook", mr_note("/reviewbot review --full"))
+    assert full.status_code == 202 and full.json()["job_id"] == job.id
+    [job] = listener.jobs()
+    assert job.payload["full"] is True

@@ -18,7 +18,7 @@ from enum import StrEnum
 from typing import Any, Protocol
 
 from reviewbot.gitlab import GitLabError
-from reviewbot.queue import EnqueueResult
+from reviewbot.queue import FULL_REVIEW_KEY, EnqueueResult
 from reviewbot.store import NoteOwner
 from reviewbot.store.models import FeedbackKind, Trigger
 from reviewbot.webhook.payloads import (
@@ -252,7 +252,7 @@ def _enqueue(
     project, project_id = delivery.event.project, delivery.event.project_id
     payload: dict[str, Any] = {"event": delivery.hook, "reason": reason, "project_id": project_id}
     if full:
-        payload["full"] = True
+        payload[FULL_REVIEW_KEY] = True
     result = ctx.queue.enqueue(
         project=project,
         mr_iid=iid,
