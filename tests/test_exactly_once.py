@@ -20,7 +20,16 @@ from reviewbot.gitlab import (
     retry_after_seconds,
 )
 from reviewbot.mr import RunOptions, run_merge_request
-from tests.mr_world import BOT_TOKEN, PROJECT, World, world  # noqa: F401
+from reviewbot.publish import STALE_REPLY
+from tests.fakes.gitlab_server import FakeGitLab
+from tests.mr_world import (  # noqa: F401
+    BOT_TOKEN,
+    FEATURE_APP,
+    PROJECT,
+    World,
+    commit_on_feature,
+    world,
+)
 from tests.store_fixtures import store_url  # noqa: F401
 
 DISCUSSIONS = r"/merge_requests/1/discussions$"
@@ -105,3 +114,33 @@ def test_retry_after_values() -> None:
     assert retry_after_seconds(formatdate(0, usegmt=True)) == 0.0  # a date in the past
     later = retry_after_seconds(formatdate(time.time() + 120, usegmt=True))
     assert later is not None and 100 < later <= 120
+
+
+def test_a_stale_thread_reply_stored_then_answered_502_is_one_reply(world: World) -> None:  # noqa: F811
+    world.run()
+    fixed = FEATURE_APP.replace("return eval(text)", "return json.loads(text)")
+    world.gitlab.push(PROJECT, 1, commit_on_feature(world.repo, {"app.py": fixed}, "fix eval"))
+    world.gitlab.add_fault_for("POST", r"/discussions/[0-9a-f]+/notes$", "stored:502")
+    report = world.run()
+    assert report.resolved_threads == 1
+    [resolved] = [d for d in world.gitlab.discussions(PROJECT, 1) if d["notes"][0].get("resolved")]
+    assert [n["body"] for n in resolved["notes"]].count(STALE_REPLY) == 1
+
+
+def test_bulk_publish_stored_then_answered_502_publishes_once(world: World) -> None:  # noqa: F811
+    world.gitlab.add_fault_for("POST", r"/draft_notes/bulk_publish$", "stored:502")
+    report = world.run(publish_mode="drafts")
+    on_mr = fingerprints_on_mr(world)
+    assert len(report.posted) == 3 and set(on_mr.values()) == {1}
+
+
+def test_a_report_issue_stored_then_answered_502_is_one_issue() -> None:
+    with FakeGitLab() as gitlab:
+        gitlab.add_user("reviewbot", token=BOT_TOKEN, bot=True)
+        gitlab.add_project("team/reports", project_id=30)
+        gitlab.add_fault_for("POST", r"/projects/30/issues$", "stored:502")
+        client = GitLabClient(GitLabSettings(url=gitlab.url, token=BOT_TOKEN))
+        marker = "<!-- reviewbot:report week=2026-W11 -->"
+        issue = client.create_issue("team/reports", "reviewbot report 2026-W11", marker, marker)
+        issues = gitlab.issues("team/reports")
+    assert [i["iid"] for i in issues] == [issue["iid"]]
