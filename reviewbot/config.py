@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
@@ -23,6 +22,7 @@ import platformdirs
 
 from reviewbot.chunking import DEFAULT_SCOPE_CONTEXT_TOKENS
 from reviewbot.findings import Category, Severity
+from reviewbot.redaction import hide_url_password
 
 __all__ = ["REPO_KEYS", "ConfigError", "Settings", "apply_repo_overrides", "load_settings"]
 
@@ -35,7 +35,6 @@ REPO_KEYS = frozenset(
 PUBLISH_MODES = ("discussions", "drafts")
 HTTP_SCHEMES = ("http", "https")
 DATABASE_SCHEMES = ("sqlite", "postgresql", "postgres")
-URL_PASSWORD = re.compile(r"(://[^/\s:@]*:)[^@\s/]*@")
 # GitLab.com allows 300 note creations per minute per user; stay well below. Self-managed
 # GitLab without that limit can raise it.
 DEFAULT_GITLAB_NOTES_PER_MINUTE = 120
@@ -131,20 +130,16 @@ def _check_http_url(name: str, url: str | None) -> None:
         return
     parts = urlsplit(url)
     if parts.scheme not in HTTP_SCHEMES or not parts.hostname:
-        raise ConfigError(f"{name}: {_without_password(url)!r} is not an http:// or https:// URL")
+        raise ConfigError(f"{name}: {hide_url_password(url)!r} is not an http:// or https:// URL")
 
 
 def _check_database_url(url: str) -> None:
     scheme = urlsplit(url).scheme.split("+", 1)[0]
     if scheme not in DATABASE_SCHEMES:
         raise ConfigError(
-            f"database_url: {_without_password(url)!r} is not supported: use sqlite:///PATH "
+            f"database_url: {hide_url_password(url)!r} is not supported: use sqlite:///PATH "
             "or postgresql://USER@HOST/DATABASE"
         )
-
-
-def _without_password(url: str) -> str:
-    return URL_PASSWORD.sub(r"\1***@", url)
 
 
 def _check_choice(name: str, value: str, choices: Any) -> None:

@@ -18,6 +18,8 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from reviewbot.redaction import scrub_secrets
+
 __all__ = [
     "ERROR_TABLE",
     "EXIT_BAD_INPUT",
@@ -39,8 +41,6 @@ EXIT_SLO_MISSED = 3  # `reviewbot loadtest`: the same code, its own name
 
 def first_line(error: BaseException) -> str:
     """The driver's own message without SQLAlchemy's statement dump, and never a password."""
-    from reviewbot.store import scrub_secrets
-
     original = getattr(error, "orig", None) or error
     lines = str(original).strip().splitlines()
     return scrub_secrets(lines[0] if lines else "") or type(error).__name__

@@ -28,6 +28,7 @@ CORE = {
     "reviewbot.interdiff",
     "reviewbot.markdown",
     "reviewbot.prompts",
+    "reviewbot.redaction",
     "reviewbot.scope",
     "reviewbot.tokens",
     "reviewbot.toolcalls",

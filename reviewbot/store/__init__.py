@@ -6,12 +6,11 @@ Open a `Store` with `Store.from_url(url)` after `ensure_schema(url)`.
 
 from __future__ import annotations
 
-import re
-
 import platformdirs
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
+from reviewbot.redaction import hide_url_password
 from reviewbot.store.figures import (
     DEFAULT_METRIC_BUCKETS,
     HistogramCounts,
@@ -33,7 +32,6 @@ from reviewbot.store.store import (
 
 APP_NAME = "reviewbot"
 DATABASE_FILE_NAME = "reviewbot.db"
-_URL_PASSWORD = re.compile(r"(://[^/\s:@]*:)[^@\s/]*@")
 
 __all__ = [
     "DEFAULT_METRIC_BUCKETS",
@@ -69,4 +67,4 @@ def redact_url(url: str) -> str:
     try:
         return make_url(url).render_as_string(hide_password=True)
     except ArgumentError:
-        return _URL_PASSWORD.sub(r"\1***@", url)
+        return hide_url_password(url)

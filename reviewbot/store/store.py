@@ -11,7 +11,6 @@ inserts), the dialect's own `INSERT ... ON CONFLICT DO NOTHING` is used; both su
 
 from __future__ import annotations
 
-import re
 import sqlite3
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.orm import Session
 
 from reviewbot.config import ConfigError
+from reviewbot.redaction import scrub_secrets
 from reviewbot.store import feedback_queries
 from reviewbot.store.figures import (
     DEFAULT_METRIC_BUCKETS,
@@ -174,14 +174,6 @@ FIELD_CHOICES: dict[str, type[StrEnum]] = {
     "kind": FeedbackKind,
 }
 
-# Secrets must never reach the database: error texts are scrubbed of the usual carriers.
-_SECRET_PATTERNS = (
-    (re.compile(r"(://[^/\s:@]*:)[^@\s/]+@"), r"\1***@"),  # scheme://user:password@host
-    (re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]+"), r"\1***"),
-    (re.compile(r"(?i)((?:private|job)-token[\"']?\s*[:=]\s*[\"']?)[^\s\"',}]+"), r"\1***"),
-    (re.compile(r"\bglpat-[A-Za-z0-9_-]+"), "glpat-***"),  # GitLab personal access tokens
-)
-
 
 class RecordNotFound(LookupError):
     """Raised when a review or finding id does not exist."""
@@ -231,15 +223,6 @@ def normalize_database_url(url: str) -> URL:
     if parsed.drivername in POSTGRES_SCHEMES:
         parsed = parsed.set(drivername=POSTGRES_DRIVER)
     return parsed
-
-
-def scrub_secrets(text: str | None) -> str | None:
-    """Hide passwords and tokens that error messages sometimes carry."""
-    if text is None:
-        return None
-    for pattern, replacement in _SECRET_PATTERNS:
-        text = pattern.sub(replacement, text)
-    return text
 
 
 def make_engine(url: str) -> Engine:

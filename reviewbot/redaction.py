@@ -1,0 +1,37 @@
+"""Secrets out of messages: passwords in URLs, bearer and GitLab tokens (pure).
+
+Every place that shows an error, a URL or a stored error text uses these, so a password or a
+token never reaches a log line, the terminal or the database.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["hide_url_password", "scrub_secrets"]
+
+REDACTED = "***"
+URL_PASSWORD = re.compile(r"(://[^/\s:@]*:)[^@\s/]*@")  # scheme://user:password@host
+SECRET_PATTERNS = (
+    (URL_PASSWORD, rf"\1{REDACTED}@"),
+    (re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]+"), rf"\1{REDACTED}"),
+    (
+        re.compile(r"(?i)((?:private|job)-token[\"']?\s*[:=]\s*[\"']?)[^\s\"',}]+"),
+        rf"\1{REDACTED}",
+    ),
+    (re.compile(r"\bglpat-[A-Za-z0-9_-]+"), f"glpat-{REDACTED}"),  # GitLab personal tokens
+)
+
+
+def hide_url_password(url: str) -> str:
+    """``url`` with the password of ``user:password@`` replaced by ``***``."""
+    return URL_PASSWORD.sub(rf"\1{REDACTED}@", url)
+
+
+def scrub_secrets(text: str | None) -> str | None:
+    """Hide passwords and tokens that error messages sometimes carry."""
+    if text is None:
+        return None
+    for pattern, replacement in SECRET_PATTERNS:
+        text = pattern.sub(replacement, text)
+    return text

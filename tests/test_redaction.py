@@ -1,0 +1,37 @@
+"""Secrets never reach a message: passwords in URLs, bearer and GitLab tokens."""
+
+from __future__ import annotations
+
+import pytest
+
+from reviewbot.redaction import hide_url_password, scrub_secrets
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("postgresql://bot:hunter2@db:5432/rb", "postgresql://bot:***@db:5432/rb"),
+        ("https://user:p%40ss@gitlab.example", "https://user:***@gitlab.example"),
+        ("postgresql://bot@db/rb", "postgresql://bot@db/rb"),  # no password: unchanged
+        ("sqlite:////var/lib/rb.db", "sqlite:////var/lib/rb.db"),
+    ],
+)
+def test_hide_url_password(url: str, shown: str) -> None:
+    assert hide_url_password(url) == shown
+
+
+def test_scrub_secrets_hides_every_carrier_and_keeps_the_rest() -> None:
+    text = (
+        "connect postgresql://bot:hunter2@db/rb failed; Authorization: Bearer abc.DEF-123; "
+        "PRIVATE-TOKEN: tok123 and job-token=jt456; token glpat-abcdefghij1234"
+    )
+    scrubbed = scrub_secrets(text)
+    assert scrubbed is not None
+    for secret in ("hunter2", "abc.DEF-123", "tok123", "jt456", "abcdefghij1234"):
+        assert secret not in scrubbed
+    assert scrubbed.startswith("connect postgresql://bot:***@db/rb failed")
+    assert "glpat-***" in scrubbed
+
+
+def test_scrub_secrets_passes_none_through() -> None:
+    assert scrub_secrets(None) is None
