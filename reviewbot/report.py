@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from reviewbot.markdown import table_cell
-from reviewbot.store.report_queries import ReportScope
+from reviewbot.store.report_queries import FEEDBACK_COUNT_FIELDS, ReportScope
 from reviewbot.window import Window
 
 __all__ = [
@@ -48,17 +48,6 @@ EVAL_RUNS_SHOWN = 20
 PERCENT = 100.0
 REPORT_MARKER_PREFIX = "<!-- reviewbot:report"
 MARKER_UNSAFE = re.compile(r"[^A-Za-z0-9_./-]")  # keeps the marker one HTML comment
-FEEDBACK_FIELDS = (
-    "thumbs_up",
-    "thumbs_down",
-    "addressed",
-    "resolved_by_human",
-    "replied",
-    "replies",
-    "suggestion_applied",
-    "deleted",
-    "ignored",
-)
 GROUP_FIELDS = (
     "findings",
     "findings_posted",
@@ -126,7 +115,7 @@ def _ratio(numerator: int, denominator: int) -> float | None:
 
 
 def _feedback(outcomes: Mapping[str, int]) -> dict[str, int]:
-    return {name: int(outcomes.get(name, 0)) for name in FEEDBACK_FIELDS}
+    return {name: int(outcomes.get(name, 0)) for name in FEEDBACK_COUNT_FIELDS}
 
 
 def _rates(outcomes: Mapping[str, int]) -> dict[str, float | None]:

@@ -51,6 +51,7 @@ from reviewbot.store.models import Review as ReviewRow
 
 __all__ = [
     "DIMENSIONS",
+    "FEEDBACK_COUNT_FIELDS",
     "OUTCOME_FIELDS",
     "ReportScope",
     "daily_findings",
@@ -75,8 +76,7 @@ THUMBS_DOWN = "thumbsdown"
 REFOUND_STATES = (FindingState.DUPLICATE.value, FindingState.DELETED.value)
 POSTED_STATES = tuple(state.value for state in PUBLISHED_STATES)
 DIMENSIONS = ("category", "prompt_version", "model", "severity")
-OUTCOME_FIELDS = (
-    "findings_posted",
+FEEDBACK_COUNT_FIELDS = (
     "thumbs_up",
     "thumbs_down",
     "addressed",
@@ -86,8 +86,9 @@ OUTCOME_FIELDS = (
     "suggestion_applied",
     "deleted",
     "ignored",
-    "addressable",
 )
+# The order is the order of the aggregate columns outcome_groups selects.
+OUTCOME_FIELDS = ("findings_posted", *FEEDBACK_COUNT_FIELDS, "addressable")
 
 
 @dataclass(frozen=True)
