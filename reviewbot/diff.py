@@ -1,4 +1,4 @@
-"""Unified diffs as data: files -> hunks -> lines, and the GitLab position of every line.
+"""Unified diffs as data: files -> hunks -> lines, each line with its old and new number.
 
 Two inputs share one model:
 
@@ -9,10 +9,6 @@ Two inputs share one model:
 Hunks are read by their header counts, so a content line such as ``--- x`` or ``@@`` inside a hunk
 is content, not a header. Bytes that are not UTF-8 are replaced, never fatal; CRLF endings are
 stripped from the text. Nothing here does I/O.
-
-GitLab's position rule (https://docs.gitlab.com/api/discussions/#create-a-new-thread-in-the-merge-request-diff):
-an added line is addressed by ``new_line`` only, a removed line by ``old_line`` only, and an
-unchanged line by both.
 """
 
 from __future__ import annotations
@@ -28,12 +24,10 @@ __all__ = [
     "FileStatus",
     "Hunk",
     "LineKind",
-    "LinePosition",
     "Side",
     "nearest_changed_line",
     "parse_git_diff",
     "parse_gitlab_diffs",
-    "position_for",
 ]
 
 SUBMODULE_MODE = "160000"
@@ -120,17 +114,6 @@ class Hunk:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class LinePosition:
-    """Where GitLab expects a note on one diff line: the keys of a ``position`` object."""
-
-    old_path: str
-    new_path: str
-    old_line: int | None
-    new_line: int | None
-    kind: LineKind
-
-
 @dataclass(eq=False)
 class FileDiff:
     old_path: str
@@ -186,21 +169,7 @@ class FileDiff:
 
 
 # ---------------------------------------------------------------------------------------------
-# Positions
-
-
-def position_for(file: FileDiff, side: Side, number: int) -> LinePosition | None:
-    """GitLab position of line ``number`` on ``side``, or None if that line is not in the diff."""
-    line = file.line_at(side, number)
-    if line is None:
-        return None
-    return position_of_line(file, line)
-
-
-def position_of_line(file: FileDiff, line: DiffLine) -> LinePosition:
-    old_line = line.old_no if line.kind is not LineKind.ADDED else None
-    new_line = line.new_no if line.kind is not LineKind.REMOVED else None
-    return LinePosition(file.old_path, file.new_path, old_line, new_line, line.kind)
+# Nearby lines
 
 
 def nearest_changed_line(

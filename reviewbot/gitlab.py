@@ -54,7 +54,6 @@ from reviewbot.diff import (
     Side,
     parse_git_diff,
     parse_gitlab_diffs,
-    position_for,
 )
 from reviewbot.findings import Finding
 
@@ -68,12 +67,14 @@ __all__ = [
     "GitLabNotFoundError",
     "GitLabSettings",
     "GitLabUnavailableError",
+    "LinePosition",
     "MergeRequestSnapshot",
     "PositionRefusedError",
     "RequestCounter",
     "diff_link",
     "line_code",
     "line_code_for",
+    "position_for",
     "rebuild_diff",
 ]
 
@@ -194,6 +195,31 @@ class PositionRefusedError(GitLabError):
 
 # ---------------------------------------------------------------------------------------------
 # Positions and line codes (pure): where GitLab wants a note on a diff line
+
+
+@dataclass(frozen=True, slots=True)
+class LinePosition:
+    """Where GitLab expects a note on one diff line: the line keys of a ``position`` object."""
+
+    old_path: str
+    new_path: str
+    old_line: int | None
+    new_line: int | None
+    kind: LineKind
+
+
+def position_for(file: FileDiff, side: Side, number: int) -> LinePosition | None:
+    """GitLab position of line ``number`` on ``side``, or None if that line is not in the diff.
+
+    An added line is addressed by ``new_line`` only, a removed line by ``old_line`` only, an
+    unchanged line by both (see the module notes).
+    """
+    line = file.line_at(side, number)
+    if line is None:
+        return None
+    old_line = line.old_no if line.kind is not LineKind.ADDED else None
+    new_line = line.new_no if line.kind is not LineKind.REMOVED else None
+    return LinePosition(file.old_path, file.new_path, old_line, new_line, line.kind)
 
 
 def line_code(path: str, old_pos: int, new_pos: int) -> str:

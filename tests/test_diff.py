@@ -26,9 +26,9 @@ from reviewbot.diff import (
     nearest_changed_line,
     parse_git_diff,
     parse_gitlab_diffs,
-    position_for,
     unquote_git_path,
 )
+from reviewbot.gitlab import position_for  # GitLab's position rule lives in its adapter
 
 GOLDEN = Path(__file__).parent / "golden"
 MARKERS = {LineKind.ADDED: "+", LineKind.REMOVED: "-", LineKind.CONTEXT: " "}

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from reviewbot.comments import MarkerKind, finding_body, parse_marker
-from reviewbot.diff import FileDiff, FileStatus, LineKind, Side, parse_git_diff, position_for
+from reviewbot.diff import FileDiff, FileStatus, LineKind, Side, parse_git_diff
 from reviewbot.findings import Category, Finding, RawFinding, Severity, anchor
 from reviewbot.gitlab import (
     GitLabAuthError,
@@ -27,6 +27,7 @@ from reviewbot.gitlab import (
     diff_link,
     line_code,
     line_code_for,
+    position_for,
 )
 from tests.fakes.gitlab_server import FakeGitLab
 
