@@ -5,7 +5,7 @@ about an exception instead of keeping its own list, so a new error class is clas
 
 Entries name their exception by module and class. An exception of a module that was never
 imported cannot have been raised, so a lookup never imports anything: ``reviewbot plan`` stays
-free of the model client, python-gitlab and SQLAlchemy. ``tests/test_errors.py`` checks that
+free of the model client, python-gitlab and SQLAlchemy. ``tests/test_app.py`` checks that
 every entry names a real exception class.
 
 Exit codes (all commands): 0 success, 1 the work failed, 2 bad input; ``reviewbot ci`` and
