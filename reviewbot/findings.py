@@ -276,12 +276,17 @@ def anchor(
     *,
     context_lines: int = DEFAULT_CONTEXT_LINES,
     limits: TextLimits | None = None,
+    whole_files: Mapping[str, FileDiff] | None = None,
 ) -> Finding | Rejected:
     """Tie ``raw`` to a diff line GitLab accepts; never raises for a bad line.
 
     The exact (side, line) if the diff shows it; else the nearest changed line of the same hunk
     within ``context_lines`` ("reanchored"); else a file-level finding for the summary. A line
     given on the wrong side is not guessed: it is treated like any other line the diff lacks.
+
+    ``whole_files``: the MR's complete file diffs by new path, when the chunk's files hold only
+    some of their hunks (an incremental review): identical lines are told apart by counting
+    them in the whole file, so a finding gets the fingerprint a full review would give it.
     """
     file = _file_for_path(raw.path, files_in_chunk)
     if file is None:
@@ -289,7 +294,8 @@ def anchor(
     anchored = _anchor_line(raw, file, context_lines)
     suggestion, suggestion_note = _suggestion_for(raw, file, anchored, limits or TextLimits())
     notes = anchored.notes + ((suggestion_note,) if suggestion_note else ())
-    return _build_finding(raw, file, anchored, suggestion, notes, limits or TextLimits())
+    whole = (whole_files or {}).get(file.new_path, file)
+    return _build_finding(raw, file, whole, anchored, suggestion, notes, limits or TextLimits())
 
 
 def _file_for_path(path: str, files: Mapping[str, FileDiff]) -> FileDiff | None:
@@ -387,6 +393,7 @@ def _unsafe_suggestion(suggestion: str, max_chars: int) -> str:
 def _build_finding(
     raw: RawFinding,
     file: FileDiff,
+    whole_file: FileDiff,
     anchored: _Anchored,
     suggestion: str | None,
     notes: tuple[str, ...],
@@ -414,7 +421,7 @@ def _build_finding(
             line_text,
             raw.category,
             raw.title,
-            occurrence_of(file, side, number) if number is not None else 0,
+            occurrence_of(whole_file, side, number) if number is not None else 0,
         ),
         chunk_index=raw.chunk_index,
         reported_line=raw.line,
@@ -581,15 +588,17 @@ def process(
     calls: Iterable[tuple[int, Mapping[str, Any]]],
     files: Mapping[int, Mapping[str, FileDiff]],
     options: FindingsOptions = DEFAULT_OPTIONS,
+    whole_files: Mapping[str, FileDiff] | None = None,
 ) -> FindingsResult:
     """Validate, anchor, dedupe and select every ``(chunk_index, arguments)`` call.
 
-    ``files`` maps a chunk index to the files of that chunk (keyed by path).
+    ``files`` maps a chunk index to the files of that chunk (keyed by path); ``whole_files``:
+    see :func:`anchor`.
     """
     anchored: list[Finding] = []
     rejected: list[Rejected] = []
     for chunk_index, arguments in calls:
-        result = _process_one(chunk_index, arguments, files, options)
+        result = _process_one(chunk_index, arguments, files, options, whole_files)
         (anchored if isinstance(result, Finding) else rejected).append(result)
     return _kept_and_selected(anchored, rejected, [], options)
 
@@ -636,6 +645,7 @@ def _process_one(
     arguments: Mapping[str, Any],
     files: Mapping[int, Mapping[str, FileDiff]],
     options: FindingsOptions,
+    whole_files: Mapping[str, FileDiff] | None,
 ) -> Finding | Rejected:
     raw = validate_call(arguments, chunk_index)
     if isinstance(raw, Rejected):
@@ -643,4 +653,10 @@ def _process_one(
     files_in_chunk = files.get(chunk_index)
     if files_in_chunk is None:
         return Rejected(f"unknown chunk {chunk_index}", dict(arguments), chunk_index)
-    return anchor(raw, files_in_chunk, context_lines=options.context_lines, limits=options.limits)
+    return anchor(
+        raw,
+        files_in_chunk,
+        context_lines=options.context_lines,
+        limits=options.limits,
+        whole_files=whole_files,
+    )

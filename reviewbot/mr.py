@@ -321,6 +321,7 @@ def _review_and_publish(run: _Run, review_id: int) -> RunReport:
             contents=contents,
             on_planned=planned,
             concurrency=options.concurrency,
+            whole_files=snapshot.files,
         )
     if earlier is not None:
         result = _with_earlier(result, earlier, carried, review_opts)

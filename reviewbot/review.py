@@ -219,10 +219,13 @@ def review_files(
     on_planned: Callable[[Plan], None] | None = None,
     on_chunk_done: Callable[[ChunkResult], None] | None = None,
     concurrency: int | None = None,
+    whole_files: Sequence[FileDiff] | None = None,
 ) -> ReviewResult:
     """Review ``files`` with the model and return anchored findings plus every call's figures.
 
     ``concurrency``: chunks in flight at once (None: the model client's own setting).
+    ``whole_files``: the MR's complete diff when ``files`` holds only the hunks changed since
+    an earlier review, so findings get the fingerprints a full review would give them.
     """
     started = time.monotonic()
     info = llm.server_info()
@@ -277,7 +280,8 @@ def review_files(
             unreviewed.append(
                 _unreviewed_part(by_index[result.chunk_index], errors[result.chunk_index])
             )
-    findings = process(calls, files_by_chunk, options.findings_options)
+    whole = {file.new_path: file for file in whole_files or ()}
+    findings = process(calls, files_by_chunk, options.findings_options, whole)
     return ReviewResult(
         plan=review_plan,
         findings=findings,

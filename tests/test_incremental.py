@@ -167,3 +167,51 @@ def test_an_incomplete_review_is_not_built_upon(world: World) -> None:  # noqa: 
     report = world.run()
     assert len(chat_requests(world)) > calls and report.review.carried is None
     assert len(report.posted) == 3
+
+
+# Identical lines in two hunks of one file (issue 10 item 2) stay two findings when only one
+# of the hunks is reviewed again: they are counted in the whole file, not in the changed part.
+BLOCK = "    try:\n        return load(path)\n    except:\n        pass\n"
+FILLER = "".join(f"value_{n} = {n}\n" for n in range(20))
+LOAD = "    return load(path)\n"
+TWINS_BASE = f"def first(path):\n{LOAD}\n{FILLER}\ndef second(path):\n{LOAD}"
+ONE_BLOCK = f"def first(path):\n{BLOCK}\n{FILLER}\ndef second(path):\n{LOAD}"
+TWO_BLOCKS = f"def first(path):\n{BLOCK}\n{FILLER}\ndef second(path):\n{BLOCK}"
+
+
+def twins_notes(world: World) -> list[tuple[int, bool]]:  # noqa: F811
+    return sorted(
+        (n["position"]["new_line"], bool(n.get("resolved")))
+        for n in diff_notes(world)
+        if n["position"]["new_path"] == "twins.py"
+    )
+
+
+def test_an_identical_block_pushed_later_gets_its_own_comment(world: World) -> None:  # noqa: F811
+    rebase_feature(world, {"twins.py": TWINS_BASE}, "twins on main")
+    world.gitlab.push(PROJECT, 1, commit_on_feature(world.repo, {"twins.py": ONE_BLOCK}, "one"))
+    world.run()
+    first_except = ONE_BLOCK.splitlines().index("    except:") + 1
+    assert twins_notes(world) == [(first_except, False)]
+    world.gitlab.push(PROJECT, 1, commit_on_feature(world.repo, {"twins.py": TWO_BLOCKS}, "two"))
+    report = world.run()
+    assert report.review.carried is not None  # an incremental review
+    second_except = TWO_BLOCKS.splitlines().index("    except:", first_except) + 1
+    assert [(f.path, f.line) for f in report.posted] == [("twins.py", second_except)]
+    assert twins_notes(world) == [(first_except, False), (second_except, False)]
+    assert "5 finding(s), 5 posted inline" in summary(world)  # 3 on app.py, 2 on twins.py
+
+
+def test_identical_blocks_keep_two_threads_when_one_hunk_changes(world: World) -> None:  # noqa: F811
+    rebase_feature(world, {"twins.py": TWINS_BASE}, "twins on main")
+    world.gitlab.push(PROJECT, 1, commit_on_feature(world.repo, {"twins.py": TWO_BLOCKS}, "two"))
+    first = world.run()
+    assert len([f for f in first.posted if f.path == "twins.py"]) == 2
+    touched = TWO_BLOCKS.replace("def second(path):\n", "def second(path):\n    # retry later\n")
+    world.gitlab.push(PROJECT, 1, commit_on_feature(world.repo, {"twins.py": touched}, "touch"))
+    report = world.run()
+    assert report.review.carried is not None and report.posted == []
+    on_twins = sorted(f.line for f in report.findings if f.path == "twins.py")
+    assert len(on_twins) == 2 and len(set(on_twins)) == 2
+    assert [resolved for _, resolved in twins_notes(world)] == [False, False]
+    assert "5 finding(s), 5 posted inline" in summary(world)
