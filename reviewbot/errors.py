@@ -73,7 +73,8 @@ class Disposition:
     counts_as_attempt: bool = True
 
     def message(self, error: BaseException) -> str:
-        return self.describe(error)
+        """The one line every entry point prints: never a password or a token."""
+        return scrub_secrets(self.describe(error)) or type(error).__name__
 
 
 BAD_INPUT = Disposition(EXIT_BAD_INPUT, retry=False)

@@ -56,6 +56,7 @@ from reviewbot.diff import (
     parse_gitlab_diffs,
 )
 from reviewbot.findings import Finding
+from reviewbot.redaction import hide_url_password
 
 __all__ = [
     "BotThread",
@@ -313,7 +314,7 @@ class GitLabClient:
         self._last_answer = threading.local()
 
     def __repr__(self) -> str:
-        return f"GitLabClient(url={self._settings.url!r})"
+        return f"GitLabClient(url={hide_url_password(self._settings.url)!r})"
 
     @property
     def url(self) -> str:
@@ -395,8 +396,8 @@ class GitLabClient:
 
     @contextmanager
     def _translated(self, action: str, not_found: str | None = None) -> Iterator[None]:
-        """Map python-gitlab/requests errors to one-line GitLabErrors (no token in them)."""
-        url = self._settings.url
+        """Map python-gitlab/requests errors to one-line GitLabErrors (no token or password)."""
+        url = hide_url_password(self._settings.url)
         try:
             yield
         except GitlabAuthenticationError as error:

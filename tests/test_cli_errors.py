@@ -59,3 +59,32 @@ def test_a_config_file_that_is_not_utf8_is_one_line(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["plan", "--diff", "-", "--config", str(config)], input="")
     assert result.exit_code == 2
     assert "not UTF-8" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+PASSWORD = "hunter2"
+SMALL_DIFF = "--- a/app.py\n+++ b/app.py\n@@ -1 +1 @@\n-x = 1\n+x = eval(text)\n"
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "shown"),
+    [
+        (
+            ["run", "1", "--project", "g/a"],
+            {"REVIEWBOT_GITLAB_URL": f"http://bot:{PASSWORD}@127.0.0.1:1"},
+            "GitLab at http://bot:***@127.0.0.1:1 is unreachable",
+        ),
+        (
+            ["review", "--diff", "-", "--base-url", f"http://bot:{PASSWORD}@127.0.0.1:1/v1"],
+            {},
+            "cannot reach the model server at http://bot:***@127.0.0.1:1/v1",
+        ),
+    ],
+)
+def test_a_password_in_a_service_url_is_never_printed(
+    args: list[str], env: dict[str, str], shown: str
+) -> None:
+    base = {"REVIEWBOT_CONFIG": "", "REVIEWBOT_GITLAB_TOKEN": "t"}
+    result = CliRunner().invoke(main, args, env={**base, **env}, input=SMALL_DIFF)
+    assert result.exit_code == 1, result.output
+    assert shown in result.stderr
+    assert PASSWORD not in result.output and PASSWORD not in result.stderr

@@ -54,6 +54,7 @@ from reviewbot.llm.backend import (
     ToolCallText,
     one_line,
 )
+from reviewbot.redaction import hide_url_password
 from reviewbot.toolcalls import DEFAULT_FINDINGS_TOOL
 
 __all__ = [
@@ -120,6 +121,7 @@ class OpenAICompatibleBackend:
     def __init__(self, settings: LLMSettings) -> None:
         self.settings = settings
         self.base_url = settings.base_url.rstrip("/")
+        self.shown_url = hide_url_password(self.base_url)  # for messages: never a password
         timeout = httpx.Timeout(settings.request_timeout_s, connect=settings.connect_timeout_s)
         headers = {"Authorization": f"Bearer {settings.api_key}"} if settings.api_key else {}
         self._http = httpx.Client(timeout=timeout, headers=headers)
@@ -150,13 +152,13 @@ class OpenAICompatibleBackend:
         ):
             raise ServerAnswerError(
                 self._one_line(
-                    f"the server at {self.base_url} answered GET {MODELS_PATH} without a list "
+                    f"the server at {self.shown_url} answered GET {MODELS_PATH} without a list "
                     f"of models: {_snippet(json.dumps(page))}"
                 )
             )
         models = [card["id"] for card in cards]
         if not models:
-            raise ModelNotFoundError(f"the server at {self.base_url} serves no model")
+            raise ModelNotFoundError(f"the server at {self.shown_url} serves no model")
         model = self.settings.model or models[0]
         if model not in models:
             raise self.model_not_found(model, models)
@@ -179,7 +181,7 @@ class OpenAICompatibleBackend:
         if body is None:
             raise ServerAnswerError(
                 self._one_line(
-                    f"the server at {self.base_url} answered GET {path} with "
+                    f"the server at {self.shown_url} answered GET {path} with "
                     f"{_described(response)}, not JSON: {_snippet(response.text)}. "
                     f"Is REVIEWBOT_LLM_BASE_URL the model server's OpenAI-compatible /v1 URL?"
                 )
@@ -217,7 +219,7 @@ class OpenAICompatibleBackend:
             raise RetryableModelError(self._one_line(f"{type(error).__name__}: {error}")) from None
         except UnicodeDecodeError as error:
             raise AnswerLostError(
-                self._one_line(f"the stream from {self.base_url} is not UTF-8: {error}")
+                self._one_line(f"the stream from {self.shown_url} is not UTF-8: {error}")
             ) from None
 
     def chat_body(self, request: ModelRequest) -> dict[str, Any]:
@@ -301,7 +303,7 @@ class OpenAICompatibleBackend:
     def _lost(self, what: str) -> AnswerLostError:
         """The answer to POST /chat/completions could not be read whole; worth another try."""
         return AnswerLostError(
-            self._one_line(f"the server at {self.base_url} {what} (POST {CHAT_PATH})")
+            self._one_line(f"the server at {self.shown_url} {what} (POST {CHAT_PATH})")
         )
 
     # ----- errors
@@ -331,12 +333,12 @@ class OpenAICompatibleBackend:
     def unavailable(self, error: Exception) -> LLMUnavailableError:
         cause = self._one_line(str(error.__cause__ or error))
         return LLMUnavailableError(
-            f"cannot reach the model server at {self.base_url} ({cause}). {self.setup_hint}"
+            f"cannot reach the model server at {self.shown_url} ({cause}). {self.setup_hint}"
         )
 
     def model_not_found(self, model: str, served: list[str]) -> ModelNotFoundError:
         return ModelNotFoundError(
-            f"the model {model!r} is not served at {self.base_url}; "
+            f"the model {model!r} is not served at {self.shown_url}; "
             f"it serves: {', '.join(served) or 'nothing'}"
         )
 

@@ -35,6 +35,7 @@ from reviewbot.llm.openai_compatible import (
     SNIPPET_CHARS,
     OpenAICompatibleBackend,
 )
+from reviewbot.redaction import hide_url_password
 
 __all__ = ["START_VLLM_HINT", "VLLMBackend"]
 
@@ -61,6 +62,7 @@ class VLLMBackend(OpenAICompatibleBackend):
     def __init__(self, settings: LLMSettings) -> None:
         super().__init__(settings)
         self._root_url = self.base_url.removesuffix(VERSION_SUFFIX)
+        self._shown_root_url = hide_url_password(self._root_url)
         self._tokenize_supported: bool | None = None
 
     def count_prompt_tokens(self, messages: list[dict], tools: list[dict]) -> int | None:
@@ -89,9 +91,9 @@ class VLLMBackend(OpenAICompatibleBackend):
             # llama-server, for one, answers a /tokenize without "content" with {"tokens": []}.
             raise ServerAnswerError(
                 self._one_line(
-                    f"the server at {self._root_url} answered POST {TOKENIZE_PATH} without an "
-                    f"integer count: {response.text[:SNIPPET_CHARS]!r}. If it is not vLLM, set "
-                    f"REVIEWBOT_LLM_BACKEND=openai-compatible"
+                    f"the server at {self._shown_root_url} answered POST {TOKENIZE_PATH} "
+                    f"without an integer count: {response.text[:SNIPPET_CHARS]!r}. "
+                    "If it is not vLLM, set REVIEWBOT_LLM_BACKEND=openai-compatible"
                 )
             )
         self._tokenize_supported = True
@@ -103,7 +105,7 @@ class VLLMBackend(OpenAICompatibleBackend):
             return max_len
         raise ServerAnswerError(
             self._one_line(
-                f"the server at {self.base_url} answered GET /models with max_model_len "
+                f"the server at {self.shown_url} answered GET /models with max_model_len "
                 f"{max_len!r} for {card.get('id')!r}, not an integer; set "
                 f"REVIEWBOT_MAX_MODEL_LEN, or REVIEWBOT_LLM_BACKEND=openai-compatible if it is "
                 f"not vLLM"

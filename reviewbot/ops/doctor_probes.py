@@ -67,6 +67,7 @@ from reviewbot.ops.doctor import (
     webhook_secret_check,
 )
 from reviewbot.prompts import tool_schemas
+from reviewbot.redaction import hide_url_password
 from reviewbot.review import local_overhead
 from reviewbot.tokens import local_counter
 
@@ -315,6 +316,7 @@ def _model_checks(
     deadline = _Deadline(time.monotonic() + timeouts.model_total_s)
     base_url = backend.base_url
     root_url = base_url.removesuffix(VERSION_SUFFIX)
+    shown_url = hide_url_password(base_url)  # what the checks say: never a password
     is_vllm = settings.llm_backend == LLM_BACKEND_VLLM
     try:
         info = within(deadline.step(timeouts.model_s), backend.server_info)
@@ -333,9 +335,9 @@ def _model_checks(
             detail = detail.replace(backend.setup_hint, "").strip()  # the fix says it better
         return [Check("model server", Status.FAIL, detail, MODEL_SERVER_FIX)]
     except CheckTimeoutError as error:
-        return [Check("model server", Status.FAIL, f"{base_url}: {error}", HUNG_SERVER_FIX)]
+        return [Check("model server", Status.FAIL, f"{shown_url}: {error}", HUNG_SERVER_FIX)]
     version = _vllm_version(http, root_url) if is_vllm else None
-    served = f"serves {info.model} at {base_url}" + (f" (vLLM {version})" if version else "")
+    served = f"serves {info.model} at {shown_url}" + (f" (vLLM {version})" if version else "")
     checks = [Check("model server", Status.OK, served)]
 
     counter = local_counter(settings.llm_model)
@@ -374,7 +376,7 @@ def _model_checks(
     checks.append(thinking_check(settings.enable_thinking, answer))
     if is_vllm:
         argv = vllm_argv_for(command_lines(), base_url)
-        checks.append(generation_config_check(argv, base_url))
+        checks.append(generation_config_check(argv, shown_url))
     return checks
 
 
