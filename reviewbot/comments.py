@@ -207,7 +207,8 @@ class SummaryData:
     first_token: LatencyStats = field(default_factory=LatencyStats)
     invalid_model_calls: int = 0
     unplaced: Sequence[UnplacedFinding] = ()
-    deleted_by_reviewers: int = 0  # found again, but a human had deleted the comment
+    deleted_by_reviewers: int = 0  # found again, but its comment had been deleted
+    history_lost: bool = False  # the MR held none of the comments recorded: posted again
     incremental: IncrementalNote | None = None
     unreviewed: Sequence[str] = ()  # one line per chunk the model never answered
     errors: Sequence[str] = ()  # warnings (a checkout not used, a repository config ignored)
@@ -232,10 +233,15 @@ def summary_body(summary: SummaryData) -> str:
 def _summary_heading(summary: SummaryData) -> str:
     total = sum(summary.counts.values())
     deleted = (
-        f" {summary.deleted_by_reviewers} not posted again: a reviewer had deleted the comment."
+        f" {summary.deleted_by_reviewers} not posted again: its comment had been deleted."
         if summary.deleted_by_reviewers
         else ""
     )
+    if summary.history_lost:
+        deleted += (
+            " This merge request held none of reviewbot's earlier comments (restored from a"
+            " backup?): they are posted again."
+        )
     heading = (
         f"### reviewbot review of `{summary.head_sha[:12]}`\n\n"
         f"{total} finding(s), {summary.inline_count} posted inline.{deleted}"

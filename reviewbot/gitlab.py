@@ -699,13 +699,19 @@ class GitLabClient:
             )
             self._put(path, {"resolved": True})
 
+    def summary_note_id(self, project_id: int, iid: int) -> int | None:
+        """The id of the bot's summary note on the MR, or None when it has none."""
+        me = self.bot_username()
+        notes_path = f"{self._mr_path(project_id, iid)}/notes"
+        with self._translated(f"looking for the summary of !{iid}"):
+            return self._note_id_where(notes_path, lambda note: _is_summary_by(note, me))
+
     def upsert_summary(self, project_id: int, iid: int, body: str) -> int:
         """Edit the bot's summary note in place, or create it; returns the note id."""
-        me = self.bot_username()
         notes_path = f"{self._mr_path(project_id, iid)}/notes"
 
         def existing_summary() -> int | None:
-            return self._note_id_where(notes_path, lambda note: _is_summary_by(note, me))
+            return self.summary_note_id(project_id, iid)
 
         with self._translated(f"updating the summary of !{iid}"):
             note_id = existing_summary()

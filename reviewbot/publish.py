@@ -101,6 +101,10 @@ class Publisher(Protocol):
         """The bot's finding threads on the MR (every page)."""
         ...
 
+    def has_summary(self) -> bool:
+        """Whether the bot's summary note is on the MR."""
+        ...
+
     def post(self, finding: Finding) -> ThreadRef | None:
         """Post ``finding`` now (its thread), or queue it for :meth:`flush` (None); a refusal
         is reported by :meth:`flush`."""
@@ -136,6 +140,10 @@ class DiscussionsPublisher:
 
     def existing_threads(self) -> list[BotThread]:
         return self._gitlab.bot_threads(self._snapshot.project_id, self._snapshot.iid)
+
+    def has_summary(self) -> bool:
+        snapshot = self._snapshot
+        return self._gitlab.summary_note_id(snapshot.project_id, snapshot.iid) is not None
 
     def post(self, finding: Finding) -> ThreadRef | None:
         try:
@@ -199,8 +207,10 @@ class DryRunPublisher:
         self,
         reader: Callable[[], list[BotThread]] | None = None,
         out: TextIO | None = None,
+        summary_reader: Callable[[], bool] | None = None,
     ) -> None:
         self._reader = reader
+        self._summary_reader = summary_reader
         self._out = out
         self._queued: list[Finding] = []
         self.resolved: list[BotThread] = []
@@ -208,6 +218,9 @@ class DryRunPublisher:
 
     def existing_threads(self) -> list[BotThread]:
         return self._reader() if self._reader is not None else []
+
+    def has_summary(self) -> bool:
+        return self._summary_reader() if self._summary_reader is not None else False
 
     def post(self, finding: Finding) -> ThreadRef | None:
         self._queued.append(finding)
@@ -244,7 +257,12 @@ def publisher_for(
 ) -> Publisher:
     """The publisher for ``Settings.publish_mode`` (``discussions`` or ``drafts``)."""
     if dry_run:
-        return DryRunPublisher(lambda: gitlab.bot_threads(snapshot.project_id, snapshot.iid))
+        return DryRunPublisher(
+            lambda: gitlab.bot_threads(snapshot.project_id, snapshot.iid),
+            summary_reader=lambda: (
+                gitlab.summary_note_id(snapshot.project_id, snapshot.iid) is not None
+            ),
+        )
     if mode == "drafts":
         return DraftsPublisher(gitlab, snapshot)
     return DiscussionsPublisher(gitlab, snapshot)
@@ -283,7 +301,9 @@ class PublishResult:
     refused: list[tuple[Finding, str]] = field(default_factory=list)
     summary_only: list[Finding] = field(default_factory=list)
     resolved: list[BotThread] = field(default_factory=list)
-    deleted: list[Finding] = field(default_factory=list)  # a human deleted its comment earlier
+    deleted: list[Finding] = field(default_factory=list)  # its comment was deleted earlier
+    # The MR had lost every comment the database recorded (see publish): posted again.
+    history_lost: bool = False
     threads: dict[str, ThreadRef] = field(default_factory=dict)  # by fingerprint
     on_mr: frozenset[str] = frozenset()  # fingerprints of the bot's threads found on the MR
     summary_note_id: int | None = None
@@ -312,13 +332,18 @@ def publish(
     stale); ``read_head(paths)``: head contents of paths, for the stale-thread check;
     ``on_posted``: told of each finding once it is on the MR, so a caller can record what was
     posted even when a later step fails. ``recorded``: fingerprints the database says were
-    posted on this MR before; one of them missing from the MR was deleted by a human, and is
-    not posted again (the summary says so).
+    posted on this MR before; one of them missing from the MR was deleted (by a reviewer,
+    most likely), and is not posted again (the summary says so). When the MR holds none of the
+    bot's threads and no summary note although the database recorded some, the MR lost them
+    (a GitLab restored from a backup, an MR recreated): they are posted again.
     """
     result = PublishResult(dry_run=publisher.dry_run, summary_only=list(selection.summary_only))
     threads = publisher.existing_threads()
     on_mr = {t.marker.fingerprint: t for t in threads if t.marker.fingerprint}
     result.on_mr = frozenset(on_mr)
+    if recorded and not on_mr and not publisher.has_summary():
+        result.history_lost = True
+        recorded = ()
     fresh: list[Finding] = []
     told: set[str] = set()
     for finding in selection.inline:
@@ -424,6 +449,7 @@ def _summary_data(
         invalid_model_calls=facts.invalid_model_calls,
         unplaced=unplaced,
         deleted_by_reviewers=len(result.deleted),
+        history_lost=result.history_lost,
         incremental=_incremental_note(snapshot, facts),
         unreviewed=facts.unreviewed,
         errors=facts.errors,

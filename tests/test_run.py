@@ -318,7 +318,7 @@ def test_a_comment_a_reviewer_deleted_is_feedback_and_not_posted_again(world: Wo
     assert len(diff_notes(world)) == len(kept)
     [summary] = summary_notes(world)
     assert f"3 finding(s), {len(kept)} posted inline." in summary["body"]  # what is on the MR
-    assert "1 not posted again: a reviewer had deleted the comment" in summary["body"]
+    assert "1 not posted again: its comment had been deleted." in summary["body"]
     store = Store.from_url(world.database_url)
     feedback = store.feedback(project=PROJECT, mr_iid=1)
     assert [(f["kind"], f["note_id"]) for f in feedback] == [("deleted", deleted["id"])]
