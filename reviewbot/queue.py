@@ -344,9 +344,14 @@ class JobQueue:
                 if candidate is None:
                     return None
                 job_id, project, mr_iid = candidate
+                # Never wait for the MR's lock while holding this row: its holder (another
+                # claim superseding this job, an enqueue) may need the row, and the two would
+                # deadlock. An MR being written to is skipped; the next claim takes it.
+                if not self._try_lock_mr(connection, project, mr_iid):
+                    inspected.append(job_id)
+                    continue
                 # The NOT EXISTS above read a snapshot taken before other claims committed;
                 # under the MR's lock a fresh statement sees them (READ COMMITTED).
-                self._lock_mr(connection, project, mr_iid)
                 if not self._mr_has_live_lease(connection, project, mr_iid, job_id, now):
                     self._take(connection, job_id, worker_id, lease_s, now)
                     return job_id
@@ -599,6 +604,12 @@ class JobQueue:
     def _lock_mr(self, connection: Connection, project: str, mr_iid: int) -> None:
         if self._dialect == "postgresql":
             connection.execute(select(func.pg_advisory_xact_lock(_mr_lock_key(project, mr_iid))))
+
+    @staticmethod
+    def _try_lock_mr(connection: Connection, project: str, mr_iid: int) -> bool:
+        """PostgreSQL: take the MR's transaction lock if it is free; never wait."""
+        key = _mr_lock_key(project, mr_iid)
+        return bool(connection.scalar(select(func.pg_try_advisory_xact_lock(key))))
 
     def _update_if_status(self, job_id: int, current_status: str, **values: Any) -> None:
         with self._engine.begin() as connection:

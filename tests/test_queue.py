@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from sqlalchemy import create_engine, func, select, update
 
 from reviewbot.queue import (
     EnqueueResult,
@@ -19,8 +20,10 @@ from reviewbot.queue import (
     JobQueue,
     JobStateError,
     LeaseLostError,
+    _mr_lock_key,
 )
 from reviewbot.store import RecordNotFound, Store
+from reviewbot.store.models import Job as JobRow
 from tests.store_fixtures import migrated_store, store_url  # noqa: F401
 
 PROJECT = "group/app"
@@ -290,6 +293,36 @@ def test_concurrent_claims_never_run_one_mr_twice(
     assert queue.counts()["running"] == 1
 
 
+# Far longer than a claim that does not wait takes; only a claim that waits reaches it.
+CLAIM_WAIT_S = 10.0
+
+
+def test_a_claim_never_waits_for_an_mr_another_transaction_is_writing(
+    queue: JobQueue,
+    store_url: str,  # noqa: F811
+) -> None:
+    """An enqueue holds the MR's lock and then writes the MR's queued job; a claim that held
+    that job's row while waiting for the MR's lock would deadlock with it."""
+    if not store_url.startswith("postgresql"):
+        pytest.skip("PostgreSQL advisory locks")
+    job_id = _enqueue(queue).job_id
+    engine = create_engine(store_url)
+    outcome: list[Job | None] = []
+    try:
+        with engine.begin() as writer:
+            writer.execute(select(func.pg_advisory_xact_lock(_mr_lock_key(PROJECT, 1))))
+            claimer = threading.Thread(target=lambda: outcome.append(queue.claim("w1", LEASE_S)))
+            claimer.start()
+            claimer.join(CLAIM_WAIT_S)
+            claimed_without_waiting = not claimer.is_alive()
+            writer.execute(update(JobRow).where(JobRow.id == job_id).values(attempts=0))
+        claimer.join()
+    finally:
+        engine.dispose()
+    assert claimed_without_waiting and outcome == [None]  # the MR was busy: skipped
+    assert _claim(queue).id == job_id  # and taken by the next claim
+
+
 # -- settling ----------------------------------------------------------------------------
 
 
@@ -407,8 +440,19 @@ def test_list_and_counts(queue: JobQueue) -> None:
 
 
 def _run_threads(target: Callable[[JobQueue], None], queues: list[JobQueue]) -> None:
-    threads = [threading.Thread(target=target, args=(q,)) for q in queues]
+    """Run ``target`` on each queue in its own thread; an exception in one fails the test."""
+    errors: list[BaseException] = []
+
+    def run(queue: JobQueue) -> None:
+        try:
+            target(queue)
+        except BaseException as error:  # noqa: BLE001 - re-raised below, in the test thread
+            errors.append(error)
+
+    threads = [threading.Thread(target=run, args=(q,)) for q in queues]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
+    if errors:
+        raise errors[0]
