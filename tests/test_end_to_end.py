@@ -29,6 +29,7 @@ SECRET = "e2e-webhook-secret"
 MAX_WORKER_ROUNDS = 50
 WAIT_S = 60.0
 FIXTURES = Path(__file__).parent / "fixtures" / "webhooks"
+PROJECT_ID = 7  # group/app on the fake GitLab (tests/mr_world.py)
 
 
 def open_event(world: World) -> dict:
@@ -48,12 +49,12 @@ def note_event(world: World, note: str) -> dict:
     payload = json.loads((FIXTURES / "note_merge_request_review.json").read_text())
     head = git(world.repo, "rev-parse", "feature")
     payload["project"]["path_with_namespace"] = PROJECT
-    payload["project"]["id"] = payload["project_id"] = 7
+    payload["project"]["id"] = payload["project_id"] = PROJECT_ID
     payload["object_attributes"]["note"] = note
-    payload["object_attributes"]["project_id"] = 7
+    payload["object_attributes"]["project_id"] = PROJECT_ID
     merge_request = payload["merge_request"]
     merge_request["iid"] = 1
-    merge_request["source_project_id"] = merge_request["target_project_id"] = 7
+    merge_request["source_project_id"] = merge_request["target_project_id"] = PROJECT_ID
     merge_request["last_commit"]["id"] = head
     return payload
 
