@@ -185,14 +185,18 @@ class App:
     # ---- lifecycle
 
     def close(self) -> None:
-        """Close the model client, and every pool (store, slots); safe to call twice."""
+        """Close the model client, the GitLab clients, and every pool (store, slots); safe to
+        call twice."""
         with self._lock:
             model, self._model = self._model, None
             store, self._store = self._store, None
             slots_engine, self._slots_engine = self._slots_engine, None
+            gitlab_clients = list(self._gitlab.values())
             self._gitlab.clear()
         if model is not None:
             model.close()
+        for client in gitlab_clients:
+            client.close()
         if store is not None:
             store.close()
         if slots_engine is not None:

@@ -321,6 +321,12 @@ class GitLabClient:
         """The GitLab instance's URL (part of what identifies an MR in the database)."""
         return self._settings.url.rstrip("/")
 
+    def close(self) -> None:
+        """Close the HTTP session and its pooled connections; a later request opens another."""
+        api, self._gl = self._gl, None
+        if api is not None:
+            api.session.close()
+
     # ---- low level
 
     @property

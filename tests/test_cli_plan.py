@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -10,6 +13,18 @@ from click.testing import CliRunner
 
 from reviewbot.cli import main
 from tests.mr_world import git, init_repo
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+# What `reviewbot plan` must not load: the model client, the adapters, the service, the charts.
+ADAPTER_MODULES = ("openai", "httpx", "gitlab", "sqlalchemy", "starlette", "matplotlib")
+# Runs the real command line, then prints (at exit) which of the modules in argv[1] it loaded.
+LOADED_AT_EXIT = """
+import atexit, json, sys
+watched = json.loads(sys.argv[1])
+atexit.register(lambda: print(json.dumps(sorted(m for m in watched if m in sys.modules))))
+from reviewbot.cli import main
+main(sys.argv[2:])
+"""
 
 
 @pytest.fixture
@@ -133,3 +148,23 @@ def test_budget_below_one_line(repo: Path) -> None:
 def test_not_a_diff_on_stdin() -> None:
     code, _, err = run("plan", "--diff", "-", stdin="hello\nworld\n")
     assert code == 2 and "not a unified diff" in err
+
+
+def test_plan_loads_neither_the_model_client_nor_any_adapter(repo: Path, tmp_path: Path) -> None:
+    diff = tmp_path / "change.diff"
+    diff.write_text(git(repo, "diff", "HEAD~1", "HEAD") + "\n")
+    config = tmp_path / "empty.toml"
+    config.write_text("")
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "REVIEWBOT_CONFIG": str(config)}
+    watched = json.dumps(ADAPTER_MODULES)
+    result = subprocess.run(
+        [sys.executable, "-c", LOADED_AT_EXIT, watched, "plan", "--diff", str(diff)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "Coverage: 6/8 changed lines" in result.stdout  # the plan was made and printed
+    assert json.loads(result.stdout.splitlines()[-1]) == []

@@ -18,7 +18,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from reviewbot.app import App
-from reviewbot.queue import JobQueue
+from reviewbot.queue import FULL_REVIEW_KEY, Job, JobQueue
 from reviewbot.store import Store, upgrade
 from reviewbot.webhook import WEBHOOK_PATH, create_app
 from reviewbot.worker import Worker
@@ -29,6 +29,7 @@ SECRET = "e2e-webhook-secret"
 MAX_WORKER_ROUNDS = 50
 WAIT_S = 60.0
 FIXTURES = Path(__file__).parent / "fixtures" / "webhooks"
+PROJECT_ID = 7  # group/app on the fake GitLab (tests/mr_world.py)
 
 
 def open_event(world: World) -> dict:
@@ -43,10 +44,25 @@ def open_event(world: World) -> dict:
     return payload
 
 
-def deliver(client: TestClient, payload: dict, uuid: str) -> int:
+def note_event(world: World, note: str) -> dict:
+    """A comment by a developer on MR !1 at the feature branch's head."""
+    payload = json.loads((FIXTURES / "note_merge_request_review.json").read_text())
+    head = git(world.repo, "rev-parse", "feature")
+    payload["project"]["path_with_namespace"] = PROJECT
+    payload["project"]["id"] = payload["project_id"] = PROJECT_ID
+    payload["object_attributes"]["note"] = note
+    payload["object_attributes"]["project_id"] = PROJECT_ID
+    merge_request = payload["merge_request"]
+    merge_request["iid"] = 1
+    merge_request["source_project_id"] = merge_request["target_project_id"] = PROJECT_ID
+    merge_request["last_commit"]["id"] = head
+    return payload
+
+
+def deliver(client: TestClient, payload: dict, uuid: str, event: str = "Merge Request Hook") -> int:
     headers = {
         "X-Gitlab-Token": SECRET,
-        "X-Gitlab-Event": "Merge Request Hook",
+        "X-Gitlab-Event": event,
         "X-Gitlab-Event-UUID": uuid,
         "Content-Type": "application/json",
     }
@@ -216,3 +232,34 @@ def test_the_worker_asks_gitlab_by_project_id_so_a_renamed_project_is_still_foun
     [job] = queue.list()
     assert job.status == "succeeded", job.error
     assert len(diff_notes(world)) == 3
+
+
+def test_review_full_comment_reviews_an_already_reviewed_head_again(
+    world: World, service: tuple[App, Store, JobQueue]
+) -> None:
+    worker_app, store, queue = service
+    app = create_app(worker_app.settings, store, queue, secret=SECRET, bot_username="reviewbot")
+
+    def comment(note: str, uuid: str) -> Job:
+        """Post ``note`` on the MR, let a worker run what it queued: the job."""
+        with TestClient(app) as client:
+            assert deliver(client, note_event(world, note), uuid, "Note Hook") == 202
+        Worker(worker_app, queue, poll_s=0.05).run(burst=True, handle_signals=False)
+        job = queue.list()[0]  # newest first
+        assert job.status == "succeeded", job.error
+        return job
+
+    with TestClient(app) as client:
+        assert deliver(client, open_event(world), "6f3a0c1e-0000-4000-8000-000000000101") == 202
+    Worker(worker_app, queue, poll_s=0.05).run(burst=True, handle_signals=False)
+    assert len(diff_notes(world)) == 3
+    calls = len(world.vllm.requests)
+    again = comment("/reviewbot review", "6f3a0c1e-0000-4000-8000-000000000102")
+    assert FULL_REVIEW_KEY not in again.payload
+    assert len(world.vllm.requests) == calls  # the same head: nothing to review
+    full = comment("/reviewbot review --full", "6f3a0c1e-0000-4000-8000-000000000103")
+    assert full.payload.get(FULL_REVIEW_KEY) is True and full.trigger == "note"
+    assert len(world.vllm.requests) > calls  # every hunk went to the model again
+    assert len(diff_notes(world)) == 3  # and nothing was posted twice
+    [newest, *_] = store.reviews(project=PROJECT, mr_iid=1)
+    assert newest["status"] == "succeeded" and store.llm_calls(newest["id"])

@@ -8,10 +8,21 @@ Runs against the fake GitLab and the fake vLLM over HTTP, on SQLite and PostgreS
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
+from click.testing import CliRunner
+from sqlalchemy import update
+
+from reviewbot.cli import main
+from reviewbot.comments import SHORT_SHA_CHARS
 from reviewbot.mr import RunOptions
+from reviewbot.prompts import prompt_version
+from reviewbot.store import Store
+from reviewbot.store.models import Review
 from tests.fakes.vllm_server import FakeVLLM
 from tests.mr_world import (
+    BOT_TOKEN,
+    FAST_NOTES_PER_MINUTE,
     FEATURE_APP,
     PROJECT,
     UTIL,
@@ -68,7 +79,7 @@ def test_full_reviews_everything_again(world: World) -> None:  # noqa: F811
 
 
 def test_a_push_to_one_file_reviews_only_that_file(world: World) -> None:  # noqa: F811
-    world.run()
+    earlier = world.run().head_sha
     calls = len(chat_requests(world))
     head = commit_on_feature(world.repo, {"util.py": UTIL_WITH_EVAL}, "util grows")
     world.gitlab.push(PROJECT, 1, head)
@@ -82,7 +93,18 @@ def test_a_push_to_one_file_reviews_only_that_file(world: World) -> None:  # noq
     assert carried is not None and (carried.files, carried.findings) == (1, 3)
     coverage = report.review.coverage
     assert coverage.changed_lines_covered == coverage.changed_lines_total
-    assert "Incremental review: 1 file(s) changed since" in summary(world)
+    assert incremental_line(world, earlier, head) in summary(world)
+
+
+def incremental_line(world: World, earlier: str, head: str) -> str:  # noqa: F811
+    """The summary's sentence for a review of one changed file, the other unchanged, linking
+    GitLab's compare view of the changes since the earlier review's head."""
+    compare = f"{world.gitlab.url}/{PROJECT}/-/compare/{earlier}...{head}"
+    return (
+        f"Incremental review: 1 file(s) changed since `{earlier[:SHORT_SHA_CHARS]}` "
+        f"([changes since]({compare})): reviewed; 1 unchanged: 3 finding(s) kept. "
+        "Comment `/reviewbot review --full` for a full review."
+    )
 
 
 def rebase_feature(world: World, files: dict[str, str], message: str) -> str:  # noqa: F811
@@ -156,6 +178,123 @@ def test_new_review_settings_review_everything(world: World) -> None:  # noqa: F
     calls = len(chat_requests(world))
     report = world.run(min_severity="minor")
     assert len(chat_requests(world)) > calls and report.review.carried is None
+
+
+# A prompt version no review on record was made with (a template or the tool schema changed).
+OLDER_PROMPT_VERSION = "v0+00000000"
+
+
+def test_a_new_prompt_version_reviews_everything(world: World) -> None:  # noqa: F811
+    first = world.run()
+    # reviewbot was upgraded since: the review on record was made with another prompt
+    assert prompt_version() != OLDER_PROMPT_VERSION
+    store = Store.from_url(world.database_url)
+    try:
+        with store.engine.begin() as connection:
+            connection.execute(
+                update(Review)
+                .where(Review.id == first.review_id)
+                .values(prompt_version=OLDER_PROMPT_VERSION)
+            )
+    finally:
+        store.close()
+    calls = len(chat_requests(world))
+    report = world.run()
+    assert len(chat_requests(world)) > calls and report.review.carried is None
+    assert report.posted == [] and len(report.already_posted) == 3
+    # recorded with the current prompt version: the next run of the same head builds on it
+    calls = len(chat_requests(world))
+    again = world.run()
+    assert len(chat_requests(world)) == calls and again.review.carried is not None
+
+
+def cli_run(world: World, config: Path, *flags: str) -> dict:  # noqa: F811
+    """`reviewbot run 1 --json` with ``flags``, configured through the environment only."""
+    result = CliRunner().invoke(
+        main,
+        ["run", "1", "--project", PROJECT, "--json", *flags],
+        env={
+            "REVIEWBOT_CONFIG": str(config),
+            "REVIEWBOT_GITLAB_URL": world.gitlab.url,
+            "REVIEWBOT_GITLAB_TOKEN": BOT_TOKEN,
+            "REVIEWBOT_LLM_BASE_URL": world.vllm.base_url,
+            "REVIEWBOT_DATABASE_URL": world.database_url,
+            "REVIEWBOT_MIN_SEVERITY": "info",
+            "REVIEWBOT_GITLAB_NOTES_PER_MINUTE": str(FAST_NOTES_PER_MINUTE),
+        },
+    )
+    assert result.exit_code == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_run_full_and_force_review_everything_again(world: World, tmp_path: Path) -> None:  # noqa: F811
+    config = tmp_path / "empty.toml"
+    config.write_text("")
+    first = cli_run(world, config)
+    assert first["incremental"] is None and len(first["posted"]) == 3
+    calls = len(chat_requests(world))
+    again = cli_run(world, config)  # the same head: nothing to review
+    assert len(chat_requests(world)) == calls
+    assert again["incremental"] is not None and again["incremental"]["findings_kept"] == 3
+    for flag in ("--force", "--full"):
+        calls = len(chat_requests(world))
+        forced = cli_run(world, config, flag)
+        assert len(chat_requests(world)) > calls, flag  # the model saw the whole diff again
+        assert forced["incremental"] is None, flag
+        assert forced["posted"] == [] and len(forced["already_posted"]) == 3, flag
+
+
+def squash_feature(world: World, files: dict[str, str], message: str) -> str:  # noqa: F811
+    """Rewrite the feature branch as one new commit on main with ``files`` changed (nothing:
+    the same tree), force-push it: the new head."""
+    git(world.repo, "checkout", "-q", "feature")
+    git(world.repo, "reset", "-q", "--soft", "main")
+    for name, text in files.items():
+        (world.repo / name).write_text(text)
+    git(world.repo, "add", "-A")
+    git(world.repo, "commit", "-qm", message)
+    head = git(world.repo, "rev-parse", "HEAD")
+    world.gitlab.push(PROJECT, 1, head)
+    return head
+
+
+def unresolved_threads(world: World) -> int:  # noqa: F811
+    return sum(not note.get("resolved") for note in diff_notes(world))
+
+
+def test_a_force_push_that_keeps_the_patch_makes_no_model_call(world: World) -> None:  # noqa: F811
+    docs = commit_on_feature(world.repo, {"README.md": "# app\n\nParses text.\n"}, "docs")
+    world.gitlab.push(PROJECT, 1, docs)
+    world.run()
+    calls = len(chat_requests(world))
+    tree = git(world.repo, "rev-parse", "feature^{tree}")
+    head = squash_feature(world, {}, "Add parsing (squashed)")
+    assert head != docs and git(world.repo, "rev-parse", f"{head}^{{tree}}") == tree
+    assert git(world.repo, "rev-parse", f"{head}~1") == git(world.repo, "rev-parse", "main")
+    report = world.run()
+    assert len(chat_requests(world)) == calls  # 0 model calls
+    assert report.posted == [] and len(report.already_posted) == 3
+    assert report.resolved_threads == 0 and unresolved_threads(world) == 3
+    compare = f"{world.gitlab.url}/{PROJECT}/-/compare/{docs}...{head}"
+    assert (
+        f"No change to the patch since `{docs[:SHORT_SHA_CHARS]}` ([changes since]({compare})) "
+        "was reviewed: no model call, 3 finding(s) kept."
+    ) in summary(world)
+
+
+def test_a_force_push_that_changes_one_file_reviews_only_that_file(world: World) -> None:  # noqa: F811
+    world.run()
+    calls = len(chat_requests(world))
+    squash_feature(world, {"util.py": UTIL_WITH_EVAL}, "Add parsing, util grows (squashed)")
+    report = world.run()
+    new_calls = chat_requests(world)[calls:]
+    assert new_calls and all("util.py" in prompt_text(r) for r in new_calls)
+    assert not any("def parse(text)" in prompt_text(r) for r in new_calls)  # app.py not sent
+    assert [f.path for f in report.posted] == ["util.py"]
+    assert len(report.already_posted) == 3 and report.resolved_threads == 0
+    assert unresolved_threads(world) == 4
+    carried = report.review.carried
+    assert carried is not None and (carried.files, carried.findings) == (1, 3)
 
 
 def test_an_incomplete_review_is_not_built_upon(world: World) -> None:  # noqa: F811
