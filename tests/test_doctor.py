@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -191,6 +192,16 @@ def test_project_with_model_only_is_bad_input(services: Services) -> None:
     assert result.exit_code == 2 and "--model-only" in result.stderr
 
 
+def test_an_unset_webhook_secret_warns_with_the_fix(services: Services) -> None:
+    code, checks, output = doctor(services.env(webhook_secret=""))
+    assert code == 0  # CLI and CI reviews work without it
+    secret = checks["webhook secret"]
+    assert secret["status"] == "warn"
+    assert "reviewbot serve" in secret["detail"]
+    assert "REVIEWBOT_WEBHOOK_SECRET" in secret["fix"] and "GitLab" in secret["fix"]
+    assert WEBHOOK_SECRET not in output
+
+
 # --- GitLab ----------------------------------------------------------------------------------
 
 
@@ -321,6 +332,29 @@ def test_thinking_is_reported_and_leaked_thinking_warns(services: Services) -> N
     _, checks, _ = doctor(services.env(), "--model-only")
     assert checks["thinking"]["status"] == "warn"
     assert "--reasoning-parser qwen3" in checks["thinking"]["fix"]
+
+
+def test_a_vllm_backend_without_tokenize_warns(services: Services) -> None:
+    with FakeVLLM(tokenize_endpoint=False) as vllm:
+        code, checks, _ = doctor(services.env(llm_base_url=vllm.base_url), "--model-only")
+    assert code == 0  # budgets fall back to the local count: a warning, not a failure
+    assert checks["tokenize"]["status"] == "warn"
+    assert "no /tokenize" in checks["tokenize"]["detail"]
+    assert "vLLM" in checks["tokenize"]["fix"]
+    assert checks["tool calls"]["status"] == "ok"
+
+
+def test_a_tokenize_count_unlike_the_requests_warns(services: Services) -> None:
+    """A /tokenize that ignores chat_template_kwargs counts the thinking-on prompt, while the
+    probe (REVIEWBOT_ENABLE_THINKING=false) is sent with the empty think block."""
+    with FakeVLLM(tokenize_template_kwargs=False) as vllm:
+        code, checks, _ = doctor(services.env(llm_base_url=vllm.base_url), "--model-only")
+    assert code == 0
+    tokenize = checks["tokenize"]
+    assert tokenize["status"] == "warn"
+    counted, used = (int(n) for n in re.findall(r"\b(\d+)\b", tokenize["detail"])[:2])
+    assert counted < used, tokenize["detail"]
+    assert "REVIEWBOT_LLM_MODEL" in tokenize["fix"] and "chat template" in tokenize["fix"]
 
 
 def test_the_openai_compatible_backend_needs_no_tokenize() -> None:

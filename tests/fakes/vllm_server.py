@@ -1086,6 +1086,7 @@ class FakeVLLM:
         report_cached_tokens: bool = True,
         honour_response_format: bool = True,
         tokenize_endpoint: bool = True,
+        tokenize_template_kwargs: bool = True,
         accept_tools: bool = True,
         tool_choice_refused: bool = False,
         advertise_max_model_len: bool = True,
@@ -1095,7 +1096,11 @@ class FakeVLLM:
         all (with ``honour_response_format=False``, no fallback of the client can work).
 
         Other servers than vLLM: ``tokenize_endpoint=False`` answers ``/tokenize`` with 404
-        (Ollama has no such route); ``tool_choice_refused=True`` answers a ``tool_choice`` other
+        (Ollama has no such route); ``tokenize_template_kwargs=False`` renders ``/tokenize``'s
+        chat prompt without the request's ``chat_template_kwargs``, as a vLLM whose
+        TokenizeChatRequest lacks that field does (unknown fields are ignored), so with
+        ``enable_thinking: false`` its count differs from the chat's ``usage.prompt_tokens``;
+        ``tool_choice_refused=True`` answers a ``tool_choice`` other
         than "auto" with llama-server's 500 when it runs without ``--jinja``;
         ``advertise_max_model_len=False`` lists models with Ollama's card fields only (id,
         object, created, owned_by); ``report_cached_tokens=False`` leaves out
@@ -1108,6 +1113,7 @@ class FakeVLLM:
         self.report_cached_tokens = report_cached_tokens
         self.honour_response_format = honour_response_format
         self.tokenize_endpoint = tokenize_endpoint
+        self.tokenize_template_kwargs = tokenize_template_kwargs
         self.accept_tools = accept_tools
         self.tool_choice_refused = tool_choice_refused
         self.advertise_max_model_len = advertise_max_model_len
@@ -1243,6 +1249,7 @@ class FakeVLLM:
         route = routes.get((method, path))
         try:
             if route is None:
+                handler.read_body()  # an unread body would be taken for the next request
                 # FastAPI's answers for unknown paths and methods.
                 known_path = any(p == path for _, p in routes)
                 status = HTTPStatus.METHOD_NOT_ALLOWED if known_path else HTTPStatus.NOT_FOUND
@@ -1312,6 +1319,8 @@ class FakeVLLM:
         self._check_model(body.get("model"))
         if "messages" in body:
             kwargs = body.get("chat_template_kwargs") or {}
+            if not self.tokenize_template_kwargs:
+                kwargs = {}
             text = render_chat_prompt(
                 body["messages"],
                 body.get("tools"),
