@@ -175,7 +175,12 @@ def test_vllm_unit_settings() -> None:
     assert service["Restart"] == ["on-failure"]
     assert service["MemoryMax"]
     assert any(e.startswith("PYTORCH_CUDA_ALLOC_CONF=") for e in service["Environment"])
-    assert service["EnvironmentFile"] == ["/etc/reviewbot/vllm/%i.env"]
+    # the profile, then the optional API key (VLLM_API_KEY: in the environment, not the argv)
+    assert service["EnvironmentFile"] == [
+        "/etc/reviewbot/vllm/%i.env",
+        "-/etc/reviewbot/vllm/api-key.env",
+    ]
+    assert "--api-key" not in service["ExecStart"][0]
     assert service["ExecStartPost"] == ["/opt/reviewbot/deploy/vllm/warmup.sh"]
 
 
@@ -252,14 +257,18 @@ def test_health_does_not_probe_a_starting_server(health_env: dict[str, str]) -> 
 # --- warm-up ---------------------------------------------------------------------------------
 
 
-def test_warmup_sends_one_tool_request_once_vllm_answers() -> None:
+@pytest.mark.parametrize("api_key", [None, "vllm-key-0123456789"], ids=["open", "api-key"])
+def test_warmup_sends_one_tool_request_once_vllm_answers(api_key: str | None) -> None:
+    """With VLLM_API_KEY (the unit's optional api-key.env) the warm-up sends it, as vLLM then
+    wants it on /v1/."""
     if shutil.which("curl") is None:
         pytest.skip("curl is not installed")
-    with FakeVLLM() as server:
+    with FakeVLLM(api_key=api_key) as server:
         env = {
             "PATH": os.environ["PATH"],
             "WARMUP_BASE_URL": server.root_url,
             "PROFILE_MODEL": server.model,
+            **({"VLLM_API_KEY": api_key} if api_key else {}),
         }
         result = subprocess.run(
             [str(VLLM / "warmup.sh")], env=env, capture_output=True, text=True, timeout=60

@@ -384,6 +384,20 @@ def test_tokenize_without_template_kwargs_counts_the_default_template():
     assert counted["count"] < answer.usage.prompt_tokens  # no empty <think></think> counted
 
 
+def test_api_key_guards_v1_only_as_vllm_does():
+    key = "vllm-key-0123456789"
+    with FakeVLLM(api_key=key) as guarded, httpx.Client() as http:
+        refused = http.get(f"{guarded.base_url}/models")
+        assert (refused.status_code, refused.json()) == (401, {"error": "Unauthorized"})
+        wrong = {"Authorization": "Bearer other"}
+        assert http.get(f"{guarded.base_url}/models", headers=wrong).status_code == 401
+        right = {"Authorization": f"Bearer {key}"}
+        assert http.get(f"{guarded.base_url}/models", headers=right).status_code == 200
+        # vLLM's --api-key leaves its other routes open
+        assert http.post(f"{guarded.root_url}/tokenize", json={"prompt": "x"}).status_code == 200
+        assert http.get(f"{guarded.root_url}/metrics").status_code == 200
+
+
 def test_context_length_error_uses_vllm_text():
     with (
         fake_and_client(max_model_len=512) as (fake, other),

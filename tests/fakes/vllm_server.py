@@ -126,6 +126,9 @@ DEFAULT_MAX_NUM_SEQS = 8
 TOKENIZER_NAME = "qwen3.5-35b-a3b"
 FAKE_VLLM_VERSION = "0.11.0"
 ENGINE_LABEL = "0"
+# vLLM checks --api-key only on these paths (docs/usage/security.md, "API Key Authentication
+# Limitations").
+API_KEY_PATH_PREFIX = "/v1"
 
 # vLLM's default KV-cache block size; prefix caching works on full blocks only.
 BLOCK_SIZE = 16
@@ -1090,6 +1093,7 @@ class FakeVLLM:
         accept_tools: bool = True,
         tool_choice_refused: bool = False,
         advertise_max_model_len: bool = True,
+        api_key: str | None = None,
     ) -> None:
         """``accept_tools=False`` refuses any request carrying ``tools`` with a 400, like an
         OpenAI-compatible proxy or old server in front of the model that has no tool support at
@@ -1104,7 +1108,11 @@ class FakeVLLM:
         than "auto" with llama-server's 500 when it runs without ``--jinja``;
         ``advertise_max_model_len=False`` lists models with Ollama's card fields only (id,
         object, created, owned_by); ``report_cached_tokens=False`` leaves out
-        ``prompt_tokens_details`` as vLLM does without --enable-prompt-tokens-details."""
+        ``prompt_tokens_details`` as vLLM does without --enable-prompt-tokens-details.
+
+        ``api_key``: as ``vllm serve --api-key`` (or VLLM_API_KEY), a request to a path under
+        ``/v1`` without ``Authorization: Bearer <api_key>`` gets vLLM's 401; the other routes
+        (``/tokenize``, ``/health``, ``/metrics``, ``/version``) stay open, as in vLLM."""
         self.model = model
         self.max_model_len = max_model_len
         self.tool_parser = tool_parser
@@ -1117,6 +1125,7 @@ class FakeVLLM:
         self.accept_tools = accept_tools
         self.tool_choice_refused = tool_choice_refused
         self.advertise_max_model_len = advertise_max_model_len
+        self.api_key = api_key
         self.requests: list[dict[str, Any]] = []  # chat request bodies
         self.paths: list[str] = []  # "METHOD /path" of every request, in order
         self._canned: dict[str, tuple[int, str, str]] = {}
@@ -1228,6 +1237,11 @@ class FakeVLLM:
         with self._lock:
             self.paths.append(f"{method} {path}")
             canned = self._canned.get(f"{method} {path}")
+        if not self._authorized(handler, path):
+            handler.read_body()
+            # AuthenticationMiddleware in vllm/entrypoints/openai/api_server.py
+            handler.send_json(HTTPStatus.UNAUTHORIZED, {"error": "Unauthorized"})
+            return
         if canned is not None:
             handler.read_body()  # an unread body would be taken for the next request
             handler.send_text(*canned)
@@ -1260,6 +1274,11 @@ class FakeVLLM:
             handler.send_json(error.status, error.body(), error.headers)
         except (BrokenPipeError, ConnectionResetError):
             handler.close_connection = True
+
+    def _authorized(self, handler: _Handler, path: str) -> bool:
+        if self.api_key is None or not path.startswith(API_KEY_PATH_PREFIX):
+            return True
+        return handler.headers.get("Authorization") == f"Bearer {self.api_key}"
 
     def _models(self) -> dict[str, Any]:
         # ModelCard/ModelList in vllm/entrypoints/openai/engine/protocol.py
