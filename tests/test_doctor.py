@@ -27,6 +27,7 @@ from reviewbot.cli import main
 from reviewbot.config import Settings
 from reviewbot.llm.backend import ModelAnswer
 from reviewbot.ops.doctor import (
+    MODEL_API_KEY_FIX,
     TOOL_PARSER_FIX,
     Status,
     generation_config_check,
@@ -48,6 +49,7 @@ BOT_TOKEN = "glpat-doctor-bot-0123456789"
 HUMAN_TOKEN = "glpat-doctor-alice-0123456789"
 READ_ONLY_TOKEN = "glpat-doctor-reader-0123456789"
 WEBHOOK_SECRET = "webhook-secret-0123456789"
+MODEL_API_KEY = "vllm-api-key-0123456789"
 PROJECT = "group/app"
 DEVELOPER, REPORTER = 30, 20
 # Short enough that a check of a silent server fails fast; the probe's deadline covers a
@@ -300,6 +302,28 @@ def test_an_unreachable_model_server_fails_alone(services: Services) -> None:
     assert list(checks) == ["settings", "model server"]
     assert "cannot reach" in checks["model server"]["detail"]
     assert "systemctl" in checks["model server"]["fix"]
+
+
+def test_a_server_with_an_api_key_is_checked_with_reviewbots(services: Services) -> None:
+    """vLLM started with VLLM_API_KEY: every model check passes with REVIEWBOT_LLM_API_KEY set
+    to it; without it (or with another key) /v1 answers 401 and the fix names the setting."""
+    with FakeVLLM(api_key=MODEL_API_KEY) as vllm:
+        env = services.env(llm_base_url=vllm.base_url, llm_api_key=MODEL_API_KEY)
+        code, checks, output = doctor(env, "--model-only")
+        assert code == 0
+        passed = [name for name in MODEL_CHECKS if name != "generation config"]  # no local vLLM
+        assert {name: checks[name]["status"] for name in passed} == dict.fromkeys(passed, "ok")
+        assert MODEL_API_KEY not in output
+        for wrong in ("", "another-key"):
+            code, checks, output = doctor(
+                services.env(llm_base_url=vllm.base_url, llm_api_key=wrong), "--model-only"
+            )
+            assert code == 1
+            assert list(checks) == ["settings", "model server"]
+            assert "401" in checks["model server"]["detail"]
+            assert checks["model server"]["fix"] == MODEL_API_KEY_FIX
+            assert "REVIEWBOT_LLM_API_KEY" in MODEL_API_KEY_FIX
+            assert MODEL_API_KEY not in output
 
 
 def test_a_model_that_is_not_served_fails(services: Services) -> None:
