@@ -91,7 +91,11 @@ At most ``max_num_seqs`` requests generate at once, the others queue first come 
 served. TTFT = queue wait + ``ttft_base_s`` + uncached prompt tokens /
 ``prefill_tokens_per_s``; then ``decode_s_per_token`` per output token (``completion_tokens``,
 the raw output with its XML tool calls and end of turn; a stream's pieces are paced so that
-the whole answer takes that long, as a non-streamed one does). The prefix cache hashes full
+the whole answer takes that long, as a non-streamed one does). A stream opens with vLLM's
+role-only event (``{"role": "assistant", "content": ""}``) at TTFT; ``first_output_delay_s``
+holds the first delta with output back after it, as vLLM's tool and reasoning parsers do while
+they buffer the tokens of a ``<tool_call>`` header (the server-side TTFT metric does not count
+that wait, the client's first output does). The prefix cache hashes full
 16-token blocks of the prompt ids in a chain; a request's blocks are cached when its prefill
 ends, so two simultaneous identical prompts do not both hit, and the last prompt token is
 always recomputed (as vLLM V1 does).
@@ -231,6 +235,8 @@ class LatencyModel:
     prefill_tokens_per_s: float = 0.0  # 0 means infinitely fast prefill
     decode_s_per_token: float = 0.0
     max_num_seqs: int = DEFAULT_MAX_NUM_SEQS
+    # Streams: seconds between the role-only first event and the first delta with output.
+    first_output_delay_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -1584,6 +1590,8 @@ class FakeVLLM:
                 return False
             self._pause(per_token_s * tokens)
             send(chunk(delta))
+            if sent == 0:  # the role-only event
+                self._pause(self.latency.first_output_delay_s)
         if fault == "disconnect":
             handler.drop_connection()
             return False
