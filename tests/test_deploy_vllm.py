@@ -70,6 +70,7 @@ LONGEST_GENERATION_S = (
     / SLOWEST_DECODE_TOKENS_PER_S
 )
 HEALTH_SCRIPT = VLLM / "health-check.sh"
+UNIT_SECTIONS = ("Unit", "Service", "Install")
 RESTART_REQUESTED = 75
 
 
@@ -206,6 +207,40 @@ def test_vllm_unit_settings() -> None:
     ]
     assert "--api-key" not in service["ExecStart"][0]
     assert service["ExecStartPost"] == ["/opt/reviewbot/deploy/vllm/warmup.sh"]
+
+
+def _unexplained_settings(unit: Path) -> list[str]:
+    """Directive lines of [Unit], [Service] and [Install] with no comment saying why.
+
+    A directive is explained when the line above it is a comment, or when it follows other
+    directives of a comment that names it: its key, or for Environment= the variable. (systemd
+    has no comments at the end of a line: a ``#`` there is part of the value.)"""
+    unexplained: list[str] = []
+    section, comment, previous, continued = "", "", "", False
+    for raw in unit.read_text().splitlines():
+        line = raw.strip()
+        if continued:  # the next line of a directive ending in a backslash
+            continued = line.endswith("\\")
+            continue
+        if line.startswith(("#", ";")):
+            comment = (comment if previous == "comment" else "") + " " + line
+            previous = "comment"
+            continue
+        if not line or line.startswith("["):
+            section = line.strip("[]") if line else section
+            comment, previous = "", ""
+            continue
+        key, _, value = line.partition("=")
+        name = value.partition("=")[0] if key == "Environment" else key
+        named = re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", comment)
+        if section in UNIT_SECTIONS and previous != "comment" and not named:
+            unexplained.append(line)
+        previous, continued = "directive", line.endswith("\\")
+    return unexplained
+
+
+def test_every_vllm_unit_setting_says_why() -> None:
+    assert _unexplained_settings(VLLM_UNIT) == []
 
 
 def test_health_timer_probes_every_30_seconds() -> None:
