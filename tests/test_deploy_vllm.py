@@ -11,6 +11,7 @@ checked, vLLM's own options are not.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -18,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from reviewbot.config import Settings
 from reviewbot.ops.capacity import LaunchSettings, plan_capacity
 from reviewbot.ops.gpus import find_gpu
 from reviewbot.ops.model_shape import shipped_model
@@ -26,8 +28,12 @@ from tests.deploy_files import (
     ROOT,
     SYSTEMD,
     VLLM,
+    NginxBlock,
     expand_command,
+    nginx_seconds,
+    nginx_size,
     read_env_file,
+    read_nginx,
     read_unit,
 )
 from tests.fakes.vllm_server import FakeVLLM
@@ -44,8 +50,27 @@ REQUIRED_FLAGS = (
     ("--enable-prompt-tokens-details",),
     ("--generation-config", "vllm"),
 )
-WEBHOOK_MAX_BODY_BYTES_DEFAULT = 1000000
+# deploy/nginx/reviewbot.conf: the upstreams (vLLM, `reviewbot serve`) and the rate-limit zones,
+# both keyed by the sender's address (per client; for the webhook, per GitLab instance).
+MODEL_UPSTREAM = "reviewbot_model"
+WEBHOOK_UPSTREAM = "reviewbot_webhook"
+MODEL_ZONE = "reviewbot_model"
+WEBHOOK_ZONE = "reviewbot_webhook"
+PER_CLIENT_KEY = "$binary_remote_addr"
+CHAT_URI = "/v1/chat/completions"  # what reviews and the load test stream
+WEBHOOK_URI = "/webhook/gitlab"
+# What reviewbot asks vLLM for (the doctor and the load test too).
+VLLM_URIS = (CHAT_URI, "/v1/models", "/tokenize", "/metrics", "/health")
+# A non-streamed answer sends nothing until it is complete, so nginx must wait for the longest
+# generation: a whole context of the largest profile at the slowest decode rate the deploy plans
+# for (a slow GPU under load, deploy/nginx/reviewbot.conf's comment on the /v1/ timeouts).
+SLOWEST_DECODE_TOKENS_PER_S = 20
+LONGEST_GENERATION_S = (
+    max(int(read_env_file(p)["PROFILE_MAX_MODEL_LEN"]) for p in PROFILES)
+    / SLOWEST_DECODE_TOKENS_PER_S
+)
 HEALTH_SCRIPT = VLLM / "health-check.sh"
+UNIT_SECTIONS = ("Unit", "Service", "Install")
 RESTART_REQUESTED = 75
 
 
@@ -175,8 +200,47 @@ def test_vllm_unit_settings() -> None:
     assert service["Restart"] == ["on-failure"]
     assert service["MemoryMax"]
     assert any(e.startswith("PYTORCH_CUDA_ALLOC_CONF=") for e in service["Environment"])
-    assert service["EnvironmentFile"] == ["/etc/reviewbot/vllm/%i.env"]
+    # the profile, then the optional API key (VLLM_API_KEY: in the environment, not the argv)
+    assert service["EnvironmentFile"] == [
+        "/etc/reviewbot/vllm/%i.env",
+        "-/etc/reviewbot/vllm/api-key.env",
+    ]
+    assert "--api-key" not in service["ExecStart"][0]
     assert service["ExecStartPost"] == ["/opt/reviewbot/deploy/vllm/warmup.sh"]
+
+
+def _unexplained_settings(unit: Path) -> list[str]:
+    """Directive lines of [Unit], [Service] and [Install] with no comment saying why.
+
+    A directive is explained when the line above it is a comment, or when it follows other
+    directives of a comment that names it: its key, or for Environment= the variable. (systemd
+    has no comments at the end of a line: a ``#`` there is part of the value.)"""
+    unexplained: list[str] = []
+    section, comment, previous, continued = "", "", "", False
+    for raw in unit.read_text().splitlines():
+        line = raw.strip()
+        if continued:  # the next line of a directive ending in a backslash
+            continued = line.endswith("\\")
+            continue
+        if line.startswith(("#", ";")):
+            comment = (comment if previous == "comment" else "") + " " + line
+            previous = "comment"
+            continue
+        if not line or line.startswith("["):
+            section = line.strip("[]") if line else section
+            comment, previous = "", ""
+            continue
+        key, _, value = line.partition("=")
+        name = value.partition("=")[0] if key == "Environment" else key
+        named = re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", comment)
+        if section in UNIT_SECTIONS and previous != "comment" and not named:
+            unexplained.append(line)
+        previous, continued = "directive", line.endswith("\\")
+    return unexplained
+
+
+def test_every_vllm_unit_setting_says_why() -> None:
+    assert _unexplained_settings(VLLM_UNIT) == []
 
 
 def test_health_timer_probes_every_30_seconds() -> None:
@@ -252,14 +316,18 @@ def test_health_does_not_probe_a_starting_server(health_env: dict[str, str]) -> 
 # --- warm-up ---------------------------------------------------------------------------------
 
 
-def test_warmup_sends_one_tool_request_once_vllm_answers() -> None:
+@pytest.mark.parametrize("api_key", [None, "vllm-key-0123456789"], ids=["open", "api-key"])
+def test_warmup_sends_one_tool_request_once_vllm_answers(api_key: str | None) -> None:
+    """With VLLM_API_KEY (the unit's optional api-key.env) the warm-up sends it, as vLLM then
+    wants it on /v1/."""
     if shutil.which("curl") is None:
         pytest.skip("curl is not installed")
-    with FakeVLLM() as server:
+    with FakeVLLM(api_key=api_key) as server:
         env = {
             "PATH": os.environ["PATH"],
             "WARMUP_BASE_URL": server.root_url,
             "PROFILE_MODEL": server.model,
+            **({"VLLM_API_KEY": api_key} if api_key else {}),
         }
         result = subprocess.run(
             [str(VLLM / "warmup.sh")], env=env, capture_output=True, text=True, timeout=60
@@ -318,13 +386,108 @@ def test_nginx_accepts_the_config(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
 
 
-def test_nginx_limits_match_reviewbot() -> None:
-    config = (NGINX / "reviewbot.conf").read_text()
-    assert f"client_max_body_size {WEBHOOK_MAX_BODY_BYTES_DEFAULT};" in config
-    assert "proxy_buffering off;" in config
-    assert "zone=reviewbot_webhook" in config and "zone=reviewbot_model" in config
-    from reviewbot.config import Settings
+def _nginx() -> NginxBlock:
+    return read_nginx(NGINX / "reviewbot.conf")
 
-    assert Settings.__dataclass_fields__["webhook_max_body_bytes"].default == (
-        WEBHOOK_MAX_BODY_BYTES_DEFAULT
-    )
+
+def _server_proxying_to(http: NginxBlock, upstream: str) -> NginxBlock:
+    [server] = [
+        server
+        for server in http.children("server")
+        if any(
+            ["http://" + upstream] in location.own("proxy_pass")
+            for location in server.children("location")
+        )
+    ]
+    return server
+
+
+def _location_for(server: NginxBlock, uri: str) -> NginxBlock:
+    """The location nginx picks for ``uri``: an exact match; else the longest matching prefix if
+    it is ``^~``; else the first regular expression that matches, in the order written; else
+    that longest prefix."""
+    prefixes: list[tuple[str, NginxBlock]] = []
+    for location in server.children("location"):
+        modifier, path = location.args if len(location.args) == 2 else ("", location.args[0])
+        if modifier == "=" and path == uri:
+            return location
+        if modifier in ("", "^~") and uri.startswith(path):
+            prefixes.append((path, location))
+    longest = max(prefixes, key=lambda found: len(found[0]), default=None)
+    if longest is not None and longest[1].args[0] == "^~":
+        return longest[1]
+    for location in server.children("location"):
+        if location.args[0] in ("~", "~*"):
+            flags = re.IGNORECASE if location.args[0] == "~*" else 0
+            if re.search(location.args[1], uri, flags):
+                return location
+    assert longest is not None, f"no location for {uri}"
+    return longest[1]
+
+
+def _zone_of(location: NginxBlock) -> str:
+    [[zone, *_]] = location.effective("limit_req")
+    return zone.removeprefix("zone=")
+
+
+def _zone_key(http: NginxBlock, zone: str) -> str:
+    [key] = [
+        key for key, name, *_ in http.own("limit_req_zone") if name.startswith(f"zone={zone}:")
+    ]
+    return key
+
+
+def _access_rules(block: NginxBlock) -> list[tuple[str, str]]:
+    """allow/deny as nginx applies them here: the innermost block that has any replaces all of
+    its parents' (ngx_http_access_module merges the rule list as a whole)."""
+    current: NginxBlock | None = block
+    while current is not None:
+        rules = [(name, args[0]) for name, args in current.directives if name in ("allow", "deny")]
+        if rules:
+            return rules
+        current = current.parent
+    return []
+
+
+def test_nginx_rate_limits_the_model_api_per_client() -> None:
+    http = _nginx()
+    chat = _location_for(_server_proxying_to(http, MODEL_UPSTREAM), CHAT_URI)
+    assert _zone_of(chat) == MODEL_ZONE
+    assert _zone_key(http, MODEL_ZONE) == PER_CLIENT_KEY
+
+
+def test_nginx_model_timeouts_outlast_the_longest_generation() -> None:
+    chat = _location_for(_server_proxying_to(_nginx(), MODEL_UPSTREAM), CHAT_URI)
+    for directive in ("proxy_read_timeout", "proxy_send_timeout"):
+        [[value]] = chat.effective(directive)
+        assert nginx_seconds(value) >= LONGEST_GENERATION_S, (directive, value)
+
+
+def test_nginx_streams_model_answers_unbuffered() -> None:
+    """Streamed chat answers pass unbuffered: a buffered stream reaches the client at its end,
+    and the client's TTFT becomes the whole answer's time."""
+    chat = _location_for(_server_proxying_to(_nginx(), MODEL_UPSTREAM), CHAT_URI)
+    assert chat.effective("proxy_buffering") == [["off"]]
+
+
+def test_nginx_webhook_limits_match_reviewbot() -> None:
+    http = _nginx()
+    webhook = _location_for(_server_proxying_to(http, WEBHOOK_UPSTREAM), WEBHOOK_URI)
+    assert webhook.own("proxy_pass") == [["http://" + WEBHOOK_UPSTREAM]]
+    assert _zone_of(webhook) == WEBHOOK_ZONE
+    assert _zone_key(http, WEBHOOK_ZONE) == PER_CLIENT_KEY  # the sender: one GitLab instance
+    [[size]] = webhook.effective("client_max_body_size")
+    assert nginx_size(size) == Settings().webhook_max_body_bytes
+
+
+def test_nginx_model_api_denies_everyone_not_allowed() -> None:
+    """Every location of the model API that reaches vLLM ends its access rules with deny all
+    (vLLM's API key leaves /tokenize, /metrics and more open)."""
+    server = _server_proxying_to(_nginx(), MODEL_UPSTREAM)
+    proxied = [location for location in server.children("location") if location.own("proxy_pass")]
+    assert all(_location_for(server, uri) in proxied for uri in VLLM_URIS)
+    for location in proxied:
+        rules = _access_rules(location)
+        assert rules and rules[-1] == ("deny", "all"), (location.args, rules)
+        assert ("allow", "all") not in rules
+        assert ("allow", "127.0.0.1") in rules

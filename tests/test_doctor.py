@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -26,6 +27,7 @@ from reviewbot.cli import main
 from reviewbot.config import Settings
 from reviewbot.llm.backend import ModelAnswer
 from reviewbot.ops.doctor import (
+    MODEL_API_KEY_FIX,
     TOOL_PARSER_FIX,
     Status,
     generation_config_check,
@@ -47,6 +49,7 @@ BOT_TOKEN = "glpat-doctor-bot-0123456789"
 HUMAN_TOKEN = "glpat-doctor-alice-0123456789"
 READ_ONLY_TOKEN = "glpat-doctor-reader-0123456789"
 WEBHOOK_SECRET = "webhook-secret-0123456789"
+MODEL_API_KEY = "vllm-api-key-0123456789"
 PROJECT = "group/app"
 DEVELOPER, REPORTER = 30, 20
 # Short enough that a check of a silent server fails fast; the probe's deadline covers a
@@ -191,6 +194,16 @@ def test_project_with_model_only_is_bad_input(services: Services) -> None:
     assert result.exit_code == 2 and "--model-only" in result.stderr
 
 
+def test_an_unset_webhook_secret_warns_with_the_fix(services: Services) -> None:
+    code, checks, output = doctor(services.env(webhook_secret=""))
+    assert code == 0  # CLI and CI reviews work without it
+    secret = checks["webhook secret"]
+    assert secret["status"] == "warn"
+    assert "reviewbot serve" in secret["detail"]
+    assert "REVIEWBOT_WEBHOOK_SECRET" in secret["fix"] and "GitLab" in secret["fix"]
+    assert WEBHOOK_SECRET not in output
+
+
 # --- GitLab ----------------------------------------------------------------------------------
 
 
@@ -291,6 +304,28 @@ def test_an_unreachable_model_server_fails_alone(services: Services) -> None:
     assert "systemctl" in checks["model server"]["fix"]
 
 
+def test_a_server_with_an_api_key_is_checked_with_reviewbots(services: Services) -> None:
+    """vLLM started with VLLM_API_KEY: every model check passes with REVIEWBOT_LLM_API_KEY set
+    to it; without it (or with another key) /v1 answers 401 and the fix names the setting."""
+    with FakeVLLM(api_key=MODEL_API_KEY) as vllm:
+        env = services.env(llm_base_url=vllm.base_url, llm_api_key=MODEL_API_KEY)
+        code, checks, output = doctor(env, "--model-only")
+        assert code == 0
+        passed = [name for name in MODEL_CHECKS if name != "generation config"]  # no local vLLM
+        assert {name: checks[name]["status"] for name in passed} == dict.fromkeys(passed, "ok")
+        assert MODEL_API_KEY not in output
+        for wrong in ("", "another-key"):
+            code, checks, output = doctor(
+                services.env(llm_base_url=vllm.base_url, llm_api_key=wrong), "--model-only"
+            )
+            assert code == 1
+            assert list(checks) == ["settings", "model server"]
+            assert "401" in checks["model server"]["detail"]
+            assert checks["model server"]["fix"] == MODEL_API_KEY_FIX
+            assert "REVIEWBOT_LLM_API_KEY" in MODEL_API_KEY_FIX
+            assert MODEL_API_KEY not in output
+
+
 def test_a_model_that_is_not_served_fails(services: Services) -> None:
     _, checks, _ = doctor(services.env(llm_model="Qwen/Other"), "--model-only")
     assert checks["model server"]["status"] == "fail"
@@ -321,6 +356,29 @@ def test_thinking_is_reported_and_leaked_thinking_warns(services: Services) -> N
     _, checks, _ = doctor(services.env(), "--model-only")
     assert checks["thinking"]["status"] == "warn"
     assert "--reasoning-parser qwen3" in checks["thinking"]["fix"]
+
+
+def test_a_vllm_backend_without_tokenize_warns(services: Services) -> None:
+    with FakeVLLM(tokenize_endpoint=False) as vllm:
+        code, checks, _ = doctor(services.env(llm_base_url=vllm.base_url), "--model-only")
+    assert code == 0  # budgets fall back to the local count: a warning, not a failure
+    assert checks["tokenize"]["status"] == "warn"
+    assert "no /tokenize" in checks["tokenize"]["detail"]
+    assert "vLLM" in checks["tokenize"]["fix"]
+    assert checks["tool calls"]["status"] == "ok"
+
+
+def test_a_tokenize_count_unlike_the_requests_warns(services: Services) -> None:
+    """A /tokenize that ignores chat_template_kwargs counts the thinking-on prompt, while the
+    probe (REVIEWBOT_ENABLE_THINKING=false) is sent with the empty think block."""
+    with FakeVLLM(tokenize_template_kwargs=False) as vllm:
+        code, checks, _ = doctor(services.env(llm_base_url=vllm.base_url), "--model-only")
+    assert code == 0
+    tokenize = checks["tokenize"]
+    assert tokenize["status"] == "warn"
+    counted, used = (int(n) for n in re.findall(r"\b(\d+)\b", tokenize["detail"])[:2])
+    assert counted < used, tokenize["detail"]
+    assert "REVIEWBOT_LLM_MODEL" in tokenize["fix"] and "chat template" in tokenize["fix"]
 
 
 def test_the_openai_compatible_backend_needs_no_tokenize() -> None:

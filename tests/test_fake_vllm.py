@@ -362,8 +362,40 @@ def test_tokenize_count_agrees_with_usage_prompt_tokens(server: FakeVLLM, client
 def test_tokenize_prompt_form_and_disabled_endpoint(server: FakeVLLM):
     counted = httpx.post(f"{server.root_url}/tokenize", json={"prompt": "hello world"}).json()
     assert counted["count"] == len(counted["tokens"]) > 0
-    with FakeVLLM(tokenize_endpoint=False) as old:
-        assert httpx.post(f"{old.root_url}/tokenize", json={"prompt": "x"}).status_code == 404
+    with FakeVLLM(tokenize_endpoint=False) as old, httpx.Client() as http:
+        assert http.post(f"{old.root_url}/tokenize", json={"prompt": "x"}).status_code == 404
+        # the 404's request body is read, so the kept-alive connection serves the next one
+        assert http.get(f"{old.root_url}/health").status_code == 200
+
+
+def test_tokenize_without_template_kwargs_counts_the_default_template():
+    kwargs = {"chat_template_kwargs": {"enable_thinking": False}}
+    with FakeVLLM(tokenize_template_kwargs=False) as old:
+        counted = httpx.post(
+            f"{old.root_url}/tokenize",
+            json={
+                "messages": review_messages(RISKY_LINES),
+                "tools": [REPORT_FINDING_TOOL],
+                **kwargs,
+            },
+        ).json()
+        answer = review(OpenAI(base_url=old.base_url, api_key="x"), old, extra_body=kwargs)
+    assert counted["count"] == len(counted["tokens"])
+    assert counted["count"] < answer.usage.prompt_tokens  # no empty <think></think> counted
+
+
+def test_api_key_guards_v1_only_as_vllm_does():
+    key = "vllm-key-0123456789"
+    with FakeVLLM(api_key=key) as guarded, httpx.Client() as http:
+        refused = http.get(f"{guarded.base_url}/models")
+        assert (refused.status_code, refused.json()) == (401, {"error": "Unauthorized"})
+        wrong = {"Authorization": "Bearer other"}
+        assert http.get(f"{guarded.base_url}/models", headers=wrong).status_code == 401
+        right = {"Authorization": f"Bearer {key}"}
+        assert http.get(f"{guarded.base_url}/models", headers=right).status_code == 200
+        # vLLM's --api-key leaves its other routes open
+        assert http.post(f"{guarded.root_url}/tokenize", json={"prompt": "x"}).status_code == 200
+        assert http.get(f"{guarded.root_url}/metrics").status_code == 200
 
 
 def test_context_length_error_uses_vllm_text():

@@ -43,6 +43,8 @@ JSON_KEYS = {
     "ttft_by_queue_position",
 }
 SMALL_DIFF_TOKENS = 400
+# Far above what the fake takes to send its first event, so the TTFT it adds is unmistakable.
+FIRST_OUTPUT_DELAY_S = 0.3
 ONE_LINE_TOKENS = 16
 
 
@@ -120,6 +122,29 @@ def test_a_slow_first_token_misses_the_ttft_slo() -> None:
             "--slo-ttft-p95-ms",
             "0.001",
         )
+    assert code == 3 and slo(report)["ttft_p95_ms"] is False
+
+
+def test_ttft_waits_for_the_first_output_not_the_role_event() -> None:
+    """TTFT is taken at the first streamed byte of content, reasoning or a tool call: vLLM's
+    role-only first event (``"content": ""``) does not count, so the parser's wait after it
+    (here FIRST_OUTPUT_DELAY_S) is part of every TTFT, and misses an SLO shorter than it."""
+    latency = LatencyModel(first_output_delay_s=FIRST_OUTPUT_DELAY_S, max_num_seqs=1)
+    delay_ms = FIRST_OUTPUT_DELAY_S * 1000
+    with FakeVLLM(latency=latency) as server:
+        code, report, _ = loadtest(
+            server,
+            "--synthetic",
+            str(SMALL_DIFF_TOKENS),
+            "--concurrency",
+            "1",
+            "--requests",
+            "2",
+            "--slo-ttft-p95-ms",
+            str(delay_ms / 2),
+        )
+    assert report["errors"] == 0
+    assert report["ttft_ms"]["p50"] >= delay_ms
     assert code == 3 and slo(report)["ttft_p95_ms"] is False
 
 

@@ -10,7 +10,16 @@ POLL_SECONDS=5
 until curl -fsS "$BASE/health" >/dev/null 2>&1; do
     sleep "$POLL_SECONDS"
 done
-curl -fsS --max-time 300 "$BASE/v1/chat/completions" -H 'Content-Type: application/json' -d @- >/dev/null <<JSON
+# With an API key (VLLM_API_KEY, from the unit's optional api-key.env) vLLM refuses /v1/ without
+# it. The headers go through file descriptor 3, not the command line, which every user can read.
+HEADERS="Content-Type: application/json"
+if [ -n "${VLLM_API_KEY:-}" ]; then
+    HEADERS="$HEADERS
+Authorization: Bearer $VLLM_API_KEY"
+fi
+curl -fsS --max-time 300 "$BASE/v1/chat/completions" -H @/dev/fd/3 -d @- >/dev/null 3<<HEADERS <<JSON
+$HEADERS
+HEADERS
 {"model": "${PROFILE_MODEL}", "max_tokens": 16,
  "messages": [{"role": "user", "content": "Warm-up: report no finding for this empty diff."}],
  "tools": [{"type": "function", "function": {"name": "report_finding",

@@ -30,6 +30,7 @@ from reviewbot.tokens import TokenCounter
 
 __all__ = [
     "DEVELOPER_ACCESS_LEVEL",
+    "MODEL_API_KEY_FIX",
     "TOOL_PARSER_FIX",
     "Check",
     "ProbePrompt",
@@ -88,6 +89,10 @@ GENERATION_CONFIG_FIX = (
 MODEL_SERVER_FIX = (
     "start the model server (systemctl start reviewbot-vllm@PROFILE, see deploy/vllm/) or point "
     "REVIEWBOT_LLM_BASE_URL at its OpenAI-compatible /v1 URL"
+)
+MODEL_API_KEY_FIX = (
+    "set REVIEWBOT_LLM_API_KEY to the model server's API key (vLLM: VLLM_API_KEY in "
+    "/etc/reviewbot/vllm/api-key.env, or its --api-key)"
 )
 GITLAB_TOKEN_FIX = (
     "create a project (or group) access token with the api scope and the Developer role and "

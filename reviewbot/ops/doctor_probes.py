@@ -46,6 +46,7 @@ from reviewbot.llm.backend import (
 from reviewbot.llm.factory import BACKENDS, llm_settings_from
 from reviewbot.ops.doctor import (
     GITLAB_TOKEN_FIX,
+    MODEL_API_KEY_FIX,
     MODEL_SERVER_FIX,
     TOOL_PARSER_FIX,
     Check,
@@ -90,6 +91,7 @@ PROBE_TEMPERATURE = 0.0
 DEADLINE_GRACE_S = 0.5
 VERSION_SUFFIX = "/v1"
 PROC = Path("/proc")
+UNAUTHORIZED_STATUSES = frozenset({401, 403})
 # libpq waits forever for connect_timeout 0 and treats 1 as 2 seconds.
 LIBPQ_MIN_CONNECT_TIMEOUT_S = 2
 HUNG_SERVER_FIX = (
@@ -330,10 +332,12 @@ def _model_checks(
             )
         ]
     except LLMError as error:
-        detail = str(error)
+        detail, fix = str(error), MODEL_SERVER_FIX
         if isinstance(error, LLMUnavailableError):
             detail = detail.replace(backend.setup_hint, "").strip()  # the fix says it better
-        return [Check("model server", Status.FAIL, detail, MODEL_SERVER_FIX)]
+        elif _refuses_the_key(http, base_url):
+            fix = MODEL_API_KEY_FIX
+        return [Check("model server", Status.FAIL, detail, fix)]
     except CheckTimeoutError as error:
         return [Check("model server", Status.FAIL, f"{shown_url}: {error}", HUNG_SERVER_FIX)]
     version = _vllm_version(http, root_url) if is_vllm else None
@@ -440,6 +444,14 @@ def _tokenize(
     except (LLMError, CheckTimeoutError) as error:
         return Check("tokenize", Status.WARN, str(error), "see the server's log")
     return tokenize_check(settings.llm_backend, count, answer.prompt_tokens if answer else None)
+
+
+def _refuses_the_key(http: httpx.Client, base_url: str) -> bool:
+    """The server answers ``GET /models`` with 401 or 403: the API key is missing or wrong."""
+    try:
+        return http.get(f"{base_url}/models").status_code in UNAUTHORIZED_STATUSES
+    except httpx.HTTPError:
+        return False
 
 
 def _vllm_version(http: httpx.Client, root_url: str) -> str | None:

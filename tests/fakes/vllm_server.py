@@ -91,7 +91,11 @@ At most ``max_num_seqs`` requests generate at once, the others queue first come 
 served. TTFT = queue wait + ``ttft_base_s`` + uncached prompt tokens /
 ``prefill_tokens_per_s``; then ``decode_s_per_token`` per output token (``completion_tokens``,
 the raw output with its XML tool calls and end of turn; a stream's pieces are paced so that
-the whole answer takes that long, as a non-streamed one does). The prefix cache hashes full
+the whole answer takes that long, as a non-streamed one does). A stream opens with vLLM's
+role-only event (``{"role": "assistant", "content": ""}``) at TTFT; ``first_output_delay_s``
+holds the first delta with output back after it, as vLLM's tool and reasoning parsers do while
+they buffer the tokens of a ``<tool_call>`` header (the server-side TTFT metric does not count
+that wait, the client's first output does). The prefix cache hashes full
 16-token blocks of the prompt ids in a chain; a request's blocks are cached when its prefill
 ends, so two simultaneous identical prompts do not both hit, and the last prompt token is
 always recomputed (as vLLM V1 does).
@@ -126,6 +130,9 @@ DEFAULT_MAX_NUM_SEQS = 8
 TOKENIZER_NAME = "qwen3.5-35b-a3b"
 FAKE_VLLM_VERSION = "0.11.0"
 ENGINE_LABEL = "0"
+# vLLM checks --api-key only on these paths (docs/usage/security.md, "API Key Authentication
+# Limitations").
+API_KEY_PATH_PREFIX = "/v1"
 
 # vLLM's default KV-cache block size; prefix caching works on full blocks only.
 BLOCK_SIZE = 16
@@ -228,6 +235,8 @@ class LatencyModel:
     prefill_tokens_per_s: float = 0.0  # 0 means infinitely fast prefill
     decode_s_per_token: float = 0.0
     max_num_seqs: int = DEFAULT_MAX_NUM_SEQS
+    # Streams: seconds between the role-only first event and the first delta with output.
+    first_output_delay_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -1086,20 +1095,30 @@ class FakeVLLM:
         report_cached_tokens: bool = True,
         honour_response_format: bool = True,
         tokenize_endpoint: bool = True,
+        tokenize_template_kwargs: bool = True,
         accept_tools: bool = True,
         tool_choice_refused: bool = False,
         advertise_max_model_len: bool = True,
+        api_key: str | None = None,
     ) -> None:
         """``accept_tools=False`` refuses any request carrying ``tools`` with a 400, like an
         OpenAI-compatible proxy or old server in front of the model that has no tool support at
         all (with ``honour_response_format=False``, no fallback of the client can work).
 
         Other servers than vLLM: ``tokenize_endpoint=False`` answers ``/tokenize`` with 404
-        (Ollama has no such route); ``tool_choice_refused=True`` answers a ``tool_choice`` other
+        (Ollama has no such route); ``tokenize_template_kwargs=False`` renders ``/tokenize``'s
+        chat prompt without the request's ``chat_template_kwargs``, as a vLLM whose
+        TokenizeChatRequest lacks that field does (unknown fields are ignored), so with
+        ``enable_thinking: false`` its count differs from the chat's ``usage.prompt_tokens``;
+        ``tool_choice_refused=True`` answers a ``tool_choice`` other
         than "auto" with llama-server's 500 when it runs without ``--jinja``;
         ``advertise_max_model_len=False`` lists models with Ollama's card fields only (id,
         object, created, owned_by); ``report_cached_tokens=False`` leaves out
-        ``prompt_tokens_details`` as vLLM does without --enable-prompt-tokens-details."""
+        ``prompt_tokens_details`` as vLLM does without --enable-prompt-tokens-details.
+
+        ``api_key``: as ``vllm serve --api-key`` (or VLLM_API_KEY), a request to a path under
+        ``/v1`` without ``Authorization: Bearer <api_key>`` gets vLLM's 401; the other routes
+        (``/tokenize``, ``/health``, ``/metrics``, ``/version``) stay open, as in vLLM."""
         self.model = model
         self.max_model_len = max_model_len
         self.tool_parser = tool_parser
@@ -1108,9 +1127,11 @@ class FakeVLLM:
         self.report_cached_tokens = report_cached_tokens
         self.honour_response_format = honour_response_format
         self.tokenize_endpoint = tokenize_endpoint
+        self.tokenize_template_kwargs = tokenize_template_kwargs
         self.accept_tools = accept_tools
         self.tool_choice_refused = tool_choice_refused
         self.advertise_max_model_len = advertise_max_model_len
+        self.api_key = api_key
         self.requests: list[dict[str, Any]] = []  # chat request bodies
         self.paths: list[str] = []  # "METHOD /path" of every request, in order
         self._canned: dict[str, tuple[int, str, str]] = {}
@@ -1222,6 +1243,11 @@ class FakeVLLM:
         with self._lock:
             self.paths.append(f"{method} {path}")
             canned = self._canned.get(f"{method} {path}")
+        if not self._authorized(handler, path):
+            handler.read_body()
+            # AuthenticationMiddleware in vllm/entrypoints/openai/api_server.py
+            handler.send_json(HTTPStatus.UNAUTHORIZED, {"error": "Unauthorized"})
+            return
         if canned is not None:
             handler.read_body()  # an unread body would be taken for the next request
             handler.send_text(*canned)
@@ -1243,6 +1269,7 @@ class FakeVLLM:
         route = routes.get((method, path))
         try:
             if route is None:
+                handler.read_body()  # an unread body would be taken for the next request
                 # FastAPI's answers for unknown paths and methods.
                 known_path = any(p == path for _, p in routes)
                 status = HTTPStatus.METHOD_NOT_ALLOWED if known_path else HTTPStatus.NOT_FOUND
@@ -1253,6 +1280,11 @@ class FakeVLLM:
             handler.send_json(error.status, error.body(), error.headers)
         except (BrokenPipeError, ConnectionResetError):
             handler.close_connection = True
+
+    def _authorized(self, handler: _Handler, path: str) -> bool:
+        if self.api_key is None or not path.startswith(API_KEY_PATH_PREFIX):
+            return True
+        return handler.headers.get("Authorization") == f"Bearer {self.api_key}"
 
     def _models(self) -> dict[str, Any]:
         # ModelCard/ModelList in vllm/entrypoints/openai/engine/protocol.py
@@ -1312,6 +1344,8 @@ class FakeVLLM:
         self._check_model(body.get("model"))
         if "messages" in body:
             kwargs = body.get("chat_template_kwargs") or {}
+            if not self.tokenize_template_kwargs:
+                kwargs = {}
             text = render_chat_prompt(
                 body["messages"],
                 body.get("tools"),
@@ -1556,6 +1590,8 @@ class FakeVLLM:
                 return False
             self._pause(per_token_s * tokens)
             send(chunk(delta))
+            if sent == 0:  # the role-only event
+                self._pause(self.latency.first_output_delay_s)
         if fault == "disconnect":
             handler.drop_connection()
             return False
