@@ -271,7 +271,10 @@ def test_a_config_key_from_the_repository_cannot_mention_everyone(world: World) 
     commit_on_target(world, {".reviewbot.toml": '"@all" = 1\n'}, "mention everyone")
     world.run()
     [summary] = summary_notes(world)
-    assert "@all" not in summary["body"].replace("`@all`", "")  # only inside a code span
+    # the ignored key is still reported, its name only inside a code span
+    assert "ignored .reviewbot.toml" in summary["body"]
+    assert "`@all` cannot be set from the repository" in summary["body"]
+    assert "@all" not in summary["body"].replace("`@all`", "")
 
 
 def test_failure_midway_is_recorded_and_the_next_run_completes(world: World) -> None:
