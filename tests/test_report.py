@@ -26,6 +26,9 @@ from tests.fakes.gitlab_server import FakeGitLab
 from tests.store_fixtures import migrated_store, store_url  # noqa: F401
 
 PROJECT = "group/app"
+PROJECT_ID = 7
+OTHER_PROJECT = "group/lib"
+OTHER_PROJECT_ID = 8
 GITLAB = "https://gitlab.example.com"
 MONDAY = datetime(2026, 3, 9, tzinfo=UTC)  # ISO week 2026-W11
 WEEK = Window(MONDAY, MONDAY + timedelta(days=7))
@@ -53,11 +56,13 @@ def _review(
     findings: tuple[dict[str, Any], ...] = (),
     model: str = "qwen",
     prompt_version: str = "v1",
+    project: str = PROJECT,
+    project_id: int = PROJECT_ID,
 ) -> list[int]:
     clock.now = started
-    key = MergeRequestKey(GITLAB, 7, iid)
+    key = MergeRequestKey(GITLAB, project_id, iid)
     review_id = store.start_review(
-        project=PROJECT,
+        project=project,
         mr_iid=iid,
         head_sha=head * 40,
         base_sha=None,
@@ -352,6 +357,60 @@ def test_report_command_writes_the_files_asked_for(store_url: str, tmp_path: Pat
     assert result.exit_code == 0, result.output
     assert "no reviews" in result.output
     assert sorted(p.name for p in output.iterdir()) == ["report.json", "report.md"]
+
+
+def test_report_of_one_project_leaves_the_others_out(
+    clocked: tuple[Store, Clock],
+    store_url: str,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """`reviewbot report --project` by path or by id: that project's reviews, findings,
+    feedback and latency only, this window and the previous one."""
+    store, clock = clocked
+    [mine] = _review(
+        store, clock, MONDAY + timedelta(hours=1), ttfts=(100.0,), findings=({"category": "bug"},)
+    )
+    _vote(store, mine, "bob", "thumbsup", "k1", MONDAY + timedelta(hours=2))
+    other = {"project": OTHER_PROJECT, "project_id": OTHER_PROJECT_ID}
+    _review(store, clock, MONDAY - timedelta(days=1), **other)  # the previous week
+    theirs, _ = _review(
+        store,
+        clock,
+        MONDAY + timedelta(hours=3),
+        ttfts=(900.0, 950.0),
+        findings=({"category": "security"}, {"fingerprint": "q", "category": "security"}),
+        **other,
+    )
+    _vote(store, theirs, "bob", "thumbsdown", "k2", MONDAY + timedelta(hours=4))
+
+    def report_of(*project: str) -> dict[str, Any]:
+        output = tmp_path / "-".join(project or ("all",)).replace("/", "_")
+        window = ("--since", "2026-03-09", "--until", "2026-03-16", *project)
+        result = _invoke(
+            *window, "--output", str(output), "--format", "json", database_url=store_url
+        )
+        assert result.exit_code == 0, result.output
+        return json.loads((output / "report.json").read_text())
+
+    def seen(report: dict[str, Any]) -> tuple[Any, ...]:
+        return (
+            report["totals"]["reviews"],
+            report["totals"]["findings"],
+            {row["category"] for row in report["by_category"]},
+            (report["feedback"]["thumbs_up"], report["feedback"]["thumbs_down"]),
+            report["latency"]["ttft_ms"]["count"],
+            {review["project"] for review in report["slowest_reviews"]},
+            report["previous"]["totals"]["reviews"],
+        )
+
+    app = report_of("--project", PROJECT)
+    assert app["window"]["project"] == PROJECT
+    assert seen(app) == (1, 1, {"bug"}, (1, 0), 1, {PROJECT}, 0)
+    lib = report_of("--project", str(OTHER_PROJECT_ID))  # by the project's GitLab id
+    assert seen(lib) == (1, 2, {"security"}, (0, 1), 2, {OTHER_PROJECT}, 1)
+    everything = report_of()
+    assert everything["window"]["project"] is None
+    assert seen(everything) == (2, 3, {"bug", "security"}, (1, 1), 3, {PROJECT, OTHER_PROJECT}, 1)
 
 
 @pytest.mark.parametrize(
