@@ -206,11 +206,19 @@ def test_feedback_sync_then_report_counts_exactly(three_mrs: World, tmp_path: Pa
         "error-handling": (1, 0, 0, 0),
         "performance": (1, 0, 0, 0),
     }
-    assert [row["model"] for row in report["by_model"]] == [report["by_model"][0]["model"]]
-    assert report["by_prompt_version"][0]["findings_posted"] == 7
+    # one model and one prompt version: their rows have by_category's shape and all the counts
+    fields = set(by_category["security"]) - {"category"}
+    counted = ("findings", "findings_posted", "thumbs_up", "thumbs_down", "addressed")
+    for dimension, value in (("model", world.vllm.model), ("prompt_version", "v1+")):
+        [row] = report[f"by_{dimension}"]
+        assert set(row) == fields | {dimension} and row[dimension].startswith(value)
+        assert [row[name] for name in counted] == [7, 7, 3, 1, 1]
+        assert (row["acceptance"], row["addressed_rate"]) == (0.75, 0.2)
     assert report["latency"]["ttft_ms"]["count"] == 3
+    assert report["slo"]["ttft_p95_target_ms"] == 800.0  # no --slo-ttft-ms: the default
     assert report["slo"]["pass"] is True
     assert report["previous"]["totals"]["reviews"] == 0
+    assert report["previous"]["rates"] == {"acceptance": None, "addressed": None}
 
     # a second sync adds nothing; carol's 👍 taken back is recorded once, as a revocation
     again = _cli(world, "feedback", "sync").output

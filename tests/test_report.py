@@ -32,6 +32,7 @@ OTHER_PROJECT_ID = 8
 GITLAB = "https://gitlab.example.com"
 MONDAY = datetime(2026, 3, 9, tzinfo=UTC)  # ISO week 2026-W11
 WEEK = Window(MONDAY, MONDAY + timedelta(days=7))
+NEXT_WEEK = Window(WEEK.until, WEEK.until + timedelta(days=7))
 LAST_INSTANT = MONDAY + timedelta(days=7, microseconds=-1)  # Sunday 23:59:59.999999
 NOW = MONDAY + timedelta(days=8)
 
@@ -210,6 +211,10 @@ def test_votes_count_once_and_revoked_votes_not_at_all(clocked: tuple[Store, Clo
     assert report["rates"]["acceptance"] == pytest.approx(1 / 3)
     by_category = {r["category"]: r for r in report["by_category"]}
     assert (by_category["security"]["thumbs_down"], by_category["bug"]["thumbs_up"]) == (2, 1)
+    # a week later, this week is `previous`: its feedback and rates come along
+    previous = build_report(store, NEXT_WEEK, now=NOW)["previous"]
+    assert (previous["feedback"]["thumbs_up"], previous["feedback"]["thumbs_down"]) == (1, 2)
+    assert previous["rates"] == {"acceptance": pytest.approx(1 / 3), "addressed": None}
     assert store.votes_in_force([up, down, other]) == {
         (up, "alice", "thumbsup"),
         (down, "bob", "thumbsdown"),
@@ -255,6 +260,7 @@ def test_refound_findings_count_once_and_addressed_rate_needs_a_later_version(
     assert (report["totals"]["findings"], report["totals"]["findings_posted"]) == (3, 3)
     # addressed 1 of the 2 findings whose MR got a later version
     assert report["rates"]["addressed"] == 0.5
+    assert build_report(store, NEXT_WEEK, now=NOW)["previous"]["rates"] == report["rates"]
     assert store.note_owner(12).finding_id == second  # the posting row, not the duplicate
 
 
@@ -266,7 +272,7 @@ def test_empty_window_is_a_report_that_says_no_reviews(
     assert report["empty"] is True
     assert report["rates"] == {"acceptance": None, "addressed": None}
     assert report["latency"]["ttft_ms"] == {"p50": None, "p95": None, "count": 0}
-    assert report["slo"]["pass"] is None
+    assert report["slo"] == {"ttft_p95_target_ms": 800.0, "ttft_p95_ms": None, "pass": None}
     assert "**No reviews** in this window." in report_markdown(report)
     assert "No reviews in this window." in report_html(report)
     json.dumps(report)  # plain JSON
