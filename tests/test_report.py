@@ -17,9 +17,16 @@ import requests
 from click.testing import CliRunner
 
 from reviewbot.cli import main
+from reviewbot.findings import Severity
 from reviewbot.gitlab import GitLabClient, GitLabSettings
 from reviewbot.report import build_report, post_report_issue, report_markdown
-from reviewbot.report_html import CHART_IDS, report_html
+from reviewbot.report_html import (
+    CHART_IDS,
+    SLO_LINE_ID,
+    findings_series_id,
+    report_html,
+    ttft_line_id,
+)
 from reviewbot.store import MergeRequestKey, Store
 from reviewbot.window import Window
 from tests.fakes.gitlab_server import FakeGitLab
@@ -323,6 +330,55 @@ def test_html_is_one_offline_file_with_three_charts_and_their_tables(
     assert not re.search(r"<script|<link|@import|url\((?!#)|src=", html, re.IGNORECASE)
     assert set(re.findall(r'xlink:href="(.)', html)) <= {"#"}
     assert "<table>" in html and "2026-03-09" in html
+
+
+def _chart(html: str, chart_id: str) -> str:
+    """The <section> of one chart."""
+    return html.split(f'id="{chart_id}"', 1)[1].split("</section>", 1)[0]
+
+
+def _first_y(svg: str, element_id: str) -> float:
+    """The SVG y of the first point of the line drawn as ``element_id``."""
+    found = re.search(rf'<g id="{element_id}">\s*<path d="M [-\d.]+ ([-\d.]+)', svg)
+    assert found, f"no line {element_id}"
+    return float(found.group(1))
+
+
+@pytest.mark.parametrize("target_ms", [800.0, 400.0])
+def test_ttft_chart_draws_the_slo_line_at_the_target(
+    clocked: tuple[Store, Clock], target_ms: float
+) -> None:
+    sample = _sample_report(*clocked)
+    report = {**sample, "slo": {**sample["slo"], "ttft_p95_target_ms": target_ms}}
+    [monday] = report["daily"]["ttft"]  # the one day with model calls: p50 300, p95 500 ms
+    svg = _chart(report_html(report), CHART_IDS[1])
+    # two known points of the y axis (p50 and p95 of that day) place the target on it
+    p50, p95 = _first_y(svg, ttft_line_id("p50")), _first_y(svg, ttft_line_id("p95"))
+    pixels_per_ms = (p95 - p50) / (monday["p95_ms"] - monday["p50_ms"])
+    expected = p50 + (target_ms - monday["p50_ms"]) * pixels_per_ms
+    assert _first_y(svg, SLO_LINE_ID) == pytest.approx(expected, abs=0.01)
+    assert svg.count(f'id="{SLO_LINE_ID}"') == 1
+
+
+def test_findings_chart_has_one_series_per_severity_found(clocked: tuple[Store, Clock]) -> None:
+    store, clock = clocked
+    week = _sample_report(store, clock)
+    present = {row["severity"] for row in week["daily"]["findings"]}
+    assert present == {"critical", "minor"}
+    # a week: a bar per day of each severity present, none of the others
+    bars = _chart(report_html(week), CHART_IDS[0])
+    for severity in (s.value for s in Severity):
+        days = week["daily"]["days"]
+        drawn = {day for day in days if f'id="{findings_series_id(severity, day)}"' in bars}
+        assert drawn == (set(days) if severity in present else set())
+    # six weeks (the previous week's major finding too): one stacked area per severity
+    six_weeks = Window(MONDAY - timedelta(days=35), WEEK.until)
+    long = build_report(store, six_weeks, now=NOW)
+    areas = _chart(report_html(long), CHART_IDS[0])
+    area_id = re.compile('id="{}"'.format(findings_series_id(r"(\w+)")))
+    drawn = set(area_id.findall(areas))
+    assert drawn == {row["severity"] for row in long["daily"]["findings"]}
+    assert drawn == {"critical", "major", "minor"}
 
 
 def test_report_issue_is_created_once_then_edited(clocked: tuple[Store, Clock]) -> None:
