@@ -3,7 +3,10 @@ tables behind them. No script, no stylesheet or font from the network: it opens 
 
 Charts (matplotlib's SVG backend, text drawn as paths so no font is needed to view them):
 findings per day by severity, first-token p50/p95 per day against the SLO line, and the
-acceptance and addressed rates per category. Pure: the report document in, HTML out.
+acceptance and addressed rates per category. Each series has a stable SVG ``id`` (matplotlib's
+gid): ``ttft-slo``, ``ttft-p50``/``ttft-p95``, and per severity ``findings-<severity>`` (the
+stacked area of a long window) or ``findings-<severity>-<day>`` (a bar). Pure: the report
+document in, HTML out.
 """
 
 from __future__ import annotations
@@ -30,9 +33,14 @@ from reviewbot.report import (
     value_at,
 )
 
-__all__ = ["CHART_IDS", "report_html"]
+__all__ = ["CHART_IDS", "SLO_LINE_ID", "findings_series_id", "report_html", "ttft_line_id"]
 
 CHART_IDS = ("chart-findings", "chart-ttft", "chart-rates")
+# Stable ids of the drawn series (matplotlib's gid is the SVG element's id), so a test or a
+# reader of the file can find them: the SLO line, the p50/p95 lines, each severity's series.
+SLO_LINE_ID = "ttft-slo"
+TTFT_LINE_ID = "ttft-{name}"
+FINDINGS_SERIES_ID = "findings-{severity}"  # the stacked area; a bar adds "-<day>"
 CHART_SIZE_IN = (8.0, 3.2)
 RATE_CHART_ROW_IN = 0.35
 RATE_CHART_MIN_IN = 2.4
@@ -84,6 +92,17 @@ def _dates(days: Sequence[str]) -> list[date]:
     return [date.fromisoformat(day) for day in days]
 
 
+def findings_series_id(severity: str, day: str | None = None) -> str:
+    """The id of a severity's stacked area (``day`` None) or of its bar on ``day``."""
+    series = FINDINGS_SERIES_ID.format(severity=severity)
+    return series if day is None else f"{series}-{day}"
+
+
+def ttft_line_id(name: str) -> str:
+    """The id of the ``p50`` or ``p95`` line of the first-token chart."""
+    return TTFT_LINE_ID.format(name=name)
+
+
 def _findings_chart(report: Mapping[str, Any]) -> Callable[[Figure], None]:
     days = report["daily"]["days"]
     counts: dict[str, dict[str, int]] = {}
@@ -101,7 +120,7 @@ def _findings_chart(report: Mapping[str, Any]) -> Callable[[Figure], None]:
         colours = [SEVERITY_COLOURS[severity] for severity, _ in series]
         if len(days) > MAX_MARKED_DAYS and series:
             # a bar per day and severity is thousands of shapes over a year: stacked areas
-            axes.stackplot(
+            areas = axes.stackplot(
                 dates,
                 *(h for _, h in series),
                 labels=[s for s, _ in series],
@@ -109,10 +128,12 @@ def _findings_chart(report: Mapping[str, Any]) -> Callable[[Figure], None]:
                 step="mid",
                 linewidth=0,
             )
+            for (severity, _), area in zip(series, areas, strict=True):
+                area.set_gid(findings_series_id(severity))
         else:
             bottom = [0] * len(days)
             for (severity, heights), colour in zip(series, colours, strict=True):
-                axes.bar(
+                bars = axes.bar(
                     dates,
                     heights,
                     bottom=bottom,
@@ -121,6 +142,8 @@ def _findings_chart(report: Mapping[str, Any]) -> Callable[[Figure], None]:
                     color=colour,
                     linewidth=0,
                 )
+                for day, bar in zip(days, bars.patches, strict=True):
+                    bar.set_gid(findings_series_id(severity, day))
                 bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
         axes.set_title("Findings per day by severity")
         axes.set_ylabel("findings")
@@ -141,8 +164,10 @@ def _ttft_chart(report: Mapping[str, Any]) -> Callable[[Figure], None]:
         marker = "o" if len(days) <= MAX_MARKED_DAYS else None
         for name, colour in (("p50", P50_COLOUR), ("p95", P95_COLOUR)):
             values = [row[f"{name}_ms"] for row in rows]
-            axes.plot(days, values, marker=marker, label=name, color=colour)
-        axes.axhline(target, linestyle="--", color=SLO_COLOUR, label=f"SLO {target:.0f} ms")
+            axes.plot(days, values, marker=marker, label=name, color=colour, gid=ttft_line_id(name))
+        axes.axhline(
+            target, linestyle="--", color=SLO_COLOUR, label=f"SLO {target:.0f} ms", gid=SLO_LINE_ID
+        )
         axes.set_title("Time to first token per day")
         axes.set_ylabel("ms")
         axes.set_ylim(bottom=0)

@@ -206,11 +206,19 @@ def test_feedback_sync_then_report_counts_exactly(three_mrs: World, tmp_path: Pa
         "error-handling": (1, 0, 0, 0),
         "performance": (1, 0, 0, 0),
     }
-    assert [row["model"] for row in report["by_model"]] == [report["by_model"][0]["model"]]
-    assert report["by_prompt_version"][0]["findings_posted"] == 7
+    # one model and one prompt version: their rows have by_category's shape and all the counts
+    fields = set(by_category["security"]) - {"category"}
+    counted = ("findings", "findings_posted", "thumbs_up", "thumbs_down", "addressed")
+    for dimension, value in (("model", world.vllm.model), ("prompt_version", "v1+")):
+        [row] = report[f"by_{dimension}"]
+        assert set(row) == fields | {dimension} and row[dimension].startswith(value)
+        assert [row[name] for name in counted] == [7, 7, 3, 1, 1]
+        assert (row["acceptance"], row["addressed_rate"]) == (0.75, 0.2)
     assert report["latency"]["ttft_ms"]["count"] == 3
+    assert report["slo"]["ttft_p95_target_ms"] == 800.0  # no --slo-ttft-ms: the default
     assert report["slo"]["pass"] is True
     assert report["previous"]["totals"]["reviews"] == 0
+    assert report["previous"]["rates"] == {"acceptance": None, "addressed": None}
 
     # a second sync adds nothing; carol's 👍 taken back is recorded once, as a revocation
     again = _cli(world, "feedback", "sync").output
@@ -245,3 +253,29 @@ def test_sync_interrupted_after_one_mr_keeps_it_and_resumes(three_mrs: World) ->
         assert [mr.iid for mr in resumed.merge_requests] == [3, 2, 1]
         assert resumed.merge_requests[0].recorded == 0  # the interrupted run had saved it
         assert kept + resumed.recorded == len(app.store.feedback(project=PROJECT))
+
+
+def test_sync_of_one_project_leaves_the_others_alone(world: World) -> None:
+    """`feedback sync --project` by path or by id reads and records that project's MRs only."""
+    other, other_id = "group/lib", PROJECT_ID + 1
+    world.gitlab.add_project(other, project_id=other_id)
+    world.gitlab.add_mr_from_git(other, world.repo, "main", "feature", iid=1, title="Lib")
+    with App(world.settings()) as app:
+        for project in (PROJECT, other):
+            run_merge_request(app, project, 1, RunOptions())
+            [first, *_] = [
+                d["notes"][0]
+                for d in world.gitlab.discussions(project, 1)
+                if d["notes"][0]["type"] == "DiffNote"
+            ]
+            world.gitlab.add_award_emoji(project, 1, first["id"], "thumbsup", "alice")
+        store = app.store
+        mine = _cli(world, "feedback", "sync", "--project", PROJECT).output
+        assert f"{PROJECT}!1: " in mine and f"{other}!1" not in mine
+        assert "1 merge requests reviewed since" in mine and "1 new outcomes recorded" in mine
+        assert [f["value"] for f in store.feedback(project=PROJECT)] == ["thumbsup"]
+        assert store.feedback(project=other) == []
+        theirs = _cli(world, "feedback", "sync", "--project", str(other_id)).output
+        assert f"{other}!1: " in theirs and f"{PROJECT}!1" not in theirs
+        assert [f["value"] for f in store.feedback(project=other)] == ["thumbsup"]
+        assert len(store.feedback(project=PROJECT)) == 1

@@ -29,6 +29,7 @@ from sqlalchemy import select
 
 from reviewbot.ci import (
     EXIT_BAD_INPUT,
+    EXIT_FAILURE,
     EXIT_FINDINGS,
     EXIT_OK,
     SIGTERM_EXIT,
@@ -60,6 +61,8 @@ INPUT_REFERENCE = re.compile(r"\$\[\[\s*inputs\.([\w-]+)\s*\]\]")
 ENV_PREFIXES = ("CI_", "REVIEWBOT_", "GITLAB_")
 TEST_ENV_PREFIX = "REVIEWBOT_TEST_"  # the test suite's own settings (PostgreSQL URL)
 FAST_NOTES_PER_MINUTE = "60000"  # no note pacing sleeps in tests
+EVERY_TRY = 20  # more stream faults than the model client tries the one chunk of MR !1
+CHANGED_LINES = 16  # what MR !1 (tests.mr_world) changes
 
 
 # --- templates -------------------------------------------------------------------------------
@@ -489,6 +492,36 @@ def test_ci_records_to_the_shared_database(ci_world: CiWorld, store_url: str) ->
         assert "ci" in set(triggers)
     key = MergeRequestKey(ci_world.gitlab.url, PROJECT_ID, IID)
     assert len(store.posted_findings(key)) == len(ci_world.diff_notes())
+
+
+def test_an_incomplete_review_fails_the_job(ci_world: CiWorld) -> None:
+    """A chunk the model never answered: exit 1 and say so, never a clean pass."""
+    ci_world.vllm.add_faults(*["stream_cut_mid_call"] * EVERY_TRY)
+    checkout = ci_world.clone("checkout")
+    result = ci_world.run(checkout)
+    assert result.exit_code == EXIT_FAILURE, result.output
+    assert f"incomplete review: 0 of {CHANGED_LINES} changed lines reviewed" in result.stderr
+    [note] = ci_world.summary_notes()
+    assert "Incomplete review" in note["body"]
+
+
+def test_full_reviews_a_head_already_reviewed_again(ci_world: CiWorld, store_url: str) -> None:
+    """With the shared database a second job at the same head makes no model call; `--full`
+    asks the model again (and still posts nothing twice)."""
+    checkout = ci_world.clone("checkout")
+    first = ci_world.run(checkout, REVIEWBOT_DATABASE_URL=store_url)
+    assert first.exit_code == EXIT_OK, first.output
+    calls = ci_world.vllm.stats.requests
+    assert calls > 0
+    again = ci_world.run(checkout, REVIEWBOT_DATABASE_URL=store_url)
+    assert again.exit_code == EXIT_OK, again.output
+    assert ci_world.vllm.stats.requests == calls
+    assert "no model call" in again.stderr
+    full = ci_world.run(checkout, "--full", REVIEWBOT_DATABASE_URL=store_url)
+    assert full.exit_code == EXIT_OK, full.output
+    assert ci_world.vllm.stats.requests > calls
+    assert "no model call" not in full.stderr
+    assert len(ci_world.diff_notes()) == len(expected_lines())
 
 
 def test_missing_token_is_a_configuration_error(ci_world: CiWorld) -> None:

@@ -17,18 +17,29 @@ import requests
 from click.testing import CliRunner
 
 from reviewbot.cli import main
+from reviewbot.findings import Severity
 from reviewbot.gitlab import GitLabClient, GitLabSettings
 from reviewbot.report import build_report, post_report_issue, report_markdown
-from reviewbot.report_html import CHART_IDS, report_html
+from reviewbot.report_html import (
+    CHART_IDS,
+    SLO_LINE_ID,
+    findings_series_id,
+    report_html,
+    ttft_line_id,
+)
 from reviewbot.store import MergeRequestKey, Store
 from reviewbot.window import Window
 from tests.fakes.gitlab_server import FakeGitLab
 from tests.store_fixtures import migrated_store, store_url  # noqa: F401
 
 PROJECT = "group/app"
+PROJECT_ID = 7
+OTHER_PROJECT = "group/lib"
+OTHER_PROJECT_ID = 8
 GITLAB = "https://gitlab.example.com"
 MONDAY = datetime(2026, 3, 9, tzinfo=UTC)  # ISO week 2026-W11
 WEEK = Window(MONDAY, MONDAY + timedelta(days=7))
+NEXT_WEEK = Window(WEEK.until, WEEK.until + timedelta(days=7))
 LAST_INSTANT = MONDAY + timedelta(days=7, microseconds=-1)  # Sunday 23:59:59.999999
 NOW = MONDAY + timedelta(days=8)
 
@@ -53,11 +64,13 @@ def _review(
     findings: tuple[dict[str, Any], ...] = (),
     model: str = "qwen",
     prompt_version: str = "v1",
+    project: str = PROJECT,
+    project_id: int = PROJECT_ID,
 ) -> list[int]:
     clock.now = started
-    key = MergeRequestKey(GITLAB, 7, iid)
+    key = MergeRequestKey(GITLAB, project_id, iid)
     review_id = store.start_review(
-        project=PROJECT,
+        project=project,
         mr_iid=iid,
         head_sha=head * 40,
         base_sha=None,
@@ -205,6 +218,10 @@ def test_votes_count_once_and_revoked_votes_not_at_all(clocked: tuple[Store, Clo
     assert report["rates"]["acceptance"] == pytest.approx(1 / 3)
     by_category = {r["category"]: r for r in report["by_category"]}
     assert (by_category["security"]["thumbs_down"], by_category["bug"]["thumbs_up"]) == (2, 1)
+    # a week later, this week is `previous`: its feedback and rates come along
+    previous = build_report(store, NEXT_WEEK, now=NOW)["previous"]
+    assert (previous["feedback"]["thumbs_up"], previous["feedback"]["thumbs_down"]) == (1, 2)
+    assert previous["rates"] == {"acceptance": pytest.approx(1 / 3), "addressed": None}
     assert store.votes_in_force([up, down, other]) == {
         (up, "alice", "thumbsup"),
         (down, "bob", "thumbsdown"),
@@ -250,6 +267,7 @@ def test_refound_findings_count_once_and_addressed_rate_needs_a_later_version(
     assert (report["totals"]["findings"], report["totals"]["findings_posted"]) == (3, 3)
     # addressed 1 of the 2 findings whose MR got a later version
     assert report["rates"]["addressed"] == 0.5
+    assert build_report(store, NEXT_WEEK, now=NOW)["previous"]["rates"] == report["rates"]
     assert store.note_owner(12).finding_id == second  # the posting row, not the duplicate
 
 
@@ -261,7 +279,7 @@ def test_empty_window_is_a_report_that_says_no_reviews(
     assert report["empty"] is True
     assert report["rates"] == {"acceptance": None, "addressed": None}
     assert report["latency"]["ttft_ms"] == {"p50": None, "p95": None, "count": 0}
-    assert report["slo"]["pass"] is None
+    assert report["slo"] == {"ttft_p95_target_ms": 800.0, "ttft_p95_ms": None, "pass": None}
     assert "**No reviews** in this window." in report_markdown(report)
     assert "No reviews in this window." in report_html(report)
     json.dumps(report)  # plain JSON
@@ -314,6 +332,55 @@ def test_html_is_one_offline_file_with_three_charts_and_their_tables(
     assert "<table>" in html and "2026-03-09" in html
 
 
+def _chart(html: str, chart_id: str) -> str:
+    """The <section> of one chart."""
+    return html.split(f'id="{chart_id}"', 1)[1].split("</section>", 1)[0]
+
+
+def _first_y(svg: str, element_id: str) -> float:
+    """The SVG y of the first point of the line drawn as ``element_id``."""
+    found = re.search(rf'<g id="{element_id}">\s*<path d="M [-\d.]+ ([-\d.]+)', svg)
+    assert found, f"no line {element_id}"
+    return float(found.group(1))
+
+
+@pytest.mark.parametrize("target_ms", [800.0, 400.0])
+def test_ttft_chart_draws_the_slo_line_at_the_target(
+    clocked: tuple[Store, Clock], target_ms: float
+) -> None:
+    sample = _sample_report(*clocked)
+    report = {**sample, "slo": {**sample["slo"], "ttft_p95_target_ms": target_ms}}
+    [monday] = report["daily"]["ttft"]  # the one day with model calls: p50 300, p95 500 ms
+    svg = _chart(report_html(report), CHART_IDS[1])
+    # two known points of the y axis (p50 and p95 of that day) place the target on it
+    p50, p95 = _first_y(svg, ttft_line_id("p50")), _first_y(svg, ttft_line_id("p95"))
+    pixels_per_ms = (p95 - p50) / (monday["p95_ms"] - monday["p50_ms"])
+    expected = p50 + (target_ms - monday["p50_ms"]) * pixels_per_ms
+    assert _first_y(svg, SLO_LINE_ID) == pytest.approx(expected, abs=0.01)
+    assert svg.count(f'id="{SLO_LINE_ID}"') == 1
+
+
+def test_findings_chart_has_one_series_per_severity_found(clocked: tuple[Store, Clock]) -> None:
+    store, clock = clocked
+    week = _sample_report(store, clock)
+    present = {row["severity"] for row in week["daily"]["findings"]}
+    assert present == {"critical", "minor"}
+    # a week: a bar per day of each severity present, none of the others
+    bars = _chart(report_html(week), CHART_IDS[0])
+    for severity in (s.value for s in Severity):
+        days = week["daily"]["days"]
+        drawn = {day for day in days if f'id="{findings_series_id(severity, day)}"' in bars}
+        assert drawn == (set(days) if severity in present else set())
+    # six weeks (the previous week's major finding too): one stacked area per severity
+    six_weeks = Window(MONDAY - timedelta(days=35), WEEK.until)
+    long = build_report(store, six_weeks, now=NOW)
+    areas = _chart(report_html(long), CHART_IDS[0])
+    area_id = re.compile('id="{}"'.format(findings_series_id(r"(\w+)")))
+    drawn = set(area_id.findall(areas))
+    assert drawn == {row["severity"] for row in long["daily"]["findings"]}
+    assert drawn == {"critical", "major", "minor"}
+
+
 def test_report_issue_is_created_once_then_edited(clocked: tuple[Store, Clock]) -> None:
     report = _sample_report(*clocked)
     with FakeGitLab() as gitlab:
@@ -352,6 +419,60 @@ def test_report_command_writes_the_files_asked_for(store_url: str, tmp_path: Pat
     assert result.exit_code == 0, result.output
     assert "no reviews" in result.output
     assert sorted(p.name for p in output.iterdir()) == ["report.json", "report.md"]
+
+
+def test_report_of_one_project_leaves_the_others_out(
+    clocked: tuple[Store, Clock],
+    store_url: str,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """`reviewbot report --project` by path or by id: that project's reviews, findings,
+    feedback and latency only, this window and the previous one."""
+    store, clock = clocked
+    [mine] = _review(
+        store, clock, MONDAY + timedelta(hours=1), ttfts=(100.0,), findings=({"category": "bug"},)
+    )
+    _vote(store, mine, "bob", "thumbsup", "k1", MONDAY + timedelta(hours=2))
+    other = {"project": OTHER_PROJECT, "project_id": OTHER_PROJECT_ID}
+    _review(store, clock, MONDAY - timedelta(days=1), **other)  # the previous week
+    theirs, _ = _review(
+        store,
+        clock,
+        MONDAY + timedelta(hours=3),
+        ttfts=(900.0, 950.0),
+        findings=({"category": "security"}, {"fingerprint": "q", "category": "security"}),
+        **other,
+    )
+    _vote(store, theirs, "bob", "thumbsdown", "k2", MONDAY + timedelta(hours=4))
+
+    def report_of(*project: str) -> dict[str, Any]:
+        output = tmp_path / "-".join(project or ("all",)).replace("/", "_")
+        window = ("--since", "2026-03-09", "--until", "2026-03-16", *project)
+        result = _invoke(
+            *window, "--output", str(output), "--format", "json", database_url=store_url
+        )
+        assert result.exit_code == 0, result.output
+        return json.loads((output / "report.json").read_text())
+
+    def seen(report: dict[str, Any]) -> tuple[Any, ...]:
+        return (
+            report["totals"]["reviews"],
+            report["totals"]["findings"],
+            {row["category"] for row in report["by_category"]},
+            (report["feedback"]["thumbs_up"], report["feedback"]["thumbs_down"]),
+            report["latency"]["ttft_ms"]["count"],
+            {review["project"] for review in report["slowest_reviews"]},
+            report["previous"]["totals"]["reviews"],
+        )
+
+    app = report_of("--project", PROJECT)
+    assert app["window"]["project"] == PROJECT
+    assert seen(app) == (1, 1, {"bug"}, (1, 0), 1, {PROJECT}, 0)
+    lib = report_of("--project", str(OTHER_PROJECT_ID))  # by the project's GitLab id
+    assert seen(lib) == (1, 2, {"security"}, (0, 1), 2, {OTHER_PROJECT}, 1)
+    everything = report_of()
+    assert everything["window"]["project"] is None
+    assert seen(everything) == (2, 3, {"bug", "security"}, (1, 1), 3, {PROJECT, OTHER_PROJECT}, 1)
 
 
 @pytest.mark.parametrize(

@@ -87,6 +87,41 @@ def test_push_resolves_threads_whose_line_changed(world: World) -> None:
     assert len(diff_notes(world)) == 3  # nothing new posted
 
 
+def test_the_bots_next_review_records_a_changed_line_as_addressed_once(world: World) -> None:
+    """The bot resolves the thread of a line a push changed: that finding (and only it) is
+    outdated and `addressed`; neither a re-run nor a later `feedback sync` records it again."""
+    first = world.run()
+    store = Store.from_url(world.database_url)
+    eval_line = world.line_of(FEATURE_APP, "eval(")
+    [eval_row] = [f for f in store.findings(first.review_id) if f["line"] == eval_line]
+    fixed = FEATURE_APP.replace("return eval(text)", "return json.loads(text)")
+    world.gitlab.push(PROJECT, 1, commit_on_feature(world.repo, {"app.py": fixed}, "fix eval"))
+    assert world.run().resolved_threads == 1
+    key = MergeRequestKey(world.gitlab.url, 7, 1)
+    [addressed] = store.feedback(project=PROJECT, mr_iid=1)
+    assert (addressed["kind"], addressed["value"]) == ("addressed", "addressed")
+    assert (addressed["finding_id"], addressed["note_id"]) == (eval_row["id"], eval_row["note_id"])
+    assert addressed["event_key"] == f"addressed:{key}:{eval_row['fingerprint']}"
+    assert addressed["username"] is None  # the bot saw it, not a person
+    states = {f["id"]: f["state"] for f in store.findings(first.review_id)}
+    assert states.pop(eval_row["id"]) == "outdated"
+    assert set(states.values()) == {"posted"}  # the other two threads are untouched
+    world.run()
+    assert len(store.feedback(project=PROJECT, mr_iid=1)) == 1
+    synced = CliRunner().invoke(
+        main,
+        ["feedback", "sync", "--since", "1d"],
+        env={
+            "REVIEWBOT_GITLAB_URL": world.gitlab.url,
+            "REVIEWBOT_GITLAB_TOKEN": BOT_TOKEN,
+            "REVIEWBOT_DATABASE_URL": world.database_url,
+        },
+    )
+    assert synced.exit_code == 0, synced.output
+    assert "0 new outcomes recorded" in synced.stdout
+    assert [f["id"] for f in store.feedback(project=PROJECT, mr_iid=1)] == [addressed["id"]]
+
+
 def test_dry_run_posts_nothing(world: World) -> None:
     result = CliRunner().invoke(
         main,
@@ -236,7 +271,10 @@ def test_a_config_key_from_the_repository_cannot_mention_everyone(world: World) 
     commit_on_target(world, {".reviewbot.toml": '"@all" = 1\n'}, "mention everyone")
     world.run()
     [summary] = summary_notes(world)
-    assert "@all" not in summary["body"].replace("`@all`", "")  # only inside a code span
+    # the ignored key is still reported, its name only inside a code span
+    assert "ignored .reviewbot.toml" in summary["body"]
+    assert "`@all` cannot be set from the repository" in summary["body"]
+    assert "@all" not in summary["body"].replace("`@all`", "")
 
 
 def test_failure_midway_is_recorded_and_the_next_run_completes(world: World) -> None:

@@ -736,6 +736,19 @@ def test_other_reactions_are_ignored(listener: Listener, change: dict[str, Any])
     assert listener.store.feedback(project=PROJECT) == []
 
 
+@pytest.mark.parametrize("username", [BOT, BOT.capitalize()])
+def test_the_bots_own_thumbs_on_its_note_are_not_feedback(
+    listener: Listener, username: str
+) -> None:
+    _bot_finding(listener.store)
+    payload = load("emoji_note_thumbsup")
+    payload["user"]["username"] = username  # GitLab usernames ignore case
+    answer = listener.post("Emoji Hook", payload)
+    assert answer.status_code == 200
+    assert answer.json() == {"status": "ignored", "reason": "reaction by reviewbot itself"}
+    assert listener.store.feedback(project=PROJECT) == []
+
+
 # ---------------------------------------------------------------------------------------------
 # Health, metrics, schema
 
