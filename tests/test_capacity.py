@@ -15,7 +15,9 @@ import pytest
 
 from reviewbot.ops.capacity import (
     GIB,
+    MAX_RECOMMENDED_NUM_SEQS,
     CapacityError,
+    CapacityPlan,
     LaunchSettings,
     kv_bytes_per_token_per_gpu,
     max_sequences,
@@ -374,3 +376,71 @@ def test_a_near_miss_gets_a_smaller_chunk_before_more_memory() -> None:
         ),
     )
     assert chosen.recommended.gpu_memory_utilization == 0.9
+
+
+# --- sequences within a first-token target --------------------------------------------------
+
+# Estimated first token of the 32nd and 33rd queued 64K prompt on one H200 (55.3 s, 57.0 s).
+H200_TARGET_BETWEEN_32_AND_33_S = 56.0
+H200_FP8_PROFILE_MAX_NUM_SEQS = 32
+
+
+def h200_fp8_plan(qwen35_35b, **settings: object) -> CapacityPlan:
+    launch = replace(LaunchSettings(quantization="fp8", max_model_len=MAX_MODEL_LEN), **settings)
+    return plan_capacity(qwen35_35b, find_gpu("H200"), launch)
+
+
+def test_without_a_target_memory_sets_the_sequences(qwen35_35b) -> None:
+    plan = h200_fp8_plan(qwen35_35b)
+    assert plan.max_sequences_at_max_model_len > MAX_RECOMMENDED_NUM_SEQS
+    assert plan.recommended.max_num_seqs == MAX_RECOMMENDED_NUM_SEQS
+    assert "capped at 64" in plan.recommended.max_num_seqs_reason
+
+
+def test_a_first_token_target_limits_the_sequences_to_those_that_start_in_time(
+    qwen35_35b,
+) -> None:
+    plan = h200_fp8_plan(qwen35_35b, ttft_target_s=H200_TARGET_BETWEEN_32_AND_33_S)
+    assert plan.recommended.max_num_seqs == H200_FP8_PROFILE_MAX_NUM_SEQS  # the shipped profile
+    queue = plan.ttft_estimate_s["by_queue_position_s"]  # type: ignore[index]
+    assert len(queue) == H200_FP8_PROFILE_MAX_NUM_SEQS
+    assert queue[-1] <= H200_TARGET_BETWEEN_32_AND_33_S
+    assert "32 queued 65,536-token prompts start within 56 s" in (
+        plan.recommended.max_num_seqs_reason
+    )
+    shorter = h200_fp8_plan(
+        qwen35_35b, ttft_target_s=H200_TARGET_BETWEEN_32_AND_33_S, prompt_tokens=16384
+    )
+    assert shorter.recommended.max_num_seqs == MAX_RECOMMENDED_NUM_SEQS  # short prompts: memory
+    assert shorter.ttft_estimate_s["prompt_tokens"] == 16384  # type: ignore[index]
+
+
+def test_a_target_even_one_prompt_misses_recommends_one_sequence(qwen35_35b) -> None:
+    plan = h200_fp8_plan(qwen35_35b, ttft_target_s=0.5)
+    assert plan.recommended.max_num_seqs == 1
+    assert plan.recommended.max_num_seqs_reason.startswith("even one 65,536-token prompt")
+
+
+def test_a_gpu_without_an_estimate_keeps_the_memory_figure(qwen35_35b) -> None:
+    launch = LaunchSettings(
+        gpus=4, quantization="gptq-int4", max_model_len=MAX_MODEL_LEN, ttft_target_s=1.0
+    )
+    plan = plan_capacity(qwen35_35b, find_gpu("T10"), launch)
+    assert plan.ttft_estimate_s is None and plan.recommended.max_num_seqs == 10
+    assert "no first-token estimate" in plan.recommended.max_num_seqs_reason
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        (LaunchSettings(ttft_target_s=0), "--ttft-target-s"),
+        (LaunchSettings(ttft_target_s=float("nan")), "--ttft-target-s"),
+        (LaunchSettings(prompt_tokens=MAX_MODEL_LEN + 1), "--prompt-tokens"),
+        (LaunchSettings(prompt_tokens=0), "--prompt-tokens"),
+    ],
+)
+def test_bad_first_token_settings_are_refused(
+    qwen35_35b, settings: LaunchSettings, message: str
+) -> None:
+    with pytest.raises(CapacityError, match=message):
+        plan_capacity(qwen35_35b, find_gpu("H200"), settings)

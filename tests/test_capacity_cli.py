@@ -40,6 +40,17 @@ def test_json_has_the_documented_keys() -> None:
     assert plan["quantization"] == "gptq-int4" and plan["tensor_parallel_size"] == 4
 
 
+def test_a_first_token_target_sets_the_sequences_of_the_start_command() -> None:
+    h200 = ("capacity", "--model", "Qwen/Qwen3.5-35B-A3B-FP8", "--gpu", "H200")
+    code, out, _ = run(*h200, "--ttft-target-s", "56", "--json")
+    assert code == 0
+    recommended = json.loads(out)["recommended"]
+    assert recommended["max_num_seqs"] == 32
+    assert "start within 56 s" in recommended["max_num_seqs_reason"]
+    code, out, _ = run(*h200, "--ttft-target-s", "56")
+    assert code == 0 and "--max-num-seqs 32" in out[out.index("start with:") :]
+
+
 def test_table_shows_the_plan_and_the_start_command() -> None:
     code, out, _ = run(*T10X4, "--max-num-seqs", "8")
     assert code == 0
@@ -93,6 +104,14 @@ def test_model_config_takes_any_hugging_face_config(tmp_path: Path) -> None:
         (
             ["--model", "Qwen/Qwen3.5-9B", "--gpu", "L4", "--quantization", "int3"],
             "unknown quantization 'int3'",
+        ),
+        (
+            ["--model", "Qwen/Qwen3.5-9B", "--gpu", "L4", "--ttft-target-s", "-1"],
+            "--ttft-target-s must be a positive number of seconds",
+        ),
+        (
+            ["--model", "Qwen/Qwen3.5-9B", "--gpu", "L4", "--prompt-tokens", "70000"],
+            "--prompt-tokens must be between 1 and --max-model-len",
         ),
     ],
 )

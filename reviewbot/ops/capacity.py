@@ -124,6 +124,10 @@ class LaunchSettings:
     max_num_batched_tokens: int | None = None
     max_num_seqs: int | None = None
     prefix_caching: bool = True
+    # The first-token wait the deepest queue position may have (None: sequences are limited by
+    # memory only), for prompts of ``prompt_tokens`` (None: max_model_len, the worst case).
+    ttft_target_s: float | None = None
+    prompt_tokens: int | None = None
 
 
 @dataclass(frozen=True)
@@ -175,6 +179,7 @@ class Recommended:
     dtype: str
     max_num_batched_tokens: int
     kv_cache_dtype: str
+    max_num_seqs_reason: str = ""
 
 
 @dataclass
@@ -422,6 +427,11 @@ def ttft_estimate(
 def _check_settings(settings: LaunchSettings, tp: int) -> None:
     if settings.gpus < 1:
         raise CapacityError("--gpus must be at least 1")
+    if settings.ttft_target_s is not None and not settings.ttft_target_s > 0:
+        raise CapacityError("--ttft-target-s must be a positive number of seconds")
+    prompt = settings.prompt_tokens
+    if prompt is not None and not 0 < prompt <= settings.max_model_len:
+        raise CapacityError("--prompt-tokens must be between 1 and --max-model-len")
     if tp < 1:
         raise CapacityError("--tensor-parallel-size must be at least 1")
     if tp > settings.gpus:
@@ -593,7 +603,14 @@ def plan_capacity(shape: ModelShape, gpu: Gpu, settings: LaunchSettings) -> Capa
     warnings += _format_warnings(gpu, quantization, settings.kv_cache_dtype)
     if not fits:
         warnings.insert(0, sizing.does_not_fit(asked))
-    recommended_seqs = max(1, min(MAX_RECOMMENDED_NUM_SEQS, math.floor(advised.sequences)))
+    by_memory = max(1, min(MAX_RECOMMENDED_NUM_SEQS, math.floor(advised.sequences)))
+    prompt_tokens = settings.prompt_tokens or settings.max_model_len
+    estimate = ttft_estimate(shape, gpu, tp, prompt_tokens, by_memory)
+    recommended_seqs, reason = _sequences_to_recommend(
+        by_memory, advised.sequences, estimate, settings.ttft_target_s
+    )
+    if estimate is not None and recommended_seqs < by_memory:
+        estimate = ttft_estimate(shape, gpu, tp, prompt_tokens, recommended_seqs)
     return CapacityPlan(
         model=shape.name,
         gpu=gpu.name,
@@ -625,8 +642,43 @@ def plan_capacity(shape: ModelShape, gpu: Gpu, settings: LaunchSettings) -> Capa
             dtype=dtype,
             max_num_batched_tokens=advised.batched_tokens,
             kv_cache_dtype=settings.kv_cache_dtype,
+            max_num_seqs_reason=reason,
         ),
-        ttft_estimate_s=ttft_estimate(shape, gpu, tp, settings.max_model_len, recommended_seqs),
+        ttft_estimate_s=estimate,
         fits=fits,
         warnings=warnings,
+    )
+
+
+def _sequences_to_recommend(
+    by_memory: int,
+    fitting: float,
+    estimate: dict[str, Any] | None,
+    ttft_target_s: float | None,
+) -> tuple[int, str]:
+    """``--max-num-seqs`` and why: what memory holds, or fewer when queued prompts would wait
+    longer than ``ttft_target_s`` for their first token (vLLM prefills them one after another,
+    so every sequence admitted beyond that adds a whole prefill to the last one's wait)."""
+    if by_memory == MAX_RECOMMENDED_NUM_SEQS and fitting > MAX_RECOMMENDED_NUM_SEQS:
+        memory_reason = f"memory holds {fitting:.1f} sequences; capped at {by_memory}"
+    else:
+        memory_reason = f"memory holds {fitting:.2f} sequences of the full context"
+    if ttft_target_s is None:
+        return by_memory, memory_reason
+    if estimate is None:
+        return by_memory, f"{memory_reason}; no first-token estimate for this GPU"
+    queue = estimate["by_queue_position_s"]
+    within = sum(1 for wait in queue if wait <= ttft_target_s)
+    if within >= by_memory:
+        return by_memory, f"{memory_reason}; all of them start within {ttft_target_s:g} s"
+    chosen = max(1, within)
+    prompt = estimate["prompt_tokens"]
+    if within == 0:
+        return chosen, (
+            f"even one {prompt:,}-token prompt waits {queue[0]:.1f} s for its first token, "
+            f"over the {ttft_target_s:g} s target: 1 sequence"
+        )
+    return chosen, (
+        f"{within} queued {prompt:,}-token prompts start within {ttft_target_s:g} s "
+        f"(#{within + 1} would wait {queue[within]:.1f} s); memory would hold {by_memory}"
     )

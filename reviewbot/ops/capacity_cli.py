@@ -118,6 +118,7 @@ def print_plan(plan: CapacityPlan, model: str, multimodal: bool, console: Consol
             f"{recommended.gpu_memory_utilization} --dtype {recommended.dtype} "
             f"--max-num-batched-tokens {recommended.max_num_batched_tokens}",
         ),
+        ("why that many sequences", recommended.max_num_seqs_reason),
     ]
     if plan.ttft_estimate_s:
         estimate = plan.ttft_estimate_s
@@ -127,7 +128,7 @@ def print_plan(plan: CapacityPlan, model: str, multimodal: bool, console: Consol
         )
         rows.append(
             (
-                "first token, full-length prompt (estimate)",
+                f"first token, {estimate['prompt_tokens']:,}-token prompt (estimate)",
                 f"alone {estimate['alone_s']:.1f} s; queued {shown}",
             )
         )
@@ -205,6 +206,19 @@ def print_plan(plan: CapacityPlan, model: str, multimodal: bool, console: Consol
     metavar="N",
     help="If already chosen; sizes the sampler's reserve (default vLLM's 256).",
 )
+@click.option(
+    "--ttft-target-s",
+    type=float,
+    metavar="S",
+    help="Recommend no more sequences than start within S seconds when they arrive together "
+    "(default: as many as memory holds).",
+)
+@click.option(
+    "--prompt-tokens",
+    type=int,
+    metavar="N",
+    help="Prompt length for the first-token estimate (default: --max-model-len).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable plan.")
 def capacity_command(
     model_name: str | None,
@@ -218,6 +232,8 @@ def capacity_command(
     gpu_memory_utilization: float | None,
     max_num_batched_tokens: int | None,
     max_num_seqs: int | None,
+    ttft_target_s: float | None,
+    prompt_tokens: int | None,
     as_json: bool,
 ) -> None:
     """Plan GPU memory for serving a model with vLLM: weights, KV cache, sequences that fit."""
@@ -243,6 +259,8 @@ def capacity_command(
                 gpu_memory_utilization=gpu_memory_utilization,
                 max_num_batched_tokens=max_num_batched_tokens,
                 max_num_seqs=max_num_seqs,
+                ttft_target_s=ttft_target_s,
+                prompt_tokens=prompt_tokens,
             ),
         )
     except (CapacityError, ModelConfigError, UnknownGpuError) as error:
