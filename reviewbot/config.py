@@ -22,6 +22,7 @@ import platformdirs
 
 from reviewbot.chunking import DEFAULT_SCOPE_CONTEXT_TOKENS
 from reviewbot.findings import Category, Severity
+from reviewbot.llm.backend import DEFAULT_PREFILL_TOKENS_PER_REVIEW
 from reviewbot.redaction import hide_url_password
 
 __all__ = ["REPO_KEYS", "ConfigError", "Settings", "apply_repo_overrides", "load_settings"]
@@ -68,6 +69,10 @@ class Settings:
     # Requests in flight to the model across all workers sharing the database (None:
     # `concurrency`); see reviewbot.slots.
     llm_total_concurrency: int | None = None
+    # Prompt tokens of one review waiting for their first token at once (0: no limit), so a
+    # review of large chunks does not hold other merge requests' first tokens back; see
+    # reviewbot.llm.prefill.
+    llm_prefill_tokens_per_review: int = DEFAULT_PREFILL_TOKENS_PER_REVIEW
     request_timeout_s: float = 300.0
     enable_thinking: bool | None = None
     context_lines: int = 3
@@ -101,7 +106,7 @@ class Settings:
         for name in ("max_output_tokens", "concurrency", "max_inline", "gitlab_notes_per_minute"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
-        for name in ("context_lines", "scope_context_tokens"):
+        for name in ("context_lines", "scope_context_tokens", "llm_prefill_tokens_per_review"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be 0 or more, got {getattr(self, name)}")
         for name in ("llm_total_concurrency", "max_model_len", "webhook_max_body_bytes"):

@@ -252,7 +252,8 @@ def review_files(
             files_by_chunk[chunk.index] = chunk.files
             depth_of[chunk.index] = depth
             messages = render_messages(context, chunk, part=chunk.index + 1, parts=len(chunks))
-            requests.append(ChunkRequest(chunk.index, messages, tools))
+            prompt_tokens = budget.overhead + chunk.tokens
+            requests.append(ChunkRequest(chunk.index, messages, tools, prompt_tokens))
         by_index = {chunk.index: chunk for chunk, _ in pending}
         pending = []
         answers = llm.review_chunks(requests, on_done=on_chunk_done, concurrency=concurrency)

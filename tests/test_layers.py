@@ -51,6 +51,7 @@ ADAPTERS = {
     "reviewbot.metrics",
     "reviewbot.llm",
     "reviewbot.llm.runner",
+    "reviewbot.llm.prefill",
     "reviewbot.llm.factory",
     "reviewbot.llm.openai_compatible",
     "reviewbot.llm.vllm",

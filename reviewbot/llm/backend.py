@@ -21,6 +21,7 @@ from datetime import datetime
 from typing import Protocol
 
 __all__ = [
+    "DEFAULT_PREFILL_TOKENS_PER_REVIEW",
     "MODE_CONTENT",
     "MODE_JSON_SCHEMA",
     "MODE_TOOL_CALLS",
@@ -54,6 +55,10 @@ MODE_CONTENT = "content"
 
 REDACTED = "***"
 MAX_ERROR_CHARS = 500
+# Prompt tokens of one review allowed to wait for their first token at once: one 64K context,
+# so another merge request's request queues behind at most one full-size chunk of this review
+# (reviewbot.llm.prefill). 0 turns the limit off.
+DEFAULT_PREFILL_TOKENS_PER_REVIEW = 65536
 
 
 # ---------------------------------------------------------------------------------------------
@@ -82,6 +87,9 @@ class LLMSettings:
     # cost 0.5 s of wall time on a 20-chunk review, as concurrent prefills do not slow each
     # other there. Turn it on where prefill is the bottleneck (long shared prefixes, slow GPUs).
     warm_prefix: bool = False
+    # Prompt tokens of one review waiting for their first token at once (0: no limit); a
+    # request larger than this goes alone. See reviewbot.llm.prefill.
+    prefill_tokens_per_review: int = DEFAULT_PREFILL_TOKENS_PER_REVIEW
 
 
 @dataclass(frozen=True)
@@ -100,6 +108,9 @@ class ChunkRequest:
     chunk_index: int
     messages: list[dict]
     tools: list[dict]
+    # The prompt's size as the pipeline estimated it (None: unknown, not limited by the
+    # runner's prefill share).
+    prompt_tokens: int | None = None
 
 
 @dataclass(frozen=True)

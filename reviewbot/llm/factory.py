@@ -48,6 +48,7 @@ def llm_settings_from(settings: Settings) -> LLMSettings:
         request_timeout_s=settings.request_timeout_s,
         enable_thinking=settings.enable_thinking,
         max_output_tokens=settings.max_output_tokens,
+        prefill_tokens_per_review=settings.llm_prefill_tokens_per_review,
     )
 
 

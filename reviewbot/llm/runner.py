@@ -8,6 +8,9 @@ and "send this one request":
   most ``settings.concurrency`` through the whole runner, however many threads call it (a worker
   holds one runner for all its jobs);
 - shared model slots (``reviewbot.slots``): each HTTP request holds one;
+- the prefill share (``reviewbot.llm.prefill``): the prompt tokens of one ``review_chunks`` call
+  waiting for their first token stay within ``settings.prefill_tokens_per_review``, so a review
+  of large chunks never puts another merge request's first token behind all of them;
 - retries with backoff, jitter and the server's ``Retry-After``;
 - the output mode: the backend's first mode until the server refuses it, then the next one,
   learnt once per runner and reused for every later chunk;
@@ -57,6 +60,7 @@ from reviewbot.llm.backend import (
     ToolsUnsupportedError,
     one_line,
 )
+from reviewbot.llm.prefill import PrefillGate, PrefillTicket
 
 if TYPE_CHECKING:
     from reviewbot.slots import ModelSlots
@@ -88,7 +92,7 @@ class _Attempt:
     retries: int
     started_at: datetime
     latency_s: float
-    slot_wait_s: float  # waited for the runner's and the shared model slots, all tries
+    slot_wait_s: float  # waited for the prefill share and the model slots, all tries
 
 
 class ChunkRunner:
@@ -105,6 +109,11 @@ class ChunkRunner:
         HTTP request to the model holds one, on top of ``settings.concurrency``."""
         if settings.concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, got {settings.concurrency}")
+        if settings.prefill_tokens_per_review < 0:
+            raise ValueError(
+                "prefill_tokens_per_review must be 0 (no limit) or more, "
+                f"got {settings.prefill_tokens_per_review}"
+            )
         self.backend = backend
         self.settings = settings
         self._slots = slots
@@ -160,11 +169,12 @@ class ChunkRunner:
         # Only a stream tells when the first token (so the prefilled prefix) is there.
         warm = self.settings.warm_prefix and self.settings.stream and len(requests) >= 2
         first_token = threading.Event()
+        gate = PrefillGate(self.settings.prefill_tokens_per_review)
 
         def run(request: ChunkRequest, signal: threading.Event | None) -> ChunkResult:
             queued_s = time.monotonic() - started
             try:
-                result = self._review_one(request, queued_s, signal)
+                result = self._review_one(request, queued_s, gate, signal)
             finally:
                 if signal is not None:
                     signal.set()  # never hold the others back, whatever happened
@@ -187,7 +197,11 @@ class ChunkRunner:
     # ----- one chunk
 
     def _review_one(
-        self, request: ChunkRequest, queued_s: float, first_token: threading.Event | None
+        self,
+        request: ChunkRequest,
+        queued_s: float,
+        gate: PrefillGate,
+        first_token: threading.Event | None,
     ) -> ChunkResult:
         records: list[CallRecord] = []
         stream = self.settings.stream
@@ -200,7 +214,7 @@ class ChunkRunner:
 
         while True:
             mode = self._mode
-            attempt = self._attempt(request, mode, stream, first_token)
+            attempt = self._attempt(request, mode, stream, gate, first_token)
             failure = attempt.failure
             if isinstance(failure, ContextOverflowError):
                 record(attempt, OUTCOME_CONTEXT_OVERFLOW, error=str(failure))
@@ -276,6 +290,7 @@ class ChunkRunner:
         request: ChunkRequest,
         mode: str,
         stream: bool,
+        gate: PrefillGate,
         first_token: threading.Event | None,
     ) -> _Attempt:
         """Send the request until it is answered, refused, or out of retries."""
@@ -291,12 +306,17 @@ class ChunkRunner:
             max_tokens=self.settings.max_output_tokens,
             temperature=self.settings.temperature,
         )
-        on_first_token = first_token.set if first_token is not None else None
         while True:
             try:
-                with self._hold_slots() as waited:
-                    slot_wait_s += waited
-                    answer = self._execute_in_flight(model_request, on_first_token)
+                ticket = gate.enter(request.prompt_tokens or 0)
+                slot_wait_s += ticket.waited_s
+                try:
+                    with self._hold_slots() as waited:
+                        slot_wait_s += waited
+                        on_first_token = _first_token_callback(ticket, first_token)
+                        answer = self._execute_in_flight(model_request, on_first_token)
+                finally:
+                    ticket.release()  # not streamed, or failed: the prefill is over anyway
                 latency_s = time.monotonic() - started
                 return _Attempt(answer, None, retries, started_at, latency_s, slot_wait_s)
             except ModelNotFoundError:
@@ -377,3 +397,16 @@ class ChunkRunner:
             error=one_line(error, self.settings.api_key) if error else None,
             started_at=attempt.started_at,
         )
+
+
+def _first_token_callback(
+    ticket: PrefillTicket, first_token: threading.Event | None
+) -> Callable[[], None]:
+    """What to do at a request's first token: leave the prefill gate, wake the warm-up wait."""
+
+    def on_first_token() -> None:
+        ticket.release()
+        if first_token is not None:
+            first_token.set()
+
+    return on_first_token

@@ -89,7 +89,11 @@ Latency model and prefix cache
 ------------------------------
 At most ``max_num_seqs`` requests generate at once, the others queue first come first
 served. TTFT = queue wait + ``ttft_base_s`` + uncached prompt tokens /
-``prefill_tokens_per_s``; then ``decode_s_per_token`` per output token (``completion_tokens``,
+``prefill_tokens_per_s``; with ``prefill_in_turn`` the prefills themselves run one at a time,
+first come first served, as vLLM's chunked prefill does with concurrent long prompts (measured
+on one H200: the 8th of 8 simultaneous 61K-token prompts waited 12.6 s, one alone 1.8 s), so a
+request's TTFT also holds the prefills of every request that arrived before it; then
+``decode_s_per_token`` per output token (``completion_tokens``,
 the raw output with its XML tool calls and end of turn; a stream's pieces are paced so that
 the whole answer takes that long, as a non-streamed one does). A stream opens with vLLM's
 role-only event (``{"role": "assistant", "content": ""}``) at TTFT; ``first_output_delay_s``
@@ -237,6 +241,18 @@ class LatencyModel:
     max_num_seqs: int = DEFAULT_MAX_NUM_SEQS
     # Streams: seconds between the role-only first event and the first delta with output.
     first_output_delay_s: float = 0.0
+    # One prefill at a time, first come first served (vLLM with concurrent long prompts).
+    prefill_in_turn: bool = False
+
+
+@dataclass(frozen=True)
+class PrefillRecord:
+    """One request's prefill: its prompt, when it arrived, when its prefill started and ended."""
+
+    prompt_tokens: int
+    arrival: float
+    started: float
+    ended: float
 
 
 @dataclass(frozen=True)
@@ -248,6 +264,8 @@ class FakeStats:
     prompt_tokens: int = 0
     cached_tokens: int = 0
     completion_tokens: int = 0
+    # Most requests at once between arriving and the end of their prefill (first token).
+    peak_awaiting_first_token: int = 0
 
     @property
     def cache_hit_ratio(self) -> float:
@@ -1142,6 +1160,9 @@ class FakeVLLM:
         self._stop = threading.Event()
         self._cache = PrefixCache()
         self._scheduler = SlotScheduler(self.latency.max_num_seqs, self._stop)
+        self._prefill_engine = SlotScheduler(1, self._stop)
+        self._awaiting_first_token = 0
+        self._prefills: list[PrefillRecord] = []
         self._connections: set[socket.socket] = set()
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -1218,6 +1239,12 @@ class FakeVLLM:
     def stats(self) -> FakeStats:
         with self._lock:
             return replace(self._stats, peak_in_flight=self._scheduler.peak_running)
+
+    @property
+    def prefills(self) -> list[PrefillRecord]:
+        """Every finished prefill, in the order the prefills started."""
+        with self._lock:
+            return sorted(self._prefills, key=lambda record: record.started)
 
     def clear_faults(self) -> None:
         """Drop the faults not used yet (the server works normally again)."""
@@ -1465,13 +1492,16 @@ class FakeVLLM:
         fault: str | None,
         arrival: float,
     ) -> None:
+        with self._lock:
+            self._awaiting_first_token += 1
+            self._stats = replace(
+                self._stats,
+                peak_awaiting_first_token=max(
+                    self._stats.peak_awaiting_first_token, self._awaiting_first_token
+                ),
+            )
         with self._scheduler.slot():
-            cached = self._cache.cached_prefix(prompt_ids) if self.prefix_caching else 0
-            uncached = len(prompt_ids) - cached
-            rate = self.latency.prefill_tokens_per_s
-            self._pause(self.latency.ttft_base_s + (uncached / rate if rate else 0.0))
-            if self.prefix_caching:
-                self._cache.insert(prompt_ids)
+            cached = self._prefill(prompt_ids, arrival)
             ttft = time.monotonic() - arrival
             usage = self._usage(len(prompt_ids), cached, answer.completion_tokens)
             completion_id = f"chatcmpl-{uuid.uuid4().hex}"
@@ -1487,6 +1517,27 @@ class FakeVLLM:
                 finished = True
         if finished:
             self._record_completion(len(prompt_ids), cached, answer, ttft, arrival)
+
+    def _prefill(self, prompt_ids: list[int], arrival: float) -> int:
+        """Compute the prompt's uncached tokens (one prefill at a time with
+        ``prefill_in_turn``); the cached prefix's length."""
+        turn = self._prefill_engine.slot() if self.latency.prefill_in_turn else None
+        try:
+            with turn or contextlib.nullcontext():
+                started = time.monotonic()
+                cached = self._cache.cached_prefix(prompt_ids) if self.prefix_caching else 0
+                uncached = len(prompt_ids) - cached
+                rate = self.latency.prefill_tokens_per_s
+                self._pause(self.latency.ttft_base_s + (uncached / rate if rate else 0.0))
+                if self.prefix_caching:
+                    self._cache.insert(prompt_ids)
+            record = PrefillRecord(len(prompt_ids), arrival, started, time.monotonic())
+            with self._lock:
+                self._prefills.append(record)
+        finally:
+            with self._lock:
+                self._awaiting_first_token -= 1
+        return cached
 
     def _usage(self, prompt_tokens: int, cached: int, completion_tokens: int) -> dict[str, Any]:
         # UsageInfo; vLLM fills prompt_tokens_details only with --enable-prompt-tokens-details.
