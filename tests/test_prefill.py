@@ -22,11 +22,9 @@ from reviewbot.llm.backend import DEFAULT_PREFILL_TOKENS_PER_REVIEW
 from reviewbot.llm.factory import llm_settings_from
 from reviewbot.llm.prefill import PrefillGate
 from reviewbot.llm.runner import ChunkRunner
-from reviewbot.prompts import ReviewContext, file_summaries, tool_schemas
-from reviewbot.review import ReviewOptions, review_files
-from reviewbot.tokens import local_counter
+from reviewbot.prompts import tool_schemas
 from tests.fakes.vllm_server import FakeVLLM, LatencyModel
-from tests.test_review import SMALL_MODEL_LEN, scoped_merge_request
+from tests.test_review import SMALL_MODEL_LEN, review_scoped_merge_request
 
 SYSTEM_PROMPT = "You review code. Report each real problem with the report_finding tool."
 WAIT_S = 10.0  # upper bound of any wait below; the tests never come near it when they pass
@@ -173,21 +171,12 @@ def test_a_request_of_unknown_size_is_not_held_back() -> None:
 def test_the_review_pipeline_gives_each_chunk_its_prompt_size() -> None:
     """``review_files`` sizes every request (overhead + the chunk's tokens) close to what the
     server counted, and with a limit of one token the server prefills one chunk at a time."""
-    files, contents = scoped_merge_request()
-    context = ReviewContext(title="Harden", description="", files=file_summaries(files))
     latency = LatencyModel(prefill_tokens_per_s=40_000, prefill_in_turn=True)
     with (
         FakeVLLM(max_model_len=SMALL_MODEL_LEN, latency=latency) as server,
         runner_for(LLMSettings(base_url=server.base_url, prefill_tokens_per_review=1)) as llm,
     ):
-        result = review_files(
-            files,
-            context=context,
-            llm=llm,
-            counter=local_counter(),
-            options=ReviewOptions(),
-            contents=contents,
-        )
+        _, result = review_scoped_merge_request(llm)
     chunks = {chunk.index: chunk for chunk in result.plan.chunks}
     assert len(chunks) >= 2 and not result.chunk_errors
     assert server.stats.peak_awaiting_first_token == 1

@@ -14,9 +14,9 @@ from click.testing import CliRunner
 from reviewbot.chunking import ContextKind
 from reviewbot.cli import main
 from reviewbot.diff import parse_git_diff
-from reviewbot.llm import LLMSettings, runner_for
+from reviewbot.llm import LLMClient, LLMSettings, runner_for
 from reviewbot.prompts import ReviewContext, file_summaries
-from reviewbot.review import ReviewOptions, review_files
+from reviewbot.review import ReviewOptions, ReviewResult, review_files
 from reviewbot.tokens import local_counter
 from tests.fakes.vllm_server import FakeVLLM
 from tests.mr_world import git, init_repo
@@ -245,6 +245,23 @@ def scoped_merge_request() -> tuple[list, dict[str, str]]:
     return parse_git_diff(text), contents
 
 
+def review_scoped_merge_request(llm: LLMClient) -> tuple[list, ReviewResult]:
+    """Review :func:`scoped_merge_request` with ``llm``: its files and the result."""
+    files, contents = scoped_merge_request()
+    context = ReviewContext(
+        title="Harden the modules", description="Parses input.", files=file_summaries(files)
+    )
+    result = review_files(
+        files,
+        context=context,
+        llm=llm,
+        counter=local_counter(),
+        options=ReviewOptions(),
+        contents=contents,
+    )
+    return files, result
+
+
 def common_prefix(texts: list[str]) -> str:
     """The longest text every one of ``texts`` starts with, character by character."""
     first, last = min(texts), max(texts)  # the prefix of these two is everyone's
@@ -258,22 +275,11 @@ def test_every_chunk_shares_the_prompt_prefix_with_scope_context_on() -> None:
     """vLLM's prefix cache (prompts.py): the tools, the system prompt and the MR context are
     byte-identical in every chunk's request and come first; the chunk's diff, with the
     enclosing scopes it shows, comes after them."""
-    files, contents = scoped_merge_request()
-    context = ReviewContext(
-        title="Harden the modules", description="Parses input.", files=file_summaries(files)
-    )
     with (
         FakeVLLM(max_model_len=SMALL_MODEL_LEN) as server,
         runner_for(LLMSettings(base_url=server.base_url)) as llm,
     ):
-        result = review_files(
-            files,
-            context=context,
-            llm=llm,
-            counter=local_counter(),
-            options=ReviewOptions(),
-            contents=contents,
-        )
+        files, result = review_scoped_merge_request(llm)
         requests = list(server.requests)
     chunks = result.plan.chunks
     assert len(chunks) >= 2 and not result.chunk_errors
