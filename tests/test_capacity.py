@@ -378,6 +378,18 @@ def test_a_near_miss_gets_a_smaller_chunk_before_more_memory() -> None:
     assert chosen.recommended.gpu_memory_utilization == 0.9
 
 
+def test_a_smaller_prefill_step_says_what_it_costs_the_first_token() -> None:
+    nine_b, l4 = shipped_model("Qwen/Qwen3.5-9B"), find_gpu("L4")
+    lowered = plan_capacity(nine_b, l4, LaunchSettings(quantization="bf16", max_model_len=32768))
+    assert lowered.recommended.max_num_batched_tokens == 4096
+    (warning,) = [w for w in lowered.warnings if "--max-num-batched-tokens" in w]
+    assert warning.startswith("--max-num-batched-tokens lowered from 8192 to 4096")
+    assert "first tokens come later" in warning and "reviewbot loadtest" in warning
+    chosen = LaunchSettings(quantization="bf16", max_model_len=32768, max_num_batched_tokens=4096)
+    kept = plan_capacity(nine_b, l4, chosen)  # the user's own choice, and it fits: no warning
+    assert not [w for w in kept.warnings if "--max-num-batched-tokens" in w]
+
+
 # --- sequences within a first-token target --------------------------------------------------
 
 # Estimated first token of the 32nd and 33rd queued 64K prompt on one H200 (55.3 s, 57.0 s).

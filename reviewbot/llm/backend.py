@@ -125,6 +125,8 @@ class CallRecord:
     cached_tokens: int | None
     ttft_ms: float | None
     latency_ms: float
+    # Before the first try was sent and between tries: the wait for a worker thread, for the
+    # review's prefill share (reviewbot.llm.prefill) and for the model slots.
     slot_wait_ms: float
     retries: int
     invalid_tool_calls: int

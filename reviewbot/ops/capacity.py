@@ -485,6 +485,17 @@ def _layout_warnings(shape: ModelShape, settings: LaunchSettings, tp: int) -> li
     return warnings
 
 
+def _smaller_prefill_steps(asked: int, advised: int) -> str:
+    """What lowering ``--max-num-batched-tokens`` to make one sequence fit costs."""
+    return (
+        f"--max-num-batched-tokens lowered from {asked} to {advised} so that one sequence fits: "
+        f"vLLM prefills at most {advised} tokens per step (less the running sequences' decode "
+        "tokens, scheduled first), so first tokens come later than with "
+        f"{DEFAULT_MAX_NUM_BATCHED_TOKENS}, the step the first-token estimate was fitted at; "
+        "measure with reviewbot loadtest"
+    )
+
+
 def _format_warnings(gpu: Gpu, quantization: str, kv_cache_dtype: str) -> list[str]:
     warnings = []
     needed = MIN_CAPABILITY.get(quantization)
@@ -603,6 +614,8 @@ def plan_capacity(shape: ModelShape, gpu: Gpu, settings: LaunchSettings) -> Capa
     warnings += _format_warnings(gpu, quantization, settings.kv_cache_dtype)
     if not fits:
         warnings.insert(0, sizing.does_not_fit(asked))
+    if advised.batched_tokens < asked.batched_tokens:
+        warnings.append(_smaller_prefill_steps(asked.batched_tokens, advised.batched_tokens))
     by_memory = max(1, min(MAX_RECOMMENDED_NUM_SEQS, math.floor(advised.sequences)))
     prompt_tokens = settings.prompt_tokens or settings.max_model_len
     estimate = ttft_estimate(shape, gpu, tp, prompt_tokens, by_memory)
