@@ -21,6 +21,7 @@ JSON_KEYS = {
     "warnings",
 }
 RECOMMENDED_KEYS = {"max_num_seqs", "gpu_memory_utilization", "dtype"}
+NINE_B_ON_4_T10 = ["--model", "Qwen/Qwen3.5-9B", "--gpu", "T10", "--gpus", "4"]
 T10X4 = ["capacity", "--model", "Qwen/Qwen3.5-35B-A3B-GPTQ-Int4", "--gpu", "T10", "--gpus", "4"]
 
 
@@ -113,6 +114,22 @@ def test_model_config_takes_any_hugging_face_config(tmp_path: Path) -> None:
             ["--model", "Qwen/Qwen3.5-9B", "--gpu", "L4", "--prompt-tokens", "70000"],
             "--prompt-tokens must be between 1 and --max-model-len",
         ),
+        (
+            ["--model", "Qwen/Qwen3.5-9B", "--gpu", "L4", "--max-num-batched-tokens", "-5"],
+            "--max-num-batched-tokens must be at least 1, got -5",
+        ),
+        (
+            ["--model", "Qwen/Qwen3.5-9B", "--gpu", "L4", "--max-num-batched-tokens", "0"],
+            "--max-num-batched-tokens must be at least 1, got 0",
+        ),
+        (
+            ["--model", "Qwen/Qwen3.5-9B", "--gpu", "L4", "--max-num-seqs", "0"],
+            "--max-num-seqs must be at least 1, got 0",
+        ),
+        (
+            [*NINE_B_ON_4_T10, "--tensor-parallel-size", "0"],
+            "--tensor-parallel-size must be at least 1",
+        ),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args: list[str], message: str) -> None:
@@ -132,3 +149,75 @@ def test_unusable_config_files_are_one_line(tmp_path: Path, content: str, messag
     config.write_text(content)
     code, _, err = run("capacity", "--model-config", str(config), "--gpu", "L4")
     assert code == 2 and err.count("\n") == 1 and message in err
+
+
+NINE_B_CONFIG = json.loads(
+    (Path(__file__).resolve().parent.parent / "reviewbot/ops/models/qwen3.5-9b.json").read_text()
+)["config"]
+
+
+def plan_for_quantization(tmp_path: Path, quantization_config: dict, *flags: str) -> tuple:
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({**NINE_B_CONFIG, "quantization_config": quantization_config}))
+    return run("capacity", "--model-config", str(config), "--gpu", "A10", "--json", *flags)
+
+
+def weights_as(quantization: str) -> float:
+    code, out, _ = run(
+        "capacity",
+        "--model",
+        "Qwen/Qwen3.5-9B",
+        "--gpu",
+        "A10",
+        "--json",
+        "--quantization",
+        quantization,
+    )
+    assert code == 0
+    return json.loads(out)["weights_gib_per_gpu"]
+
+
+@pytest.mark.parametrize(
+    ("weights", "sized_as"),
+    [
+        ({"type": "float", "num_bits": 8}, "fp8"),  # llm-compressor FP8 checkpoints
+        ({"type": "int", "num_bits": 4, "group_size": 128}, "gptq-int4"),  # W4A16
+    ],
+)
+def test_compressed_tensors_checkpoints_are_sized_by_their_weights(
+    tmp_path: Path, weights: dict, sized_as: str
+) -> None:
+    quant = {
+        "quant_method": "compressed-tensors",
+        "config_groups": {"group_0": {"weights": weights}},
+    }
+    code, out, err = plan_for_quantization(tmp_path, quant)
+    assert code == 0, err
+    plan = json.loads(out)
+    assert plan["quantization"] == sized_as
+    assert plan["weights_gib_per_gpu"] == weights_as(sized_as)
+
+
+@pytest.mark.parametrize(
+    ("quant", "named"),
+    [
+        ({"quant_method": "gptq", "bits": 8, "group_size": 128}, "gptq-int8"),
+        ({"quant_method": "bitsandbytes", "load_in_4bit": True}, "bitsandbytes"),
+        (
+            {
+                "quant_method": "compressed-tensors",
+                "config_groups": {"g": {"weights": {"type": "int", "num_bits": 8}}},
+            },
+            "compressed-tensors (int 8-bit)",
+        ),
+    ],
+)
+def test_a_quantization_the_planner_cannot_size_is_refused_not_guessed(
+    tmp_path: Path, quant: dict, named: str
+) -> None:
+    code, out, err = plan_for_quantization(tmp_path, quant)
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert f"is quantized as {named}, which the planner cannot size" in err
+    assert "pass --quantization" in err
+    code, out, _ = plan_for_quantization(tmp_path, quant, "--quantization", "fp8")
+    assert code == 0 and json.loads(out)["quantization"] == "fp8"  # the user says how to size it

@@ -13,8 +13,10 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -144,6 +146,29 @@ def test_24gb_profile_serves_64k_with_four_sequences_on_every_24gb_card() -> Non
             ),
         )
         assert plan.max_sequences_at_max_model_len >= 4, gpu
+
+
+@pytest.mark.parametrize("model", ["Qwen/Qwen3.5-27B", "Qwen/Qwen3.5-35B-A3B"])
+def test_every_larger_qwen35_model_falls_short_of_four_64k_sequences_on_some_24gb_card(
+    model: str,
+) -> None:
+    """Why the 24 GB profile serves the 9B: the next larger models, even as GPTQ-Int4 with an
+    fp8 KV cache and the smaller prefill step, do not hold 4 sequences of 64K on every card."""
+    fewest = min(
+        plan_capacity(
+            shipped_model(model),
+            find_gpu(gpu),
+            LaunchSettings(
+                quantization="gptq-int4",
+                max_model_len=65536,
+                kv_cache_dtype="fp8",
+                max_num_batched_tokens=4096,
+                max_num_seqs=4,
+            ),
+        ).max_sequences_at_max_model_len
+        for gpu in ("RTX3090", "RTX4090", "L4", "A10")
+    )
+    assert fewest < 4
 
 
 def test_t10_profile_runs_on_turing() -> None:
@@ -302,6 +327,43 @@ def test_health_restarts_vllm_at_the_third_failure_in_a_row(health_env: dict[str
     # the success in between resets the count; the 3rd failure in a row asks for a restart
     assert statuses == [1, 1, 0, 1, 1, RESTART_REQUESTED, 1]
     assert _restarts(health_env) == 1
+
+
+def test_a_hung_probe_counts_as_a_failure(health_env: dict[str, str]) -> None:
+    """A probe that never ends is stopped by health-check.sh itself (before the unit's
+    TimeoutStartSec would kill the script uncounted), and counts toward the restart."""
+    env = {**health_env, "HEALTH_PROBE_TIMEOUT_S": "0.3"}
+    statuses = []
+    for _ in range(3):
+        command = [str(HEALTH_SCRIPT), "probe", "sleep", "30"]
+        status = subprocess.run(command, env=env, capture_output=True, timeout=20).returncode
+        statuses.append(status)
+        _after(env, status)
+    assert statuses == [1, 1, RESTART_REQUESTED]
+    assert _restarts(env) == 1
+
+
+def test_a_probe_killed_from_outside_still_counts(health_env: dict[str, str]) -> None:
+    counter = Path(health_env["STATE_DIRECTORY"]) / "consecutive-failures"
+    command = [str(HEALTH_SCRIPT), "probe", "sleep", "30"]
+    running = subprocess.Popen(command, env=health_env, start_new_session=True)
+    deadline = time.monotonic() + 10
+    while not (counter.exists() and counter.read_text().strip() == "1"):
+        assert time.monotonic() < deadline, "the probe never counted itself"
+        time.sleep(0.02)
+    os.killpg(running.pid, signal.SIGKILL)  # as systemd does at TimeoutStartSec
+    running.wait(10)
+    assert counter.read_text().strip() == "1"
+    assert _probe(health_env, healthy=False) == 1
+    assert counter.read_text().strip() == "2"
+
+
+def test_health_unit_gives_the_probe_more_time_than_the_script_does() -> None:
+    service = read_unit(SYSTEMD / "reviewbot-vllm-health.service")["Service"]
+    script = HEALTH_SCRIPT.read_text()
+    limit = re.search(r"HEALTH_PROBE_TIMEOUT_S:-(\d+)", script)
+    assert limit is not None
+    assert int(limit[1]) < int(service["TimeoutStartSec"][0])
 
 
 def test_health_does_not_probe_a_starting_server(health_env: dict[str, str]) -> None:

@@ -537,6 +537,22 @@ def test_services_that_never_answer_fail_within_their_timeouts(tmp_path: Path) -
     assert BOT_TOKEN not in repr(checks)
 
 
+def test_a_server_that_lists_its_model_then_hangs_is_failed_checks_not_a_traceback() -> None:
+    """Every request of the model group, /version and /metrics included, keeps within the
+    group's time: here one such request alone (4 s) would outlast the whole doctor (2.9 s)."""
+    models = {"object": "list", "data": [{"id": "m", "object": "model", "max_model_len": 65536}]}
+    timeouts = DoctorTimeouts(
+        gitlab_s=0.1, model_s=4.0, tool_probe_s=4.0, model_total_s=1.0, database_s=0.1
+    )
+    with SilentServer(answers={"/v1/models": json.dumps(models)}) as wedged:
+        settings = Settings(llm_base_url=f"{wedged.url}/v1", enable_thinking=False)
+        checks = run_doctor(settings, DoctorOptions(model_only=True, timeouts=timeouts))
+    by_name: dict[str, Any] = {c.name: c for c in checks}
+    assert by_name["model server"].status is Status.OK
+    assert by_name["tool calls"].status is Status.FAIL
+    assert by_name["prefix caching"].detail.startswith("cannot tell")
+
+
 def test_a_probe_that_never_ends_fails_within_its_timeout(services: Services) -> None:
     services.vllm.add_faults("hang")
     settings = Settings(llm_base_url=services.vllm.base_url, enable_thinking=False)

@@ -240,6 +240,7 @@ def test_a_directory_of_diffs(tmp_path: Path) -> None:
         (["--synthetic", "100", "--git", "a..b"], "at most one of"),
         (["--rate", "1", "--concurrency", "2"], "not both"),
         (["--concurrency", "1000"], "between 1 and 100"),
+        (["--concurrency", "0"], "between 1 and 100, got 0"),
         (["--diffs", "/nonexistent"], "not a directory"),
         (["--slo-error-rate", "2"], "SLO targets"),
     ],

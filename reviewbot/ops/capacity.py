@@ -441,6 +441,12 @@ def _check_settings(settings: LaunchSettings, tp: int) -> None:
     utilization = settings.gpu_memory_utilization
     if utilization is not None and not 0 < utilization <= 1:
         raise CapacityError("--gpu-memory-utilization must be in (0, 1]")
+    for flag, value in (
+        ("--max-num-batched-tokens", settings.max_num_batched_tokens),
+        ("--max-num-seqs", settings.max_num_seqs),
+    ):
+        if value is not None and value < 1:
+            raise CapacityError(f"{flag} must be at least 1, got {value}")
 
 
 def _layout_warnings(shape: ModelShape, settings: LaunchSettings, tp: int) -> list[str]:
@@ -581,16 +587,23 @@ class _Sizing:
 
 
 def _quantization_of(shape: ModelShape, settings: LaunchSettings) -> str:
-    return (
+    quantization = (
         normalize_quantization(settings.quantization)
         or shape.quantization
         or ("bf16" if shape.dtype == "bfloat16" else "fp16")
     )
+    if quantization not in QUANTIZATIONS:
+        raise CapacityError(
+            f"{shape.name} is quantized as {quantization}, which the planner cannot size "
+            f"(it knows {', '.join(QUANTIZATIONS)}): pass --quantization with the closest one "
+            "to size it as that"
+        )
+    return quantization
 
 
 def plan_capacity(shape: ModelShape, gpu: Gpu, settings: LaunchSettings) -> CapacityPlan:
     """Everything ``reviewbot capacity`` reports, for one vLLM server."""
-    tp = settings.tensor_parallel_size or settings.gpus
+    tp = settings.gpus if settings.tensor_parallel_size is None else settings.tensor_parallel_size
     _check_settings(settings, tp)
     quantization = _quantization_of(shape, settings)
     dtype = "bfloat16" if gpu.bf16 and quantization != "fp16" else "float16"

@@ -92,6 +92,8 @@ DEADLINE_GRACE_S = 0.5
 VERSION_SUFFIX = "/v1"
 PROC = Path("/proc")
 UNAUTHORIZED_STATUSES = frozenset({401, 403})
+# GitLab steps one after another: reachable, token user, token scopes, role on the project.
+GITLAB_STEPS = 4
 # libpq waits forever for connect_timeout 0 and treats 1 as 2 seconds.
 LIBPQ_MIN_CONNECT_TIMEOUT_S = 2
 HUNG_SERVER_FIX = (
@@ -162,6 +164,14 @@ def within(seconds: float, action: Callable[[], T]) -> T:
     return _Background(action).result(seconds)
 
 
+def within_or(seconds: float, action: Callable[[], T], fallback: T) -> T:
+    """``action()``, or ``fallback`` when it has not finished after ``seconds``."""
+    try:
+        return within(seconds, action)
+    except CheckTimeoutError:
+        return fallback
+
+
 def run_doctor(
     settings: Settings,
     options: DoctorOptions,
@@ -174,24 +184,53 @@ def run_doctor(
     ``command_lines``: the processes of this host (default: read from /proc), where a local
     vLLM's ``--generation-config`` is found."""
     timeouts = options.timeouts
-    groups: list[Callable[[], list[Check]]] = []
+    # (the check that stands for the group if it overruns, its fix, the group)
+    groups: list[tuple[str, str, Callable[[], list[Check]]]] = []
     if not options.model_only:
-        groups.append(lambda: gitlab_checks(settings, options.project, timeouts, today))
-    groups.append(lambda: model_checks(settings, timeouts, command_lines or local_command_lines))
+        groups.append(
+            (
+                "gitlab",
+                "check that GitLab answers (REVIEWBOT_GITLAB_URL)",
+                lambda: gitlab_checks(settings, options.project, timeouts, today),
+            )
+        )
+    groups.append(
+        (
+            "model server",
+            HUNG_SERVER_FIX,
+            lambda: model_checks(settings, timeouts, command_lines or local_command_lines),
+        )
+    )
     if not options.model_only:
-        groups.append(lambda: [database_check_of(settings, timeouts), *_webhook(settings)])
-    started = [_Background(group) for group in groups]
+        groups.append(
+            (
+                "database",
+                _DATABASE_FIX,
+                lambda: [database_check_of(settings, timeouts), *_webhook(settings)],
+            )
+        )
+    started = [(name, fix, _Background(group)) for name, fix, group in groups]
     checks = [settings_check(settings, options.settings_source)]
-    for running in started:
-        checks.extend(running.result(_group_deadline(timeouts)))
+    allowed_s = _group_deadline(timeouts, options.model_only)
+    deadline = time.monotonic() + allowed_s
+    for name, fix, running in started:
+        try:
+            checks.extend(running.result(deadline - time.monotonic()))
+        except CheckTimeoutError:
+            # Every step has a deadline of its own, so this is a bug or a stuck library: still
+            # one failed check, never a traceback (and never past the health unit's limit).
+            detail = f"the checks did not end within {allowed_s:g} s"
+            checks.append(Check(name, Status.FAIL, detail, fix))
     return checks
 
 
-def _group_deadline(timeouts: DoctorTimeouts) -> float:
+def _group_deadline(timeouts: DoctorTimeouts, model_only: bool) -> float:
     """No group should get near this: each of its steps has its own deadline."""
-    gitlab_steps = 4
+    if model_only:
+        return timeouts.model_total_s + DEADLINE_GRACE_S
+    step_grace = timeouts.gitlab_s + DEADLINE_GRACE_S
     return (
-        max(gitlab_steps * timeouts.gitlab_s, timeouts.model_total_s, timeouts.database_s)
+        max(GITLAB_STEPS * step_grace, timeouts.model_total_s, timeouts.database_s)
         + DEADLINE_GRACE_S
     )
 
@@ -335,12 +374,18 @@ def _model_checks(
         detail, fix = str(error), MODEL_SERVER_FIX
         if isinstance(error, LLMUnavailableError):
             detail = detail.replace(backend.setup_hint, "").strip()  # the fix says it better
-        elif _refuses_the_key(http, base_url):
+        elif within_or(
+            deadline.step(timeouts.model_s), lambda: _refuses_the_key(http, base_url), False
+        ):
             fix = MODEL_API_KEY_FIX
         return [Check("model server", Status.FAIL, detail, fix)]
     except CheckTimeoutError as error:
         return [Check("model server", Status.FAIL, f"{shown_url}: {error}", HUNG_SERVER_FIX)]
-    version = _vllm_version(http, root_url) if is_vllm else None
+    version = (
+        within_or(deadline.step(timeouts.model_s), lambda: _vllm_version(http, root_url), None)
+        if is_vllm
+        else None
+    )
     served = f"serves {info.model} at {shown_url}" + (f" (vLLM {version})" if version else "")
     checks = [Check("model server", Status.OK, served)]
 
@@ -375,7 +420,12 @@ def _model_checks(
         checks.append(
             _tokenize(backend, settings, prompt.messages, tools, answer, deadline, timeouts)
         )
-    checks.append(prefix_caching_check(_metrics_text(http, root_url)))
+    try:
+        metrics = within(deadline.step(timeouts.model_s), lambda: _metrics_text(http, root_url))
+        checks.append(prefix_caching_check(metrics))
+    except CheckTimeoutError as error:
+        detail = f"cannot tell: {root_url}/metrics gave {error}"
+        checks.append(Check("prefix caching", Status.WARN, detail, "see the server's log"))
     checks.append(prompt_tokens_details_check(answer))
     checks.append(thinking_check(settings.enable_thinking, answer))
     if is_vllm:

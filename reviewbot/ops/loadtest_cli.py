@@ -97,7 +97,9 @@ def _schedule(
         if requests is None and duration is None:
             duration = DEFAULT_OPEN_LOOP_DURATION_S
         return Schedule(rate_per_s=rate, requests=requests, duration_s=duration, seed=seed)
-    slots = concurrency or settings.llm_total_concurrency or settings.concurrency
+    slots = concurrency
+    if slots is None:
+        slots = settings.llm_total_concurrency or settings.concurrency
     if not 1 <= slots <= MAX_IN_FLIGHT:
         raise BadInputError(f"--concurrency must be between 1 and {MAX_IN_FLIGHT}, got {slots}")
     if requests is None and duration is None:

@@ -135,15 +135,34 @@ def _layer_types(text: dict[str, Any], where: str) -> tuple[str, ...]:
 
 
 def _quantization(config: dict[str, Any]) -> str | None:
+    """The checkpoint's quantization in the planner's names (``gptq-int4``, ``fp8``...), or a
+    description of one it cannot size (``gptq-int8``, ``bitsandbytes``), which the planner
+    refuses with a clear error unless ``--quantization`` says how to size it."""
     quant = config.get("quantization_config")
     if not isinstance(quant, dict):
         return None
     method = str(quant.get("quant_method", "")).lower()
-    if method in ("gptq", "awq") and quant.get("bits") == 4:
-        return f"{method}-int4"
-    if method == "fp8":
-        return "fp8"
+    if method in ("gptq", "awq"):
+        return f"{method}-int{quant.get('bits', '?')}"
+    if method == "compressed-tensors":
+        return _compressed_tensors_quantization(quant)
     return method or None
+
+
+def _compressed_tensors_quantization(quant: dict[str, Any]) -> str:
+    """llm-compressor's format: the weights' ``num_bits`` and ``type`` in ``config_groups``
+    (FP8 checkpoints are float 8-bit; W4A16 ones int 4-bit with group scales, as GPTQ)."""
+    groups = quant.get("config_groups")
+    weights = [group.get("weights") for group in (groups or {}).values() if isinstance(group, dict)]
+    formats = {
+        (str(w.get("type", "")).lower(), w.get("num_bits")) for w in weights if isinstance(w, dict)
+    }
+    if formats == {("float", 8)}:
+        return "fp8"
+    if formats == {("int", 4)}:
+        return "gptq-int4"
+    shown = ", ".join(f"{kind} {bits}-bit" for kind, bits in sorted(formats, key=str)) or "?"
+    return f"compressed-tensors ({shown})"
 
 
 def shape_from_config(config: dict[str, Any], name: str, source: str) -> ModelShape:

@@ -16,12 +16,18 @@ import threading
 
 ACCEPT_POLL_S = 0.05
 LISTEN_BACKLOG = 64
+REQUEST_BYTES = 65536  # enough for a request line and headers
 
 
 class SilentServer:
-    """Accepts every connection, reads nothing back to the client, holds it until stopped."""
+    """Accepts every connection, sends nothing back, holds it until stopped.
 
-    def __init__(self) -> None:
+    ``answers``: paths (``"/v1/models"``) answered at once with 200 and that JSON body, so a
+    server can look alive on one route and hang on every other, as a wedged vLLM whose API
+    process still serves its model list does."""
+
+    def __init__(self, answers: dict[str, str] | None = None) -> None:
+        self._answers = answers or {}
         self._listener: socket.socket | None = None
         self._connections: list[socket.socket] = []
         self._stop = threading.Event()
@@ -49,6 +55,24 @@ class SilentServer:
                 return
             self._connections.append(connection)
             self.accepted += 1
+            if self._answers:
+                threading.Thread(target=self._answer, args=(connection,), daemon=True).start()
+
+    def _answer(self, connection: socket.socket) -> None:
+        """Answer a request for one of ``answers``; leave any other unanswered."""
+        with contextlib.suppress(OSError):
+            request = connection.recv(REQUEST_BYTES).decode("latin-1")
+            parts = request.split(" ", 2)
+            body = self._answers.get(parts[1]) if len(parts) > 1 else None
+            if body is None:
+                return
+            payload = body.encode()
+            connection.sendall(
+                b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                + f"Content-Length: {len(payload)}\r\nConnection: close\r\n\r\n".encode()
+                + payload
+            )
+            connection.close()
 
     @property
     def url(self) -> str:
