@@ -8,8 +8,8 @@
 - ``openai_compatible`` and ``vllm``: the transports (httpx).
 - ``factory``: :func:`model_from_settings`, the backend chosen by ``REVIEWBOT_LLM_BACKEND``.
 
-The transports and the factory load on first use (PEP 562), so code that only needs the data
-(the pipeline, ``reviewbot plan``) never imports an HTTP client.
+The runner, the transports and the factory load on first use (PEP 562), so code that only
+needs the data (the settings, the pipeline, ``reviewbot plan``) never imports an HTTP client.
 """
 
 from __future__ import annotations
@@ -41,7 +41,6 @@ from reviewbot.llm.backend import (
     ToolCallText,
     ToolsUnsupportedError,
 )
-from reviewbot.llm.runner import ChunkRunner
 
 __all__ = [
     "MODE_CONTENT",
@@ -76,6 +75,7 @@ __all__ = [
 ]
 
 _LAZY = {
+    "ChunkRunner": "reviewbot.llm.runner",
     "TRANSPORT_ERRORS": "reviewbot.llm.openai_compatible",
     "OpenAICompatibleBackend": "reviewbot.llm.openai_compatible",
     "VLLMBackend": "reviewbot.llm.vllm",
@@ -85,7 +85,8 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> object:
-    """The transport-side names, imported when first asked for."""
+    """The runner and the transport-side names, imported when first asked for (the settings
+    import this package's ``backend`` for a default, and should not load the runner)."""
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
