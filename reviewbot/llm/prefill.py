@@ -20,9 +20,15 @@ from __future__ import annotations
 import threading
 import time
 
-__all__ = ["NO_PREFILL_LIMIT", "PrefillGate", "PrefillTicket"]
+__all__ = ["NO_PREFILL_LIMIT", "PrefillGate", "PrefillTicket", "check_prefill_limit"]
 
 NO_PREFILL_LIMIT = 0  # the setting's value that turns the gate off
+
+
+def check_prefill_limit(limit: int, name: str = "the prefill limit") -> None:
+    """Refuse a limit below 0 (0 is no limit), naming the setting it came from."""
+    if limit < NO_PREFILL_LIMIT:
+        raise ValueError(f"{name} must be 0 (off) or more, got {limit}")
 
 
 class PrefillTicket:
@@ -32,14 +38,10 @@ class PrefillTicket:
         self._gate = gate
         self.tokens = tokens
         self.waited_s = waited_s
-        self._released = False
+        self.released = False
 
     def release(self) -> None:
-        with self._gate._cond:
-            if self._released:
-                return
-            self._released = True
-            self._gate._leave(self.tokens)
+        self._gate.leave(self)
 
 
 class PrefillGate:
@@ -50,8 +52,7 @@ class PrefillGate:
     """
 
     def __init__(self, limit: int) -> None:
-        if limit < 0:
-            raise ValueError(f"the prefill limit must be 0 (off) or more, got {limit}")
+        check_prefill_limit(limit)
         self.limit = limit
         self._cond = threading.Condition()
         self._waiting_tokens = 0  # admitted, not yet at their first token
@@ -96,8 +97,12 @@ class PrefillGate:
         # Alone, any request goes: one larger than the limit must not wait forever.
         return self._requests_in_prefill == 0 or self._waiting_tokens + tokens <= self.limit
 
-    def _leave(self, tokens: int) -> None:
-        """Called with ``_cond`` held by the ticket."""
-        self._waiting_tokens -= tokens
-        self._requests_in_prefill -= 1
-        self._cond.notify_all()
+    def leave(self, ticket: PrefillTicket) -> None:
+        """The ticket's request has its first token, or ended; a second call does nothing."""
+        with self._cond:
+            if ticket.released:
+                return
+            ticket.released = True
+            self._waiting_tokens -= ticket.tokens
+            self._requests_in_prefill -= 1
+            self._cond.notify_all()

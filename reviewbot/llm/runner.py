@@ -60,7 +60,7 @@ from reviewbot.llm.backend import (
     ToolsUnsupportedError,
     one_line,
 )
-from reviewbot.llm.prefill import PrefillGate, PrefillTicket
+from reviewbot.llm.prefill import PrefillGate, PrefillTicket, check_prefill_limit
 
 if TYPE_CHECKING:
     from reviewbot.slots import ModelSlots
@@ -109,11 +109,7 @@ class ChunkRunner:
         HTTP request to the model holds one, on top of ``settings.concurrency``."""
         if settings.concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, got {settings.concurrency}")
-        if settings.prefill_tokens_per_review < 0:
-            raise ValueError(
-                "prefill_tokens_per_review must be 0 (no limit) or more, "
-                f"got {settings.prefill_tokens_per_review}"
-            )
+        check_prefill_limit(settings.prefill_tokens_per_review, "prefill_tokens_per_review")
         self.backend = backend
         self.settings = settings
         self._slots = slots

@@ -100,6 +100,7 @@ HUNG_SERVER_FIX = (
     "the server takes connections but does not answer: see its log (journalctl -u "
     "reviewbot-vllm@PROFILE); the health timer restarts it after 3 failed probes in a row"
 )
+_GITLAB_FIX = "check REVIEWBOT_GITLAB_URL and that this host can reach GitLab"
 _DATABASE_FIX = (
     "check REVIEWBOT_DATABASE_URL, that the database server runs and that its user may connect"
 )
@@ -185,30 +186,22 @@ def run_doctor(
     vLLM's ``--generation-config`` is found."""
     timeouts = options.timeouts
     # (the check that stands for the group if it overruns, its fix, the group)
-    groups: list[tuple[str, str, Callable[[], list[Check]]]] = []
-    if not options.model_only:
-        groups.append(
-            (
-                "gitlab",
-                "check that GitLab answers (REVIEWBOT_GITLAB_URL)",
-                lambda: gitlab_checks(settings, options.project, timeouts, today),
-            )
-        )
-    groups.append(
+    groups: list[tuple[str, str, Callable[[], list[Check]]]] = [
         (
             "model server",
             HUNG_SERVER_FIX,
             lambda: model_checks(settings, timeouts, command_lines or local_command_lines),
         )
-    )
+    ]
     if not options.model_only:
-        groups.append(
-            (
-                "database",
-                _DATABASE_FIX,
-                lambda: [database_check_of(settings, timeouts), *_webhook(settings)],
-            )
-        )
+
+        def gitlab() -> list[Check]:
+            return gitlab_checks(settings, options.project, timeouts, today)
+
+        def database() -> list[Check]:
+            return [database_check_of(settings, timeouts), *_webhook(settings)]
+
+        groups = [("gitlab", _GITLAB_FIX, gitlab), *groups, ("database", _DATABASE_FIX, database)]
     started = [(name, fix, _Background(group)) for name, fix, group in groups]
     checks = [settings_check(settings, options.settings_source)]
     allowed_s = _group_deadline(timeouts, options.model_only)
@@ -228,11 +221,15 @@ def _group_deadline(timeouts: DoctorTimeouts, model_only: bool) -> float:
     """No group should get near this: each of its steps has its own deadline."""
     if model_only:
         return timeouts.model_total_s + DEADLINE_GRACE_S
-    step_grace = timeouts.gitlab_s + DEADLINE_GRACE_S
     return (
-        max(GITLAB_STEPS * step_grace, timeouts.model_total_s, timeouts.database_s)
+        max(GITLAB_STEPS * _gitlab_step_s(timeouts), timeouts.model_total_s, timeouts.database_s)
         + DEADLINE_GRACE_S
     )
+
+
+def _gitlab_step_s(timeouts: DoctorTimeouts) -> float:
+    """One GitLab step's deadline: its request timeout, and the grace for the adapter's error."""
+    return timeouts.gitlab_s + DEADLINE_GRACE_S
 
 
 def _webhook(settings: Settings) -> list[Check]:
@@ -251,7 +248,7 @@ def gitlab_checks(
         url, token = require_gitlab_settings(settings)
     except ConfigError as error:
         return [Check("gitlab", Status.FAIL, str(error), GITLAB_TOKEN_FIX)]
-    step_s = timeouts.gitlab_s + DEADLINE_GRACE_S
+    step_s = _gitlab_step_s(timeouts)
     client = GitLabClient(
         GitLabSettings(url=url, token=token, timeout_s=timeouts.gitlab_s, max_retries=0)
     )

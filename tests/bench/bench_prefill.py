@@ -22,10 +22,9 @@ import threading
 import time
 from dataclasses import dataclass
 
-from reviewbot.llm import ChunkRequest, ChunkResult, LLMSettings, runner_for
-from reviewbot.llm.runner import ChunkRunner
-from reviewbot.prompts import tool_schemas
+from reviewbot.llm import ChunkResult, LLMSettings, runner_for
 from tests.fakes.vllm_server import FakeVLLM, LatencyModel
+from tests.test_prefill import diff_request, sized
 
 LATENCY = LatencyModel(
     prefill_tokens_per_s=3_400, decode_s_per_token=0.01, max_num_seqs=8, prefill_in_turn=True
@@ -35,7 +34,6 @@ LARGE_LINES = 287  # about 6,100 prompt tokens
 SMALL_LINES = 12  # about 300
 SMALL_ARRIVES_AFTER_S = 0.1
 MS_PER_S = 1000.0
-SYSTEM_PROMPT = "You review code. Report each real problem with the report_finding tool."
 
 
 @dataclass(frozen=True)
@@ -46,27 +44,15 @@ class Figures:
     small_end_s: float | None
 
 
-def chunk(index: int, lines: int, name: str) -> ChunkRequest:
-    body = "\n".join(f"+ {n:>4} | {name}_{n} = compute({n})" for n in range(1, lines))
-    body += f"\n+ {lines:>4} | {name} = eval(text)"
-    messages = [
-        {"role": "system", "content": SYSTEM_PROMPT},
-        {"role": "user", "content": f'<file path="src/{name}.py" status="added">\n{body}\n</file>'},
-    ]
-    return ChunkRequest(index, messages, tool_schemas())
-
-
-def sized(runner: ChunkRunner, request: ChunkRequest) -> ChunkRequest:
-    tokens = runner.count_prompt_tokens(request.messages, request.tools)
-    return ChunkRequest(request.chunk_index, request.messages, request.tools, tokens)
-
-
 def run(limit: int, with_small: bool) -> Figures:
     with FakeVLLM(latency=LATENCY, prefix_caching=False) as server:
         settings = LLMSettings(base_url=server.base_url, prefill_tokens_per_review=limit)
         with runner_for(settings) as runner:
-            large = [sized(runner, chunk(i, LARGE_LINES, f"large{i}")) for i in range(LARGE_CHUNKS)]
-            small = sized(runner, chunk(0, SMALL_LINES, "small"))
+            large = [
+                sized(runner, diff_request(i, LARGE_LINES, f"large{i}"))
+                for i in range(LARGE_CHUNKS)
+            ]
+            small = sized(runner, diff_request(0, SMALL_LINES, "small"))
             small_result: list[ChunkResult] = []
             small_end: list[float] = []
             started = time.monotonic()
@@ -97,7 +83,7 @@ def run(limit: int, with_small: bool) -> Figures:
 
 def main() -> None:
     with FakeVLLM() as server, runner_for(LLMSettings(base_url=server.base_url)) as runner:
-        one_large = sized(runner, chunk(0, LARGE_LINES, "large0")).prompt_tokens or 0
+        one_large = sized(runner, diff_request(0, LARGE_LINES, "large0")).prompt_tokens or 0
     print(
         f"large review: {LARGE_CHUNKS} chunks of {one_large} tokens; "
         f"prefill {LATENCY.prefill_tokens_per_s:,.0f} tokens/s, one at a time"
