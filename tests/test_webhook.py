@@ -10,6 +10,7 @@ when REVIEWBOT_TEST_POSTGRES_URL is set, on PostgreSQL.
 from __future__ import annotations
 
 import json
+import logging
 import re
 import socket
 import subprocess
@@ -913,6 +914,44 @@ def test_help_is_posted_on_the_merge_request(store_url: str, tmp_path: Path) -> 
         (note["author"]["username"], note["body"].split("\n\n<!-- reviewbot:write")[0])
         for note in notes
     ] == [(BOT, help_text(BOT))]
+
+
+def test_help_against_a_sign_in_page_logs_one_line(
+    store_url: str,  # noqa: F811
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """GitLab's URL answering a sign-in page (issue 17 item 3): the delivery is answered, the
+    help note cannot be posted, and that is one log line, not a traceback."""
+    upgrade(store_url)
+    store = Store.from_url(store_url)
+    with FakeGitLab() as gitlab:
+        gitlab.add_user(BOT, token="bot-token", bot=True)
+        gitlab.add_project(PROJECT)
+        gitlab.add_mr_from_git(PROJECT, _tiny_repo(tmp_path), "main", "fix-rounding", iid=IID)
+        gitlab.answer_sign_in_page()
+        poster = GitLabClient(GitLabSettings(url=gitlab.url, token="bot-token"))
+        app = create_app(
+            Settings(database_url=store_url),
+            store,
+            JobQueue(store),
+            secret=SECRET,
+            bot_username=BOT,
+            note_poster=poster,
+        )
+        with caplog.at_level(logging.WARNING), TestClient(app) as client:
+            response = client.post(
+                WEBHOOK_PATH,
+                json=load("note_merge_request_help"),
+                headers={"X-Gitlab-Event": "Note Hook", "X-Gitlab-Token": SECRET},
+            )
+        gitlab.answer_sign_in_page(False)
+        notes = gitlab.notes(PROJECT, IID)
+    store.close()
+    assert response.status_code == 202 and notes == []
+    [record] = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert "could not answer /reviewbot help" in record.getMessage()
+    assert "sign-in page?" in record.getMessage() and record.exc_info is None
 
 
 # ---------------------------------------------------------------------------------------------
