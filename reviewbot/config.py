@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-import stat
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
@@ -23,6 +22,7 @@ import platformdirs
 
 from reviewbot.chunking import DEFAULT_SCOPE_CONTEXT_TOKENS
 from reviewbot.findings import Category, Severity
+from reviewbot.input_files import InputFileRefused, read_input_file
 from reviewbot.llm.backend import DEFAULT_PREFILL_TOKENS_PER_REVIEW
 from reviewbot.redaction import hide_url_password
 
@@ -325,41 +325,11 @@ def _from_env(env: Mapping[str, str]) -> dict[str, Any]:
     return out
 
 
-def _read_config_bytes(path: Path) -> bytes:
-    """The file's bytes, refusing what is not a settings file before reading it: a device
-    (/dev/zero never ends), a FIFO (blocks), a directory, or more than MAX_CONFIG_FILE_BYTES.
-
-    Opened without blocking (a FIFO would wait for a writer) and checked on the open file,
-    so what is checked is what is read."""
-    descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    with os.fdopen(descriptor, "rb") as handle:
-        mode = os.fstat(descriptor).st_mode
-        if not stat.S_ISREG(mode):
-            raise ConfigError(f"config file {path} is not a regular file ({_file_kind(mode)})")
-        data = handle.read(MAX_CONFIG_FILE_BYTES + 1)
-    if len(data) > MAX_CONFIG_FILE_BYTES:
-        raise ConfigError(
-            f"config file {path} is larger than {MAX_CONFIG_FILE_BYTES:,} bytes: "
-            "not a settings file"
-        )
-    return data
-
-
-def _file_kind(mode: int) -> str:
-    if stat.S_ISDIR(mode):
-        return "a directory"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    return "not a plain file"
-
-
 def _read_toml(path: Path) -> dict[str, Any]:
     try:
-        data = tomllib.loads(_read_config_bytes(path).decode("utf-8"))
+        data = tomllib.loads(read_input_file(path, MAX_CONFIG_FILE_BYTES).decode("utf-8"))
+    except InputFileRefused as refused:
+        raise ConfigError(f"config file {path} {refused}: not a settings file") from None
     except IsADirectoryError:
         raise ConfigError(f"config file {path} is not a regular file (a directory)") from None
     except OSError as error:

@@ -13,12 +13,12 @@ from and what could not be checked.
 from __future__ import annotations
 
 import json
-import os
-import stat
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
+
+from reviewbot.input_files import InputFileRefused, read_input_file
 
 FULL_ATTENTION = "full_attention"
 LINEAR_ATTENTION = "linear_attention"
@@ -307,7 +307,9 @@ def load_config_file(path: Path) -> ModelShape:
     """A model shape from a config.json on disk (errors name the file): a regular file of at
     most MAX_CONFIG_FILE_BYTES, checked before it is read."""
     try:
-        config = json.loads(_read_config_json(path).decode("utf-8"))
+        config = json.loads(read_input_file(path, MAX_CONFIG_FILE_BYTES).decode("utf-8"))
+    except InputFileRefused as refused:
+        raise ModelConfigError(f"{path} {refused}: not a model config.json") from None
     except OSError as error:
         raise ModelConfigError(f"cannot read {path}: {error.strerror or error}") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
@@ -315,20 +317,6 @@ def load_config_file(path: Path) -> ModelShape:
     except RecursionError:
         raise ModelConfigError(f"{path} is not a model config: JSON nested too deep") from None
     return shape_from_config(config, name=path.parent.name or path.stem, source=str(path))
-
-
-def _read_config_json(path: Path) -> bytes:
-    """Opened without blocking (a FIFO would wait for a writer) and checked on the open file."""
-    descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    with os.fdopen(descriptor, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
-            raise ModelConfigError(f"{path} is not a regular file")
-        data = handle.read(MAX_CONFIG_FILE_BYTES + 1)
-    if len(data) > MAX_CONFIG_FILE_BYTES:
-        raise ModelConfigError(
-            f"{path} is larger than {MAX_CONFIG_FILE_BYTES:,} bytes: not a model config.json"
-        )
-    return data
 
 
 def _shipped_files() -> dict[str, Any]:
