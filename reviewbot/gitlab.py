@@ -734,25 +734,29 @@ class GitLabClient:
             return self._note_id_where(notes_path, lambda note: _is_summary_by(note, me))
 
     def upsert_summary(self, project_id: int, iid: int, body: str) -> int:
-        """Edit the bot's summary note in place, or create it; returns the note id."""
+        """Edit the bot's summary note in place, or create it; returns the note id.
+
+        One write when all goes well: the edit, or the creation. Only a creation whose answer
+        was lost is followed by an edit: the summary found on the MR then is not known to hold
+        this body (another run may have written it)."""
         notes_path = f"{self._mr_path(project_id, iid)}/notes"
+        created: list[int] = []
 
         def existing_summary() -> int | None:
             return self.summary_note_id(project_id, iid)
+
+        def create() -> int:
+            answer = self._api.http_post(notes_path, post_data={"body": body}, **self._once())
+            created.append(int(answer["id"]))
+            return created[-1]
 
         with self._translated(f"updating the summary of !{iid}"):
             note_id = existing_summary()
             if note_id is None:
                 self._pace_note()
-                note_id = self._write_once(
-                    lambda: int(
-                        self._api.http_post(notes_path, post_data={"body": body}, **self._once())[
-                            "id"
-                        ]
-                    ),
-                    existing_summary,
-                )
-            # Also after a lost answer: the note found may hold an older body.
+                note_id = self._write_once(create, existing_summary)
+                if created:
+                    return note_id
             self._put(f"{notes_path}/{note_id}", {"body": body})
             return note_id
 
