@@ -178,13 +178,18 @@ def test_a_url_that_does_not_parse_is_refused_by_name(name: str, url: str) -> No
 
 
 @pytest.mark.parametrize(
-    ("path", "kind"), [("/dev/zero", "a device"), ("/dev/null", "a device"), ("/", "a directory")]
+    ("path", "kind"),
+    [("/dev/zero", "a device"), ("/dev/urandom", "a device"), ("/", "a directory")],
 )
 def test_a_config_path_that_is_not_a_regular_file_is_refused_before_reading(
     path: str, kind: str
 ) -> None:
     with pytest.raises(ConfigError, match=f"is not a regular file \\({kind}\\)"):
         load_settings(env={}, config_file=path)
+
+
+def test_the_null_device_as_config_file_means_no_settings_file() -> None:
+    assert load_settings(env={"REVIEWBOT_CONFIG": os.devnull}).concurrency == 8
 
 
 def test_a_fifo_as_config_file_is_refused_without_waiting_for_a_writer(tmp_path: Path) -> None:
