@@ -22,10 +22,20 @@ import platformdirs
 
 from reviewbot.chunking import DEFAULT_SCOPE_CONTEXT_TOKENS
 from reviewbot.findings import Category, Severity
+from reviewbot.input_files import InputFileRefused, read_input_file
 from reviewbot.llm.backend import DEFAULT_PREFILL_TOKENS_PER_REVIEW
 from reviewbot.redaction import hide_url_password
 
-__all__ = ["REPO_KEYS", "ConfigError", "Settings", "apply_repo_overrides", "load_settings"]
+__all__ = [
+    "MAX_CONFIG_FILE_BYTES",
+    "REPO_KEYS",
+    "Bounds",
+    "ConfigError",
+    "Settings",
+    "apply_repo_overrides",
+    "load_settings",
+    "setting_bounds",
+]
 
 ENV_PREFIX = "REVIEWBOT_"
 DEFAULT_LLM_BASE_URL = "http://127.0.0.1:8000/v1"
@@ -42,10 +52,86 @@ DEFAULT_GITLAB_NOTES_PER_MINUTE = 120
 LLM_BACKEND_VLLM = "vllm"
 LLM_BACKEND_OPENAI_COMPATIBLE = "openai-compatible"
 LLM_BACKENDS = (LLM_BACKEND_VLLM, LLM_BACKEND_OPENAI_COMPATIBLE)
+# A settings file is a few hundred bytes; a larger one is not a settings file (or a device
+# such as /dev/zero, which is refused before reading anyway).
+MAX_CONFIG_FILE_BYTES = 1_048_576
+# Upper bounds of numeric settings: far above any real use, low enough that a typo (an extra
+# digit, 1e400, 2**70) is refused where it is parsed instead of failing later as an overflow,
+# a thread pool of a billion threads or a socket timeout the C library cannot hold.
+MAX_TOKENS = 16_777_216  # 16M tokens: above the longest served context windows (10M)
+MAX_CONCURRENCY = 4096
+MAX_CONTEXT_LINES = 10_000
+MAX_INLINE_COMMENTS = 10_000
+MAX_NOTES_PER_MINUTE = 1_000_000
+MAX_WEBHOOK_BODY_BYTES = 1_073_741_824  # 1 GiB
+MAX_TIMEOUT_S = 86_400.0  # a day
+# A raw value shown in an error is cut to this many characters (a 5,000-digit number is not
+# worth showing whole).
+MAX_SHOWN_VALUE = 40
+BOUNDS_KEY = "reviewbot.bounds"
 
 
 class ConfigError(ValueError):
     """A setting is missing or malformed; the message names it and what is expected."""
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """The values a numeric setting may take: ``low`` to ``high`` inclusive (``low`` itself
+    excluded when ``above_low``), always finite. Declared next to the field's default."""
+
+    low: float
+    high: float
+    above_low: bool = False
+    unit: str = ""
+
+    def problem(self, value: float) -> str | None:
+        """Why ``value`` is out of bounds, or None when it is fine."""
+        if not math.isfinite(value):
+            of_unit = f" of {self.unit}" if self.unit else ""
+            return f"must be a finite number{of_unit}, got {_shown(value)}"
+        if self.above_low and value <= self.low:
+            return f"must be more than {_number(self.low)}{self._in_unit()}, got {_shown(value)}"
+        if value < self.low:
+            at_least = "0 or more" if self.low == 0 else f"at least {_number(self.low)}"
+            return f"must be {at_least}, got {_shown(value)}"
+        if value > self.high:
+            return f"must be at most {_number(self.high)}{self._in_unit()}, got {_shown(value)}"
+        return None
+
+    def describe(self) -> str:
+        """The allowed range in words, as docs/configuration.md shows it."""
+        low = f"more than {_number(self.low)}" if self.above_low else _number(self.low)
+        return f"{low} to {_number(self.high)}{self._in_unit()}"
+
+    def _in_unit(self) -> str:
+        return f" {self.unit}" if self.unit else ""
+
+
+def bounded(
+    default: Any, low: float, high: float, *, above_low: bool = False, unit: str = ""
+) -> Any:
+    """A numeric field with its bounds (checked whenever Settings are built)."""
+    bounds = Bounds(low, high, above_low=above_low, unit=unit)
+    return field(default=default, metadata={BOUNDS_KEY: bounds})
+
+
+def setting_bounds(name: str) -> Bounds | None:
+    """The bounds of setting ``name`` (for option types that accept the same values)."""
+    for item in fields(Settings):
+        if item.name == name:
+            bounds = item.metadata.get(BOUNDS_KEY)
+            return bounds if isinstance(bounds, Bounds) else None
+    raise KeyError(name)
+
+
+def _number(value: float) -> str:
+    return f"{int(value):,}" if float(value).is_integer() else f"{value:g}"
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= MAX_SHOWN_VALUE else text[: MAX_SHOWN_VALUE - 3] + "..."
 
 
 def _default_database_url() -> str:
@@ -63,39 +149,42 @@ class Settings:
     # "vllm", or "openai-compatible" for servers without vLLM's extras (Ollama, llama.cpp)
     llm_backend: str = LLM_BACKEND_VLLM
     database_url: str = field(default_factory=_default_database_url)
-    max_model_len: int | None = None  # None: ask the server (/v1/models)
-    max_output_tokens: int = 4096
-    concurrency: int = 8
+    # None: ask the server (/v1/models)
+    max_model_len: int | None = bounded(None, 1, MAX_TOKENS)
+    max_output_tokens: int = bounded(4096, 1, MAX_TOKENS)
+    concurrency: int = bounded(8, 1, MAX_CONCURRENCY)
     # Requests in flight to the model across all workers sharing the database (None:
     # `concurrency`); see reviewbot.slots.
-    llm_total_concurrency: int | None = None
+    llm_total_concurrency: int | None = bounded(None, 1, MAX_CONCURRENCY)
     # Prompt tokens of one review waiting for their first token at once (0: no limit), so a
     # review of large chunks does not hold other merge requests' first tokens back; see
     # reviewbot.llm.prefill.
-    llm_prefill_tokens_per_review: int = DEFAULT_PREFILL_TOKENS_PER_REVIEW
-    request_timeout_s: float = 300.0
+    llm_prefill_tokens_per_review: int = bounded(DEFAULT_PREFILL_TOKENS_PER_REVIEW, 0, MAX_TOKENS)
+    request_timeout_s: float = bounded(300.0, 0, MAX_TIMEOUT_S, above_low=True, unit="seconds")
     enable_thinking: bool | None = None
-    context_lines: int = 3
+    context_lines: int = bounded(3, 0, MAX_CONTEXT_LINES)
     # Enclosing function/class shown above each hunk, at most this many tokens (0: off)
-    scope_context_tokens: int = DEFAULT_SCOPE_CONTEXT_TOKENS
+    scope_context_tokens: int = bounded(DEFAULT_SCOPE_CONTEXT_TOKENS, 0, MAX_TOKENS)
     exclude: tuple[str, ...] = ()
     min_severity: str = Severity.MINOR.value
     categories: tuple[str, ...] = ()  # empty: all categories
     language: str = "English"
     include_style: bool = False
-    max_inline: int = 30
+    max_inline: int = bounded(30, 1, MAX_INLINE_COMMENTS)
     publish_mode: str = "discussions"
     # Notes this process creates per minute on one GitLab (after a burst of 20), all jobs
     # together: one GitLab client per URL per process (reviewbot.app).
-    gitlab_notes_per_minute: int = DEFAULT_GITLAB_NOTES_PER_MINUTE
-    gitlab_timeout_s: float = 30.0  # per GitLab request; a write whose answer is late is
-    # looked for on the MR before it is sent again
-    mr_lock_seconds: float = 60.0  # per-MR lease; renewed while a run is alive
+    gitlab_notes_per_minute: int = bounded(DEFAULT_GITLAB_NOTES_PER_MINUTE, 1, MAX_NOTES_PER_MINUTE)
+    # per GitLab request; a write whose answer is late is looked for on the MR before it is
+    # sent again
+    gitlab_timeout_s: float = bounded(30.0, 0, MAX_TIMEOUT_S, above_low=True, unit="seconds")
+    # per-MR lease; renewed while a run is alive
+    mr_lock_seconds: float = bounded(60.0, 0, MAX_TIMEOUT_S, above_low=True, unit="seconds")
     # Webhook listener (`reviewbot serve`)
     webhook_secret: str | None = field(default=None, repr=False)
     bot_username: str | None = None  # None: ask GitLab whom the token belongs to
     review_drafts: bool = False
-    webhook_max_body_bytes: int = 1_000_000
+    webhook_max_body_bytes: int = bounded(1_000_000, 1, MAX_WEBHOOK_BODY_BYTES)
 
     def __post_init__(self) -> None:
         _check_choice("min_severity", self.min_severity, [s.value for s in Severity])
@@ -103,20 +192,10 @@ class Settings:
             _check_choice("categories", category, [c.value for c in Category])
         _check_choice("publish_mode", self.publish_mode, PUBLISH_MODES)
         _check_choice("llm_backend", self.llm_backend, LLM_BACKENDS)
-        for name in ("max_output_tokens", "concurrency", "max_inline", "gitlab_notes_per_minute"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
-        for name in ("context_lines", "scope_context_tokens", "llm_prefill_tokens_per_review"):
-            if getattr(self, name) < 0:
-                raise ConfigError(f"{name} must be 0 or more, got {getattr(self, name)}")
-        for name in ("llm_total_concurrency", "max_model_len", "webhook_max_body_bytes"):
-            value = getattr(self, name)
-            if value is not None and value < 1:
-                raise ConfigError(f"{name} must be at least 1, got {value}")
-        for name in ("request_timeout_s", "mr_lock_seconds", "gitlab_timeout_s"):
-            value = getattr(self, name)
-            if not math.isfinite(value) or value <= 0:
-                raise ConfigError(f"{name} must be a positive number of seconds, got {value}")
+        for item in fields(self):
+            bounds = item.metadata.get(BOUNDS_KEY)
+            if isinstance(bounds, Bounds):
+                _check_bounds(item.name, getattr(self, item.name), bounds, str(item.type))
         _check_http_url("gitlab_url", self.gitlab_url)
         _check_http_url("llm_base_url", self.llm_base_url)
         _check_database_url(self.database_url)
@@ -129,17 +208,37 @@ class Settings:
         return out
 
 
+def _check_bounds(name: str, value: Any, bounds: Bounds, annotation: str) -> None:
+    if value is None and "None" in annotation:
+        return
+    whole = "int" in annotation
+    if isinstance(value, bool) or not isinstance(value, int if whole else (int, float)):
+        kind = "a whole number" if whole else "a number"
+        raise ConfigError(f"{name} must be {kind}, got {_shown(value)}")
+    problem = bounds.problem(value)
+    if problem is not None:
+        raise ConfigError(f"{name} {problem}")
+
+
 def _check_http_url(name: str, url: str | None) -> None:
-    """An http(s) URL with a host; the message never shows a password it may hold."""
+    """An http(s) URL with a host (and a valid port); the message never shows a password."""
     if url is None:
         return
-    parts = urlsplit(url)
-    if parts.scheme not in HTTP_SCHEMES or not parts.hostname:
+    try:
+        parts = urlsplit(url)
+        usable = parts.scheme in HTTP_SCHEMES and bool(parts.hostname)
+        parts.port  # noqa: B018 - raises ValueError for a port out of range or not a number
+    except ValueError:
+        usable = False
+    if not usable:
         raise ConfigError(f"{name}: {hide_url_password(url)!r} is not an http:// or https:// URL")
 
 
 def _check_database_url(url: str) -> None:
-    scheme = urlsplit(url).scheme.split("+", 1)[0]
+    try:
+        scheme = urlsplit(url).scheme.split("+", 1)[0]
+    except ValueError:
+        scheme = ""
     if scheme not in DATABASE_SCHEMES:
         raise ConfigError(
             f"database_url: {hide_url_password(url)!r} is not supported: use sqlite:///PATH "
@@ -175,16 +274,34 @@ def _coerce(name: str, raw: Any, annotation: str) -> Any:
                 return None
             raise TypeError
         if "int" in annotation:
-            if isinstance(raw, bool):
+            # A TOML float (1e400 is inf, 3.5 is not a count) is refused, not truncated.
+            if isinstance(raw, bool | float):
                 raise TypeError
             return int(raw)
         if "float" in annotation:
+            if isinstance(raw, bool):
+                raise TypeError
             return float(raw)
         if not isinstance(raw, str):
             raise TypeError
         return raw
     except (TypeError, ValueError):
-        raise ConfigError(f"{name}: cannot use {raw!r} (expected {annotation})") from None
+        raise ConfigError(
+            f"{name}: cannot use {_shown(raw)} (expected {_expected(annotation)})"
+        ) from None
+
+
+def _expected(annotation: str) -> str:
+    """A field's type in words, for an error message."""
+    for kind, words in (
+        ("tuple", "a list of strings"),
+        ("bool", "true or false"),
+        ("int", "a whole number"),
+        ("float", "a number"),
+    ):
+        if kind in annotation:
+            return words
+    return "a string"
 
 
 def _from_mapping(values: Mapping[str, Any], source: str) -> dict[str, Any]:
@@ -210,7 +327,11 @@ def _from_env(env: Mapping[str, str]) -> dict[str, Any]:
 
 def _read_toml(path: Path) -> dict[str, Any]:
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = tomllib.loads(read_input_file(path, MAX_CONFIG_FILE_BYTES).decode("utf-8"))
+    except InputFileRefused as refused:
+        raise ConfigError(f"config file {path} {refused}: not a settings file") from None
+    except IsADirectoryError:
+        raise ConfigError(f"config file {path} is not a regular file (a directory)") from None
     except OSError as error:
         raise ConfigError(f"cannot read config file {path}: {error.strerror}") from None
     except UnicodeDecodeError as error:
@@ -219,7 +340,15 @@ def _read_toml(path: Path) -> dict[str, Any]:
         ) from None
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"config file {path} is not valid TOML: {error}") from None
-    return data.get("reviewbot", data)
+    return _settings_table(data, str(path))
+
+
+def _settings_table(data: dict[str, Any], source: str) -> dict[str, Any]:
+    """The ``[reviewbot]`` table, or the top level when there is none."""
+    table = data.get("reviewbot", data)
+    if not isinstance(table, dict):
+        raise ConfigError(f"{source}: reviewbot must be a table ([reviewbot]), got {_shown(table)}")
+    return table
 
 
 def load_settings(
@@ -251,7 +380,7 @@ def apply_repo_overrides(
         data = tomllib.loads(toml_text)
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{source} is not valid TOML: {error}") from None
-    data = data.get("reviewbot", data)
+    data = _settings_table(data, source)
     not_allowed = sorted(set(data) - REPO_KEYS)
     if not_allowed:
         raise ConfigError(

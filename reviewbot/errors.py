@@ -92,7 +92,10 @@ ERROR_TABLE: tuple[tuple[str, str, Disposition], ...] = (
     ("reviewbot.window", "WindowError", BAD_INPUT),
     ("reviewbot.eval", "DatasetError", BAD_INPUT),
     ("sqlalchemy.exc", "ArgumentError", Disposition(EXIT_BAD_INPUT, False, _database_url)),
-    # GitLab: what is missing or forbidden stays so; an outage passes
+    # GitLab: a web page where the API should be is a wrong REVIEWBOT_GITLAB_URL (bad input;
+    # settings are built once per process, so a retry would get the same page); what is
+    # missing or forbidden stays so; an outage passes
+    ("reviewbot.gitlab", "GitLabNotAPIError", BAD_INPUT),
     ("reviewbot.gitlab", "GitLabNotFoundError", FAILED),
     ("reviewbot.gitlab", "GitLabAuthError", FAILED),
     ("reviewbot.gitlab", "GitLabUnavailableError", TRANSIENT),

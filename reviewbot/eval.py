@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from reviewbot.diff import FileDiff, Side, parse_git_diff
+from reviewbot.input_files import InputFileRefused, read_input_file
 
 __all__ = [
     "DEFAULT_TOLERANCE",
@@ -52,6 +53,10 @@ DEFAULT_TOLERANCE = 3
 DIFF_FILE = "mr.diff"
 TRUTH_FILE = "truth.json"
 HEAD_DIR = Path("files") / "head"
+# A truth file lists a few dozen lines; a diff is what GitLab shows at most (its patch limits
+# are far below). Larger files are refused before they are read.
+MAX_TRUTH_BYTES = 16 * 1024 * 1024
+MAX_DIFF_BYTES = 64 * 1024 * 1024
 
 
 class DatasetError(ValueError):
@@ -172,9 +177,16 @@ class EvalResult:
 
 def _truth(path: Path, item: str) -> list[TruthItem]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_input_file(path, MAX_TRUTH_BYTES).decode("utf-8"))
     except FileNotFoundError:
         raise DatasetError(f"{item}: no {TRUTH_FILE}") from None
+    except InputFileRefused as refused:
+        raise DatasetError(f"{item}/{TRUTH_FILE} {refused}") from None
+    except RecursionError:
+        # json.loads recurses once per nesting level: [[[[...]]]] 100,000 deep exhausts it.
+        raise DatasetError(
+            f"{item}/{TRUTH_FILE}: nested too deep (a list of {{path, line, side}} objects)"
+        ) from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
         raise DatasetError(f"{item}/{TRUTH_FILE}: not valid JSON ({error})") from None
     if not isinstance(data, list):
@@ -219,9 +231,13 @@ def load_dataset(directory: Path, limit: int | None = None) -> list[EvalItem]:
     for name in names[:limit] if limit is not None else names:
         folder = directory / name
         try:
-            raw = (folder / DIFF_FILE).read_bytes()
+            raw = read_input_file(folder / DIFF_FILE, MAX_DIFF_BYTES)
         except FileNotFoundError:
             raise DatasetError(f"{name}: no {DIFF_FILE}") from None
+        except InputFileRefused as refused:
+            raise DatasetError(f"{name}/{DIFF_FILE} {refused}") from None
+        except OSError as error:
+            raise DatasetError(f"{name}/{DIFF_FILE}: cannot read it ({error.strerror})") from None
         try:
             files = parse_git_diff(raw)
         except ValueError as error:

@@ -21,6 +21,13 @@ budget. Notable GitLab rules this module relies on:
   (``max_retries=0``); reads are retried after 429, 5xx and transport errors with a capped
   wait (``Retry-After`` in seconds or as an HTTP date, RFC 9110 section 10.2.3), and a write
   whose answer was lost is looked for on the MR (by its hidden marker) before it is sent again.
+* The API answers JSON (raw files: their own type, never HTML; 204 nothing). An HTML page with
+  status 200 is a login in front of the API (GitLab's /users/sign_in after a redirect, or a
+  single sign-on proxy) or a wrong path behind a proxy: python-gitlab hands such an answer
+  back as a ``requests.Response`` from ``http_get``/``http_post`` (client.py: "A requests
+  result object if ... the content type is not json") and raises ``GitlabParsingError``
+  ("Failed to parse the server message") from ``http_put``/``http_list``. Every answer is
+  checked here first (a session hook) and refused as :class:`GitLabNotAPIError`.
 * Draft notes are validated only at ``bulk_publish`` and an unplaceable draft is dropped
   silently (DraftNotes::PublishService), so :meth:`GitLabClient.publish_drafts` checks what
   was really published.
@@ -65,6 +72,7 @@ __all__ = [
     "GitLabAuthError",
     "GitLabClient",
     "GitLabError",
+    "GitLabNotAPIError",
     "GitLabNotFoundError",
     "GitLabSettings",
     "GitLabUnavailableError",
@@ -112,6 +120,12 @@ TRANSPORT_ERRORS: tuple[type[Exception], ...] = (
     requests.exceptions.ChunkedEncodingError,
 )
 NO_NEWLINE = "\\ No newline at end of file\n"
+HTML_MEDIA_TYPE = "text/html"
+HTTP_SUCCESS = range(200, 300)
+NOT_THE_API = (
+    "GitLab URL answered text/html (a sign-in page?), not the API: "
+    "set REVIEWBOT_GITLAB_URL to the instance root"
+)
 MAX_ERROR_TEXT = 200
 _T = TypeVar("_T")
 
@@ -188,6 +202,12 @@ class GitLabNotFoundError(GitLabError):
 
 class GitLabUnavailableError(GitLabError):
     pass
+
+
+class GitLabNotAPIError(GitLabError):
+    """What answers at the GitLab URL is a web page, not the API: the setting is wrong, and
+    the same URL gives the same page however often it is asked (reviewbot.errors: bad
+    input, never retried)."""
 
 
 class PositionRefusedError(GitLabError):
@@ -341,6 +361,7 @@ class GitLabClient:
             )
             # python-gitlab's errors carry no headers: remember Retry-After per thread.
             self._gl.session.hooks["response"].append(self._remember_retry_after)
+            self._gl.session.hooks["response"].append(_refuse_web_page)
         return self._gl
 
     def _remember_retry_after(self, response: requests.Response, *_: Any, **__: Any) -> None:
@@ -713,25 +734,29 @@ class GitLabClient:
             return self._note_id_where(notes_path, lambda note: _is_summary_by(note, me))
 
     def upsert_summary(self, project_id: int, iid: int, body: str) -> int:
-        """Edit the bot's summary note in place, or create it; returns the note id."""
+        """Edit the bot's summary note in place, or create it; returns the note id.
+
+        One write when all goes well: the edit, or the creation. Only a creation whose answer
+        was lost is followed by an edit: the summary found on the MR then is not known to hold
+        this body (another run may have written it)."""
         notes_path = f"{self._mr_path(project_id, iid)}/notes"
+        created: list[int] = []
 
         def existing_summary() -> int | None:
             return self.summary_note_id(project_id, iid)
+
+        def create() -> int:
+            answer = self._api.http_post(notes_path, post_data={"body": body}, **self._once())
+            created.append(int(answer["id"]))
+            return created[-1]
 
         with self._translated(f"updating the summary of !{iid}"):
             note_id = existing_summary()
             if note_id is None:
                 self._pace_note()
-                note_id = self._write_once(
-                    lambda: int(
-                        self._api.http_post(notes_path, post_data={"body": body}, **self._once())[
-                            "id"
-                        ]
-                    ),
-                    existing_summary,
-                )
-            # Also after a lost answer: the note found may hold an older body.
+                note_id = self._write_once(create, existing_summary)
+                if created:
+                    return note_id
             self._put(f"{notes_path}/{note_id}", {"body": body})
             return note_id
 
@@ -951,6 +976,15 @@ def retry_after_seconds(value: str | None) -> float | None:
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
     return max(0.0, (when - datetime.now(UTC)).total_seconds())
+
+
+def _refuse_web_page(response: requests.Response, *_: Any, **__: Any) -> None:
+    """A success answered with HTML is not the API (see the module notes): refuse it before
+    python-gitlab parses it or hands it back as if it were data."""
+    media_type = response.headers.get("Content-Type", "").split(";", 1)[0].strip().lower()
+    if response.status_code in HTTP_SUCCESS and media_type == HTML_MEDIA_TYPE:
+        response.close()
+        raise GitLabNotAPIError(NOT_THE_API)
 
 
 def _transient(error: BaseException) -> bool:

@@ -12,6 +12,8 @@ import math
 from dataclasses import replace
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from reviewbot.ops.capacity import (
     GIB,
@@ -456,3 +458,70 @@ def test_bad_first_token_settings_are_refused(
 ) -> None:
     with pytest.raises(CapacityError, match=message):
         plan_capacity(qwen35_35b, find_gpu("H200"), settings)
+
+
+# ---- hostile shapes and settings: a clear refusal or a finite plan, never a crash (issue 17)
+
+DIMENSIONS = (
+    "hidden_size",
+    "num_attention_heads",
+    "num_hidden_layers",
+    "num_key_value_heads",
+    "head_dim",
+    "vocab_size",
+    "intermediate_size",
+    "num_experts",
+    "num_experts_per_tok",
+    "moe_intermediate_size",
+    "linear_num_key_heads",
+    "linear_num_value_heads",
+    "linear_key_head_dim",
+    "linear_value_head_dim",
+    "linear_conv_kernel_dim",
+    "full_attention_interval",
+    "max_position_embeddings",
+)
+HOSTILE_VALUES = st.one_of(
+    st.integers(min_value=-3, max_value=70),
+    st.sampled_from([0, 1, 2**31, 10**11, 2**70, 1.5, float("inf"), "8", True, None, [], {}]),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    overrides=st.dictionaries(st.sampled_from(DIMENSIONS), HOSTILE_VALUES, max_size=5),
+    gpus=st.integers(min_value=-1, max_value=100_000),
+    tp=st.one_of(st.none(), st.integers(min_value=-1, max_value=4096)),
+)
+def test_any_config_and_split_is_refused_clearly_or_planned(
+    qwen35_35b, overrides: dict, gpus: int, tp: int | None
+) -> None:
+    config = {
+        "hidden_size": 2048,
+        "num_attention_heads": 16,
+        "num_hidden_layers": 8,
+        "num_key_value_heads": 2,
+        "head_dim": 256,
+        "vocab_size": 248320,
+        "num_experts": 256,
+        "num_experts_per_tok": 8,
+        "moe_intermediate_size": 512,
+        "shared_expert_intermediate_size": 512,
+        "linear_num_key_heads": 16,
+        "linear_num_value_heads": 32,
+        "linear_key_head_dim": 128,
+        "linear_value_head_dim": 128,
+        "linear_conv_kernel_dim": 4,
+        "full_attention_interval": 4,
+        **overrides,
+    }
+    try:
+        shape = shape_from_config(config, "fuzzed", "config.json")
+        plan = plan_capacity(
+            shape, find_gpu("H200"), LaunchSettings(gpus=gpus, tensor_parallel_size=tp)
+        )
+    except (ModelConfigError, CapacityError) as error:
+        assert "\n" not in str(error) and len(str(error)) < 300
+        return
+    assert math.isfinite(plan.max_sequences_at_max_model_len)
+    assert plan.kv_cache_blocks >= 0 and plan.vllm_block_size >= 16

@@ -130,6 +130,31 @@ def test_model_config_takes_any_hugging_face_config(tmp_path: Path) -> None:
             [*NINE_B_ON_4_T10, "--tensor-parallel-size", "0"],
             "--tensor-parallel-size must be at least 1",
         ),
+        # issue 17 item 3: was a ZeroDivisionError (a rank's share of the heads became 0)
+        (
+            ["--model", "Qwen/Qwen3.5-9B", "--gpu", "H200", "--gpus", "100000"],
+            "--gpus must be at most 1,024, got 100,000",
+        ),
+        (
+            ["--model", "Qwen/Qwen3.5-35B-A3B", "--gpu", "H200", "--gpus", "64"],
+            "tensor parallel size 64 is larger than Qwen/Qwen3.5-35B-A3B's 16 attention heads",
+        ),
+        (
+            ["--model", "Qwen/Qwen3.5-9B", "--gpu", "L4", "--max-model-len", str(2**40)],
+            "--max-model-len must be at most",
+        ),
+        (
+            ["--model", "Qwen/Qwen3.5-9B", "--gpu", "L4", "--max-num-seqs", str(2**70)],
+            "--max-num-seqs must be at most 65,536",
+        ),
+        (
+            ["--model", "Qwen/Qwen3.5-9B", "--gpu", "L4", "--ttft-target-s", "inf"],
+            "--ttft-target-s must be a positive number of seconds",
+        ),
+        (
+            ["--model", "Qwen/Qwen3.5-9B", "--gpu", "L4", "--gpu-memory-utilization", "nan"],
+            "--gpu-memory-utilization must be in (0, 1]",
+        ),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args: list[str], message: str) -> None:
@@ -142,13 +167,55 @@ def test_bad_input_is_one_line_and_exit_2(args: list[str], message: str) -> None
 
 @pytest.mark.parametrize(
     ("content", "message"),
-    [("{not json", "is not valid JSON"), ('{"hidden_size": 8}', "num_attention_heads")],
+    [
+        ("{not json", "is not valid JSON"),
+        ('{"hidden_size": 8}', "num_attention_heads"),
+        ("[" * 100_000 + "]" * 100_000, "JSON nested too deep"),
+        (" " * (4 * 1024 * 1024 + 1), "larger than 4,194,304 bytes"),
+    ],
 )
 def test_unusable_config_files_are_one_line(tmp_path: Path, content: str, message: str) -> None:
     config = tmp_path / "config.json"
     config.write_text(content)
     code, _, err = run("capacity", "--model-config", str(config), "--gpu", "L4")
     assert code == 2 and err.count("\n") == 1 and message in err
+
+
+HUGE = 10**11
+
+
+@pytest.mark.parametrize(
+    "dimension",
+    [
+        "num_hidden_layers",
+        "hidden_size",
+        "vocab_size",
+        "intermediate_size",
+        "num_attention_heads",
+        "num_key_value_heads",
+        "head_dim",
+    ],
+)
+def test_a_config_with_1e11_sized_dimensions_is_one_line(tmp_path: Path, dimension: str) -> None:
+    """Was a MemoryError (issue 17 item 3): 1e11 layers became a tuple of 1e11 layer kinds."""
+    config = tmp_path / "config.json"
+    llama = {
+        "hidden_size": 4096,
+        "num_attention_heads": 32,
+        "num_hidden_layers": 32,
+        "num_key_value_heads": 8,
+        "intermediate_size": 14336,
+        "vocab_size": 128256,
+    }
+    config.write_text(json.dumps({**llama, dimension: HUGE}))
+    code, out, err = run("capacity", "--model-config", str(config), "--gpu", "H200")
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert f"{dimension} {HUGE} is larger than any model the planner can size" in err
+
+
+def test_a_device_as_model_config_is_refused_before_reading() -> None:
+    code, _, err = run("capacity", "--model-config", "/dev/zero", "--gpu", "L4")
+    assert code == 2 and "/dev/zero is not a regular file" in err
 
 
 NINE_B_CONFIG = json.loads(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -36,6 +37,17 @@ from reviewbot.cli import main
         (["plan", "--diff", "-"], {"REVIEWBOT_REQUEST_TIMEOUT_S": "-1"}, 2, "request_timeout_s"),
         (["plan", "--diff", "-"], {"REVIEWBOT_REQUEST_TIMEOUT_S": "nan"}, 2, "request_timeout_s"),
         (["serve", "--port", "70000"], {}, 2, "--port"),
+        # issue 17 item 3: bad numbers and URLs from the environment are refused where parsed
+        (
+            ["run", "1", "--project", "g/a"],
+            {"REVIEWBOT_GITLAB_URL": "http://[::1"},
+            2,
+            "gitlab_url",
+        ),
+        (["plan", "--diff", "-"], {"REVIEWBOT_MAX_MODEL_LEN": "1e400"}, 2, "MAX_MODEL_LEN"),
+        (["plan", "--diff", "-"], {"REVIEWBOT_CONCURRENCY": str(2**70)}, 2, "concurrency"),
+        (["plan", "--diff", "-"], {"REVIEWBOT_MR_LOCK_SECONDS": "inf"}, 2, "mr_lock_seconds"),
+        (["plan", "--diff", "-", "--config", "/dev/zero"], {}, 2, "not a regular file"),
         (["reviews", "list", "--limit", "-1"], {}, 2, "--limit"),
         (
             ["reviews", "list", "--database-url", "sqlite:////proc/reviewbot/x.db"],
@@ -51,6 +63,32 @@ def test_one_line_errors(args: list[str], env: dict[str, str], code: int, messag
     assert message in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
     assert "Traceback" not in result.output and "hunter2" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("line", "named"),
+    [
+        ("max_model_len = 1e400", "max_model_len"),
+        ("max_model_len = nan", "max_model_len"),
+        ("request_timeout_s = inf", "request_timeout_s"),
+        (f"concurrency = {2**70}", "concurrency"),
+        ("gitlab_url = 'http://[::1'", "gitlab_url"),
+    ],
+)
+def test_a_bad_value_in_the_config_file_is_one_line(tmp_path: Path, line: str, named: str) -> None:
+    config = tmp_path / "reviewbot.toml"
+    config.write_text(f"[reviewbot]\n{line}\n")
+    result = CliRunner().invoke(main, ["plan", "--diff", "-", "--config", str(config)], input="")
+    assert result.exit_code == 2, result.output
+    assert named in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_doctor_refuses_a_device_as_config_file_instead_of_reading_it() -> None:
+    result = CliRunner().invoke(main, ["doctor", "--json", "--config", "/dev/zero"])
+    assert result.exit_code == 1, result.output
+    (settings_check,) = json.loads(result.stdout)["checks"]
+    assert settings_check["name"] == "settings" and settings_check["status"] == "fail"
+    assert "is not a regular file (a device)" in settings_check["detail"]
 
 
 def test_a_config_file_that_is_not_utf8_is_one_line(tmp_path: Path) -> None:

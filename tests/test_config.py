@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
+import os
 from pathlib import Path
 
 import pytest
 
-from reviewbot.config import ConfigError, Settings, apply_repo_overrides, load_settings
+from reviewbot.config import (
+    MAX_CONFIG_FILE_BYTES,
+    ConfigError,
+    Settings,
+    apply_repo_overrides,
+    load_settings,
+    setting_bounds,
+)
 
 
 def test_precedence_toml_then_env_then_overrides(tmp_path: Path) -> None:
@@ -93,3 +102,122 @@ def test_every_setting_is_documented_in_the_readme() -> None:
     documented = {cell.strip("` ") for row in rows for cell in row.split("|")[1].split(",")}
     missing = [f.name.upper() for f in fields(Settings) if f.name.upper() not in documented]
     assert missing == [], f"settings missing from the README's configuration table: {missing}"
+
+
+# ---- every numeric setting is finite and bounded where it is parsed (issue 17 item 3)
+
+NUMERIC_SETTINGS = [
+    f.name
+    for f in dataclasses.fields(Settings)
+    if any(kind in str(f.type) for kind in ("int", "float"))
+]
+HOSTILE_NUMBERS = ["1e400", "-1e400", "nan", "inf", "-inf", str(2**70), "-1", "0", "9" * 5000]
+
+
+def test_every_numeric_setting_declares_its_bounds() -> None:
+    missing = [name for name in NUMERIC_SETTINGS if setting_bounds(name) is None]
+    assert missing == []
+
+
+@pytest.mark.parametrize("name", NUMERIC_SETTINGS)
+@pytest.mark.parametrize("raw", HOSTILE_NUMBERS)
+def test_a_hostile_number_in_the_environment_is_refused_by_name(name: str, raw: str) -> None:
+    bounds = setting_bounds(name)
+    assert bounds is not None
+    if raw in ("0", "-1") and float(raw) >= bounds.low and not bounds.above_low:
+        return  # 0 is meaningful here (e.g. "no limit")
+    with pytest.raises(ConfigError) as caught:
+        load_settings(env={f"REVIEWBOT_{name.upper()}": raw})
+    message = str(caught.value)
+    assert name in message.lower() and len(message) < 200 and "\n" not in message
+
+
+@pytest.mark.parametrize("name", NUMERIC_SETTINGS)
+@pytest.mark.parametrize(
+    "value", ["1e400", "-1e400", "nan", "inf", str(2**70), "-1", "3.5", "true", "[1]"]
+)
+def test_a_hostile_number_in_the_toml_file_is_refused_by_name(
+    tmp_path: Path, name: str, value: str
+) -> None:
+    bounds = setting_bounds(name)
+    assert bounds is not None
+    if value == "-1" and bounds.low < 0:
+        return
+    if value == "3.5" and "float" in str(Settings.__dataclass_fields__[name].type):
+        return  # 3.5 seconds is fine
+    config = tmp_path / "reviewbot.toml"
+    config.write_text(f"[reviewbot]\n{name} = {value}\n")
+    with pytest.raises(ConfigError, match=name):
+        load_settings(env={}, config_file=config)
+
+
+def test_the_largest_allowed_values_are_accepted() -> None:
+    env = {}
+    for name in NUMERIC_SETTINGS:
+        bounds = setting_bounds(name)
+        assert bounds is not None
+        env[f"REVIEWBOT_{name.upper()}"] = str(int(bounds.high))
+    settings = load_settings(env=env)
+    assert settings.concurrency == int(setting_bounds("concurrency").high)  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("name", "url"),
+    [
+        ("gitlab_url", "http://[::1"),
+        ("gitlab_url", "http://gitlab.example.com:99999"),
+        ("gitlab_url", "gopher://gitlab.example.com"),
+        ("llm_base_url", "https://[::1/v1"),
+        ("llm_base_url", "http:///v1"),
+        ("database_url", "postgresql://[::1"),
+    ],
+)
+def test_a_url_that_does_not_parse_is_refused_by_name(name: str, url: str) -> None:
+    with pytest.raises(ConfigError, match=name):
+        load_settings(env={f"REVIEWBOT_{name.upper()}": url})
+
+
+@pytest.mark.parametrize(
+    ("path", "kind"),
+    [("/dev/zero", "a device"), ("/dev/urandom", "a device"), ("/", "a directory")],
+)
+def test_a_config_path_that_is_not_a_regular_file_is_refused_before_reading(
+    path: str, kind: str
+) -> None:
+    with pytest.raises(ConfigError, match=f"is not a regular file \\({kind}\\)"):
+        load_settings(env={}, config_file=path)
+
+
+def test_the_null_device_as_config_file_means_no_settings_file() -> None:
+    assert load_settings(env={"REVIEWBOT_CONFIG": os.devnull}).concurrency == 8
+
+
+def test_a_fifo_as_config_file_is_refused_without_waiting_for_a_writer(tmp_path: Path) -> None:
+    fifo = tmp_path / "config.toml"
+    os.mkfifo(fifo)
+    with pytest.raises(ConfigError, match=r"is not a regular file \(a FIFO\)"):
+        load_settings(env={"REVIEWBOT_CONFIG": str(fifo)})
+
+
+def test_a_config_file_over_the_size_cap_is_refused(tmp_path: Path) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text("# padding\n" * (MAX_CONFIG_FILE_BYTES // 10 + 1))
+    with pytest.raises(ConfigError, match="larger than 1,048,576 bytes"):
+        load_settings(env={}, config_file=config)
+    config.write_text("# padding\n" * (MAX_CONFIG_FILE_BYTES // 10 - 1) + "concurrency = 2\n")
+    assert load_settings(env={}, config_file=config).concurrency == 2
+
+
+def test_a_reviewbot_key_that_is_not_a_table_is_refused(tmp_path: Path) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text("reviewbot = 3\n")
+    with pytest.raises(ConfigError, match=r"reviewbot must be a table"):
+        load_settings(env={}, config_file=config)
+
+
+def test_the_bounds_page_shows_every_declared_bound() -> None:
+    page = (Path(__file__).parent.parent / "docs" / "configuration.md").read_text()
+    for name in NUMERIC_SETTINGS:
+        bounds = setting_bounds(name)
+        assert bounds is not None
+        assert f"| `{name.upper()}` | {bounds.describe()} |" in page, name

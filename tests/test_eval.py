@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import json
+import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -192,3 +193,51 @@ def test_a_bad_dataset_is_one_line_and_exit_2(tmp_path: Path) -> None:
     )
     assert result.exit_code == 2
     assert result.output.strip() == f"reviewbot: error: {tmp_path / 'nope'}: not a directory"
+
+
+def _item_with_truth(tmp_path: Path, truth: bytes) -> Path:
+    item = tmp_path / "one"
+    item.mkdir()
+    (item / "mr.diff").write_text((DATASET / "01-eval-calls" / "mr.diff").read_text())
+    (item / "truth.json").write_bytes(truth)
+    return item
+
+
+@pytest.mark.parametrize(
+    ("truth", "message"),
+    [
+        # json.loads raised RecursionError: exit 1 and a traceback (issue 17 item 3)
+        (b"[" * 100_000 + b"]" * 100_000, "one/truth.json: nested too deep"),
+        (
+            b'[{"path": "a.py", "line": 3, "side": "new"}' + b" " * (16 * 1024 * 1024),
+            "one/truth.json is larger than 16,777,216 bytes",
+        ),
+    ],
+)
+def test_a_hostile_truth_file_is_one_line_and_exit_2(
+    tmp_path: Path, truth: bytes, message: str
+) -> None:
+    _item_with_truth(tmp_path, truth)
+    result = CliRunner().invoke(
+        main, ["eval", str(tmp_path)], env={"REVIEWBOT_DATABASE_URL": "sqlite:///unused.db"}
+    )
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    assert result.stderr.startswith(f"reviewbot: error: {message}")
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_dataset_files_that_are_not_regular_files_are_refused_before_reading(
+    tmp_path: Path,
+) -> None:
+    item = _item_with_truth(tmp_path, b"[]")
+    (item / "truth.json").unlink()
+    os.mkfifo(item / "truth.json")  # reading it would wait for a writer forever
+    with pytest.raises(DatasetError, match=r"one/truth\.json is not a regular file \(a FIFO\)"):
+        load_dataset(tmp_path)
+    (item / "truth.json").unlink()
+    (item / "truth.json").write_text("[]")
+    (item / "mr.diff").unlink()
+    (item / "mr.diff").symlink_to("/dev/zero")  # reading it would never end
+    with pytest.raises(DatasetError, match=r"one/mr\.diff is not a regular file \(a device\)"):
+        load_dataset(tmp_path)

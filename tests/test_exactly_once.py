@@ -11,12 +11,15 @@ import time
 from collections import Counter
 from email.utils import formatdate
 
+import pytest
+
 from reviewbot.app import App
 from reviewbot.comments import parse_marker
 from reviewbot.gitlab import (
     RETRY_AFTER_CAP_S,
     GitLabClient,
     GitLabSettings,
+    GitLabUnavailableError,
     retry_after_seconds,
 )
 from reviewbot.mr import RunOptions, run_merge_request
@@ -81,11 +84,11 @@ def test_drafts_stored_then_answered_502_are_published_once(world: World) -> Non
 
 def test_drafts_left_by_a_run_that_stopped_are_not_published_twice(world: World) -> None:  # noqa: F811
     world.gitlab.add_fault_for("POST", r"/draft_notes/bulk_publish$", "503", times=10)
-    with App(world.settings(publish_mode="drafts")) as app:
-        try:
-            run_merge_request(app, PROJECT, 1, RunOptions())
-        except Exception as error:  # noqa: BLE001 - the run fails: GitLab never publishes
-            assert "503" in str(error)
+    with (
+        App(world.settings(publish_mode="drafts")) as app,
+        pytest.raises(GitLabUnavailableError, match="answered 503"),
+    ):
+        run_merge_request(app, PROJECT, 1, RunOptions())  # fails: GitLab never publishes
     world.run(publish_mode="drafts")  # the drafts of the first run are still there
     on_mr = fingerprints_on_mr(world)
     assert len(on_mr) == 3 and set(on_mr.values()) == {1}
@@ -144,3 +147,39 @@ def test_a_report_issue_stored_then_answered_502_is_one_issue() -> None:
         issue = client.create_issue("team/reports", "reviewbot report 2026-W11", marker, marker)
         issues = gitlab.issues("team/reports")
     assert [i["iid"] for i in issues] == [issue["iid"]]
+
+
+def _summary_writes(world: World) -> list[tuple[str, str]]:  # noqa: F811
+    """Every write to the MR's notes (the summary is the only plain note a review writes),
+    as (method, the path after .../merge_requests/1)."""
+    marker = "/merge_requests/1/notes"
+    return [
+        (method, path[path.index(marker) + len("/merge_requests/1") :])
+        for method, path in world.gitlab.requests
+        if method != "GET" and marker in path
+    ]
+
+
+def test_a_first_review_writes_its_summary_once(world: World) -> None:  # noqa: F811
+    """The summary was created and then written again with the same body (issue 17 item 4)."""
+    world.run()
+    [summary] = summaries(world)
+    assert _summary_writes(world) == [("POST", "/notes")]
+    assert "3 finding(s), 3 posted inline" in summary["body"]
+
+
+def test_a_summary_whose_answer_was_lost_is_found_then_rewritten_once(world: World) -> None:  # noqa: F811
+    world.gitlab.add_fault_for("POST", NOTES, "stored:502")
+    world.run()
+    [summary] = summaries(world)
+    # stored, answer lost; looked for on the MR (found: not sent again); made current once
+    assert _summary_writes(world) == [("POST", "/notes"), ("PUT", f"/notes/{summary['id']}")]
+    assert "3 finding(s), 3 posted inline" in summary["body"]
+
+
+def test_a_second_review_edits_the_summary_in_place(world: World) -> None:  # noqa: F811
+    world.run()
+    world.gitlab.requests.clear()
+    world.run()
+    [summary] = summaries(world)
+    assert _summary_writes(world) == [("PUT", f"/notes/{summary['id']}")]

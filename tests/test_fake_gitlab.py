@@ -414,3 +414,27 @@ def test_a_read_api_token_cannot_write(fake: FakeGitLab) -> None:
     assert httpx.get(notes, headers=headers).status_code == 200
     refused = httpx.post(notes, headers=headers, json={"body": "hello"})
     assert refused.status_code == 403 and refused.json()["error"] == "insufficient_scope"
+
+
+def test_a_sign_in_page_answers_every_api_path_with_html_and_status_200(
+    fake: FakeGitLab, gl: gitlab.Gitlab
+) -> None:
+    """The fault of a URL that reaches a login instead of the API (issue 17 item 3): what
+    python-gitlab then does is what reviewbot.gitlab has to cope with."""
+    fake.answer_sign_in_page()
+    try:
+        for method, path in (("GET", "/user"), ("POST", "/projects/7/merge_requests/1/notes")):
+            answer = httpx.request(
+                method, f"{fake.url}/api/v4{path}", headers={"PRIVATE-TOKEN": TOKEN}
+            )
+            assert answer.status_code == 200
+            assert answer.headers["Content-Type"] == "text/html; charset=utf-8"
+            assert "<title>Sign in · GitLab</title>" in answer.text
+        # python-gitlab hands a GET's HTML back as a Response and fails to parse a list
+        assert not isinstance(gl.http_get("/user"), dict)
+        with pytest.raises(gitlab.GitlabParsingError, match="Failed to parse the server message"):
+            gl.http_list("/projects/7/merge_requests/1/notes", get_all=True)
+    finally:
+        fake.answer_sign_in_page(False)
+    assert fake.notes(PROJECT, 1) == []  # nothing reached the API
+    assert httpx.get(f"{fake.url}/api/v4/user", headers={"PRIVATE-TOKEN": TOKEN}).json()["username"]

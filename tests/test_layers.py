@@ -25,6 +25,7 @@ CORE = {
     "reviewbot.errors",
     "reviewbot.exclusions",
     "reviewbot.findings",
+    "reviewbot.input_files",
     "reviewbot.interdiff",
     "reviewbot.markdown",
     "reviewbot.prompts",

@@ -10,6 +10,7 @@ when REVIEWBOT_TEST_POSTGRES_URL is set, on PostgreSQL.
 from __future__ import annotations
 
 import json
+import logging
 import re
 import socket
 import subprocess
@@ -213,6 +214,37 @@ OUT_OF_LIMITS = [
     ("Merge Request Hook", "merge_request_open", "project.path_with_namespace", "acme/pay\x00"),
     ("Merge Request Hook", "merge_request_open", "project.path_with_namespace", "acme/\ud800"),
     ("Merge Request Hook", "merge_request_open", "project.id", 2**70),
+    # paths GitLab never allows (lib/gitlab/path_regex.rb; issue 17 item 3)
+    ("Merge Request Hook", "merge_request_open", "project.path_with_namespace", "../../etc/passwd"),
+    ("Merge Request Hook", "merge_request_open", "project.path_with_namespace", ".."),
+    ("Merge Request Hook", "merge_request_open", "project.path_with_namespace", "acme/.."),
+    ("Merge Request Hook", "merge_request_open", "project.path_with_namespace", "acme/."),
+    ("Merge Request Hook", "merge_request_open", "project.path_with_namespace", "payments"),
+    ("Merge Request Hook", "merge_request_open", "project.path_with_namespace", "acme//payments"),
+    ("Merge Request Hook", "merge_request_open", "project.path_with_namespace", "/acme/payments"),
+    ("Merge Request Hook", "merge_request_open", "project.path_with_namespace", "acme/payments/"),
+    ("Merge Request Hook", "merge_request_open", "project.path_with_namespace", "acme/pay ments"),
+    ("Merge Request Hook", "merge_request_open", "project.path_with_namespace", "acme/-payments"),
+    ("Merge Request Hook", "merge_request_open", "project.path_with_namespace", "acme./payments"),
+    ("Merge Request Hook", "merge_request_open", "project.path_with_namespace", "-acme/payments"),
+    (
+        "Merge Request Hook",
+        "merge_request_open",
+        "project.path_with_namespace",
+        "acme/payments.git",
+    ),
+    (
+        "Merge Request Hook",
+        "merge_request_open",
+        "project.path_with_namespace",
+        "acme/payments.atom",
+    ),
+    ("Merge Request Hook", "merge_request_open", "project.path_with_namespace", "acme/pay\nments"),
+    ("Merge Request Hook", "merge_request_open", "project.path_with_namespace", "acme\\payments"),
+    ("Note Hook", "note_merge_request_review", "project.path_with_namespace", "../../etc/passwd"),
+    ("Emoji Hook", "emoji_note_thumbsup", "project.path_with_namespace", "acme/.."),
+    ("Note Hook", "note_merge_request_review", "user.username", "bob."),
+    ("Note Hook", "note_merge_request_review", "user.username", ".."),
     ("Note Hook", "note_merge_request_review", "merge_request.iid", 2**31),
     ("Note Hook", "note_merge_request_review", "user.username", "bo\x00b"),
     ("Note Hook", "note_merge_request_review", "user.username", "b" * 256),
@@ -915,6 +947,44 @@ def test_help_is_posted_on_the_merge_request(store_url: str, tmp_path: Path) -> 
     ] == [(BOT, help_text(BOT))]
 
 
+def test_help_against_a_sign_in_page_logs_one_line(
+    store_url: str,  # noqa: F811
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """GitLab's URL answering a sign-in page (issue 17 item 3): the delivery is answered, the
+    help note cannot be posted, and that is one log line, not a traceback."""
+    upgrade(store_url)
+    store = Store.from_url(store_url)
+    with FakeGitLab() as gitlab:
+        gitlab.add_user(BOT, token="bot-token", bot=True)
+        gitlab.add_project(PROJECT)
+        gitlab.add_mr_from_git(PROJECT, _tiny_repo(tmp_path), "main", "fix-rounding", iid=IID)
+        gitlab.answer_sign_in_page()
+        poster = GitLabClient(GitLabSettings(url=gitlab.url, token="bot-token"))
+        app = create_app(
+            Settings(database_url=store_url),
+            store,
+            JobQueue(store),
+            secret=SECRET,
+            bot_username=BOT,
+            note_poster=poster,
+        )
+        with caplog.at_level(logging.WARNING), TestClient(app) as client:
+            response = client.post(
+                WEBHOOK_PATH,
+                json=load("note_merge_request_help"),
+                headers={"X-Gitlab-Event": "Note Hook", "X-Gitlab-Token": SECRET},
+            )
+        gitlab.answer_sign_in_page(False)
+        notes = gitlab.notes(PROJECT, IID)
+    store.close()
+    assert response.status_code == 202 and notes == []
+    [record] = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert "could not answer /reviewbot help" in record.getMessage()
+    assert "sign-in page?" in record.getMessage() and record.exc_info is None
+
+
 # ---------------------------------------------------------------------------------------------
 # A real server
 
@@ -922,11 +992,15 @@ def test_help_is_posted_on_the_merge_request(store_url: str, tmp_path: Path) -> 
 class ServerThread:
     """uvicorn on 127.0.0.1, random port, in a thread; stopped cleanly."""
 
-    def __init__(self, app: Any) -> None:
+    def __init__(self, app: Any, *, log_to_root: bool = False) -> None:
         self.socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.socket.bind(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.socket.getsockname()[1]}"
-        config = uvicorn.Config(app, log_level="warning", lifespan="off")
+        self.address = self.socket.getsockname()
+        self.url = f"http://127.0.0.1:{self.address[1]}"
+        # log_to_root: uvicorn's own logging set-up is skipped, so its loggers (an exception in
+        # the app is logged by "uvicorn.error") reach the root logger and pytest's caplog.
+        logging_options: dict[str, Any] = {"log_config": None} if log_to_root else {}
+        config = uvicorn.Config(app, log_level="warning", lifespan="off", **logging_options)
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(
             target=self.server.run, kwargs={"sockets": [self.socket]}, name="uvicorn-test"
@@ -972,6 +1046,38 @@ def test_through_a_real_uvicorn_server(listener: Listener) -> None:
     assert (wrong.status_code, huge.status_code, health.status_code) == (401, 413, 200)
     assert _metrics(metrics.text)['reviewbot_webhook_deliveries_total{outcome="too_large"}'] == 1
     assert not server.thread.is_alive()
+
+
+def _send_half_a_delivery(address: tuple[str, int], body: bytes) -> None:
+    """Headers announcing ``body``'s length, half of it, then the connection closed: a
+    delivery cut off mid-body (a proxy timing out, GitLab giving up)."""
+    head = (
+        f"POST {WEBHOOK_PATH} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        f"X-Gitlab-Event: Merge Request Hook\r\nX-Gitlab-Token: {SECRET}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    ).encode()
+    with socket.create_connection(address, timeout=SERVER_START_TIMEOUT_S) as raw:
+        raw.sendall(head + body[: len(body) // 2])
+        raw.shutdown(socket.SHUT_WR)
+        raw.recv(1)  # wait until the server has read what came and closed its side
+
+
+def test_a_delivery_cut_off_mid_body_is_one_log_line_and_queues_nothing(
+    listener: Listener, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Was a 45-line ClientDisconnect traceback per connection (issue 17 item 3)."""
+    body = json.dumps(load("merge_request_open")).encode()
+    with caplog.at_level(logging.INFO), ServerThread(listener.app, log_to_root=True) as server:
+        for _ in range(3):
+            _send_half_a_delivery(server.address, body)
+        with httpx.Client(base_url=server.url) as http:
+            metrics = http.get("/metrics")
+    assert listener.jobs() == []
+    records = [r for r in caplog.records if "cut off" in r.getMessage()]
+    assert len(records) == 3, [r.getMessage() for r in caplog.records]
+    assert all(r.exc_info is None and "\n" not in r.getMessage() for r in records)
+    assert not [r for r in caplog.records if r.exc_info or "Traceback" in r.getMessage()]
+    assert _metrics(metrics.text)['reviewbot_webhook_deliveries_total{outcome="disconnected"}'] == 3
 
 
 # ---------------------------------------------------------------------------------------------

@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from reviewbot.ops.gpus import Gpu
-from reviewbot.ops.model_shape import DTYPE_BYTES, ModelShape
+from reviewbot.ops.model_shape import DTYPE_BYTES, MAX_POSITIONS, ModelShape
 
 GIB = 1024**3
 
@@ -42,6 +42,13 @@ SMALLER_BATCHED_TOKENS = (4096, 2048)
 MAX_RECOMMENDED_NUM_SEQS = 64
 # vLLM's default --max-num-seqs, used to size the sampler's logits during memory profiling.
 VLLM_DEFAULT_MAX_NUM_SEQS = 256
+# Upper bounds of the launch settings: far above any server (8 GPUs a box, tensor parallel
+# across a few boxes, vLLM's largest --max-num-seqs in the thousands), so a typo is one clear
+# line instead of an absurd plan; token counts are bounded like the model's positions.
+MAX_GPUS = 1024
+MAX_NUM_SEQS = 65_536
+MAX_TOKENS = MAX_POSITIONS
+MAX_TTFT_TARGET_S = 86_400.0  # a day
 
 # --- quantization ---------------------------------------------------------------------------
 QUANTIZATIONS = ("bf16", "fp16", "fp8", "gptq-int4", "awq-int4")
@@ -327,8 +334,9 @@ def paged_cache(shape: ModelShape, tp: int, kv_bytes: int, model_bytes: int) -> 
             KERNEL_BLOCK_ALIGNMENT, KERNEL_BLOCK_ALIGNMENT * attention_page_per_token, full, 1, 0
         )
     state_page = state_bytes_per_layer_per_gpu(shape, tp, model_bytes)
-    block = KERNEL_BLOCK_ALIGNMENT * math.ceil(
-        state_page / (KERNEL_BLOCK_ALIGNMENT * attention_page_per_token)
+    # At least one aligned block, even for a state that takes no room on this rank.
+    block = KERNEL_BLOCK_ALIGNMENT * max(
+        1, math.ceil(state_page / (KERNEL_BLOCK_ALIGNMENT * attention_page_per_token))
     )
     group = min(full, linear) if full else linear
     return PagedCache(
@@ -425,28 +433,51 @@ def ttft_estimate(
 
 
 def _check_settings(settings: LaunchSettings, tp: int) -> None:
-    if settings.gpus < 1:
-        raise CapacityError("--gpus must be at least 1")
-    if settings.ttft_target_s is not None and not settings.ttft_target_s > 0:
-        raise CapacityError("--ttft-target-s must be a positive number of seconds")
+    _check_count("--gpus", settings.gpus, MAX_GPUS)
+    target = settings.ttft_target_s
+    if target is not None and not 0 < target <= MAX_TTFT_TARGET_S:
+        raise CapacityError(
+            f"--ttft-target-s must be a positive number of seconds up to {MAX_TTFT_TARGET_S:,.0f}"
+        )
+    _check_count("--max-model-len", settings.max_model_len, MAX_TOKENS)
     prompt = settings.prompt_tokens
     if prompt is not None and not 0 < prompt <= settings.max_model_len:
         raise CapacityError("--prompt-tokens must be between 1 and --max-model-len")
-    if tp < 1:
-        raise CapacityError("--tensor-parallel-size must be at least 1")
+    _check_count("--tensor-parallel-size", tp, MAX_GPUS)
     if tp > settings.gpus:
         raise CapacityError(f"tensor parallel size {tp} is larger than the {settings.gpus} GPU(s)")
-    if settings.max_model_len < 1:
-        raise CapacityError("--max-model-len must be at least 1")
     utilization = settings.gpu_memory_utilization
     if utilization is not None and not 0 < utilization <= 1:
         raise CapacityError("--gpu-memory-utilization must be in (0, 1]")
-    for flag, value in (
-        ("--max-num-batched-tokens", settings.max_num_batched_tokens),
-        ("--max-num-seqs", settings.max_num_seqs),
+    for flag, value, high in (
+        ("--max-num-batched-tokens", settings.max_num_batched_tokens, MAX_TOKENS),
+        ("--max-num-seqs", settings.max_num_seqs, MAX_NUM_SEQS),
     ):
-        if value is not None and value < 1:
-            raise CapacityError(f"{flag} must be at least 1, got {value}")
+        if value is not None:
+            _check_count(flag, value, high)
+
+
+def _check_count(flag: str, value: int, high: int) -> None:
+    if value < 1:
+        raise CapacityError(f"{flag} must be at least 1, got {value}")
+    if value > high:
+        raise CapacityError(f"{flag} must be at most {high:,}, got {value:,}")
+
+
+def _check_split(shape: ModelShape, tp: int) -> None:
+    """Every rank needs at least one attention head (and one DeltaNet head of each kind): with
+    more ranks than heads a rank's share is zero, vLLM cannot start, and there is nothing to
+    size. Fewer heads that do not divide evenly are a warning (_layout_warnings)."""
+    heads = {"attention heads": shape.num_attention_heads}
+    if shape.is_hybrid:
+        heads["DeltaNet key heads"] = shape.linear_num_key_heads
+        heads["DeltaNet value heads"] = shape.linear_num_value_heads
+    for what, count in heads.items():
+        if tp > count:
+            raise CapacityError(
+                f"tensor parallel size {tp} is larger than {shape.name}'s {count} {what}: "
+                f"vLLM cannot split them; use --tensor-parallel-size {count} or less"
+            )
 
 
 def _layout_warnings(shape: ModelShape, settings: LaunchSettings, tp: int) -> list[str]:
@@ -605,6 +636,7 @@ def plan_capacity(shape: ModelShape, gpu: Gpu, settings: LaunchSettings) -> Capa
     """Everything ``reviewbot capacity`` reports, for one vLLM server."""
     tp = settings.gpus if settings.tensor_parallel_size is None else settings.tensor_parallel_size
     _check_settings(settings, tp)
+    _check_split(shape, tp)
     quantization = _quantization_of(shape, settings)
     dtype = "bfloat16" if gpu.bf16 and quantization != "fp16" else "float16"
     model_bytes = DTYPE_BYTES[dtype]

@@ -31,6 +31,7 @@ from reviewbot.gitlab import (
     GitLabAuthError,
     GitLabClient,
     GitLabError,
+    GitLabNotAPIError,
     GitLabNotFoundError,
     GitLabSettings,
 )
@@ -101,6 +102,10 @@ HUNG_SERVER_FIX = (
     "reviewbot-vllm@PROFILE); the health timer restarts it after 3 failed probes in a row"
 )
 _GITLAB_FIX = "check REVIEWBOT_GITLAB_URL and that this host can reach GitLab"
+NOT_THE_API_FIX = (
+    "REVIEWBOT_GITLAB_URL is the address you open GitLab at (https://gitlab.example.com), "
+    "without /api/v4 or a page; a login in front of GitLab must let the API through"
+)
 _DATABASE_FIX = (
     "check REVIEWBOT_DATABASE_URL, that the database server runs and that its user may connect"
 )
@@ -257,6 +262,8 @@ def gitlab_checks(
         version = f"GitLab {within(step_s, client.version)} at {url}"
     except GitLabAuthError:
         version = f"GitLab at {url} answers (its version needs a valid token)"
+    except GitLabNotAPIError as error:
+        return [Check("gitlab", Status.FAIL, str(error), NOT_THE_API_FIX)]
     except GitLabError as error:
         return [Check("gitlab", Status.FAIL, str(error), unreachable_fix)]
     except CheckTimeoutError as error:

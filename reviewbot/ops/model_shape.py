@@ -18,12 +18,50 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from reviewbot.input_files import InputFileRefused, read_input_file
+
 FULL_ATTENTION = "full_attention"
 LINEAR_ATTENTION = "linear_attention"
 LAYER_KINDS = (FULL_ATTENTION, LINEAR_ATTENTION)
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "fp8": 1}
 # Suffixes of quantized checkpoints' names and the quantization they stand for.
 QUANTIZED_NAME_SUFFIXES = {"-gptq-int4": "gptq-int4", "-awq": "awq-int4", "-fp8": "fp8"}
+# A config.json is a few KB; a larger file is not one (and is not read whole to find out).
+MAX_CONFIG_FILE_BYTES = 4 * 1024 * 1024
+# The largest value each dimension may have: an order of magnitude or more above every
+# published decoder (the largest have ~128 layers, hidden 16-25K, 128 heads, 512 experts,
+# 256K-token vocabularies, 10M positions), so a typo or a hostile file (1e11 layers) is refused
+# with one line instead of being multiplied into a MemoryError or an absurd plan.
+MAX_LAYERS = 4096
+MAX_HIDDEN_SIZE = 1 << 18  # 262,144
+MAX_HEADS = 4096
+MAX_HEAD_DIM = 8192
+MAX_VOCAB_SIZE = 1 << 24  # 16,777,216
+MAX_INTERMEDIATE_SIZE = 1 << 21  # 2,097,152
+MAX_EXPERTS = 1 << 16  # 65,536
+MAX_CONV_KERNEL = 1024
+MAX_POSITIONS = 1 << 30
+MAX_SHOWN_CHARS = 40
+DIMENSION_LIMITS = {
+    "num_hidden_layers": MAX_LAYERS,
+    "full_attention_interval": MAX_LAYERS,
+    "hidden_size": MAX_HIDDEN_SIZE,
+    "num_attention_heads": MAX_HEADS,
+    "num_key_value_heads": MAX_HEADS,
+    "linear_num_key_heads": MAX_HEADS,
+    "linear_num_value_heads": MAX_HEADS,
+    "head_dim": MAX_HEAD_DIM,
+    "linear_key_head_dim": MAX_HEAD_DIM,
+    "linear_value_head_dim": MAX_HEAD_DIM,
+    "linear_conv_kernel_dim": MAX_CONV_KERNEL,
+    "vocab_size": MAX_VOCAB_SIZE,
+    "intermediate_size": MAX_INTERMEDIATE_SIZE,
+    "moe_intermediate_size": MAX_INTERMEDIATE_SIZE,
+    "shared_expert_intermediate_size": MAX_INTERMEDIATE_SIZE,
+    "num_experts": MAX_EXPERTS,
+    "num_experts_per_tok": MAX_EXPERTS,
+    "max_position_embeddings": MAX_POSITIONS,
+}
 
 
 class ModelConfigError(ValueError):
@@ -100,13 +138,46 @@ class ModelShape:
 def _require_int(config: dict[str, Any], key: str, where: str) -> int:
     value = config.get(key)
     if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-        raise ModelConfigError(f"{where}: {key} must be a positive integer (found {value!r})")
+        raise ModelConfigError(f"{where}: {key} must be a positive integer (found {_shown(value)})")
+    return _within_limit(value, key, where)
+
+
+def _optional_int(config: dict[str, Any], key: str, default: int, where: str) -> int:
+    """``key``'s value, ``default`` when absent (or null); 0 only where the default is 0 (a
+    part the model does not have)."""
+    value = config.get(key)
+    if value is None:
+        return default
+    least = 0 if default == 0 else 1
+    if not isinstance(value, int) or isinstance(value, bool) or value < least:
+        kind = "a positive integer" if least else "an integer of 0 or more"
+        raise ModelConfigError(f"{where}: {key} must be {kind} (found {_shown(value)})")
+    return _within_limit(value, key, where)
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _within_limit(value: int, key: str, where: str) -> int:
+    limit = DIMENSION_LIMITS[key]
+    if value > limit:
+        raise ModelConfigError(
+            f"{where}: {key} {_shown(value)} is larger than any model the planner can size "
+            f"(at most {limit:,})"
+        )
     return value
 
 
-def _optional_int(config: dict[str, Any], key: str, default: int) -> int:
-    value = config.get(key, default)
-    return value if isinstance(value, int) and not isinstance(value, bool) else default
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= MAX_SHOWN_CHARS else text[: MAX_SHOWN_CHARS - 3] + "..."
+
+
+def _optional_positions(text: dict[str, Any], where: str) -> int | None:
+    if text.get("max_position_embeddings") is None:
+        return None
+    return _require_int(text, "max_position_embeddings", where)
 
 
 def _layer_types(text: dict[str, Any], where: str) -> tuple[str, ...]:
@@ -117,17 +188,13 @@ def _layer_types(text: dict[str, Any], where: str) -> tuple[str, ...]:
             raise ModelConfigError(
                 f"{where}: layer_types must list num_hidden_layers ({count}) kinds"
             )
-        unknown = sorted({kind for kind in declared if kind not in LAYER_KINDS})
+        unknown = sorted({_shown(kind) for kind in declared if kind not in LAYER_KINDS})
         if unknown:
-            raise ModelConfigError(
-                f"{where}: unsupported layer type(s) {', '.join(map(str, unknown))}"
-            )
+            raise ModelConfigError(f"{where}: unsupported layer type(s) {', '.join(unknown)}")
         return tuple(declared)
-    interval = text.get("full_attention_interval")
-    if interval is None:
+    if text.get("full_attention_interval") is None:
         return (FULL_ATTENTION,) * count
-    if not isinstance(interval, int) or interval <= 0:
-        raise ModelConfigError(f"{where}: full_attention_interval must be a positive integer")
+    interval = _require_int(text, "full_attention_interval", where)
     return tuple(
         FULL_ATTENTION if (index + 1) % interval == 0 else LINEAR_ATTENTION
         for index in range(count)
@@ -153,7 +220,8 @@ def _compressed_tensors_quantization(quant: dict[str, Any]) -> str:
     """llm-compressor's format: the weights' ``num_bits`` and ``type`` in ``config_groups``
     (FP8 checkpoints are float 8-bit; W4A16 ones int 4-bit with group scales, as GPTQ)."""
     groups = quant.get("config_groups")
-    weights = [group.get("weights") for group in (groups or {}).values() if isinstance(group, dict)]
+    groups = groups if isinstance(groups, dict) else {}
+    weights = [group.get("weights") for group in groups.values() if isinstance(group, dict)]
     formats = {
         (str(w.get("type", "")).lower(), w.get("num_bits")) for w in weights if isinstance(w, dict)
     }
@@ -179,6 +247,11 @@ def shape_from_config(config: dict[str, Any], name: str, source: str) -> ModelSh
     dtype = str(
         text.get("dtype") or text.get("torch_dtype") or config.get("torch_dtype") or "bfloat16"
     )
+    if text.get("head_dim") is None and hidden < heads:
+        raise ModelConfigError(
+            f"{where}: head_dim is not given and hidden_size {hidden} / num_attention_heads "
+            f"{heads} is below 1"
+        )
     shape = ModelShape(
         name=name,
         source=source,
@@ -189,27 +262,29 @@ def shape_from_config(config: dict[str, Any], name: str, source: str) -> ModelSh
         ),
         layer_types=layer_types,
         num_attention_heads=heads,
-        num_key_value_heads=_optional_int(text, "num_key_value_heads", heads),
-        head_dim=_optional_int(text, "head_dim", hidden // heads),
+        num_key_value_heads=_optional_int(text, "num_key_value_heads", heads, where),
+        head_dim=_optional_int(text, "head_dim", hidden // heads, where),
         attn_output_gate=bool(text.get("attn_output_gate", False)),
-        max_position_embeddings=text.get("max_position_embeddings"),
+        max_position_embeddings=_optional_positions(text, where),
         dtype=dtype if dtype in DTYPE_BYTES else "bfloat16",
-        linear_num_key_heads=_optional_int(text, "linear_num_key_heads", 0),
-        linear_num_value_heads=_optional_int(text, "linear_num_value_heads", 0),
-        linear_key_head_dim=_optional_int(text, "linear_key_head_dim", 0),
-        linear_value_head_dim=_optional_int(text, "linear_value_head_dim", 0),
-        linear_conv_kernel_dim=_optional_int(text, "linear_conv_kernel_dim", 0),
+        linear_num_key_heads=_optional_int(text, "linear_num_key_heads", 0, where),
+        linear_num_value_heads=_optional_int(text, "linear_num_value_heads", 0, where),
+        linear_key_head_dim=_optional_int(text, "linear_key_head_dim", 0, where),
+        linear_value_head_dim=_optional_int(text, "linear_value_head_dim", 0, where),
+        linear_conv_kernel_dim=_optional_int(text, "linear_conv_kernel_dim", 0, where),
         mamba_ssm_dtype=str(text.get("mamba_ssm_dtype", "float32")),
-        intermediate_size=_optional_int(text, "intermediate_size", 0),
-        num_experts=_optional_int(text, "num_experts", 0),
-        num_experts_per_tok=_optional_int(text, "num_experts_per_tok", 0),
-        moe_intermediate_size=_optional_int(text, "moe_intermediate_size", 0),
-        shared_expert_intermediate_size=_optional_int(text, "shared_expert_intermediate_size", 0),
+        intermediate_size=_optional_int(text, "intermediate_size", 0, where),
+        num_experts=_optional_int(text, "num_experts", 0, where),
+        num_experts_per_tok=_optional_int(text, "num_experts_per_tok", 0, where),
+        moe_intermediate_size=_optional_int(text, "moe_intermediate_size", 0, where),
+        shared_expert_intermediate_size=_optional_int(
+            text, "shared_expert_intermediate_size", 0, where
+        ),
         quantization=_quantization(config) or _quantization(text),
         multimodal="vision_config" in config
         or any(
             str(arch).endswith("ForConditionalGeneration")
-            for arch in config.get("architectures", [])
+            for arch in _list(config.get("architectures"))
         ),
     )
     if shape.is_hybrid and not (
@@ -229,13 +304,18 @@ def shape_from_config(config: dict[str, Any], name: str, source: str) -> ModelSh
 
 
 def load_config_file(path: Path) -> ModelShape:
-    """A model shape from a config.json on disk (errors name the file)."""
+    """A model shape from a config.json on disk (errors name the file): a regular file of at
+    most MAX_CONFIG_FILE_BYTES, checked before it is read."""
     try:
-        config = json.loads(path.read_text(encoding="utf-8"))
+        config = json.loads(read_input_file(path, MAX_CONFIG_FILE_BYTES).decode("utf-8"))
+    except InputFileRefused as refused:
+        raise ModelConfigError(f"{path} {refused}: not a model config.json") from None
     except OSError as error:
         raise ModelConfigError(f"cannot read {path}: {error.strerror or error}") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise ModelConfigError(f"{path} is not valid JSON: {error}") from None
+    except RecursionError:
+        raise ModelConfigError(f"{path} is not a model config: JSON nested too deep") from None
     return shape_from_config(config, name=path.parent.name or path.stem, source=str(path))
 
 

@@ -82,6 +82,7 @@ class Outcome(StrEnum):
     TOO_LARGE = "too_large"
     BAD_REQUEST = "bad_request"
     UNAVAILABLE = "unavailable"
+    DISCONNECTED = "disconnected"  # the delivery was cut off before its body was complete
 
 
 class JobSink(Protocol):

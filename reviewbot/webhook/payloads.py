@@ -24,10 +24,17 @@ refused by the database (503) or breaking the encoder (500):
 
 * iids are GitLab's per-project numbers, from 1 to 2**31 - 1 (PostgreSQL ``integer`` columns,
   in GitLab and in our tables); note and project ids are positive ``bigint``.
-* Project paths and usernames are ASCII: each path segment is letters, digits, ``_``, ``.``
-  and ``-``, not starting with ``-`` (``PATH_START_CHAR`` / ``PATH_REGEX_STR`` in
-  lib/gitlab/path_regex.rb), so no NUL, no control character, no lone surrogate. A project
-  path is at most 512 characters (our ``project`` columns), a username at most 255.
+* Project paths and usernames are ASCII (lib/gitlab/path_regex.rb), so no NUL, no control
+  character, no lone surrogate, no space. ``path_with_namespace`` is one or more namespace
+  segments and the project's own, joined by single ``/`` (no empty segment, no leading or
+  trailing ``/``): a namespace segment (a group, a user: usernames too) is letters, digits,
+  ``_``, ``.`` and ``-``, starts with none of ``-``, ends with neither ``.`` nor ``.git`` nor
+  ``.atom`` (``NAMESPACE_FORMAT_REGEX``), so ``.`` and ``..`` are never one; the project's
+  segment has the same characters, does not start with ``-`` and does not end in ``.git`` or
+  ``.atom`` (``PROJECT_PATH_FORMAT_REGEX``). GitLab's format alone would let a project be
+  named ``.`` or ``..``; they are refused here too, as what they mean to anything that joins
+  paths is the folder or its parent. A project path is at most 512 characters (our
+  ``project`` columns), a username at most 255.
 * Commit SHAs are 40 (SHA-1) or 64 (SHA-256 repositories) lowercase hex digits.
 """
 
@@ -79,9 +86,11 @@ MIN_ID = 1
 MAX_ID = 2**63 - 1  # PostgreSQL bigint
 MAX_PROJECT_PATH_CHARS = 512  # = reviewbot.store.models.PROJECT_LENGTH
 MAX_USERNAME_CHARS = 255  # GitLab's limit, = reviewbot.store.models.NAME_LENGTH
-_PATH_SEGMENT = r"[A-Za-z0-9_.][A-Za-z0-9_.-]*"
-PROJECT_PATH = re.compile(rf"{_PATH_SEGMENT}(?:/{_PATH_SEGMENT})*")
-USERNAME = re.compile(_PATH_SEGMENT)
+_NO_SUFFIX = r"(?<!\.git)(?<!\.atom)"
+_NAMESPACE_SEGMENT = rf"(?:[A-Za-z0-9_.][A-Za-z0-9_.-]*[A-Za-z0-9_-]|[A-Za-z0-9_]){_NO_SUFFIX}"
+_PROJECT_SEGMENT = rf"(?!\.\.?\Z)[A-Za-z0-9_.][A-Za-z0-9_.-]*{_NO_SUFFIX}"
+PROJECT_PATH = re.compile(rf"{_NAMESPACE_SEGMENT}(?:/{_NAMESPACE_SEGMENT})*/{_PROJECT_SEGMENT}")
+USERNAME = re.compile(_NAMESPACE_SEGMENT)
 COMMIT_SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 
 

@@ -24,7 +24,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from starlette.applications import Starlette
 from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
@@ -57,6 +57,7 @@ from reviewbot.webhook.payloads import (
     ValueOutOfLimits,
     delivery_key,
     parse_event,
+    shown,
 )
 
 __all__ = [
@@ -232,6 +233,15 @@ async def webhook_endpoint(request: Request) -> Response:
         log.warning("database unavailable while handling a webhook: %s", error)
         reason = "database unavailable, retry later"
         result = Result(HTTP_SERVICE_UNAVAILABLE, Outcome.UNAVAILABLE, {"error": reason})
+    except ClientDisconnect:
+        # Nothing was read whole, so nothing was done; GitLab delivers it again. The answer
+        # goes nowhere, but the app must answer rather than raise (a traceback per connection).
+        log.info(
+            "webhook delivery cut off before its body was complete (%s): nothing done",
+            shown(request.headers.get("x-gitlab-event")),
+        )
+        reason = "the delivery was cut off before its body was complete"
+        result = Result(HTTP_BAD_REQUEST, Outcome.DISCONNECTED, {"error": reason})
     listener.deliveries.add(result.outcome.value)
     if result.status_code == HTTP_NO_CONTENT:
         return Response(status_code=HTTP_NO_CONTENT)

@@ -105,6 +105,20 @@ GATEWAY_HTML = (
     "respond.</h3>\n</body>\n</html>\n"
 )
 HTML_FAULTS = {"502", "503", "504"}
+# What a browser-facing login in front of the API answers to an API call: GitLab's own
+# /users/sign_in after a redirect followed by the client, or a single sign-on proxy's page,
+# with status 200 and HTML (Rails' text/html; charset=utf-8).
+SIGN_IN_CONTENT_TYPE = "text/html; charset=utf-8"
+SIGN_IN_HTML = (
+    '<!DOCTYPE html>\n<html class="gl-light" lang="en">\n<head>\n'
+    '<meta charset="utf-8">\n<title>Sign in · GitLab</title>\n</head>\n<body>\n'
+    '<form class="gl-show-field-errors" action="/users/sign_in" method="post">\n'
+    '<label for="user_login">Username or primary email</label>\n'
+    '<input type="text" name="user[login]" id="user_login">\n'
+    '<label for="user_password">Password</label>\n'
+    '<input type="password" name="user[password]" id="user_password">\n'
+    '<button type="submit">Sign in</button>\n</form>\n</body>\n</html>\n'
+)
 DRAFT_PREFIX = "Draft: "
 SUGGESTION_FENCE = re.compile(r"^(`{3,})suggestion(?::-(\d+)\+(\d+))?\s*$")
 ISSUE_NOT_FOUND = {"message": "404 Issue Not Found"}
@@ -441,6 +455,7 @@ class FakeGitLab:
         self._targeted_faults: list[list[Any]] = []
         self._outage_countdown: int | None = None
         self._outage_fault = "502"
+        self._sign_in_page = False
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self.url = ""
@@ -597,6 +612,13 @@ class FakeGitLab:
     def end_outage(self) -> None:
         with self._lock:
             self._outage_countdown = None
+
+    def answer_sign_in_page(self, on: bool = True) -> None:
+        """While on, every /api/v4 request is answered 200 with a sign-in page (HTML), as
+        when the configured URL reaches a login in front of GitLab instead of its API.
+        Nothing is stored: the request never reached the API."""
+        with self._lock:
+            self._sign_in_page = on
 
     def set_empty_diff_refs(self, project: str | int, iid: int, times: int) -> None:
         """The next ``times`` GETs of the MR answer ``diff_refs: null`` (diff not ready yet)."""
@@ -1016,6 +1038,8 @@ class FakeGitLab:
     def handle(self, request: Request) -> Response:
         with self._lock:
             self.requests.append((request.method, request.path))
+            if self._sign_in_page and request.path.startswith(API_PREFIX + "/"):
+                return Response(HTTPStatus.OK, SIGN_IN_HTML, {"Content-Type": SIGN_IN_CONTENT_TYPE})
             fault = self._faults.pop(0) if self._faults else None
             if fault is None:
                 fault = self._targeted_fault(request)
