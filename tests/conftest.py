@@ -1,3 +1,36 @@
-"""Shared fixtures: the database (SQLite and PostgreSQL) and the end-to-end world of fakes."""
+"""Shared fixtures: the database (SQLite and PostgreSQL) and the end-to-end world of fakes.
+
+The suite runs in parallel processes (pytest-xdist, ``-n auto`` in pyproject.toml). It is
+isolated by construction, so any number of processes may run it at once, on one machine or
+several runs side by side:
+
+- every PostgreSQL test module creates its own throw-away database in each process that runs
+  one of its tests (``tests/store_fixtures.py``), and a SQLite store is a file under the test's
+  ``tmp_path``;
+- every fake server (GitLab, vLLM, the silent server) listens on a port the kernel picks
+  (port 0) and is stopped by its fixture; a test that needs a port where nothing listens holds
+  a bound socket that does not listen (``tests.fakes.silent_server.closed_port``) instead of
+  guessing a free one;
+- nothing is written outside ``tmp_path`` (settings and data folders are pointed there by the
+  tests that need them).
+
+``pytest -n 0`` (or ``-p no:xdist``) runs it in one process, e.g. under a debugger.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
 
 pytest_plugins = ["tests.store_fixtures", "tests.mr_world"]
+
+# Most of the suite waits on sockets, subprocesses and sleeps, not on the CPU, so two processes
+# per core keep the cores busy; more only adds contention to the tests that measure concurrency.
+PROCESSES_PER_CORE = 2
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """How many processes ``-n auto`` starts: two per usable core."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return PROCESSES_PER_CORE * (cores or 1)

@@ -6,7 +6,6 @@ https://docs.vllm.ai/en/latest/serving/openai_compatible_server.html
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -25,6 +24,7 @@ from reviewbot.llm import (
 )
 from reviewbot.llm.openai_compatible import retry_after_seconds, sse_data
 from reviewbot.prompts import tool_schemas
+from tests.fakes.silent_server import closed_port
 from tests.fakes.vllm_server import FakeVLLM
 
 API_KEY = "sk-test-secret-key-123"
@@ -209,17 +209,12 @@ def test_truncated_answer_is_an_error_not_a_silent_loss(server: FakeVLLM) -> Non
     assert result.records[-1].outcome == "length"
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def test_unreachable_server_says_how_to_start_vllm() -> None:
-    url = f"http://127.0.0.1:{free_port()}/v1"
-    client = runner_for(LLMSettings(base_url=url, api_key=API_KEY))
-    with client, pytest.raises(LLMUnavailableError) as caught:
-        client.review_chunks([chunk(0)])
+    with closed_port() as port:
+        url = f"http://127.0.0.1:{port}/v1"
+        client = runner_for(LLMSettings(base_url=url, api_key=API_KEY))
+        with client, pytest.raises(LLMUnavailableError) as caught:
+            client.review_chunks([chunk(0)])
     message = str(caught.value)
     assert url in message and "vllm serve" in message and "--tool-call-parser" in message
     assert API_KEY not in message and "\n" not in message

@@ -359,6 +359,12 @@ def _model_checks(
     command_lines: Callable[[], Sequence[Sequence[str]]],
 ) -> list[Check]:
     deadline = _Deadline(time.monotonic() + timeouts.model_total_s)
+    # The local work (loading the tokenizer takes ~0.4 s, more on a loaded host) comes before
+    # the first request: the steps after a hung request get what is left of the group's time,
+    # and nothing slow may remain to do once it is spent.
+    counter = local_counter(settings.llm_model)
+    tools = tool_schemas()
+    prompt = probe_prompt(counter)
     base_url = backend.base_url
     root_url = base_url.removesuffix(VERSION_SUFFIX)
     shown_url = hide_url_password(base_url)  # what the checks say: never a password
@@ -392,10 +398,6 @@ def _model_checks(
     )
     served = f"serves {info.model} at {shown_url}" + (f" (vLLM {version})" if version else "")
     checks = [Check("model server", Status.OK, served)]
-
-    counter = local_counter(settings.llm_model)
-    tools = tool_schemas()
-    prompt = probe_prompt(counter)
     shared_count, tokenize_error = None, None
     try:
         shared_count = within(

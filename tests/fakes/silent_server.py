@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
+from collections.abc import Iterator
 
 ACCEPT_POLL_S = 0.05
 LISTEN_BACKLOG = 64
@@ -96,3 +97,19 @@ class SilentServer:
 
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
+
+
+@contextlib.contextmanager
+def closed_port() -> Iterator[int]:
+    """A port on 127.0.0.1 where nothing listens, for as long as the block runs.
+
+    The port stays bound (without ``listen``) by this socket, so no other process of a parallel
+    test run can take it: a connection to it is refused, every time. Guessing a free port and
+    closing the probe would let another test's server start there in between.
+    """
+    holder = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        holder.bind(("127.0.0.1", 0))
+        yield holder.getsockname()[1]
+    finally:
+        holder.close()
