@@ -22,7 +22,7 @@ import platformdirs
 
 from reviewbot.chunking import DEFAULT_SCOPE_CONTEXT_TOKENS
 from reviewbot.findings import Category, Severity
-from reviewbot.llm.backend import DEFAULT_PREFILL_TOKENS_PER_REVIEW
+from reviewbot.llm.backend import DEFAULT_MAX_REPAIR_ROUNDS, DEFAULT_PREFILL_TOKENS_PER_REVIEW
 from reviewbot.redaction import hide_url_password
 
 __all__ = ["REPO_KEYS", "ConfigError", "Settings", "apply_repo_overrides", "load_settings"]
@@ -73,6 +73,10 @@ class Settings:
     # review of large chunks does not hold other merge requests' first tokens back; see
     # reviewbot.llm.prefill.
     llm_prefill_tokens_per_review: int = DEFAULT_PREFILL_TOKENS_PER_REVIEW
+    # Repair turns for a model answer with unreadable tool calls (bad JSON, a missing or
+    # mistyped field): the reasons go back to the model, which may resend those calls; then the
+    # chunk is asked again from the start (0: no repair turn). Each turn is one model call.
+    llm_max_repair_rounds: int = DEFAULT_MAX_REPAIR_ROUNDS
     request_timeout_s: float = 300.0
     enable_thinking: bool | None = None
     context_lines: int = 3
@@ -106,7 +110,12 @@ class Settings:
         for name in ("max_output_tokens", "concurrency", "max_inline", "gitlab_notes_per_minute"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
-        for name in ("context_lines", "scope_context_tokens", "llm_prefill_tokens_per_review"):
+        for name in (
+            "context_lines",
+            "scope_context_tokens",
+            "llm_prefill_tokens_per_review",
+            "llm_max_repair_rounds",
+        ):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be 0 or more, got {getattr(self, name)}")
         for name in ("llm_total_concurrency", "max_model_len", "webhook_max_body_bytes"):
