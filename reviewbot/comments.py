@@ -206,11 +206,14 @@ class SummaryData:
     total_time_s: float = 0.0
     first_token: LatencyStats = field(default_factory=LatencyStats)
     invalid_model_calls: int = 0
+    model_tool_calls: int = 0  # calls the model's answers held, readable or not
+    repaired_model_calls: int = 0  # unreadable calls the model resent readably when told why
     unplaced: Sequence[UnplacedFinding] = ()
     deleted_by_reviewers: int = 0  # found again, but its comment had been deleted
     history_lost: bool = False  # the MR held none of the comments recorded: posted again
     incremental: IncrementalNote | None = None
-    unreviewed: Sequence[str] = ()  # one line per chunk the model never answered
+    # one line per chunk the model never answered readably: where, and why
+    unreviewed: Sequence[str] = ()
     errors: Sequence[str] = ()  # warnings (a checkout not used, a repository config ignored)
     ci_job_url: str | None = None
 
@@ -351,12 +354,22 @@ def _run_table(summary: SummaryData) -> str:
             "First token p50 / p95",
             f"{_ms(summary.first_token.p50_s)} / {_ms(summary.first_token.p95_s)}",
         ),
-        ("Invalid model calls", str(summary.invalid_model_calls)),
+        ("Invalid model calls", _invalid_calls(summary)),
     ]
     if summary.ci_job_url:
         rows.append(("CI job", f"[log]({summary.ci_job_url})"))
     table = "\n".join(["| | |", "|---|---|", *(f"| {k} | {v} |" for k, v in rows)])
     return _collapsible("Run details", table, DETAILS_THRESHOLD + 1)
+
+
+def _invalid_calls(summary: SummaryData) -> str:
+    """``2 of 9 (1 resent readably)``: the model's unreadable tool calls."""
+    if not summary.model_tool_calls:
+        return str(summary.invalid_model_calls)
+    text = f"{summary.invalid_model_calls} of {summary.model_tool_calls}"
+    if summary.repaired_model_calls:
+        text += f" ({summary.repaired_model_calls} resent readably)"
+    return text
 
 
 def _collapsible(title: str, content: str, size: int) -> str:

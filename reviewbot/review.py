@@ -161,6 +161,16 @@ class ReviewResult:
         )
 
     @property
+    def tool_calls(self) -> int:
+        """Calls the model's answers held, readable or not (repair turns included)."""
+        return sum(c.tool_calls for c in self.calls)
+
+    @property
+    def repaired_calls(self) -> int:
+        """Unreadable calls the model resent readably when told why."""
+        return sum(c.repaired_tool_calls for c in self.calls)
+
+    @property
     def prompt_tokens(self) -> int:
         return sum(c.prompt_tokens for c in self.calls)
 
