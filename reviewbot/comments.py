@@ -190,6 +190,9 @@ class IncrementalNote:
     files_reviewed_now: int
     files_unchanged: int
     findings_kept: int
+    # changed files sent to the model whose answer could not be used (none of their lines
+    # reviewed): a change was there, so never "no change to the patch"
+    files_not_reviewed: int = 0
 
 
 @dataclass(frozen=True)
@@ -313,10 +316,18 @@ def _incremental_line(note: IncrementalNote) -> str:
     if note.compare_url:
         since = f"{since} ([changes since]({note.compare_url}))"
     kept = f"{note.findings_kept} finding(s) kept"
-    if note.files_reviewed_now == 0:
+    if note.files_reviewed_now == 0 and note.files_not_reviewed == 0:
         return (
             f"No change to the patch since {since} was reviewed: no model call, {kept}. "
             "Comment `/reviewbot review --full` to review it all again."
+        )
+    if note.files_not_reviewed:
+        changed = note.files_reviewed_now + note.files_not_reviewed
+        return (
+            f"Incremental review: {changed} file(s) changed since {since}: "
+            f"{note.files_reviewed_now} reviewed, {note.files_not_reviewed} not reviewed (see "
+            f"below); {note.files_unchanged} unchanged: {kept}. Comment "
+            "`/reviewbot review --full` for a full review."
         )
     return (
         f"Incremental review: {note.files_reviewed_now} file(s) changed since {since}: "

@@ -471,12 +471,14 @@ def _incremental_note(snapshot: MergeRequestSnapshot, facts: ReviewFacts) -> Inc
         if project_url and carried.since_head != snapshot.diff_refs.head_sha
         else None
     )
+    coverage = facts.coverage
     return IncrementalNote(
         since_head=carried.since_head,
         compare_url=compare_url,
-        files_reviewed_now=facts.coverage.files_reviewed - carried.files,
+        files_reviewed_now=coverage.files_reviewed - carried.files,
         files_unchanged=carried.files,
         findings_kept=carried.findings,
+        files_not_reviewed=coverage.files_total - coverage.files_reviewed - len(coverage.skipped),
     )
 
 

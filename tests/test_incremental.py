@@ -417,6 +417,13 @@ def test_readable_calls_of_a_partly_unreadable_answer_are_posted_and_asked_again
         require_complete(partial)
     [posted] = [f for f in partial.posted if f.path == "util.py"]
     assert posted.line == world.line_of(UTIL_RISKY, "== None")
+    note = summary(world)
+    assert (
+        "- chunk 1 (util.py lines 1-10: 10 changed lines): the model's answer could not be "
+        "read: 1 of 2 calls invalid (`line`: required integer, missing)"
+    ) in note
+    assert ": 0 reviewed, 1 not reviewed (see below); 1 unchanged: 3 finding(s) kept." in note
+    assert "No change to the patch" not in note
     world.vllm.clear_faults()
     calls = len(chat_requests(world))
     report = require_complete(world.run())
