@@ -432,3 +432,34 @@ def test_readable_calls_of_a_partly_unreadable_answer_are_posted_and_asked_again
         ("util.py", world.line_of(UTIL_RISKY, "eval("))
     ]
     assert [f.path for f in report.already_posted].count("util.py") == 1
+
+
+@pytest.mark.parametrize("repair", ["same", "fix"])
+@pytest.mark.parametrize("seed", [1, 2, 3, 4])
+def test_at_a_30_percent_unreadable_rate_no_finding_is_lost_for_good(
+    world: World,  # noqa: F811
+    seed: int,
+    repair: str,
+) -> None:
+    """The issue's measurement (1-2 of 4 findings lost for good in 4 of 4 seeds), as a rule:
+    a model that writes 30% of its calls unreadably (every seed here breaks one to three of
+    the five) and repeats its mistakes when told, or fixes them. A run is either complete with
+    every finding, or incomplete; the run after the model is fixed posts every finding, and
+    none twice."""
+    world.gitlab.push(PROJECT, 1, commit_on_feature(world.repo, {"util.py": UTIL_RISKY}, "v1"))
+    world.vllm.malformed = MalformedCalls(rate=0.3, seed=seed, repair=repair)
+    first = world.run()
+    assert first.review.complete == (repair == "fix")
+    everything = {
+        ("app.py", world.line_of(FEATURE_APP, needle)) for needle in ("eval(", "== None", "except:")
+    } | {("util.py", world.line_of(UTIL_RISKY, needle)) for needle in ("eval(", "== None")}
+    posted = {(f.path, f.line) for f in first.posted}
+    if first.review.complete:
+        assert posted == everything
+    else:
+        assert posted < everything and "could not be read" in summary(world)
+    world.vllm.malformed = None
+    again = require_complete(world.run())
+    assert posted | {(f.path, f.line) for f in again.posted} == everything
+    assert not posted & {(f.path, f.line) for f in again.posted}  # nothing posted twice
+    assert len(diff_notes(world)) == len(everything)
