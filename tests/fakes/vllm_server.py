@@ -102,10 +102,12 @@ then ``tool`` messages or a ``user`` message) is a *repair turn*: the fake answe
 findings of that diff that none of its earlier answers in the conversation wrote correctly, and
 only those. ``repair`` says how: ``"fix"`` (default) resends them correctly, ``"same"`` makes the
 same mistakes again, ``"drop"`` answers without any call. The per-request faults apply to repair
-turns too (``malformed_arguments`` then breaks the first resent call). As vLLM does, a ``tool``
-message without a string ``tool_call_id``, or an assistant ``tool_calls`` entry without ``id``,
-``function.name`` and a JSON-object ``arguments`` string, is answered 400 (vLLM before 0.11.1
-refused arguments that are not JSON; later versions read them as ``{}``: the stricter server).
+turns too (``malformed_arguments`` then breaks the first resent call). An assistant
+``tool_calls`` entry without ``id``, ``function.name`` and an ``arguments`` string is answered 400
+as vLLM's request validation does, and so are arguments that are not JSON (vLLM before 0.11.1
+refused them; later versions read them as ``{}``); a ``tool`` message without a string
+``tool_call_id`` gets OpenAI's 400 (vLLM's own message type lets it through). In each case the
+fake is the stricter server, so a client that passes it works with both.
 
 Latency model and prefix cache
 ------------------------------
@@ -751,12 +753,12 @@ class ChatRequest:
 
 
 def check_messages(messages: Sequence[dict[str, Any]]) -> None:
-    """Refuse what vLLM's request validation and chat preprocessing refuse in a conversation:
-    a ``tool`` message without a string ``tool_call_id`` (the OpenAI message type requires it),
-    an assistant ``tool_calls`` entry without an ``id``, a ``function`` name and an
-    ``arguments`` string, or arguments that are not JSON (vLLM before 0.11.1 ran ``json.loads``
-    on them in ``_postprocess_messages``). The texts are shortened from pydantic's and
-    ``json``'s messages."""
+    """Refuse what the stricter of vLLM and OpenAI refuses in a conversation: an assistant
+    ``tool_calls`` entry without an ``id``, a ``function`` name and an ``arguments`` string
+    (vLLM's pydantic validation; texts shortened), arguments that are not JSON (vLLM before
+    0.11.1 ran ``json.loads`` on them in ``_postprocess_messages``: ``json``'s message), and a
+    ``tool`` message without a string ``tool_call_id`` (OpenAI's "Missing required parameter";
+    vLLM's CustomChatCompletionMessageParam accepts it)."""
     for index, message in enumerate(messages):
         if not isinstance(message, dict):
             raise VLLMError(
@@ -766,8 +768,8 @@ def check_messages(messages: Sequence[dict[str, Any]]) -> None:
         if role == "tool" and not isinstance(message.get("tool_call_id"), str):
             raise VLLMError(
                 HTTPStatus.BAD_REQUEST,
-                f"messages.{index}.tool.tool_call_id: Field required",
-                "BadRequestError",
+                f"Missing required parameter: 'messages[{index}].tool_call_id'.",
+                "invalid_request_error",
             )
         if role != "assistant":
             continue
