@@ -718,13 +718,20 @@ def reviews_show(review_id: int, database_url: str | None, as_json: bool) -> Non
         except RecordNotFound:
             raise BadInputError(f"no review {review_id} in the database") from None
         calls, findings = store.llm_calls(review_id), store.findings(review_id)
+        by_chunk = store.tool_calls_by_chunk(review_id)
     if as_json:
-        data = {"review": review_row, "llm_calls": calls, "findings": findings}
+        data = {
+            "review": review_row,
+            "llm_calls": calls,
+            "tool_calls_by_chunk": by_chunk,
+            "findings": findings,
+        }
         click.echo(json.dumps(data, indent=2, default=str))
         return
     console = Console(width=_table_width())
     for key, value in review_row.items():
         console.print(f"{key:>22}: {value}", markup=False, highlight=False)
+    console.print(f"{'tool calls':>22}: {_tool_call_line(by_chunk)}", markup=False)
     call_table = Table(
         "chunk",
         "mode",
@@ -736,6 +743,9 @@ def reviews_show(review_id: int, database_url: str | None, as_json: bool) -> Non
         "latency ms",
         "slot wait ms",
         "retries",
+        "calls",
+        "invalid",
+        "repaired",
     )
     for c in calls:
         call_table.add_row(
@@ -752,6 +762,9 @@ def reviews_show(review_id: int, database_url: str | None, as_json: bool) -> Non
                     "latency_ms",
                     "slot_wait_ms",
                     "retries",
+                    "tool_calls",
+                    "invalid_tool_calls",
+                    "repaired_tool_calls",
                 )
             )
         )
@@ -763,6 +776,15 @@ def reviews_show(review_id: int, database_url: str | None, as_json: bool) -> Non
             f["severity"], f["category"], where, f["title"], f["state"], f["discussion_id"] or "-"
         )
     console.print(finding_table)
+
+
+def _tool_call_line(by_chunk: list[dict[str, Any]]) -> str:
+    """``9, unreadable 2 (22%), resent readably 2``: the review's model tool calls (issue 17)."""
+    calls = sum(row["tool_calls"] for row in by_chunk)
+    invalid = sum(row["invalid_tool_calls"] for row in by_chunk)
+    repaired = sum(row["repaired_tool_calls"] for row in by_chunk)
+    rate = f" ({invalid / calls:.0%})" if calls else ""
+    return f"{calls}, unreadable {invalid}{rate}, resent readably {repaired}"
 
 
 if __name__ == "__main__":

@@ -190,6 +190,9 @@ class IncrementalNote:
     files_reviewed_now: int
     files_unchanged: int
     findings_kept: int
+    # changed files sent to the model whose answer could not be used (none of their lines
+    # reviewed): a change was there, so never "no change to the patch"
+    files_not_reviewed: int = 0
 
 
 @dataclass(frozen=True)
@@ -206,11 +209,14 @@ class SummaryData:
     total_time_s: float = 0.0
     first_token: LatencyStats = field(default_factory=LatencyStats)
     invalid_model_calls: int = 0
+    model_tool_calls: int = 0  # calls the model's answers held, readable or not
+    repaired_model_calls: int = 0  # unreadable calls the model resent readably when told why
     unplaced: Sequence[UnplacedFinding] = ()
     deleted_by_reviewers: int = 0  # found again, but its comment had been deleted
     history_lost: bool = False  # the MR held none of the comments recorded: posted again
     incremental: IncrementalNote | None = None
-    unreviewed: Sequence[str] = ()  # one line per chunk the model never answered
+    # one line per chunk the model never answered readably: where, and why
+    unreviewed: Sequence[str] = ()
     errors: Sequence[str] = ()  # warnings (a checkout not used, a repository config ignored)
     ci_job_url: str | None = None
 
@@ -310,10 +316,18 @@ def _incremental_line(note: IncrementalNote) -> str:
     if note.compare_url:
         since = f"{since} ([changes since]({note.compare_url}))"
     kept = f"{note.findings_kept} finding(s) kept"
-    if note.files_reviewed_now == 0:
+    if note.files_reviewed_now == 0 and note.files_not_reviewed == 0:
         return (
             f"No change to the patch since {since} was reviewed: no model call, {kept}. "
             "Comment `/reviewbot review --full` to review it all again."
+        )
+    if note.files_not_reviewed:
+        changed = note.files_reviewed_now + note.files_not_reviewed
+        return (
+            f"Incremental review: {changed} file(s) changed since {since}: "
+            f"{note.files_reviewed_now} reviewed, {note.files_not_reviewed} not reviewed (see "
+            f"below); {note.files_unchanged} unchanged: {kept}. Comment "
+            "`/reviewbot review --full` for a full review."
         )
     return (
         f"Incremental review: {note.files_reviewed_now} file(s) changed since {since}: "
@@ -351,12 +365,22 @@ def _run_table(summary: SummaryData) -> str:
             "First token p50 / p95",
             f"{_ms(summary.first_token.p50_s)} / {_ms(summary.first_token.p95_s)}",
         ),
-        ("Invalid model calls", str(summary.invalid_model_calls)),
+        ("Invalid model calls", _invalid_calls(summary)),
     ]
     if summary.ci_job_url:
         rows.append(("CI job", f"[log]({summary.ci_job_url})"))
     table = "\n".join(["| | |", "|---|---|", *(f"| {k} | {v} |" for k, v in rows)])
     return _collapsible("Run details", table, DETAILS_THRESHOLD + 1)
+
+
+def _invalid_calls(summary: SummaryData) -> str:
+    """``2 of 9 (1 resent readably)``: the model's unreadable tool calls."""
+    if not summary.model_tool_calls:
+        return str(summary.invalid_model_calls)
+    text = f"{summary.invalid_model_calls} of {summary.model_tool_calls}"
+    if summary.repaired_model_calls:
+        text += f" ({summary.repaired_model_calls} resent readably)"
+    return text
 
 
 def _collapsible(title: str, content: str, size: int) -> str:

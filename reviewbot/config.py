@@ -23,7 +23,7 @@ import platformdirs
 from reviewbot.chunking import DEFAULT_SCOPE_CONTEXT_TOKENS
 from reviewbot.findings import Category, Severity
 from reviewbot.input_files import InputFileRefused, read_input_file
-from reviewbot.llm.backend import DEFAULT_PREFILL_TOKENS_PER_REVIEW
+from reviewbot.llm.backend import DEFAULT_MAX_REPAIR_ROUNDS, DEFAULT_PREFILL_TOKENS_PER_REVIEW
 from reviewbot.redaction import hide_url_password
 
 __all__ = [
@@ -65,6 +65,7 @@ MAX_INLINE_COMMENTS = 10_000
 MAX_NOTES_PER_MINUTE = 1_000_000
 MAX_WEBHOOK_BODY_BYTES = 1_073_741_824  # 1 GiB
 MAX_TIMEOUT_S = 86_400.0  # a day
+MAX_REPAIR_ROUNDS = 16  # each is a model call of the chunk's whole conversation
 # A raw value shown in an error is cut to this many characters (a 5,000-digit number is not
 # worth showing whole).
 MAX_SHOWN_VALUE = 40
@@ -160,6 +161,10 @@ class Settings:
     # review of large chunks does not hold other merge requests' first tokens back; see
     # reviewbot.llm.prefill.
     llm_prefill_tokens_per_review: int = bounded(DEFAULT_PREFILL_TOKENS_PER_REVIEW, 0, MAX_TOKENS)
+    # Repair turns for a model answer with unreadable tool calls (bad JSON, a missing or
+    # mistyped field): the reasons go back to the model, which may resend those calls; then the
+    # chunk is asked again from the start (0: no repair turn). Each turn is one model call.
+    llm_max_repair_rounds: int = bounded(DEFAULT_MAX_REPAIR_ROUNDS, 0, MAX_REPAIR_ROUNDS)
     request_timeout_s: float = bounded(300.0, 0, MAX_TIMEOUT_S, above_low=True, unit="seconds")
     enable_thinking: bool | None = None
     context_lines: int = bounded(3, 0, MAX_CONTEXT_LINES)

@@ -1,7 +1,10 @@
 """Findings: validate what the model reported, anchor it to the diff, fingerprint, dedupe, sanitise.
 
-The model reports each problem with one ``report_finding`` call. Its arguments are untrusted:
-:func:`validate_call` checks types and enums (a ``RawFinding``), :func:`anchor` ties it to a line
+The model reports each problem with one ``report_finding`` call, whose parameters
+:func:`report_finding_parameters` declares (the schema the model is shown). Its arguments are
+untrusted: :func:`validate_call` checks them against that schema with
+:func:`reviewbot.toolcalls.check_arguments`, the check the model runner answers the model with
+(a ``RawFinding``, or a ``Rejected`` naming each broken field), :func:`anchor` ties it to a line
 that GitLab accepts (or moves it to the nearest changed line of the same hunk, or to the summary
 as a file-level finding: never lost), :func:`fingerprint` gives a line-number-free identity for
 idempotent re-runs, :func:`dedupe` and :func:`select` decide what is posted, and
@@ -19,7 +22,7 @@ from collections import Counter
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, TypeVar
+from typing import Any
 
 from reviewbot.diff import DiffLine, FileDiff, LineKind, Side, nearest_changed_line
 from reviewbot.markdown import (
@@ -30,6 +33,7 @@ from reviewbot.markdown import (
     sanitize_markdown,
     sanitize_title,
 )
+from reviewbot.toolcalls import NON_BLANK_PATTERN, check_arguments
 
 __all__ = [
     "DEFAULT_OPTIONS",
@@ -47,6 +51,7 @@ __all__ = [
     "dedupe",
     "fingerprint",
     "process",
+    "report_finding_parameters",
     "select",
     "validate_call",
     "with_carried",
@@ -59,8 +64,6 @@ DEFAULT_CONTEXT_LINES = 3
 DEFAULT_MAX_BODY_CHARS = 4000
 DEFAULT_MAX_SUGGESTION_CHARS = 4000
 DEFAULT_MAX_INLINE = 30
-
-_E = TypeVar("_E", bound=StrEnum)
 
 
 class Severity(StrEnum):
@@ -194,68 +197,71 @@ class FindingsResult:
 # ---------------------------------------------------------------------------------------------
 # Validation
 
-REQUIRED_TEXT_FIELDS = ("path", "title", "body")
+FIRST_LINE = 1
+
+
+def report_finding_parameters() -> dict[str, Any]:
+    """The JSON schema of a ``report_finding`` call's arguments: what the model is shown, what
+    :func:`validate_call` (and the model runner) hold a call to. Flat scalars (see
+    ``reviewbot.prompts``); a new copy each call."""
+    text = {"type": "string", "pattern": NON_BLANK_PATTERN}
+    line = {"type": "integer", "minimum": FIRST_LINE}
+    return {
+        "type": "object",
+        "properties": {
+            "path": {**text, "description": "File path exactly as in the diff's path attribute."},
+            "line": {**line, "description": "Line number as shown in the diff for that side."},
+            "side": {
+                "type": "string",
+                "enum": [side.value for side in (Side.NEW, Side.OLD)],
+                "description": "'old' only for removed (-) lines; else 'new'.",
+            },
+            "end_line": {
+                **line,
+                "description": "Last line of a multi-line problem (same side).",
+            },
+            "severity": {"type": "string", "enum": [s.value for s in Severity]},
+            "category": {"type": "string", "enum": [c.value for c in Category]},
+            "title": {**text, "description": "What is wrong, briefly."},
+            "body": {**text, "description": "Why it matters and how to fix it."},
+            "suggestion": {
+                "type": "string",
+                "description": "Replacement code for line..end_line, if certain.",
+            },
+        },
+        "required": ["path", "line", "severity", "category", "title", "body"],
+    }
+
+
+REPORT_FINDING_PARAMETERS = report_finding_parameters()
 
 
 def validate_call(arguments: Mapping[str, Any], chunk_index: int) -> RawFinding | Rejected:
-    """Check a ``report_finding`` call's arguments; unknown keys are ignored.
+    """Check a ``report_finding`` call's arguments against :func:`report_finding_parameters`;
+    unknown keys are ignored. ``Rejected.reason`` names every broken field
+    (``"`line`: required integer, missing; `severity`: must be one of ..."``).
 
     Numbers must be JSON integers: a string of digits is refused, because the server's tool
     parser already converts by the schema and anything else is the model going off-format.
     """
     if not isinstance(arguments, Mapping):
         return Rejected("arguments are not an object", {"value": arguments}, chunk_index)
-    try:
-        return _validated(arguments, chunk_index)
-    except _InvalidCall as error:
-        return Rejected(str(error), dict(arguments), chunk_index)
-
-
-class _InvalidCall(ValueError):
-    pass
-
-
-def _validated(arguments: Mapping[str, Any], chunk_index: int) -> RawFinding:
-    for name in REQUIRED_TEXT_FIELDS:
-        value = arguments.get(name)
-        if not isinstance(value, str) or not value.strip():
-            raise _InvalidCall(f"{name!r} must be a non-empty string")
-    line = _positive_int(arguments, "line", required=True)
-    assert line is not None
+    reasons = check_arguments(arguments, REPORT_FINDING_PARAMETERS)
+    if reasons:
+        return Rejected("; ".join(reasons), dict(arguments), chunk_index)
     suggestion = arguments.get("suggestion")
-    if suggestion is not None and not isinstance(suggestion, str):
-        raise _InvalidCall("'suggestion' must be a string")
     return RawFinding(
         path=arguments["path"],
-        line=line,
-        side=_enum(Side, arguments.get("side", Side.NEW.value), "side"),
-        end_line=_positive_int(arguments, "end_line", required=False),
-        severity=_enum(Severity, arguments.get("severity"), "severity"),
-        category=_enum(Category, arguments.get("category"), "category"),
+        line=arguments["line"],
+        side=Side(arguments.get("side") or Side.NEW.value),
+        end_line=arguments.get("end_line"),
+        severity=Severity(arguments["severity"]),
+        category=Category(arguments["category"]),
         title=arguments["title"].strip(),
         body=arguments["body"].strip(),
         suggestion=suggestion if suggestion and suggestion.strip() else None,
         chunk_index=chunk_index,
     )
-
-
-def _positive_int(arguments: Mapping[str, Any], name: str, *, required: bool) -> int | None:
-    value = arguments.get(name)
-    if value is None and not required:
-        return None
-    # bool is an int in Python; JSON true is not a line number
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise _InvalidCall(f"{name!r} must be an integer, got {type(value).__name__}")
-    if value < 1:
-        raise _InvalidCall(f"{name!r} must be at least 1, got {value}")
-    return value
-
-
-def _enum(kind: type[_E], value: object, name: str) -> _E:
-    if not isinstance(value, str) or value not in {member.value for member in kind}:
-        allowed = ", ".join(member.value for member in kind)
-        raise _InvalidCall(f"{name!r} must be one of {allowed}, got {value!r}")
-    return kind(value)
 
 
 # ---------------------------------------------------------------------------------------------

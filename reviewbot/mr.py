@@ -490,6 +490,8 @@ def _facts(result: ReviewResult, options: RunOptions, warnings: list[str]) -> Re
         ttft_p50_ms=result.ttft_percentile(0.5),
         ttft_p95_ms=result.ttft_percentile(0.95),
         invalid_model_calls=len(result.invalid_calls),
+        model_tool_calls=result.tool_calls,
+        repaired_model_calls=result.repaired_calls,
         unreviewed=[part.describe() for part in result.unreviewed],
         errors=list(warnings),
         carried=result.carried,
@@ -550,6 +552,8 @@ def _call_row(call: Any) -> dict[str, Any]:
         "slot_wait_ms": call.slot_wait_ms,
         "retries": call.retries,
         "invalid_tool_calls": call.invalid_tool_calls,
+        "tool_calls": call.tool_calls,
+        "repaired_tool_calls": call.repaired_tool_calls,
         "error": call.error,
         "started_at": call.started_at,
     }

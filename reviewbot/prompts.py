@@ -32,7 +32,7 @@ import jinja2
 
 from reviewbot.chunking import Chunk
 from reviewbot.diff import FileDiff
-from reviewbot.findings import REPORT_FINDING_TOOL, Category, Severity
+from reviewbot.findings import REPORT_FINDING_TOOL, report_finding_parameters
 
 __all__ = [
     "PROMPT_VERSION",
@@ -104,40 +104,7 @@ def tool_schemas() -> list[dict[str, Any]]:
                     "Report one problem in the diff. Call once per distinct problem; do not call "
                     "when there is nothing to report."
                 ),
-                "parameters": {
-                    "type": "object",
-                    "properties": {
-                        "path": {
-                            "type": "string",
-                            "description": "File path exactly as in the diff's path attribute.",
-                        },
-                        "line": {
-                            "type": "integer",
-                            "description": "Line number as shown in the diff for that side.",
-                        },
-                        "side": {
-                            "type": "string",
-                            "enum": ["new", "old"],
-                            "description": "'old' only for removed (-) lines; else 'new'.",
-                        },
-                        "end_line": {
-                            "type": "integer",
-                            "description": "Last line of a multi-line problem (same side).",
-                        },
-                        "severity": {"type": "string", "enum": [s.value for s in Severity]},
-                        "category": {"type": "string", "enum": [c.value for c in Category]},
-                        "title": {"type": "string", "description": "What is wrong, briefly."},
-                        "body": {
-                            "type": "string",
-                            "description": "Why it matters and how to fix it.",
-                        },
-                        "suggestion": {
-                            "type": "string",
-                            "description": "Replacement code for line..end_line, if certain.",
-                        },
-                    },
-                    "required": ["path", "line", "severity", "category", "title", "body"],
-                },
+                "parameters": report_finding_parameters(),
             },
         }
     ]

@@ -286,7 +286,9 @@ class ReviewFacts:
     ttft_p50_ms: float | None = None
     ttft_p95_ms: float | None = None
     invalid_model_calls: int = 0
-    unreviewed: Sequence[str] = ()  # one line per chunk the model never answered
+    model_tool_calls: int = 0  # calls the model's answers held, readable or not
+    repaired_model_calls: int = 0  # unreadable calls the model resent readably when told why
+    unreviewed: Sequence[str] = ()  # one line per chunk the model never answered readably
     errors: Sequence[str] = ()  # warnings
     ci_job_url: str | None = None
     carried: CarriedOver | None = None  # an incremental review: what was kept from before
@@ -447,6 +449,8 @@ def _summary_data(
         total_time_s=facts.total_time_s,
         first_token=LatencyStats(_seconds(facts.ttft_p50_ms), _seconds(facts.ttft_p95_ms)),
         invalid_model_calls=facts.invalid_model_calls,
+        model_tool_calls=facts.model_tool_calls,
+        repaired_model_calls=facts.repaired_model_calls,
         unplaced=unplaced,
         deleted_by_reviewers=len(result.deleted),
         history_lost=result.history_lost,
@@ -467,12 +471,14 @@ def _incremental_note(snapshot: MergeRequestSnapshot, facts: ReviewFacts) -> Inc
         if project_url and carried.since_head != snapshot.diff_refs.head_sha
         else None
     )
+    coverage = facts.coverage
     return IncrementalNote(
         since_head=carried.since_head,
         compare_url=compare_url,
-        files_reviewed_now=facts.coverage.files_reviewed - carried.files,
+        files_reviewed_now=coverage.files_reviewed - carried.files,
         files_unchanged=carried.files,
         findings_kept=carried.findings,
+        files_not_reviewed=coverage.files_total - coverage.files_reviewed - len(coverage.skipped),
     )
 
 

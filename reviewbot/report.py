@@ -140,6 +140,18 @@ def _groups(dimension: str, figures: Mapping[str, Any]) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda row: (-row["findings"], str(row[dimension])))
 
 
+def _tool_calls(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Per model and prompt version: tool calls and the share that could not be read."""
+    return [
+        {
+            **row,
+            "invalid_rate": _ratio(row["invalid_tool_calls"], row["tool_calls"]),
+            "repaired_rate": _ratio(row["repaired_tool_calls"], row["invalid_tool_calls"]),
+        }
+        for row in rows
+    ]
+
+
 def _window_json(window: Window, project: str | None) -> dict[str, Any]:
     return {
         "since": window.since.isoformat(),
@@ -217,6 +229,7 @@ def build_report(
         },
         "slowest_reviews": slowest,
         "eval_runs": eval_runs,
+        "tool_calls": _tool_calls(figures["tool_calls"]),
         "previous": {"window": _window_json(before, project), **_summary(previous)},
     }
 
@@ -316,6 +329,7 @@ def report_markdown(report: Mapping[str, Any]) -> str:
     lines += _group_table("By prompt version", "prompt_version", report["by_prompt_version"])
     lines += _group_table("By model", "model", report["by_model"])
     lines += _evals(report["eval_runs"])
+    lines += _tool_call_table(report["tool_calls"])
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -394,6 +408,25 @@ def _evals(runs: Sequence[Mapping[str, Any]]) -> list[str]:
             f"{table_cell(Path(run['dataset']).name)} | {run['items']} | "
             f"{run['precision']:.2f} | {run['recall']:.2f} | {run['f1']:.2f} | "
             f"{minute(run['started_at'])} |"
+        )
+    return [*lines, ""]
+
+
+def _tool_call_table(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Unreadable tool calls per model and prompt version (issue 17)."""
+    if not rows:
+        return []
+    lines = [
+        "## Unreadable tool calls",
+        "",
+        "| model | prompt version | tool calls | unreadable | invalid rate | resent readably |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
+    for row in rows:
+        lines.append(
+            f"| {table_cell(row['model'])} | {table_cell(row['prompt_version'] or '(none)')} | "
+            f"{row['tool_calls']} | {row['invalid_tool_calls']} | "
+            f"{shown(row['invalid_rate'], 'rate')} | {row['repaired_tool_calls']} |"
         )
     return [*lines, ""]
 

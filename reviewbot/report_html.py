@@ -376,6 +376,28 @@ def _evals(report: Mapping[str, Any]) -> str:
     return f"<h2>Eval runs (labelled datasets)</h2>{table}"
 
 
+def _tool_calls(report: Mapping[str, Any]) -> str:
+    """Unreadable tool calls per model and prompt version (issue 17)."""
+    rows = report["tool_calls"]
+    if not rows:
+        return ""
+    table = _table(
+        ("model", "prompt version", "tool calls", "unreadable", "invalid rate", "resent readably"),
+        [
+            (
+                r["model"],
+                r["prompt_version"] or "(none)",
+                r["tool_calls"],
+                r["invalid_tool_calls"],
+                shown(r["invalid_rate"], "rate"),
+                r["repaired_tool_calls"],
+            )
+            for r in rows
+        ],
+    )
+    return f"<h2>Unreadable tool calls</h2>{table}"
+
+
 def report_html(report: Mapping[str, Any]) -> str:
     """The whole report as one HTML document (see the module notes)."""
     window = report["window"]
@@ -403,6 +425,7 @@ def report_html(report: Mapping[str, Any]) -> str:
         _groups("By prompt version", "prompt_version", report["by_prompt_version"]),
         _groups("By model", "model", report["by_model"]),
         _evals(report),
+        _tool_calls(report),
     ]
     body = "\n".join(part for part in parts if part)
     return (

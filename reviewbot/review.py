@@ -26,7 +26,7 @@ from reviewbot.chunking import (
     plan,
 )
 from reviewbot.config import Settings
-from reviewbot.diff import FileDiff
+from reviewbot.diff import FileDiff, Hunk, Side
 from reviewbot.exclusions import ExclusionRules
 from reviewbot.findings import Category, FindingsOptions, FindingsResult, Severity, process
 from reviewbot.llm.backend import CallRecord, ChunkRequest, ChunkResult, LLMClient
@@ -91,21 +91,30 @@ class CarriedOver:
 
 @dataclass(frozen=True)
 class UnreviewedPart:
-    """A chunk the model never answered (after retries): what it held, and why."""
+    """A chunk the model never answered readably (after retries): what it held, and why."""
 
     chunk_index: int
     lines_by_path: tuple[tuple[str, int], ...]  # (path, changed lines this chunk owned)
     reason: str
+    # (path, "lines 12-18, 40-44"): the hunks the chunk showed (removed-only: "old lines 3-5")
+    ranges_by_path: tuple[tuple[str, str], ...] = ()
 
     @property
     def changed_lines(self) -> int:
         return sum(lines for _, lines in self.lines_by_path)
 
     def describe(self) -> str:
-        """``chunk 3 (app.py, util.py: 17 changed lines): <reason>`` (1-based chunk)."""
-        paths = ", ".join(dict.fromkeys(path for path, _ in self.lines_by_path))
+        """``chunk 3 (app.py lines 4-9; util.py lines 1-3, 20: 17 changed lines): <reason>``
+        (1-based chunk)."""
+        ranges: dict[str, list[str]] = {path: [] for path, _ in self.lines_by_path}
+        for path, where in self.ranges_by_path:
+            ranges.setdefault(path, []).append(where)
+        places = "; ".join(
+            " ".join((path, ", ".join(wheres))) if wheres else path
+            for path, wheres in ranges.items()
+        )
         return (
-            f"chunk {self.chunk_index + 1} ({paths}: {self.changed_lines} changed lines): "
+            f"chunk {self.chunk_index + 1} ({places}: {self.changed_lines} changed lines): "
             f"{self.reason}"
         )
 
@@ -159,6 +168,16 @@ class ReviewResult:
             files_reviewed=max(0, planned.files_reviewed - lost_files),
             changed_lines_covered=max(0, planned.changed_lines_covered - sum(missed.values())),
         )
+
+    @property
+    def tool_calls(self) -> int:
+        """Calls the model's answers held, readable or not (repair turns included)."""
+        return sum(c.tool_calls for c in self.calls)
+
+    @property
+    def repaired_calls(self) -> int:
+        """Unreadable calls the model resent readably when told why."""
+        return sum(c.repaired_tool_calls for c in self.calls)
 
     @property
     def prompt_tokens(self) -> int:
@@ -331,7 +350,22 @@ def _unreviewed_part(chunk: Chunk, reason: str) -> UnreviewedPart:
         chunk.index,
         tuple((segment.path, segment.owned_changed) for segment in chunk.segments),
         reason,
+        tuple((segment.path, _line_ranges(segment.view.hunks)) for segment in chunk.segments),
     )
+
+
+def _line_ranges(hunks: Sequence[Hunk]) -> str:
+    """``lines 12-18, 40`` on the new side; hunks that only remove lines: ``old lines 3-5``."""
+    new, old = [], []
+    for hunk in hunks:
+        side = Side.NEW if hunk.new_count else Side.OLD
+        first, last = hunk.range_on(side)
+        (new if side is Side.NEW else old).append(
+            str(first) if first == last else f"{first}-{last}"
+        )
+    parts = [f"lines {', '.join(new)}"] if new else []
+    parts += [f"old lines {', '.join(old)}"] if old else []
+    return ", ".join(parts)
 
 
 def _resplit(chunk: Chunk, counter: TokenCounter, first_index: int) -> list[Chunk]:

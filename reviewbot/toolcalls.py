@@ -15,14 +15,21 @@ vLLM turns the model's tool-call text into ``tool_calls`` only when it runs with
        </tool_call>
 
    One leading and one trailing newline of a value are dropped, ``null`` means None, and values
-   are converted by the tool's JSON-schema type. vLLM quietly keeps a value that does not convert
-   as a string (or as ``false``); here it is an error: we never guess.
+   are converted by the tool's JSON-schema type. A value that does not convert stays the text
+   it was, as vLLM's parser keeps it (vLLM reads a bad boolean as ``false``; not here): the
+   schema check (:func:`check_arguments`) then refuses it, with the same reason whatever the
+   output mode (``"`line`: must be an integer; got \"twelve\""``). Nothing is guessed.
 2. Hermes-style JSON: ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``.
 3. The ``response_format`` fallback: a bare JSON object ``{"findings": [...]}``, one call per
    element.
 
 Model output is untrusted: a call that is malformed or unterminated becomes an error with a
 reason. Nothing is dropped silently and nothing is repaired. Pure functions, no I/O.
+
+:func:`check_arguments` is the one check of decoded arguments against the tool's JSON schema
+(required fields, types, enums, minimum, pattern), with one precise reason per broken field,
+such as ``"`line`: required integer, missing"``. The model runner uses it to tell the model
+what to resend, :func:`reviewbot.findings.validate_call` to refuse a call: one rule set.
 """
 
 from __future__ import annotations
@@ -39,10 +46,12 @@ __all__ = [
     "ArgumentsError",
     "ParsedCalls",
     "ToolCall",
+    "check_arguments",
     "parse_arguments",
     "parse_tool_calls_from_content",
     "schema_properties",
     "strip_reasoning",
+    "tool_parameters",
 ]
 
 DEFAULT_FINDINGS_TOOL = "report_finding"
@@ -68,6 +77,20 @@ NUMBER_LITERAL = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?")
 NULL_LITERAL = "null"
 BOOLEAN_LITERALS = {"true": True, "false": False}
 SNIPPET_CHARS = 60
+# What check_arguments says a JSON-schema type is, in "must be <...>" and "required <...>".
+TYPE_WORDS = {
+    "string": ("a string", "string"),
+    "integer": ("an integer", "integer"),
+    "number": ("a number", "number"),
+    "boolean": ("a boolean", "boolean"),
+    "object": ("an object", "object"),
+    "array": ("an array", "array"),
+    "null": ("null", "null"),
+}
+# A "pattern" a tool schema uses, said in words (\S: a character that is not a space).
+NON_BLANK_PATTERN = r"\S"
+PATTERN_WORDS = {NON_BLANK_PATTERN: "must not be blank"}
+SHOWN_VALUE_CHARS = 40
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +160,102 @@ def parse_arguments(raw: str) -> dict[str, Any] | ArgumentsError:
 
 def _refuse_constant(name: str) -> None:
     raise ValueError(f"{name} is not valid JSON")
+
+
+# ---------------------------------------------------------------------------------------------
+# Arguments against the tool's JSON schema
+
+
+def tool_parameters(tools: Sequence[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
+    """Map tool name -> its JSON-schema ``parameters``, from OpenAI-style ``tools`` entries."""
+    found: dict[str, Mapping[str, Any]] = {}
+    for tool in tools:
+        function = tool.get("function", tool)
+        if not isinstance(function, Mapping) or not isinstance(function.get("name"), str):
+            continue
+        parameters = function.get("parameters")
+        found[function["name"]] = parameters if isinstance(parameters, Mapping) else {}
+    return found
+
+
+def check_arguments(arguments: Mapping[str, Any], parameters: Mapping[str, Any]) -> list[str]:
+    """Why ``arguments`` do not fit a tool's ``parameters`` schema, one reason per field in the
+    schema's order; ``[]`` when they fit.
+
+    The keywords a tool schema here uses: ``required``, ``type`` (one or a list; an integer is
+    a JSON integer, never ``true`` nor ``2.0`` nor ``"2"``), ``enum``, ``minimum`` and
+    ``pattern`` (searched, as JSON Schema does). A key the schema does not know is ignored; an
+    optional field given as ``null`` counts as absent (vLLM's XML parser reads ``null`` so).
+    """
+    properties = parameters.get("properties")
+    properties = properties if isinstance(properties, Mapping) else {}
+    required = [name for name in parameters.get("required") or () if isinstance(name, str)]
+    reasons: list[str] = []
+    for name in [*properties, *(name for name in required if name not in properties)]:
+        schema = properties.get(name)
+        schema = schema if isinstance(schema, Mapping) else {}
+        value = arguments.get(name)
+        if value is None:
+            if name in required:
+                got = "missing" if name not in arguments else "got null"
+                reasons.append(f"`{name}`: required {_type_word(schema, 1)}, {got}")
+            continue
+        reason = _value_problem(value, schema)
+        if reason:
+            reasons.append(f"`{name}`: {reason}")
+    return reasons
+
+
+def _type_names(schema: Mapping[str, Any]) -> list[str]:
+    declared = schema.get("type")
+    names = declared if isinstance(declared, list) else [declared] if declared else []
+    return [str(name) for name in names]
+
+
+def _type_word(schema: Mapping[str, Any], form: int) -> str:
+    """The schema's type in words: form 0 "an integer", form 1 "integer" ("value" if none)."""
+    names = _type_names(schema)
+    if not names:
+        return "value"
+    return " or ".join(TYPE_WORDS.get(name, (name, name))[form] for name in names)
+
+
+def _value_problem(value: Any, schema: Mapping[str, Any]) -> str:
+    names = _type_names(schema)
+    if names and not any(_is_of_type(value, name) for name in names):
+        return f"must be {_type_word(schema, 0)}; got {_shown(value)}"
+    allowed = schema.get("enum")
+    if isinstance(allowed, list) and value not in allowed:
+        return f"must be one of {', '.join(str(choice) for choice in allowed)}; got {_shown(value)}"
+    minimum = schema.get("minimum")
+    if isinstance(minimum, int | float) and isinstance(value, int | float) and value < minimum:
+        return f"must be at least {minimum}; got {_shown(value)}"
+    pattern = schema.get("pattern")
+    if isinstance(pattern, str) and isinstance(value, str) and re.search(pattern, value) is None:
+        words = PATTERN_WORDS.get(pattern, f"must match the pattern {pattern!r}")
+        return f"{words}; got {_shown(value)}"
+    return ""
+
+
+def _is_of_type(value: Any, name: str) -> bool:
+    if name == "integer":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if name == "number":
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    expected = {
+        "string": str,
+        "boolean": bool,
+        "object": dict,
+        "array": list,
+        "null": type(None),
+    }.get(name)
+    return expected is not None and isinstance(value, expected)
+
+
+def _shown(value: Any) -> str:
+    """A value as JSON, cut to a few dozen characters."""
+    text = json.dumps(value, ensure_ascii=False, default=repr)
+    return text if len(text) <= SHOWN_VALUE_CHARS else text[:SHOWN_VALUE_CHARS] + "…"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -232,7 +351,7 @@ def _parse_xml_function(text: str, schemas: Mapping[str, Mapping[str, Any]]) -> 
         raise _CallError(f"tool {name!r} is not one of the declared tools")
     raw = _read_xml_parameters(text[header_end + 1 : -len(FUNCTION_CLOSE)])
     properties = schemas[name]
-    arguments = {key: _convert_value(key, value, properties.get(key)) for key, value in raw}
+    arguments = {key: _convert_value(value, properties.get(key)) for key, value in raw}
     return ToolCall(name, arguments)
 
 
@@ -279,8 +398,8 @@ def _schema_types(schema: Mapping[str, Any] | None) -> list[str]:
     return [str(name).strip().lower() for name in names]
 
 
-def _convert_value(key: str, value: str, schema: Mapping[str, Any] | None) -> Any:
-    """Convert one XML parameter by its schema type; refuse what does not fit."""
+def _convert_value(value: str, schema: Mapping[str, Any] | None) -> Any:
+    """Convert one XML parameter by its schema type; what does not convert stays text."""
     types = _schema_types(schema)
     # vLLM reads "null" as None whatever the declared type.
     if value.strip().lower() == NULL_LITERAL:
@@ -292,7 +411,7 @@ def _convert_value(key: str, value: str, schema: Mapping[str, Any] | None) -> An
         converted = _convert_as(kind, text)
         if converted is not _NOT_CONVERTED:
             return converted
-    raise _CallError(f"parameter {key!r}: {_snippet(value, 0)!s} is not a valid {'/'.join(types)}")
+    return value
 
 
 _NOT_CONVERTED = object()

@@ -47,7 +47,7 @@ from reviewbot.findings import AnchorKind, Category, Finding, Severity, fingerpr
 from reviewbot.store import MergeRequestKey, Store
 from reviewbot.store.models import Review
 from tests.fakes.gitlab_server import FakeGitLab
-from tests.fakes.vllm_server import FakeVLLM
+from tests.fakes.vllm_server import FakeVLLM, MalformedCalls
 from tests.mr_world import BOT_TOKEN, FEATURE_APP, PROJECT, git, make_repo
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -503,6 +503,22 @@ def test_an_incomplete_review_fails_the_job(ci_world: CiWorld) -> None:
     assert f"incomplete review: 0 of {CHANGED_LINES} changed lines reviewed" in result.stderr
     [note] = ci_world.summary_notes()
     assert "Incomplete review" in note["body"]
+
+
+def test_a_model_answer_that_cannot_be_read_fails_the_job(ci_world: CiWorld) -> None:
+    """Every call of the answer has arguments that do not validate, and repair turns repeat
+    the mistakes: not "0 findings", but exit 1 and a summary saying why (issue 17)."""
+    ci_world.vllm.malformed = MalformedCalls(kinds=("missing_line",), repair="same")
+    checkout = ci_world.clone("checkout")
+    result = ci_world.run(checkout)
+    assert result.exit_code == EXIT_FAILURE, result.output
+    assert f"incomplete review: 0 of {CHANGED_LINES} changed lines reviewed" in result.stderr
+    assert "the model's answer could not be read" in result.stderr
+    [note] = ci_world.summary_notes()
+    assert (
+        "Incomplete review" in note["body"] and "`line`: required integer, missing" in note["body"]
+    )
+    assert ci_world.diff_notes() == []
 
 
 def test_full_reviews_a_head_already_reviewed_again(ci_world: CiWorld, store_url: str) -> None:

@@ -9,6 +9,7 @@ import re
 
 from reviewbot.chunking import Coverage, SkippedFile
 from reviewbot.comments import (
+    IncrementalNote,
     MarkerKind,
     SummaryData,
     UnplacedFinding,
@@ -181,3 +182,23 @@ def test_long_skipped_list_is_collapsible() -> None:
     body = summary_body(_summary(coverage=coverage))
     assert "<details>" in body
     assert body.count("gen/") == len(skipped)
+
+
+def test_an_incremental_review_with_an_unreviewed_file_never_says_no_change() -> None:
+    note = IncrementalNote("b" * 40, None, 0, 1, 3, files_not_reviewed=1)
+    unreviewed = (
+        "chunk 1 (util.py lines 1-10: 10 changed lines): the model's answer could not "
+        "be read: 2 of 2 calls invalid (`line`: required integer, missing)",
+    )
+    body = summary_body(_summary(incremental=note, unreviewed=unreviewed))
+    assert "No change to the patch" not in body
+    assert "1 file(s) changed since `bbbbbbbb`: 0 reviewed, 1 not reviewed (see below)" in body
+    assert "Incomplete review" in body and unreviewed[0] in body
+    nothing = IncrementalNote("b" * 40, None, 0, 1, 3)
+    assert "No change to the patch" in summary_body(_summary(incremental=nothing))
+
+
+def test_run_details_give_the_share_of_unreadable_calls() -> None:
+    body = summary_body(_summary(invalid_model_calls=2, model_tool_calls=9, repaired_model_calls=1))
+    assert "| Invalid model calls | 2 of 9 (1 resent readably) |" in body
+    assert "| Invalid model calls | 0 |" in summary_body(_summary())

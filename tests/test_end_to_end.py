@@ -22,7 +22,7 @@ from reviewbot.queue import FULL_REVIEW_KEY, Job, JobQueue
 from reviewbot.store import Store, upgrade
 from reviewbot.webhook import WEBHOOK_PATH, create_app
 from reviewbot.worker import Worker
-from tests.fakes.vllm_server import LatencyModel
+from tests.fakes.vllm_server import LatencyModel, MalformedCalls
 from tests.mr_world import PROJECT, World, git
 
 SECRET = "e2e-webhook-secret"
@@ -145,6 +145,33 @@ def test_model_down_for_a_while_then_back(
     assert len(diff_notes(world)) == 3
     statuses = [r["status"] for r in reversed(store.reviews(project=PROJECT, mr_iid=1))]
     assert statuses == ["failed", "succeeded"]
+
+
+def test_unreadable_model_answers_fail_the_attempt_and_the_retry_reviews_them(
+    world: World, service: tuple[App, Store, JobQueue]
+) -> None:
+    """Every call the model writes lacks `line`, repair turns too: the worker's attempt is not
+    a review (the job is queued again, nothing is posted); once the model answers readably, the
+    retry posts the three findings (issue 17)."""
+    worker_app, store, queue = service
+    queue.enqueue(project=PROJECT, mr_iid=1, head_sha=None, trigger="webhook")
+    world.vllm.malformed = MalformedCalls(kinds=("missing_line",), repair="same")
+    Worker(worker_app, queue, poll_s=0.05).run(burst=True, handle_signals=False)
+    [job] = queue.list()
+    assert job.status == "queued" and job.attempts >= 1, job
+    assert "could not be read" in (job.error or "")
+    assert diff_notes(world) == []
+    world.vllm.malformed = None
+    for _ in range(MAX_WORKER_ROUNDS):
+        Worker(worker_app, queue, poll_s=0.05).run(burst=True, handle_signals=False)
+        [job] = queue.list()
+        if job.status != "queued":
+            break
+        time.sleep(0.1)
+    assert job.status == "succeeded", job
+    assert len(diff_notes(world)) == 3
+    statuses = [r["status"] for r in reversed(store.reviews(project=PROJECT, mr_iid=1))]
+    assert statuses[-1] == "succeeded" and set(statuses[:-1]) == {"failed"}
 
 
 def test_worker_killed_mid_review_another_completes_it(world: World, tmp_path: Path) -> None:

@@ -25,6 +25,7 @@ from tests.fakes.vllm_server import (
     HALLUCINATED_PATH,
     FakeVLLM,
     LatencyModel,
+    MalformedCalls,
 )
 
 SYSTEM_PROMPT = (
@@ -579,6 +580,194 @@ def test_malformed_arguments_are_not_json(server: FakeVLLM, client: OpenAI):
     calls = review(client, server).choices[0].message.tool_calls
     with pytest.raises(json.JSONDecodeError):
         json.loads(calls[0].function.arguments)
+
+
+def test_missing_line_and_wrong_type_faults_break_the_first_call(server: FakeVLLM, client: OpenAI):
+    server.add_faults("missing_line", "wrong_type")
+    missing = arguments_of(review(client, server).choices[0].message.tool_calls)
+    wrong = arguments_of(review(client, server).choices[0].message.tool_calls)
+    assert "line" not in missing[0] and all("line" in f for f in missing[1:])
+    assert wrong[0]["line"] == f"L{min(expected_findings(RISKY_LINES))}"
+    assert all(isinstance(f["line"], int) for f in wrong[1:])
+
+
+JSON_SCHEMA_FORMAT = {
+    "type": "json_schema",
+    "json_schema": {
+        "name": "review",
+        "schema": {
+            "type": "object",
+            "properties": {
+                "findings": {
+                    "type": "array",
+                    "items": REPORT_FINDING_TOOL["function"]["parameters"],
+                }
+            },
+        },
+    },
+}
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_malformed_model_breaks_every_call_the_same_way(stream: bool):
+    with fake_and_client(malformed=MalformedCalls(kinds=("wrong_type",))) as (fake, other):
+        if stream:
+            calls = accumulate_stream(review(other, fake, stream=True))["calls"]
+            lines = [json.loads(call["arguments"])["line"] for call in calls]
+        else:
+            lines = [
+                f["line"] for f in arguments_of(review(other, fake).choices[0].message.tool_calls)
+            ]
+    assert sorted(lines) == sorted(f"L{n}" for n in expected_findings(RISKY_LINES))
+
+
+@pytest.mark.parametrize(
+    ("kind", "broken"),
+    [
+        ("bad_json", lambda raw: "not JSON" if raw.count("{") != raw.count("}") else raw),
+        ("missing_line", lambda raw: "no line" if '"line"' not in raw else raw),
+        ("bad_enum", lambda raw: "high" if '"severity": "high"' in raw else raw),
+    ],
+)
+def test_each_kind_of_mistake_in_tool_calls(kind: str, broken: Any):
+    with fake_and_client(malformed=MalformedCalls(kinds=(kind,))) as (fake, other):
+        calls = review(other, fake).choices[0].message.tool_calls
+    results = {broken(call.function.arguments) for call in calls}
+    assert len(calls) == len(expected_findings(RISKY_LINES)) and len(results) == 1
+    assert results <= {"not JSON", "no line", "high"}
+
+
+def test_the_share_of_broken_calls_follows_rate_and_seed():
+    lines = [("+", n, f"    x{n} = eval(y)", "security") for n in range(1, 41)]
+
+    def broken_lines(seed: int) -> set[int]:
+        mistakes = MalformedCalls(rate=0.3, seed=seed, kinds=("missing_line",))
+        with fake_and_client(malformed=mistakes) as (fake, other):
+            findings = arguments_of(review(other, fake, lines).choices[0].message.tool_calls)
+        assert len(findings) == len(lines)
+        return {n for n in range(1, 41)} - {f["line"] for f in findings if "line" in f}
+
+    first, again, other_seed = broken_lines(1), broken_lines(1), broken_lines(2)
+    assert first == again and first != other_seed
+    assert 0 < len(first) < len(lines) and 0 < len(other_seed) < len(lines)
+
+
+def repair_turn(answer: Any, reasons: dict[str, str]) -> list[dict[str, Any]]:
+    """The conversation after ``answer``: its assistant message and one tool message per call
+    (an error for the ids in ``reasons``), the shape reviewbot sends."""
+    message = answer.choices[0].message
+    calls = [
+        {
+            "id": call.id,
+            "type": "function",
+            "function": {"name": call.function.name, "arguments": _json_or_empty(call)},
+        }
+        for call in message.tool_calls
+    ]
+    tool_messages = [
+        {"role": "tool", "tool_call_id": call.id, "content": reasons.get(call.id, "recorded")}
+        for call in message.tool_calls
+    ]
+    assistant = {"role": "assistant", "content": message.content or "", "tool_calls": calls}
+    return [*review_messages(RISKY_LINES), assistant, *tool_messages]
+
+
+def _json_or_empty(call: Any) -> str:
+    try:
+        json.loads(call.function.arguments)
+    except json.JSONDecodeError:
+        return "{}"
+    return call.function.arguments
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_repair_turn_resends_only_the_broken_calls_corrected(
+    server: FakeVLLM, client: OpenAI, stream: bool
+):
+    server.add_faults("malformed_arguments")
+    first = review(client, server)
+    broken = first.choices[0].message.tool_calls[0]
+    messages = repair_turn(first, {broken.id: "`arguments`: not valid JSON; resend it"})
+    again = client.chat.completions.create(
+        model=server.model, messages=messages, tools=[REPORT_FINDING_TOOL], stream=stream
+    )
+    if stream:
+        resent = [json.loads(call["arguments"]) for call in accumulate_stream(again)["calls"]]
+    else:
+        resent = arguments_of(again.choices[0].message.tool_calls)
+    assert resent == [arguments_of(review(client, server).choices[0].message.tool_calls)[0]]
+
+
+@pytest.mark.parametrize(("repair", "resent_lines"), [("same", ["L11"]), ("drop", [])])
+def test_a_repair_turn_can_fail_again(repair: str, resent_lines: list[str]):
+    mistakes = MalformedCalls(kinds=("wrong_type",), repair=repair)
+    lines = RISKY_LINES[:2]
+    with fake_and_client(malformed=mistakes) as (fake, other):
+        first = review(other, fake, lines)
+        messages = repair_turn(first, {})
+        messages[1] = review_messages(lines)[1]
+        again = other.chat.completions.create(
+            model=fake.model, messages=messages, tools=[REPORT_FINDING_TOOL]
+        )
+    calls = again.choices[0].message.tool_calls or []
+    assert [f["line"] for f in arguments_of(calls)] == resent_lines
+    assert again.choices[0].finish_reason == ("tool_calls" if calls else "stop")
+
+
+def test_a_repair_turn_in_text_modes_answers_a_user_message(server: FakeVLLM, client: OpenAI):
+    server.malformed = MalformedCalls(rate=1.0, kinds=("missing_line",))
+    first = review(client, server, tool_choice="none").choices[0].message.content
+    assert first.count("<tool_call>") == len(expected_findings(RISKY_LINES))
+    server.malformed = None
+    messages = [
+        *review_messages(RISKY_LINES),
+        {"role": "assistant", "content": first},
+        {"role": "user", "content": "Every call lacks `line`: resend them corrected."},
+    ]
+    xml = (
+        client.chat.completions.create(
+            model=server.model, messages=messages, tools=[REPORT_FINDING_TOOL], tool_choice="none"
+        )
+        .choices[0]
+        .message.content
+    )
+    assert xml.count("<parameter=line>") == len(expected_findings(RISKY_LINES))
+    as_json = (
+        client.chat.completions.create(
+            model=server.model, messages=messages, response_format=JSON_SCHEMA_FORMAT
+        )
+        .choices[0]
+        .message.content
+    )
+    assert {f["line"] for f in json.loads(as_json)["findings"]} == set(
+        expected_findings(RISKY_LINES)
+    )
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        (
+            lambda m: m[-1].pop("tool_call_id"),
+            "Missing required parameter: 'messages[8].tool_call_id'",
+        ),
+        (lambda m: m[2]["tool_calls"][0].pop("id"), "tool_calls.0.id: Field required"),
+        (
+            lambda m: m[2]["tool_calls"][0]["function"].update(arguments='{"line": 1'),
+            "Expecting ',' delimiter",
+        ),
+    ],
+)
+def test_a_conversation_of_the_wrong_shape_is_refused(
+    server: FakeVLLM, client: OpenAI, change: Any, said: str
+):
+    messages = repair_turn(review(client, server), {})
+    change(messages)
+    with pytest.raises(openai.BadRequestError) as raised:
+        client.chat.completions.create(
+            model=server.model, messages=messages, tools=[REPORT_FINDING_TOOL]
+        )
+    assert said in str(raised.value)
 
 
 def test_hallucinated_line_is_not_in_the_diff(server: FakeVLLM, client: OpenAI):

@@ -25,9 +25,11 @@ from reviewbot.findings import (
     dedupe,
     fingerprint,
     process,
+    report_finding_parameters,
     select,
     validate_call,
 )
+from reviewbot.prompts import tool_schemas
 
 APP_DIFF = """\
 diff --git a/src/app.py b/src/app.py
@@ -145,7 +147,7 @@ def test_invalid_calls_are_rejected_with_the_field_named(
 ) -> None:
     result = validate_call(call(**overrides), chunk_index=0)
     assert isinstance(result, Rejected)
-    assert repr(field) in result.reason
+    assert f"`{field}`:" in result.reason
     assert result.arguments["path"] == call(**overrides)["path"]
 
 
@@ -153,6 +155,23 @@ def test_missing_line_is_rejected() -> None:
     arguments = call()
     del arguments["line"]
     assert isinstance(validate_call(arguments, chunk_index=0), Rejected)
+
+
+def test_a_rejected_call_names_every_broken_field_and_its_rule() -> None:
+    arguments = {**call(severity="huge", title=" "), "line": None}
+    result = validate_call(arguments, chunk_index=0)
+    assert isinstance(result, Rejected)
+    assert result.reason == (
+        "`line`: required integer, got null; "
+        '`severity`: must be one of blocker, critical, major, minor, info; got "huge"; '
+        '`title`: must not be blank; got " "'
+    )
+
+
+def test_the_model_is_shown_the_schema_findings_are_checked_against() -> None:
+    [tool] = tool_schemas()
+    assert tool["function"]["parameters"] == report_finding_parameters()
+    assert tool["function"]["parameters"]["properties"]["line"]["minimum"] == 1
 
 
 # ---------------------------------------------------------------------------------------------

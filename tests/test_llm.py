@@ -6,6 +6,7 @@ https://docs.vllm.ai/en/latest/serving/openai_compatible_server.html
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -13,19 +14,26 @@ from typing import Any
 
 import pytest
 
+from reviewbot.config import ConfigError, load_settings
+from reviewbot.findings import Rejected, validate_call
 from reviewbot.llm import (
+    MODE_TOOL_CALLS,
     ChunkRequest,
     ChunkResult,
     LLMError,
     LLMSettings,
     LLMUnavailableError,
+    ModelAnswer,
     ModelNotFoundError,
+    ToolCallText,
     runner_for,
 )
+from reviewbot.llm.answers import parse_answer
+from reviewbot.llm.factory import llm_settings_from
 from reviewbot.llm.openai_compatible import retry_after_seconds, sse_data
 from reviewbot.prompts import tool_schemas
 from tests.fakes.silent_server import closed_port
-from tests.fakes.vllm_server import FakeVLLM
+from tests.fakes.vllm_server import FakeVLLM, MalformedCalls
 
 API_KEY = "sk-test-secret-key-123"
 SYSTEM_PROMPT = (
@@ -179,13 +187,108 @@ def test_real_context_overflow_from_a_small_model_length() -> None:
         assert result.context_overflow and fake.stats.requests == 1
 
 
+def outcomes(result: ChunkResult) -> list[str]:
+    return [record.outcome for record in result.records]
+
+
 @pytest.mark.parametrize("stream", [True, False])
-def test_malformed_arguments_are_counted_invalid(server: FakeVLLM, stream: bool) -> None:
+def test_an_unreadable_call_is_answered_in_the_conversation_and_resent(
+    server: FakeVLLM, stream: bool
+) -> None:
     server.add_faults("malformed_arguments")
     (result,) = review(server, stream=stream)
-    assert len(result.invalid) == 1
-    assert len(result.calls) == len(RISKY_FINDING_LINES) - 1
-    assert result.records[-1].invalid_tool_calls == 1
+    assert result.error is None and reported_lines(result) == RISKY_FINDING_LINES
+    assert len(result.invalid) == 1 and "not valid JSON" in result.invalid[0]
+    assert outcomes(result) == ["invalid_calls", "repair"]
+    first, repair = result.records
+    assert (first.tool_calls, first.invalid_tool_calls, first.repaired_tool_calls) == (2, 1, 0)
+    assert (repair.tool_calls, repair.invalid_tool_calls, repair.repaired_tool_calls) == (1, 0, 1)
+    assert repair.prompt_tokens > first.prompt_tokens and repair.completion_tokens > 0
+    # the repair turn: the answer's calls with their ids, then one tool message per call
+    *_, assistant, broken, readable = server.requests[-1]["messages"]
+    ids = [call["id"] for call in assistant["tool_calls"]]
+    assert [broken["tool_call_id"], readable["tool_call_id"]] == ids and all(ids)
+    assert assistant["tool_calls"][0]["function"]["arguments"] == "{}"  # not JSON: not echoed
+    assert "not valid JSON" in broken["content"] and "Resend this finding" in broken["content"]
+    assert "You sent: " in broken["content"] and readable["content"] == "Recorded."
+    assert server.requests[-1].get("stream", False) == stream
+
+
+def test_a_call_that_does_not_fit_the_schema_is_told_the_field_and_the_rule(
+    server: FakeVLLM,
+) -> None:
+    server.add_faults("missing_line", "wrong_type")
+    (result,) = review(server)
+    assert result.error is None and reported_lines(result) == RISKY_FINDING_LINES
+    told = [m["content"] for m in server.requests[1]["messages"] if m["role"] == "tool"]
+    assert told[0].startswith("Error: `line`: required integer, missing.")
+    assert outcomes(result) == ["invalid_calls", "unreadable_retry", "ok"]
+    # the repair turn's answer broke its one call again (wrong_type), then the chunk was asked
+    # again: its readable answer is the review
+    assert result.invalid == [
+        "`line`: required integer, missing",
+        '`line`: must be an integer; got "L11"',
+    ]
+
+
+def test_an_answer_that_stays_unreadable_is_a_chunk_error_not_a_review(server: FakeVLLM) -> None:
+    server.malformed = MalformedCalls(kinds=("bad_enum",), repair="same")
+    (result,) = review(server, max_retries=1)
+    assert result.error is not None and not result.calls
+    assert result.error.startswith("the model's answer could not be read: 2 of 2 calls invalid")
+    assert "`severity`: must be one of blocker, critical, major, minor, info; got" in result.error
+    assert outcomes(result) == ["invalid_calls", "unreadable_retry", "invalid_calls", "error"]
+    assert result.records[-1].error == result.error
+    assert server.stats.requests == 4
+    assert server.requests[2].get("stream") is not True  # asked again without streaming
+
+
+def test_the_readable_calls_of_an_unreadable_chunk_are_kept(server: FakeVLLM) -> None:
+    server.add_faults(*["missing_line"] * 10)  # the first call of every answer lacks `line`
+    (result,) = review(server, max_retries=1)
+    assert result.error is not None and "could not be read: 1 of 2 calls invalid" in result.error
+    assert reported_lines(result) == {12}
+
+
+def test_a_call_left_out_of_the_repair_is_still_unreadable() -> None:
+    mistakes = MalformedCalls(kinds=("missing_line",), repair="drop")
+    with FakeVLLM(malformed=mistakes) as fake:
+        (result,) = review(fake, max_retries=0, max_repair_rounds=2)
+        second_repair = fake.requests[-1]["messages"]
+    assert result.error is not None and "(not resent when asked)" in result.error
+    assert outcomes(result) == ["invalid_calls", "repair", "error"]
+    # the second repair turn says which calls the first one asked for in vain
+    assert (
+        second_repair[-1]["role"] == "user" and "could not be read" in second_repair[-1]["content"]
+    )
+
+
+def test_without_repair_turns_an_unreadable_answer_is_asked_again(server: FakeVLLM) -> None:
+    server.add_faults("malformed_arguments")
+    (result,) = review(server, max_repair_rounds=0)
+    assert result.error is None and reported_lines(result) == RISKY_FINDING_LINES
+    assert outcomes(result) == ["unreadable_retry", "ok"]
+    assert not any(m["role"] == "tool" for r in server.requests for m in r["messages"])
+
+
+@pytest.mark.parametrize(
+    ("options", "mode"),
+    [
+        ({"tool_parser": False}, "json_schema"),
+        ({"tool_parser": False, "honour_response_format": False}, "content"),
+    ],
+)
+def test_without_tool_call_ids_the_repair_turn_is_a_user_message(options: dict, mode: str) -> None:
+    with FakeVLLM(malformed=MalformedCalls(kinds=("wrong_type",)), **options) as fake:
+        with runner_for(settings_for(fake)) as client:
+            client.review_chunks([chunk(0)])  # learns the output mode
+            (result,) = client.review_chunks([chunk(1)])
+        last = fake.requests[-1]["messages"]
+    assert result.error is None and reported_lines(result) == RISKY_FINDING_LINES
+    assert outcomes(result) == ["invalid_calls", "repair"] and result.records[-1].mode == mode
+    assistant, request = last[-2:]
+    assert assistant["role"] == "assistant" and "tool_calls" not in assistant
+    assert request["role"] == "user" and "`line`: must be an integer" in request["content"]
 
 
 def test_empty_tool_calls_stream_is_retried_without_streaming(server: FakeVLLM) -> None:
@@ -405,3 +508,23 @@ def test_a_retry_after_date_far_ahead_is_capped(server: FakeVLLM) -> None:
     server.add_faults("http_429_date")  # an hour ahead; the wait is capped at backoff_max_s
     (result,) = review(server)
     assert result.error is None and result.records[-1].retries == 1
+
+
+def test_repair_rounds_come_from_the_settings() -> None:
+    env = {"REVIEWBOT_LLM_MAX_REPAIR_ROUNDS": "2"}
+    assert llm_settings_from(load_settings(env=env)).max_repair_rounds == 2
+    assert llm_settings_from(load_settings(env={})).max_repair_rounds == 1
+    with pytest.raises(ConfigError, match="llm_max_repair_rounds must be 0 or more"):
+        load_settings(env={"REVIEWBOT_LLM_MAX_REPAIR_ROUNDS": "-1"})
+    with pytest.raises(ValueError, match="max_repair_rounds"):
+        runner_for(LLMSettings(max_repair_rounds=-1))
+
+
+def test_the_runner_and_findings_refuse_a_call_for_the_same_reasons() -> None:
+    arguments = {"path": "a.py", "severity": "high", "category": "bug", "title": "t", "body": "b"}
+    call = ToolCallText("report_finding", json.dumps(arguments), "call_1")
+    parsed = parse_answer(ModelAnswer(tool_calls=[call]), MODE_TOOL_CALLS, tool_schemas())
+    rejected = validate_call(arguments, chunk_index=0)
+    assert isinstance(rejected, Rejected)
+    assert parsed.invalid == [rejected.reason]
+    assert rejected.reason.startswith("`line`: required integer, missing; `severity`:")

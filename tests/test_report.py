@@ -421,6 +421,71 @@ def test_report_command_writes_the_files_asked_for(store_url: str, tmp_path: Pat
     assert sorted(p.name for p in output.iterdir()) == ["report.json", "report.md"]
 
 
+def _review_with_calls(
+    store: Store, clock: Clock, model: str, version: str, calls: list[dict[str, Any]]
+) -> int:
+    clock.now = MONDAY + timedelta(hours=1)
+    review_id = store.start_review(
+        project=PROJECT,
+        mr_iid=1,
+        head_sha="a" * 40,
+        base_sha=None,
+        start_sha=None,
+        trigger="ci",
+        model=model,
+        prompt_version=version,
+        key=MergeRequestKey(GITLAB, PROJECT_ID, 1),
+    )
+    base = {"chunk_index": 0, "mode": "tool_calls", "outcome": "ok", "started_at": clock.now}
+    store.record_llm_calls(review_id, [{**base, **call} for call in calls])
+    store.finish_review(review_id, status="failed")
+    return review_id
+
+
+def test_the_invalid_call_rate_per_model_and_prompt_version(clocked: tuple[Store, Clock]) -> None:
+    store, clock = clocked
+    unreadable_then_repaired = [
+        {"outcome": "invalid_calls", "tool_calls": 3, "invalid_tool_calls": 2},
+        {"outcome": "repair", "tool_calls": 2, "repaired_tool_calls": 2},
+        {"chunk_index": 1, "tool_calls": 4},
+    ]
+    _review_with_calls(store, clock, "qwen", "v1", unreadable_then_repaired)
+    _review_with_calls(store, clock, "qwen", "v1", [{"invalid_tool_calls": 5}])  # not counted
+    _review_with_calls(store, clock, "qwen", "v2", [{"tool_calls": 5}])
+    report = build_report(store, WEEK, now=NOW)
+    assert report["tool_calls"] == [
+        {
+            "model": "qwen",
+            "prompt_version": "v1",
+            "tool_calls": 9,
+            "invalid_tool_calls": 2,
+            "repaired_tool_calls": 2,
+            "model_calls": 4,
+            "invalid_rate": 2 / 9,
+            "repaired_rate": 1.0,
+        },
+        {
+            "model": "qwen",
+            "prompt_version": "v2",
+            "tool_calls": 5,
+            "invalid_tool_calls": 0,
+            "repaired_tool_calls": 0,
+            "model_calls": 1,
+            "invalid_rate": 0.0,
+            "repaired_rate": None,
+        },
+    ]
+    markdown = report_markdown(report)
+    assert "## Unreadable tool calls" in markdown
+    assert (
+        "| qwen | v1 | 9 | 2 | 22% | 2 |" in markdown
+        and "| qwen | v2 | 5 | 0 | 0% | 0 |" in markdown
+    )
+    html = report_html(report)
+    assert "<h2>Unreadable tool calls</h2>" in html and "<td>22%</td>" in html
+    json.dumps(report)  # the JSON document holds it as it is
+
+
 def test_report_of_one_project_leaves_the_others_out(
     clocked: tuple[Store, Clock],
     store_url: str,  # noqa: F811

@@ -18,7 +18,7 @@ from reviewbot.llm import LLMClient, LLMSettings, runner_for
 from reviewbot.prompts import ReviewContext, file_summaries
 from reviewbot.review import ReviewOptions, ReviewResult, review_files
 from reviewbot.tokens import local_counter
-from tests.fakes.vllm_server import FakeVLLM
+from tests.fakes.vllm_server import FakeVLLM, MalformedCalls
 from tests.mr_world import git, init_repo
 
 RISKY = """import subprocess
@@ -193,6 +193,33 @@ def test_a_chunk_whose_answer_was_lost_is_a_chunk_error(repo: Path, faults: list
         )
     assert list(result.chunk_errors) == [0] and result.chunks_reviewed == 0
     assert not result.findings.findings
+
+
+def test_a_local_review_whose_answers_cannot_be_read_exits_1(repo: Path) -> None:
+    """`reviewbot review --diff`: every call lacks `line`, and repairs repeat the mistake."""
+    (repo / "change.diff").write_text(git(repo, "diff", "HEAD~1", "HEAD") + "\n")
+    unreadable = MalformedCalls(kinds=("missing_line",), repair="same")
+    with FakeVLLM(malformed=unreadable) as server:
+        result = CliRunner().invoke(
+            main,
+            ["review", "--diff", str(repo / "change.diff"), "--base-url", server.base_url],
+        )
+    assert result.exit_code == 1, result.output
+    assert "incomplete review: 0 of" in result.stderr
+    assert "could not be read: 3 of 3 calls invalid" in result.stderr
+    assert "`line`: required integer, missing" in result.stderr
+
+
+def test_readable_findings_of_a_partly_unreadable_answer_are_kept(repo: Path) -> None:
+    """The first call of every answer lacks `line`: the two readable findings are shown, the
+    chunk is not reviewed (exit 1)."""
+    with FakeVLLM() as server:
+        server.add_faults(*["missing_line"] * 40)
+        code, out, err = review(repo, server.base_url, "--json", "--min-severity", "info")
+    assert code == 1, err
+    data = json.loads(out)
+    assert sorted(f["line"] for f in data["findings"]) == [9, 17]  # eval( on line 5 was lost
+    assert data["unreviewed"] and "1 of 3 calls invalid" in data["unreviewed"][0]
 
 
 def test_a_proxy_page_instead_of_the_model_server_is_one_error_line(repo: Path) -> None:

@@ -327,6 +327,32 @@ def test_reviews_list_and_show_what_was_recorded(world: World) -> None:
     assert missing.exit_code == 2 and "no review 999" in missing.stderr
 
 
+def test_a_repaired_call_is_recorded_and_shown_per_review(world: World) -> None:
+    """The first call of the answer is not JSON; the repair turn resends it (issue 17): the
+    review is complete, and the store, `reviews show` and the summary say 1 of 4 calls could
+    not be read and 1 was resent readably."""
+    world.vllm.add_faults("malformed_arguments")
+    report = world.run()
+    assert report.review.complete and len(report.posted) == 3
+    env = {"REVIEWBOT_DATABASE_URL": world.database_url}
+    shown = CliRunner().invoke(main, ["reviews", "show", str(report.review_id), "--json"], env=env)
+    data = json.loads(shown.stdout)
+    assert [c["outcome"] for c in data["llm_calls"]] == ["invalid_calls", "repair"]
+    assert data["tool_calls_by_chunk"] == [
+        {
+            "chunk_index": 0,
+            "tool_calls": 4,
+            "invalid_tool_calls": 1,
+            "repaired_tool_calls": 1,
+            "model_calls": 2,
+        }
+    ]
+    text = CliRunner().invoke(main, ["reviews", "show", str(report.review_id)], env=env)
+    assert "tool calls: 4, unreadable 1 (25%), resent readably 1" in text.stdout
+    [note] = [n for n in world.gitlab.notes(PROJECT, 1) if "reviewbot:summary" in n["body"]]
+    assert "| Invalid model calls | 1 of 4 (1 resent readably) |" in note["body"]
+
+
 def test_identical_lines_get_a_comment_each(world: World) -> None:
     block = "    try:\n        return load(path)\n    except:\n        pass\n"
     twins = f"def first(path):\n{block}\n\ndef second(path):\n{block}"

@@ -311,6 +311,59 @@ def test_llm_calls_round_trip_in_order(clocked_store: Store, clock: FakeClock) -
     assert stored[0]["started_at"] == clock.now
 
 
+def test_tool_call_counts_per_chunk(migrated_store: Store) -> None:  # noqa: F811
+    review_id = migrated_store.start_review(**_review_args())
+    base = {"mode": "tool_calls", "started_at": START}
+    migrated_store.record_llm_calls(
+        review_id,
+        [
+            {
+                **base,
+                "chunk_index": 0,
+                "outcome": "invalid_calls",
+                "tool_calls": 3,
+                "invalid_tool_calls": 2,
+            },
+            {
+                **base,
+                "chunk_index": 0,
+                "outcome": "repair",
+                "tool_calls": 2,
+                "repaired_tool_calls": 2,
+            },
+            {**base, "chunk_index": 1, "outcome": "ok", "tool_calls": 4},
+            # recorded before calls were counted: no tool_calls, left out of the counts
+            {**base, "chunk_index": 2, "outcome": "ok", "invalid_tool_calls": 1},
+        ],
+    )
+    stored = migrated_store.llm_calls(review_id)
+    assert [c["tool_calls"] for c in stored] == [3, 2, 4, None]
+    assert [c["repaired_tool_calls"] for c in stored] == [0, 2, 0, 0]
+    assert migrated_store.tool_calls_by_chunk(review_id) == [
+        {
+            "chunk_index": 0,
+            "tool_calls": 5,
+            "invalid_tool_calls": 2,
+            "repaired_tool_calls": 2,
+            "model_calls": 2,
+        },
+        {
+            "chunk_index": 1,
+            "tool_calls": 4,
+            "invalid_tool_calls": 0,
+            "repaired_tool_calls": 0,
+            "model_calls": 1,
+        },
+        {
+            "chunk_index": 2,
+            "tool_calls": 0,
+            "invalid_tool_calls": 0,
+            "repaired_tool_calls": 0,
+            "model_calls": 1,
+        },
+    ]
+
+
 def test_llm_call_with_unknown_field_is_refused(migrated_store: Store) -> None:  # noqa: F811
     review_id = migrated_store.start_review(**_review_args())
     call = {"chunk_index": 0, "mode": "content", "outcome": "ok", "api_key": "x"}

@@ -13,8 +13,10 @@ import json
 import pytest
 
 from reviewbot.toolcalls import (
+    NON_BLANK_PATTERN,
     ArgumentsError,
     ToolCall,
+    check_arguments,
     parse_arguments,
     parse_tool_calls_from_content,
     strip_reasoning,
@@ -45,6 +47,7 @@ TOOLS = [
         },
     }
 ]
+PARAMETERS = TOOLS[0]["function"]["parameters"]
 
 
 def xml_call(**params: str) -> str:
@@ -95,20 +98,78 @@ def test_null_means_none_and_union_types_accept_either() -> None:
 
 
 @pytest.mark.parametrize("bad", ["12.0", "twelve", "1_000", "12 lines", "", "0x10"])
-def test_integer_parameter_that_is_not_an_integer_literal_is_an_error(bad: str) -> None:
+def test_an_integer_parameter_that_is_no_integer_stays_text_and_is_refused(bad: str) -> None:
     parsed = parse_tool_calls_from_content(xml_call(path="a.py", line=bad), TOOLS)
-    assert parsed.calls == []
-    assert len(parsed.errors) == 1
-    assert "'line'" in parsed.errors[0]
+    assert parsed.errors == [] and parsed.calls[0].arguments["line"] == bad  # as vLLM keeps it
+    reasons = check_arguments(parsed.calls[0].arguments, PARAMETERS)
+    assert reasons == [f"`line`: must be an integer; got {json.dumps(bad)}"]
 
 
 @pytest.mark.parametrize(
-    ("key", "bad"), [("blocking", "yes"), ("tags", "['a']"), ("confidence", "NaN")]
+    ("key", "bad", "rule"),
+    [
+        ("blocking", "yes", "must be a boolean"),
+        ("tags", "['a']", "must be an array"),
+        ("confidence", "NaN", "must be a number"),
+    ],
 )
-def test_other_types_are_not_guessed(key: str, bad: str) -> None:
+def test_other_types_are_not_guessed(key: str, bad: str, rule: str) -> None:
     parsed = parse_tool_calls_from_content(xml_call(path="a.py", line="1", **{key: bad}), TOOLS)
-    assert parsed.calls == []
-    assert repr(key) in parsed.errors[0]
+    assert parsed.calls[0].arguments[key] == bad
+    assert check_arguments(parsed.calls[0].arguments, PARAMETERS) == [
+        f"`{key}`: {rule}; got {json.dumps(bad)}"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "reasons"),
+    [
+        ({"path": "a.py", "line": 3}, []),
+        ({"path": "a.py"}, ["`line`: required integer, missing"]),
+        ({"path": "a.py", "line": None}, ["`line`: required integer, got null"]),
+        (
+            {"line": True},
+            ["`path`: required string, missing", "`line`: must be an integer; got true"],
+        ),
+        ({"path": "a.py", "line": 2.0}, ["`line`: must be an integer; got 2.0"]),
+        (
+            {"path": "a.py", "line": 3, "end_line": "4"},
+            ['`end_line`: must be an integer or null; got "4"'],
+        ),
+        ({"path": "a.py", "line": 3, "end_line": None, "suggestion": None}, []),
+        (
+            {"path": "a.py", "line": 3, "severity": "huge"},
+            ['`severity`: must be one of blocker, major; got "huge"'],
+        ),
+        (
+            {"path": "a.py", "line": 3, "side": "left"},
+            ['`side`: must be one of new, old; got "left"'],
+        ),
+        ({"path": "a.py", "line": 3, "unknown": object()}, []),
+    ],
+)
+def test_check_arguments_names_each_broken_field_and_its_rule(
+    arguments: dict, reasons: list[str]
+) -> None:
+    assert check_arguments(arguments, PARAMETERS) == reasons
+
+
+def test_check_arguments_minimum_and_pattern() -> None:
+    schema = {
+        "properties": {
+            "line": {"type": "integer", "minimum": 1},
+            "title": {"type": "string", "pattern": NON_BLANK_PATTERN},
+            "code": {"type": "string", "pattern": "^[A-Z]+$"},
+        }
+    }
+    arguments = {"line": 0, "title": "  ", "code": "abc"}
+    assert check_arguments(arguments, schema) == [
+        "`line`: must be at least 1; got 0",
+        '`title`: must not be blank; got "  "',
+        "`code`: must match the pattern '^[A-Z]+$'; got \"abc\"",
+    ]
+    long_value = {"line": "x" * 100}
+    assert check_arguments(long_value, schema)[0].endswith('"' + "x" * 39 + "…")
 
 
 def test_several_calls_in_one_content_with_prose_around_them() -> None:

@@ -1,6 +1,12 @@
 """Reading a model answer into ``report_finding`` calls (pure functions, no I/O).
 
-Model output is never repaired: a call that cannot be decoded is counted in ``invalid``.
+Model output is never repaired: a call that cannot be decoded, or whose arguments do not fit
+the tool's schema (:func:`reviewbot.toolcalls.check_arguments`: the check findings make too), is
+unreadable and counted in ``invalid`` with its reason. The runner may send the reasons back to
+the model (:func:`repair_messages`) and ask it to resend those calls, in the message shape the
+output mode allows: with tool calls, one ``tool`` message per call (``tool_call_id``: vLLM's
+Qwen3 chat templates render them in order as ``<tool_response>`` blocks of one user turn);
+without ids (JSON schema, tool calls in text), one ``user`` message naming the reasons.
 ``message.reasoning``/``reasoning_content`` are separate fields and are never read for findings
 (the transport keeps them in ``ModelAnswer.reasoning``, which ``reviewbot doctor`` looks at); a
 ``<think>`` block leaked into ``content`` is stripped by the content parser.
@@ -8,6 +14,7 @@ Model output is never repaired: a call that cannot be decoded is counted in ``in
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,65 +23,182 @@ from reviewbot.llm.backend import MODE_TOOL_CALLS, ModelAnswer, ToolCallText
 from reviewbot.toolcalls import (
     DEFAULT_FINDINGS_TOOL,
     ArgumentsError,
+    check_arguments,
     parse_arguments,
     parse_tool_calls_from_content,
     strip_reasoning,
+    tool_parameters,
 )
 
 __all__ = [
     "FINISH_LENGTH",
     "FINISH_TOOL_CALLS",
+    "AnsweredCall",
     "ParsedAnswer",
     "empty_tool_calls",
     "format_ignored",
     "parse_answer",
+    "repair_messages",
 ]
 
 FINISH_TOOL_CALLS = "tool_calls"
 FINISH_LENGTH = "length"
 TOOL_CALL_MARKERS = ("<tool_call>", "<function=")
+# What a readable call's tool message says, and what an unreadable one's ends with.
+RECORDED_TEXT = "Recorded."
+RESEND_TEXT = "Resend this finding with the corrected arguments."
+# vLLM renders an assistant call's arguments through the chat template as an object; older
+# vLLM refused arguments that are not JSON (400), newer ones read them as {}: send {}.
+EMPTY_ARGUMENTS = "{}"
+SENT_SNIPPET_CHARS = 200  # of arguments that could not be echoed, quoted back to the model
+
+
+@dataclass(frozen=True)
+class AnsweredCall:
+    """One call of an answer: its arguments when readable, else why it is not.
+
+    ``call_id``: the server's tool-call id, None for a call written in the content (or an
+    error in the content that no call can be told apart for).
+    """
+
+    arguments: dict[str, Any] | None
+    reason: str | None
+    call_id: str | None = None
+    name: str = DEFAULT_FINDINGS_TOOL
+    raw_arguments: str = ""  # as the server sent them (tool calls only)
+
+    @property
+    def readable(self) -> bool:
+        return self.reason is None
 
 
 @dataclass
 class ParsedAnswer:
-    calls: list[dict[str, Any]] = field(default_factory=list)
-    invalid: list[str] = field(default_factory=list)
+    entries: list[AnsweredCall] = field(default_factory=list)
+
+    @property
+    def calls(self) -> list[dict[str, Any]]:
+        """The readable calls' arguments."""
+        return [entry.arguments for entry in self.entries if entry.arguments is not None]
+
+    @property
+    def invalid(self) -> list[str]:
+        """Why each unreadable call was refused."""
+        return [entry.reason for entry in self.entries if entry.reason is not None]
 
 
 def parse_answer(
     answer: ModelAnswer, mode: str, tools: Sequence[Mapping[str, Any]]
 ) -> ParsedAnswer:
-    """The decoded ``report_finding`` arguments of an answer, and why others were refused.
+    """The ``report_finding`` calls of an answer, readable or not, in the order given.
 
     Calls come from ``tool_calls`` and from tool calls written in ``content`` (the content and
     JSON-schema modes, or a server whose tool parser left them there); prose next to real tool
-    calls is not a finding.
+    calls is not a finding. Each call's arguments are checked against the tool's parameters in
+    ``tools``.
     """
+    parameters = tool_parameters(tools).get(DEFAULT_FINDINGS_TOOL, {})
     parsed = ParsedAnswer()
     for call in answer.tool_calls:
-        _take_tool_call(call, parsed)
+        parsed.entries.append(_tool_call_entry(call, parameters))
     content = strip_reasoning(answer.content)
     if mode == MODE_TOOL_CALLS and not any(marker in content for marker in TOOL_CALL_MARKERS):
         return parsed
     from_text = parse_tool_calls_from_content(content, tools)
     for text_call in from_text.calls:
         if text_call.name == DEFAULT_FINDINGS_TOOL:
-            parsed.calls.append(text_call.arguments)
+            parsed.entries.append(_checked(text_call.arguments, parameters))
         else:
-            parsed.invalid.append(f"call to unknown tool {text_call.name!r}")
-    parsed.invalid.extend(from_text.errors)
+            parsed.entries.append(
+                AnsweredCall(None, f"call to unknown tool {text_call.name!r}", None, text_call.name)
+            )
+    parsed.entries.extend(AnsweredCall(None, error) for error in from_text.errors)
     return parsed
 
 
-def _take_tool_call(call: ToolCallText, parsed: ParsedAnswer) -> None:
+def _tool_call_entry(call: ToolCallText, parameters: Mapping[str, Any]) -> AnsweredCall:
     if call.name != DEFAULT_FINDINGS_TOOL:
-        parsed.invalid.append(f"call to unknown tool {call.name!r}")
-        return
+        reason = f"call to unknown tool {call.name!r}"
+        return AnsweredCall(None, reason, call.id, call.name, call.arguments)
     arguments = parse_arguments(call.arguments)
     if isinstance(arguments, ArgumentsError):
-        parsed.invalid.append(arguments.reason)
-    else:
-        parsed.calls.append(arguments)
+        return AnsweredCall(None, arguments.reason, call.id, call.name, call.arguments)
+    checked = _checked(arguments, parameters)
+    return AnsweredCall(checked.arguments, checked.reason, call.id, call.name, call.arguments)
+
+
+def _checked(arguments: dict[str, Any], parameters: Mapping[str, Any]) -> AnsweredCall:
+    reasons = check_arguments(arguments, parameters)
+    if reasons:
+        return AnsweredCall(None, "; ".join(reasons))
+    return AnsweredCall(arguments, None)
+
+
+def repair_messages(
+    answer: ModelAnswer, parsed: ParsedAnswer, left_out: Sequence[str] = ()
+) -> list[dict[str, Any]]:
+    """The turn that tells the model which of its calls could not be read and why, to append
+    to the conversation after ``answer``.
+
+    The assistant message repeats the answer (its content, and its tool calls with their ids;
+    arguments that are not JSON go as ``{}``). Then one ``tool`` message per tool call, in
+    order: "Recorded." for a readable call, the reason and "Resend this finding with the
+    corrected arguments." for an unreadable one. Calls without an id (written in the content)
+    are named in one ``user`` message instead, as are all of them in the JSON-schema mode, and
+    ``left_out``: the reasons of unreadable calls an earlier repair turn asked for in vain.
+    """
+    with_ids = [entry for entry in parsed.entries if entry.call_id is not None]
+    assistant: dict[str, Any] = {"role": "assistant", "content": answer.content}
+    if with_ids:
+        assistant["tool_calls"] = [
+            {
+                "id": entry.call_id,
+                "type": "function",
+                "function": {"name": entry.name, "arguments": _echoed(entry.raw_arguments)},
+            }
+            for entry in with_ids
+        ]
+    messages = [assistant]
+    messages += [
+        {
+            "role": "tool",
+            "tool_call_id": entry.call_id,
+            "content": RECORDED_TEXT if entry.readable else _error_text(entry),
+        }
+        for entry in with_ids
+    ]
+    in_text = [
+        entry.reason
+        for entry in parsed.entries
+        if entry.call_id is None and entry.reason is not None
+    ]
+    if in_text or left_out:
+        messages.append({"role": "user", "content": _resend_request([*in_text, *left_out])})
+    return messages
+
+
+def _error_text(entry: AnsweredCall) -> str:
+    sent = ""
+    if _echoed(entry.raw_arguments) != entry.raw_arguments:
+        sent = f" You sent: {entry.raw_arguments[:SENT_SNIPPET_CHARS]!r}."
+    return f"Error: {entry.reason}.{sent} {RESEND_TEXT}"
+
+
+def _echoed(raw_arguments: str) -> str:
+    try:
+        value = json.loads(raw_arguments)
+    except (TypeError, ValueError):
+        return EMPTY_ARGUMENTS
+    return raw_arguments if isinstance(value, dict) else EMPTY_ARGUMENTS
+
+
+def _resend_request(reasons: Sequence[str]) -> str:
+    items = "\n".join(f"{number}. {reason}" for number, reason in enumerate(reasons, 1))
+    return (
+        f"Your answer could not be read completely:\n{items}\n"
+        "Send again, in the same format as before, every finding that could not be read, "
+        "with corrected arguments. Do not repeat the findings that were read."
+    )
 
 
 def empty_tool_calls(answer: ModelAnswer, parsed: ParsedAnswer) -> bool:

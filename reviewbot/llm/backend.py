@@ -21,6 +21,7 @@ from datetime import datetime
 from typing import Protocol
 
 __all__ = [
+    "DEFAULT_MAX_REPAIR_ROUNDS",
     "DEFAULT_PREFILL_TOKENS_PER_REVIEW",
     "MODE_CONTENT",
     "MODE_JSON_SCHEMA",
@@ -59,6 +60,9 @@ MAX_ERROR_CHARS = 500
 # so another merge request's request queues behind at most one full-size chunk of this review
 # (reviewbot.llm.prefill). 0 turns the limit off.
 DEFAULT_PREFILL_TOKENS_PER_REVIEW = 65536
+# Repair turns per answer with unreadable calls: the reasons go back to the model, which may
+# resend those calls (reviewbot.llm.runner). 0 turns them off; each is one more model call.
+DEFAULT_MAX_REPAIR_ROUNDS = 1
 
 
 # ---------------------------------------------------------------------------------------------
@@ -75,7 +79,9 @@ class LLMSettings:
     concurrency: int = 8  # requests in flight through one runner (vLLM --max-num-seqs)
     connect_timeout_s: float = 5.0
     request_timeout_s: float = 300.0
-    max_retries: int = 4  # per chunk, on connection errors, timeouts, 429, 5xx, lost answers
+    # per chunk, on connection errors, timeouts, 429, 5xx, lost answers, and answers that
+    # stay unreadable after their repair turns
+    max_retries: int = 4
     backoff_base_s: float = 0.5
     backoff_max_s: float = 20.0  # also caps a server's Retry-After
     stream: bool = True
@@ -90,6 +96,8 @@ class LLMSettings:
     # Prompt tokens of one review waiting for their first token at once (0: no limit); a
     # request larger than this goes alone. See reviewbot.llm.prefill.
     prefill_tokens_per_review: int = DEFAULT_PREFILL_TOKENS_PER_REVIEW
+    # Repair turns for an answer with unreadable calls (0: none); see reviewbot.llm.runner.
+    max_repair_rounds: int = DEFAULT_MAX_REPAIR_ROUNDS
 
 
 @dataclass(frozen=True)
@@ -115,7 +123,12 @@ class ChunkRequest:
 
 @dataclass(frozen=True)
 class CallRecord:
-    """One HTTP attempt series (retries included) for a chunk; stored in ``llm_calls``."""
+    """One HTTP attempt series (retries included) for a chunk; stored in ``llm_calls``.
+
+    ``tool_calls``: the calls its answer held, readable or not; ``invalid_tool_calls``: those
+    that were not; ``repaired_tool_calls`` (a repair turn): unreadable calls of the earlier
+    answers that this answer resent readably.
+    """
 
     chunk_index: int
     mode: str  # "tool_calls" | "json_schema" | "content"
@@ -132,16 +145,20 @@ class CallRecord:
     invalid_tool_calls: int
     error: str | None
     started_at: datetime
+    tool_calls: int = 0
+    repaired_tool_calls: int = 0
 
 
 @dataclass(frozen=True)
 class ChunkResult:
     chunk_index: int
-    calls: list[dict]  # arguments of each report_finding call (JSON-decoded)
-    invalid: list[str]  # reasons for calls that could not be decoded
+    calls: list[dict]  # arguments of each readable report_finding call (JSON-decoded)
+    invalid: list[str]  # why each unreadable call of every answer was refused (repaired or not)
     records: list[CallRecord]
     context_overflow: bool  # the pipeline re-splits the chunk
-    error: str | None  # final failure after retries: the chunk was not reviewed
+    # final failure after retries: the chunk was not reviewed (``calls`` still holds what
+    # could be read of it, to publish)
+    error: str | None
     truncated: bool = False  # the answer hit max_output_tokens: the pipeline re-splits the chunk
 
 
@@ -177,10 +194,12 @@ class ModelRequest:
 
 @dataclass(frozen=True, slots=True)
 class ToolCallText:
-    """One tool call as the server sent it: the name and the JSON arguments, not yet decoded."""
+    """One tool call as the server sent it: the name and the JSON arguments, not yet decoded,
+    and its id (None when the server gave none), which a reply in the conversation names."""
 
     name: str
     arguments: str
+    id: str | None = None
 
 
 @dataclass(frozen=True)

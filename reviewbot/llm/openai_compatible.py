@@ -355,7 +355,8 @@ class _StreamedAnswer:
 
     def __init__(self) -> None:
         self.content: list[str] = []
-        self.calls: dict[int, tuple[list[str], list[str]]] = {}  # index -> (name, arguments)
+        # index -> (name, arguments, id) pieces
+        self.calls: dict[int, tuple[list[str], list[str], list[str]]] = {}
         self.reasoning: list[str] = []
         self.finish_reason: str | None = None
         self.usage: Mapping[str, Any] | None = None
@@ -374,17 +375,19 @@ class _StreamedAnswer:
             if thought:
                 self.reasoning.append(thought)
             for call in delta.get("tool_calls") or ():
-                name, arguments = self.calls.setdefault(call.get("index", 0), ([], []))
+                name, arguments, ids = self.calls.setdefault(call.get("index", 0), ([], [], []))
                 function = call.get("function") or {}
                 name.append(function.get("name") or "")
                 arguments.append(function.get("arguments") or "")
+                ids.append(call.get("id") or "")
             if choice.get("finish_reason"):
                 self.finish_reason = choice["finish_reason"]
 
     def answer(self) -> ModelAnswer:
         calls = [
-            ToolCallText("".join(name), "".join(arguments))
-            for _, (name, arguments) in sorted(self.calls.items())
+            # the id comes with a call's first piece (some servers repeat it in every piece)
+            ToolCallText("".join(name), "".join(arguments), next(filter(None, ids), None))
+            for _, (name, arguments, ids) in sorted(self.calls.items())
         ]
         return ModelAnswer(
             "".join(self.content),
@@ -431,7 +434,9 @@ def answer_from_completion(body: Mapping[str, Any]) -> ModelAnswer:
     choice = body["choices"][0]
     message = choice.get("message") or {}
     calls = [
-        ToolCallText(function.get("name") or "", function.get("arguments") or "")
+        ToolCallText(
+            function.get("name") or "", function.get("arguments") or "", call.get("id") or None
+        )
         for call in message.get("tool_calls") or ()
         if (function := call.get("function")) is not None
     ]

@@ -18,27 +18,36 @@ and "send this one request":
   an answer whose tool calls were lost (``finish_reason: "tool_calls"`` with no call, a known
   vLLM bug when streaming) is asked again without streaming; a chunk still without an answer
   after ``max_retries`` gets ``ChunkResult.error``, never an empty success;
+- unreadable answers: a call whose arguments cannot be decoded or do not fit the tool's schema
+  is answered in the same conversation (``repair_messages``: the reason, "resend this
+  finding"), up to ``max_repair_rounds`` times; only the calls resent are new. An answer still
+  unreadable is asked again from the start without streaming, like a lost one, and after
+  ``max_retries`` the chunk gets ``ChunkResult.error`` (not reviewed) with the readable calls
+  of its best try kept, to be published;
 - timing: one :class:`~reviewbot.llm.backend.CallRecord` per attempt series (tokens, cached
   tokens, TTFT, latency, slot wait, retries).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from reviewbot.llm.answers import (
     FINISH_LENGTH,
+    ParsedAnswer,
     empty_tool_calls,
     format_ignored,
     parse_answer,
+    repair_messages,
 )
 from reviewbot.llm.backend import (
     MODE_CONTENT,
@@ -74,6 +83,11 @@ OUTCOME_NO_TOOL_CALLS_RETRY = "no_tool_calls_retry"
 OUTCOME_MODE_UNSUPPORTED = "mode_unsupported"
 OUTCOME_FORMAT_IGNORED = "format_ignored"
 OUTCOME_LENGTH = "length"
+OUTCOME_INVALID_CALLS = "invalid_calls"  # unreadable calls, answered with a repair turn
+OUTCOME_REPAIR = "repair"  # the answer to a repair turn
+OUTCOME_UNREADABLE_RETRY = "unreadable_retry"  # still unreadable: the chunk is asked again
+NOT_RESENT = " (not resent when asked)"  # said of an unreadable call the repair turn left out
+REASONS_SHOWN = 3  # distinct reasons an unreadable chunk's error names
 MS_PER_S = 1000.0
 # How an error names each output mode the server would not take.
 MODE_NAMES = {
@@ -95,6 +109,20 @@ class _Attempt:
     slot_wait_s: float  # waited for the prefill share and the model slots, all tries
 
 
+@dataclass
+class _Reading:
+    """What one try of a chunk (an answer and its repair turns) could read."""
+
+    calls: list[dict] = field(default_factory=list)  # readable calls' arguments
+    outstanding: list[str] = field(default_factory=list)  # why the calls still unreadable are
+    invalid: list[str] = field(default_factory=list)  # every unreadable call's reason
+
+    @property
+    def total(self) -> int:
+        """The calls the model meant to make: those read and those still unreadable."""
+        return len(self.calls) + len(self.outstanding)
+
+
 class ChunkRunner:
     """Reviews chunks through one backend; safe to call from several threads at once."""
 
@@ -110,6 +138,10 @@ class ChunkRunner:
         if settings.concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, got {settings.concurrency}")
         check_prefill_limit(settings.prefill_tokens_per_review, "prefill_tokens_per_review")
+        if settings.max_repair_rounds < 0:
+            raise ValueError(
+                f"max_repair_rounds must be 0 or more, got {settings.max_repair_rounds}"
+            )
         self.backend = backend
         self.settings = settings
         self._slots = slots
@@ -201,12 +233,23 @@ class ChunkRunner:
     ) -> ChunkResult:
         records: list[CallRecord] = []
         stream = self.settings.stream
-        empty_answers = 0
+        unreadable_tries = 0  # tries asked again: calls lost, or unreadable after repairs
+        invalid: list[str] = []  # every unreadable call's reason, over all tries
+        best = _Reading()  # the try that read the most calls: kept if none is readable
 
         def record(
-            attempt: _Attempt, outcome: str, invalid: int = 0, error: str | None = None
+            attempt: _Attempt,
+            outcome: str,
+            parsed: ParsedAnswer | None = None,
+            error: str | None = None,
+            repaired: int = 0,
         ) -> None:
-            records.append(self._record(request, mode, outcome, attempt, queued_s, invalid, error))
+            records.append(
+                self._record(request, mode, outcome, attempt, queued_s, parsed, error, repaired)
+            )
+
+        def failed(error: str) -> ChunkResult:
+            return ChunkResult(request.chunk_index, best.calls, invalid, records, False, error)
 
         while True:
             mode = self._mode
@@ -214,14 +257,14 @@ class ChunkRunner:
             failure = attempt.failure
             if isinstance(failure, ContextOverflowError):
                 record(attempt, OUTCOME_CONTEXT_OVERFLOW, error=str(failure))
-                return ChunkResult(request.chunk_index, [], [], records, True, None)
+                return ChunkResult(request.chunk_index, [], invalid, records, True, None)
             if isinstance(failure, OutputModeRefusedError):
                 record(attempt, OUTCOME_MODE_UNSUPPORTED, error=str(failure))
                 self._downgrade(mode, str(failure))
                 continue
             if failure is not None:
                 record(attempt, OUTCOME_ERROR, error=str(failure))
-                return ChunkResult(request.chunk_index, [], [], records, False, str(failure))
+                return failed(str(failure))
             answer = attempt.answer
             assert answer is not None
             if mode == MODE_JSON_SCHEMA and format_ignored(answer):
@@ -230,30 +273,112 @@ class ChunkRunner:
                 continue
             parsed = parse_answer(answer, mode, request.tools)
             if empty_tool_calls(answer, parsed):
-                if empty_answers >= self.settings.max_retries:
+                if unreadable_tries >= self.settings.max_retries:
                     error = (
                         f"the model answered finish_reason=tool_calls without any tool call "
-                        f"{empty_answers + 1} times"
+                        f"{unreadable_tries + 1} times"
                     )
-                    record(attempt, OUTCOME_ERROR, error=error)
-                    return ChunkResult(request.chunk_index, [], [], records, False, error)
+                    record(attempt, OUTCOME_ERROR, parsed, error=error)
+                    return failed(error)
                 # A known vLLM bug: finish_reason "tool_calls" with no call streamed. The calls
                 # were lost, so the chunk is asked again, without streaming.
-                empty_answers += 1
-                record(attempt, OUTCOME_NO_TOOL_CALLS_RETRY)
+                unreadable_tries += 1
+                record(attempt, OUTCOME_NO_TOOL_CALLS_RETRY, parsed)
                 stream = False
                 continue
-            outcome, error = self._outcome(answer)
-            record(attempt, outcome, len(parsed.invalid), error)
-            return ChunkResult(
-                request.chunk_index,
-                parsed.calls,
-                parsed.invalid,
-                records,
-                False,
-                error,
-                truncated=outcome == OUTCOME_LENGTH,
-            )
+            if not parsed.invalid or answer.finish_reason == FINISH_LENGTH:
+                # readable, or cut off (the pipeline re-splits the chunk; never a repair turn)
+                outcome, error = self._outcome(answer)
+                record(attempt, outcome, parsed, error=error)
+                return ChunkResult(
+                    request.chunk_index,
+                    parsed.calls,
+                    invalid + parsed.invalid,
+                    records,
+                    False,
+                    error,
+                    truncated=outcome == OUTCOME_LENGTH,
+                )
+            record(attempt, OUTCOME_INVALID_CALLS, parsed)
+            reading = self._repaired(request, mode, stream, gate, answer, parsed, record)
+            invalid += reading.invalid
+            if not reading.outstanding:
+                return ChunkResult(
+                    request.chunk_index, reading.calls, invalid, records, False, None
+                )
+            if len(reading.calls) >= len(best.calls):
+                best = reading
+            if unreadable_tries >= self.settings.max_retries:
+                error = self._unreadable_error(best, unreadable_tries + 1)
+                records[-1] = dataclasses.replace(
+                    records[-1], outcome=OUTCOME_ERROR, error=self._one_line(error)
+                )
+                return failed(error)
+            # Still unreadable: asked again from the start, without streaming (a streaming tool
+            # parser may have broken the arguments).
+            unreadable_tries += 1
+            records[-1] = dataclasses.replace(records[-1], outcome=OUTCOME_UNREADABLE_RETRY)
+            stream = False
+
+    def _repaired(
+        self,
+        request: ChunkRequest,
+        mode: str,
+        stream: bool,
+        gate: PrefillGate,
+        answer: ModelAnswer,
+        parsed: ParsedAnswer,
+        record: Callable[..., None],
+    ) -> _Reading:
+        """Tell the model which calls of ``answer`` could not be read and why, and take the
+        calls it resends, up to ``max_repair_rounds`` times or until every call is read."""
+        reading = _Reading(list(parsed.calls), list(parsed.invalid), list(parsed.invalid))
+        messages = list(request.messages)
+        last_answer, last_parsed, left_out = answer, parsed, []
+        for _ in range(self.settings.max_repair_rounds):
+            if not reading.outstanding:
+                break
+            messages += repair_messages(last_answer, last_parsed, left_out)
+            turn = dataclasses.replace(request, messages=list(messages))
+            attempt = self._attempt(turn, mode, stream, gate, None)
+            if attempt.failure is not None:
+                record(attempt, OUTCOME_REPAIR, error=str(attempt.failure))
+                break
+            reply = attempt.answer
+            assert reply is not None
+            replied = parse_answer(reply, mode, request.tools)
+            fixed = min(len(replied.calls), len(reading.outstanding))
+            not_resent = max(0, len(reading.outstanding) - fixed - len(replied.invalid))
+            reading.outstanding = [
+                *replied.invalid,
+                *(
+                    reason.removesuffix(NOT_RESENT) + NOT_RESENT
+                    for reason in reading.outstanding[:not_resent]
+                ),
+            ]
+            reading.calls += replied.calls
+            reading.invalid += replied.invalid
+            record(attempt, OUTCOME_REPAIR, replied, repaired=fixed)
+            if reply.finish_reason == FINISH_LENGTH:
+                break
+            last_answer, last_parsed = reply, replied
+            left_out = reading.outstanding[len(replied.invalid) :]
+        return reading
+
+    def _unreadable_error(self, reading: _Reading, tries: int) -> str:
+        reasons = list(dict.fromkeys(reading.outstanding))
+        shown = "; ".join(reasons[:REASONS_SHOWN])
+        if len(reasons) > REASONS_SHOWN:
+            shown += f"; {len(reasons) - REASONS_SHOWN} more"
+        rounds = self.settings.max_repair_rounds
+        return (
+            f"the model's answer could not be read: {len(reading.outstanding)} of "
+            f"{reading.total} calls invalid ({shown}); asked {tries} time(s), with up to "
+            f"{rounds} repair turn(s) each"
+        )
+
+    def _one_line(self, text: str) -> str:
+        return one_line(text, self.settings.api_key)
 
     def _outcome(self, answer: ModelAnswer) -> tuple[str, str | None]:
         """The outcome of a readable answer, and the error when it is not a whole review."""
@@ -374,10 +499,12 @@ class ChunkRunner:
         outcome: str,
         attempt: _Attempt,
         queued_s: float,
-        invalid: int,
+        parsed: ParsedAnswer | None,
         error: str | None,
+        repaired: int,
     ) -> CallRecord:
         answer = attempt.answer or ModelAnswer()
+        parsed = parsed or ParsedAnswer()
         return CallRecord(
             chunk_index=request.chunk_index,
             mode=mode,
@@ -389,9 +516,11 @@ class ChunkRunner:
             latency_ms=attempt.latency_s * MS_PER_S,
             slot_wait_ms=(queued_s + attempt.slot_wait_s) * MS_PER_S,
             retries=attempt.retries,
-            invalid_tool_calls=invalid,
-            error=one_line(error, self.settings.api_key) if error else None,
+            invalid_tool_calls=len(parsed.invalid),
+            error=self._one_line(error) if error else None,
             started_at=attempt.started_at,
+            tool_calls=len(parsed.entries),
+            repaired_tool_calls=repaired,
         )
 
 

@@ -224,7 +224,13 @@ class Review(Base):
 
 
 class LLMCall(Base):
-    """One request to the model server (one chunk attempt)."""
+    """One request to the model server (one chunk attempt, or a repair turn).
+
+    ``tool_calls``: the calls its answer held, readable or not (NULL: recorded before this was
+    counted); ``invalid_tool_calls``: those that could not be read; ``repaired_tool_calls``: on
+    a repair turn, the unreadable calls of the chunk's earlier answer resent readably. Per chunk:
+    group by ``chunk_index``.
+    """
 
     __tablename__ = "llm_calls"
     __table_args__ = (CheckConstraint(_one_of("mode", CallMode), name="mode"),)
@@ -244,6 +250,8 @@ class LLMCall(Base):
     invalid_tool_calls: Mapped[int] = mapped_column(default=0)
     error: Mapped[str | None] = mapped_column(Text)
     started_at: Mapped[datetime]
+    tool_calls: Mapped[int | None]
+    repaired_tool_calls: Mapped[int] = mapped_column(default=0)
 
 
 class Finding(Base):

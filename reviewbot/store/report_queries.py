@@ -64,6 +64,8 @@ __all__ = [
     "read_window_summary",
     "roll_up",
     "slowest_reviews",
+    "tool_call_groups",
+    "tool_calls_by_chunk",
     "totals",
 ]
 
@@ -486,6 +488,55 @@ def slowest_reviews(connection: Connection, scope: ReportScope, limit: int) -> l
     ]
 
 
+def _tool_call_sums() -> list[Any]:
+    """calls, unreadable calls, calls resent readably, model requests: over the calls that
+    counted their tool calls (recorded before that: NULL, left out of the rate)."""
+    counted = LLMCallRow.tool_calls.is_not(None)
+    return [
+        func.coalesce(func.sum(LLMCallRow.tool_calls), 0),
+        func.coalesce(func.sum(case((counted, LLMCallRow.invalid_tool_calls), else_=0)), 0),
+        func.coalesce(func.sum(case((counted, LLMCallRow.repaired_tool_calls), else_=0)), 0),
+        func.count(LLMCallRow.id),
+    ]
+
+
+def _tool_call_row(calls: Any, invalid: Any, repaired: Any, requests: Any) -> dict[str, int]:
+    return {
+        "tool_calls": int(calls),
+        "invalid_tool_calls": int(invalid),
+        "repaired_tool_calls": int(repaired),
+        "model_calls": int(requests),
+    }
+
+
+def tool_call_groups(connection: Connection, scope: ReportScope) -> list[dict[str, Any]]:
+    """Per model and prompt version: the window's tool calls, how many could not be read and
+    how many were resent readably (a model or prompt that writes unreadable calls shows here)."""
+    rows = connection.execute(
+        select(ReviewRow.model, ReviewRow.prompt_version, *_tool_call_sums())
+        .join(ReviewRow, LLMCallRow.review_id == ReviewRow.id)
+        .where(*scope.review_conditions())
+        .group_by(ReviewRow.model, ReviewRow.prompt_version)
+        .order_by(ReviewRow.model, ReviewRow.prompt_version)
+    )
+    return [
+        {"model": model, "prompt_version": version, **_tool_call_row(*sums)}
+        for model, version, *sums in rows
+    ]
+
+
+def tool_calls_by_chunk(connection: Connection, review_id: int) -> list[dict[str, Any]]:
+    """Per chunk of one review: its tool calls, the unreadable ones, the ones resent readably
+    and the model requests it took (repair turns and retries included)."""
+    rows = connection.execute(
+        select(LLMCallRow.chunk_index, *_tool_call_sums())
+        .where(LLMCallRow.review_id == review_id)
+        .group_by(LLMCallRow.chunk_index)
+        .order_by(LLMCallRow.chunk_index)
+    )
+    return [{"chunk_index": chunk, **_tool_call_row(*sums)} for chunk, *sums in rows]
+
+
 def eval_runs(connection: Connection, until: datetime, limit: int) -> list[dict[str, Any]]:
     """The newest eval runs started before ``until``, newest first (at most ``limit``)."""
     rows = connection.execute(
@@ -524,6 +575,7 @@ def read_report_figures(
         "daily_ttft": daily_ttft(connection, scope),
         "slowest_reviews": slowest_reviews(connection, scope, slowest),
         "eval_runs": eval_runs(connection, scope.until, eval_limit),
+        "tool_calls": tool_call_groups(connection, scope),
     }
 
 

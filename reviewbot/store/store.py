@@ -53,7 +53,12 @@ from reviewbot.store.models import MergeRequestRecord as MergeRequestRow
 from reviewbot.store.models import MRLock as MRLockRow
 from reviewbot.store.models import MRThrottle as MRThrottleRow
 from reviewbot.store.models import Review as ReviewRow
-from reviewbot.store.report_queries import ReportScope, read_report_figures, read_window_summary
+from reviewbot.store.report_queries import (
+    ReportScope,
+    read_report_figures,
+    read_window_summary,
+    tool_calls_by_chunk,
+)
 
 Clock = Callable[[], datetime]
 
@@ -83,6 +88,8 @@ LLM_CALL_FIELDS = frozenset(
         "slot_wait_ms",
         "retries",
         "invalid_tool_calls",
+        "tool_calls",
+        "repaired_tool_calls",
         "error",
         "started_at",
     }
@@ -485,6 +492,8 @@ class Store:
             "cached_tokens": 0,
             "retries": 0,
             "invalid_tool_calls": 0,
+            "tool_calls": None,
+            "repaired_tool_calls": 0,
             "ttft_ms": None,
             "latency_ms": None,
             "slot_wait_ms": None,
@@ -501,6 +510,12 @@ class Store:
         """The calls of one review, in the order they were recorded."""
         query = select(LLMCallRow).where(LLMCallRow.review_id == review_id).order_by(LLMCallRow.id)
         return self._all(query)
+
+    def tool_calls_by_chunk(self, review_id: int) -> list[dict[str, Any]]:
+        """Per chunk of one review: tool calls, unreadable ones, ones resent readably, model
+        requests (reviewbot.store.report_queries.tool_calls_by_chunk)."""
+        with self._engine.connect() as connection:
+            return tool_calls_by_chunk(connection, review_id)
 
     # -- findings ----------------------------------------------------------------------
 

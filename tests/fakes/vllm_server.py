@@ -68,10 +68,12 @@ Fault modes (:meth:`FakeVLLM.add_faults`, one per chat request, first in first o
 ``http_429_date`` (``Retry-After`` as an HTTP-date an hour ahead), ``context_overflow``
 (the 400 regardless of size), ``hang`` (no answer until the client leaves, the server
 stops or 30 s pass), ``disconnect`` (socket closed mid-stream, or before any answer),
-``malformed_arguments`` (first call's arguments are not valid JSON),
-``hallucinated_path``, ``hallucinated_line`` (line not in the diff), ``quick_action``
-(bodies carry ``/merge``, ``/approve`` and ``@all``), ``reasoning`` (reasoning fields plus
-``<think>...</think>`` leaked into ``content``), ``empty_tool_calls_stream``
+``malformed_arguments`` (first call's arguments are not valid JSON), ``missing_line`` (the
+first call has no ``line``), ``wrong_type`` (the first call's ``line`` is the text ``"L12"``, as
+vLLM's qwen3_coder parser keeps a value that does not convert), ``hallucinated_path``,
+``hallucinated_line`` (line not in the diff), ``quick_action`` (bodies carry ``/merge``,
+``/approve`` and ``@all``), ``reasoning`` (reasoning fields plus ``<think>...</think>`` leaked
+into ``content``), ``empty_tool_calls_stream``
 (``finish_reason: "tool_calls"`` without any tool call, a known vLLM bug),
 ``hermes_content`` (Hermes ``<tool_call>{json}</tool_call>`` text in ``content``) and
 ``line_separators`` (finding bodies hold U+2028 and U+0085, sent raw in the stream's JSON as
@@ -84,6 +86,28 @@ arguments: no ``finish_reason``, no ``[DONE]``), ``missing_done`` (all but ``[DO
 when generation fails mid-stream). ``html_200``: a proxy's HTML page with status 200 instead of
 any answer. :meth:`FakeVLLM.answer_with` replaces what one route answers (a broken model card,
 a ``/tokenize`` answer from another server...).
+
+Unreadable calls and repair turns
+---------------------------------
+``FakeVLLM(malformed=MalformedCalls(rate, seed, kinds, repair))`` (or the ``malformed``
+attribute, changed at any time) writes a share ``rate`` of all calls wrong, in every output mode
+and streamed or not: ``bad_json`` (tool-call arguments that are not JSON; an unclosed
+``<parameter>`` in XML; a cut JSON answer), ``missing_line``, ``wrong_type`` (``line`` as
+``"L12"``) or ``bad_enum`` (``severity`` ``"high"``). Whether and how a call goes wrong is a hash
+of ``seed`` and the finding, so a chunk asked again makes the same mistakes, whatever the order
+of concurrent requests.
+
+A request whose messages go on after the model's answer to the diff (an ``assistant`` message,
+then ``tool`` messages or a ``user`` message) is a *repair turn*: the fake answers with the
+findings of that diff that none of its earlier answers in the conversation wrote correctly, and
+only those. ``repair`` says how: ``"fix"`` (default) resends them correctly, ``"same"`` makes the
+same mistakes again, ``"drop"`` answers without any call. The per-request faults apply to repair
+turns too (``malformed_arguments`` then breaks the first resent call). An assistant
+``tool_calls`` entry without ``id``, ``function.name`` and an ``arguments`` string is answered 400
+as vLLM's request validation does, and so are arguments that are not JSON (vLLM before 0.11.1
+refused them; later versions read them as ``{}``); a ``tool`` message without a string
+``tool_call_id`` gets OpenAI's 400 (vLLM's own message type lets it through). In each case the
+fake is the stricter server, so a client that passes it works with both.
 
 Latency model and prefix cache
 ------------------------------
@@ -109,6 +133,7 @@ from __future__ import annotations
 
 import contextlib
 import email.utils
+import hashlib
 import html
 import json
 import re
@@ -198,6 +223,8 @@ KNOWN_FAULTS = frozenset(
         "hang",
         "disconnect",
         "malformed_arguments",
+        "missing_line",
+        "wrong_type",
         "hallucinated_path",
         "hallucinated_line",
         "quick_action",
@@ -217,6 +244,21 @@ KNOWN_FAULTS = frozenset(
 FINDING_FAULTS = frozenset(
     {"hallucinated_path", "hallucinated_line", "quick_action", "line_separators"}
 )
+# How a call can be written wrong (MalformedCalls.kinds), and the faults that break the first.
+BAD_JSON = "bad_json"
+MISSING_LINE = "missing_line"
+WRONG_TYPE = "wrong_type"
+BAD_ENUM = "bad_enum"
+MISTAKE_KINDS = (BAD_JSON, MISSING_LINE, WRONG_TYPE, BAD_ENUM)
+MISTAKE_OF_FAULT = {
+    "malformed_arguments": BAD_JSON,
+    "missing_line": MISSING_LINE,
+    "wrong_type": WRONG_TYPE,
+}
+WRONG_LINE_PREFIX = "L"  # "line": "L12": what a model writes when it copies the diff's label
+WRONG_SEVERITY = "high"  # a severity of another scale than the tool's enum
+REPAIR_POLICIES = ("fix", "same", "drop")
+HASH_SCALE = float(2**64)
 
 # vllm/entrypoints/openai/chat_completion/serving.py rejects tool_choice "auto" without a parser.
 AUTO_TOOL_CHOICE_ERROR = (
@@ -243,6 +285,35 @@ class LatencyModel:
     first_output_delay_s: float = 0.0
     # One prefill at a time, first come first served (vLLM with concurrent long prompts).
     prefill_in_turn: bool = False
+
+
+@dataclass(frozen=True)
+class MalformedCalls:
+    """A model that writes some calls wrong, and how it answers a repair turn (see the module
+    notes)."""
+
+    rate: float = 1.0  # share of calls written wrong, 0..1
+    seed: int = 0
+    kinds: tuple[str, ...] = MISTAKE_KINDS
+    repair: str = "fix"  # "fix" | "same" | "drop"
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.rate <= 1.0:
+            raise ValueError(f"rate must be between 0 and 1, got {self.rate}")
+        unknown = set(self.kinds) - set(MISTAKE_KINDS)
+        if unknown or not self.kinds:
+            raise ValueError(f"kinds must be some of {MISTAKE_KINDS}, got {self.kinds}")
+        if self.repair not in REPAIR_POLICIES:
+            raise ValueError(f"repair must be one of {REPAIR_POLICIES}, got {self.repair!r}")
+
+    def mistake_for(self, finding: dict[str, Any]) -> str | None:
+        """The mistake made in ``finding``'s call, or None: the same for the same finding."""
+        key = json.dumps([self.seed, finding], sort_keys=True).encode()
+        digest = hashlib.sha256(key).digest()
+        share = int.from_bytes(digest[:8], "big") / HASH_SCALE
+        if share >= self.rate:
+            return None
+        return self.kinds[int.from_bytes(digest[8:16], "big") % len(self.kinds)]
 
 
 @dataclass(frozen=True)
@@ -649,13 +720,114 @@ class ChatRequest:
             return DEFAULT_TOOL_NAME
         return names[0] or DEFAULT_TOOL_NAME
 
+    def _diff_index(self) -> int | None:
+        """Where the user message with the diff under review is: the last one that shows a
+        ``<file>`` block, else the last user message."""
+        users = [i for i, m in enumerate(self.messages) if m.get("role") == "user"]
+        with_files = [
+            i for i in users if _FILE_OPEN_RE.search(message_text(self.messages[i].get("content")))
+        ]
+        return (with_files or users or [None])[-1]
+
     def diff_text(self) -> str:
-        users = [m for m in self.messages if m.get("role") == "user"]
-        return message_text(users[-1].get("content")) if users else ""
+        index = self._diff_index()
+        return "" if index is None else message_text(self.messages[index].get("content"))
+
+    def earlier_answers(self) -> list[dict[str, Any]]:
+        """The model's answers to the diff already in the conversation: a repair turn has one
+        or more (each followed by the client's tool or user messages)."""
+        index = self._diff_index()
+        if index is None:
+            return []
+        return [m for m in self.messages[index + 1 :] if m.get("role") == "assistant"]
+
+    def json_keys(self) -> set[str]:
+        """The finding fields the ``response_format`` schema allows (empty: any)."""
+        schema = ((self.response_format or {}).get("json_schema") or {}).get("schema") or {}
+        _, item_schema = _array_property(schema)
+        return set((item_schema.get("properties") or {}).keys())
 
     def asks_for_xml(self) -> bool:
         texts = (message_text(m.get("content")) for m in self.messages)
         return any("<tool_call>" in text or "<function=" in text for text in texts)
+
+
+def check_messages(messages: Sequence[dict[str, Any]]) -> None:
+    """Refuse what the stricter of vLLM and OpenAI refuses in a conversation: an assistant
+    ``tool_calls`` entry without an ``id``, a ``function`` name and an ``arguments`` string
+    (vLLM's pydantic validation; texts shortened), arguments that are not JSON (vLLM before
+    0.11.1 ran ``json.loads`` on them in ``_postprocess_messages``: ``json``'s message), and a
+    ``tool`` message without a string ``tool_call_id`` (OpenAI's "Missing required parameter";
+    vLLM's CustomChatCompletionMessageParam accepts it)."""
+    for index, message in enumerate(messages):
+        if not isinstance(message, dict):
+            raise VLLMError(
+                HTTPStatus.BAD_REQUEST, f"messages.{index}: not an object", "BadRequestError"
+            )
+        role = message.get("role")
+        if role == "tool" and not isinstance(message.get("tool_call_id"), str):
+            raise VLLMError(
+                HTTPStatus.BAD_REQUEST,
+                f"Missing required parameter: 'messages[{index}].tool_call_id'.",
+                "invalid_request_error",
+            )
+        if role != "assistant":
+            continue
+        for position, call in enumerate(message.get("tool_calls") or ()):
+            function = call.get("function") if isinstance(call, dict) else None
+            where = f"messages.{index}.assistant.tool_calls.{position}"
+            if not isinstance(call, dict) or not isinstance(call.get("id"), str):
+                raise VLLMError(
+                    HTTPStatus.BAD_REQUEST, f"{where}.id: Field required", "BadRequestError"
+                )
+            if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+                raise VLLMError(
+                    HTTPStatus.BAD_REQUEST,
+                    f"{where}.function.name: Field required",
+                    "BadRequestError",
+                )
+            arguments = function.get("arguments")
+            if not isinstance(arguments, str):
+                raise VLLMError(
+                    HTTPStatus.BAD_REQUEST,
+                    f"{where}.function.arguments: Input should be a valid string",
+                    "BadRequestError",
+                )
+            try:
+                json.loads(arguments or "{}")
+            except json.JSONDecodeError as error:
+                raise VLLMError(HTTPStatus.BAD_REQUEST, str(error), "BadRequestError") from None
+
+
+def written_correctly(
+    message: dict[str, Any], finding: dict[str, Any], request: ChatRequest
+) -> bool:
+    """Whether an earlier answer in the conversation already holds ``finding`` readably: as a
+    tool call's arguments, as its XML or Hermes call in the content, or in a JSON answer."""
+    for call in message.get("tool_calls") or ():
+        arguments = (call.get("function") or {}).get("arguments")
+        try:
+            if json.loads(arguments or "{}") == finding:
+                return True
+        except (TypeError, json.JSONDecodeError):
+            continue
+    content = message_text(message.get("content"))
+    name = request.tool_name
+    if qwen_xml_call(name, finding) in content or hermes_call(name, finding) in content:
+        return True
+    try:
+        document = json.loads(content)
+    except json.JSONDecodeError:
+        return False
+    keys = request.json_keys()
+    wanted = {k: v for k, v in finding.items() if not keys or k in keys}
+    items = [
+        item
+        for value in (document.values() if isinstance(document, dict) else ())
+        if isinstance(value, list)
+        for item in value
+    ]
+    return wanted in items
 
 
 # --------------------------------------------------------------------------- answers
@@ -690,10 +862,15 @@ def compose_answer(
     fault: str | None,
     budget: int,
     honour_format: bool,
+    mistakes: Sequence[str | None] = (),
 ) -> Answer:
-    """Build the raw model output, cut it at ``budget`` tokens, then parse it like vLLM."""
+    """Build the raw model output, cut it at ``budget`` tokens, then parse it like vLLM.
+
+    ``mistakes``: per finding, how its call is written wrong (None: right; see MISTAKE_KINDS).
+    """
     mode = choose_output_mode(request, fault, honour_format)
-    body_text, calls = _render_body(mode, request, findings, fault)
+    written = list(mistakes) + [None] * (len(findings) - len(mistakes))
+    body_text, calls = _render_body(mode, request, findings, written)
     reasoning = _reasoning_text(lines) if request.enable_thinking or fault == "reasoning" else None
     raw = f"{reasoning}\n</think>\n\n{body_text}" if reasoning else body_text
     raw_ids = encode(raw)
@@ -726,36 +903,69 @@ def _reasoning_text(lines: Sequence[DiffLine]) -> str:
 
 
 def _render_body(
-    mode: str, request: ChatRequest, findings: list[dict[str, Any]], fault: str | None
+    mode: str,
+    request: ChatRequest,
+    findings: list[dict[str, Any]],
+    mistakes: Sequence[str | None],
 ) -> tuple[str, list[dict[str, Any]]]:
     """The answer text as the model writes it, and the parsed tool calls (tool mode)."""
-    malformed = fault == "malformed_arguments"
     name = request.tool_name
     if mode == "json":
-        return _json_findings(request.response_format or {}, findings, malformed), []
+        return _json_findings(request.response_format or {}, findings, mistakes), []
     if not findings:
         return NO_ISSUES_TEXT, []
     if mode == "text":
         return _plain_findings(findings), []
+    pairs = list(zip(findings, mistakes, strict=True))
     if mode == "hermes":
-        text = "\n".join(hermes_call(name, finding) for finding in findings)
-        return (text[: -len("}\n</tool_call>")] + "\n</tool_call>" if malformed else text), []
-    xml = "\n".join(qwen_xml_call(name, finding) for finding in findings)
+        return "\n".join(_hermes_text(name, f, mistake) for f, mistake in pairs), []
+    xml = "\n".join(_xml_text(name, f, mistake) for f, mistake in pairs)
     if mode == "xml":
         return xml, []
-    calls = [_tool_call(name, finding) for finding in findings]
-    if malformed and calls:
-        arguments = calls[0]["function"]["arguments"]
-        calls[0]["function"]["arguments"] = arguments[: -len("}")]
+    calls = [_tool_call(name, _arguments_text(f, mistake)) for f, mistake in pairs]
     return xml, calls
 
 
-def _tool_call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+def mistaken(finding: dict[str, Any], mistake: str | None) -> dict[str, Any]:
+    """The arguments of a finding's call with ``mistake`` made (not ``bad_json``: that one is
+    in how the text is written)."""
+    broken = dict(finding)
+    if mistake == MISSING_LINE:
+        broken.pop("line", None)
+    elif mistake == WRONG_TYPE:
+        broken["line"] = f"{WRONG_LINE_PREFIX}{finding['line']}"
+    elif mistake == BAD_ENUM:
+        broken["severity"] = WRONG_SEVERITY
+    return broken
+
+
+def _arguments_text(finding: dict[str, Any], mistake: str | None) -> str:
+    text = json.dumps(mistaken(finding, mistake), ensure_ascii=False)
+    return text[: -len("}")] if mistake == BAD_JSON else text
+
+
+def _xml_text(name: str, finding: dict[str, Any], mistake: str | None) -> str:
+    text = qwen_xml_call(name, mistaken(finding, mistake))
+    if mistake != BAD_JSON:
+        return text
+    # the last parameter is never closed
+    cut = text.rindex("</parameter>\n")
+    return text[:cut] + text[cut + len("</parameter>\n") :]
+
+
+def _hermes_text(name: str, finding: dict[str, Any], mistake: str | None) -> str:
+    text = hermes_call(name, mistaken(finding, mistake))
+    if mistake != BAD_JSON:
+        return text
+    return text[: -len("}\n</tool_call>")] + "\n</tool_call>"
+
+
+def _tool_call(name: str, arguments: str) -> dict[str, Any]:
     # Qwen3CoderToolParser ids look like call_<24 hex digits>.
     return {
         "id": f"call_{uuid.uuid4().hex[:24]}",
         "type": "function",
-        "function": {"name": name, "arguments": json.dumps(arguments, ensure_ascii=False)},
+        "function": {"name": name, "arguments": arguments},
     }
 
 
@@ -768,14 +978,19 @@ def _plain_findings(findings: list[dict[str, Any]]) -> str:
 
 
 def _json_findings(
-    response_format: dict[str, Any], findings: list[dict[str, Any]], malformed: bool
+    response_format: dict[str, Any],
+    findings: list[dict[str, Any]],
+    mistakes: Sequence[str | None],
 ) -> str:
     schema = (response_format.get("json_schema") or {}).get("schema") or {}
     key, item_schema = _array_property(schema)
     allowed = set((item_schema.get("properties") or {}).keys())
-    items = [{k: v for k, v in f.items() if not allowed or k in allowed} for f in findings]
+    items = [
+        {k: v for k, v in mistaken(f, mistake).items() if not allowed or k in allowed}
+        for f, mistake in zip(findings, mistakes, strict=True)
+    ]
     text = json.dumps({key: items}, ensure_ascii=False)
-    return text[: -len("}")] if malformed else text
+    return text[: -len("}")] if BAD_JSON in mistakes else text
 
 
 def _array_property(schema: dict[str, Any]) -> tuple[str, dict[str, Any]]:
@@ -1118,6 +1333,7 @@ class FakeVLLM:
         tool_choice_refused: bool = False,
         advertise_max_model_len: bool = True,
         api_key: str | None = None,
+        malformed: MalformedCalls | None = None,
     ) -> None:
         """``accept_tools=False`` refuses any request carrying ``tools`` with a 400, like an
         OpenAI-compatible proxy or old server in front of the model that has no tool support at
@@ -1136,7 +1352,10 @@ class FakeVLLM:
 
         ``api_key``: as ``vllm serve --api-key`` (or VLLM_API_KEY), a request to a path under
         ``/v1`` without ``Authorization: Bearer <api_key>`` gets vLLM's 401; the other routes
-        (``/tokenize``, ``/health``, ``/metrics``, ``/version``) stay open, as in vLLM."""
+        (``/tokenize``, ``/health``, ``/metrics``, ``/version``) stay open, as in vLLM.
+
+        ``malformed``: a model that writes some calls wrong (see the module notes); the
+        ``malformed`` attribute may be changed while the fake runs."""
         self.model = model
         self.max_model_len = max_model_len
         self.tool_parser = tool_parser
@@ -1150,6 +1369,7 @@ class FakeVLLM:
         self.tool_choice_refused = tool_choice_refused
         self.advertise_max_model_len = advertise_max_model_len
         self.api_key = api_key
+        self.malformed = malformed
         self.requests: list[dict[str, Any]] = []  # chat request bodies
         self.paths: list[str] = []  # "METHOD /path" of every request, in order
         self._canned: dict[str, tuple[int, str, str]] = {}
@@ -1405,6 +1625,7 @@ class FakeVLLM:
         self._raise_for_fault(fault)
         request = ChatRequest.from_body(body)
         self._check_model(request.model)
+        check_messages(request.messages)
         if self.tool_choice_refused and body.get("tool_choice", "auto") != "auto":
             raise VLLMError(
                 HTTPStatus.INTERNAL_SERVER_ERROR, TOOL_CHOICE_REFUSED_ERROR, "server_error"
@@ -1423,14 +1644,41 @@ class FakeVLLM:
             self._hang(handler)
             return
         lines = parse_prompt_diff(request.diff_text())
-        findings = apply_finding_fault(review_diff(lines), lines, fault)
+        findings, mistakes = self._findings_to_write(request, lines, fault)
         answer = compose_answer(
-            request, findings, lines, fault, budget, self.honour_response_format
+            request, findings, lines, fault, budget, self.honour_response_format, mistakes
         )
         try:
             self._generate(handler, request, prompt_ids, answer, fault, arrival)
         except ServerStopping:
             handler.drop_connection()
+
+    def _findings_to_write(
+        self, request: ChatRequest, lines: Sequence[DiffLine], fault: str | None
+    ) -> tuple[list[dict[str, Any]], list[str | None]]:
+        """The findings this answer holds and, per finding, the mistake its call is written
+        with: a repair turn answers only what the earlier answers did not write correctly."""
+        malformed = self.malformed
+        found = review_diff(lines)
+        earlier = request.earlier_answers()
+        policy = malformed.repair if malformed is not None else "fix"
+        if earlier:
+            found = [
+                finding
+                for finding in found
+                if not any(written_correctly(answer, finding, request) for answer in earlier)
+            ]
+            if policy == "drop":
+                found = []
+        findings = apply_finding_fault(found, lines, fault)
+        same_mistakes = malformed is not None and (not earlier or policy == "same")
+        mistakes = [
+            malformed.mistake_for(finding) if same_mistakes and malformed else None
+            for finding in findings
+        ]
+        if fault in MISTAKE_OF_FAULT and findings:
+            mistakes[0] = MISTAKE_OF_FAULT[fault]
+        return findings, mistakes
 
     def _record_request(self, body: dict[str, Any]) -> str | None:
         with self._lock:
