@@ -6,6 +6,10 @@ the JSON document; :func:`report_markdown` and :func:`reviewbot.report_html.repo
 that document (pure: data in, text out). :func:`post_report_issue` creates or edits the GitLab
 issue ``reviewbot report <ISO week>``.
 
+Imports go one way: this module loads :mod:`reviewbot.report_html` (and matplotlib with it) only
+when HTML is written; report_html and this module share :mod:`reviewbot.report_text` and
+report_html imports nothing from here.
+
 Rates: acceptance = 👍 / (👍 + 👎), addressed = addressed / posted findings whose MR got a
 later version or was merged (``addressable``); both are null when their denominator is 0.
 """
@@ -20,6 +24,14 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from reviewbot.markdown import table_cell
+from reviewbot.report_text import (
+    HEADLINE,
+    change_text,
+    issue_title,
+    minute,
+    shown,
+    value_at,
+)
 from reviewbot.store.report_queries import FEEDBACK_COUNT_FIELDS, ReportScope
 from reviewbot.window import Window
 
@@ -45,7 +57,6 @@ FORMATS = ("json", "md", "html")
 SLOWEST_REVIEWS = 5
 WORST_CATEGORIES = 5
 EVAL_RUNS_SHOWN = 20
-PERCENT = 100.0
 REPORT_MARKER_PREFIX = "<!-- reviewbot:report"
 MARKER_UNSAFE = re.compile(r"[^A-Za-z0-9_./-]")  # keeps the marker one HTML comment
 GROUP_FIELDS = (
@@ -60,25 +71,6 @@ GROUP_FIELDS = (
     "deleted",
     "ignored",
     "addressable",
-)
-HEADLINE = (
-    # (label, path in the report, kind): kind "count", "rate", "ms" or "s"
-    ("Reviews", ("totals", "reviews"), "count"),
-    ("Merge requests", ("totals", "mrs"), "count"),
-    ("Findings", ("totals", "findings"), "count"),
-    ("Findings posted", ("totals", "findings_posted"), "count"),
-    ("Model calls", ("totals", "model_calls"), "count"),
-    ("👍", ("feedback", "thumbs_up"), "count"),
-    ("👎", ("feedback", "thumbs_down"), "count"),
-    ("Addressed", ("feedback", "addressed"), "count"),
-    ("Resolved by a human", ("feedback", "resolved_by_human"), "count"),
-    ("Ignored", ("feedback", "ignored"), "count"),
-    ("Acceptance 👍/(👍+👎)", ("rates", "acceptance"), "rate"),
-    ("Addressed rate", ("rates", "addressed"), "rate"),
-    ("First token p50", ("latency", "ttft_ms", "p50"), "ms"),
-    ("First token p95", ("latency", "ttft_ms", "p95"), "ms"),
-    ("Review time p50", ("latency", "review_s", "p50"), "s"),
-    ("Review time p95", ("latency", "review_s", "p95"), "s"),
 )
 
 
@@ -225,56 +217,11 @@ def build_report(
 # Markdown
 
 
-def value_at(document: Mapping[str, Any], path: Sequence[str]) -> Any:
-    """The value at ``path`` in nested mappings, None when absent."""
-    value: Any = document
-    for name in path:
-        value = value.get(name) if isinstance(value, Mapping) else None
-    return value
-
-
-def shown(value: Any, kind: str) -> str:
-    """A figure for people: "count", "rate" (percent), "ms" or "s"; "–" when None."""
-    if value is None:
-        return "–"
-    if kind == "rate":
-        return f"{value * PERCENT:.0f}%"
-    if kind == "ms":
-        return f"{value:.0f} ms"
-    if kind == "s":
-        return f"{value:.1f} s"
-    return str(value)
-
-
-def change_text(now: Any, before: Any, kind: str) -> str:
-    """An arrow and the difference: ▲ up, ▼ down, → unchanged ("–" when either is missing)."""
-    if now is None or before is None:
-        return "–"
-    delta = now - before
-    arrow = "▲" if delta > 0 else "▼" if delta < 0 else "→"
-    if kind == "rate":
-        return f"{arrow} {abs(delta) * PERCENT:.0f} pp"
-    if kind == "ms":
-        return f"{arrow} {abs(delta):.0f} ms"
-    if kind == "s":
-        return f"{arrow} {abs(delta):.1f} s"
-    return f"{arrow} {abs(delta)}"
-
-
-def minute(iso_time: str) -> str:
-    """``2025-03-10 07:00`` of an ISO 8601 UTC time."""
-    return iso_time[: len("YYYY-MM-DDTHH:MM")].replace("T", " ")
-
-
 def issue_marker(report: Mapping[str, Any]) -> str:
     """The hidden marker that identifies the report issue of an ISO week."""
     window = report["window"]
     project = MARKER_UNSAFE.sub("_", window["project"] or "all")
     return f"{REPORT_MARKER_PREFIX} week={window['iso_week']} project={project} -->"
-
-
-def issue_title(report: Mapping[str, Any]) -> str:
-    return f"reviewbot report {report['window']['iso_week']}"
 
 
 def _link(text: str, url: str | None) -> str:
@@ -413,7 +360,7 @@ def write_report(report: Mapping[str, Any], output: Path, formats: Iterable[str]
         elif name == "md":
             path.write_text(report_markdown(report))
         elif name == "html":
-            from reviewbot.report_html import report_html
+            from reviewbot.report_html import report_html  # loads matplotlib: only when asked
 
             path.write_text(report_html(report))
         else:

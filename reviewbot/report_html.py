@@ -23,7 +23,7 @@ from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
 from matplotlib.figure import Figure
 
 from reviewbot.findings import Severity
-from reviewbot.report import (
+from reviewbot.report_text import (
     HEADLINE,
     PERCENT,
     change_text,

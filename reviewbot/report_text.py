@@ -1,0 +1,88 @@
+"""The report's values as people read them, shared by the Markdown and the HTML renderer.
+
+:mod:`reviewbot.report` builds the report document and writes its Markdown;
+:mod:`reviewbot.report_html` writes its HTML. Both take their wording from here (the headline
+rows, figures with units, week-over-week arrows, minutes, the title). Imports point one way:
+report and report_html import this module, report_html imports nothing of report. Pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+__all__ = [
+    "HEADLINE",
+    "PERCENT",
+    "change_text",
+    "issue_title",
+    "minute",
+    "shown",
+    "value_at",
+]
+
+PERCENT = 100.0
+HEADLINE = (
+    # (label, path in the report, kind): kind "count", "rate", "ms" or "s"
+    ("Reviews", ("totals", "reviews"), "count"),
+    ("Merge requests", ("totals", "mrs"), "count"),
+    ("Findings", ("totals", "findings"), "count"),
+    ("Findings posted", ("totals", "findings_posted"), "count"),
+    ("Model calls", ("totals", "model_calls"), "count"),
+    ("👍", ("feedback", "thumbs_up"), "count"),
+    ("👎", ("feedback", "thumbs_down"), "count"),
+    ("Addressed", ("feedback", "addressed"), "count"),
+    ("Resolved by a human", ("feedback", "resolved_by_human"), "count"),
+    ("Ignored", ("feedback", "ignored"), "count"),
+    ("Acceptance 👍/(👍+👎)", ("rates", "acceptance"), "rate"),
+    ("Addressed rate", ("rates", "addressed"), "rate"),
+    ("First token p50", ("latency", "ttft_ms", "p50"), "ms"),
+    ("First token p95", ("latency", "ttft_ms", "p95"), "ms"),
+    ("Review time p50", ("latency", "review_s", "p50"), "s"),
+    ("Review time p95", ("latency", "review_s", "p95"), "s"),
+)
+
+
+def value_at(document: Mapping[str, Any], path: Sequence[str]) -> Any:
+    """The value at ``path`` in nested mappings, None when absent."""
+    value: Any = document
+    for name in path:
+        value = value.get(name) if isinstance(value, Mapping) else None
+    return value
+
+
+def shown(value: Any, kind: str) -> str:
+    """A figure for people: "count", "rate" (percent), "ms" or "s"; "–" when None."""
+    if value is None:
+        return "–"
+    if kind == "rate":
+        return f"{value * PERCENT:.0f}%"
+    if kind == "ms":
+        return f"{value:.0f} ms"
+    if kind == "s":
+        return f"{value:.1f} s"
+    return str(value)
+
+
+def change_text(now: Any, before: Any, kind: str) -> str:
+    """An arrow and the difference: ▲ up, ▼ down, → unchanged ("–" when either is missing)."""
+    if now is None or before is None:
+        return "–"
+    delta = now - before
+    arrow = "▲" if delta > 0 else "▼" if delta < 0 else "→"
+    if kind == "rate":
+        return f"{arrow} {abs(delta) * PERCENT:.0f} pp"
+    if kind == "ms":
+        return f"{arrow} {abs(delta):.0f} ms"
+    if kind == "s":
+        return f"{arrow} {abs(delta):.1f} s"
+    return f"{arrow} {abs(delta)}"
+
+
+def minute(iso_time: str) -> str:
+    """``2025-03-10 07:00`` of an ISO 8601 UTC time."""
+    return iso_time[: len("YYYY-MM-DDTHH:MM")].replace("T", " ")
+
+
+def issue_title(report: Mapping[str, Any]) -> str:
+    return f"reviewbot report {report['window']['iso_week']}"
