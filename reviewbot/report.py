@@ -23,7 +23,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from reviewbot.markdown import table_cell
+from reviewbot.markdown import link_cell, table_cell
 from reviewbot.report_text import (
     HEADLINE,
     change_text,
@@ -33,6 +33,7 @@ from reviewbot.report_text import (
     value_at,
 )
 from reviewbot.store.report_queries import FEEDBACK_COUNT_FIELDS, ReportScope
+from reviewbot.weburl import web_url
 from reviewbot.window import Window
 
 __all__ = [
@@ -152,10 +153,12 @@ def _summary(figures: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def mr_url(gitlab_url: str | None, project: str, iid: int | None) -> str | None:
-    """The MR's web address built from its GitLab, path and iid (None for a local review)."""
+    """The MR's web address built from its GitLab, path and iid: None for a local review, and
+    when the result is not an http(s) address (a ``javascript:`` GitLab URL in the database
+    makes no link; see :func:`reviewbot.weburl.web_url`)."""
     if not gitlab_url or iid is None:
         return None
-    return f"{gitlab_url.rstrip('/')}/{project}/-/merge_requests/{iid}"
+    return web_url(f"{gitlab_url.rstrip('/')}/{project}/-/merge_requests/{iid}")
 
 
 def build_report(
@@ -224,13 +227,13 @@ def issue_marker(report: Mapping[str, Any]) -> str:
     return f"{REPORT_MARKER_PREFIX} week={window['iso_week']} project={project} -->"
 
 
-def _link(text: str, url: str | None) -> str:
-    return f"[{text}]({url})" if url else text
-
-
 def report_markdown(report: Mapping[str, Any]) -> str:
     """What a lead reads in GitLab: headline numbers with week-over-week arrows, the worst
-    categories by 👎, the slowest reviews with links to their MRs, prompt versions, evals."""
+    categories by 👎, the slowest reviews with links to their MRs, prompt versions, evals.
+
+    Every string from the database goes through :func:`reviewbot.markdown.table_cell` (or
+    :func:`~reviewbot.markdown.link_cell`): no quick action, mention, link, image or HTML
+    comes from data, and no cell can split."""
     window = report["window"]
     since, until = minute(window["since"]), minute(window["until"])
     scope = f" · project {table_cell(window['project'])}" if window["project"] else ""
@@ -296,12 +299,11 @@ def _slowest(reviews: Sequence[Mapping[str, Any]]) -> list[str]:
         "|---|---:|---:|---:|---|---|",
     ]
     for review in reviews:
-        name = table_cell(
-            f"{review['project']}!{review['mr_iid']}" if review["mr_iid"] else review["project"]
-        )
+        name = f"{review['project']}!{review['mr_iid']}" if review["mr_iid"] else review["project"]
         lines.append(
-            f"| {_link(name, review['url'])} | {review['seconds']:.1f} | {review['chunks']} | "
-            f"{review['findings']} | {table_cell(review['model'])} | {review['status']} |"
+            f"| {link_cell(name, review['url'])} | {review['seconds']:.1f} | "
+            f"{review['chunks']} | {review['findings']} | {table_cell(review['model'])} | "
+            f"{table_cell(review['status'])} |"
         )
     return [*lines, ""]
 

@@ -34,6 +34,7 @@ CORE = {
     "reviewbot.scope",
     "reviewbot.tokens",
     "reviewbot.toolcalls",
+    "reviewbot.weburl",
     "reviewbot.window",
     "reviewbot.llm.answers",
     "reviewbot.llm.backend",

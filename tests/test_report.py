@@ -9,12 +9,14 @@ from __future__ import annotations
 import json
 import re
 from datetime import UTC, datetime, timedelta
+from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
 import pytest
 import requests
 from click.testing import CliRunner
+from markdown_it import MarkdownIt
 
 from reviewbot.cli import main
 from reviewbot.findings import Severity
@@ -58,7 +60,7 @@ def _review(
     started: datetime,
     *,
     seconds: float = 10.0,
-    iid: int = 1,
+    iid: int | None = 1,
     head: str = "a",
     ttfts: tuple[float | None, ...] = (),
     findings: tuple[dict[str, Any], ...] = (),
@@ -66,9 +68,10 @@ def _review(
     prompt_version: str = "v1",
     project: str = PROJECT,
     project_id: int = PROJECT_ID,
+    gitlab_url: str | None = GITLAB,
 ) -> list[int]:
     clock.now = started
-    key = MergeRequestKey(GITLAB, project_id, iid)
+    key = MergeRequestKey(gitlab_url, project_id, iid) if gitlab_url and iid else None
     review_id = store.start_review(
         project=project,
         mr_iid=iid,
@@ -493,3 +496,81 @@ def test_bad_report_options_are_one_line_and_exit_2(
     assert result.output.strip().startswith("reviewbot: error: ")
     assert message in result.output
     assert len(result.output.strip().splitlines()) == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Safe to open: nothing from the database becomes an element, an attribute, a link that is not
+# http(s), a quick action or a mention (issue 17, item 2).
+
+
+class _Page(HTMLParser):
+    """Every start tag of a page with its attributes, and the text of each table cell."""
+
+    def __init__(self, html: str) -> None:
+        super().__init__(convert_charrefs=True)
+        self.elements: list[tuple[str, list[tuple[str, str | None]]]] = []
+        self.cells: list[str] = []
+        self._cell: list[str] | None = None
+        self.feed(html)
+        self.close()
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.elements.append((tag, attrs))
+        if tag in ("td", "th"):
+            self._cell = []
+
+    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.elements.append((tag, attrs))
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in ("td", "th") and self._cell is not None:
+            self.cells.append("".join(self._cell))
+            self._cell = None
+
+    def handle_data(self, data: str) -> None:
+        if self._cell is not None:
+            self._cell.append(data)
+
+    def vocabulary(self) -> set[tuple[str, str | None]]:
+        """Each element name alone and with each attribute name it was seen with."""
+        return {(tag, None) for tag, _ in self.elements} | {
+            (tag, name) for tag, attrs in self.elements for name, _ in attrs
+        }
+
+    def links(self) -> list[str | None]:
+        return [dict(attrs).get("href") for tag, attrs in self.elements if tag == "a"]
+
+
+def _markdown_parser() -> MarkdownIt:
+    parser = MarkdownIt("commonmark").enable("table")
+    parser.validateLink = lambda url: True  # see every link, javascript: ones included
+    return parser
+
+
+def test_a_javascript_gitlab_url_makes_no_link(clocked: tuple[Store, Clock]) -> None:
+    store, clock = clocked
+    hour = MONDAY + timedelta(hours=1)
+    _review(store, clock, hour, seconds=20, gitlab_url="javascript:alert(1)//")
+    _review(store, clock, hour, seconds=10, iid=2, gitlab_url=" JavaScript:x//")
+    _review(store, clock, hour, seconds=30, iid=3)  # https: the one link
+    report = build_report(store, WEEK, now=NOW)
+    assert [review["url"] for review in report["slowest_reviews"]] == [
+        f"{GITLAB}/{PROJECT}/-/merge_requests/3",
+        None,
+        None,
+    ]
+    assert _Page(report_html(report)).links() == [f"{GITLAB}/{PROJECT}/-/merge_requests/3"]
+    markdown = report_markdown(report)
+    assert "javascript" not in markdown.lower()
+    assert f"| {PROJECT}!1 |" in markdown
+
+
+def test_markdown_cells_from_the_database_make_no_link(clocked: tuple[Store, Clock]) -> None:
+    store, clock = clocked
+    _review(store, clock, MONDAY + timedelta(hours=1), model="[x](javascript:alert(1))")
+    markdown = report_markdown(build_report(store, WEEK, now=NOW))
+    tokens = _markdown_parser().parse(markdown)
+    children = [child for token in tokens for child in token.children or []]
+    hrefs = [child.attrs["href"] for child in children if child.type == "link_open"]
+    assert hrefs == [f"{GITLAB}/{PROJECT}/-/merge_requests/1"]
+    assert "| \\[x\\](javascript:alert(1)) |" in markdown
