@@ -29,6 +29,7 @@ from reviewbot.report_text import (
     change_text,
     issue_title,
     minute,
+    printable,
     shown,
     value_at,
 )
@@ -234,6 +235,7 @@ def report_markdown(report: Mapping[str, Any]) -> str:
     Every string from the database goes through :func:`reviewbot.markdown.table_cell` (or
     :func:`~reviewbot.markdown.link_cell`): no quick action, mention, link, image or HTML
     comes from data, and no cell can split."""
+    report = printable(report)
     window = report["window"]
     since, until = minute(window["since"]), minute(window["until"])
     scope = f" · project {table_cell(window['project'])}" if window["project"] else ""
@@ -358,15 +360,17 @@ def write_report(report: Mapping[str, Any], output: Path, formats: Iterable[str]
     for name in formats:
         path = output / f"report.{name}"
         if name == "json":
-            path.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+            # the same text as the other formats (no lone surrogate, which UTF-8 cannot hold)
+            text = json.dumps(printable(report), indent=2, ensure_ascii=False) + "\n"
         elif name == "md":
-            path.write_text(report_markdown(report))
+            text = report_markdown(report)
         elif name == "html":
             from reviewbot.report_html import report_html  # loads matplotlib: only when asked
 
-            path.write_text(report_html(report))
+            text = report_html(report)
         else:
             raise ValueError(f"unknown report format {name!r}: one of {', '.join(FORMATS)}")
+        path.write_text(text, encoding="utf-8")
         written.append(path)
     return written
 

@@ -2,21 +2,25 @@
 
 :mod:`reviewbot.report` builds the report document and writes its Markdown;
 :mod:`reviewbot.report_html` writes its HTML. Both take their wording from here (the headline
-rows, figures with units, week-over-week arrows, minutes, the title). Imports point one way:
-report and report_html import this module, report_html imports nothing of report. Pure.
+rows, figures with units, week-over-week arrows, minutes, the title) and :func:`printable`
+makes a document's text writable whatever the database held. Imports point one way: report
+and report_html import this module, report_html imports nothing of report. Pure.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 __all__ = [
     "HEADLINE",
     "PERCENT",
+    "REPLACEMENT_CHARACTER",
     "change_text",
     "issue_title",
     "minute",
+    "printable",
     "shown",
     "value_at",
 ]
@@ -41,6 +45,24 @@ HEADLINE = (
     ("Review time p50", ("latency", "review_s", "p50"), "s"),
     ("Review time p95", ("latency", "review_s", "p95"), "s"),
 )
+REPLACEMENT_CHARACTER = "\ufffd"
+# Characters no output should carry: a lone surrogate cannot be written as UTF-8 at all, NUL
+# and the other control characters (tab, line feed and carriage return aside) are invisible
+# and treated differently by every reader (HTML drops NUL, Markdown replaces it, a font has
+# no glyph for them). Each becomes U+FFFD, so the reader still sees that something was there.
+UNPRINTABLE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def printable(value: Any) -> Any:
+    """``value`` (a report document, or any part of it) with every string's unprintable
+    characters replaced by U+FFFD; numbers, None and the keys of mappings as they are."""
+    if isinstance(value, str):
+        return UNPRINTABLE.sub(REPLACEMENT_CHARACTER, value)
+    if isinstance(value, Mapping):
+        return {key: printable(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [printable(item) for item in value]
+    return value
 
 
 def value_at(document: Mapping[str, Any], path: Sequence[str]) -> Any:
