@@ -21,9 +21,11 @@ Table cells (:func:`table_cell`, :func:`link_cell`, :func:`markdown_cell`) and c
 tables (:func:`code_span_text`) have their own, stricter rules: one line, no pipes. Text from a
 database or a merge request in a cell (:func:`table_cell`) makes no link either: "[" and "]"
 are escaped (no ``[x](javascript:...)``, no reference link), "|" too (the cell cannot split),
-and an address with a scheme other than http(s) ("smb://", "javascript://") gets an invisible
-word joiner after its colon, so GitLab's autolinker does not link it. The only link in a cell
-is one :func:`link_cell` makes, to an http(s) address (:func:`reviewbot.weburl.web_url`).
+and so is a backslash that escapes nothing (a cell ending in one would escape the "]" of a
+link around it); an address with a scheme other than http(s) ("smb://", "javascript://") gets
+an invisible word joiner after its colon, so GitLab's autolinker does not link it. The only
+link in a cell is one :func:`link_cell` makes, to an http(s) address
+(:func:`reviewbot.weburl.web_url`).
 
 Pure: strings in, strings out.
 """
@@ -173,6 +175,9 @@ def _escape_inline(line: str, *, in_cell: bool = False) -> str:
         elif char == "!" and line.startswith("[", i + 1):
             out.append("!\\[")  # no Markdown images: they load remote content
             i += 2
+        elif in_cell and char == "\\":
+            out.append("\\\\")  # literal: a cell ending in "\\" must not escape what follows
+            i += 1
         elif in_cell and (char in LINK_BRACKETS or char == TABLE_PIPE):
             out.append("\\" + char)
             i += 1
