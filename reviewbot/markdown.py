@@ -17,8 +17,15 @@ GFM table splits cells before reading code spans); other backticks are escaped, 
 pairs backticks exactly as we did. Fenced code blocks are kept verbatim, re-emitted at column
 0 so no list or quote can end them early, and closed if the model left them open.
 
-Table cells (:func:`table_cell`, :func:`markdown_cell`) and code spans in tables
-(:func:`code_span_text`) have their own, stricter rules: one line, no pipes.
+Table cells (:func:`table_cell`, :func:`link_cell`, :func:`markdown_cell`) and code spans in
+tables (:func:`code_span_text`) have their own, stricter rules: one line, no pipes. Text from a
+database or a merge request in a cell (:func:`table_cell`) makes no link either: "[" and "]"
+are escaped (no ``[x](javascript:...)``, no reference link), "|" too (the cell cannot split),
+and so is a backslash that escapes nothing (a cell ending in one would escape the "]" of a
+link around it); an address with a scheme other than http(s) ("smb://", "javascript://") gets
+an invisible word joiner after its colon, so GitLab's autolinker does not link it. The only
+link in a cell is one :func:`link_cell` makes, to an http(s) address
+(:func:`reviewbot.weburl.web_url`).
 
 Pure: strings in, strings out.
 """
@@ -28,12 +35,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from reviewbot.weburl import WEB_SCHEMES, web_url
+
 __all__ = [
     "HTML_COMMENT_OPEN",
     "QUICK_ACTION_LINE",
     "TRUNCATION_MARKER",
     "code_span_text",
     "lines_of",
+    "link_cell",
     "markdown_cell",
     "sanitize_markdown",
     "sanitize_title",
@@ -61,6 +71,11 @@ ASCII_ALNUM = re.compile(r"[A-Za-z0-9]")
 FENCE_OPEN = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
 FENCE_INFO_WORD = re.compile(r"[A-Za-z0-9_+\-.#]+")
 SUGGESTION_INFO = "suggestion"
+LINK_BRACKETS = frozenset("[]")
+TABLE_PIPE = "|"
+SCHEME_CHARS = re.compile(r"[A-Za-z0-9+.\-]*$")  # RFC 3986: what a scheme is made of
+SCHEME_START = re.compile(r"[A-Za-z]")
+AUTOLINK_SLASHES = "//"
 
 
 def lines_of(text: str) -> list[str]:
@@ -137,12 +152,13 @@ def _sanitize_code_line(line: str) -> str:
     return " " + line if line.startswith("/") else line
 
 
-def _sanitize_text_line(line: str) -> str:
-    escaped = _escape_inline(line)
+def _sanitize_text_line(line: str, *, in_cell: bool = False) -> str:
+    escaped = _escape_inline(line, in_cell=in_cell)
     return LEADING_SLASH.sub(lambda match: match.group(1) + "\\/", escaped, count=1)
 
 
-def _escape_inline(line: str) -> str:
+def _escape_inline(line: str, *, in_cell: bool = False) -> str:
+    """One line of text made inert; ``in_cell``: also no link and no "|" (see the notes)."""
     out: list[str] = []
     i = 0
     while i < len(line):
@@ -159,10 +175,32 @@ def _escape_inline(line: str) -> str:
         elif char == "!" and line.startswith("[", i + 1):
             out.append("!\\[")  # no Markdown images: they load remote content
             i += 2
+        elif in_cell and char == "\\":
+            out.append("\\\\")  # literal: a cell ending in "\\" must not escape what follows
+            i += 1
+        elif in_cell and (char in LINK_BRACKETS or char == TABLE_PIPE):
+            out.append("\\" + char)
+            i += 1
+        elif in_cell and char == ":" and _autolinked_scheme(line, i):
+            out.append(":" + WORD_JOINER)
+            i += 1
         else:
             out.append(char)
             i += 1
     return "".join(out)
+
+
+def _autolinked_scheme(line: str, colon: int) -> bool:
+    """The ":" at ``colon`` ends a scheme other than http(s) that "//" follows (GitLab links
+    any ``scheme://...`` it finds in text, starting at the first letter of the scheme)."""
+    if not line.startswith(AUTOLINK_SLASHES, colon + 1):
+        return False
+    run = SCHEME_CHARS.search(line, 0, colon)
+    scheme = run.group() if run else ""
+    first_letter = SCHEME_START.search(scheme)
+    if first_letter is None:
+        return False
+    return scheme[first_letter.start() :].lower() not in WEB_SCHEMES
 
 
 def _escaped_pair(line: str, i: int, out: list[str]) -> int:
@@ -292,13 +330,24 @@ def suggestion_block(suggestion: str, *, lines_above: int = 0, lines_below: int 
 
 
 def table_cell(text: str) -> str:
-    """Plain text inside a table cell: one line, pipes escaped, HTML neutralised, no mentions.
+    """Plain text inside a table cell: one line, pipes escaped, HTML neutralised, no mentions,
+    no links.
 
     Text from a merge request (a settings warning naming a key such as ``@all``, a skip reason)
-    goes through the same inline rules as model text, so it cannot mention or run quick actions.
+    or from the database (a project path, a model name in the report) goes through the same
+    inline rules as model text, so it cannot mention or run quick actions, and it makes no link
+    (see the notes above).
     """
     flat = WHITESPACE_RUN.sub(" ", text).strip()
-    return _sanitize_text_line(flat).replace("|", "\\|")
+    return _sanitize_text_line(flat, in_cell=True)
+
+
+def link_cell(text: str, url: str | None) -> str:
+    """``text`` (as :func:`table_cell`) linked to ``url`` when it is an http(s) address;
+    otherwise the text alone."""
+    cell = table_cell(text)
+    target = web_url(url)
+    return f"[{cell}]({target})" if target else cell
 
 
 def markdown_cell(sanitised: str) -> str:

@@ -6,6 +6,10 @@ the JSON document; :func:`report_markdown` and :func:`reviewbot.report_html.repo
 that document (pure: data in, text out). :func:`post_report_issue` creates or edits the GitLab
 issue ``reviewbot report <ISO week>``.
 
+Imports go one way: this module loads :mod:`reviewbot.report_html` (and matplotlib with it) only
+when HTML is written; report_html and this module share :mod:`reviewbot.report_text` and
+report_html imports nothing from here.
+
 Rates: acceptance = 👍 / (👍 + 👎), addressed = addressed / posted findings whose MR got a
 later version or was merged (``addressable``); both are null when their denominator is 0.
 """
@@ -19,8 +23,18 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from reviewbot.markdown import table_cell
+from reviewbot.markdown import link_cell, table_cell
+from reviewbot.report_text import (
+    HEADLINE,
+    change_text,
+    issue_title,
+    minute,
+    printable,
+    shown,
+    value_at,
+)
 from reviewbot.store.report_queries import FEEDBACK_COUNT_FIELDS, ReportScope
+from reviewbot.weburl import web_url
 from reviewbot.window import Window
 
 __all__ = [
@@ -45,7 +59,6 @@ FORMATS = ("json", "md", "html")
 SLOWEST_REVIEWS = 5
 WORST_CATEGORIES = 5
 EVAL_RUNS_SHOWN = 20
-PERCENT = 100.0
 REPORT_MARKER_PREFIX = "<!-- reviewbot:report"
 MARKER_UNSAFE = re.compile(r"[^A-Za-z0-9_./-]")  # keeps the marker one HTML comment
 GROUP_FIELDS = (
@@ -60,25 +73,6 @@ GROUP_FIELDS = (
     "deleted",
     "ignored",
     "addressable",
-)
-HEADLINE = (
-    # (label, path in the report, kind): kind "count", "rate", "ms" or "s"
-    ("Reviews", ("totals", "reviews"), "count"),
-    ("Merge requests", ("totals", "mrs"), "count"),
-    ("Findings", ("totals", "findings"), "count"),
-    ("Findings posted", ("totals", "findings_posted"), "count"),
-    ("Model calls", ("totals", "model_calls"), "count"),
-    ("👍", ("feedback", "thumbs_up"), "count"),
-    ("👎", ("feedback", "thumbs_down"), "count"),
-    ("Addressed", ("feedback", "addressed"), "count"),
-    ("Resolved by a human", ("feedback", "resolved_by_human"), "count"),
-    ("Ignored", ("feedback", "ignored"), "count"),
-    ("Acceptance 👍/(👍+👎)", ("rates", "acceptance"), "rate"),
-    ("Addressed rate", ("rates", "addressed"), "rate"),
-    ("First token p50", ("latency", "ttft_ms", "p50"), "ms"),
-    ("First token p95", ("latency", "ttft_ms", "p95"), "ms"),
-    ("Review time p50", ("latency", "review_s", "p50"), "s"),
-    ("Review time p95", ("latency", "review_s", "p95"), "s"),
 )
 
 
@@ -172,10 +166,12 @@ def _summary(figures: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def mr_url(gitlab_url: str | None, project: str, iid: int | None) -> str | None:
-    """The MR's web address built from its GitLab, path and iid (None for a local review)."""
+    """The MR's web address built from its GitLab, path and iid: None for a local review, and
+    when the result is not an http(s) address (a ``javascript:`` GitLab URL in the database
+    makes no link; see :func:`reviewbot.weburl.web_url`)."""
     if not gitlab_url or iid is None:
         return None
-    return f"{gitlab_url.rstrip('/')}/{project}/-/merge_requests/{iid}"
+    return web_url(f"{gitlab_url.rstrip('/')}/{project}/-/merge_requests/{iid}")
 
 
 def build_report(
@@ -238,47 +234,6 @@ def build_report(
 # Markdown
 
 
-def value_at(document: Mapping[str, Any], path: Sequence[str]) -> Any:
-    """The value at ``path`` in nested mappings, None when absent."""
-    value: Any = document
-    for name in path:
-        value = value.get(name) if isinstance(value, Mapping) else None
-    return value
-
-
-def shown(value: Any, kind: str) -> str:
-    """A figure for people: "count", "rate" (percent), "ms" or "s"; "–" when None."""
-    if value is None:
-        return "–"
-    if kind == "rate":
-        return f"{value * PERCENT:.0f}%"
-    if kind == "ms":
-        return f"{value:.0f} ms"
-    if kind == "s":
-        return f"{value:.1f} s"
-    return str(value)
-
-
-def change_text(now: Any, before: Any, kind: str) -> str:
-    """An arrow and the difference: ▲ up, ▼ down, → unchanged ("–" when either is missing)."""
-    if now is None or before is None:
-        return "–"
-    delta = now - before
-    arrow = "▲" if delta > 0 else "▼" if delta < 0 else "→"
-    if kind == "rate":
-        return f"{arrow} {abs(delta) * PERCENT:.0f} pp"
-    if kind == "ms":
-        return f"{arrow} {abs(delta):.0f} ms"
-    if kind == "s":
-        return f"{arrow} {abs(delta):.1f} s"
-    return f"{arrow} {abs(delta)}"
-
-
-def minute(iso_time: str) -> str:
-    """``2025-03-10 07:00`` of an ISO 8601 UTC time."""
-    return iso_time[: len("YYYY-MM-DDTHH:MM")].replace("T", " ")
-
-
 def issue_marker(report: Mapping[str, Any]) -> str:
     """The hidden marker that identifies the report issue of an ISO week."""
     window = report["window"]
@@ -286,17 +241,14 @@ def issue_marker(report: Mapping[str, Any]) -> str:
     return f"{REPORT_MARKER_PREFIX} week={window['iso_week']} project={project} -->"
 
 
-def issue_title(report: Mapping[str, Any]) -> str:
-    return f"reviewbot report {report['window']['iso_week']}"
-
-
-def _link(text: str, url: str | None) -> str:
-    return f"[{text}]({url})" if url else text
-
-
 def report_markdown(report: Mapping[str, Any]) -> str:
     """What a lead reads in GitLab: headline numbers with week-over-week arrows, the worst
-    categories by 👎, the slowest reviews with links to their MRs, prompt versions, evals."""
+    categories by 👎, the slowest reviews with links to their MRs, prompt versions, evals.
+
+    Every string from the database goes through :func:`reviewbot.markdown.table_cell` (or
+    :func:`~reviewbot.markdown.link_cell`): no quick action, mention, link, image or HTML
+    comes from data, and no cell can split."""
+    report = printable(report)
     window = report["window"]
     since, until = minute(window["since"]), minute(window["until"])
     scope = f" · project {table_cell(window['project'])}" if window["project"] else ""
@@ -363,12 +315,11 @@ def _slowest(reviews: Sequence[Mapping[str, Any]]) -> list[str]:
         "|---|---:|---:|---:|---|---|",
     ]
     for review in reviews:
-        name = table_cell(
-            f"{review['project']}!{review['mr_iid']}" if review["mr_iid"] else review["project"]
-        )
+        name = f"{review['project']}!{review['mr_iid']}" if review["mr_iid"] else review["project"]
         lines.append(
-            f"| {_link(name, review['url'])} | {review['seconds']:.1f} | {review['chunks']} | "
-            f"{review['findings']} | {table_cell(review['model'])} | {review['status']} |"
+            f"| {link_cell(name, review['url'])} | {review['seconds']:.1f} | "
+            f"{review['chunks']} | {review['findings']} | {table_cell(review['model'])} | "
+            f"{table_cell(review['status'])} |"
         )
     return [*lines, ""]
 
@@ -442,15 +393,17 @@ def write_report(report: Mapping[str, Any], output: Path, formats: Iterable[str]
     for name in formats:
         path = output / f"report.{name}"
         if name == "json":
-            path.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+            # the same text as the other formats (no lone surrogate, which UTF-8 cannot hold)
+            text = json.dumps(printable(report), indent=2, ensure_ascii=False) + "\n"
         elif name == "md":
-            path.write_text(report_markdown(report))
+            text = report_markdown(report)
         elif name == "html":
-            from reviewbot.report_html import report_html
+            from reviewbot.report_html import report_html  # loads matplotlib: only when asked
 
-            path.write_text(report_html(report))
+            text = report_html(report)
         else:
             raise ValueError(f"unknown report format {name!r}: one of {', '.join(FORMATS)}")
+        path.write_text(text, encoding="utf-8")
         written.append(path)
     return written
 

@@ -1,6 +1,16 @@
 """The report as one self-contained HTML file: inline SVG charts drawn by matplotlib, and the
 tables behind them. No script, no stylesheet or font from the network: it opens offline.
 
+Safe to open whatever the database holds: the page is the Jinja2 template
+``report_templates/report.html.j2`` rendered with autoescaping, so every string from the
+report document is escaped where it lands (text or attribute); the only markup not written by
+the template is the charts' SVG, in which matplotlib escapes the text it writes (chart labels
+are drawn as paths, their text kept in escaped comments) and reads no mathtext (``$...$`` in a
+category name is plain text). A link is made only to an http(s) address
+(:func:`reviewbot.weburl.web_url`). The page carries a Content-Security-Policy ``<meta>``
+(:data:`CONTENT_SECURITY_POLICY`): no script at all, inline styles and ``data:`` images only,
+so even an escape that was missed could not run anything.
+
 Charts (matplotlib's SVG backend, text drawn as paths so no font is needed to view them):
 findings per day by severity, first-token p50/p95 per day against the SLO line, and the
 acceptance and addressed rates per category. Each series has a stable SVG ``id`` (matplotlib's
@@ -13,27 +23,40 @@ from __future__ import annotations
 
 import io
 import re
-from collections.abc import Callable, Mapping, Sequence
+import warnings
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import date
-from html import escape
+from functools import cache
 from typing import Any
 
+import jinja2
+from markupsafe import Markup
 from matplotlib import rc_context
 from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
 from matplotlib.figure import Figure
 
 from reviewbot.findings import Severity
-from reviewbot.report import (
+from reviewbot.report_text import (
     HEADLINE,
     PERCENT,
     change_text,
     issue_title,
     minute,
+    printable,
     shown,
     value_at,
 )
+from reviewbot.weburl import web_url
 
-__all__ = ["CHART_IDS", "SLO_LINE_ID", "findings_series_id", "report_html", "ttft_line_id"]
+__all__ = [
+    "CHART_IDS",
+    "CONTENT_SECURITY_POLICY",
+    "SLO_LINE_ID",
+    "findings_series_id",
+    "report_html",
+    "ttft_line_id",
+]
 
 CHART_IDS = ("chart-findings", "chart-ttft", "chart-rates")
 # Stable ids of the drawn series (matplotlib's gid is the SVG element's id), so a test or a
@@ -58,27 +81,34 @@ DAY_BAR_WIDTH = 0.8  # days
 MAX_DATE_TICKS = 10
 MAX_MARKED_DAYS = 31  # a point per day is drawn up to a month; beyond, a plain line
 SVG_START = re.compile(r"<svg\b")
-STYLE = """
-body { font-family: system-ui, sans-serif; margin: 2rem auto; max-width: 60rem; color: #222; }
-table { border-collapse: collapse; margin: 0.5rem 0 1.5rem; }
-th, td { border: 1px solid #ccc; padding: 0.25rem 0.6rem; text-align: right; }
-th:first-child, td:first-child { text-align: left; }
-figure { margin: 1rem 0; }
-figure svg { max-width: 100%; height: auto; }
-.empty { font-size: 1.3rem; font-weight: bold; }
-"""
+TEMPLATE_PACKAGE, TEMPLATE_FOLDER, TEMPLATE_NAME = "reviewbot", "report_templates", "report.html.j2"
+# Nothing may run, load or be sent: no script of any kind, no fetch, frame, font, form or base
+# URL; the template's <style> and the charts' inline styles, and data: images, are allowed.
+CONTENT_SECURITY_POLICY = (
+    "default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
+    "base-uri 'none'; form-action 'none'"
+)
+# A label with a character the bundled font lacks is drawn as a box; the table shows its text.
+MISSING_GLYPH_WARNING = r"Glyph \d+ .*missing from font"
 
 
-def _svg(draw: Callable[[Figure], None], name: str, height_in: float) -> str:
+def _svg(draw: Callable[[Figure], None], name: str, height_in: float) -> Markup:
     """A figure drawn by ``draw`` as an inline ``<svg>`` element (ids salted per chart)."""
-    with rc_context({"svg.fonttype": "path", "svg.hashsalt": f"reviewbot-{name}"}):
+    settings = {
+        "svg.fonttype": "path",
+        "svg.hashsalt": f"reviewbot-{name}",
+        "text.parse_math": False,  # "$x$" in a category is text, not a formula
+    }
+    with rc_context(settings), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=MISSING_GLYPH_WARNING, category=UserWarning)
         figure = Figure(figsize=(CHART_SIZE_IN[0], height_in), layout="constrained")
         draw(figure)
         buffer = io.StringIO()
         figure.savefig(buffer, format="svg", metadata={"Date": None})
     text = buffer.getvalue()
     start = SVG_START.search(text)
-    return text[start.start() :] if start else text
+    # matplotlib's own markup, whose text it escapes: the one thing the template does not escape
+    return Markup(text[start.start() :] if start else text)
 
 
 def _date_axis(axes: Any) -> None:
@@ -208,22 +238,46 @@ def _rates_chart(report: Mapping[str, Any]) -> Callable[[Figure], None]:
     return draw
 
 
-def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    head = "".join(f"<th>{escape(str(h))}</th>" for h in headers)
-    body = "".join(
-        "<tr>" + "".join(f"<td>{escape(str(cell))}</td>" for cell in row) + "</tr>" for row in rows
+@dataclass(frozen=True)
+class Cell:
+    """One table cell: its text, and the address it links to (http(s) only, else None)."""
+
+    text: str
+    href: str | None = None
+
+
+@dataclass(frozen=True)
+class Table:
+    headers: tuple[str, ...]
+    rows: list[tuple[Cell, ...]]
+
+
+@dataclass(frozen=True)
+class Chart:
+    id: str
+    svg: Markup
+    caption: str
+    table: Table
+
+
+@dataclass(frozen=True)
+class Section:
+    title: str
+    table: Table
+
+
+def _table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> Table:
+    """A table of plain values (a Cell is kept as it is; anything else becomes its text)."""
+    return Table(
+        tuple(headers),
+        [
+            tuple(value if isinstance(value, Cell) else Cell(str(value)) for value in row)
+            for row in rows
+        ],
     )
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def _figure(chart_id: str, svg: str, caption: str, table: str) -> str:
-    return (
-        f'<section id="{chart_id}"><figure>{svg}<figcaption>{escape(caption)}</figcaption>'
-        f"</figure>{table}</section>"
-    )
-
-
-def _headline(report: Mapping[str, Any]) -> str:
+def _headline(report: Mapping[str, Any]) -> Table:
     rows = []
     for label, path, kind in HEADLINE:
         now, before = value_at(report, path), value_at(report["previous"], path)
@@ -232,7 +286,7 @@ def _headline(report: Mapping[str, Any]) -> str:
     return _table(("", "this window", "previous", "change"), rows)
 
 
-def _charts(report: Mapping[str, Any]) -> list[str]:
+def _charts(report: Mapping[str, Any]) -> list[Chart]:
     days = report["daily"]["days"]
     by_day = {(r["day"], r["severity"]): r["findings"] for r in report["daily"]["findings"]}
     severities = [s.value for s in Severity]
@@ -283,19 +337,19 @@ def _charts(report: Mapping[str, Any]) -> list[str]:
     )
     rates_height = max(RATE_CHART_MIN_IN, RATE_CHART_ROW_IN * len(category_rows) + 1.2)
     return [
-        _figure(
+        Chart(
             CHART_IDS[0],
             _svg(_findings_chart(report), "findings", CHART_SIZE_IN[1]),
             "Findings per day by severity",
             findings_table,
         ),
-        _figure(
+        Chart(
             CHART_IDS[1],
             _svg(_ttft_chart(report), "ttft", CHART_SIZE_IN[1]),
             "Time to first token per day (p50, p95) against the SLO",
             ttft_table,
         ),
-        _figure(
+        Chart(
             CHART_IDS[2],
             _svg(_rates_chart(report), "rates", rates_height),
             "Acceptance and addressed rate per category",
@@ -304,9 +358,7 @@ def _charts(report: Mapping[str, Any]) -> list[str]:
     ]
 
 
-def _groups(title: str, dimension: str, rows: Sequence[Mapping[str, Any]]) -> str:
-    if not rows:
-        return ""
+def _groups(title: str, dimension: str, rows: Sequence[Mapping[str, Any]]) -> Section:
     table = _table(
         (
             dimension.replace("_", " "),
@@ -332,31 +384,28 @@ def _groups(title: str, dimension: str, rows: Sequence[Mapping[str, Any]]) -> st
             for r in rows
         ],
     )
-    return f"<h2>{escape(title)}</h2>{table}"
+    return Section(title, table)
 
 
-def _slowest(report: Mapping[str, Any]) -> str:
+def _slowest(report: Mapping[str, Any]) -> Section:
     rows = []
     for review in report["slowest_reviews"]:
         name = f"{review['project']}!{review['mr_iid']}" if review["mr_iid"] else review["project"]
-        link = f'<a href="{escape(review["url"])}">{escape(name)}</a>' if review["url"] else name
         rows.append(
-            f"<tr><td>{link}</td><td>{review['seconds']:.1f}</td><td>{review['chunks']}</td>"
-            f"<td>{review['findings']}</td><td>{escape(review['model'])}</td></tr>"
+            (
+                Cell(name, web_url(review["url"])),
+                f"{review['seconds']:.1f}",
+                review["chunks"],
+                review["findings"],
+                review["model"],
+            )
         )
-    if not rows:
-        return ""
-    return (
-        "<h2>Slowest reviews</h2><table><thead><tr><th>merge request</th><th>seconds</th>"
-        f"<th>chunks</th><th>findings</th><th>model</th></tr></thead><tbody>{''.join(rows)}"
-        "</tbody></table>"
+    return Section(
+        "Slowest reviews", _table(("merge request", "seconds", "chunks", "findings", "model"), rows)
     )
 
 
-def _evals(report: Mapping[str, Any]) -> str:
-    runs = report["eval_runs"]
-    if not runs:
-        return ""
+def _evals(report: Mapping[str, Any]) -> Section:
     table = _table(
         ("prompt version", "model", "dataset", "items", "precision", "recall", "F1", "when"),
         [
@@ -370,17 +419,25 @@ def _evals(report: Mapping[str, Any]) -> str:
                 f"{r['f1']:.2f}",
                 minute(r["started_at"]),
             )
-            for r in runs
+            for r in report["eval_runs"]
         ],
     )
-    return f"<h2>Eval runs (labelled datasets)</h2>{table}"
+    return Section("Eval runs (labelled datasets)", table)
 
 
-def _tool_calls(report: Mapping[str, Any]) -> str:
-    """Unreadable tool calls per model and prompt version (issue 17)."""
-    rows = report["tool_calls"]
-    if not rows:
-        return ""
+@cache
+def _template() -> jinja2.Template:
+    environment = jinja2.Environment(
+        loader=jinja2.PackageLoader(TEMPLATE_PACKAGE, TEMPLATE_FOLDER),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+    )
+    return environment.get_template(TEMPLATE_NAME)
+
+
+def _tool_calls(report: Mapping[str, Any]) -> Section:
+    """Unreadable tool calls per model and prompt version."""
     table = _table(
         ("model", "prompt version", "tool calls", "unreadable", "invalid rate", "resent readably"),
         [
@@ -392,44 +449,34 @@ def _tool_calls(report: Mapping[str, Any]) -> str:
                 shown(r["invalid_rate"], "rate"),
                 r["repaired_tool_calls"],
             )
-            for r in rows
+            for r in report["tool_calls"]
         ],
     )
-    return f"<h2>Unreadable tool calls</h2>{table}"
+    return Section("Unreadable tool calls", table)
 
 
 def report_html(report: Mapping[str, Any]) -> str:
     """The whole report as one HTML document (see the module notes)."""
+    report = printable(report)
     window = report["window"]
-    title = issue_title(report)
     slo = report["slo"]
-    verdict = {True: "met", False: "missed", None: "no data"}[slo["pass"]]
-    scope = f" · project {escape(window['project'])}" if window["project"] else ""
-    parts = [
-        f"<h1>{escape(title)}</h1>",
-        f"<p>Reviews started from {escape(minute(window['since']))} to "
-        f"{escape(minute(window['until']))} UTC (end excluded){scope}"
-        "</p>",
-    ]
-    if report["empty"]:
-        parts.append('<p class="empty">No reviews in this window.</p>')
-    parts += [
-        _headline(report),
-        f"<p><strong>SLO</strong>: first-token p95 {escape(shown(slo['ttft_p95_ms'], 'ms'))} "
-        f"against {slo['ttft_p95_target_ms']:.0f} ms: {verdict}.</p>",
-    ]
-    if not report["empty"]:
-        parts += _charts(report)
-    parts += [
-        _slowest(report),
-        _groups("By prompt version", "prompt_version", report["by_prompt_version"]),
-        _groups("By model", "model", report["by_model"]),
-        _evals(report),
-        _tool_calls(report),
-    ]
-    body = "\n".join(part for part in parts if part)
-    return (
-        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        f"<title>{escape(title)}</title><style>{STYLE}</style></head>\n"
-        f"<body>\n{body}\n</body></html>\n"
+    return _template().render(
+        content_security_policy=CONTENT_SECURITY_POLICY,
+        title=issue_title(report),
+        since=minute(window["since"]),
+        until=minute(window["until"]),
+        project=window["project"],
+        empty=report["empty"],
+        headline=_headline(report),
+        slo_p95=shown(slo["ttft_p95_ms"], "ms"),
+        slo_target=f"{slo['ttft_p95_target_ms']:.0f}",
+        verdict={True: "met", False: "missed", None: "no data"}[slo["pass"]],
+        charts=[] if report["empty"] else _charts(report),
+        sections=[
+            _slowest(report),
+            _groups("By prompt version", "prompt_version", report["by_prompt_version"]),
+            _groups("By model", "model", report["by_model"]),
+            _evals(report),
+            _tool_calls(report),
+        ],
     )

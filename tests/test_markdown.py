@@ -7,20 +7,25 @@ mentions, HTML and images are neutralised; suggestions: https://docs.gitlab.com/
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from markdown_it import MarkdownIt
 
 from reviewbot.markdown import (
     TRUNCATION_MARKER,
     code_span_text,
+    link_cell,
     markdown_cell,
     sanitize_markdown,
     sanitize_title,
     suggestion_block,
     table_cell,
 )
+from reviewbot.weburl import web_url
+from tests.hostile_text import SCRIPT_URLS, hostile_text, hostile_url
 
 
 def lines_of(text: str) -> list[str]:
@@ -206,3 +211,75 @@ def test_markdown_cell_escapes_pipes_of_sanitised_titles() -> None:
 
 def test_code_span_text_cannot_close_the_span_or_split_the_table() -> None:
     assert code_span_text("we`ird|name.py") == "we'ird/name.py"
+
+
+# ---------------------------------------------------------------------------------------------
+# Table cells of the report: text from the database makes no link, and a link goes to http(s)
+
+CELL_SCHEME_AUTOLINK = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*)://")
+WEB_LINK = re.compile(r"(?i:https?)://[^\s\"'<>`\\()\[\]|\x00-\x1f\x7f]+\Z")
+
+
+def _table_row(*cells: str) -> list[Any]:
+    """The tokens of a one-row GFM table holding ``cells``, links unchecked by the parser."""
+    parser = MarkdownIt("commonmark").enable("table")
+    parser.validateLink = lambda url: True  # see javascript: links too
+    header = "| " + " | ".join("h" for _ in cells) + " |"
+    rule = "|" + "---|" * len(cells)
+    return parser.parse("\n".join([header, rule, "| " + " | ".join(cells) + " |"]))
+
+
+def _cells(tokens: list[Any]) -> list[Any]:
+    """The inline token of each body cell."""
+    body = tokens[[t.type for t in tokens].index("tbody_open") :]
+    return [body[i + 1] for i, token in enumerate(body) if token.type == "td_open"]
+
+
+def _rendered_text(inline: Any) -> str:
+    return "".join(
+        child.content if child.type == "text" else "`"
+        for child in inline.children or []
+        if child.type not in ("link_open", "link_close")
+    )
+
+
+@pytest.mark.parametrize(
+    "text", ["[x](javascript:alert(1))", "[x][1]", "<https://evil.example>", "![i](x.png)"]
+)
+def test_table_cell_makes_no_link_or_image(text: str) -> None:
+    [cell, after] = _cells(_table_row(table_cell(text), "after"))
+    kinds = {child.type for child in cell.children}
+    assert not kinds & {"link_open", "image", "html_inline"}, table_cell(text)
+    assert after.content == "after"
+
+
+@pytest.mark.parametrize("url", [*SCRIPT_URLS, "https://gitlab.example.com/a b)|x"])
+def test_link_cell_links_only_to_web_addresses(url: str) -> None:
+    [cell] = _cells(_table_row(link_cell("group/app!1", url)))
+    hrefs = [child.attrs["href"] for child in cell.children if child.type == "link_open"]
+    assert all(WEB_LINK.match(str(href)) for href in hrefs), hrefs
+    assert _rendered_text(cell) == "group/app!1"
+    assert bool(hrefs) == url.startswith("https://gitlab")
+
+
+@example(text="group/app\\", url="https://gitlab.example.com/x")  # "\]" ended no link
+@settings(max_examples=300, deadline=None)
+@given(text=hostile_text, url=st.none() | hostile_url)
+def test_table_cells_stay_one_inert_cell(text: str, url: str | None) -> None:
+    """Any text in a cell is one cell, with no HTML, image, mention or link of its own (nor a
+    scheme GitLab would autolink); a link cell links to an http(s) address, whatever its text,
+    or not at all."""
+    row = _table_row(table_cell(text), link_cell(text, url), "after")
+    first, linked, after = _cells(row)
+    assert after.content == "after"  # nothing split or merged the cells before it
+    for cell in (first, linked):
+        kinds = {child.type for child in cell.children}
+        assert not kinds & {"html_inline", "image"}, kinds
+        rendered = _rendered_text(cell)
+        assert not RENDERED_MENTION.search(rendered), rendered
+        schemes = {m.group(1).lower() for m in CELL_SCHEME_AUTOLINK.finditer(rendered)}
+        assert schemes <= {"http", "https"}, rendered
+    assert not any(child.type == "link_open" for child in first.children)
+    hrefs = [child.attrs["href"] for child in linked.children if child.type == "link_open"]
+    assert len(hrefs) == (web_url(url) is not None), link_cell(text, url)
+    assert all(WEB_LINK.match(str(href)) for href in hrefs), hrefs

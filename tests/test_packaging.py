@@ -31,6 +31,7 @@ def test_wheel_contains_templates_and_migrations_and_finds_them(tmp_path: Path) 
     names = set(zipfile.ZipFile(wheel).namelist())
     for template in ("system.j2", "context.j2", "chunk.j2"):
         assert f"reviewbot/templates/{template}" in names
+    assert "reviewbot/report_templates/report.html.j2" in names
     assert "reviewbot/migrations/env.py" in names
     shipped = {p.name for p in (ROOT / "reviewbot" / "ops" / "models").glob("*.json")}
     assert {f"reviewbot/ops/models/{name}" for name in shipped} <= names
@@ -42,7 +43,8 @@ def test_wheel_contains_templates_and_migrations_and_finds_them(tmp_path: Path) 
         "import reviewbot, reviewbot.prompts as p, reviewbot.store.migrate as m;"
         "print(reviewbot.__file__); print(p._template_dir()); print(m.MIGRATIONS_DIR);"
         "print(m.head_revision()); print(p.prompt_version());"
-        "import reviewbot.ops.model_shape as s; print(len(s.shipped_model_names()))"
+        "import reviewbot.ops.model_shape as s; print(len(s.shipped_model_names()));"
+        "import reviewbot.report_html as h; print(h._template().filename)"
     )
     env = {**os.environ, "PYTHONPATH": str(installed)}
     out = subprocess.run(
@@ -53,8 +55,8 @@ def test_wheel_contains_templates_and_migrations_and_finds_them(tmp_path: Path) 
         capture_output=True,
         text=True,
     ).stdout.split()
-    assert all(line.startswith(str(installed)) for line in out[:3]), out
+    assert all(line.startswith(str(installed)) for line in [*out[:3], out[-1]]), out
     from reviewbot.prompts import prompt_version
     from reviewbot.store.migrate import head_revision
 
-    assert out[3:] == [head_revision(), prompt_version(), str(len(shipped))]
+    assert out[3:-1] == [head_revision(), prompt_version(), str(len(shipped))]

@@ -6,20 +6,31 @@ Store tests run on SQLite and, when REVIEWBOT_TEST_POSTGRES_URL is set, on Postg
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 from datetime import UTC, datetime, timedelta
+from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
 import pytest
 import requests
 from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from markdown_it import MarkdownIt
 
 from reviewbot.cli import main
 from reviewbot.findings import Severity
 from reviewbot.gitlab import GitLabClient, GitLabSettings
-from reviewbot.report import build_report, post_report_issue, report_markdown
+from reviewbot.report import (
+    REPORT_MARKER_PREFIX,
+    build_report,
+    post_report_issue,
+    report_markdown,
+    write_report,
+)
 from reviewbot.report_html import (
     CHART_IDS,
     SLO_LINE_ID,
@@ -27,9 +38,16 @@ from reviewbot.report_html import (
     report_html,
     ttft_line_id,
 )
-from reviewbot.store import MergeRequestKey, Store
+from reviewbot.report_text import printable
+from reviewbot.store import MergeRequestKey, Store, upgrade
+from reviewbot.store.models import Base
+from reviewbot.store.models import EvalRun as EvalRunRow
+from reviewbot.store.models import Finding as FindingRow
+from reviewbot.store.models import Review as ReviewRow
+from reviewbot.weburl import web_url
 from reviewbot.window import Window
 from tests.fakes.gitlab_server import FakeGitLab
+from tests.hostile_text import hostile_text, hostile_url, storable
 from tests.store_fixtures import migrated_store, store_url  # noqa: F401
 
 PROJECT = "group/app"
@@ -58,7 +76,7 @@ def _review(
     started: datetime,
     *,
     seconds: float = 10.0,
-    iid: int = 1,
+    iid: int | None = 1,
     head: str = "a",
     ttfts: tuple[float | None, ...] = (),
     findings: tuple[dict[str, Any], ...] = (),
@@ -66,9 +84,10 @@ def _review(
     prompt_version: str = "v1",
     project: str = PROJECT,
     project_id: int = PROJECT_ID,
+    gitlab_url: str | None = GITLAB,
 ) -> list[int]:
     clock.now = started
-    key = MergeRequestKey(GITLAB, project_id, iid)
+    key = MergeRequestKey(gitlab_url, project_id, iid) if gitlab_url and iid else None
     review_id = store.start_review(
         project=project,
         mr_iid=iid,
@@ -558,3 +577,414 @@ def test_bad_report_options_are_one_line_and_exit_2(
     assert result.output.strip().startswith("reviewbot: error: ")
     assert message in result.output
     assert len(result.output.strip().splitlines()) == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Safe to open: nothing from the database becomes an element, an attribute, a link that is not
+# http(s), a quick action or a mention (issue 17, item 2).
+
+
+class _Page(HTMLParser):
+    """Every start tag of a page with its attributes, and the text of each table cell."""
+
+    def __init__(self, html: str) -> None:
+        super().__init__(convert_charrefs=True)
+        self.elements: list[tuple[str, list[tuple[str, str | None]]]] = []
+        self.cells: list[str] = []
+        self._cell: list[str] | None = None
+        self.feed(html)
+        self.close()
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.elements.append((tag, attrs))
+        if tag in ("td", "th"):
+            self._cell = []
+
+    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.elements.append((tag, attrs))
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in ("td", "th") and self._cell is not None:
+            self.cells.append("".join(self._cell))
+            self._cell = None
+
+    def handle_data(self, data: str) -> None:
+        if self._cell is not None:
+            self._cell.append(data)
+
+    def vocabulary(self) -> set[tuple[str, str | None]]:
+        """Each element name alone and with each attribute name it was seen with."""
+        return {(tag, None) for tag, _ in self.elements} | {
+            (tag, name) for tag, attrs in self.elements for name, _ in attrs
+        }
+
+    def links(self) -> list[str | None]:
+        return [dict(attrs).get("href") for tag, attrs in self.elements if tag == "a"]
+
+
+# What an address must look like once the page is parsed: http(s), a host, nothing that ends
+# an attribute or a Markdown link, no control character (checked independently of weburl.py).
+WEB_LINK = re.compile(r"(?i:https?)://[^\s\"'<>`\\()\[\]|\x00-\x1f\x7f]+\Z")
+MENTION = re.compile(r"(?<![A-Za-z0-9])@[A-Za-z0-9_]")
+OTHER_SCHEME_AUTOLINK = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*)://")
+QUICK_ACTION = re.compile(r"[ \t]*/")
+UNESCAPED_PIPE = re.compile(r"(?<!\\)\|")
+CODE_SPAN_STAND_IN = "`"  # what a code span counts as next to text (GitLab skips code)
+
+
+def _markdown_parser() -> MarkdownIt:
+    parser = MarkdownIt("commonmark").enable("table")
+    parser.validateLink = lambda url: True  # see every link, javascript: ones included
+    return parser
+
+
+def _linked(report: dict[str, Any]) -> int:
+    return sum(review["url"] is not None for review in report["slowest_reviews"])
+
+
+def _assert_html_is_inert(
+    html: str, report: dict[str, Any], reference: set[tuple[str, str | None]]
+) -> None:
+    page = _Page(html)
+    strange = page.vocabulary() - reference
+    assert not strange, f"elements or attributes not from the template: {sorted(strange)}"
+    for tag, attrs in page.elements:
+        for name, value in attrs:
+            if name in ("href", "xlink:href", "src"):
+                assert value is not None
+                assert WEB_LINK.match(value) if tag == "a" else value.startswith("#"), value
+    assert len(page.links()) == _linked(report)
+    shown_as_text = {
+        printable(f"{r['project']}!{r['mr_iid']}" if r["mr_iid"] else r["project"])
+        for r in report["slowest_reviews"]
+    }
+    shown_as_text |= {printable(r["model"] or "(none)") for r in report["by_model"]}
+    shown_as_text |= {printable(r["category"]) for r in report["by_category"]}
+    shown_as_text |= {printable(r["dataset"]) for r in report["eval_runs"]}
+    assert shown_as_text <= set(page.cells)
+
+
+def _inline_texts(tokens: list[Any]) -> list[str]:
+    """The text of each inline run as GitLab's filters see it (a code span is a stand-in)."""
+    texts = []
+    for token in tokens:
+        if token.type == "inline":
+            parts = [
+                child.content
+                if child.type == "text"
+                else CODE_SPAN_STAND_IN
+                if child.type == "code_inline"
+                else "\n"
+                for child in token.children or []
+                if child.type not in ("link_open", "link_close")
+            ]
+            texts.append("".join(parts))
+    return texts
+
+
+def _assert_markdown_is_inert(markdown: str, report: dict[str, Any]) -> None:
+    tokens = _markdown_parser().parse(markdown)
+    assert tokens[0].type == "html_block"
+    assert tokens[0].content.strip() == markdown.splitlines()[0]
+    assert markdown.startswith(REPORT_MARKER_PREFIX)
+    everything = [*tokens, *(child for token in tokens for child in token.children or [])]
+    kinds = {token.type for token in everything[1:]}
+    assert not kinds & {"html_block", "html_inline", "image"}, kinds
+    hrefs = [token.attrs["href"] for token in everything if token.type == "link_open"]
+    assert len(hrefs) == _linked(report)
+    assert all(WEB_LINK.match(str(href)) for href in hrefs), hrefs
+    for text in _inline_texts(tokens):
+        assert not MENTION.search(text), text
+        schemes = {m.group(1).lower() for m in OTHER_SCHEME_AUTOLINK.finditer(text)}
+        assert schemes <= {"http", "https"}, text
+    lines = markdown.replace("\r", "").split("\n")
+    assert not [line for line in lines if QUICK_ACTION.match(line)]
+    columns = None
+    for line in lines:
+        if not line.startswith("|"):
+            columns = None
+            continue
+        pipes = len(UNESCAPED_PIPE.findall(line))
+        columns = pipes if columns is None else columns
+        assert pipes == columns, line  # no cell split or merged by data
+
+
+@st.composite
+def _hostile_rows(draw: st.DrawFn) -> dict[str, Any]:
+    review = st.fixed_dictionaries(
+        {
+            "project": hostile_text,
+            "gitlab_url": st.none() | hostile_url,
+            "iid": st.none() | st.integers(1, 999),
+            "model": hostile_text,
+            "prompt_version": hostile_text,
+            "findings": st.lists(st.tuples(hostile_text, hostile_text), max_size=3),
+        }
+    )
+    run = st.fixed_dictionaries(
+        {"dataset": hostile_text, "model": hostile_text, "prompt_version": hostile_text}
+    )
+    return {
+        "reviews": draw(st.lists(review, min_size=1, max_size=3)),
+        "eval_runs": draw(st.lists(run, max_size=2)),
+        "of_one_project": draw(st.booleans()),
+    }
+
+
+def _eval_run(store: Store, **text: str) -> None:
+    figures = dict.fromkeys(("precision", "recall", "f1", "mean_precision"), 1.0)
+    figures |= {"mean_recall": 1.0, "mean_f1": 1.0}
+    counts = {"tolerance": 3, "items": 1, "tp": 1, "fp": 0, "fn": 0}
+    at = MONDAY + timedelta(hours=1)
+    store.record_eval_run(**text, **counts, **figures, results={}, started_at=at, finished_at=at)
+
+
+def _store_rows(store: Store, clock: Clock, rows: dict[str, Any]) -> str | None:
+    """Write ``rows`` through the Store; the project to report on, if any. (A review's status
+    is one of the schema's CHECK constraint: only the document-level test makes it hostile.)"""
+    dialect = store.engine.dialect.name
+
+    def fit(text: str, column: Any) -> str:
+        return storable(text, dialect, column.type.length)
+
+    for n, row in enumerate(rows["reviews"]):
+        started = MONDAY + timedelta(hours=n + 2)
+        url = row["gitlab_url"]
+        _review(
+            store,
+            clock,
+            started,
+            seconds=10.0 + n,
+            iid=row["iid"],
+            ttfts=(300.0,),
+            findings=tuple(
+                {
+                    "fingerprint": f"{n}-{i}",
+                    "category": fit(category, FindingRow.category),
+                    "severity": fit(severity, FindingRow.severity),
+                }
+                for i, (category, severity) in enumerate(row["findings"])
+            ),
+            model=fit(row["model"], ReviewRow.model),
+            prompt_version=fit(row["prompt_version"], ReviewRow.prompt_version),
+            project=fit(row["project"], ReviewRow.project),
+            gitlab_url=None if url is None else fit(url, ReviewRow.gitlab_url),
+        )
+    for run in rows["eval_runs"]:
+        _eval_run(
+            store,
+            dataset=fit(run["dataset"], EvalRunRow.dataset),
+            model=fit(run["model"], EvalRunRow.model),
+            prompt_version=fit(run["prompt_version"], EvalRunRow.prompt_version),
+        )
+    first = rows["reviews"][0]["project"]
+    return fit(first, ReviewRow.project) if rows["of_one_project"] else None
+
+
+def _wipe(store: Store) -> None:
+    with store.engine.begin() as connection:
+        for table in reversed(Base.metadata.sorted_tables):
+            connection.execute(table.delete())
+
+
+_BENIGN_ROWS: dict[str, Any] = {
+    "reviews": [
+        {
+            "project": "group/app",
+            "gitlab_url": GITLAB,
+            "iid": 1,
+            "model": "qwen",
+            "prompt_version": "v1",
+            "status": "succeeded",
+            "findings": [("bug", "major"), ("security", "minor")],
+        },
+        {
+            "project": "local",
+            "gitlab_url": None,
+            "iid": None,
+            "model": "qwen",
+            "prompt_version": "v2",
+            "status": "failed",
+            "findings": [],
+        },
+    ],
+    "eval_runs": [{"dataset": "set", "model": "qwen", "prompt_version": "v1"}],
+    "of_one_project": False,
+}
+
+
+def _reference_vocabulary(store: Store, clock: Clock) -> set[tuple[str, str | None]]:
+    """Elements and attributes of benign reports with every part: links, reviews without a
+    GitLab URL, eval runs, the charts, and an empty window."""
+    _store_rows(store, clock, _BENIGN_ROWS)
+    full = _Page(report_html(build_report(store, WEEK, now=NOW))).vocabulary()
+    empty = _Page(report_html(build_report(store, NEXT_WEEK, now=NOW))).vocabulary()
+    _wipe(store)
+    return full | empty
+
+
+def test_hostile_text_in_every_column_the_report_shows_stays_text(
+    clocked: tuple[Store, Clock],
+) -> None:
+    """Project paths, GitLab URLs, models, prompt versions, statuses, categories, severities,
+    eval datasets: hostile strings written through the Store, the report built from the
+    database; report.html parsed (every element and attribute is one a benign report has,
+    links are http(s), the data shows as text) and report.md parsed (no link but to an
+    http(s) MR, no image or HTML, no mention, no quick action, no split cell)."""
+    store, clock = clocked
+    reference = _reference_vocabulary(store, clock)
+
+    @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(rows=_hostile_rows())
+    def check(rows: dict[str, Any]) -> None:
+        try:
+            project = _store_rows(store, clock, rows)
+            report = build_report(store, WEEK, now=NOW, project=project)
+            assert report["totals"]["reviews"] >= 1
+            _assert_html_is_inert(report_html(report), report, reference)
+            _assert_markdown_is_inert(report_markdown(report), report)
+        finally:
+            _wipe(store)
+
+    check()
+
+
+def _with_hostile_text(report: dict[str, Any], draw: st.DrawFn) -> dict[str, Any]:
+    """A copy of ``report`` whose every text from the database is hostile (lone surrogates,
+    NUL and any status too, which no database returns)."""
+    hostile = copy.deepcopy(report)
+    hostile["window"]["project"] = draw(st.none() | hostile_text)
+    for review in hostile["slowest_reviews"]:
+        review |= {name: draw(hostile_text) for name in ("project", "model", "status")}
+        review["url"] = draw(st.none() | hostile_url)
+    for dimension in ("category", "prompt_version", "model", "severity"):
+        for row in hostile[f"by_{dimension}"]:
+            row[dimension] = draw(hostile_text)
+    for run in hostile["eval_runs"]:
+        run |= {name: draw(hostile_text) for name in ("dataset", "model", "prompt_version")}
+    return hostile
+
+
+def test_renderers_keep_any_text_inert_even_what_no_database_returns(tmp_path: Path) -> None:
+    """The renderers are pure: whatever strings a report document holds (a lone surrogate, NUL,
+    any status, a URL that skipped mr_url), the HTML and Markdown stay inert and can be
+    written. (One backend is enough to build the document the strings go into.)"""
+    url = f"sqlite:///{tmp_path / 'report.db'}"
+    upgrade(url)
+    clock = Clock(MONDAY)
+    store = Store.from_url(url, clock=clock)
+    try:
+        reference = _reference_vocabulary(store, clock)
+        _store_rows(store, clock, _BENIGN_ROWS)
+        report = build_report(store, WEEK, now=NOW)
+    finally:
+        store.close()
+
+    @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(data=st.data())
+    def check(data: st.DataObject) -> None:
+        hostile = _with_hostile_text(report, data.draw)
+        # what the renderers would link to: the document's URL only where it is http(s)
+        linked = copy.deepcopy(hostile)
+        for review in linked["slowest_reviews"]:
+            review["url"] = web_url(printable(review["url"]))
+        html, markdown = report_html(hostile), report_markdown(hostile)
+        _assert_html_is_inert(html, linked, reference)
+        _assert_markdown_is_inert(markdown, linked)
+        html.encode("utf-8"), markdown.encode("utf-8")  # writable
+
+    check()
+
+
+SCRIPT = "<script>document.title='pwned'</script>"
+
+
+def test_a_review_without_a_gitlab_url_shows_its_project_as_text(
+    clocked: tuple[Store, Clock],
+) -> None:
+    """Every review stored before the gitlab_url column existed has none: its name was
+    written into the page unescaped."""
+    store, clock = clocked
+    _review(store, clock, MONDAY + timedelta(hours=1), project=SCRIPT, gitlab_url=None)
+    report = build_report(store, WEEK, now=NOW)
+    page = _Page(report_html(report))
+    assert "script" not in {tag for tag, _ in page.elements}
+    assert f"{SCRIPT}!1" in page.cells
+
+
+def test_a_javascript_gitlab_url_makes_no_link(clocked: tuple[Store, Clock]) -> None:
+    store, clock = clocked
+    hour = MONDAY + timedelta(hours=1)
+    _review(store, clock, hour, seconds=20, gitlab_url="javascript:alert(1)//")
+    _review(store, clock, hour, seconds=10, iid=2, gitlab_url=" JavaScript:x//")
+    _review(store, clock, hour, seconds=30, iid=3)  # https: the one link
+    report = build_report(store, WEEK, now=NOW)
+    assert [review["url"] for review in report["slowest_reviews"]] == [
+        f"{GITLAB}/{PROJECT}/-/merge_requests/3",
+        None,
+        None,
+    ]
+    assert _Page(report_html(report)).links() == [f"{GITLAB}/{PROJECT}/-/merge_requests/3"]
+    markdown = report_markdown(report)
+    assert "javascript" not in markdown.lower()
+    assert f"| {PROJECT}!1 |" in markdown
+
+
+def test_markdown_cells_from_the_database_make_no_link(clocked: tuple[Store, Clock]) -> None:
+    store, clock = clocked
+    _review(store, clock, MONDAY + timedelta(hours=1), model="[x](javascript:alert(1))")
+    markdown = report_markdown(build_report(store, WEEK, now=NOW))
+    tokens = _markdown_parser().parse(markdown)
+    children = [child for token in tokens for child in token.children or []]
+    hrefs = [child.attrs["href"] for child in children if child.type == "link_open"]
+    assert hrefs == [f"{GITLAB}/{PROJECT}/-/merge_requests/1"]
+    assert "| \\[x\\](javascript:alert(1)) |" in markdown
+
+
+def test_report_html_carries_a_content_security_policy_that_runs_nothing(
+    clocked: tuple[Store, Clock],
+) -> None:
+    page = _Page(report_html(_sample_report(*clocked)))
+    tags = [tag for tag, _ in page.elements]
+    # right after the charset, before anything the policy must govern
+    assert tags[:4] == ["html", "head", "meta", "meta"]
+    policy = dict(page.elements[3][1])
+    assert policy["http-equiv"] == "Content-Security-Policy"
+    directives = {
+        name: set(values)
+        for name, *values in (part.split() for part in str(policy["content"]).split(";"))
+    }
+    assert directives == {
+        "default-src": {"'none'"},  # so no script-src: no script of any kind runs
+        "style-src": {"'unsafe-inline'"},
+        "img-src": {"data:"},
+        "base-uri": {"'none'"},
+        "form-action": {"'none'"},
+    }
+
+
+def test_a_category_with_dollar_signs_is_text_not_a_formula(
+    clocked: tuple[Store, Clock],
+) -> None:
+    """matplotlib reads "$...$" as mathtext: "$\\frac$" stopped the report with a ParseError."""
+    store, clock = clocked
+    category = "cost $\\frac$ and $x$"
+    _review(store, clock, MONDAY + timedelta(hours=1), findings=({"category": category},))
+    page = _Page(report_html(build_report(store, WEEK, now=NOW)))
+    assert category in page.cells
+
+
+def test_a_lone_surrogate_or_nul_is_written_as_a_replacement_character(
+    clocked: tuple[Store, Clock], tmp_path: Path
+) -> None:
+    """A document whose text UTF-8 cannot hold (a lone surrogate, as a command-line argument
+    that was not UTF-8 gives) is still written, in every format."""
+    report = _sample_report(*clocked)
+    report["window"]["project"] = "group/\udcff\x00app"
+    written = write_report(report, tmp_path, ["json", "md", "html"])
+    assert [path.name for path in written] == ["report.json", "report.md", "report.html"]
+    assert json.loads(written[0].read_text(encoding="utf-8"))["window"]["project"] == (
+        "group/\ufffd\ufffdapp"
+    )
+    for path in written[1:]:
+        assert "group/\ufffd\ufffdapp" in path.read_text(encoding="utf-8")

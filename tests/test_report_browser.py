@@ -1,5 +1,8 @@
 """report.html looked at in a real browser: headless Chromium renders it offline, the DOM holds
-the three inline SVG charts and the screenshot is not blank.
+the three inline SVG charts and the screenshot is not blank; a page built from hostile data
+runs no script (its title stays the report's, no element or link comes from the data) and
+still renders; and the page's Content-Security-Policy alone stops a script that an escape
+missed (the same page without the policy shows that such a script would have run).
 
 Skipped when Chromium is not installed, unless REVIEWBOT_REQUIRE_BROWSER is set (.ci/run sets
 it after installing Chromium, so CI never skips it).
@@ -8,16 +11,19 @@ it after installing Chromium, so CI never skips it).
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from datetime import UTC, datetime, timedelta
+from html.parser import HTMLParser
 from pathlib import Path
+from typing import Any
 
 import pytest
 from PIL import Image, ImageStat
 
 from reviewbot.report import build_report, write_report
-from reviewbot.report_html import CHART_IDS
+from reviewbot.report_html import CHART_IDS, CONTENT_SECURITY_POLICY
 from reviewbot.store import MergeRequestKey, Store, upgrade
 from reviewbot.window import Window
 
@@ -38,6 +44,27 @@ MIN_LUMINANCE_STDDEV = 20.0
 MIN_DARK_PIXELS = 10_000
 DARK = 128
 MONDAY = datetime(2026, 3, 9, tzinfo=UTC)
+TITLE = "reviewbot report 2026-W11"
+PWNED = "pwned"  # what each hostile script would set the page's title to
+BENIGN = {
+    "project": "group/app",
+    "gitlab_url": "https://gitlab.example.com",
+    "model": "qwen",
+    "prompt_version": "v1",
+    "categories": ("bug", "security"),
+}
+HOSTILE = {
+    "project": f"<script>document.title='{PWNED}'</script>",
+    "gitlab_url": f"javascript:document.title='{PWNED}'//",
+    "model": f"<img src=x onerror=\"document.title='{PWNED}'\">",
+    "prompt_version": f"<svg onload=document.title='{PWNED}'>",
+    "categories": (f"</svg><script>document.title='{PWNED}'</script>", '" onfocus="x'),
+}
+# A script an escape missed, put where data would go; only the policy stands in its way.
+MISSED_ESCAPE = (
+    f"<script>document.title='{PWNED}'</script><img src=x onerror=\"document.title='{PWNED}'\">"
+)
+TITLE_ELEMENT = re.compile(r"<title>(.*?)</title>", re.DOTALL)
 
 
 def _chromium() -> str | None:
@@ -47,7 +74,9 @@ def _chromium() -> str | None:
     return found
 
 
-def _report_file(tmp_path: Path) -> Path:
+def _report_file(tmp_path: Path, names: dict[str, Any]) -> Path:
+    """report.html of five days of reviews whose texts are ``names`` (the second review, and
+    every other one, of a local run without a GitLab URL)."""
     url = f"sqlite:///{tmp_path / 'db.sqlite'}"
     upgrade(url)
     now = [MONDAY]
@@ -55,16 +84,17 @@ def _report_file(tmp_path: Path) -> Path:
     try:
         for day in range(5):
             now[0] = MONDAY + timedelta(days=day, hours=9)
+            on_gitlab = day % 2 == 0
             review = store.start_review(
-                project="group/app",
-                mr_iid=day + 1,
+                project=names["project"],
+                mr_iid=day + 1 if on_gitlab else None,
                 head_sha="a" * 40,
                 base_sha=None,
                 start_sha=None,
                 trigger="ci",
-                model="qwen",
-                prompt_version="v1",
-                key=MergeRequestKey("https://gitlab.example.com", 7, day + 1),
+                model=names["model"],
+                prompt_version=names["prompt_version"],
+                key=MergeRequestKey(names["gitlab_url"], 7, day + 1) if on_gitlab else None,
             )
             store.record_llm_calls(
                 review,
@@ -87,7 +117,7 @@ def _report_file(tmp_path: Path) -> Path:
                         "side": "new",
                         "line": n + 1,
                         "severity": ("critical", "major", "minor")[n % 3],
-                        "category": ("bug", "security")[n % 2],
+                        "category": names["categories"][n % 2],
                         "title": "t",
                         "body": "b",
                         "anchor": "exact",
@@ -106,30 +136,61 @@ def _report_file(tmp_path: Path) -> Path:
     return path
 
 
-def test_report_html_renders_with_its_charts_in_chromium(tmp_path: Path) -> None:
+class _Elements(HTMLParser):
+    """The element and attribute names of a serialised DOM, and its text."""
+
+    def __init__(self, dom: str) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tags: set[str] = set()
+        self.attributes: set[str] = set()
+        self.text = ""
+        self.feed(dom)
+        self.close()
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.add(tag)
+        self.attributes |= {name for name, _ in attrs}
+
+    def handle_data(self, data: str) -> None:
+        self.text += data
+
+
+def _browser(tmp_path: Path) -> list[str]:
     chromium = _chromium()
     if chromium is None:
         pytest.skip("Chromium is not installed (apt-get install -y chromium)")
-    page = _report_file(tmp_path)
-    common = [
+    return [
         chromium,
         *CHROMIUM_FLAGS,
         f"--user-data-dir={tmp_path / 'profile'}",
         f"--window-size={WINDOW_SIZE}",
     ]
-    dom = subprocess.run(
-        [*common, "--dump-dom", page.as_uri()],
+
+
+def _dom(browser: list[str], page: Path) -> str:
+    """The page's DOM once loaded (and any script on it run), serialised by Chromium."""
+    return subprocess.run(
+        [*browser, "--dump-dom", page.as_uri()],
         capture_output=True,
         text=True,
         timeout=BROWSER_TIMEOUT_S,
         check=True,
     ).stdout
+
+
+def _title(dom: str) -> str:
+    found = TITLE_ELEMENT.search(dom)
+    assert found, "no <title> in the DOM"
+    return found.group(1)
+
+
+def _assert_charts_drawn(browser: list[str], page: Path, dom: str) -> None:
     assert dom.count("<svg") == len(CHART_IDS)
     for chart_id in CHART_IDS:
         assert f'id="{chart_id}"' in dom
-    screenshot = tmp_path / "report.png"
+    screenshot = page.with_suffix(".png")
     subprocess.run(
-        [*common, f"--screenshot={screenshot}", page.as_uri()],
+        [*browser, f"--screenshot={screenshot}", page.as_uri()],
         capture_output=True,
         timeout=BROWSER_TIMEOUT_S,
         check=True,
@@ -139,3 +200,46 @@ def test_report_html_renders_with_its_charts_in_chromium(tmp_path: Path) -> None
         assert ImageStat.Stat(grey).stddev[0] > MIN_LUMINANCE_STDDEV
         dark = sum(count for value, count in enumerate(grey.histogram()) if value < DARK)
         assert dark > MIN_DARK_PIXELS
+
+
+def test_report_html_renders_with_its_charts_in_chromium(tmp_path: Path) -> None:
+    browser = _browser(tmp_path)
+    page = _report_file(tmp_path, BENIGN)
+    dom = _dom(browser, page)
+    assert _title(dom) == TITLE
+    assert dom.count('<a href="https://gitlab.example.com/group/app/-/merge_requests/') == 3
+    _assert_charts_drawn(browser, page, dom)
+
+
+def test_a_page_of_hostile_data_runs_nothing_and_still_renders(tmp_path: Path) -> None:
+    browser = _browser(tmp_path)
+    page = _report_file(tmp_path, HOSTILE)
+    dom = _dom(browser, page)
+    assert _title(dom) == TITLE  # no script ran
+    # the data is text: no element, handler or link made of it (the review on GitLab has a
+    # javascript: URL, so no link at all), and it shows
+    elements = _Elements(dom)
+    assert not {"script", "img", "a", "iframe", "object", "embed"} & elements.tags
+    assert not [name for name in elements.attributes if name.startswith("on")]
+    assert HOSTILE["project"] in elements.text
+    _assert_charts_drawn(browser, page, dom)
+
+
+def test_the_content_security_policy_alone_stops_a_script_an_escape_missed(
+    tmp_path: Path,
+) -> None:
+    browser = _browser(tmp_path)
+    html = _report_file(tmp_path, BENIGN).read_text(encoding="utf-8")
+    assert CONTENT_SECURITY_POLICY in html.replace("&#39;", "'")
+    missed = html.replace("<body>", f"<body>{MISSED_ESCAPE}", 1)
+    guarded = tmp_path / "missed-escape.html"
+    guarded.write_text(missed, encoding="utf-8")
+    # the probe works: without the policy, the same page runs the script
+    unguarded = tmp_path / "no-policy.html"
+    policy = re.compile(r'<meta http-equiv="Content-Security-Policy"[^>]*>')
+    assert policy.search(missed)
+    unguarded.write_text(policy.sub("", missed), encoding="utf-8")
+    assert _title(_dom(browser, unguarded)) == PWNED
+    dom = _dom(browser, guarded)
+    assert _title(dom) == TITLE
+    _assert_charts_drawn(browser, guarded, dom)

@@ -1,0 +1,110 @@
+"""The report's values as people read them, shared by the Markdown and the HTML renderer.
+
+:mod:`reviewbot.report` builds the report document and writes its Markdown;
+:mod:`reviewbot.report_html` writes its HTML. Both take their wording from here (the headline
+rows, figures with units, week-over-week arrows, minutes, the title) and :func:`printable`
+makes a document's text writable whatever the database held. Imports point one way: report
+and report_html import this module, report_html imports nothing of report. Pure.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+__all__ = [
+    "HEADLINE",
+    "PERCENT",
+    "REPLACEMENT_CHARACTER",
+    "change_text",
+    "issue_title",
+    "minute",
+    "printable",
+    "shown",
+    "value_at",
+]
+
+PERCENT = 100.0
+HEADLINE = (
+    # (label, path in the report, kind): kind "count", "rate", "ms" or "s"
+    ("Reviews", ("totals", "reviews"), "count"),
+    ("Merge requests", ("totals", "mrs"), "count"),
+    ("Findings", ("totals", "findings"), "count"),
+    ("Findings posted", ("totals", "findings_posted"), "count"),
+    ("Model calls", ("totals", "model_calls"), "count"),
+    ("👍", ("feedback", "thumbs_up"), "count"),
+    ("👎", ("feedback", "thumbs_down"), "count"),
+    ("Addressed", ("feedback", "addressed"), "count"),
+    ("Resolved by a human", ("feedback", "resolved_by_human"), "count"),
+    ("Ignored", ("feedback", "ignored"), "count"),
+    ("Acceptance 👍/(👍+👎)", ("rates", "acceptance"), "rate"),
+    ("Addressed rate", ("rates", "addressed"), "rate"),
+    ("First token p50", ("latency", "ttft_ms", "p50"), "ms"),
+    ("First token p95", ("latency", "ttft_ms", "p95"), "ms"),
+    ("Review time p50", ("latency", "review_s", "p50"), "s"),
+    ("Review time p95", ("latency", "review_s", "p95"), "s"),
+)
+REPLACEMENT_CHARACTER = "\ufffd"
+# Characters no output should carry: a lone surrogate cannot be written as UTF-8 at all, NUL
+# and the other control characters (tab, line feed and carriage return aside) are invisible
+# and treated differently by every reader (HTML drops NUL, Markdown replaces it, a font has
+# no glyph for them). Each becomes U+FFFD, so the reader still sees that something was there.
+UNPRINTABLE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def printable(value: Any) -> Any:
+    """``value`` (a report document, or any part of it) with every string's unprintable
+    characters replaced by U+FFFD; numbers, None and the keys of mappings as they are."""
+    if isinstance(value, str):
+        return UNPRINTABLE.sub(REPLACEMENT_CHARACTER, value)
+    if isinstance(value, Mapping):
+        return {key: printable(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [printable(item) for item in value]
+    return value
+
+
+def value_at(document: Mapping[str, Any], path: Sequence[str]) -> Any:
+    """The value at ``path`` in nested mappings, None when absent."""
+    value: Any = document
+    for name in path:
+        value = value.get(name) if isinstance(value, Mapping) else None
+    return value
+
+
+def shown(value: Any, kind: str) -> str:
+    """A figure for people: "count", "rate" (percent), "ms" or "s"; "–" when None."""
+    if value is None:
+        return "–"
+    if kind == "rate":
+        return f"{value * PERCENT:.0f}%"
+    if kind == "ms":
+        return f"{value:.0f} ms"
+    if kind == "s":
+        return f"{value:.1f} s"
+    return str(value)
+
+
+def change_text(now: Any, before: Any, kind: str) -> str:
+    """An arrow and the difference: ▲ up, ▼ down, → unchanged ("–" when either is missing)."""
+    if now is None or before is None:
+        return "–"
+    delta = now - before
+    arrow = "▲" if delta > 0 else "▼" if delta < 0 else "→"
+    if kind == "rate":
+        return f"{arrow} {abs(delta) * PERCENT:.0f} pp"
+    if kind == "ms":
+        return f"{arrow} {abs(delta):.0f} ms"
+    if kind == "s":
+        return f"{arrow} {abs(delta):.1f} s"
+    return f"{arrow} {abs(delta)}"
+
+
+def minute(iso_time: str) -> str:
+    """``2025-03-10 07:00`` of an ISO 8601 UTC time."""
+    return iso_time[: len("YYYY-MM-DDTHH:MM")].replace("T", " ")
+
+
+def issue_title(report: Mapping[str, Any]) -> str:
+    return f"reviewbot report {report['window']['iso_week']}"
