@@ -30,6 +30,7 @@ from reviewbot.markdown import (
     HTML_COMMENT_OPEN,
     QUICK_ACTION_LINE,
     lines_of,
+    printable_text,
     sanitize_markdown,
     sanitize_title,
 )
@@ -257,9 +258,9 @@ def validate_call(arguments: Mapping[str, Any], chunk_index: int) -> RawFinding 
         end_line=arguments.get("end_line"),
         severity=Severity(arguments["severity"]),
         category=Category(arguments["category"]),
-        title=arguments["title"].strip(),
-        body=arguments["body"].strip(),
-        suggestion=suggestion if suggestion and suggestion.strip() else None,
+        title=printable_text(arguments["title"]).strip(),
+        body=printable_text(arguments["body"]).strip(),
+        suggestion=printable_text(suggestion) if suggestion and suggestion.strip() else None,
         chunk_index=chunk_index,
     )
 

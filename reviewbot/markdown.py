@@ -40,11 +40,14 @@ from reviewbot.weburl import WEB_SCHEMES, web_url
 __all__ = [
     "HTML_COMMENT_OPEN",
     "QUICK_ACTION_LINE",
+    "REPLACEMENT_CHARACTER",
     "TRUNCATION_MARKER",
+    "UNPRINTABLE",
     "code_span_text",
     "lines_of",
     "link_cell",
     "markdown_cell",
+    "printable_text",
     "sanitize_markdown",
     "sanitize_title",
     "suggestion_block",
@@ -73,9 +76,21 @@ FENCE_INFO_WORD = re.compile(r"[A-Za-z0-9_+\-.#]+")
 SUGGESTION_INFO = "suggestion"
 LINK_BRACKETS = frozenset("[]")
 TABLE_PIPE = "|"
+REPLACEMENT_CHARACTER = "\ufffd"
+# Characters no output should carry: a lone surrogate cannot be written as UTF-8 at all, NUL
+# and the other control characters (tab, line feed and carriage return aside) are invisible
+# and treated differently by every reader (PostgreSQL refuses NUL in text, HTML drops it,
+# Markdown replaces it, a font has no glyph for them). Each becomes U+FFFD, so the reader still
+# sees that something was there.
+UNPRINTABLE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
 SCHEME_CHARS = re.compile(r"[A-Za-z0-9+.\-]*$")  # RFC 3986: what a scheme is made of
 SCHEME_START = re.compile(r"[A-Za-z]")
 AUTOLINK_SLASHES = "//"
+
+
+def printable_text(text: str) -> str:
+    """``text`` with every unprintable character (see ``UNPRINTABLE``) replaced by U+FFFD."""
+    return UNPRINTABLE.sub(REPLACEMENT_CHARACTER, text)
 
 
 def lines_of(text: str) -> list[str]:

@@ -9,9 +9,10 @@ and report_html import this module, report_html imports nothing of report. Pure.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+from reviewbot.markdown import REPLACEMENT_CHARACTER, printable_text
 
 __all__ = [
     "HEADLINE",
@@ -45,19 +46,13 @@ HEADLINE = (
     ("Review time p50", ("latency", "review_s", "p50"), "s"),
     ("Review time p95", ("latency", "review_s", "p95"), "s"),
 )
-REPLACEMENT_CHARACTER = "\ufffd"
-# Characters no output should carry: a lone surrogate cannot be written as UTF-8 at all, NUL
-# and the other control characters (tab, line feed and carriage return aside) are invisible
-# and treated differently by every reader (HTML drops NUL, Markdown replaces it, a font has
-# no glyph for them). Each becomes U+FFFD, so the reader still sees that something was there.
-UNPRINTABLE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
 
 
 def printable(value: Any) -> Any:
     """``value`` (a report document, or any part of it) with every string's unprintable
     characters replaced by U+FFFD; numbers, None and the keys of mappings as they are."""
     if isinstance(value, str):
-        return UNPRINTABLE.sub(REPLACEMENT_CHARACTER, value)
+        return printable_text(value)
     if isinstance(value, Mapping):
         return {key: printable(item) for key, item in value.items()}
     if isinstance(value, list | tuple):

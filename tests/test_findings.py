@@ -291,6 +291,16 @@ def test_model_text_is_sanitised_in_the_finding() -> None:
     assert all(not line.lstrip().startswith("/") for line in finding.body.split("\n"))
 
 
+def test_unprintable_model_text_is_replaced_not_kept() -> None:
+    """NUL cannot be stored in PostgreSQL text nor shown; ESC would reach a terminal."""
+    finding = anchored(
+        title="Unsafe\x00 call", body="runs \x1b[31meval\x00\n", suggestion="x = 1\x00\n"
+    )
+    for text in (finding.title, finding.body, finding.suggestion or ""):
+        assert "\x00" not in text and "\x1b" not in text
+    assert "\ufffd" in finding.title and "\ufffd" in finding.body
+
+
 # ---------------------------------------------------------------------------------------------
 # fingerprint and dedupe
 

@@ -203,6 +203,17 @@ def test_review_round_trip(clocked_store: Store, clock: FakeClock) -> None:
     assert (finished["chunks"], finished["cached_tokens"]) == (3, 4000)
 
 
+def test_any_text_can_be_stored_nul_included(migrated_store: Store) -> None:  # noqa: F811
+    """PostgreSQL refuses NUL in text: it is stored as U+FFFD on every backend, so a write
+    never fails on text from a model, GitLab or an error message."""
+    review_id = migrated_store.start_review(**_review_args())
+    migrated_store.record_findings(review_id, [_finding(title="t\x00x", body="b\x00")])
+    migrated_store.finish_review(review_id, status="failed", error="server said \x00")
+    (finding,) = migrated_store.findings(review_id)
+    assert (finding["title"], finding["body"]) == ("t\ufffdx", "b\ufffd")
+    assert migrated_store.review(review_id)["error"] == "server said \ufffd"
+
+
 def test_local_review_has_no_mr(migrated_store: Store) -> None:  # noqa: F811
     review_id = migrated_store.start_review(**_review_args(mr_iid=None, trigger="local"))
     assert migrated_store.review(review_id)["mr_iid"] is None

@@ -146,6 +146,30 @@ def _one_of(column: str, choices: type[StrEnum]) -> str:
     return f"{column} IN ({quoted})"
 
 
+NUL = "\x00"
+NUL_STORED_AS = "\ufffd"  # U+FFFD: the reader still sees that something was there
+
+
+class StoredString(TypeDecorator[str]):
+    """A ``VARCHAR`` that any text can be written to: PostgreSQL refuses NUL in text
+    ("invalid byte sequence for encoding UTF8: 0x00"), SQLite keeps it, so NUL is stored as
+    U+FFFD on every backend. Text comes from outside (model answers, GitLab, error messages):
+    a write must never fail on what it holds."""
+
+    impl = String
+    cache_ok = True
+
+    def process_bind_param(self, value: str | None, dialect: Dialect) -> str | None:
+        return value.replace(NUL, NUL_STORED_AS) if isinstance(value, str) else value
+
+
+class StoredText(StoredString):
+    """A ``TEXT`` column with the same rule as :class:`StoredString`."""
+
+    impl = Text
+    cache_ok = True
+
+
 class UTCDateTime(TypeDecorator[datetime]):
     """Timezone-aware UTC timestamps on every backend.
 
@@ -194,18 +218,18 @@ class Review(Base):
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    project: Mapped[str] = mapped_column(String(PROJECT_LENGTH))  # path at review time
+    project: Mapped[str] = mapped_column(StoredString(PROJECT_LENGTH))  # path at review time
     mr_iid: Mapped[int | None]
     # An MR is GitLab instance + project id + iid (paths change on rename); None: a local diff.
-    gitlab_url: Mapped[str | None] = mapped_column(String(URL_LENGTH))
+    gitlab_url: Mapped[str | None] = mapped_column(StoredString(URL_LENGTH))
     project_id: Mapped[int | None] = mapped_column(BigInteger)
-    head_sha: Mapped[str] = mapped_column(String(SHA_LENGTH))
-    base_sha: Mapped[str | None] = mapped_column(String(SHA_LENGTH))
-    start_sha: Mapped[str | None] = mapped_column(String(SHA_LENGTH))
-    trigger: Mapped[str] = mapped_column(String(SHORT_LABEL_LENGTH))
-    status: Mapped[str] = mapped_column(String(SHORT_LABEL_LENGTH))
-    model: Mapped[str] = mapped_column(String(NAME_LENGTH))
-    prompt_version: Mapped[str] = mapped_column(String(SHORT_LABEL_LENGTH))
+    head_sha: Mapped[str] = mapped_column(StoredString(SHA_LENGTH))
+    base_sha: Mapped[str | None] = mapped_column(StoredString(SHA_LENGTH))
+    start_sha: Mapped[str | None] = mapped_column(StoredString(SHA_LENGTH))
+    trigger: Mapped[str] = mapped_column(StoredString(SHORT_LABEL_LENGTH))
+    status: Mapped[str] = mapped_column(StoredString(SHORT_LABEL_LENGTH))
+    model: Mapped[str] = mapped_column(StoredString(NAME_LENGTH))
+    prompt_version: Mapped[str] = mapped_column(StoredString(SHORT_LABEL_LENGTH))
     started_at: Mapped[datetime]
     finished_at: Mapped[datetime | None]
     files_total: Mapped[int | None]
@@ -218,7 +242,7 @@ class Review(Base):
     completion_tokens: Mapped[int] = mapped_column(default=0)
     cached_tokens: Mapped[int] = mapped_column(default=0)
     summary_note_id: Mapped[int | None] = mapped_column(BigInteger)
-    error: Mapped[str | None] = mapped_column(Text)
+    error: Mapped[str | None] = mapped_column(StoredText)
     # What the review saw, hunk by hunk (reviewbot.interdiff): the next one compares with it.
     diff_digest: Mapped[dict[str, Any] | None] = mapped_column(JSON)
 
@@ -238,8 +262,8 @@ class LLMCall(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     review_id: Mapped[int] = mapped_column(ForeignKey("reviews.id", ondelete="CASCADE"), index=True)
     chunk_index: Mapped[int]
-    mode: Mapped[str] = mapped_column(String(SHORT_LABEL_LENGTH))
-    outcome: Mapped[str] = mapped_column(String(SHORT_LABEL_LENGTH))
+    mode: Mapped[str] = mapped_column(StoredString(SHORT_LABEL_LENGTH))
+    outcome: Mapped[str] = mapped_column(StoredString(SHORT_LABEL_LENGTH))
     prompt_tokens: Mapped[int] = mapped_column(default=0)
     completion_tokens: Mapped[int] = mapped_column(default=0)
     cached_tokens: Mapped[int] = mapped_column(default=0)
@@ -248,7 +272,7 @@ class LLMCall(Base):
     slot_wait_ms: Mapped[float | None]
     retries: Mapped[int] = mapped_column(default=0)
     invalid_tool_calls: Mapped[int] = mapped_column(default=0)
-    error: Mapped[str | None] = mapped_column(Text)
+    error: Mapped[str | None] = mapped_column(StoredText)
     started_at: Mapped[datetime]
     tool_calls: Mapped[int | None]
     repaired_tool_calls: Mapped[int] = mapped_column(default=0)
@@ -269,23 +293,23 @@ class Finding(Base):
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     review_id: Mapped[int] = mapped_column(ForeignKey("reviews.id", ondelete="CASCADE"), index=True)
-    project: Mapped[str] = mapped_column(String(PROJECT_LENGTH))
+    project: Mapped[str] = mapped_column(StoredString(PROJECT_LENGTH))
     mr_iid: Mapped[int | None]
-    gitlab_url: Mapped[str | None] = mapped_column(String(URL_LENGTH))
+    gitlab_url: Mapped[str | None] = mapped_column(StoredString(URL_LENGTH))
     project_id: Mapped[int | None] = mapped_column(BigInteger)
-    fingerprint: Mapped[str] = mapped_column(String(SHA_LENGTH))
-    path: Mapped[str] = mapped_column(String(PATH_LENGTH))
-    side: Mapped[str] = mapped_column(String(SHORT_LABEL_LENGTH))
+    fingerprint: Mapped[str] = mapped_column(StoredString(SHA_LENGTH))
+    path: Mapped[str] = mapped_column(StoredString(PATH_LENGTH))
+    side: Mapped[str] = mapped_column(StoredString(SHORT_LABEL_LENGTH))
     line: Mapped[int | None]
     end_line: Mapped[int | None]
-    severity: Mapped[str] = mapped_column(String(SHORT_LABEL_LENGTH))
-    category: Mapped[str] = mapped_column(String(SHORT_LABEL_LENGTH))
-    title: Mapped[str] = mapped_column(Text)
-    body: Mapped[str] = mapped_column(Text)
-    suggestion: Mapped[str | None] = mapped_column(Text)
-    anchor: Mapped[str] = mapped_column(String(SHORT_LABEL_LENGTH))
-    state: Mapped[str] = mapped_column(String(SHORT_LABEL_LENGTH))
-    discussion_id: Mapped[str | None] = mapped_column(String(SHA_LENGTH))
+    severity: Mapped[str] = mapped_column(StoredString(SHORT_LABEL_LENGTH))
+    category: Mapped[str] = mapped_column(StoredString(SHORT_LABEL_LENGTH))
+    title: Mapped[str] = mapped_column(StoredText)
+    body: Mapped[str] = mapped_column(StoredText)
+    suggestion: Mapped[str | None] = mapped_column(StoredText)
+    anchor: Mapped[str] = mapped_column(StoredString(SHORT_LABEL_LENGTH))
+    state: Mapped[str] = mapped_column(StoredString(SHORT_LABEL_LENGTH))
+    discussion_id: Mapped[str | None] = mapped_column(StoredString(SHA_LENGTH))
     note_id: Mapped[int | None] = mapped_column(BigInteger)
     created_at: Mapped[datetime]
     resolved_at: Mapped[datetime | None]
@@ -304,15 +328,15 @@ class Feedback(Base):
     finding_id: Mapped[int | None] = mapped_column(
         ForeignKey("findings.id", ondelete="SET NULL"), index=True
     )
-    project: Mapped[str] = mapped_column(String(PROJECT_LENGTH))
+    project: Mapped[str] = mapped_column(StoredString(PROJECT_LENGTH))
     mr_iid: Mapped[int | None]
-    gitlab_url: Mapped[str | None] = mapped_column(String(URL_LENGTH))
+    gitlab_url: Mapped[str | None] = mapped_column(StoredString(URL_LENGTH))
     project_id: Mapped[int | None] = mapped_column(BigInteger)
     note_id: Mapped[int | None] = mapped_column(BigInteger)
-    kind: Mapped[str] = mapped_column(String(SHORT_LABEL_LENGTH))
-    value: Mapped[str] = mapped_column(String(SHORT_LABEL_LENGTH))
-    username: Mapped[str | None] = mapped_column(String(NAME_LENGTH))
-    event_key: Mapped[str] = mapped_column(String(EVENT_KEY_LENGTH), unique=True)
+    kind: Mapped[str] = mapped_column(StoredString(SHORT_LABEL_LENGTH))
+    value: Mapped[str] = mapped_column(StoredString(SHORT_LABEL_LENGTH))
+    username: Mapped[str | None] = mapped_column(StoredString(NAME_LENGTH))
+    event_key: Mapped[str] = mapped_column(StoredString(EVENT_KEY_LENGTH), unique=True)
     created_at: Mapped[datetime]
 
 
@@ -322,8 +346,8 @@ class MRLock(Base):
 
     __tablename__ = "mr_locks"
 
-    mr_key: Mapped[str] = mapped_column(String(MR_KEY_LENGTH), primary_key=True)
-    holder: Mapped[str] = mapped_column(String(NAME_LENGTH))
+    mr_key: Mapped[str] = mapped_column(StoredString(MR_KEY_LENGTH), primary_key=True)
+    holder: Mapped[str] = mapped_column(StoredString(NAME_LENGTH))
     expires_at: Mapped[datetime]
 
 
@@ -332,9 +356,9 @@ class MRThrottle(Base):
 
     __tablename__ = "mr_throttles"
 
-    project: Mapped[str] = mapped_column(String(PROJECT_LENGTH), primary_key=True)
+    project: Mapped[str] = mapped_column(StoredString(PROJECT_LENGTH), primary_key=True)
     mr_iid: Mapped[int] = mapped_column(Integer, primary_key=True)
-    action: Mapped[str] = mapped_column(String(SHORT_LABEL_LENGTH), primary_key=True)
+    action: Mapped[str] = mapped_column(StoredString(SHORT_LABEL_LENGTH), primary_key=True)
     last_at: Mapped[datetime]
 
 
@@ -345,14 +369,14 @@ class MergeRequestRecord(Base):
     __tablename__ = "merge_requests"
     __table_args__ = (CheckConstraint(_one_of("state", MergeRequestState), name="state"),)
 
-    gitlab_url: Mapped[str] = mapped_column(String(URL_LENGTH), primary_key=True)
+    gitlab_url: Mapped[str] = mapped_column(StoredString(URL_LENGTH), primary_key=True)
     project_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
     mr_iid: Mapped[int] = mapped_column(Integer, primary_key=True)
-    project: Mapped[str] = mapped_column(String(PROJECT_LENGTH))  # path when synced
-    state: Mapped[str] = mapped_column(String(SHORT_LABEL_LENGTH))
-    web_url: Mapped[str | None] = mapped_column(String(URL_LENGTH))
+    project: Mapped[str] = mapped_column(StoredString(PROJECT_LENGTH))  # path when synced
+    state: Mapped[str] = mapped_column(StoredString(SHORT_LABEL_LENGTH))
+    web_url: Mapped[str | None] = mapped_column(StoredString(URL_LENGTH))
     merged_at: Mapped[datetime | None]
-    latest_head_sha: Mapped[str | None] = mapped_column(String(SHA_LENGTH))
+    latest_head_sha: Mapped[str | None] = mapped_column(StoredString(SHA_LENGTH))
     synced_at: Mapped[datetime]
 
 
@@ -363,9 +387,9 @@ class EvalRun(Base):
     __table_args__ = (Index(None, "started_at"),)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    dataset: Mapped[str] = mapped_column(String(PATH_LENGTH))
-    model: Mapped[str] = mapped_column(String(NAME_LENGTH))
-    prompt_version: Mapped[str] = mapped_column(String(SHORT_LABEL_LENGTH))
+    dataset: Mapped[str] = mapped_column(StoredString(PATH_LENGTH))
+    model: Mapped[str] = mapped_column(StoredString(NAME_LENGTH))
+    prompt_version: Mapped[str] = mapped_column(StoredString(SHORT_LABEL_LENGTH))
     tolerance: Mapped[int]
     items: Mapped[int]
     tp: Mapped[int]
@@ -395,19 +419,19 @@ class Job(Base):
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    project: Mapped[str] = mapped_column(String(PROJECT_LENGTH))
+    project: Mapped[str] = mapped_column(StoredString(PROJECT_LENGTH))
     mr_iid: Mapped[int]
     project_id: Mapped[int | None] = mapped_column(BigInteger)  # what the worker asks GitLab by
-    head_sha: Mapped[str | None] = mapped_column(String(SHA_LENGTH))
-    trigger: Mapped[str] = mapped_column(String(SHORT_LABEL_LENGTH))
-    status: Mapped[str] = mapped_column(String(SHORT_LABEL_LENGTH))
+    head_sha: Mapped[str | None] = mapped_column(StoredString(SHA_LENGTH))
+    trigger: Mapped[str] = mapped_column(StoredString(SHORT_LABEL_LENGTH))
+    status: Mapped[str] = mapped_column(StoredString(SHORT_LABEL_LENGTH))
     attempts: Mapped[int]
     max_attempts: Mapped[int]
     run_after: Mapped[datetime]
-    lease_owner: Mapped[str | None] = mapped_column(String(NAME_LENGTH))
+    lease_owner: Mapped[str | None] = mapped_column(StoredString(NAME_LENGTH))
     lease_expires_at: Mapped[datetime | None]
-    error: Mapped[str | None] = mapped_column(Text)
-    dedupe_key: Mapped[str | None] = mapped_column(String(EVENT_KEY_LENGTH))
+    error: Mapped[str | None] = mapped_column(StoredText)
+    dedupe_key: Mapped[str | None] = mapped_column(StoredString(EVENT_KEY_LENGTH))
     payload: Mapped[dict[str, Any]] = mapped_column(JSON)
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime]
