@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from reviewbot.cli import main
+from reviewbot.commands import main
 
 JSON_KEYS = {
     "weights_gib_per_gpu",

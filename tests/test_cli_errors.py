@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from reviewbot.cli import main
+from reviewbot.commands import main
 
 
 @pytest.mark.parametrize(

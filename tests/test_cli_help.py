@@ -8,7 +8,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from reviewbot.cli import main
+from reviewbot.commands import main
 
 README = (Path(__file__).parent.parent / "README.md").read_text()
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from reviewbot.cli import main
+from reviewbot.commands import main
 from tests.mr_world import git, init_repo
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -22,7 +22,7 @@ LOADED_AT_EXIT = """
 import atexit, json, sys
 watched = json.loads(sys.argv[1])
 atexit.register(lambda: print(json.dumps(sorted(m for m in watched if m in sys.modules))))
-from reviewbot.cli import main
+from reviewbot.commands import main
 main(sys.argv[2:])
 """
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from click.testing import CliRunner
 from sqlalchemy import update
 
-from reviewbot.cli import main
+from reviewbot.commands import main
 from reviewbot.comments import SHORT_SHA_CHARS
 from reviewbot.mr import RunOptions
 from reviewbot.prompts import prompt_version

@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from reviewbot.chunking import Budget, plan
-from reviewbot.cli import main
+from reviewbot.commands import main
 from reviewbot.ops.loadtest import (
     SLO,
     ReviewInput,

@@ -16,7 +16,7 @@ import pytest
 import requests
 from click.testing import CliRunner
 
-from reviewbot.cli import main
+from reviewbot.commands import main
 from reviewbot.findings import Severity
 from reviewbot.gitlab import GitLabClient, GitLabSettings
 from reviewbot.report import build_report, post_report_issue, report_markdown

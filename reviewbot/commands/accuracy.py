@@ -1,10 +1,15 @@
-"""Commands for accuracy tracking: `reviewbot feedback sync`, `reviewbot report`,
-`reviewbot eval`. Wiring only: parse options, build the App, call one library function, print.
+"""Accuracy tracking: `reviewbot feedback sync`, `reviewbot report`, `reviewbot eval`.
+
+Owns: their options, progress bars and output. The work is `reviewbot.feedback.sync_feedback`,
+`reviewbot.report` (build, write, post) and `reviewbot.eval.evaluate`, each handed its
+progress callbacks.
+
+Must not: compute outcomes, figures or scores itself, or load the database layer at import
+(`--help` stays light).
 """
 
 from __future__ import annotations
 
-import json
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -13,9 +18,21 @@ from typing import Any
 import click
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
-from reviewbot.cli import BadInputError, local_context, one_line_errors
+from reviewbot.commands.common import (
+    base_url_option,
+    config_option,
+    database_url_option,
+    emit_json,
+    gitlab_url_option,
+    json_option,
+    model_option,
+    one_line_errors,
+    options,
+)
+from reviewbot.commands.render import print_eval
+from reviewbot.errors import BadInputError
+from reviewbot.localdiff import local_context
 from reviewbot.window import Window, parse_age, parse_instant, previous_iso_week
 
 __all__ = ["eval_command", "feedback_group", "report_command"]
@@ -26,6 +43,7 @@ EXIT_INTERRUPTED = 130  # the shell's code for a process stopped by SIGINT
 # reviewbot.report.DEFAULT_SLO_TTFT_MS; not imported here, as that loads the database layer
 # for every --help (tests/test_report.py and test_accuracy_end_to_end.py check both are 800)
 DEFAULT_SLO_TTFT_MS = 800.0
+SERVICE_OPTIONS = options(gitlab_url_option, database_url_option, config_option)
 
 
 def _utc_now() -> datetime:
@@ -62,9 +80,7 @@ def feedback_group() -> None:
     metavar="AGE_OR_DATE",
     help="MRs reviewed since: an age (14d, 12h, 2w) or a date (2025-03-10).",
 )
-@click.option("--gitlab-url", metavar="URL", help="GitLab URL (default $REVIEWBOT_GITLAB_URL).")
-@click.option("--database-url", metavar="URL", help="Database (default from settings).")
-@click.option("--config", "config_file", metavar="FILE", help="TOML settings file.")
+@SERVICE_OPTIONS
 @one_line_errors
 def feedback_sync(
     project: str | None,
@@ -180,9 +196,7 @@ def _formats(text: str) -> list[str]:
     show_default=True,
     help="Target for the first-token p95 (ms).",
 )
-@click.option("--gitlab-url", metavar="URL", help="GitLab URL (default $REVIEWBOT_GITLAB_URL).")
-@click.option("--database-url", metavar="URL", help="Database (default from settings).")
-@click.option("--config", "config_file", metavar="FILE", help="TOML settings file.")
+@SERVICE_OPTIONS
 @one_line_errors
 def report_command(
     weekly: bool,
@@ -211,6 +225,12 @@ def report_command(
         report = build_report(app.store, window, now=now, project=project, slo_ttft_ms=slo_ttft_ms)
         written = write_report(report, Path(output_dir), chosen)
         issue = post_report_issue(app.gitlab(), post_issue, report) if post_issue else None
+    _print_written(report, window, written, issue)
+
+
+def _print_written(
+    report: dict[str, Any], window: Window, written: list[Path], issue: Any | None
+) -> None:
     totals = report["totals"]
     click.echo(
         f"{report['window']['iso_week']} ({window.since:%Y-%m-%d %H:%M} to "
@@ -242,11 +262,11 @@ def report_command(
     help="A finding matches a labelled line within ±K lines.",
 )
 @click.option("--limit", type=click.IntRange(min=1), metavar="N", help="Only the first N items.")
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-@click.option("--base-url", metavar="URL", help="vLLM URL (default $REVIEWBOT_LLM_BASE_URL).")
-@click.option("--model", metavar="NAME", help="Served model name (default: the server's first).")
-@click.option("--database-url", metavar="URL", help="Database (default from settings).")
-@click.option("--config", "config_file", metavar="FILE", help="TOML settings file.")
+@json_option()
+@base_url_option()
+@model_option
+@database_url_option
+@config_option
 @one_line_errors
 def eval_command(
     dataset_dir: Path,
@@ -279,9 +299,9 @@ def eval_command(
         run_id = _store_run(app, result, started)
     document = {"run_id": run_id, **result.to_json()}
     if as_json:
-        click.echo(json.dumps(document, indent=2))
+        emit_json(document)
         return
-    _print_eval(document, Console(highlight=False))
+    print_eval(document, Console(highlight=False))
 
 
 def _item_reviewer(app: Any) -> Any:
@@ -317,52 +337,3 @@ def _store_run(app: Any, result: Any, started: datetime) -> int:
     from reviewbot.eval import eval_run_row
 
     return int(app.store.record_eval_run(**eval_run_row(result, started, _utc_now())))
-
-
-def _ratio(value: float) -> str:
-    return f"{value:.3f}"
-
-
-def _print_eval(document: dict[str, Any], console: Console) -> None:
-    table = Table("item", "TP", "FP", "FN", "precision", "recall", "F1")
-    for item in document["items"]:
-        table.add_row(
-            item["item"],
-            str(item["tp"]),
-            str(item["fp"]),
-            str(item["fn"]),
-            _ratio(item["precision"]),
-            _ratio(item["recall"]),
-            _ratio(item["f1"]),
-        )
-    total, mean = document["total"], document["mean"]
-    table.add_row(
-        "total (micro)",
-        str(total["tp"]),
-        str(total["fp"]),
-        str(total["fn"]),
-        _ratio(total["precision"]),
-        _ratio(total["recall"]),
-        _ratio(total["f1"]),
-    )
-    table.add_row(
-        "mean per item",
-        "",
-        "",
-        "",
-        _ratio(mean["precision"]),
-        _ratio(mean["recall"]),
-        _ratio(mean["f1"]),
-    )
-    console.print(table)
-    categories = Table("category", "TP", "FP", "precision")
-    for row in document["categories"]:
-        categories.add_row(
-            row["category"], str(row["tp"]), str(row["fp"]), _ratio(row["precision"])
-        )
-    console.print(categories)
-    console.print(
-        f"model {document['model']}, prompt {document['prompt_version']}, ±{document['tolerance']}"
-        f" lines; stored as eval run {document['run_id']}",
-        markup=False,
-    )
