@@ -101,19 +101,45 @@ def plan_load(
     options: ReviewOptions,
     max_model_len: int,
 ) -> PlannedLoad:
-    """Read the inputs and cut each into the chunks a review on this server would send."""
+    """Read the inputs and cut each into the chunks a review on this server would send.
+
+    A synthetic diff larger than the context could hold is refused before it is built (its
+    size is only known to fit once it is built and its prompt is counted, which is checked
+    then)."""
+    if inputs.synthetic_tokens is not None:
+        _check_synthetic(
+            inputs.synthetic_tokens,
+            _room_without_prompt(options, counter, max_model_len),
+            max_model_len,
+        )
     read = read_inputs(inputs, counter, options.plan_options.context_lines > 0)
     budgets = _budgets(read, model, counter, options, max_model_len)
-    if inputs.synthetic_tokens is not None and inputs.synthetic_tokens > budgets[0].available:
-        raise BadInputError(
-            f"--synthetic {inputs.synthetic_tokens} is more than the {budgets[0].available} "
-            f"tokens a chunk's diff may use on this server (context {max_model_len})"
-        )
+    if inputs.synthetic_tokens is not None:
+        _check_synthetic(inputs.synthetic_tokens, budgets[0].available, max_model_len)
     planned = planned_reviews(read, budgets, counter, options.plan_options)
     if not planned:
         raise BadInputError("nothing to review in the input (every file is skipped)")
     label = read[0].label if len(read) == 1 else f"{len(read)} diffs"
     return PlannedLoad(planned, label)
+
+
+def _room_without_prompt(options: ReviewOptions, counter: TokenCounter, max_model_len: int) -> int:
+    """What a chunk's diff could use if the prompt cost nothing: more never fits."""
+    empty = Budget(
+        max_model_len=max_model_len,
+        output_reserve=options.max_output_tokens,
+        overhead=0,
+        headroom=counter.headroom,
+    )
+    return empty.available
+
+
+def _check_synthetic(tokens: int, available: int, max_model_len: int) -> None:
+    if tokens > available:
+        raise BadInputError(
+            f"--synthetic {tokens} is more than the {available} tokens a chunk's diff may use "
+            f"on this server (context {max_model_len})"
+        )
 
 
 def _budgets(
