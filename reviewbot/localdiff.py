@@ -22,7 +22,10 @@ from reviewbot.exclusions import ExclusionRules, skip_reason
 from reviewbot.localgit import read_files_at, read_range
 from reviewbot.prompts import ReviewContext, file_summaries
 
-__all__ = ["LoadedDiff", "load_diff", "local_context", "wants_head_contents"]
+__all__ = ["MAX_DIFF_BYTES", "LoadedDiff", "load_diff", "local_context", "wants_head_contents"]
+
+# A diff file or stdin larger than this is refused (a generated dump, or /dev/zero), not read.
+MAX_DIFF_BYTES = 64 * 2**20
 
 
 @dataclass
@@ -46,11 +49,15 @@ def load_diff(
     if diff_path:
         try:
             if diff_path == "-":
-                raw = (stdin or sys.stdin.buffer).read()
+                raw = (stdin or sys.stdin.buffer).read(MAX_DIFF_BYTES + 1)
             else:
-                raw = Path(diff_path).read_bytes()
+                with Path(diff_path).open("rb") as diff_file:
+                    raw = diff_file.read(MAX_DIFF_BYTES + 1)
         except OSError as error:
             raise BadInputError(f"cannot read {diff_path}: {error.strerror}") from None
+        if len(raw) > MAX_DIFF_BYTES:
+            name = "stdin" if diff_path == "-" else diff_path
+            raise BadInputError(f"{name}: the diff is larger than {MAX_DIFF_BYTES:,} bytes")
         try:
             files = parse_git_diff(raw)
         except ValueError as error:

@@ -25,7 +25,7 @@ from reviewbot.ci import (
     write_codequality,
     write_text,
 )
-from reviewbot.commands.common import config_option, fail, one_line_errors
+from reviewbot.commands.common import OutputPath, config_option, fail, one_line_errors
 from reviewbot.errors import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_FINDINGS, EXIT_OK
 from reviewbot.findings import Severity
 
@@ -111,13 +111,13 @@ def _exit_code(report: RunReport, fail_on: Severity | None) -> int:
 )
 @click.option(
     "--codequality",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=OutputPath(),
     metavar="PATH",
     help="Write a GitLab Code Quality report (artifacts:reports:codequality).",
 )
 @click.option(
     "--summary",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=OutputPath(),
     metavar="PATH",
     help="Write the summary note's Markdown (a plain artifact).",
 )

@@ -14,6 +14,9 @@ from rich.console import Console
 
 from reviewbot.app import App
 from reviewbot.commands.common import (
+    INT32_MAX,
+    MAX_LIST_LIMIT,
+    Integer,
     config_option,
     database_url_option,
     fail,
@@ -28,6 +31,7 @@ from reviewbot.store import RecordNotFound
 
 __all__ = ["jobs_group"]
 
+JOB_ID = Integer(1, INT32_MAX)
 DATABASE_OPTIONS = options(config_option, database_url_option)
 
 
@@ -63,7 +67,9 @@ def jobs_group() -> None:
     type=click.Choice([status.value for status in JobStatus]),
     help="Only jobs in this status.",
 )
-@click.option("--limit", type=click.IntRange(min=1), default=DEFAULT_LIST_LIMIT, show_default=True)
+@click.option(
+    "--limit", type=Integer(1, MAX_LIST_LIMIT), default=DEFAULT_LIST_LIMIT, show_default=True
+)
 @DATABASE_OPTIONS
 @one_line_errors
 def jobs_list(
@@ -75,7 +81,7 @@ def jobs_list(
 
 
 @jobs_group.command("show")
-@click.argument("job_id", type=int)
+@click.argument("job_id", type=JOB_ID)
 @DATABASE_OPTIONS
 @one_line_errors
 def jobs_show(job_id: int, config_file: str | None, database_url: str | None) -> None:
@@ -85,7 +91,7 @@ def jobs_show(job_id: int, config_file: str | None, database_url: str | None) ->
 
 
 @jobs_group.command("retry")
-@click.argument("job_id", type=int)
+@click.argument("job_id", type=JOB_ID)
 @DATABASE_OPTIONS
 @one_line_errors
 def jobs_retry(job_id: int, config_file: str | None, database_url: str | None) -> None:
@@ -95,7 +101,7 @@ def jobs_retry(job_id: int, config_file: str | None, database_url: str | None) -
 
 
 @jobs_group.command("cancel")
-@click.argument("job_id", type=int)
+@click.argument("job_id", type=JOB_ID)
 @DATABASE_OPTIONS
 @one_line_errors
 def jobs_cancel(job_id: int, config_file: str | None, database_url: str | None) -> None:

@@ -20,6 +20,16 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from reviewbot.commands.common import (
+    INT64_MAX,
+    MAX_CONTEXT_TOKENS,
+    MAX_WAIT_S,
+    Checked,
+    InputDir,
+    InputFile,
+    Integer,
+    Number,
+    PathName,
+    ProjectRef,
     base_url_option,
     config_option,
     emit_json,
@@ -40,6 +50,7 @@ from reviewbot.ops.capacity import (
     QUANTIZATIONS,
     CapacityError,
     LaunchSettings,
+    normalize_quantization,
     plan_capacity,
 )
 from reviewbot.ops.gpus import GPUS, UnknownGpuError, find_gpu
@@ -63,6 +74,19 @@ from reviewbot.ops.model_shape import (
 __all__ = ["capacity_command", "doctor_command", "loadtest_command"]
 
 SETTINGS_FIX = "correct the setting named above (README: Configuration)"
+# GPUs of one vLLM server: tensor parallelism stays inside one NVLink domain (8 GPUs on an HGX
+# board, 72 in an NVL72 rack), so more than this is a typo, not a server.
+MAX_GPUS = 1_024
+MODEL_CONFIG = InputFile()
+MAX_NUM_SEQS = 65_536  # far beyond any --max-num-seqs vLLM is run with
+MAX_TTFT_TARGET_S = 3_600.0
+# Open loop: one request in 1,000 s at the least (slower is not load), 10,000/s at the most
+# (more than one client process can send, and far past any model server's limit).
+MIN_RATE_PER_S = 0.001
+MAX_RATE_PER_S = 10_000.0
+MAX_REQUESTS = 1_000_000
+MAX_SLO_MS = 3_600_000.0  # an hour
+MAX_DECODE_TOKENS_PER_S = 1_000_000.0
 # Closed loop without --requests/--duration: this many requests per slot, so the run sees the
 # burst at the start (every queue position) and a steady state after it.
 DEFAULT_ROUNDS = 4
@@ -75,6 +99,7 @@ CAPACITY_OPTIONS = options(
     click.option(
         "--model",
         "model_name",
+        type=Checked(shipped_model),
         metavar="NAME",
         help="A shipped Qwen3.5 model, e.g. Qwen/Qwen3.5-35B-A3B (a -GPTQ-Int4 or -FP8 "
         "suffix sets --quantization).",
@@ -82,69 +107,80 @@ CAPACITY_OPTIONS = options(
     click.option(
         "--model-config",
         "config_path",
+        type=PathName(),  # read once --model is known not to be given too (MODEL_CONFIG)
         metavar="PATH",
         help="Any Hugging Face config.json instead of --model.",
     ),
     click.option(
         "--gpu",
         "gpu_name",
+        type=Checked(find_gpu),
         required=True,
         metavar="NAME",
         help=f"One of: {', '.join(g.name for g in GPUS.values())}.",
     ),
-    click.option("--gpus", type=int, default=1, show_default=True, help="GPUs in the box."),
+    click.option(
+        "--gpus", type=Integer(1, MAX_GPUS), default=1, show_default=True, help="GPUs in the box."
+    ),
     click.option(
         "--tensor-parallel-size",
-        type=int,
+        type=Integer(high=MAX_GPUS),
         metavar="N",
         help="vLLM --tensor-parallel-size (default: --gpus).",
     ),
     click.option(
         "--quantization",
+        type=Checked(normalize_quantization),
         metavar="Q",
         help=f"One of {', '.join(QUANTIZATIONS)} (default: the model's own).",
     ),
     click.option(
         "--max-model-len",
-        type=int,
+        type=Integer(1, MAX_CONTEXT_TOKENS),
         default=DEFAULT_MAX_MODEL_LEN,
         show_default=True,
         help="Context length every sequence must be able to reach.",
     ),
     click.option(
         "--kv-cache-dtype",
+        type=click.Choice(KV_CACHE_DTYPES),
         default="auto",
         show_default=True,
         help=f"One of {', '.join(KV_CACHE_DTYPES)}.",
     ),
     click.option(
         "--gpu-memory-utilization",
-        type=float,
+        type=Number(0, 1, low_open=True),
         metavar="U",
         help="Share of each GPU vLLM may use (default 0.92).",
     ),
     click.option(
         "--max-num-batched-tokens",
-        type=int,
+        type=Integer(high=MAX_CONTEXT_TOKENS),
         metavar="N",
         help="Prefill chunk size; sizes the activation reserve (default 8192).",
     ),
     click.option(
         "--max-num-seqs",
-        type=int,
+        type=Integer(high=MAX_NUM_SEQS),
         metavar="N",
         help="If already chosen; sizes the sampler's reserve (default vLLM's 256).",
     ),
     click.option(
         "--ttft-target-s",
-        type=float,
+        type=Number(
+            0,
+            MAX_TTFT_TARGET_S,
+            low_open=True,
+            condition=f"a positive number of seconds, at most {MAX_TTFT_TARGET_S:g}",
+        ),
         metavar="S",
         help="Recommend no more sequences than start within S seconds when they arrive "
         "together (default: as many as memory holds).",
     ),
     click.option(
         "--prompt-tokens",
-        type=int,
+        type=Integer(high=MAX_CONTEXT_TOKENS),
         metavar="N",
         help="Prompt length for the first-token estimate (default: --max-model-len).",
     ),
@@ -156,7 +192,7 @@ CAPACITY_OPTIONS = options(
 @CAPACITY_OPTIONS
 def capacity_command(
     model_name: str | None,
-    config_path: str | None,
+    config_path: Path | None,
     gpu_name: str,
     as_json: bool,
     **launch: Any,
@@ -169,11 +205,14 @@ def capacity_command(
             EXIT_BAD_INPUT,
         )
     try:
-        shape = (
-            shipped_model(model_name) if model_name else load_config_file(Path(str(config_path)))
-        )
+        if model_name:
+            shape = shipped_model(model_name)
+        else:
+            shape = load_config_file(Path(MODEL_CONFIG.check(str(config_path), "--model-config")))
         plan = plan_capacity(shape, find_gpu(gpu_name), LaunchSettings(**launch))
-    except (CapacityError, ModelConfigError, UnknownGpuError) as error:
+    except ModelConfigError as error:
+        fail(f"--model-config: {error}" if config_path else str(error), EXIT_BAD_INPUT)
+    except (CapacityError, UnknownGpuError) as error:
         fail(str(error), EXIT_BAD_INPUT)
     if as_json:
         emit_json(plan.to_dict())
@@ -193,6 +232,7 @@ def _source(config_file: str | None) -> str:
 @click.command("doctor")
 @click.option(
     "--project",
+    type=ProjectRef(),
     metavar="ID_OR_PATH",
     help="Also check that the token's user is at least Developer on this project.",
 )
@@ -243,15 +283,14 @@ def _schedule(
 ) -> Schedule:
     if concurrency is not None and rate is not None:
         raise BadInputError("give --concurrency (closed loop) or --rate (open loop), not both")
-    if rate is not None and rate <= 0:
-        raise BadInputError(f"--rate must be above 0 requests per second, got {rate}")
-    if requests is not None and requests < 1:
-        raise BadInputError(f"--requests must be at least 1, got {requests}")
-    if duration is not None and duration <= 0:
-        raise BadInputError(f"--duration must be above 0 seconds, got {duration}")
     if rate is not None:
         if requests is None and duration is None:
             duration = DEFAULT_OPEN_LOOP_DURATION_S
+        if duration is not None and 1 / rate > duration:
+            raise BadInputError(
+                f"--rate {rate:g}: one request every {1 / rate:g} s on average does not fit "
+                f"in --duration {duration:g} s"
+            )
         return Schedule(rate_per_s=rate, requests=requests, duration_s=duration, seed=seed)
     slots = concurrency
     if slots is None:
@@ -273,61 +312,76 @@ def _slo(ttft_p95_ms: float, decode_tps: float, error_rate: float) -> SLO:
 
 
 LOADTEST_OPTIONS = options(
-    click.option("--diffs", "diffs_dir", metavar="DIR", help="Replay every *.diff/*.patch in DIR."),
+    click.option(
+        "--diffs",
+        "diffs_dir",
+        type=InputDir(),
+        metavar="DIR",
+        help="Replay every *.diff/*.patch in DIR.",
+    ),
     git_range_option("Replay a range of a local repo."),
     repo_option,
     click.option(
         "--synthetic",
         "synthetic_tokens",
-        type=int,
+        type=Integer(1, MAX_CONTEXT_TOKENS),
         metavar="N",
         help=f"Synthetic diffs of N tokens each, up to the chunk budget (default: "
         f"{DEFAULT_SYNTHETIC_TOKENS} when no input is given).",
     ),
     click.option(
         "--concurrency",
-        type=int,
+        type=Integer(1, MAX_IN_FLIGHT),
         metavar="C",
         help="Closed loop: C requests in flight (default REVIEWBOT_LLM_TOTAL_CONCURRENCY or "
         "REVIEWBOT_CONCURRENCY).",
     ),
     click.option(
         "--rate",
-        type=float,
+        type=Number(MIN_RATE_PER_S, MAX_RATE_PER_S),
         metavar="R",
         help="Open loop: R requests per second on average, Poisson arrivals.",
     ),
-    click.option("--duration", type=float, metavar="S", help="Stop sending after S seconds."),
+    click.option(
+        "--duration",
+        type=Number(0, MAX_WAIT_S, low_open=True),
+        metavar="S",
+        help="Stop sending after S seconds.",
+    ),
     click.option(
         "--requests",
-        type=int,
+        type=Integer(1, MAX_REQUESTS),
         metavar="N",
         help=f"Stop after N requests (default {DEFAULT_ROUNDS} x concurrency; open loop: "
         f"{DEFAULT_OPEN_LOOP_DURATION_S:g} s).",
     ),
     click.option(
         "--slo-ttft-p95-ms",
-        type=float,
+        type=Number(0, MAX_SLO_MS, low_open=True),
         default=DEFAULT_SLO_TTFT_P95_MS,
         show_default=True,
         help="First-token p95 must be at most this.",
     ),
     click.option(
         "--slo-decode-tps",
-        type=float,
+        type=Number(0, MAX_DECODE_TOKENS_PER_S),
         default=DEFAULT_SLO_DECODE_TOKENS_PER_S,
         show_default=True,
         help="Per-request decode tokens/s p50 must be at least this.",
     ),
     click.option(
         "--slo-error-rate",
-        type=float,
+        type=Number(),  # finite; its range is judged with the other targets (_slo)
         default=DEFAULT_SLO_ERROR_RATE,
         show_default=True,
         help="Share of failed requests must be at most this.",
     ),
     click.option(
-        "--seed", type=int, default=0, show_default=True, help="Arrivals and synthetic diffs."
+        "--seed",
+        type=Integer(0, INT64_MAX),
+        default=0,
+        show_default=True,
+        help="Arrivals and synthetic diffs.",
     ),
     base_url_option("Model server (default $REVIEWBOT_LLM_BASE_URL)."),
     model_option,

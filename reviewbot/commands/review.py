@@ -18,6 +18,14 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from reviewbot.chunking import DEFAULT_SCOPE_CONTEXT_TOKENS
 from reviewbot.commands.common import (
+    INT32_MAX,
+    MAX_CONCURRENCY,
+    MAX_CONTEXT_LINES,
+    MAX_CONTEXT_TOKENS,
+    InputFile,
+    Integer,
+    ProjectRef,
+    Text,
     base_url_option,
     config_option,
     database_url_option,
@@ -35,35 +43,56 @@ from reviewbot.commands.render import print_findings, print_plan, print_run, rev
 from reviewbot.config import Settings, load_settings
 from reviewbot.errors import EXIT_FAILURE
 from reviewbot.findings import Severity
-from reviewbot.localdiff import LoadedDiff, load_diff, local_context, wants_head_contents
+from reviewbot.localdiff import (
+    MAX_DIFF_BYTES,
+    LoadedDiff,
+    load_diff,
+    local_context,
+    wants_head_contents,
+)
 from reviewbot.tokens import TokenCounter, local_counter
 
 __all__ = ["plan_command", "review_command", "run_command"]
 
 DIFF_SOURCE_OPTIONS = options(
-    click.option("--diff", "diff_path", metavar="PATH", help="Unified diff file, or - for stdin."),
+    click.option(
+        "--diff",
+        "diff_path",
+        type=InputFile(MAX_DIFF_BYTES, allow_stdin=True),
+        metavar="PATH",
+        help="Unified diff file, or - for stdin.",
+    ),
     git_range_option(),
     repo_option,
     click.option(
         "--context-tokens",
-        type=int,
+        type=Integer(1, MAX_CONTEXT_TOKENS),
         metavar="N",
         help="Model context length (default: the server's max_model_len; 65536 offline).",
     ),
     click.option(
-        "--max-output-tokens", type=int, metavar="N", help="Tokens kept for the answer (4096)."
+        "--max-output-tokens",
+        type=Integer(1, MAX_CONTEXT_TOKENS),
+        metavar="N",
+        help="Tokens kept for the answer (4096).",
     ),
     click.option(
-        "--context-lines", type=int, metavar="N", help="Head lines shown around each hunk (3)."
+        "--context-lines",
+        type=Integer(0, MAX_CONTEXT_LINES),
+        metavar="N",
+        help="Head lines shown around each hunk (3).",
     ),
     click.option(
         "--scope-context-tokens",
-        type=int,
+        # below 0 is refused by the settings, in their words (scope_context_tokens)
+        type=Integer(high=MAX_CONTEXT_TOKENS),
         metavar="N",
         help="Tokens of enclosing function/class shown per hunk where chunks have room "
         f"({DEFAULT_SCOPE_CONTEXT_TOKENS}; 0: off).",
     ),
-    click.option("--exclude", multiple=True, metavar="GLOB", help="Skip matching files."),
+    click.option(
+        "--exclude", type=Text(), multiple=True, metavar="GLOB", help="Skip matching files."
+    ),
     config_option,
     json_option(),
 )
@@ -146,7 +175,12 @@ def plan_command(
     "vLLM OpenAI-compatible URL (default $REVIEWBOT_LLM_BASE_URL or http://127.0.0.1:8000/v1)."
 )
 @model_option
-@click.option("--concurrency", type=int, metavar="N", help="Chunks in flight (default 8).")
+@click.option(
+    "--concurrency",
+    type=Integer(1, MAX_CONCURRENCY),
+    metavar="N",
+    help="Chunks in flight (default 8).",
+)
 @click.option(
     "--min-severity",
     type=click.Choice([s.value for s in Severity]),
@@ -229,8 +263,14 @@ def _review_local(
 
 
 @click.command("run")
-@click.argument("mr_iid", type=int)
-@click.option("--project", required=True, metavar="ID_OR_PATH", help="Project id or group/name.")
+@click.argument("mr_iid", type=Integer(1, INT32_MAX))
+@click.option(
+    "--project",
+    type=ProjectRef(),
+    required=True,
+    metavar="ID_OR_PATH",
+    help="Project id or group/name.",
+)
 @click.option(
     "--dry-run", is_flag=True, help="Review and print what would be posted; post nothing."
 )

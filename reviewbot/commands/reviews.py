@@ -12,6 +12,10 @@ import click
 from rich.console import Console
 
 from reviewbot.commands.common import (
+    INT32_MAX,
+    MAX_LIST_LIMIT,
+    Integer,
+    ProjectRef,
     config_option,
     database_url_option,
     emit_json,
@@ -39,11 +43,13 @@ def reviews_group() -> None:
 
 
 @reviews_group.command("list")
-@click.option("--project", metavar="PATH", help="Only this project.")
-@click.option("--mr", "mr_iid", type=int, metavar="IID", help="Only this merge request.")
+@click.option("--project", type=ProjectRef(), metavar="PATH", help="Only this project.")
+@click.option(
+    "--mr", "mr_iid", type=Integer(1, INT32_MAX), metavar="IID", help="Only this merge request."
+)
 @click.option(
     "--limit",
-    type=click.IntRange(min=1),
+    type=Integer(1, MAX_LIST_LIMIT),
     default=DEFAULT_LIMIT,
     show_default=True,
     help="How many, newest first.",
@@ -70,7 +76,7 @@ def reviews_list(
 
 
 @reviews_group.command("show")
-@click.argument("review_id", type=int)
+@click.argument("review_id", type=Integer(1, INT32_MAX))
 @config_option
 @database_url_option
 @json_option()

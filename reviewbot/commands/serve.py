@@ -12,7 +12,13 @@ import logging
 
 import click
 
-from reviewbot.commands.common import config_option, database_url_option, one_line_errors
+from reviewbot.commands.common import (
+    Host,
+    Integer,
+    config_option,
+    database_url_option,
+    one_line_errors,
+)
 
 __all__ = ["serve_command"]
 
@@ -24,12 +30,14 @@ MAX_PORT = 65535
 
 
 @click.command("serve")
-@click.option("--host", default=DEFAULT_HOST, show_default=True, help="Address to listen on.")
+@click.option(
+    "--host", type=Host(), default=DEFAULT_HOST, show_default=True, help="Address to listen on."
+)
 @click.option(
     "--port",
     default=DEFAULT_PORT,
     show_default=True,
-    type=click.IntRange(1, MAX_PORT),
+    type=Integer(1, MAX_PORT),
     help="Port.",
 )
 @click.option(

@@ -12,7 +12,15 @@ import sys
 import click
 
 from reviewbot.app import App
-from reviewbot.commands.common import config_option, database_url_option, one_line_errors
+from reviewbot.commands.common import (
+    MAX_CONCURRENCY,
+    MAX_WAIT_S,
+    Integer,
+    Number,
+    config_option,
+    database_url_option,
+    one_line_errors,
+)
 from reviewbot.worker import DEFAULT_GRACE_S, DEFAULT_LEASE_S, DEFAULT_POLL_S, MIN_LEASE_S, Worker
 
 __all__ = ["worker_command"]
@@ -21,7 +29,7 @@ __all__ = ["worker_command"]
 @click.command("worker")
 @click.option(
     "--concurrency",
-    type=click.IntRange(min=1),
+    type=Integer(1, MAX_CONCURRENCY),
     default=1,
     show_default=True,
     help="Jobs (merge requests) run at once; they share the model's request budget.",
@@ -29,21 +37,21 @@ __all__ = ["worker_command"]
 @click.option("--burst", is_flag=True, help="Exit when the queue is empty.")
 @click.option(
     "--lease-seconds",
-    type=click.FloatRange(min=MIN_LEASE_S),
+    type=Number(MIN_LEASE_S, MAX_WAIT_S),
     default=DEFAULT_LEASE_S,
     show_default=True,
     help="A job whose worker stops heartbeating is taken over after this long.",
 )
 @click.option(
     "--poll-seconds",
-    type=click.FloatRange(min=0, min_open=True),
+    type=Number(0, MAX_WAIT_S, low_open=True),
     default=DEFAULT_POLL_S,
     show_default=True,
     help="Pause between empty polls.",
 )
 @click.option(
     "--grace-seconds",
-    type=click.FloatRange(min=0),
+    type=Number(0, MAX_WAIT_S),
     default=DEFAULT_GRACE_S,
     show_default=True,
     help="On SIGTERM, time given to running jobs before they are released to the queue.",
