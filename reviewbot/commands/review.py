@@ -10,6 +10,7 @@ load time (they load inside the command that needs them).
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import click
@@ -22,6 +23,7 @@ from reviewbot.commands.common import (
     MAX_CONCURRENCY,
     MAX_CONTEXT_LINES,
     MAX_CONTEXT_TOKENS,
+    InputDir,
     InputFile,
     Integer,
     ProjectRef,
@@ -65,6 +67,13 @@ DIFF_SOURCE_OPTIONS = options(
     git_range_option(),
     repo_option,
     click.option(
+        "--head-dir",
+        type=InputDir(),
+        metavar="DIR",
+        help="The head tree of a --diff (the new versions of its files), for context lines and "
+        "enclosing scopes; --git reads them from git.",
+    ),
+    click.option(
         "--context-tokens",
         type=Integer(1, MAX_CONTEXT_TOKENS),
         metavar="N",
@@ -100,6 +109,14 @@ DIFF_SOURCE_OPTIONS = options(
 
 def _settings(config_file: str | None, **overrides: Any) -> Settings:
     return load_settings(config_file=config_file, overrides=overrides)
+
+
+class _Offline:
+    """`plan` talks to no server: nothing counts the prompt, so `budget_for` counts it with
+    the local counter."""
+
+    def count_prompt_tokens(self, messages: list[dict], tools: list[dict]) -> int | None:
+        return None
 
 
 def _budget_overrides(
@@ -138,28 +155,32 @@ def _incomplete(result: Any, first_only: bool = False) -> str:
 def plan_command(
     diff_path: str | None,
     git_range: str | None,
-    repo: str,
+    repo: Path,
+    head_dir: Path | None,
     config_file: str | None,
     as_json: bool,
     **budget: Any,
 ) -> None:
     """Show how a diff would be cut into prompts, with token counts and coverage (offline)."""
-    from reviewbot.chunking import Budget
-    from reviewbot.chunking import plan as make_plan
-    from reviewbot.review import local_overhead, review_options
+    from reviewbot.chunking import Budget, plan
+    from reviewbot.review import budget_for, review_options
 
     settings = _settings(config_file, **_budget_overrides(**budget))
-    loaded = load_diff(diff_path, git_range, repo, wants_head_contents(settings))
+    with_contents = wants_head_contents(settings)
+    loaded = load_diff(diff_path, git_range, repo, with_contents, head_dir=head_dir)
     counter = local_counter(settings.llm_model)
-    options = review_options(settings).plan_options
-    context = local_context(loaded.label, loaded.files, options.exclusions)
-    budget_ = Budget(
-        max_model_len=settings.max_model_len or Budget().max_model_len,
-        output_reserve=settings.max_output_tokens,
-        overhead=local_overhead(counter, context),
-        headroom=counter.headroom,
+    options = review_options(settings)
+    context = local_context(loaded.label, loaded.files, options.plan_options.exclusions)
+    max_model_len = settings.max_model_len or Budget().max_model_len
+    offline: Any = _Offline()
+    chunk_budget = budget_for(offline, counter, context, options, max_model_len)
+    result = plan(
+        loaded.files,
+        chunk_budget,
+        counter,
+        contents=loaded.contents,
+        options=options.plan_options,
     )
-    result = make_plan(loaded.files, budget_, counter, contents=loaded.contents, options=options)
     if as_json:
         emit_json(result.to_dict())
         return
@@ -195,7 +216,8 @@ def plan_command(
 def review_command(
     diff_path: str | None,
     git_range: str | None,
-    repo: str,
+    repo: Path,
+    head_dir: Path | None,
     config_file: str | None,
     as_json: bool,
     base_url: str | None,
@@ -215,7 +237,8 @@ def review_command(
         min_severity=min_severity,
         enable_thinking=thinking,
     )
-    loaded = load_diff(diff_path, git_range, repo, wants_head_contents(settings))
+    with_contents = wants_head_contents(settings)
+    loaded = load_diff(diff_path, git_range, repo, with_contents, head_dir=head_dir)
     counter = local_counter(settings.llm_model)
     result = _review_local(settings, loaded, counter, Console(stderr=True), quiet=as_json)
     if as_json:
