@@ -105,6 +105,7 @@ def test_a_password_in_a_service_url_is_never_printed(
         (["capacity", "--model", "Qwen/Qwen3.5-9B", "--gpu", "L4", "--gpus", "100000"], "--gpus"),
         (["report", "--output", "{tmp}/missing/report"], "does not exist"),
         (["feedback", "sync", "--since", "99999999d"], "reaches back more than 3653 days"),
+        (["feedback", "sync", "--since", "9" * 40 + "w"], "reaches back more than 3653 days"),
         (["jobs", "retry", "999999999999999999999"], "JOB_ID must be between 1 and 2147483647"),
         (["doctor", "--config", "/dev/zero"], "/dev/zero is not a regular file"),
         (["plan", "--diff", "/dev/zero"], "/dev/zero is not a regular file"),

@@ -162,18 +162,11 @@ class _Checked(click.ParamType):
     ) -> NoReturn:
         raise OptionValueError(f"{option_name(param)} {message}", ctx=ctx, param=param)
 
-    def text(
-        self,
-        value: Any,
-        param: click.Parameter | None,
-        ctx: click.Context | None,
-        *,
-        empty_ok: bool = False,
-    ) -> str:
-        """``value`` as one line of valid text (no NUL or control character, no lone
-        surrogate, not empty unless ``empty_ok``, at most MAX_TEXT_CHARS)."""
+    def text(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        """``value`` as one line of valid text (not empty, no NUL or other control character,
+        no lone surrogate, at most MAX_TEXT_CHARS)."""
         text = str(value)
-        if not text and not empty_ok:
+        if not text:
             self.refuse("must not be empty", param, ctx)
         if len(text) > MAX_TEXT_CHARS:
             self.refuse(f"is longer than {MAX_TEXT_CHARS} characters", param, ctx)
@@ -294,7 +287,8 @@ class Text(_Checked):
 
 
 # A GitLab project path: namespace/name, each part letters, digits, '_', '-' and '.', not
-# starting with '-' (https://docs.gitlab.com/user/reserved_names/ and the path rules).
+# starting with '-' (https://docs.gitlab.com/ee/user/reserved_names: today's slugs are stricter,
+# older projects may still start with '_' or '.').
 PROJECT_PATH = re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_.-]*(?:/[A-Za-z0-9_.][A-Za-z0-9_.-]*)+")
 
 
@@ -409,10 +403,7 @@ class PathName(_Checked):
         return self.path(value, param, ctx)
 
 
-_PathType = PathName
-
-
-class InputFile(_PathType):
+class InputFile(PathName):
     """A regular file to read, at most ``max_bytes`` (``-``: stdin, where ``allow_stdin``)."""
 
     name = "file"
@@ -440,7 +431,7 @@ class InputFile(_PathType):
         return self.convert(value, click.Option([option]), click.get_current_context(silent=True))
 
 
-class InputDir(_PathType):
+class InputDir(PathName):
     """A directory that exists."""
 
     name = "directory"
@@ -452,7 +443,7 @@ class InputDir(_PathType):
         return path
 
 
-class OutputPath(_PathType):
+class OutputPath(PathName):
     """A file (or with ``directory``, a folder) to write: it is one already or can be made
     in a folder that exists."""
 
@@ -506,10 +497,10 @@ class AgeOrDate(_Checked):
         match = AGE.match(text)
         if match is None:
             return Instant().convert(text, param, ctx)
-        amount, unit = match.group(1), AGE_UNITS[match.group(2)]
-        if len(amount) > MAX_INTEGER_DIGITS or int(amount) * unit > MAX_AGE:
+        amount, unit = int(match.group(1)), AGE_UNITS[match.group(2)]
+        if amount > MAX_AGE // unit:  # compared as counts: the timedelta itself may overflow
             self.refuse(f"{text!a} reaches back more than {MAX_AGE.days} days", param, ctx)
-        return int(amount) * unit
+        return amount * unit
 
 
 CONFIG_FILE = InputFile()
