@@ -300,3 +300,11 @@ def test_no_function_is_over_the_line_budget() -> None:
 def test_every_exception_to_the_budget_gives_a_reason() -> None:
     for reason in (*TOO_LONG_MODULES.values(), *TOO_LONG_FUNCTIONS.values()):
         assert len(reason.split()) >= 4
+
+
+@pytest.mark.parametrize(
+    "name", sorted(n for n in modules() if is_command_module(n) and not n.endswith("__main__"))
+)
+def test_every_command_module_says_what_it_owns_and_must_not_do(name: str) -> None:
+    docstring = ast.get_docstring(ast.parse(modules()[name].read_text(encoding="utf-8"))) or ""
+    assert "Owns" in docstring and "Must not" in docstring, name
