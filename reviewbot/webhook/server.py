@@ -7,7 +7,8 @@ answers in milliseconds; `GET /healthz` pings the database; `GET /metrics` rende
 collector of `reviewbot.metrics`; `GET /openapi.json` describes all of it (`openapi`).
 The database is reached only through the `Store` and the `JobQueue`: no SQL here.
 
-Must not: parse command-line options, print or run the HTTP server itself.
+Owns: the ASGI app and what each endpoint answers. Must not: parse command-line options,
+print, or run the HTTP server itself.
 """
 
 from __future__ import annotations
