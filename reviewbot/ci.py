@@ -13,6 +13,10 @@ head (https://docs.gitlab.com/ci/pipelines/merged_results_pipelines/). The check
 faster source of file contents; when it lacks the head commit (shallow clone) the head is
 fetched with ``git fetch --depth=1 origin <sha>``, and if that fails the API serves the files.
 
+Owns: the library side of the CI job (the CI variables, the checkout, the review of the
+pipeline's MR, the artifacts). The command, its options and its output are
+`reviewbot.commands.ci`. Must not: print or exit (messages go to the ``say`` callback).
+
 Exit codes: see :data:`EXIT_CODES`.
 """
 
@@ -23,7 +27,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -31,14 +34,12 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING, NoReturn
-
-import click
+from typing import TYPE_CHECKING
 
 from reviewbot.app import App
 from reviewbot.codequality import codequality_report
 from reviewbot.config import ConfigError, Settings, load_settings
-from reviewbot.errors import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_FINDINGS, EXIT_OK, disposition
+from reviewbot.errors import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_FINDINGS, EXIT_OK
 from reviewbot.findings import Finding, Severity
 from reviewbot.gitlab import (
     DiffRefs,
@@ -61,11 +62,13 @@ __all__ = [
     "CiEnvironment",
     "CommitSource",
     "NotAMergeRequestPipelineError",
-    "ci_command",
     "ensure_commit",
     "findings_at_or_above",
     "gitlab_url_from_api_url",
     "read_ci_environment",
+    "review_pipeline_merge_request",
+    "write_codequality",
+    "write_text",
 ]
 
 EXIT_CODES = {
@@ -267,27 +270,17 @@ def findings_at_or_above(findings: Sequence[Finding], threshold: Severity) -> li
 
 
 def write_codequality(path: Path, findings: Sequence[Finding]) -> None:
-    _write_text(path, json.dumps(codequality_report(findings), indent=2) + "\n")
+    """The GitLab Code Quality report of ``findings`` (an empty list: none)."""
+    write_text(path, json.dumps(codequality_report(findings), indent=2) + "\n")
 
 
-def _write_text(path: Path, text: str) -> None:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-    except OSError as error:
-        raise click.ClickException(f"cannot write {path}: {error.strerror}") from None
+def write_text(path: Path, text: str) -> None:
+    """An artifact; its folder is made when missing. Raises OSError."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
 
 
-# --- the command -----------------------------------------------------------------------------
-
-
-def _fail(message: str, code: int) -> NoReturn:
-    click.echo(f"reviewbot: error: {message}", err=True)
-    sys.exit(code)
-
-
-def _say(message: str) -> None:
-    click.echo(f"reviewbot: {message}", err=True)
+# --- the review of the pipeline's merge request ---------------------------------------------
 
 
 @contextlib.contextmanager
@@ -309,14 +302,16 @@ def _sigterm_unwinds() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _database(settings: Settings, env: Mapping[str, str]) -> Iterator[Settings]:
+def _database(
+    settings: Settings, env: Mapping[str, str], say: Callable[[str], None]
+) -> Iterator[Settings]:
     """The settings with a database: the shared one if configured, else a throw-away SQLite."""
     if env.get(DATABASE_URL_VARIABLE) or settings.database_url != Settings().database_url:
         yield settings
         return
     with tempfile.TemporaryDirectory(prefix="reviewbot-ci-") as directory:
         url = f"sqlite:///{Path(directory) / THROWAWAY_DATABASE_NAME}"
-        _say(f"{DATABASE_URL_VARIABLE} is not set: recording to a throw-away SQLite database")
+        say(f"{DATABASE_URL_VARIABLE} is not set: recording to a throw-away SQLite database")
         yield replace(settings, database_url=url)
 
 
@@ -332,180 +327,56 @@ def _ci_settings(config_file: str | None, ci: CiEnvironment, env: Mapping[str, s
     return settings
 
 
-def _outside_merge_request(
-    error: NotAMergeRequestPipelineError,
-    strict: bool,
-    codequality: Path | None,
-    summary: Path | None,
-) -> NoReturn:
-    explanation = error.explain()
-    click.echo(explanation, err=True)
-    if codequality is not None:
-        write_codequality(codequality, [])
-    if summary is not None:
-        _write_text(summary, explanation + "\n")
-    sys.exit(EXIT_BAD_INPUT if strict else EXIT_OK)
-
-
-def _print_outcome(report: RunReport) -> None:
-    findings = report.findings
-    verb = "would post" if report.dry_run else "posted"
-    click.echo(
-        f"reviewed {report.project_path}!{report.iid} at {report.head_sha[:8]}: "
-        f"{len(findings)} findings; {verb} {len(report.posted)}, already on the MR "
-        f"{len(report.already_posted)}, summary only {len(report.summary_only)}, "
-        f"refused {len(report.refused)}, resolved threads {report.resolved_threads}"
-    )
-    for finding in findings:
-        where = f"{finding.path}:{finding.line}" if finding.line is not None else finding.path
-        click.echo(f"  [{finding.severity.value}] {where}: {finding.title}")
-    for warning in report.warnings:
-        _say(f"warning: {warning}")
-    if report.web_url:
-        click.echo(report.web_url)
-
-
-def _exit_code(report: RunReport, fail_on: Severity | None) -> int:
-    if fail_on is not None:
-        gate = findings_at_or_above(report.findings, fail_on)
-        if gate:
-            _say(f"{len(gate)} findings at or above {fail_on.value}: failing the job (exit 3)")
-            return EXIT_FINDINGS
-    if report.review.unreviewed:
-        coverage = report.review.coverage
-        _say(
-            f"incomplete review: {coverage.changed_lines_covered} of "
-            f"{coverage.changed_lines_total} changed lines reviewed; not reviewed: "
-            f"{report.review.unreviewed[0].describe()}"
-        )
-        return EXIT_FAILURE
-    return EXIT_OK
-
-
-SEVERITY_CHOICE = click.Choice([s.value for s in Severity])
-
-
-@click.command(
-    "ci",
-    epilog="Exit codes: "
-    + "; ".join(f"{code} {meaning}" for code, meaning in EXIT_CODES.items())
-    + ".",
-)
-@click.option(
-    "--codequality",
-    type=click.Path(dir_okay=False, path_type=Path),
-    metavar="PATH",
-    help="Write a GitLab Code Quality report (artifacts:reports:codequality).",
-)
-@click.option(
-    "--summary",
-    type=click.Path(dir_okay=False, path_type=Path),
-    metavar="PATH",
-    help="Write the summary note's Markdown (a plain artifact).",
-)
-@click.option(
-    "--fail-on",
-    type=SEVERITY_CHOICE,
-    envvar="REVIEWBOT_FAIL_ON",
-    help="Exit 3 when findings at or above this severity remain "
-    "(env REVIEWBOT_FAIL_ON; default: never).",
-)
-@click.option(
-    "--dry-run",
-    "--no-post",
-    "dry_run",
-    is_flag=True,
-    help="Review and write the reports, post nothing on the MR.",
-)
-@click.option(
-    "--strict", is_flag=True, help="Exit 2 instead of 0 outside a merge request pipeline."
-)
-@click.option(
-    "--full",
-    is_flag=True,
-    help="Review every change, not only what changed since the last review (a shared "
-    "REVIEWBOT_DATABASE_URL is what makes reviews incremental in CI).",
-)
-@click.option("--config", "config_file", metavar="FILE", help="TOML settings file.")
-def ci_command(
-    codequality: Path | None,
-    summary: Path | None,
-    fail_on: str | None,
-    dry_run: bool,
-    strict: bool,
-    full: bool,
-    config_file: str | None,
-) -> None:
-    """Review the merge request of this GitLab CI pipeline (reads the CI_* variables).
-
-    Posts inline comments and one summary note like `reviewbot run`, reading files from the
-    checkout. Outside a merge request pipeline it explains why and exits 0.
-    """
-    env = dict(os.environ)
-    try:
-        ci = read_ci_environment(env, Path.cwd())
-    except NotAMergeRequestPipelineError as error:
-        _outside_merge_request(error, strict, codequality, summary)
-    threshold = Severity(fail_on) if fail_on else None
-    try:
-        report = _review(ci, env, config_file, dry_run, full)
-    except Exception as error:
-        known = disposition(error)
-        if known is None:
-            raise
-        _fail(known.message(error), known.exit_code)
-    if codequality is not None:
-        write_codequality(codequality, report.findings)
-    if summary is not None:
-        _write_text(summary, report.summary_markdown)
-    _print_outcome(report)
-    sys.exit(_exit_code(report, threshold))
-
-
-def _review(
+def review_pipeline_merge_request(
     ci: CiEnvironment,
     env: Mapping[str, str],
     config_file: str | None,
+    *,
     dry_run: bool,
     full: bool = False,
+    say: Callable[[str], None],
 ) -> RunReport:
+    """Review the pipeline's MR like `reviewbot run` (same idempotency, same summary note),
+    with file contents from the checkout; ``say`` hears what happens along the way."""
     from reviewbot.mr import RunOptions, run_merge_request
 
     settings = _ci_settings(config_file, ci, env)
-    _say(f"merge request !{ci.iid} of project {ci.project_id} on {settings.gitlab_url}")
+    say(f"merge request !{ci.iid} of project {ci.project_id} on {settings.gitlab_url}")
 
     def checkout_gitlab(gitlab_settings: GitLabSettings) -> GitLabClient:
-        return CheckoutGitLab(gitlab_settings, ci.project_dir, _say)
+        return CheckoutGitLab(gitlab_settings, ci.project_dir, say)
 
     options = RunOptions(
         trigger="ci", dry_run=dry_run, repo_dir=ci.project_dir, ci_job_url=ci.job_url, full=full
     )
     with (
         _sigterm_unwinds(),
-        _database(settings, env) as settings_with_db,
+        _database(settings, env, say) as settings_with_db,
         App(settings_with_db, gitlab_factory=checkout_gitlab) as app,
     ):
-        report = run_merge_request(app, ci.project_id, ci.iid, options, progress=_say)
+        report = run_merge_request(app, ci.project_id, ci.iid, options, progress=say)
         gitlab = app.gitlab()
     assert isinstance(gitlab, CheckoutGitLab)
-    _check_pipeline_base(ci, gitlab, report)
+    _check_pipeline_base(ci, gitlab, report, say)
     return report
 
 
-def _check_pipeline_base(ci: CiEnvironment, gitlab: CheckoutGitLab, report: RunReport) -> None:
+def _check_pipeline_base(
+    ci: CiEnvironment, gitlab: CheckoutGitLab, report: RunReport, say: Callable[[str], None]
+) -> None:
     """Say where the head contents came from, and when the pipeline's diff is not the one
     reviewed (a newer push, or the target branch moved since the pipeline was created)."""
     source = gitlab.commit_sources.get(report.head_sha)
     if source is not None:
-        _say(f"head {report.head_sha[:8]} contents: {source.value}")
+        say(f"head {report.head_sha[:8]} contents: {source.value}")
     refs = gitlab.diff_refs
     if ci.diff_base_sha and refs is not None and ci.diff_base_sha != refs.base_sha:
-        _say(
+        say(
             f"CI_MERGE_REQUEST_DIFF_BASE_SHA {ci.diff_base_sha[:8]} differs from the latest "
             f"diff version's base {refs.base_sha[:8]}: reviewed the latest version"
         )
     if ci.commit_sha and ci.commit_sha != report.head_sha:
-        _say(
+        say(
             f"CI_COMMIT_SHA {ci.commit_sha[:8]} is not the MR head {report.head_sha[:8]} "
             "(merged-results pipeline or a newer push): reviewed the MR's latest diff version"
         )

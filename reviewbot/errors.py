@@ -27,6 +27,7 @@ __all__ = [
     "EXIT_FINDINGS",
     "EXIT_OK",
     "EXIT_SLO_MISSED",
+    "BadInputError",
     "Disposition",
     "disposition",
     "first_line",
@@ -37,6 +38,11 @@ EXIT_FAILURE = 1
 EXIT_BAD_INPUT = 2
 EXIT_FINDINGS = 3
 EXIT_SLO_MISSED = 3  # `reviewbot loadtest`: the same code, its own name
+
+
+class BadInputError(Exception):
+    """The user's input cannot be used (exit 2): raised by the commands and by the library code
+    that reads what a command was given (a diff file, a head tree, a load test's inputs)."""
 
 
 def first_line(error: BaseException) -> str:
@@ -86,7 +92,7 @@ WAIT = Disposition(EXIT_FAILURE, retry=True, counts_as_attempt=False)
 ERROR_TABLE: tuple[tuple[str, str, Disposition], ...] = (
     # the user's input cannot be used
     ("reviewbot.config", "ConfigError", BAD_INPUT),
-    ("reviewbot.cli", "BadInputError", BAD_INPUT),
+    ("reviewbot.errors", "BadInputError", BAD_INPUT),
     ("reviewbot.localgit", "GitError", BAD_INPUT),
     ("reviewbot.chunking", "BudgetTooSmallError", BAD_INPUT),
     ("reviewbot.window", "WindowError", BAD_INPUT),

@@ -14,19 +14,18 @@ shared by all workers on the same database (`reviewbot.slots`, the App's
 `shared_model_slots`), so their sum stays within the model server's limit. Which failures are
 retried is decided by the one error table, `reviewbot.errors`.
 
-Commands (registered on the CLI by `reviewbot.cli`): `worker` (`worker_command`) and
-`jobs list|show|retry|cancel` (`jobs_group`).
+Owns: claiming, running, heartbeating and settling jobs. The commands `reviewbot worker` and
+`reviewbot jobs` are `reviewbot.commands.worker` and `reviewbot.commands.jobs`.
+Must not: parse options or print (it logs).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import logging
 import os
 import signal
 import socket
-import sys
 import threading
 import time
 import uuid
@@ -34,38 +33,28 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import FrameType
-from typing import Any, NoReturn
 
-import click
-from rich.console import Console
-from rich.table import Table
 from sqlalchemy.exc import DBAPIError
 
 from reviewbot.app import App
 from reviewbot.config import Settings
-from reviewbot.errors import EXIT_BAD_INPUT, EXIT_FAILURE, disposition
+from reviewbot.errors import disposition
 from reviewbot.gitlab import GitLabNotFoundError
 from reviewbot.mr import RunOptions, require_complete, run_merge_request
-from reviewbot.options import database_options
 from reviewbot.queue import (
-    DEFAULT_LIST_LIMIT,
     FULL_REVIEW_KEY,
     Job,
     JobQueue,
-    JobStateError,
     JobStatus,
     LeaseLostError,
 )
-from reviewbot.store import RecordNotFound
 
 __all__ = [
     "Worker",
     "WorkerStats",
     "is_retryable",
     "job_concurrency",
-    "jobs_group",
     "run_job",
-    "worker_command",
 ]
 
 log = logging.getLogger(__name__)
@@ -79,8 +68,6 @@ HEARTBEATS_PER_LEASE = 3
 MIN_LEASE_S = 1.0
 WORKER_ID_SUFFIX_CHARS = 8
 ERROR_TEXT_LIMIT = 2000
-# Piped output (not a terminal) gets this width so tables are not squeezed to 80 columns.
-PIPED_OUTPUT_WIDTH = 200
 # Another run holds the MR: look again this much later (not counted as an attempt).
 BUSY_RETRY_S = 10.0
 # Recording a job's result survives a database restart: tries, and the first pause (doubling).
@@ -419,191 +406,3 @@ def _describe(error: BaseException) -> str:
     """`Type: message`, bounded, for the job's error column."""
     text = f"{type(error).__name__}: {error}"
     return text[:ERROR_TEXT_LIMIT]
-
-
-# -- commands ---------------------------------------------------------------------------
-
-
-def _fail(message: str, code: int) -> NoReturn:
-    click.echo(f"reviewbot: error: {message}", err=True)
-    sys.exit(code)
-
-
-@contextmanager
-def _opened_app(config_file: str | None, database_url: str | None, **options: Any) -> Iterator[App]:
-    """The App of a worker or jobs command, its database migrated; one error line on failure."""
-    try:
-        app = App.from_config(config_file, {"database_url": database_url}, **options)
-        app.store  # noqa: B018 - opens and migrates the database now, with a clear error
-    except Exception as error:
-        known = disposition(error)
-        if known is None:
-            raise
-        _fail(known.message(error), known.exit_code)
-    with app:
-        yield app
-
-
-@click.command("worker")
-@click.option(
-    "--concurrency",
-    type=click.IntRange(min=1),
-    default=1,
-    show_default=True,
-    help="Jobs (merge requests) run at once; they share the model's request budget.",
-)
-@click.option("--burst", is_flag=True, help="Exit when the queue is empty.")
-@click.option(
-    "--lease-seconds",
-    type=click.FloatRange(min=MIN_LEASE_S),
-    default=DEFAULT_LEASE_S,
-    show_default=True,
-    help="A job whose worker stops heartbeating is taken over after this long.",
-)
-@click.option(
-    "--poll-seconds",
-    type=click.FloatRange(min=0, min_open=True),
-    default=DEFAULT_POLL_S,
-    show_default=True,
-    help="Pause between empty polls.",
-)
-@click.option(
-    "--grace-seconds",
-    type=click.FloatRange(min=0),
-    default=DEFAULT_GRACE_S,
-    show_default=True,
-    help="On SIGTERM, time given to running jobs before they are released to the queue.",
-)
-@database_options
-def worker_command(
-    concurrency: int,
-    burst: bool,
-    lease_seconds: float,
-    poll_seconds: float,
-    grace_seconds: float,
-    config_file: str | None,
-    database_url: str | None,
-) -> None:
-    """Run queued reviews (from the webhook listener) until stopped."""
-    logging.basicConfig(
-        level=logging.INFO,
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    with _opened_app(config_file, database_url, shared_model_slots=True) as app:
-        worker = Worker(
-            app,
-            concurrency=concurrency,
-            lease_s=lease_seconds,
-            poll_s=poll_seconds,
-            grace_s=grace_seconds,
-        )
-        stats = worker.run(burst=burst)
-    click.echo(
-        f"claimed {stats.claimed}, succeeded {stats.succeeded}, retried {stats.retried}, "
-        f"postponed {stats.postponed}, failed {stats.failed}, released {stats.released}",
-        err=True,
-    )
-
-
-@click.group("jobs")
-def jobs_group() -> None:
-    """Inspect and steer the review job queue."""
-
-
-@jobs_group.command("list")
-@click.option(
-    "--status",
-    type=click.Choice([status.value for status in JobStatus]),
-    help="Only jobs in this status.",
-)
-@click.option("--limit", type=click.IntRange(min=1), default=DEFAULT_LIST_LIMIT, show_default=True)
-@database_options
-def jobs_list(
-    status: str | None, limit: int, config_file: str | None, database_url: str | None
-) -> None:
-    """Newest jobs first, with counts by status."""
-    with _opened_app(config_file, database_url) as app:
-        _print_jobs(JobQueue(app.store), status, limit)
-
-
-def _print_jobs(queue: JobQueue, status: str | None, limit: int) -> None:
-    table = Table(
-        "id", "project", "MR", "head", "trigger", "status", "tries", "run after", "worker", "error"
-    )
-    for job in queue.list(status=status, limit=limit):
-        table.add_row(
-            str(job.id),
-            job.project,
-            f"!{job.mr_iid}",
-            (job.head_sha or "-")[:12],
-            job.trigger,
-            job.status,
-            f"{job.attempts}/{job.max_attempts}",
-            _time(job.run_after),
-            job.lease_owner or "-",
-            _first_line(job.error),
-        )
-    console = _console()
-    console.print(table)
-    counts = queue.counts()
-    console.print(", ".join(f"{name} {count}" for name, count in counts.items()))
-
-
-@jobs_group.command("show")
-@click.argument("job_id", type=int)
-@database_options
-def jobs_show(job_id: int, config_file: str | None, database_url: str | None) -> None:
-    """Every field of one job."""
-    with _opened_app(config_file, database_url) as app:
-        queue = JobQueue(app.store)
-        _print_job(_or_fail(lambda: queue.get(job_id)))
-
-
-@jobs_group.command("retry")
-@click.argument("job_id", type=int)
-@database_options
-def jobs_retry(job_id: int, config_file: str | None, database_url: str | None) -> None:
-    """Queue a finished job (failed, cancelled, ...) again, now."""
-    with _opened_app(config_file, database_url) as app:
-        queue = JobQueue(app.store)
-        _print_job(_or_fail(lambda: queue.retry(job_id)))
-
-
-@jobs_group.command("cancel")
-@click.argument("job_id", type=int)
-@database_options
-def jobs_cancel(job_id: int, config_file: str | None, database_url: str | None) -> None:
-    """Cancel a queued or running job."""
-    with _opened_app(config_file, database_url) as app:
-        queue = JobQueue(app.store)
-        _print_job(_or_fail(lambda: queue.cancel(job_id)))
-
-
-def _or_fail(action: Callable[[], Job]) -> Job:
-    try:
-        return action()
-    except RecordNotFound as error:
-        _fail(str(error), EXIT_BAD_INPUT)
-    except JobStateError as error:
-        _fail(str(error), EXIT_FAILURE)
-
-
-def _print_job(job: Job) -> None:
-    table = Table("field", "value", show_header=False)
-    for name, value in dataclasses.asdict(job).items():
-        table.add_row(name, "-" if value is None else str(value))
-    _console().print(table)
-
-
-def _console() -> Console:
-    console = Console()
-    return console if console.is_terminal else Console(width=PIPED_OUTPUT_WIDTH)
-
-
-def _time(value: Any) -> str:
-    return value.strftime("%Y-%m-%d %H:%M:%S") if value is not None else "-"
-
-
-def _first_line(text: str | None) -> str:
-    return (text or "-").splitlines()[0] if text else "-"

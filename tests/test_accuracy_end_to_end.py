@@ -25,7 +25,7 @@ import requests
 from click.testing import CliRunner
 
 from reviewbot.app import App
-from reviewbot.cli import main
+from reviewbot.commands import main
 from reviewbot.mr import RunOptions, run_merge_request
 from tests.mr_world import BOT_TOKEN, FEATURE_APP, PROJECT, World, commit_on_feature, git
 

@@ -35,13 +35,13 @@ from reviewbot.ci import (
     SIGTERM_EXIT,
     NotAMergeRequestPipelineError,
     _sigterm_unwinds,
-    ci_command,
     findings_at_or_above,
     gitlab_url_from_api_url,
     read_ci_environment,
 )
-from reviewbot.cli import main
 from reviewbot.codequality import codequality_report
+from reviewbot.commands import main
+from reviewbot.commands.ci import ci_command
 from reviewbot.diff import Side
 from reviewbot.findings import AnchorKind, Category, Finding, Severity, fingerprint
 from reviewbot.store import MergeRequestKey, Store

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from reviewbot.cli import main
+from reviewbot.commands import main
 
 
 @pytest.mark.parametrize(
@@ -83,8 +83,10 @@ def test_a_bad_value_in_the_config_file_is_one_line(tmp_path: Path, line: str, n
     assert named in result.stderr and len(result.stderr.strip().splitlines()) == 1
 
 
-def test_doctor_refuses_a_device_as_config_file_instead_of_reading_it() -> None:
-    result = CliRunner().invoke(main, ["doctor", "--json", "--config", "/dev/zero"])
+def test_doctor_fails_its_settings_check_on_a_device_as_config_file() -> None:
+    """`--config /dev/zero` is refused by the option (exit 2, tests/test_cli_fuzz.py); the
+    same file named by REVIEWBOT_CONFIG is doctor's failed settings check, never read."""
+    result = CliRunner().invoke(main, ["doctor", "--json"], env={"REVIEWBOT_CONFIG": "/dev/zero"})
     assert result.exit_code == 1, result.output
     (settings_check,) = json.loads(result.stdout)["checks"]
     assert settings_check["name"] == "settings" and settings_check["status"] == "fail"
@@ -126,3 +128,49 @@ def test_a_password_in_a_service_url_is_never_printed(
     assert result.exit_code == 1, result.output
     assert shown in result.stderr
     assert PASSWORD not in result.output and PASSWORD not in result.stderr
+
+
+# Issue 17 item 3: each of these was a traceback, an endless read, a flood or a huge allocation;
+# each is now refused where the option is parsed, before anything is built or contacted.
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["loadtest", "--synthetic", "99999999999"], "--synthetic must be between 1 and"),
+        (["loadtest", "--rate", "nan"], "--rate must be a finite number, got 'nan'"),
+        (["loadtest", "--rate", "1e-300"], "--rate must be between 0.001 and 10000"),
+        (["loadtest", "--rate", "0.5", "--duration", "1"], "does not fit in --duration 1 s"),
+        (["worker", "--lease-seconds", "inf"], "--lease-seconds must be a finite number"),
+        (["worker", "--lease-seconds", "nan"], "--lease-seconds must be a finite number"),
+        (["report", "--slo-ttft-ms", "nan"], "--slo-ttft-ms must be a finite number"),
+        (["capacity", "--model", "Qwen/Qwen3.5-9B", "--gpu", "L4", "--gpus", "100000"], "--gpus"),
+        (["report", "--output", "{tmp}/missing/report"], "does not exist"),
+        (["feedback", "sync", "--since", "99999999d"], "reaches back more than 3653 days"),
+        (["feedback", "sync", "--since", "9" * 40 + "w"], "reaches back more than 3653 days"),
+        (["jobs", "retry", "999999999999999999999"], "JOB_ID must be between 1 and 2,147,483,647"),
+        (["doctor", "--config", "/dev/zero"], "/dev/zero is not a regular file"),
+        (["plan", "--diff", "/dev/zero"], "/dev/zero is not a regular file"),
+        (["run", "1", "--project", "g/a", "--gitlab-url", "http://[::1"], "Invalid IPv6 URL"),
+        (["reviews", "list", "--mr", str(2**70)], "--mr must be between 1 and"),
+    ],
+)
+def test_hostile_values_are_refused_where_they_are_parsed(
+    args: list[str], message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # a report that is written anyway lands here
+    database = tmp_path / "db.sqlite"
+    env = {"REVIEWBOT_CONFIG": "", "REVIEWBOT_DATABASE_URL": f"sqlite:///{database}"}
+    args = [arg.replace("{tmp}", str(tmp_path)) for arg in args]
+    result = CliRunner().invoke(main, args, env=env, input="")
+    assert result.exit_code == 2, result.output
+    assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert not database.exists() and not (tmp_path / "missing").exists()
+
+
+def test_a_diff_on_stdin_larger_than_the_cap_is_refused_unread(tmp_path: Path) -> None:
+    from reviewbot.localdiff import MAX_DIFF_BYTES
+
+    huge = SMALL_DIFF + "+x\n" * (MAX_DIFF_BYTES // 3)
+    result = CliRunner().invoke(main, ["plan", "--diff", "-"], input=huge)
+    assert result.exit_code == 2
+    assert "stdin: the diff is larger than" in result.stderr

@@ -8,7 +8,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from reviewbot.cli import main
+from reviewbot.commands import main
 
 README = (Path(__file__).parent.parent / "README.md").read_text()
 
@@ -54,3 +54,23 @@ def test_command_is_in_the_readme(path: tuple[str, ...]) -> None:
     if len(path) > 1:
         lines = [line for line in README.splitlines() if top in line]
         assert any(path[-1] in line for line in lines), f"{' '.join(path)} is not documented"
+
+
+def test_every_command_with_a_database_takes_a_settings_file_too() -> None:
+    """Issue 18: `reviews list|show` and `db upgrade` had --database-url but no --config."""
+    for path in all_commands():
+        command = resolve(path)
+        options = {opt for param in command.params for opt in param.opts}
+        if "--database-url" in options:
+            assert "--config" in options, " ".join(path)
+
+
+def test_db_upgrade_reads_the_database_from_the_settings_file(tmp_path: Path) -> None:
+    database = tmp_path / "from-config.db"
+    config = tmp_path / "reviewbot.toml"
+    config.write_text(f'database_url = "sqlite:///{database}"\n')
+    result = CliRunner().invoke(
+        main, ["db", "upgrade", "--config", str(config)], env={"REVIEWBOT_DATABASE_URL": None}
+    )
+    assert result.exit_code == 0, result.output
+    assert str(database) in result.output and database.exists()

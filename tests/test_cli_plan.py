@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from reviewbot.cli import main
+from reviewbot.commands import main
 from tests.mr_world import git, init_repo
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -22,7 +22,7 @@ LOADED_AT_EXIT = """
 import atexit, json, sys
 watched = json.loads(sys.argv[1])
 atexit.register(lambda: print(json.dumps(sorted(m for m in watched if m in sys.modules))))
-from reviewbot.cli import main
+from reviewbot.commands import main
 main(sys.argv[2:])
 """
 
@@ -99,6 +99,38 @@ def test_plan_json_reports_context_tokens_per_chunk_and_in_total(tmp_path: Path)
     assert code == 0 and f"Context: {totals['context_tokens']} of {totals['tokens']}" in out
 
 
+def one_function_changed(tmp_path: Path) -> Path:
+    """A repository whose last commit changes one line deep inside one of 20 functions."""
+    init_repo(tmp_path)
+    body = "".join(f"    y{i} = x + {i}\n" for i in range(30))
+    (tmp_path / "app.py").write_text("".join(f"def f{n}(x):\n{body}\n" for n in range(20)))
+    git(tmp_path, "add", "-A")
+    git(tmp_path, "commit", "-qm", "base")
+    text = (tmp_path / "app.py").read_text().replace("y25 = x + 25", "y25 = eval(x)", 1)
+    (tmp_path / "app.py").write_text(text)
+    git(tmp_path, "commit", "-qam", "change")
+    return tmp_path
+
+
+def test_a_diff_file_gets_context_from_its_head_tree(tmp_path: Path) -> None:
+    """Issue 17 item 4: a diff file alone has no head files, so no context; --head-dir gives
+    the same context --git reads from the repository."""
+    repo = one_function_changed(tmp_path / "repo")
+    diff = tmp_path / "change.diff"
+    diff.write_text(git(repo, "diff", "HEAD~1", "HEAD") + "\n")
+    from_git = json.loads(run("plan", "--git", "HEAD~1..HEAD", "--repo", str(repo), "--json")[1])
+    code, out, err = run("plan", "--diff", str(diff), "--head-dir", str(repo), "--json")
+    assert code == 0, err
+    from_tree = json.loads(out)
+    assert from_tree["totals"]["context_tokens"] > 0
+    assert from_tree["totals"] == from_git["totals"]
+    alone = json.loads(run("plan", "--diff", str(diff), "--json")[1])
+    assert alone["totals"]["context_tokens"] == 0
+    code, _, err = run("plan", "--git", "HEAD~1..HEAD", "--repo", str(repo), "--head-dir", ".")
+    assert code == 2 and "--head-dir goes with --diff" in err
+    assert len(err.strip().splitlines()) == 1
+
+
 def test_plan_text_and_stdin(repo: Path) -> None:
     diff = git(repo, "diff", "HEAD~1", "HEAD") + "\n"
     code, out, _ = run("plan", "--diff", "-", stdin=diff)
@@ -126,7 +158,7 @@ def test_small_context_splits_into_more_chunks(repo: Path) -> None:
         (["--git", "HEAD~1..HEAD", "--context-tokens", "4200"], "no room for the diff"),
         (
             ["--git", "HEAD~1..HEAD", "--scope-context-tokens", "-1"],
-            "scope_context_tokens must be 0 or more",
+            "--scope-context-tokens must be between 0 and 16,777,216, got -1",
         ),
     ],
 )

@@ -10,7 +10,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from reviewbot.cli import main
+from reviewbot.commands import main
 from reviewbot.config import Settings
 from tests.deploy_files import SYSTEMD, executable, read_unit
 

@@ -23,7 +23,7 @@ import pytest
 from click.testing import CliRunner
 from sqlalchemy import create_engine, text
 
-from reviewbot.cli import main
+from reviewbot.commands import main
 from reviewbot.config import Settings
 from reviewbot.llm.backend import ModelAnswer
 from reviewbot.ops.doctor import (

@@ -193,7 +193,7 @@ def test_worker_killed_mid_review_another_completes_it(world: World, tmp_path: P
     command = [
         sys.executable,
         "-m",
-        "reviewbot.cli",
+        "reviewbot.commands",
         "worker",
         "--lease-seconds",
         "2",

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from reviewbot.cli import main
+from reviewbot.commands import main
 from reviewbot.eval import DatasetError, Predicted, Scores, TruthItem, load_dataset, score_item
 from reviewbot.store import Store, upgrade
 from tests.fakes.vllm_server import FakeVLLM

@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 from sqlalchemy import update
 
-from reviewbot.cli import main
+from reviewbot.commands import main
 from reviewbot.comments import SHORT_SHA_CHARS
 from reviewbot.mr import ReviewIncompleteError, RunOptions, require_complete
 from reviewbot.prompts import prompt_version

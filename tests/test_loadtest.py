@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from reviewbot.chunking import Budget, plan
-from reviewbot.cli import main
+from reviewbot.commands import main
 from reviewbot.ops.loadtest import (
     SLO,
     ReviewInput,
@@ -334,3 +334,65 @@ def test_synthetic_diffs_have_the_size_asked_for() -> None:
         chunks = plan(review_input.files, Budget(max_model_len=10**6), counter).chunks
         assert len(chunks) == 1
         assert abs(chunks[0].tokens - tokens) <= max(0.02 * tokens, ONE_LINE_TOKENS)
+
+
+# --- bad input that must cost nothing (issue 17 item 3) --------------------------------------
+
+
+class UnusableCounter:
+    """A token counter that fails when asked: nothing may be measured (or built) yet."""
+
+    name = "unusable"
+    headroom = 0.05
+
+    def count(self, text: str) -> int:
+        raise AssertionError("a token was counted: the synthetic diff was built")
+
+    def count_many(self, texts: Any) -> list[int]:
+        raise AssertionError("a token was counted: the synthetic diff was built")
+
+
+class UnusableBackend:
+    """A model server that must not be sent anything."""
+
+    base_url = "http://127.0.0.1:1/v1"
+    output_modes = ("tool_calls",)
+    setup_hint = ""
+
+    def execute(self, *_: Any, **__: Any) -> Any:
+        raise AssertionError("a request was sent")
+
+    def count_prompt_tokens(self, *_: Any) -> int | None:
+        raise AssertionError("the server was asked")
+
+
+def test_a_synthetic_diff_larger_than_the_context_is_refused_before_it_is_built() -> None:
+    from reviewbot.errors import BadInputError
+    from reviewbot.ops.loadtest_plan import LoadInputs, plan_load
+    from reviewbot.review import ReviewOptions
+
+    with pytest.raises(BadInputError, match="--synthetic 70000 is more than the"):
+        plan_load(
+            LoadInputs(synthetic_tokens=70_000),
+            UnusableBackend(),  # type: ignore[arg-type]
+            UnusableCounter(),
+            ReviewOptions(),
+            max_model_len=65_536,
+        )
+
+
+def test_an_open_loop_stops_at_its_duration_even_before_the_first_arrival() -> None:
+    """At 0.001 requests/s the first Poisson gap (seed 0) is about half an hour: the run ends
+    when its 0.05 s are over (it used to sleep out the gap), having sent nothing."""
+    from reviewbot.ops.loadtest_driver import Schedule, run_load
+
+    schedule = Schedule(rate_per_s=0.001, duration_s=0.05, seed=0)
+    run = run_load(
+        UnusableBackend(),  # type: ignore[arg-type]
+        iter([]),
+        [],
+        schedule,
+        max_tokens=16,
+        temperature=None,
+    )
+    assert run.samples == []

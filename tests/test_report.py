@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
-from reviewbot.cli import main
+from reviewbot.commands import main
 from reviewbot.findings import Severity
 from reviewbot.gitlab import GitLabClient, GitLabSettings
 from reviewbot.report import (

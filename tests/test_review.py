@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from reviewbot.chunking import ContextKind
-from reviewbot.cli import main
+from reviewbot.commands import main
 from reviewbot.diff import parse_git_diff
 from reviewbot.llm import LLMClient, LLMSettings, runner_for
 from reviewbot.prompts import ReviewContext, file_summaries

@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from reviewbot.app import App
-from reviewbot.cli import main
+from reviewbot.commands import main
 from reviewbot.comments import parse_marker
 from reviewbot.gitlab import GitLabUnavailableError
 from reviewbot.llm import LLMUnavailableError

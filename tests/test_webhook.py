@@ -28,6 +28,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
+from reviewbot.commands.serve import serve_command
 from reviewbot.config import ConfigError, Settings
 from reviewbot.gitlab import GitLabClient, GitLabSettings
 from reviewbot.metrics import ListenerCollector, listener_registry, render
@@ -43,7 +44,6 @@ from reviewbot.webhook import (
     help_text,
     parse_command,
     payloads,
-    serve_command,
 )
 from tests.fakes.gitlab_server import FakeGitLab
 from tests.store_fixtures import store_url, terminate_other_sessions  # noqa: F401

@@ -25,6 +25,8 @@ import pytest
 from click.testing import CliRunner
 
 from reviewbot.app import App
+from reviewbot.commands.jobs import jobs_group
+from reviewbot.commands.worker import worker_command
 from reviewbot.config import ConfigError, Settings
 from reviewbot.gitlab import GitLabAuthError, GitLabNotFoundError, GitLabUnavailableError
 from reviewbot.llm import LLMUnavailableError, ModelNotFoundError
@@ -32,7 +34,7 @@ from reviewbot.mr import MergeRequestBusyError
 from reviewbot.queue import DEFAULT_MAX_ATTEMPTS, Job, JobQueue
 from reviewbot.store import Store, upgrade
 from reviewbot.store.store import SQLITE_BUSY_TIMEOUT_MS
-from reviewbot.worker import Worker, is_retryable, job_concurrency, jobs_group, worker_command
+from reviewbot.worker import Worker, is_retryable, job_concurrency
 from tests.store_fixtures import migrated_store, store_url  # noqa: F401
 
 PROJECT = "group/app"

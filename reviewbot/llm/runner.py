@@ -39,7 +39,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from reviewbot.llm.answers import (
     FINISH_LENGTH,
@@ -121,6 +121,30 @@ class _Reading:
     def total(self) -> int:
         """The calls the model meant to make: those read and those still unreadable."""
         return len(self.calls) + len(self.outstanding)
+
+
+@dataclass
+class _ChunkTries:
+    """One chunk's tries so far: its calls' records, and what the unreadable answers left."""
+
+    request: ChunkRequest
+    queued_s: float
+    stream: bool
+    records: list[CallRecord] = field(default_factory=list)
+    unreadable_tries: int = 0  # tries asked again: calls lost, or unreadable after repairs
+    invalid: list[str] = field(default_factory=list)  # every unreadable call's reason
+    best: _Reading = field(default_factory=_Reading)  # the try that read the most calls
+
+    def ask_again(self) -> None:
+        """The next try is asked from the start, without streaming."""
+        self.unreadable_tries += 1
+        self.stream = False
+
+    def failed(self, error: str) -> ChunkResult:
+        """Not reviewed: the readable calls of the best try are kept."""
+        return ChunkResult(
+            self.request.chunk_index, self.best.calls, self.invalid, self.records, False, error
+        )
 
 
 class ChunkRunner:
@@ -231,94 +255,121 @@ class ChunkRunner:
         gate: PrefillGate,
         first_token: threading.Event | None,
     ) -> ChunkResult:
-        records: list[CallRecord] = []
-        stream = self.settings.stream
-        unreadable_tries = 0  # tries asked again: calls lost, or unreadable after repairs
-        invalid: list[str] = []  # every unreadable call's reason, over all tries
-        best = _Reading()  # the try that read the most calls: kept if none is readable
-
-        def record(
-            attempt: _Attempt,
-            outcome: str,
-            parsed: ParsedAnswer | None = None,
-            error: str | None = None,
-            repaired: int = 0,
-        ) -> None:
-            records.append(
-                self._record(request, mode, outcome, attempt, queued_s, parsed, error, repaired)
-            )
-
-        def failed(error: str) -> ChunkResult:
-            return ChunkResult(request.chunk_index, best.calls, invalid, records, False, error)
-
+        tries = _ChunkTries(request, queued_s, self.settings.stream)
         while True:
             mode = self._mode
-            attempt = self._attempt(request, mode, stream, gate, first_token)
+            attempt = self._attempt(request, mode, tries.stream, gate, first_token)
             failure = attempt.failure
             if isinstance(failure, ContextOverflowError):
-                record(attempt, OUTCOME_CONTEXT_OVERFLOW, error=str(failure))
-                return ChunkResult(request.chunk_index, [], invalid, records, True, None)
+                self._keep(tries, mode, attempt, OUTCOME_CONTEXT_OVERFLOW, error=str(failure))
+                return ChunkResult(
+                    request.chunk_index, [], tries.invalid, tries.records, True, None
+                )
             if isinstance(failure, OutputModeRefusedError):
-                record(attempt, OUTCOME_MODE_UNSUPPORTED, error=str(failure))
+                self._keep(tries, mode, attempt, OUTCOME_MODE_UNSUPPORTED, error=str(failure))
                 self._downgrade(mode, str(failure))
                 continue
             if failure is not None:
-                record(attempt, OUTCOME_ERROR, error=str(failure))
-                return failed(str(failure))
+                self._keep(tries, mode, attempt, OUTCOME_ERROR, error=str(failure))
+                return tries.failed(str(failure))
             answer = attempt.answer
             assert answer is not None
             if mode == MODE_JSON_SCHEMA and format_ignored(answer):
-                record(attempt, OUTCOME_FORMAT_IGNORED)
+                self._keep(tries, mode, attempt, OUTCOME_FORMAT_IGNORED)
                 self._downgrade(mode, "the server ignored response_format")
                 continue
-            parsed = parse_answer(answer, mode, request.tools)
-            if empty_tool_calls(answer, parsed):
-                if unreadable_tries >= self.settings.max_retries:
-                    error = (
-                        f"the model answered finish_reason=tool_calls without any tool call "
-                        f"{unreadable_tries + 1} times"
-                    )
-                    record(attempt, OUTCOME_ERROR, parsed, error=error)
-                    return failed(error)
-                # A known vLLM bug: finish_reason "tool_calls" with no call streamed. The calls
-                # were lost, so the chunk is asked again, without streaming.
-                unreadable_tries += 1
-                record(attempt, OUTCOME_NO_TOOL_CALLS_RETRY, parsed)
-                stream = False
-                continue
-            if not parsed.invalid or answer.finish_reason == FINISH_LENGTH:
-                # readable, or cut off (the pipeline re-splits the chunk; never a repair turn)
-                outcome, error = self._outcome(answer)
-                record(attempt, outcome, parsed, error=error)
-                return ChunkResult(
-                    request.chunk_index,
-                    parsed.calls,
-                    invalid + parsed.invalid,
-                    records,
-                    False,
-                    error,
-                    truncated=outcome == OUTCOME_LENGTH,
+            result = self._read(tries, mode, attempt, answer, gate)
+            if result is not None:
+                return result
+
+    def _read(
+        self,
+        tries: _ChunkTries,
+        mode: str,
+        attempt: _Attempt,
+        answer: ModelAnswer,
+        gate: PrefillGate,
+    ) -> ChunkResult | None:
+        """The chunk's result from a try's answer, or None to ask again (without streaming)."""
+        parsed = parse_answer(answer, mode, tries.request.tools)
+        if empty_tool_calls(answer, parsed):
+            if tries.unreadable_tries >= self.settings.max_retries:
+                error = (
+                    f"the model answered finish_reason=tool_calls without any tool call "
+                    f"{tries.unreadable_tries + 1} times"
                 )
-            record(attempt, OUTCOME_INVALID_CALLS, parsed)
-            reading = self._repaired(request, mode, stream, gate, answer, parsed, record)
-            invalid += reading.invalid
-            if not reading.outstanding:
-                return ChunkResult(
-                    request.chunk_index, reading.calls, invalid, records, False, None
-                )
-            if len(reading.calls) >= len(best.calls):
-                best = reading
-            if unreadable_tries >= self.settings.max_retries:
-                error = self._unreadable_error(best, unreadable_tries + 1)
-                records[-1] = dataclasses.replace(
-                    records[-1], outcome=OUTCOME_ERROR, error=self._one_line(error)
-                )
-                return failed(error)
-            # Still unreadable: asked again from the start, without streaming (a streaming tool
-            # parser may have broken the arguments).
-            unreadable_tries += 1
-            records[-1] = dataclasses.replace(records[-1], outcome=OUTCOME_UNREADABLE_RETRY)
-            stream = False
+                self._keep(tries, mode, attempt, OUTCOME_ERROR, parsed, error=error)
+                return tries.failed(error)
+            # A known vLLM bug: finish_reason "tool_calls" with no call streamed. The calls
+            # were lost, so the chunk is asked again, without streaming.
+            self._keep(tries, mode, attempt, OUTCOME_NO_TOOL_CALLS_RETRY, parsed)
+            tries.ask_again()
+            return None
+        if not parsed.invalid or answer.finish_reason == FINISH_LENGTH:
+            # readable, or cut off (the pipeline re-splits the chunk; never a repair turn)
+            outcome, error = self._outcome(answer)
+            self._keep(tries, mode, attempt, outcome, parsed, error=error)
+            return ChunkResult(
+                tries.request.chunk_index,
+                parsed.calls,
+                tries.invalid + parsed.invalid,
+                tries.records,
+                False,
+                error,
+                truncated=outcome == OUTCOME_LENGTH,
+            )
+        self._keep(tries, mode, attempt, OUTCOME_INVALID_CALLS, parsed)
+        return self._unreadable(tries, mode, answer, parsed, gate)
+
+    def _unreadable(
+        self,
+        tries: _ChunkTries,
+        mode: str,
+        answer: ModelAnswer,
+        parsed: ParsedAnswer,
+        gate: PrefillGate,
+    ) -> ChunkResult | None:
+        """An answer with unreadable calls: repair turns, then the result or None (ask again)."""
+
+        def record(attempt: _Attempt, outcome: str, *details: Any, **named: Any) -> None:
+            self._keep(tries, mode, attempt, outcome, *details, **named)
+
+        reading = self._repaired(tries.request, mode, tries.stream, gate, answer, parsed, record)
+        tries.invalid += reading.invalid
+        if not reading.outstanding:
+            return ChunkResult(
+                tries.request.chunk_index, reading.calls, tries.invalid, tries.records, False, None
+            )
+        if len(reading.calls) >= len(tries.best.calls):
+            tries.best = reading
+        if tries.unreadable_tries >= self.settings.max_retries:
+            error = self._unreadable_error(tries.best, tries.unreadable_tries + 1)
+            tries.records[-1] = dataclasses.replace(
+                tries.records[-1], outcome=OUTCOME_ERROR, error=self._one_line(error)
+            )
+            return tries.failed(error)
+        # Still unreadable: asked again from the start, without streaming (a streaming tool
+        # parser may have broken the arguments).
+        tries.records[-1] = dataclasses.replace(tries.records[-1], outcome=OUTCOME_UNREADABLE_RETRY)
+        tries.ask_again()
+        return None
+
+    def _keep(
+        self,
+        tries: _ChunkTries,
+        mode: str,
+        attempt: _Attempt,
+        outcome: str,
+        parsed: ParsedAnswer | None = None,
+        error: str | None = None,
+        repaired: int = 0,
+    ) -> None:
+        """Record one model call of the chunk."""
+        tries.records.append(
+            self._record(
+                tries.request, mode, outcome, attempt, tries.queued_s, parsed, error, repaired
+            )
+        )
 
     def _repaired(
         self,

@@ -2,6 +2,7 @@
 
 The planner (``capacity``, ``gpus``, ``model_shape``) and the judging halves (``doctor``:
 what an answer means; ``loadtest``: prompts, figures and SLOs) are pure: data in, data out.
-``doctor_probes`` and ``loadtest_driver`` talk to the services through the adapters, and the
-``*_cli`` modules wire the commands.
+``vllm_command`` writes the ``vllm serve`` line of a plan. ``doctor_probes`` and
+``loadtest_driver`` talk to the services through the adapters; ``loadtest_plan`` reads a load
+test's inputs and plans them as reviews. The commands are ``reviewbot.commands.ops``.
 """

@@ -3,7 +3,7 @@
 Pure functions: facts in (what GitLab, the model server and the database answered, the
 settings), one :class:`Check` out, with a status (``ok``, ``warn``, ``fail``), what was found
 and, unless all is well, how to fix it. Asking the services is
-:mod:`reviewbot.ops.doctor_probes`' job; printing is :mod:`reviewbot.ops.doctor_cli`'s.
+:mod:`reviewbot.ops.doctor_probes`' job; printing is :mod:`reviewbot.commands.render_ops`'.
 
 Nothing here prints or returns a secret: tokens, API keys and database passwords never reach a
 :class:`Check`.

@@ -127,7 +127,7 @@ def run_load(
 
     if schedule.open_loop:
         assert schedule.rate_per_s is not None
-        _open_loop(next_prompt, send, schedule.rate_per_s, schedule.seed, started)
+        _open_loop(next_prompt, send, schedule.rate_per_s, schedule.seed, started, ends_at)
     else:
         assert schedule.concurrency is not None
         _closed_loop(next_prompt, send, schedule.concurrency)
@@ -154,14 +154,16 @@ def _open_loop(
     rate_per_s: float,
     seed: int,
     started: float,
+    ends_at: float | None,
 ) -> None:
+    """Send at Poisson arrivals; never sleep past ``ends_at`` waiting for the next one."""
     arrivals = random.Random(seed)
     due = started
     with ThreadPoolExecutor(max_workers=MAX_IN_FLIGHT, thread_name_prefix="load") as pool:
         futures = []
         while True:
             due += arrivals.expovariate(rate_per_s)
-            delay = due - time.monotonic()
+            delay = (due if ends_at is None else min(due, ends_at)) - time.monotonic()
             if delay > 0:
                 time.sleep(delay)
             prompt = next_prompt()

@@ -10,7 +10,7 @@ Modules, along the seams of a delivery:
 
 - `payloads`: headers, body and JSON into typed events (pure);
 - `handlers`: what each event does, against small Protocols (job sink, store, note poster);
-- `server`: the Starlette app, its endpoints and the `reviewbot serve` command;
+- `server`: the Starlette app and its endpoints (`reviewbot serve` runs it);
 - `openapi`: the paths and their OpenAPI description.
 """
 
@@ -23,7 +23,6 @@ from reviewbot.webhook.server import (
     DeliveryCounter,
     app_from_settings,
     create_app,
-    serve_command,
 )
 
 __all__ = [
@@ -41,5 +40,4 @@ __all__ = [
     "openapi_spec",
     "parse_command",
     "payloads",
-    "serve_command",
 ]

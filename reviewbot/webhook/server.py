@@ -1,10 +1,14 @@
-"""The HTTP side of the listener: Starlette app, endpoints, `reviewbot serve`.
+"""The HTTP side of the listener: the Starlette app and its endpoints (`reviewbot serve` runs
+it: `reviewbot.commands.serve`).
 
 `POST /webhook/gitlab` checks the token, the event header and the body size, parses the
 payload (`payloads`), hands the event to its handler (`handlers`, in a worker thread) and
 answers in milliseconds; `GET /healthz` pings the database; `GET /metrics` renders the
 collector of `reviewbot.metrics`; `GET /openapi.json` describes all of it (`openapi`).
 The database is reached only through the `Store` and the `JobQueue`: no SQL here.
+
+Owns: the ASGI app and what each endpoint answers. Must not: parse command-line options,
+print, or run the HTTP server itself.
 """
 
 from __future__ import annotations
@@ -17,8 +21,6 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-import click
-import uvicorn
 from prometheus_client.registry import CollectorRegistry
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.applications import Starlette
@@ -30,9 +32,7 @@ from starlette.routing import Route
 
 from reviewbot.app import App
 from reviewbot.config import ConfigError, Settings
-from reviewbot.errors import disposition
 from reviewbot.metrics import CONTENT_TYPE, ListenerCollector, listener_registry, render
-from reviewbot.options import database_options
 from reviewbot.queue import JobQueue
 from reviewbot.store import Store
 from reviewbot.webhook.handlers import (
@@ -66,15 +66,11 @@ __all__ = [
     "ListenerQueue",
     "app_from_settings",
     "create_app",
-    "serve_command",
 ]
 
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_BODY_BYTES = 1_000_000
-DEFAULT_HOST = "127.0.0.1"
-DEFAULT_PORT = 8080
-MAX_PORT = 65535
 MAX_REASON_CHARS = 200
 
 HTTP_OK = 200
@@ -277,7 +273,7 @@ async def openapi_endpoint(_request: Request) -> Response:
     return JSONResponse(openapi_spec())
 
 
-# -- application and command --------------------------------------------------------------
+# -- application ----------------------------------------------------------------------------
 
 
 def create_app(
@@ -347,41 +343,3 @@ def app_from_settings(
         max_body_bytes=settings.webhook_max_body_bytes,
         note_poster=client,
     )
-
-
-@click.command("serve")
-@click.option("--host", default=DEFAULT_HOST, show_default=True, help="Address to listen on.")
-@click.option(
-    "--port",
-    default=DEFAULT_PORT,
-    show_default=True,
-    type=click.IntRange(1, MAX_PORT),
-    help="Port.",
-)
-@click.option(
-    "--insecure-no-secret",
-    is_flag=True,
-    help="Accept deliveries without X-Gitlab-Token (only behind a trusted proxy).",
-)
-@database_options
-def serve_command(
-    host: str,
-    port: int,
-    insecure_no_secret: bool,
-    config_file: str | None,
-    database_url: str | None,
-) -> None:
-    """Listen for GitLab webhooks on POST /webhook/gitlab and queue reviews."""
-    try:
-        app = App.from_config(config_file, {"database_url": database_url})
-        asgi = app_from_settings(app.settings, insecure_no_secret=insecure_no_secret, app=app)
-    except Exception as error:
-        known = disposition(error)
-        if known is None:
-            raise
-        click.echo(f"reviewbot: error: {known.message(error)}", err=True)
-        raise SystemExit(known.exit_code) from None
-    if insecure_no_secret:
-        log.warning("accepting webhook deliveries without a secret token")
-    with app:
-        uvicorn.run(asgi, host=host, port=port, log_level="info")

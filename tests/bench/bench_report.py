@@ -372,7 +372,7 @@ def _write(raw: Any, dialect: str, table: str, columns: tuple[str, ...], rows: l
 def run_report(url: str, args: list[str], output: Path) -> tuple[float, float]:
     """Wall seconds and peak RSS (MB) of one `reviewbot report` process (its own rusage)."""
     env = {**os.environ, "REVIEWBOT_DATABASE_URL": url}
-    command = [sys.executable, "-m", "reviewbot.cli", "report", *args, "--output", str(output)]
+    command = [sys.executable, "-m", "reviewbot.commands", "report", *args, "--output", str(output)]
     started = time.perf_counter()
     process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL)
     _, status, usage = os.wait4(process.pid, 0)

@@ -24,7 +24,7 @@ TARGET_S = 1.0
 HEAVY = ("httpx", "openai", "gitlab", "sqlalchemy", "starlette", "matplotlib", "tree_sitter")
 PROBE = (
     "import sys, runpy; sys.argv = ['reviewbot', 'plan', '--git', 'main...feature', '--repo', "
-    "sys.argv[1]]\ntry:\n    runpy.run_module('reviewbot.cli', run_name='__main__')\n"
+    "sys.argv[1]]\ntry:\n    runpy.run_module('reviewbot.commands', run_name='__main__')\n"
     "except SystemExit:\n    pass\nprint(','.join(m for m in {heavy} if m in sys.modules), "
     "file=sys.stderr)"
 )

@@ -1,22 +1,48 @@
-"""Commands for accuracy tracking: `reviewbot feedback sync`, `reviewbot report`,
-`reviewbot eval`. Wiring only: parse options, build the App, call one library function, print.
+"""Accuracy tracking: `reviewbot feedback sync`, `reviewbot report`, `reviewbot eval`.
+
+Owns: their options, progress bars and output. The work is `reviewbot.feedback.sync_feedback`,
+`reviewbot.report` (build, write, post) and `reviewbot.eval.evaluate`, each handed its
+progress callbacks.
+
+Must not: compute outcomes, figures or scores itself, or load the database layer at import
+(`--help` stays light).
 """
 
 from __future__ import annotations
 
-import json
 import sys
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import click
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
-from reviewbot.cli import BadInputError, local_context, one_line_errors
-from reviewbot.window import Window, parse_age, parse_instant, previous_iso_week
+from reviewbot.commands.common import (
+    INT32_MAX,
+    AgeOrDate,
+    Instant,
+    Integer,
+    Number,
+    OutputPath,
+    PathName,
+    ProjectRef,
+    Text,
+    base_url_option,
+    config_option,
+    database_url_option,
+    emit_json,
+    gitlab_url_option,
+    json_option,
+    model_option,
+    one_line_errors,
+    options,
+)
+from reviewbot.commands.render import print_eval
+from reviewbot.errors import BadInputError
+from reviewbot.localdiff import local_context
+from reviewbot.window import Window, previous_iso_week
 
 __all__ = ["eval_command", "feedback_group", "report_command"]
 
@@ -26,6 +52,9 @@ EXIT_INTERRUPTED = 130  # the shell's code for a process stopped by SIGINT
 # reviewbot.report.DEFAULT_SLO_TTFT_MS; not imported here, as that loads the database layer
 # for every --help (tests/test_report.py and test_accuracy_end_to_end.py check both are 800)
 DEFAULT_SLO_TTFT_MS = 800.0
+MAX_SLO_TTFT_MS = 3_600_000.0  # an hour: a first-token target beyond it is a typo
+MAX_TOLERANCE_LINES = 10_000
+SERVICE_OPTIONS = options(gitlab_url_option, database_url_option, config_option)
 
 
 def _utc_now() -> datetime:
@@ -53,22 +82,23 @@ def feedback_group() -> None:
 
 
 @feedback_group.command("sync")
-@click.option("--project", metavar="PATH_OR_ID", help="Only this project (default: all).")
+@click.option(
+    "--project", type=ProjectRef(), metavar="PATH_OR_ID", help="Only this project (default: all)."
+)
 @click.option(
     "--since",
     "since_text",
+    type=AgeOrDate(),
     default=DEFAULT_SYNC_AGE,
     show_default=True,
     metavar="AGE_OR_DATE",
     help="MRs reviewed since: an age (14d, 12h, 2w) or a date (2025-03-10).",
 )
-@click.option("--gitlab-url", metavar="URL", help="GitLab URL (default $REVIEWBOT_GITLAB_URL).")
-@click.option("--database-url", metavar="URL", help="Database (default from settings).")
-@click.option("--config", "config_file", metavar="FILE", help="TOML settings file.")
+@SERVICE_OPTIONS
 @one_line_errors
 def feedback_sync(
     project: str | None,
-    since_text: str,
+    since_text: timedelta | datetime,
     gitlab_url: str | None,
     database_url: str | None,
     config_file: str | None,
@@ -79,7 +109,7 @@ def feedback_sync(
     from reviewbot.feedback import MergeRequestSync, sync_feedback
 
     now = _utc_now()
-    since = parse_age(since_text, "--since", now)
+    since = now - since_text if isinstance(since_text, timedelta) else since_text
     overrides = {"gitlab_url": gitlab_url, "database_url": database_url}
     out = Console(highlight=False, soft_wrap=True)
     err = Console(stderr=True, highlight=False)
@@ -124,15 +154,14 @@ def feedback_sync(
 # --- report ----------------------------------------------------------------------------------
 
 
-def _window(weekly: bool, since: str | None, until: str | None, now: datetime) -> Window:
+def _window(weekly: bool, since: datetime | None, until: datetime | None, now: datetime) -> Window:
     if weekly and (since or until):
         raise BadInputError("give --weekly or --since/--until, not both")
     if until and not since:
         raise BadInputError("--until needs --since")
     if not since:
         return previous_iso_week(now)
-    end = parse_instant(until, "--until") if until else now
-    return Window(parse_instant(since, "--since"), end)
+    return Window(since, until or now)
 
 
 def _formats(text: str) -> list[str]:
@@ -149,12 +178,19 @@ def _formats(text: str) -> list[str]:
 @click.option(
     "--weekly", is_flag=True, help="The last complete ISO week, Monday to Sunday UTC (the default)."
 )
-@click.option("--since", metavar="DATE", help="Window start: 2025-03-10 or an ISO time (UTC).")
-@click.option("--until", metavar="DATE", help="Window end, excluded (default: now).")
-@click.option("--project", metavar="PATH_OR_ID", help="Only this project (default: all).")
+@click.option(
+    "--since", type=Instant(), metavar="DATE", help="Window start: 2025-03-10 or an ISO time (UTC)."
+)
+@click.option(
+    "--until", type=Instant(), metavar="DATE", help="Window end, excluded (default: now)."
+)
+@click.option(
+    "--project", type=ProjectRef(), metavar="PATH_OR_ID", help="Only this project (default: all)."
+)
 @click.option(
     "--output",
     "output_dir",
+    type=OutputPath(directory=True),
     default=DEFAULT_REPORT_DIR,
     show_default=True,
     metavar="DIR",
@@ -163,6 +199,7 @@ def _formats(text: str) -> list[str]:
 @click.option(
     "--format",
     "formats",
+    type=Text(),
     default="md,html,json",
     show_default=True,
     metavar="LIST",
@@ -170,26 +207,25 @@ def _formats(text: str) -> list[str]:
 )
 @click.option(
     "--post-issue",
+    type=ProjectRef(),
     metavar="PROJECT",
     help="Create or edit the GitLab issue 'reviewbot report <ISO week>' there.",
 )
 @click.option(
     "--slo-ttft-ms",
-    type=click.FloatRange(min=0, min_open=True),
+    type=Number(0, MAX_SLO_TTFT_MS, low_open=True),
     default=DEFAULT_SLO_TTFT_MS,
     show_default=True,
     help="Target for the first-token p95 (ms).",
 )
-@click.option("--gitlab-url", metavar="URL", help="GitLab URL (default $REVIEWBOT_GITLAB_URL).")
-@click.option("--database-url", metavar="URL", help="Database (default from settings).")
-@click.option("--config", "config_file", metavar="FILE", help="TOML settings file.")
+@SERVICE_OPTIONS
 @one_line_errors
 def report_command(
     weekly: bool,
-    since: str | None,
-    until: str | None,
+    since: datetime | None,
+    until: datetime | None,
     project: str | None,
-    output_dir: str,
+    output_dir: Path,
     formats: str,
     post_issue: str | None,
     slo_ttft_ms: float,
@@ -209,8 +245,14 @@ def report_command(
     overrides = {"gitlab_url": gitlab_url, "database_url": database_url}
     with App.from_config(config_file, overrides) as app:
         report = build_report(app.store, window, now=now, project=project, slo_ttft_ms=slo_ttft_ms)
-        written = write_report(report, Path(output_dir), chosen)
+        written = write_report(report, output_dir, chosen)
         issue = post_report_issue(app.gitlab(), post_issue, report) if post_issue else None
+    _print_written(report, window, written, issue)
+
+
+def _print_written(
+    report: dict[str, Any], window: Window, written: list[Path], issue: Any | None
+) -> None:
     totals = report["totals"]
     click.echo(
         f"{report['window']['iso_week']} ({window.since:%Y-%m-%d %H:%M} to "
@@ -232,21 +274,21 @@ def report_command(
 
 
 @click.command("eval")
-@click.argument("dataset_dir", type=click.Path(path_type=Path))
+@click.argument("dataset_dir", type=PathName())  # what is there: reviewbot.eval says
 @click.option(
     "--tolerance",
-    type=click.IntRange(min=0),
+    type=Integer(0, MAX_TOLERANCE_LINES),
     default=3,
     show_default=True,
     metavar="K",
     help="A finding matches a labelled line within ±K lines.",
 )
-@click.option("--limit", type=click.IntRange(min=1), metavar="N", help="Only the first N items.")
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-@click.option("--base-url", metavar="URL", help="vLLM URL (default $REVIEWBOT_LLM_BASE_URL).")
-@click.option("--model", metavar="NAME", help="Served model name (default: the server's first).")
-@click.option("--database-url", metavar="URL", help="Database (default from settings).")
-@click.option("--config", "config_file", metavar="FILE", help="TOML settings file.")
+@click.option("--limit", type=Integer(1, INT32_MAX), metavar="N", help="Only the first N items.")
+@json_option()
+@base_url_option()
+@model_option
+@database_url_option
+@config_option
 @one_line_errors
 def eval_command(
     dataset_dir: Path,
@@ -279,9 +321,9 @@ def eval_command(
         run_id = _store_run(app, result, started)
     document = {"run_id": run_id, **result.to_json()}
     if as_json:
-        click.echo(json.dumps(document, indent=2))
+        emit_json(document)
         return
-    _print_eval(document, Console(highlight=False))
+    print_eval(document, Console(highlight=False))
 
 
 def _item_reviewer(app: Any) -> Any:
@@ -317,52 +359,3 @@ def _store_run(app: Any, result: Any, started: datetime) -> int:
     from reviewbot.eval import eval_run_row
 
     return int(app.store.record_eval_run(**eval_run_row(result, started, _utc_now())))
-
-
-def _ratio(value: float) -> str:
-    return f"{value:.3f}"
-
-
-def _print_eval(document: dict[str, Any], console: Console) -> None:
-    table = Table("item", "TP", "FP", "FN", "precision", "recall", "F1")
-    for item in document["items"]:
-        table.add_row(
-            item["item"],
-            str(item["tp"]),
-            str(item["fp"]),
-            str(item["fn"]),
-            _ratio(item["precision"]),
-            _ratio(item["recall"]),
-            _ratio(item["f1"]),
-        )
-    total, mean = document["total"], document["mean"]
-    table.add_row(
-        "total (micro)",
-        str(total["tp"]),
-        str(total["fp"]),
-        str(total["fn"]),
-        _ratio(total["precision"]),
-        _ratio(total["recall"]),
-        _ratio(total["f1"]),
-    )
-    table.add_row(
-        "mean per item",
-        "",
-        "",
-        "",
-        _ratio(mean["precision"]),
-        _ratio(mean["recall"]),
-        _ratio(mean["f1"]),
-    )
-    console.print(table)
-    categories = Table("category", "TP", "FP", "precision")
-    for row in document["categories"]:
-        categories.add_row(
-            row["category"], str(row["tp"]), str(row["fp"]), _ratio(row["precision"])
-        )
-    console.print(categories)
-    console.print(
-        f"model {document['model']}, prompt {document['prompt_version']}, ±{document['tolerance']}"
-        f" lines; stored as eval run {document['run_id']}",
-        markup=False,
-    )

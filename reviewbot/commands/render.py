@@ -1,0 +1,387 @@
+"""How the review commands show their results: rich tables and text for people, dicts for
+``--json`` (plan, review, run, reviews, jobs, eval).
+
+Owns: the layout of every table and summary line of those commands. Takes the library's
+results as they are and returns nothing but what it prints (or the dict it builds).
+
+Must not: compute figures the library does not give, read the database or the network, or
+exit (the commands decide exit codes).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from reviewbot.chunking import ContextKind, Plan
+
+__all__ = [
+    "call_json",
+    "print_coverage",
+    "print_eval",
+    "print_findings",
+    "print_job",
+    "print_jobs",
+    "print_plan",
+    "print_review_record",
+    "print_reviews",
+    "print_run",
+    "review_json",
+    "run_json",
+]
+
+CALL_COLUMNS = (
+    ("chunk", "chunk_index"),
+    ("mode", "mode"),
+    ("outcome", "outcome"),
+    ("prompt", "prompt_tokens"),
+    ("cached", "cached_tokens"),
+    ("completion", "completion_tokens"),
+    ("TTFT ms", "ttft_ms"),
+    ("latency ms", "latency_ms"),
+    ("slot wait ms", "slot_wait_ms"),
+    ("retries", "retries"),
+    ("calls", "tool_calls"),
+    ("invalid", "invalid_tool_calls"),
+    ("repaired", "repaired_tool_calls"),
+)
+
+
+# --- plan ------------------------------------------------------------------------------------
+
+
+def print_plan(result: Plan, console: Console) -> None:
+    budget = result.budget
+    console.print(
+        f"Budget: {budget.available} tokens per chunk = context {budget.max_model_len} "
+        f"- output {budget.output_reserve} - prompt {budget.overhead} - margin {budget.margin} "
+        f"({result.counter})"
+    )
+    table = Table("chunk", "tokens", "context tokens", "changed lines", "files")
+    for chunk in result.chunks:
+        names = ", ".join(
+            s.path
+            + (f" [{s.view.part}/{s.view.parts}]" if s.view.parts > 1 else "")
+            + (" (whole)" if s.context is ContextKind.WHOLE else "")
+            for s in chunk.segments
+        )
+        table.add_row(
+            str(chunk.index + 1),
+            str(chunk.tokens),
+            str(chunk.context_tokens),
+            str(chunk.changed_lines),
+            names,
+        )
+    console.print(table)
+    totals = result.totals()
+    console.print(
+        f"Context: {totals['context_tokens']} of {totals['tokens']} tokens "
+        f"({totals['whole_files']} whole files, {totals['scoped_hunks']} hunks with their "
+        "enclosing scope)"
+    )
+    print_coverage(result, console)
+
+
+def print_coverage(result: Plan, console: Console) -> None:
+    coverage = result.coverage
+    console.print(
+        f"Coverage: {coverage.changed_lines_covered}/{coverage.changed_lines_total} changed lines "
+        f"in {coverage.files_reviewed}/{coverage.files_total} files, {len(result.chunks)} chunks"
+    )
+    for skipped in coverage.skipped:
+        console.print(f"  skipped {skipped.path}: {skipped.reason} ({skipped.changed_lines} lines)")
+
+
+# --- review and run --------------------------------------------------------------------------
+
+
+def review_json(result: Any) -> dict[str, Any]:
+    """A `reviewbot.review.ReviewResult` for ``--json``."""
+    return {
+        "model": result.model,
+        "prompt_version": result.prompt_version,
+        "findings": [
+            {
+                "path": f.path,
+                "side": f.side.value,
+                "line": f.line,
+                "end_line": f.end_line,
+                "severity": f.severity.value,
+                "category": f.category.value,
+                "title": f.title,
+                "body": f.body,
+                "suggestion": f.suggestion,
+                "anchor": f.anchor.value,
+                "anchor_note": f.anchor_note,
+                "fingerprint": f.fingerprint,
+            }
+            for f in result.findings.findings
+        ],
+        "filtered": len(result.findings.selection.filtered),
+        "rejected": [r.reason for r in result.findings.rejected],
+        "invalid_calls": result.invalid_calls,
+        "chunk_errors": {str(k): v for k, v in result.chunk_errors.items()},
+        "unreviewed": [part.describe() for part in result.unreviewed],
+        "coverage": result.coverage.to_dict(),
+        "calls": [call_json(c) for c in result.calls],
+        "plan": result.plan.to_dict(),
+        "seconds": round(result.seconds, 3),
+    }
+
+
+def call_json(call: Any) -> dict[str, Any]:
+    data = dict(call.__dict__)
+    data["started_at"] = call.started_at.isoformat()
+    return data
+
+
+def print_findings(result: Any, console: Console) -> None:
+    shown = [f for f in result.findings.findings if f not in result.findings.selection.filtered]
+    by_path: dict[str, list[Any]] = {}
+    for finding in shown:
+        by_path.setdefault(finding.path, []).append(finding)
+    for path, items in by_path.items():
+        console.print(f"[bold]{path}[/bold]", highlight=False)
+        for f in items:
+            where = f"{f.side.value} line {f.line}" if f.line is not None else "file"
+            console.print(
+                f"  {where}: [{f.severity.value}] {f.category.value}: {f.title}", markup=False
+            )
+            console.print(f"    {f.body}", markup=False, highlight=False)
+            if f.anchor_note:
+                console.print(f"    ({f.anchor_note})", markup=False, highlight=False)
+    p50 = result.ttft_percentile(0.5)
+    console.print(
+        f"{len(shown)} findings ({len(result.findings.selection.filtered)} below threshold, "
+        f"{len(result.findings.rejected)} rejected, {len(result.invalid_calls)} invalid calls) | "
+        f"{len(result.plan.chunks)} chunks | {result.prompt_tokens} prompt + "
+        f"{result.completion_tokens} completion tokens ({result.cached_tokens} cached) | "
+        f"{result.seconds:.1f} s | first token p50 "
+        + (f"{p50:.0f} ms" if p50 is not None else "n/a"),
+        highlight=False,
+    )
+
+
+def run_json(report: Any) -> dict[str, Any]:
+    """A `reviewbot.mr.RunReport` for ``--json``."""
+    data = review_json(report.review)
+    data.update(
+        {
+            "project": report.project_path,
+            "mr_iid": report.iid,
+            "head_sha": report.head_sha,
+            "review_id": report.review_id,
+            "dry_run": report.dry_run,
+            "posted": [f.fingerprint for f in report.posted],
+            "already_posted": [f.fingerprint for f in report.already_posted],
+            "refused": [{"fingerprint": f.fingerprint, "reason": r} for f, r in report.refused],
+            "summary_only": [f.fingerprint for f in report.summary_only],
+            "resolved_threads": report.resolved_threads,
+            "summary_note_id": report.summary_note_id,
+            "incremental": (
+                None
+                if report.review.carried is None
+                else {
+                    "since_head": report.review.carried.since_head,
+                    "since_review_id": report.review.carried.review_id,
+                    "files_unchanged": report.review.carried.files,
+                    "changed_lines_unchanged": report.review.carried.lines,
+                    "findings_kept": report.review.carried.findings,
+                }
+            ),
+        }
+    )
+    if report.dry_run:
+        data["summary_markdown"] = report.summary_markdown
+    return data
+
+
+def print_run(report: Any, console: Console) -> None:
+    if report.dry_run:
+        console.print("[bold]Dry run: nothing was posted.[/bold] Would post:")
+        print_findings(report.review, console)
+        console.rule("summary note")
+        console.print(report.summary_markdown, markup=False, highlight=False)
+        return
+    console.print(
+        f"{report.project_path}!{report.iid} at {report.head_sha[:8]}: posted "
+        f"{len(report.posted)} new comments, {len(report.already_posted)} already there, "
+        f"{len(report.summary_only) + len(report.refused)} in the summary only, "
+        f"{report.resolved_threads} stale threads resolved. {report.web_url}",
+        highlight=False,
+    )
+
+
+# --- reviews ---------------------------------------------------------------------------------
+
+
+def print_reviews(rows: list[dict[str, Any]], console: Console) -> None:
+    """`reviewbot reviews list`: one row per recorded review."""
+    table = Table(
+        "id",
+        "project",
+        "MR",
+        "head",
+        "trigger",
+        "status",
+        "model",
+        "started",
+        "seconds",
+        "chunks",
+        "tokens in/out",
+    )
+    for row in rows:
+        table.add_row(
+            str(row["id"]),
+            row["project"],
+            f"!{row['mr_iid']}" if row["mr_iid"] else "-",
+            (row["head_sha"] or "")[:8],
+            row["trigger"],
+            row["status"],
+            row["model"],
+            f"{row['started_at']:%Y-%m-%d %H:%M}",
+            _seconds(row),
+            str(row["chunks"]),
+            f"{row['prompt_tokens']}/{row['completion_tokens']}",
+        )
+    console.print(table)
+
+
+def _seconds(row: dict[str, Any]) -> str:
+    if row["finished_at"] is None:
+        return "-"
+    return f"{(row['finished_at'] - row['started_at']).total_seconds():.1f}"
+
+
+def print_review_record(
+    review: dict[str, Any],
+    calls: list[dict[str, Any]],
+    tool_calls_by_chunk: list[dict[str, Any]],
+    findings: list[dict[str, Any]],
+    console: Console,
+) -> None:
+    """`reviewbot reviews show`: the review's fields, its model calls, its findings."""
+    for key, value in review.items():
+        console.print(f"{key:>22}: {value}", markup=False, highlight=False)
+    console.print(
+        f"{'tool calls':>22}: {tool_call_line(tool_calls_by_chunk)}",
+        markup=False,
+        highlight=False,
+    )
+    call_table = Table(*(title for title, _ in CALL_COLUMNS))
+    for call in calls:
+        call_table.add_row(*(str(call[key]) for _, key in CALL_COLUMNS))
+    console.print(call_table)
+    finding_table = Table("severity", "category", "where", "title", "state", "discussion")
+    for f in findings:
+        where = f"{f['path']}:{f['side']}:{f['line']}" if f["line"] else f["path"]
+        finding_table.add_row(
+            f["severity"], f["category"], where, f["title"], f["state"], f["discussion_id"] or "-"
+        )
+    console.print(finding_table)
+
+
+def tool_call_line(by_chunk: list[dict[str, Any]]) -> str:
+    """``9, unreadable 2 (22%), resent readably 2``: the review's model tool calls."""
+    calls = sum(row["tool_calls"] for row in by_chunk)
+    invalid = sum(row["invalid_tool_calls"] for row in by_chunk)
+    repaired = sum(row["repaired_tool_calls"] for row in by_chunk)
+    rate = f" ({invalid / calls:.0%})" if calls else ""
+    return f"{calls}, unreadable {invalid}{rate}, resent readably {repaired}"
+
+
+# --- jobs ------------------------------------------------------------------------------------
+
+
+def print_jobs(jobs: list[Any], counts: dict[str, int], console: Console) -> None:
+    """`reviewbot jobs list`: newest first, then the counts by status."""
+    table = Table(
+        "id", "project", "MR", "head", "trigger", "status", "tries", "run after", "worker", "error"
+    )
+    for job in jobs:
+        table.add_row(
+            str(job.id),
+            job.project,
+            f"!{job.mr_iid}",
+            (job.head_sha or "-")[:12],
+            job.trigger,
+            job.status,
+            f"{job.attempts}/{job.max_attempts}",
+            _time(job.run_after),
+            job.lease_owner or "-",
+            _first_line(job.error),
+        )
+    console.print(table)
+    console.print(", ".join(f"{name} {count}" for name, count in counts.items()))
+
+
+def print_job(job: Any, console: Console) -> None:
+    """Every field of one job."""
+    table = Table("field", "value", show_header=False)
+    for name, value in dataclasses.asdict(job).items():
+        table.add_row(name, "-" if value is None else str(value))
+    console.print(table)
+
+
+def _time(value: Any) -> str:
+    return value.strftime("%Y-%m-%d %H:%M:%S") if value is not None else "-"
+
+
+def _first_line(text: str | None) -> str:
+    return (text or "-").splitlines()[0] if text else "-"
+
+
+# --- eval ------------------------------------------------------------------------------------
+
+
+def _ratio(value: float) -> str:
+    return f"{value:.3f}"
+
+
+def print_eval(document: dict[str, Any], console: Console) -> None:
+    """`reviewbot eval`: scores per item, in total, per category."""
+    table = Table("item", "TP", "FP", "FN", "precision", "recall", "F1")
+    for item in document["items"]:
+        table.add_row(
+            item["item"],
+            str(item["tp"]),
+            str(item["fp"]),
+            str(item["fn"]),
+            _ratio(item["precision"]),
+            _ratio(item["recall"]),
+            _ratio(item["f1"]),
+        )
+    total, mean = document["total"], document["mean"]
+    table.add_row(
+        "total (micro)",
+        str(total["tp"]),
+        str(total["fp"]),
+        str(total["fn"]),
+        _ratio(total["precision"]),
+        _ratio(total["recall"]),
+        _ratio(total["f1"]),
+    )
+    table.add_row(
+        "mean per item",
+        "",
+        "",
+        "",
+        _ratio(mean["precision"]),
+        _ratio(mean["recall"]),
+        _ratio(mean["f1"]),
+    )
+    console.print(table)
+    categories = Table("category", "TP", "FP", "precision")
+    for row in document["categories"]:
+        categories.add_row(
+            row["category"], str(row["tp"]), str(row["fp"]), _ratio(row["precision"])
+        )
+    console.print(categories)
+    console.print(
+        f"model {document['model']}, prompt {document['prompt_version']}, ±{document['tolerance']}"
+        f" lines; stored as eval run {document['run_id']}",
+        markup=False,
+    )

@@ -1,0 +1,196 @@
+"""How the model-server commands show their results to people: `reviewbot capacity`,
+`reviewbot doctor` and `reviewbot loadtest` tables (their ``--json`` is the library's dict).
+
+Owns: the layout of those tables and lines. Must not: compute a figure the library does not
+give, touch the network, or exit.
+"""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from reviewbot.ops.capacity import CapacityPlan
+from reviewbot.ops.doctor import Check, Status
+from reviewbot.ops.loadtest import LoadReport
+from reviewbot.ops.vllm_command import vllm_serve_command
+
+__all__ = ["print_capacity", "print_checks", "print_load_report"]
+
+# TTFT queue positions shown in the table (all of them are in --json).
+SHOWN_QUEUE_POSITIONS = (1, 2, 4, 8, 16, 32, 64)
+STATUS_STYLES = {Status.OK: "green", Status.WARN: "yellow", Status.FAIL: "bold red"}
+
+
+# --- capacity --------------------------------------------------------------------------------
+
+
+def _capacity_rows(plan: CapacityPlan) -> list[tuple[str, str]]:
+    recommended = plan.recommended
+    rows = [
+        ("quantization", plan.quantization),
+        ("weights per GPU", f"{plan.weights_gib_per_gpu:.2f} GiB"),
+        ("activation + CUDA graph reserve", f"{plan.reserve_gib_per_gpu:.2f} GiB"),
+        (
+            "KV cache per token per GPU",
+            f"{plan.kv_bytes_per_token_per_gpu:,} bytes (full-attention layers only)",
+        ),
+        (
+            "linear-attention state per sequence",
+            f"{plan.state_bytes_per_sequence_per_gpu / 2**20:,.1f} MiB per GPU",
+        ),
+        ("vLLM block size", f"{plan.vllm_block_size} tokens"),
+        (
+            "KV cache per GPU",
+            f"{plan.kv_cache_gib_per_gpu:.2f} GiB at utilization {plan.gpu_memory_utilization}",
+        ),
+        (
+            f"sequences of {plan.max_model_len:,} tokens",
+            f"{plan.max_sequences_at_max_model_len:.2f}",
+        ),
+        ("fits", "yes" if plan.fits else "[red]no[/red]"),
+        (
+            "recommended",
+            f"--max-num-seqs {recommended.max_num_seqs} --gpu-memory-utilization "
+            f"{recommended.gpu_memory_utilization} --dtype {recommended.dtype} "
+            f"--max-num-batched-tokens {recommended.max_num_batched_tokens}",
+        ),
+        ("why that many sequences", recommended.max_num_seqs_reason),
+    ]
+    if plan.ttft_estimate_s:
+        estimate = plan.ttft_estimate_s
+        queue = estimate["by_queue_position_s"]
+        shown = ", ".join(
+            f"#{k}: {queue[k - 1]:.1f} s" for k in SHOWN_QUEUE_POSITIONS if k <= len(queue)
+        )
+        rows.append(
+            (
+                f"first token, {estimate['prompt_tokens']:,}-token prompt (estimate)",
+                f"alone {estimate['alone_s']:.1f} s; queued {shown}",
+            )
+        )
+    return rows
+
+
+def print_capacity(plan: CapacityPlan, model: str, multimodal: bool, console: Console) -> None:
+    """The plan as a table, its warnings, and the ``vllm serve`` line to start with."""
+    table = Table(
+        title=f"{plan.model} on {plan.tensor_parallel_size}x {plan.gpu}", show_header=False
+    )
+    table.add_column("what", style="bold")
+    table.add_column("value")
+    for what, value in _capacity_rows(plan):
+        table.add_row(what, value)
+    console.print(table)
+    for warning in plan.warnings:
+        console.print(f"[yellow]warning:[/yellow] {warning}", highlight=False)
+    console.print(
+        "start with:", vllm_serve_command(model, plan, multimodal), markup=False, highlight=False
+    )
+
+
+# --- doctor ----------------------------------------------------------------------------------
+
+
+def print_checks(checks: list[Check], console: Console) -> None:
+    table = Table("status", "check", "found", "fix")
+    for check in checks:
+        style = STATUS_STYLES[check.status]
+        table.add_row(
+            f"[{style}]{check.status.value}[/{style}]", check.name, check.detail, check.fix
+        )
+    console.print(table)
+    counts = {status: sum(c.status is status for c in checks) for status in Status}
+    console.print(
+        f"{counts[Status.OK]} ok, {counts[Status.WARN]} warnings, {counts[Status.FAIL]} failed",
+        highlight=False,
+    )
+
+
+# --- loadtest --------------------------------------------------------------------------------
+
+
+def _figure(value: float | None, unit: str = "", digits: int = 0) -> str:
+    return "n/a" if value is None else f"{value:,.{digits}f}{unit}"
+
+
+def _load_rows(report: LoadReport) -> list[tuple[str, str]]:
+    ttft, e2e, decode = report.ttft_ms, report.e2e_ms, report.decode_tokens_per_s
+    cache = report.prefix_cache_hit_rate
+    return [
+        (
+            "requests",
+            f"{report.requests} in {report.seconds:.1f} s ({report.errors} errors, "
+            f"{report.truncated} cut at max tokens)",
+        ),
+        (
+            "first token (TTFT)",
+            f"p50 {_figure(ttft['p50'], ' ms')}, p95 "
+            f"{_figure(ttft['p95'], ' ms')}, p99 {_figure(ttft['p99'], ' ms')}",
+        ),
+        (
+            "end to end",
+            f"p50 {_figure(e2e['p50'], ' ms')}, p95 {_figure(e2e['p95'], ' ms')}, "
+            f"p99 {_figure(e2e['p99'], ' ms')}",
+        ),
+        (
+            "decode per request",
+            f"p50 {_figure(decode['p50'], ' tokens/s', 1)}, p95 "
+            f"{_figure(decode['p95'], ' tokens/s', 1)}",
+        ),
+        (
+            "aggregate",
+            f"{report.aggregate_tokens_per_s:,.1f} output tokens/s, "
+            f"{report.aggregate_prompt_tokens_per_s:,.0f} prompt tokens/s",
+        ),
+        ("prompt size", f"{_figure(report.prompt_tokens_mean)} tokens on average"),
+        (
+            "prefix cache",
+            "not reported by the server (--enable-prompt-tokens-details)"
+            if cache is None
+            else f"{cache:.1%} of prompt tokens from the cache",
+        ),
+        (
+            "reviews per day",
+            f"{report.reviews_per_day:,.0f} ({report.chunks_per_review:g} "
+            "chunks per review, around the clock at this load)",
+        ),
+    ]
+
+
+def print_load_report(report: LoadReport, console: Console) -> None:
+    """The figures, TTFT by queue position, the first errors and each SLO's verdict."""
+    load = report.load
+    loop = (
+        f"open loop, Poisson arrivals at {load.get('rate_per_s')}/s"
+        if load.get("mode") == "open"
+        else f"closed loop, {load.get('concurrency')} in flight"
+    )
+    table = Table(title=f"{load.get('input')}: {loop}", show_header=False)
+    table.add_column("what", style="bold")
+    table.add_column("value")
+    for what, value in _load_rows(report):
+        table.add_row(what, value)
+    console.print(table)
+    positions = Table("queue position", "requests", "TTFT p50 ms", "TTFT p95 ms")
+    for row in report.ttft_by_queue_position:
+        positions.add_row(
+            str(row["position"]),
+            str(row["requests"]),
+            f"{row['p50_ms']:,.0f}",
+            f"{row['p95_ms']:,.0f}",
+        )
+    console.print(positions)
+    console.print(
+        f"TTFT p95 meets the SLO up to queue position {report.queue_depth_within_ttft_slo}",
+        highlight=False,
+    )
+    for error in report.first_errors:
+        console.print(f"[red]error:[/red] {error}", highlight=False)
+    for item in report.slo:
+        verdict = "[green]met[/green]" if item["pass"] else "[bold red]missed[/bold red]"
+        console.print(
+            f"SLO {item['name']}: {_figure(item['value'], digits=3)} (target {item['target']:g}) "
+            f"{verdict}",
+            highlight=False,
+        )

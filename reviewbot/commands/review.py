@@ -1,0 +1,351 @@
+"""`reviewbot plan`, `reviewbot review` (a local diff) and `reviewbot run` (a merge request).
+
+Owns: their options and output. `plan` is offline and loads neither the model client nor any
+adapter; `review` runs `reviewbot.review.review_files` on a local diff; `run` runs
+`reviewbot.mr.run_merge_request`.
+
+Must not: plan, review or publish itself; import the App, the model client or the MR runner at
+load time (they load inside the command that needs them).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from reviewbot.chunking import DEFAULT_SCOPE_CONTEXT_TOKENS
+from reviewbot.commands.common import (
+    INT32_MAX,
+    InputDir,
+    InputFile,
+    Integer,
+    ProjectRef,
+    Text,
+    base_url_option,
+    config_option,
+    database_url_option,
+    emit_json,
+    fail,
+    git_range_option,
+    gitlab_url_option,
+    json_option,
+    model_option,
+    one_line_errors,
+    options,
+    repo_option,
+    setting_integer,
+)
+from reviewbot.commands.render import print_findings, print_plan, print_run, review_json, run_json
+from reviewbot.config import Settings, load_settings
+from reviewbot.errors import EXIT_FAILURE
+from reviewbot.findings import Severity
+from reviewbot.localdiff import (
+    MAX_DIFF_BYTES,
+    LoadedDiff,
+    load_diff,
+    local_context,
+    wants_head_contents,
+)
+from reviewbot.tokens import TokenCounter, local_counter
+
+__all__ = ["plan_command", "review_command", "run_command"]
+
+DIFF_SOURCE_OPTIONS = options(
+    click.option(
+        "--diff",
+        "diff_path",
+        type=InputFile(MAX_DIFF_BYTES, allow_stdin=True),
+        metavar="PATH",
+        help="Unified diff file, or - for stdin.",
+    ),
+    git_range_option(),
+    repo_option,
+    click.option(
+        "--head-dir",
+        type=InputDir(),
+        metavar="DIR",
+        help="The head tree of a --diff (the new versions of its files), for context lines and "
+        "enclosing scopes; --git reads them from git.",
+    ),
+    click.option(
+        "--context-tokens",
+        type=setting_integer("max_model_len"),
+        metavar="N",
+        help="Model context length (default: the server's max_model_len; 65536 offline).",
+    ),
+    click.option(
+        "--max-output-tokens",
+        type=setting_integer("max_output_tokens"),
+        metavar="N",
+        help="Tokens kept for the answer (4096).",
+    ),
+    click.option(
+        "--context-lines",
+        type=setting_integer("context_lines"),
+        metavar="N",
+        help="Head lines shown around each hunk (3).",
+    ),
+    click.option(
+        "--scope-context-tokens",
+        type=setting_integer("scope_context_tokens"),
+        metavar="N",
+        help="Tokens of enclosing function/class shown per hunk where chunks have room "
+        f"({DEFAULT_SCOPE_CONTEXT_TOKENS}; 0: off).",
+    ),
+    click.option(
+        "--exclude", type=Text(), multiple=True, metavar="GLOB", help="Skip matching files."
+    ),
+    config_option,
+    json_option(),
+)
+
+
+def _settings(config_file: str | None, **overrides: Any) -> Settings:
+    return load_settings(config_file=config_file, overrides=overrides)
+
+
+class _Offline:
+    """`plan` talks to no server: nothing counts the prompt, so `budget_for` counts it with
+    the local counter."""
+
+    def count_prompt_tokens(self, messages: list[dict], tools: list[dict]) -> int | None:
+        return None
+
+
+def _budget_overrides(
+    context_tokens: int | None,
+    max_output_tokens: int | None,
+    context_lines: int | None,
+    scope_context_tokens: int | None,
+    exclude: tuple[str, ...],
+) -> dict[str, Any]:
+    return {
+        "max_model_len": context_tokens,
+        "max_output_tokens": max_output_tokens,
+        "context_lines": context_lines,
+        "scope_context_tokens": scope_context_tokens,
+        "exclude": exclude or None,
+    }
+
+
+def _incomplete(result: Any, first_only: bool = False) -> str:
+    """``incomplete review: 3 of 5 changed lines reviewed; not reviewed: chunk 2 (...)``."""
+    coverage, missed = result.coverage, result.unreviewed
+    more = f" (and {len(missed) - 1} more)" if len(missed) > 1 and not first_only else ""
+    return (
+        f"incomplete review: {coverage.changed_lines_covered} of "
+        f"{coverage.changed_lines_total} changed lines reviewed; not reviewed: "
+        f"{missed[0].describe()}{more}"
+    )
+
+
+# --- plan ------------------------------------------------------------------------------------
+
+
+@click.command("plan")
+@DIFF_SOURCE_OPTIONS
+@one_line_errors
+def plan_command(
+    diff_path: str | None,
+    git_range: str | None,
+    repo: Path,
+    head_dir: Path | None,
+    config_file: str | None,
+    as_json: bool,
+    **budget: Any,
+) -> None:
+    """Show how a diff would be cut into prompts, with token counts and coverage (offline)."""
+    from reviewbot.chunking import Budget, plan
+    from reviewbot.review import budget_for, review_options
+
+    settings = _settings(config_file, **_budget_overrides(**budget))
+    with_contents = wants_head_contents(settings)
+    loaded = load_diff(diff_path, git_range, repo, with_contents, head_dir=head_dir)
+    counter = local_counter(settings.llm_model)
+    options = review_options(settings)
+    context = local_context(loaded.label, loaded.files, options.plan_options.exclusions)
+    max_model_len = settings.max_model_len or Budget().max_model_len
+    offline: Any = _Offline()
+    chunk_budget = budget_for(offline, counter, context, options, max_model_len)
+    result = plan(
+        loaded.files,
+        chunk_budget,
+        counter,
+        contents=loaded.contents,
+        options=options.plan_options,
+    )
+    if as_json:
+        emit_json(result.to_dict())
+        return
+    print_plan(result, Console())
+
+
+# --- review ----------------------------------------------------------------------------------
+
+
+@click.command("review")
+@DIFF_SOURCE_OPTIONS
+@base_url_option(
+    "vLLM OpenAI-compatible URL (default $REVIEWBOT_LLM_BASE_URL or http://127.0.0.1:8000/v1)."
+)
+@model_option
+@click.option(
+    "--concurrency",
+    type=setting_integer("concurrency"),
+    metavar="N",
+    help="Chunks in flight (default 8).",
+)
+@click.option(
+    "--min-severity",
+    type=click.Choice([s.value for s in Severity]),
+    help="Drop findings below this severity (default minor).",
+)
+@click.option(
+    "--thinking/--no-thinking",
+    default=None,
+    help="Ask the model to think first (default: the server's choice).",
+)
+@one_line_errors
+def review_command(
+    diff_path: str | None,
+    git_range: str | None,
+    repo: Path,
+    head_dir: Path | None,
+    config_file: str | None,
+    as_json: bool,
+    base_url: str | None,
+    model: str | None,
+    concurrency: int | None,
+    min_severity: str | None,
+    thinking: bool | None,
+    **budget: Any,
+) -> None:
+    """Review a local diff with the model and print the findings (no GitLab, no database)."""
+    settings = _settings(
+        config_file,
+        **_budget_overrides(**budget),
+        llm_base_url=base_url,
+        llm_model=model,
+        concurrency=concurrency,
+        min_severity=min_severity,
+        enable_thinking=thinking,
+    )
+    with_contents = wants_head_contents(settings)
+    loaded = load_diff(diff_path, git_range, repo, with_contents, head_dir=head_dir)
+    counter = local_counter(settings.llm_model)
+    result = _review_local(settings, loaded, counter, Console(stderr=True), quiet=as_json)
+    if as_json:
+        emit_json(review_json(result))
+    else:
+        print_findings(result, Console())
+    if result.unreviewed:
+        fail(_incomplete(result), EXIT_FAILURE)
+
+
+def _review_local(
+    settings: Settings, loaded: LoadedDiff, counter: TokenCounter, console: Console, quiet: bool
+) -> Any:
+    from reviewbot.app import App
+    from reviewbot.review import review_files, review_options
+
+    options = review_options(settings)
+    context = local_context(loaded.label, loaded.files, options.plan_options.exclusions)
+    with (
+        App(settings) as app,
+        Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            disable=quiet or not console.is_terminal,
+            transient=True,
+        ) as progress,
+    ):
+        task = progress.add_task("reviewing chunks", total=None)
+        return review_files(
+            loaded.files,
+            context=context,
+            llm=app.model(),
+            counter=counter,
+            options=options,
+            contents=loaded.contents,
+            on_planned=lambda p: progress.update(task, total=len(p.chunks)),
+            on_chunk_done=lambda _: progress.advance(task),
+        )
+
+
+# --- run -------------------------------------------------------------------------------------
+
+
+@click.command("run")
+@click.argument("mr_iid", type=Integer(1, INT32_MAX))
+@click.option(
+    "--project",
+    type=ProjectRef(),
+    required=True,
+    metavar="ID_OR_PATH",
+    help="Project id or group/name.",
+)
+@click.option(
+    "--dry-run", is_flag=True, help="Review and print what would be posted; post nothing."
+)
+@click.option(
+    "--full",
+    "--force",
+    "full",
+    is_flag=True,
+    help="Review every change (default: only hunks new or changed since the last review of "
+    "this MR by the same model and prompt version; the same head again makes no model call).",
+)
+@gitlab_url_option
+@base_url_option("vLLM URL (default $REVIEWBOT_LLM_BASE_URL).")
+@model_option
+@database_url_option
+@config_option
+@json_option("Machine-readable result.")
+@one_line_errors
+def run_command(
+    mr_iid: int,
+    project: str,
+    dry_run: bool,
+    full: bool,
+    gitlab_url: str | None,
+    base_url: str | None,
+    model: str | None,
+    database_url: str | None,
+    config_file: str | None,
+    as_json: bool,
+) -> None:
+    """Review merge request MR_IID and post inline comments and a summary note."""
+    from reviewbot.app import App
+    from reviewbot.mr import RunOptions, run_merge_request
+
+    overrides = {
+        "gitlab_url": gitlab_url,
+        "llm_base_url": base_url,
+        "llm_model": model,
+        "database_url": database_url,
+    }
+    console = Console(stderr=True)
+    with (
+        App.from_config(config_file, overrides) as app,
+        console.status("starting", spinner="dots") as status,
+    ):
+        report = run_merge_request(
+            app,
+            project,
+            mr_iid,
+            RunOptions(trigger="cli", dry_run=dry_run, full=full),
+            progress=(lambda _: None) if as_json else status.update,
+        )
+    if as_json:
+        emit_json(run_json(report))
+    else:
+        print_run(report, Console())
+    if report.review.unreviewed:
+        fail(_incomplete(report.review, first_only=True), EXIT_FAILURE)

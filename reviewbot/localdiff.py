@@ -1,0 +1,141 @@
+"""The diff a local command reviews (`reviewbot plan|review|loadtest`): a diff file, stdin or a
+range of a local git repository, with the head files that give hunks their context.
+
+Owns: reading those inputs into FileDiffs and head contents, and the review context
+(title and file summaries) of a local diff. Head contents come from git for ``--git`` and
+from a head tree (``--head-dir``) for ``--diff``; a head tree is read only inside its folder
+(no ``..``, no absolute path, no symbolic link that leads out of it), and a file that is
+missing, not a regular file, binary or over-large just gives no context. Bad input is a
+`BadInputError` or a `GitError` (one line, exit 2).
+
+Must not: talk to GitLab, the model or the database.
+"""
+
+from __future__ import annotations
+
+import stat
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+from reviewbot.config import Settings
+from reviewbot.diff import FileDiff, parse_git_diff
+from reviewbot.errors import BadInputError
+from reviewbot.exclusions import ExclusionRules, skip_reason
+from reviewbot.localgit import MAX_CONTENT_BYTES, read_files_at, read_range
+from reviewbot.prompts import ReviewContext, file_summaries
+
+__all__ = [
+    "MAX_DIFF_BYTES",
+    "LoadedDiff",
+    "load_diff",
+    "local_context",
+    "read_head_tree",
+    "wants_head_contents",
+]
+
+# A diff file or stdin larger than this is refused (a generated dump, or /dev/zero), not read.
+MAX_DIFF_BYTES = 64 * 2**20
+BINARY_SNIFF_BYTES = 8000  # a NUL in the first bytes marks a binary file (as git decides)
+
+
+@dataclass
+class LoadedDiff:
+    files: list[FileDiff]
+    contents: dict[str, str]
+    label: str
+
+
+def load_diff(
+    diff_path: str | None,
+    git_range: str | None,
+    repo: str | Path,
+    with_contents: bool,
+    stdin: BinaryIO | None = None,
+    head_dir: Path | None = None,
+) -> LoadedDiff:
+    """The diff to plan or review; ``with_contents`` reads head files too: from git for
+    ``git_range``, from ``head_dir`` for ``diff_path``. ``diff_path`` ``-`` reads ``stdin``
+    (default: this process's)."""
+    if bool(diff_path) == bool(git_range):
+        raise BadInputError("give exactly one of --diff PATH (or -) and --git BASE..HEAD")
+    if head_dir is not None and git_range:
+        raise BadInputError("--head-dir goes with --diff: with --git the head is read from git")
+    if diff_path:
+        files = _read_diff_file(diff_path, stdin)
+        label = "stdin" if diff_path == "-" else diff_path
+        contents = {}
+        if with_contents and head_dir is not None:
+            contents = read_head_tree(head_dir, changed_head_paths(files))
+        return LoadedDiff(files, contents, label)
+    assert git_range is not None
+    local = read_range(git_range, repo)
+    files = parse_git_diff(local.diff)
+    contents = {}
+    if with_contents:
+        contents = read_files_at(repo, local.head_sha, changed_head_paths(files))
+    return LoadedDiff(files, contents, git_range)
+
+
+def _read_diff_file(diff_path: str, stdin: BinaryIO | None) -> list[FileDiff]:
+    try:
+        if diff_path == "-":
+            raw = (stdin or sys.stdin.buffer).read(MAX_DIFF_BYTES + 1)
+        else:
+            with Path(diff_path).open("rb") as diff_file:
+                raw = diff_file.read(MAX_DIFF_BYTES + 1)
+    except OSError as error:
+        raise BadInputError(f"cannot read {diff_path}: {error.strerror}") from None
+    if len(raw) > MAX_DIFF_BYTES:
+        name = "stdin" if diff_path == "-" else diff_path
+        raise BadInputError(f"{name}: the diff is larger than {MAX_DIFF_BYTES:,} bytes")
+    try:
+        return parse_git_diff(raw)
+    except ValueError as error:
+        raise BadInputError(f"{diff_path}: {error}") from None
+
+
+def read_head_tree(head_dir: Path, paths: Iterable[str]) -> dict[str, str]:
+    """The text of each of ``paths`` under ``head_dir``; a path that leads out of it, or a
+    file that is missing, not regular, binary or larger than MAX_CONTENT_BYTES, is absent."""
+    root = head_dir.resolve(strict=True)
+    contents: dict[str, str] = {}
+    for path in dict.fromkeys(paths):
+        text = _read_inside(root, path)
+        if text is not None:
+            contents[path] = text
+    return contents
+
+
+def _read_inside(root: Path, path: str) -> str | None:
+    try:
+        found = (root / path).resolve(strict=True)
+        if not found.is_relative_to(root):
+            return None  # "..", an absolute path or a symbolic link out of the tree
+        details = found.stat()
+        if not stat.S_ISREG(details.st_mode) or details.st_size > MAX_CONTENT_BYTES:
+            return None
+        data = found.read_bytes()
+    except (OSError, RuntimeError, ValueError):  # missing, a link loop, a NUL in the name
+        return None
+    if b"\0" in data[:BINARY_SNIFF_BYTES]:
+        return None
+    return data.decode("utf-8", errors="replace")
+
+
+def changed_head_paths(files: list[FileDiff]) -> list[str]:
+    """The head paths whose contents can give context: changed files that still exist."""
+    return [f.new_path for f in files if f.status.value != "deleted" and f.hunks]
+
+
+def wants_head_contents(settings: Settings) -> bool:
+    """Head files are read only when some context is asked for."""
+    return settings.context_lines > 0 or settings.scope_context_tokens > 0
+
+
+def local_context(title: str, files: list[FileDiff], rules: ExclusionRules) -> ReviewContext:
+    """The MR-level context of a local diff: its title and the summary of every file."""
+    skipped = {f.path: reason for f in files if (reason := skip_reason(f, rules))}
+    return ReviewContext(title=title, files=file_summaries(files, skipped))
