@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from reviewbot.app import App
-from reviewbot.cli import main
+from reviewbot.commands import main
 from reviewbot.gitlab import NOT_THE_API
 from reviewbot.queue import Job, JobQueue
 from reviewbot.worker import Worker, run_job
