@@ -45,7 +45,6 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
 from typing import Any, TypeVar
 from urllib.parse import quote
 
@@ -64,6 +63,7 @@ from reviewbot.diff import (
 )
 from reviewbot.findings import Finding
 from reviewbot.redaction import hide_url_password
+from reviewbot.retry import backoff_s, retry_after_seconds
 
 __all__ = [
     "BotThread",
@@ -415,11 +415,17 @@ class GitLabClient:
             attempt += 1
 
     def _wait_before_retry(self, attempt: int) -> float:
-        """Exponential backoff, or the server's Retry-After (seconds or HTTP date), capped."""
-        backoff = min(RETRY_BACKOFF_MAX_S, RETRY_BACKOFF_BASE_S * 2**attempt)
-        asked = retry_after_seconds(getattr(self._last_answer, "retry_after", None))
+        """Exponential backoff (no jitter), with the server's Retry-After (seconds or HTTP
+        date) as a floor up to ``RETRY_AFTER_CAP_S`` (reviewbot.retry)."""
+        header = getattr(self._last_answer, "retry_after", None)
         self._last_answer.retry_after = None
-        return backoff if asked is None else min(max(asked, backoff), RETRY_AFTER_CAP_S)
+        return backoff_s(
+            attempt,
+            base_s=RETRY_BACKOFF_BASE_S,
+            cap_s=RETRY_BACKOFF_MAX_S,
+            retry_after_s=retry_after_seconds(header, now=datetime.now(UTC)),
+            retry_after_cap_s=RETRY_AFTER_CAP_S,
+        )
 
     @contextmanager
     def _translated(self, action: str, not_found: str | None = None) -> Iterator[None]:
@@ -502,8 +508,9 @@ class GitLabClient:
 
     def _mr_with_diff_refs(self, mr_path: str, iid: int, project: str | int) -> dict[str, Any]:
         started = self._clock()
-        delay = DIFF_REFS_FIRST_DELAY_S
+        tries = 0
         while True:
+            delay = backoff_s(tries, base_s=DIFF_REFS_FIRST_DELAY_S, cap_s=DIFF_REFS_MAX_DELAY_S)
             mr = self._get(mr_path)
             refs = mr.get("diff_refs") or {}
             if all(refs.get(key) for key in ("base_sha", "start_sha", "head_sha")):
@@ -514,7 +521,7 @@ class GitLabClient:
                     f"{self._settings.diff_refs_wait_s:.0f} s: GitLab is still preparing its diff"
                 )
             self._sleep(delay)
-            delay = min(delay * 2, DIFF_REFS_MAX_DELAY_S)
+            tries += 1
 
     def _latest_refs(self, mr_path: str, fallback: Mapping[str, str]) -> DiffRefs:
         versions = self._retrying(
@@ -959,23 +966,6 @@ class RequestCounter:
 
 # ---------------------------------------------------------------------------------------------
 # Helpers
-
-
-def retry_after_seconds(value: str | None) -> float | None:
-    """Seconds a ``Retry-After`` header asks for: delta-seconds or an HTTP date (RFC 9110
-    section 10.2.3); None when absent or unreadable."""
-    if value is None or not value.strip():
-        return None
-    text = value.strip()
-    if text.isdigit():
-        return float(text)
-    try:
-        when = parsedate_to_datetime(text)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return max(0.0, (when - datetime.now(UTC)).total_seconds())
 
 
 def _refuse_web_page(response: requests.Response, *_: Any, **__: Any) -> None:

@@ -34,6 +34,7 @@ from sqlalchemy import Connection, and_, func, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import aliased
 
+from reviewbot.retry import backoff_s
 from reviewbot.store import RecordNotFound, Store, scrub_secrets
 from reviewbot.store.models import Job as JobRow
 from reviewbot.store.models import JobStatus, Trigger
@@ -105,13 +106,6 @@ class EnqueueResult:
     job_id: int
     created: bool
     superseded: list[int] = field(default_factory=list)
-
-
-def backoff_delay_s(
-    attempts: int, *, base_s: float = BACKOFF_BASE_S, max_s: float = BACKOFF_MAX_S
-) -> float:
-    """Wait before the next try after `attempts` failed tries (exponential, capped)."""
-    return min(max_s, base_s * 2 ** max(0, attempts - 1))
 
 
 def _job_from_row(row: JobRow) -> Job:
@@ -473,8 +467,9 @@ class JobQueue:
         job = self.get(job_id)
         now = self._clock()
         if retryable and job.attempts < job.max_attempts:
-            delay = backoff_delay_s(
-                job.attempts, base_s=self._backoff_base_s, max_s=self._backoff_max_s
+            # `attempts` counts this failed try: retry n waits base * 2**(n-1), capped.
+            delay = backoff_s(
+                job.attempts - 1, base_s=self._backoff_base_s, cap_s=self._backoff_max_s
             )
             self._settle(
                 job_id,

@@ -30,6 +30,7 @@ CORE = {
     "reviewbot.markdown",
     "reviewbot.prompts",
     "reviewbot.redaction",
+    "reviewbot.retry",
     "reviewbot.scope",
     "reviewbot.tokens",
     "reviewbot.toolcalls",
