@@ -3,16 +3,11 @@
 Built on python-gitlab 8.x's low-level ``http_*`` calls so every request carries our retry
 budget. Notable GitLab rules this module relies on:
 
-* Positions (https://docs.gitlab.com/api/discussions/#create-a-new-thread-in-the-merge-request-diff):
-  ``position_type`` "text", SHAs from the MR's latest diff version, an added line addressed by
-  ``new_line`` only, a removed line by ``old_line`` only, an unchanged line by both; a multi-line
-  comment adds ``line_range`` with ``start``/``end`` each holding ``line_code`` and ``type``
-  (https://docs.gitlab.com/api/discussions/#parameters-for-multiline-comments). The draft-notes
-  API refuses ``old_line``/``new_line`` inside ``line_range`` (gitlab-org/gitlab#571619), so
-  drafts carry only ``line_code`` and ``type`` there.
+* Positions and line codes are built by :mod:`reviewbot.positions` (GitLab's rules are
+  there); a position GitLab answers 400 to is :class:`PositionRefusedError`.
 * ``/merge_requests/:iid/diffs`` is paginated and exists since GitLab 15.7; older servers only
   have ``/changes``. Entries marked ``too_large`` (or collapsed without a diff) come without a
-  diff and are rebuilt here from the raw files at base and head.
+  diff and are rebuilt from the raw files at base and head (``reviewbot.diff.rebuild_diff``).
 * A just-created MR answers ``diff_refs: null`` until its diff is computed: wait and retry.
 * Retries are ours, not python-gitlab's: its loop re-sends a POST after a 5xx or a timeout
   that came *after* GitLab stored the write (a duplicate comment), sleeps as long as any
@@ -35,8 +30,6 @@ budget. Notable GitLab rules this module relies on:
 
 from __future__ import annotations
 
-import difflib
-import hashlib
 import threading
 import time
 import uuid
@@ -54,14 +47,9 @@ from gitlab.exceptions import GitlabAuthenticationError, GitlabError, GitlabHttp
 
 from reviewbot.comments import Marker, MarkerKind, parse_marker
 from reviewbot.config import DEFAULT_GITLAB_NOTES_PER_MINUTE
-from reviewbot.diff import (
-    FileDiff,
-    LineKind,
-    Side,
-    parse_git_diff,
-    parse_gitlab_diffs,
-)
+from reviewbot.diff import FileDiff, needs_rebuild, parse_gitlab_diffs, rebuild_diff
 from reviewbot.findings import Finding
+from reviewbot.positions import DiffRefs, note_position
 from reviewbot.redaction import hide_url_password
 from reviewbot.retry import backoff_s, retry_after_seconds
 
@@ -76,15 +64,9 @@ __all__ = [
     "GitLabNotFoundError",
     "GitLabSettings",
     "GitLabUnavailableError",
-    "LinePosition",
     "MergeRequestSnapshot",
     "PositionRefusedError",
     "RequestCounter",
-    "diff_link",
-    "line_code",
-    "line_code_for",
-    "position_for",
-    "rebuild_diff",
 ]
 
 DEFAULT_TIMEOUT_S = 30.0
@@ -102,7 +84,6 @@ DEFAULT_CONTENTS_CONCURRENCY = 8
 DIFF_REFS_FIRST_DELAY_S = 0.1
 DIFF_REFS_MAX_DELAY_S = 2.0
 SECONDS_PER_MINUTE = 60.0
-UNIFIED_CONTEXT_LINES = 3
 HTTP_BAD_REQUEST = 400
 HTTP_NOT_FOUND = 404
 HTTP_TOO_MANY_REQUESTS = 429
@@ -119,7 +100,6 @@ TRANSPORT_ERRORS: tuple[type[Exception], ...] = (
     requests.Timeout,
     requests.exceptions.ChunkedEncodingError,
 )
-NO_NEWLINE = "\\ No newline at end of file\n"
 HTML_MEDIA_TYPE = "text/html"
 HTTP_SUCCESS = range(200, 300)
 NOT_THE_API = (
@@ -141,13 +121,6 @@ class GitLabSettings:
     note_burst: int = DEFAULT_NOTE_BURST
     diff_refs_wait_s: float = DEFAULT_DIFF_REFS_WAIT_S
     contents_concurrency: int = DEFAULT_CONTENTS_CONCURRENCY
-
-
-@dataclass(frozen=True)
-class DiffRefs:
-    base_sha: str
-    start_sha: str
-    head_sha: str
 
 
 @dataclass
@@ -212,101 +185,6 @@ class GitLabNotAPIError(GitLabError):
 
 class PositionRefusedError(GitLabError):
     """GitLab answered 400 to a diff note's position (usually the line_code refusal)."""
-
-
-# ---------------------------------------------------------------------------------------------
-# Positions and line codes (pure): where GitLab wants a note on a diff line
-
-
-@dataclass(frozen=True, slots=True)
-class LinePosition:
-    """Where GitLab expects a note on one diff line: the line keys of a ``position`` object."""
-
-    old_path: str
-    new_path: str
-    old_line: int | None
-    new_line: int | None
-    kind: LineKind
-
-
-def position_for(file: FileDiff, side: Side, number: int) -> LinePosition | None:
-    """GitLab position of line ``number`` on ``side``, or None if that line is not in the diff.
-
-    An added line is addressed by ``new_line`` only, a removed line by ``old_line`` only, an
-    unchanged line by both (see the module notes).
-    """
-    line = file.line_at(side, number)
-    if line is None:
-        return None
-    old_line = line.old_no if line.kind is not LineKind.ADDED else None
-    new_line = line.new_no if line.kind is not LineKind.REMOVED else None
-    return LinePosition(file.old_path, file.new_path, old_line, new_line, line.kind)
-
-
-def line_code(path: str, old_pos: int, new_pos: int) -> str:
-    """GitLab's line code ``sha1(path)_old_new`` (lib/gitlab/git.rb ``diff_line_code``).
-
-    ``old_pos``/``new_pos`` are the diff parser's counters (lib/gitlab/diff/parser.rb): an
-    added line keeps the current old counter and a removed line the current new counter.
-    """
-    return f"{hashlib.sha1(path.encode('utf-8')).hexdigest()}_{old_pos}_{new_pos}"
-
-
-def line_code_for(file: FileDiff, side: Side, number: int) -> str | None:
-    """The line code of line ``number`` on ``side`` of ``file``'s diff, or None if not shown."""
-    for hunk in file.hunks:
-        old_pos, new_pos = hunk.old_start, hunk.new_start
-        for line in hunk.lines:
-            if line.number_on(side) == number:
-                return line_code(file.new_path, old_pos, new_pos)
-            if line.kind is not LineKind.ADDED:
-                old_pos += 1
-            if line.kind is not LineKind.REMOVED:
-                new_pos += 1
-    return None
-
-
-def diff_link(snapshot: MergeRequestSnapshot, finding: Finding) -> str | None:
-    """A link to the finding's line in the MR's Changes tab, or None when it has no line."""
-    file = snapshot.file(finding.path)
-    if file is None or finding.line is None or not snapshot.web_url:
-        return None
-    code = line_code_for(file, finding.side, finding.line)
-    return f"{snapshot.web_url}/diffs#{code}" if code else None
-
-
-# ---------------------------------------------------------------------------------------------
-# Diff rebuilding (pure)
-
-
-def rebuild_diff(entry: Mapping[str, Any], old_text: str, new_text: str) -> FileDiff:
-    """A file GitLab sent without its diff, diffed here (difflib, 3 lines of context)."""
-    old_path, new_path = str(entry["old_path"]), str(entry["new_path"])
-    header = [f"diff --git a/{old_path} b/{new_path}\n"]
-    if entry.get("new_file"):
-        header.append(f"new file mode {entry.get('b_mode') or '100644'}\n")
-    elif entry.get("deleted_file"):
-        header.append(f"deleted file mode {entry.get('a_mode') or '100644'}\n")
-    elif entry.get("renamed_file"):
-        header += [f"rename from {old_path}\n", f"rename to {new_path}\n"]
-    body = difflib.unified_diff(
-        old_text.splitlines(keepends=True),
-        new_text.splitlines(keepends=True),
-        fromfile=f"a/{old_path}" if not entry.get("new_file") else "/dev/null",
-        tofile=f"b/{new_path}" if not entry.get("deleted_file") else "/dev/null",
-        n=UNIFIED_CONTEXT_LINES,
-    )
-    lines = [line if line.endswith("\n") else line + "\n" + NO_NEWLINE for line in body]
-    files = parse_git_diff("".join(header + lines))
-    rebuilt = files[0]
-    rebuilt.old_path, rebuilt.new_path = old_path, new_path
-    rebuilt.warnings = (*rebuilt.warnings, "diff rebuilt from raw files: GitLab sent none")
-    return rebuilt
-
-
-def _needs_rebuild(entry: Mapping[str, Any]) -> bool:
-    empty = not entry.get("diff")
-    return bool(entry.get("too_large")) or (bool(entry.get("collapsed")) and empty)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -550,7 +428,7 @@ class GitLabClient:
         return list(self._get(f"{mr_path}/changes").get("changes") or [])
 
     def _file_diff(self, project_id: int, refs: DiffRefs, entry: dict[str, Any]) -> FileDiff:
-        if not _needs_rebuild(entry):
+        if not needs_rebuild(entry):
             return parse_gitlab_diffs([entry])[0]
         old = (
             {}
@@ -607,7 +485,7 @@ class GitLabClient:
         self, snapshot: MergeRequestSnapshot, finding: Finding, body: str
     ) -> tuple[str, int]:
         """Open a diff thread on the finding's line; returns (discussion_id, note_id)."""
-        position = self.position(snapshot, finding)
+        position = note_position(snapshot.diff_refs, snapshot.file(finding.path), finding)
         self._pace_note()
         path = f"{self._mr_path(snapshot.project_id, snapshot.iid)}/discussions"
         try:
@@ -637,56 +515,6 @@ class GitLabClient:
             if thread.marker.fingerprint == fingerprint:
                 return thread.discussion_id, thread.note_id
         return None
-
-    def position(
-        self, snapshot: MergeRequestSnapshot, finding: Finding, *, draft: bool = False
-    ) -> dict[str, Any]:
-        """The ``position`` object for ``finding`` (see the module notes for GitLab's rules)."""
-        refs = snapshot.diff_refs
-        position: dict[str, Any] = {
-            "position_type": "text",
-            "base_sha": refs.base_sha,
-            "start_sha": refs.start_sha,
-            "head_sha": refs.head_sha,
-            "old_path": finding.old_path,
-            "new_path": finding.path,
-        }
-        file = snapshot.file(finding.path)
-        point = (
-            position_for(file, finding.side, finding.line)
-            if file is not None and finding.line is not None
-            else None
-        )
-        if point is None:
-            # Not a line of the diff: GitLab refuses it (PositionRefusedError), as it should.
-            position.update(_position_outside_diff(finding))
-        else:
-            if point.old_line is not None:
-                position["old_line"] = point.old_line
-            if point.new_line is not None:
-                position["new_line"] = point.new_line
-        line_range = self._line_range(snapshot, finding, draft=draft)
-        if line_range is not None:
-            position["line_range"] = line_range
-        return position
-
-    @staticmethod
-    def _line_range(
-        snapshot: MergeRequestSnapshot, finding: Finding, *, draft: bool
-    ) -> dict[str, Any] | None:
-        file = snapshot.file(finding.path)
-        if finding.end_line is None or finding.line is None or file is None:
-            return None
-        ends = {}
-        for end, number in (("start", finding.line), ("end", finding.end_line)):
-            code = line_code_for(file, finding.side, number)
-            point = position_for(file, finding.side, number)
-            if code is None or point is None:
-                return None
-            ends[end] = {"line_code": code, "type": "old" if finding.side is Side.OLD else "new"}
-            if not draft:
-                ends[end].update({"old_line": point.old_line, "new_line": point.new_line})
-        return ends
 
     def post_note(self, project: int | str, iid: int, body: str) -> int:
         """A plain MR comment (https://docs.gitlab.com/api/notes/), paced like every note.
@@ -787,7 +615,9 @@ class GitLabClient:
             for finding, body in items:
                 if finding.fingerprint in waiting:
                     continue
-                position = self.position(snapshot, finding, draft=True)
+                position = note_position(
+                    snapshot.diff_refs, snapshot.file(finding.path), finding, draft=True
+                )
                 self._write_once(
                     lambda body=body, position=position: self._api.http_post(
                         drafts_path,
@@ -992,13 +822,6 @@ def _thread_ids(discussion: Mapping[str, Any]) -> tuple[str, int]:
 def write_marker(write_id: str) -> str:
     """A hidden marker that makes one write recognisable on the MR."""
     return f"<!-- reviewbot:write id={write_id} -->"
-
-
-def _position_outside_diff(finding: Finding) -> dict[str, int]:
-    """The line as the finding names it, for a line the diff does not show."""
-    if finding.line is None:
-        return {}
-    return {"old_line" if finding.side is Side.OLD else "new_line": finding.line}
 
 
 def _short(error: GitlabError) -> str:

@@ -28,6 +28,7 @@ CORE = {
     "reviewbot.input_files",
     "reviewbot.interdiff",
     "reviewbot.markdown",
+    "reviewbot.positions",
     "reviewbot.prompts",
     "reviewbot.redaction",
     "reviewbot.retry",
