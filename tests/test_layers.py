@@ -48,6 +48,11 @@ CORE = {
 }
 ADAPTERS = {
     "reviewbot.gitlab",
+    "reviewbot.gitlab.account",
+    "reviewbot.gitlab.accuracy",
+    "reviewbot.gitlab.connection",
+    "reviewbot.gitlab.merge_requests",
+    "reviewbot.gitlab.notes",
     "reviewbot.localgit",
     "reviewbot.slots",
     "reviewbot.queue",
