@@ -30,7 +30,7 @@ if TYPE_CHECKING:  # the adapters are imported when first used, not with this mo
     from sqlalchemy import Engine
 
     from reviewbot.gitlab import GitLabClient, GitLabSettings
-    from reviewbot.llm import ChunkRunner
+    from reviewbot.llm.runner import ChunkRunner
     from reviewbot.slots import ModelSlots
     from reviewbot.store import Store
 
@@ -158,7 +158,7 @@ class App:
     def model(self) -> ChunkRunner:
         """The one model client (``Settings.llm_backend``); with ``shared_model_slots`` every
         request holds a slot. Safe to share by every review the process runs."""
-        from reviewbot.llm import model_from_settings
+        from reviewbot.llm.factory import model_from_settings
 
         with self._lock:
             if self._model is None:

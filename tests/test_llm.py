@@ -25,10 +25,9 @@ from reviewbot.llm import (
     ModelAnswer,
     ModelNotFoundError,
     ToolCallText,
-    runner_for,
 )
 from reviewbot.llm.answers import parse_answer
-from reviewbot.llm.factory import llm_settings_from
+from reviewbot.llm.factory import llm_settings_from, runner_for
 from reviewbot.llm.openai_compatible import sse_data
 from reviewbot.prompts import tool_schemas
 from tests.fakes.silent_server import closed_port
