@@ -18,7 +18,6 @@ never builds one. Errors are classified by :mod:`reviewbot.errors`, the same tab
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -89,14 +88,6 @@ class App:
         """Settings from defaults < TOML file < ``REVIEWBOT_*`` < ``overrides`` (flags)."""
         settings = load_settings(env=env, config_file=config_file, overrides=overrides)
         return cls(settings, **options)
-
-    def with_settings(self, **changes: Any) -> App:
-        """A new App with some settings changed (no adapters shared; nothing opened yet)."""
-        return App(
-            dataclasses.replace(self.settings, **changes),
-            shared_model_slots=self._shared_model_slots,
-            gitlab_factory=self._gitlab_factory,
-        )
 
     # ---- the database
 

@@ -789,16 +789,6 @@ class Store:
                 added += connection.execute(statement).first() is not None
         return added
 
-    def merge_request_record(self, key: MergeRequestKey) -> dict[str, Any] | None:
-        """What the last sync read of the MR, or None."""
-        query = select(MergeRequestRow).where(
-            MergeRequestRow.gitlab_url == key.gitlab_url.rstrip("/"),
-            MergeRequestRow.project_id == key.project_id,
-            MergeRequestRow.mr_iid == key.iid,
-        )
-        rows = self._all(query)
-        return rows[0] if rows else None
-
     # -- report and eval ---------------------------------------------------------------
 
     def report_figures(
