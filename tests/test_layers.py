@@ -70,6 +70,8 @@ ADAPTERS = {
     "reviewbot.store.mr_lock",
     "reviewbot.store.figures",
     "reviewbot.store.feedback_queries",
+    "reviewbot.store.job_queries",
+    "reviewbot.store.slot_queries",
     "reviewbot.store.report_queries",
 }
 PIPELINE = {
