@@ -66,6 +66,7 @@ ADAPTERS = {
     "reviewbot.store",
     "reviewbot.store.store",
     "reviewbot.store.models",
+    "reviewbot.store.engine",
     "reviewbot.store.migrate",
     "reviewbot.store.mr_lock",
     "reviewbot.store.figures",
