@@ -18,7 +18,6 @@ never builds one. Errors are classified by :mod:`reviewbot.errors`, the same tab
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -30,7 +29,7 @@ if TYPE_CHECKING:  # the adapters are imported when first used, not with this mo
     from sqlalchemy import Engine
 
     from reviewbot.gitlab import GitLabClient, GitLabSettings
-    from reviewbot.llm import ChunkRunner
+    from reviewbot.llm.runner import ChunkRunner
     from reviewbot.slots import ModelSlots
     from reviewbot.store import Store
 
@@ -89,14 +88,6 @@ class App:
         """Settings from defaults < TOML file < ``REVIEWBOT_*`` < ``overrides`` (flags)."""
         settings = load_settings(env=env, config_file=config_file, overrides=overrides)
         return cls(settings, **options)
-
-    def with_settings(self, **changes: Any) -> App:
-        """A new App with some settings changed (no adapters shared; nothing opened yet)."""
-        return App(
-            dataclasses.replace(self.settings, **changes),
-            shared_model_slots=self._shared_model_slots,
-            gitlab_factory=self._gitlab_factory,
-        )
 
     # ---- the database
 
@@ -158,7 +149,7 @@ class App:
     def model(self) -> ChunkRunner:
         """The one model client (``Settings.llm_backend``); with ``shared_model_slots`` every
         request holds a slot. Safe to share by every review the process runs."""
-        from reviewbot.llm import model_from_settings
+        from reviewbot.llm.factory import model_from_settings
 
         with self._lock:
             if self._model is None:

@@ -23,10 +23,11 @@ import platformdirs
 from reviewbot.chunking import DEFAULT_SCOPE_CONTEXT_TOKENS
 from reviewbot.findings import Category, Severity
 from reviewbot.input_files import InputFileRefused, read_input_file
-from reviewbot.llm.backend import DEFAULT_MAX_REPAIR_ROUNDS, DEFAULT_PREFILL_TOKENS_PER_REVIEW
 from reviewbot.redaction import hide_url_password
 
 __all__ = [
+    "DEFAULT_MAX_REPAIR_ROUNDS",
+    "DEFAULT_PREFILL_TOKENS_PER_REVIEW",
     "MAX_CONFIG_FILE_BYTES",
     "REPO_KEYS",
     "Bounds",
@@ -49,6 +50,13 @@ DATABASE_SCHEMES = ("sqlite", "postgresql", "postgres")
 # GitLab.com allows 300 note creations per minute per user; stay well below. Self-managed
 # GitLab without that limit can raise it.
 DEFAULT_GITLAB_NOTES_PER_MINUTE = 120
+# Prompt tokens of one review allowed to wait for their first token at once: one 64K context,
+# so another merge request's request queues behind at most one full-size chunk of this review
+# (reviewbot.llm.prefill). 0 turns the limit off.
+DEFAULT_PREFILL_TOKENS_PER_REVIEW = 65536
+# Repair turns per answer with unreadable calls: the reasons go back to the model, which may
+# resend those calls (reviewbot.llm.runner). 0 turns them off; each is one more model call.
+DEFAULT_MAX_REPAIR_ROUNDS = 1
 LLM_BACKEND_VLLM = "vllm"
 LLM_BACKEND_OPENAI_COMPATIBLE = "openai-compatible"
 LLM_BACKENDS = (LLM_BACKEND_VLLM, LLM_BACKEND_OPENAI_COMPATIBLE)

@@ -5,6 +5,8 @@ Two inputs share one model:
 * a full git diff (``git diff`` output with ``diff --git`` headers, or a plain ``diff -u``);
 * GitLab's per-file diff entries (``old_path``, ``new_path``, ``new_file``, ``renamed_file``,
   ``deleted_file``, ``diff``), whose ``diff`` starts at the first ``@@`` (headers are accepted too).
+  An entry GitLab sends without its diff (``too_large``, or ``collapsed`` and empty) is diffed
+  from the file's texts at base and head instead (:func:`rebuild_diff`).
 
 Hunks are read by their header counts, so a content line such as ``--- x`` or ``@@`` inside a hunk
 is content, not a header. Bytes that are not UTF-8 are replaced, never fatal; CRLF endings are
@@ -13,10 +15,12 @@ stripped from the text. Nothing here does I/O.
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
 __all__ = [
     "DiffLine",
@@ -26,8 +30,10 @@ __all__ = [
     "LineKind",
     "Side",
     "nearest_changed_line",
+    "needs_rebuild",
     "parse_git_diff",
     "parse_gitlab_diffs",
+    "rebuild_diff",
 ]
 
 SUBMODULE_MODE = "160000"
@@ -35,6 +41,8 @@ HUNK_HEADER = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@ ?(.*)$")
 NO_NEWLINE_PREFIX = "\\"
 DEV_NULL = "/dev/null"
 SUBMODULE_LINE = re.compile(r"^Subproject commit [0-9a-f]{7,64}(-dirty)?$")
+UNIFIED_CONTEXT_LINES = 3
+NO_NEWLINE = "\\ No newline at end of file\n"
 C_ESCAPES = {"a": 7, "b": 8, "t": 9, "n": 10, "v": 11, "f": 12, "r": 13, '"': 34, "\\": 92}
 
 
@@ -509,3 +517,35 @@ def _mode(value: object) -> str | None:
     if value in (None, "", "0"):
         return None
     return str(value)
+
+
+def rebuild_diff(entry: Mapping[str, Any], old_text: str, new_text: str) -> FileDiff:
+    """A file GitLab sent without its diff (:func:`needs_rebuild`), diffed here from its raw
+    texts at base and head (difflib, 3 lines of context), with the entry's paths and modes."""
+    old_path, new_path = str(entry["old_path"]), str(entry["new_path"])
+    header = [f"diff --git a/{old_path} b/{new_path}\n"]
+    if entry.get("new_file"):
+        header.append(f"new file mode {entry.get('b_mode') or '100644'}\n")
+    elif entry.get("deleted_file"):
+        header.append(f"deleted file mode {entry.get('a_mode') or '100644'}\n")
+    elif entry.get("renamed_file"):
+        header += [f"rename from {old_path}\n", f"rename to {new_path}\n"]
+    body = difflib.unified_diff(
+        old_text.splitlines(keepends=True),
+        new_text.splitlines(keepends=True),
+        fromfile=f"a/{old_path}" if not entry.get("new_file") else DEV_NULL,
+        tofile=f"b/{new_path}" if not entry.get("deleted_file") else DEV_NULL,
+        n=UNIFIED_CONTEXT_LINES,
+    )
+    lines = [line if line.endswith("\n") else line + "\n" + NO_NEWLINE for line in body]
+    files = parse_git_diff("".join(header + lines))
+    rebuilt = files[0]
+    rebuilt.old_path, rebuilt.new_path = old_path, new_path
+    rebuilt.warnings = (*rebuilt.warnings, "diff rebuilt from raw files: GitLab sent none")
+    return rebuilt
+
+
+def needs_rebuild(entry: Mapping[str, Any]) -> bool:
+    """GitLab sent this entry without its diff: too large, or collapsed with none."""
+    empty = not entry.get("diff")
+    return bool(entry.get("too_large")) or (bool(entry.get("collapsed")) and empty)

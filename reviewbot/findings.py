@@ -132,7 +132,7 @@ class Finding:
 
     ``side``/``line`` (and ``end_line`` for a range) address the anchored line (``line`` is
     None for a file-level finding); an unchanged line is always addressed on the new side.
-    Where GitLab wants it (``old_line``/``new_line``, line codes) is the GitLab adapter's
+    Where GitLab wants it (``old_line``/``new_line``, line codes) is ``reviewbot.positions``'
     business. ``title``, ``body`` and ``suggestion`` are sanitised;
     ``reported_line``/``reported_side`` keep what the model said.
     """

@@ -60,14 +60,6 @@ class HunkDigest:
     def start_on(self, side: Side) -> int:
         return self.new_start if side is Side.NEW else self.old_start
 
-    def contains(self, side: Side, line: int) -> bool:
-        start, count = (
-            (self.new_start, self.new_count)
-            if side is Side.NEW
-            else (self.old_start, self.old_count)
-        )
-        return start <= line < start + count
-
 
 @dataclass(frozen=True)
 class FileDigest:

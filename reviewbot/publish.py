@@ -47,8 +47,8 @@ from reviewbot.gitlab import (
     GitLabClient,
     MergeRequestSnapshot,
     PositionRefusedError,
-    diff_link,
 )
+from reviewbot.positions import diff_link
 from reviewbot.review import CarriedOver
 
 __all__ = [
@@ -421,6 +421,10 @@ def _removed_hashes(snapshot: MergeRequestSnapshot, path: str) -> set[str]:
     return {line_text_hash(line.text) for line in file.lines() if line.kind is LineKind.REMOVED}
 
 
+def _diff_link(snapshot: MergeRequestSnapshot, finding: Finding) -> str | None:
+    return diff_link(snapshot.web_url, snapshot.file(finding.path), finding)
+
+
 def _summary_data(
     snapshot: MergeRequestSnapshot, facts: ReviewFacts, result: PublishResult
 ) -> SummaryData:
@@ -428,12 +432,12 @@ def _summary_data(
         UnplacedFinding(
             finding,
             UnplacedReason.FILE_LEVEL if finding.is_file_level else UnplacedReason.OVER_CAP,
-            diff_link(snapshot, finding),
+            _diff_link(snapshot, finding),
         )
         for finding in result.summary_only
     ]
     unplaced += [
-        UnplacedFinding(finding, UnplacedReason.REFUSED, diff_link(snapshot, finding), reason)
+        UnplacedFinding(finding, UnplacedReason.REFUSED, _diff_link(snapshot, finding), reason)
         for finding, reason in result.refused
     ]
     return SummaryData(

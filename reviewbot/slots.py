@@ -7,11 +7,12 @@ duration of one HTTP request to the model (:meth:`ModelSlots.hold`):
 - :class:`LocalSlots`: a semaphore, for one process (SQLite allows one worker process).
 - :class:`PostgresSlots`: slot ``i`` is the session-level advisory lock ``(namespace, i)``,
   taken with ``pg_try_advisory_lock`` on a connection checked out for the request. A session
-  keeps such a lock "until explicitly released or the session ends"
-  (https://www.postgresql.org/docs/current/explicit-locking.html#ADVISORY-LOCKS), so a worker
-  killed mid-request frees its slots when PostgreSQL closes its connections.
+  keeps such a lock until it is released or the session ends, so a worker killed mid-request
+  frees its slots when PostgreSQL closes its connections.
 
-:func:`slots_for` picks the right one for a database.
+:func:`slots_for` picks the right one for a database. This module owns the policy (how long
+to wait, which slot to try first, what to do with a session whose unlock failed); the SQL is
+``reviewbot.store.slot_queries``, and this module must not write a query of its own.
 """
 
 from __future__ import annotations
@@ -24,10 +25,11 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import Protocol
 
-from sqlalchemy import Connection, Engine, text
+from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import DBAPIError
 
 from reviewbot.config import ConfigError, Settings
+from reviewbot.store.slot_queries import release_slot, try_slot
 
 __all__ = [
     "SLOTS_LOCK_NAMESPACE",
@@ -41,17 +43,12 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-# First key of every slot's two-int4 advisory lock ("RBSL" in ASCII). Two-int4 keys live in
-# their own key space (pg_locks.objsubid = 2), apart from the bigint keys the queue and the
-# migrations lock (objsubid = 1): https://www.postgresql.org/docs/current/view-pg-locks.html
+# First key of every slot's two-int4 advisory lock ("RBSL" in ASCII), in the key space of
+# two-int4 keys (reviewbot.store.slot_queries).
 SLOTS_LOCK_NAMESPACE = 0x5242534C
 DEFAULT_POLL_S = 0.02
 # A waiter checks the local stop event at least this often.
 LOCAL_POLL_S = 0.05
-
-# Explicit casts select the (int4, int4) forms; a bare parameter may arrive as bigint.
-_TRY_LOCK = text("SELECT pg_try_advisory_lock(CAST(:ns AS integer), CAST(:slot AS integer))")
-_UNLOCK = text("SELECT pg_advisory_unlock(CAST(:ns AS integer), CAST(:slot AS integer))")
 
 
 class SlotWaitCancelledError(RuntimeError):
@@ -147,13 +144,13 @@ class PostgresSlots:
         first = random.randrange(self.count)
         for offset in range(self.count):
             slot = (first + offset) % self.count
-            if connection.execute(_TRY_LOCK, self._key(slot)).scalar_one():
+            if try_slot(connection, self.namespace, slot):
                 return slot
         return None
 
     def _release(self, connection: Connection, slot: int) -> None:
         try:
-            released = connection.execute(_UNLOCK, self._key(slot)).scalar_one()
+            released = release_slot(connection, self.namespace, slot)
         except DBAPIError as error:
             # The session may still hold the lock: never give it back to the pool (a later
             # pg_try_advisory_lock on that session would succeed again). Closing the session
@@ -169,9 +166,6 @@ class PostgresSlots:
         connection.close()
         if not released:
             log.warning("model slot %d was no longer held by its session", slot)
-
-    def _key(self, slot: int) -> dict[str, int]:
-        return {"ns": self.namespace, "slot": slot}
 
 
 def total_concurrency(settings: Settings) -> int:

@@ -28,7 +28,7 @@ from reviewbot.diff import (
     parse_gitlab_diffs,
     unquote_git_path,
 )
-from reviewbot.gitlab import position_for  # GitLab's position rule lives in its adapter
+from reviewbot.positions import position_for
 
 GOLDEN = Path(__file__).parent / "golden"
 MARKERS = {LineKind.ADDED: "+", LineKind.REMOVED: "-", LineKind.CONTEXT: " "}

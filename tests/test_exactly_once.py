@@ -7,9 +7,7 @@ The fake GitLab stores the write and then answers 502, or answers after the clie
 
 from __future__ import annotations
 
-import time
 from collections import Counter
-from email.utils import formatdate
 
 import pytest
 
@@ -20,7 +18,6 @@ from reviewbot.gitlab import (
     GitLabClient,
     GitLabSettings,
     GitLabUnavailableError,
-    retry_after_seconds,
 )
 from reviewbot.mr import RunOptions, run_merge_request
 from reviewbot.publish import STALE_REPLY
@@ -109,14 +106,6 @@ def test_retry_after_in_both_forms_is_read_and_capped(world: World) -> None:  # 
     assert client.bot_username() == "reviewbot"  # no crash on the HTTP-date form
     assert len(waits) == 2 and all(0 < wait <= RETRY_AFTER_CAP_S for wait in waits)
     assert waits[1] == RETRY_AFTER_CAP_S  # an hour asked: the cap
-
-
-def test_retry_after_values() -> None:
-    assert retry_after_seconds("7") == 7.0
-    assert retry_after_seconds(None) is None and retry_after_seconds("soon") is None
-    assert retry_after_seconds(formatdate(0, usegmt=True)) == 0.0  # a date in the past
-    later = retry_after_seconds(formatdate(time.time() + 120, usegmt=True))
-    assert later is not None and 100 < later <= 120
 
 
 def test_a_stale_thread_reply_stored_then_answered_502_is_one_reply(world: World) -> None:  # noqa: F811

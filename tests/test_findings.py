@@ -2,7 +2,7 @@
 
 A finding is addressed by side + line: an added line on the new side, a removed line on the
 old side, an unchanged line on the new side whichever side the model named (GitLab's position
-fields are the GitLab adapter's business: tests/test_gitlab.py). Suggestions replace new lines
+fields are reviewbot.positions' business: tests/test_positions.py). Suggestions replace new lines
 only (https://docs.gitlab.com/user/project/merge_requests/reviews/suggestions/).
 """
 

@@ -24,11 +24,8 @@ from reviewbot.gitlab import (
     GitLabUnavailableError,
     MergeRequestSnapshot,
     PositionRefusedError,
-    diff_link,
-    line_code,
-    line_code_for,
-    position_for,
 )
+from reviewbot.positions import diff_link, line_code, line_code_for, position_for
 from tests.fakes.gitlab_server import FakeGitLab
 
 TOKEN = "bot-secret-token"
@@ -383,6 +380,6 @@ def test_diff_link_points_at_the_line_code(snapshot: MergeRequestSnapshot) -> No
     file = snapshot.file("app.py")
     assert file is not None and finding.line is not None
     code = line_code_for(file, finding.side, finding.line)
-    assert diff_link(snapshot, finding) == f"{snapshot.web_url}/diffs#{code}"
+    assert diff_link(snapshot.web_url, file, finding) == f"{snapshot.web_url}/diffs#{code}"
     file_level = Finding(**{**{n: getattr(finding, n) for n in Finding.__slots__}, "line": None})
-    assert diff_link(snapshot, file_level) is None
+    assert diff_link(snapshot.web_url, file, file_level) is None

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 
 from reviewbot.app import App
 from reviewbot.commands import main
-from reviewbot.gitlab import NOT_THE_API
+from reviewbot.gitlab.connection import NOT_THE_API
 from reviewbot.queue import Job, JobQueue
 from reviewbot.worker import Worker, run_job
 from tests.mr_world import BOT_TOKEN, PROJECT, World, git, world  # noqa: F401

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import replace
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -26,11 +25,10 @@ from reviewbot.llm import (
     ModelAnswer,
     ModelNotFoundError,
     ToolCallText,
-    runner_for,
 )
 from reviewbot.llm.answers import parse_answer
-from reviewbot.llm.factory import llm_settings_from
-from reviewbot.llm.openai_compatible import retry_after_seconds, sse_data
+from reviewbot.llm.factory import llm_settings_from, runner_for
+from reviewbot.llm.openai_compatible import sse_data
 from reviewbot.prompts import tool_schemas
 from tests.fakes.silent_server import closed_port
 from tests.fakes.vllm_server import FakeVLLM, MalformedCalls
@@ -492,16 +490,6 @@ def test_a_malformed_server_answer_is_one_clear_line(
         client.count_prompt_tokens(request.messages, request.tools)
     message = str(caught.value)
     assert said in message and server.root_url in message and "\n" not in message
-
-
-def test_retry_after_is_read_in_both_forms() -> None:
-    # RFC 9110 section 10.2.3: delta-seconds or an HTTP-date.
-    now = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
-    assert retry_after_seconds("7", now=now) == 7.0
-    assert retry_after_seconds("Thu, 01 Jan 2026 12:00:30 GMT", now=now) == 30.0
-    assert retry_after_seconds("Thu, 01 Jan 2026 11:00:00 GMT", now=now) == 0.0  # past
-    for unreadable in (None, "", "soon", "-3", "nan", "inf"):
-        assert retry_after_seconds(unreadable, now=now) is None
 
 
 def test_a_retry_after_date_far_ahead_is_capped(server: FakeVLLM) -> None:

@@ -22,15 +22,14 @@ from reviewbot.config import ConfigError, Settings
 from reviewbot.llm import (
     MODE_TOOL_CALLS,
     ChunkResult,
-    ChunkRunner,
     LLMSettings,
     ModelRequest,
-    OpenAICompatibleBackend,
     ToolsUnsupportedError,
-    VLLMBackend,
-    model_from_settings,
-    runner_for,
 )
+from reviewbot.llm.factory import model_from_settings, runner_for
+from reviewbot.llm.openai_compatible import OpenAICompatibleBackend
+from reviewbot.llm.runner import ChunkRunner
+from reviewbot.llm.vllm import VLLMBackend
 from tests.fakes.vllm_server import FakeVLLM, LatencyModel
 from tests.test_llm import FAST_RETRIES, RISKY_FINDING_LINES, chunk, reported_lines
 
@@ -163,6 +162,27 @@ def test_the_pipeline_does_not_import_the_model_transport() -> None:
     code = (
         "import sys, reviewbot.review, reviewbot.chunking\n"
         "loaded = {'openai', 'httpx'} & set(sys.modules)\n"
+        "assert not loaded, loaded\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_the_settings_own_their_defaults_and_import_no_model_code() -> None:
+    # config.py imported two defaults from reviewbot.llm.backend (issue 18): the settings
+    # depended on the adapter they configure.
+    code = (
+        "import sys, reviewbot.config\n"
+        "loaded = sorted(m for m in sys.modules if m.startswith('reviewbot.llm'))\n"
+        "assert not loaded, loaded\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_the_model_package_loads_no_transport_nor_runner() -> None:
+    code = (
+        "import sys, reviewbot.llm\n"
+        "watched = {'openai', 'httpx', 'reviewbot.llm.runner', 'reviewbot.llm.factory'}\n"
+        "loaded = watched & set(sys.modules)\n"
         "assert not loaded, loaded\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)

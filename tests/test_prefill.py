@@ -16,10 +16,9 @@ from typing import Any
 
 import pytest
 
-from reviewbot.config import ConfigError, load_settings
-from reviewbot.llm import ChunkRequest, ChunkResult, LLMSettings, runner_for
-from reviewbot.llm.backend import DEFAULT_PREFILL_TOKENS_PER_REVIEW
-from reviewbot.llm.factory import llm_settings_from
+from reviewbot.config import DEFAULT_PREFILL_TOKENS_PER_REVIEW, ConfigError, load_settings
+from reviewbot.llm import ChunkRequest, ChunkResult, LLMSettings
+from reviewbot.llm.factory import llm_settings_from, runner_for
 from reviewbot.llm.prefill import PrefillGate
 from reviewbot.llm.runner import ChunkRunner
 from reviewbot.prompts import tool_schemas

@@ -20,9 +20,9 @@ from reviewbot.queue import (
     JobQueue,
     JobStateError,
     LeaseLostError,
-    _mr_lock_key,
 )
 from reviewbot.store import RecordNotFound, Store
+from reviewbot.store.job_queries import mr_lock_key
 from reviewbot.store.models import Job as JobRow
 from tests.store_fixtures import migrated_store, store_url  # noqa: F401
 
@@ -310,7 +310,7 @@ def test_a_claim_never_waits_for_an_mr_another_transaction_is_writing(
     outcome: list[Job | None] = []
     try:
         with engine.begin() as writer:
-            writer.execute(select(func.pg_advisory_xact_lock(_mr_lock_key(PROJECT, 1))))
+            writer.execute(select(func.pg_advisory_xact_lock(mr_lock_key(PROJECT, 1))))
             claimer = threading.Thread(target=lambda: outcome.append(queue.claim("w1", LEASE_S)))
             claimer.start()
             claimer.join(CLAIM_WAIT_S)

@@ -14,7 +14,8 @@ from click.testing import CliRunner
 from reviewbot.chunking import ContextKind
 from reviewbot.commands import main
 from reviewbot.diff import parse_git_diff
-from reviewbot.llm import LLMClient, LLMSettings, runner_for
+from reviewbot.llm import LLMClient, LLMSettings
+from reviewbot.llm.factory import runner_for
 from reviewbot.prompts import ReviewContext, file_summaries
 from reviewbot.review import ReviewOptions, ReviewResult, review_files
 from reviewbot.tokens import local_counter

@@ -33,7 +33,7 @@ from reviewbot.llm import LLMUnavailableError, ModelNotFoundError
 from reviewbot.mr import MergeRequestBusyError
 from reviewbot.queue import DEFAULT_MAX_ATTEMPTS, Job, JobQueue
 from reviewbot.store import Store, upgrade
-from reviewbot.store.store import SQLITE_BUSY_TIMEOUT_MS
+from reviewbot.store.engine import SQLITE_BUSY_TIMEOUT_MS
 from reviewbot.worker import Worker, is_retryable, job_concurrency
 from tests.store_fixtures import migrated_store, store_url  # noqa: F401
 

@@ -8,13 +8,12 @@
 - ``openai_compatible`` and ``vllm``: the transports (httpx).
 - ``factory``: :func:`model_from_settings`, the backend chosen by ``REVIEWBOT_LLM_BACKEND``.
 
-The runner, the transports and the factory load on first use (PEP 562), so code that only
-needs the data (the settings, the pipeline, ``reviewbot plan``) never imports an HTTP client.
+This package re-exports ``backend``'s names only (no I/O, no HTTP client), so code that needs
+the data (the pipeline, ``reviewbot plan``) never loads a transport. The runner, the
+transports and the factory are imported from their own modules by whoever uses them.
 """
 
 from __future__ import annotations
-
-import importlib
 
 from reviewbot.llm.backend import (
     MODE_CONTENT,
@@ -46,12 +45,10 @@ __all__ = [
     "MODE_CONTENT",
     "MODE_JSON_SCHEMA",
     "MODE_TOOL_CALLS",
-    "TRANSPORT_ERRORS",
     "AnswerLostError",
     "CallRecord",
     "ChunkRequest",
     "ChunkResult",
-    "ChunkRunner",
     "ContextOverflowError",
     "LLMClient",
     "LLMError",
@@ -61,7 +58,6 @@ __all__ = [
     "ModelBackend",
     "ModelNotFoundError",
     "ModelRequest",
-    "OpenAICompatibleBackend",
     "OutputModeRefusedError",
     "RequestRefusedError",
     "RetryableModelError",
@@ -69,25 +65,4 @@ __all__ = [
     "ServerInfo",
     "ToolCallText",
     "ToolsUnsupportedError",
-    "VLLMBackend",
-    "model_from_settings",
-    "runner_for",
 ]
-
-_LAZY = {
-    "ChunkRunner": "reviewbot.llm.runner",
-    "TRANSPORT_ERRORS": "reviewbot.llm.openai_compatible",
-    "OpenAICompatibleBackend": "reviewbot.llm.openai_compatible",
-    "VLLMBackend": "reviewbot.llm.vllm",
-    "model_from_settings": "reviewbot.llm.factory",
-    "runner_for": "reviewbot.llm.factory",
-}
-
-
-def __getattr__(name: str) -> object:
-    """The runner and the transport-side names, imported when first asked for (the settings
-    import this package's ``backend`` for a default, and should not load the runner)."""
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)

@@ -9,8 +9,9 @@
   answers a :class:`ModelAnswer` or raises one of the typed errors below, never an HTTP
   library's exception.
 
-No I/O and no third-party import here: the offline path (``reviewbot plan``) and the pipeline
-import this module without loading an HTTP client.
+No I/O and no HTTP client here: the offline path (``reviewbot plan``) and the pipeline import
+this module without loading one. The defaults that are settings (the prefill share, the repair
+turns) come from ``reviewbot.config``, their one home.
 """
 
 from __future__ import annotations
@@ -20,9 +21,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
+from reviewbot.config import DEFAULT_MAX_REPAIR_ROUNDS, DEFAULT_PREFILL_TOKENS_PER_REVIEW
+
 __all__ = [
-    "DEFAULT_MAX_REPAIR_ROUNDS",
-    "DEFAULT_PREFILL_TOKENS_PER_REVIEW",
     "MODE_CONTENT",
     "MODE_JSON_SCHEMA",
     "MODE_TOOL_CALLS",
@@ -56,13 +57,6 @@ MODE_CONTENT = "content"
 
 REDACTED = "***"
 MAX_ERROR_CHARS = 500
-# Prompt tokens of one review allowed to wait for their first token at once: one 64K context,
-# so another merge request's request queues behind at most one full-size chunk of this review
-# (reviewbot.llm.prefill). 0 turns the limit off.
-DEFAULT_PREFILL_TOKENS_PER_REVIEW = 65536
-# Repair turns per answer with unreadable calls: the reasons go back to the model, which may
-# resend those calls (reviewbot.llm.runner). 0 turns them off; each is one more model call.
-DEFAULT_MAX_REPAIR_ROUNDS = 1
 
 
 # ---------------------------------------------------------------------------------------------

@@ -24,9 +24,7 @@ JSON schema in ``response_format``.
 
 from __future__ import annotations
 
-import email.utils
 import json
-import math
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -55,6 +53,7 @@ from reviewbot.llm.backend import (
     one_line,
 )
 from reviewbot.redaction import hide_url_password
+from reviewbot.retry import retry_after_seconds
 from reviewbot.toolcalls import DEFAULT_FINDINGS_TOOL
 
 __all__ = [
@@ -326,7 +325,9 @@ class OpenAICompatibleBackend:
         ):
             return OutputModeRefusedError(text)
         if status == HTTP_TOO_MANY_REQUESTS or status >= HTTP_SERVER_ERROR:
-            retry_after = retry_after_seconds(response.headers.get("retry-after"))
+            retry_after = retry_after_seconds(
+                response.headers.get("retry-after"), now=datetime.now(UTC)
+            )
             return RetryableModelError(text, status=status, retry_after_s=retry_after)
         return RequestRefusedError(text)
 
@@ -531,29 +532,6 @@ def _event_error_text(error: Any) -> str:
     if isinstance(error, dict):
         return str(error.get("message", error))
     return str(error)
-
-
-def retry_after_seconds(value: str | None, *, now: datetime | None = None) -> float | None:
-    """Seconds to wait from a ``Retry-After`` header: delta-seconds or an HTTP-date (RFC 9110
-    section 10.2.3; a date in the past is 0); None when absent or unreadable. The runner caps
-    it at ``backoff_max_s``."""
-    if value is None:
-        return None
-    try:
-        seconds = float(value)
-    except ValueError:
-        return _seconds_until(value, now or datetime.now(UTC))
-    return seconds if math.isfinite(seconds) and seconds >= 0 else None
-
-
-def _seconds_until(http_date: str, now: datetime) -> float | None:
-    try:
-        moment = email.utils.parsedate_to_datetime(http_date)
-    except (TypeError, ValueError):
-        return None
-    if moment.tzinfo is None:  # "-0000": UTC by RFC 5322
-        moment = moment.replace(tzinfo=UTC)
-    return max((moment - now).total_seconds(), 0.0)
 
 
 def _snippet(text: str, limit: int = SNIPPET_CHARS) -> str:

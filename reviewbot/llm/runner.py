@@ -70,6 +70,7 @@ from reviewbot.llm.backend import (
     one_line,
 )
 from reviewbot.llm.prefill import PrefillGate, PrefillTicket, check_prefill_limit
+from reviewbot.retry import backoff_s
 
 if TYPE_CHECKING:
     from reviewbot.slots import ModelSlots
@@ -535,11 +536,13 @@ class ChunkRunner:
 
     def _backoff(self, retries: int, retry_after_s: float | None) -> float:
         """Full jitter up to an exponential ceiling; a Retry-After, capped, is a floor."""
-        ceiling = min(self.settings.backoff_max_s, self.settings.backoff_base_s * 2**retries)
-        jitter = random.uniform(0.0, ceiling)
-        if retry_after_s is None:
-            return jitter
-        return max(jitter, min(retry_after_s, self.settings.backoff_max_s))
+        return backoff_s(
+            retries,
+            base_s=self.settings.backoff_base_s,
+            cap_s=self.settings.backoff_max_s,
+            uniform=random.uniform,
+            retry_after_s=retry_after_s,
+        )
 
     # ----- records
 

@@ -43,6 +43,7 @@ from reviewbot.llm.backend import (
     ModelNotFoundError,
     ModelRequest,
     OutputModeRefusedError,
+    ServerInfo,
 )
 from reviewbot.llm.factory import BACKENDS, llm_settings_from
 from reviewbot.ops.doctor import (
@@ -369,35 +370,11 @@ def _model_checks(
     root_url = base_url.removesuffix(VERSION_SUFFIX)
     shown_url = hide_url_password(base_url)  # what the checks say: never a password
     is_vllm = settings.llm_backend == LLM_BACKEND_VLLM
-    try:
-        info = within(deadline.step(timeouts.model_s), backend.server_info)
-    except ModelNotFoundError as error:
-        return [
-            Check(
-                "model server",
-                Status.FAIL,
-                str(error),
-                "set REVIEWBOT_LLM_MODEL to a served model, or unset it to use the first",
-            )
-        ]
-    except LLMError as error:
-        detail, fix = str(error), MODEL_SERVER_FIX
-        if isinstance(error, LLMUnavailableError):
-            detail = detail.replace(backend.setup_hint, "").strip()  # the fix says it better
-        elif within_or(
-            deadline.step(timeouts.model_s), lambda: _refuses_the_key(http, base_url), False
-        ):
-            fix = MODEL_API_KEY_FIX
-        return [Check("model server", Status.FAIL, detail, fix)]
-    except CheckTimeoutError as error:
-        return [Check("model server", Status.FAIL, f"{shown_url}: {error}", HUNG_SERVER_FIX)]
-    version = (
-        within_or(deadline.step(timeouts.model_s), lambda: _vllm_version(http, root_url), None)
-        if is_vllm
-        else None
-    )
-    served = f"serves {info.model} at {shown_url}" + (f" (vLLM {version})" if version else "")
-    checks = [Check("model server", Status.OK, served)]
+    served = _served(backend, http, deadline, timeouts, is_vllm)
+    if isinstance(served, Check):
+        return [served]
+    info, served_text = served
+    checks = [Check("model server", Status.OK, served_text)]
     shared_count, tokenize_error = None, None
     try:
         shared_count = within(
@@ -438,6 +415,45 @@ def _model_checks(
         argv = vllm_argv_for(command_lines(), base_url)
         checks.append(generation_config_check(argv, shown_url))
     return checks
+
+
+def _served(
+    backend: ModelBackend,
+    http: httpx.Client,
+    deadline: _Deadline,
+    timeouts: DoctorTimeouts,
+    is_vllm: bool,
+) -> tuple[ServerInfo, str] | Check:
+    """The served model and how the check words it, or the failed "model server" check."""
+    base_url = backend.base_url
+    shown_url = hide_url_password(base_url)  # what the checks say: never a password
+    try:
+        info = within(deadline.step(timeouts.model_s), backend.server_info)
+    except ModelNotFoundError as error:
+        return Check(
+            "model server",
+            Status.FAIL,
+            str(error),
+            "set REVIEWBOT_LLM_MODEL to a served model, or unset it to use the first",
+        )
+    except LLMError as error:
+        detail, fix = str(error), MODEL_SERVER_FIX
+        if isinstance(error, LLMUnavailableError):
+            detail = detail.replace(backend.setup_hint, "").strip()  # the fix says it better
+        elif within_or(
+            deadline.step(timeouts.model_s), lambda: _refuses_the_key(http, base_url), False
+        ):
+            fix = MODEL_API_KEY_FIX
+        return Check("model server", Status.FAIL, detail, fix)
+    except CheckTimeoutError as error:
+        return Check("model server", Status.FAIL, f"{shown_url}: {error}", HUNG_SERVER_FIX)
+    root_url = base_url.removesuffix(VERSION_SUFFIX)
+    version = (
+        within_or(deadline.step(timeouts.model_s), lambda: _vllm_version(http, root_url), None)
+        if is_vllm
+        else None
+    )
+    return info, f"serves {info.model} at {shown_url}" + (f" (vLLM {version})" if version else "")
 
 
 def _probe(

@@ -11,6 +11,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 from reviewbot.redaction import hide_url_password
+from reviewbot.store.engine import make_engine, normalize_database_url
 from reviewbot.store.figures import (
     DEFAULT_METRIC_BUCKETS,
     HistogramCounts,
@@ -25,8 +26,6 @@ from reviewbot.store.store import (
     NoteOwner,
     RecordNotFound,
     Store,
-    make_engine,
-    normalize_database_url,
     scrub_secrets,
 )
 

@@ -18,7 +18,7 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, Engine, text
 
-from reviewbot.store.store import make_engine
+from reviewbot.store.engine import make_engine
 
 # The top-level migrations/ folder ships as the package ``reviewbot.migrations`` (pyproject's
 # package-dir); in a source checkout it is also found next to the package.

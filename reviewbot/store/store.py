@@ -1,8 +1,11 @@
-"""The `Store`: every read and write reviewbot makes to its database.
+"""The `Store`: the reads and writes of reviews, model calls, findings, feedback, MR locks and
+throttles, what feedback sync read, eval runs; the report's figures through its queries.
 
 Plain values in, plain values out (ints, strings, dicts): callers never see ORM objects or
-sessions. The Engine is passed in (or built by `Store.from_url`) and never global; the
-schema is created by `reviewbot.store.migrate`, never here.
+sessions. The Engine is passed in (or built by `Store.from_url`, ``reviewbot.store.engine``)
+and never global; the schema is created by `reviewbot.store.migrate`, never here. The job
+queue's statements are ``reviewbot.store.job_queries``, the model slots'
+``reviewbot.store.slot_queries``.
 
 Works on SQLite (default, one file) and PostgreSQL. Where the two differ (conflict-tolerant
 inserts), the dialect's own `INSERT ... ON CONFLICT DO NOTHING` is used; both support it
@@ -11,22 +14,19 @@ inserts), the dialect's own `INSERT ... ON CONFLICT DO NOTHING` is used; both su
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
-from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, delete, event, insert, or_, select, text, update
+from sqlalchemy import Engine, delete, insert, or_, select, text, update
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.engine import URL, make_url
 from sqlalchemy.orm import Session
 
-from reviewbot.config import ConfigError
 from reviewbot.redaction import scrub_secrets
 from reviewbot.store import feedback_queries
+from reviewbot.store.engine import make_engine
 from reviewbot.store.figures import (
     DEFAULT_METRIC_BUCKETS,
     MetricBuckets,
@@ -61,16 +61,6 @@ from reviewbot.store.report_queries import (
 )
 
 Clock = Callable[[], datetime]
-
-# SQLite: wait this long for another process's write lock instead of failing at once.
-# https://www.sqlite.org/pragma.html#pragma_busy_timeout
-SQLITE_BUSY_TIMEOUT_MS = 5_000
-SQLITE_MEMORY_DATABASES = {None, "", ":memory:"}
-POSTGRES_DRIVER = "postgresql+psycopg"
-POSTGRES_POOL_SIZE = 20
-POSTGRES_POOL_OVERFLOW = 20
-POSTGRES_POOL_RECYCLE_S = 1800
-POSTGRES_SCHEMES = {"postgres", "postgresql"}
 
 COVERAGE_FIELDS = frozenset(
     {"files_total", "files_reviewed", "changed_lines_total", "changed_lines_covered", "skipped"}
@@ -222,66 +212,6 @@ class NoteOwner:
 def utc_now() -> datetime:
     """The default clock: the current time, timezone-aware, in UTC."""
     return datetime.now(UTC)
-
-
-def normalize_database_url(url: str) -> URL:
-    """Parse `url`, selecting the psycopg 3 driver for `postgresql://` / `postgres://` URLs."""
-    parsed = make_url(url)
-    if parsed.drivername in POSTGRES_SCHEMES:
-        parsed = parsed.set(drivername=POSTGRES_DRIVER)
-    return parsed
-
-
-def make_engine(url: str) -> Engine:
-    """Create an Engine for `url`; SQLite gets its parent directory and WAL + busy_timeout."""
-    parsed = normalize_database_url(url)
-    if parsed.get_backend_name() != "sqlite":
-        # Pre-ping: a checkout tests the connection first, so the first request after a
-        # PostgreSQL restart (or a proxy dropping idle connections) gets a fresh one instead
-        # of failing; a failed ping also invalidates the pool's other connections
-        # (https://docs.sqlalchemy.org/en/20/core/pooling.html#disconnect-handling-pessimistic).
-        # It costs about 0.05 ms per checkout on loopback. Connections are also recycled before
-        # servers or proxies drop idle ones. The pool holds a burst of webhook threads without
-        # opening and closing connections.
-        return create_engine(
-            parsed,
-            pool_size=POSTGRES_POOL_SIZE,
-            max_overflow=POSTGRES_POOL_OVERFLOW,
-            pool_recycle=POSTGRES_POOL_RECYCLE_S,
-            pool_pre_ping=True,
-        )
-    if parsed.database not in SQLITE_MEMORY_DATABASES:
-        folder = Path(parsed.database).expanduser().parent
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-        except OSError as error:
-            raise ConfigError(
-                f"cannot create the folder of the SQLite database {folder}: {error.strerror}; "
-                "set REVIEWBOT_DATABASE_URL to a writable place"
-            ) from None
-    engine = create_engine(parsed)
-    event.listen(engine, "connect", _configure_sqlite_connection)
-    return engine
-
-
-def _configure_sqlite_connection(dbapi_connection: Any, _record: Any) -> None:
-    """WAL lets readers run beside one writer; foreign keys are off in SQLite unless asked."""
-    cursor = dbapi_connection.cursor()
-    try:
-        # busy_timeout first: switching to WAL needs a lock another process may hold.
-        cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
-        # WAL is a property of the file: switch once. Switching needs an exclusive lock, for
-        # which SQLite does not always wait, so a file already in WAL is left alone.
-        if cursor.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
-            try:
-                cursor.execute("PRAGMA journal_mode=WAL")
-            except sqlite3.OperationalError as error:
-                # Another connection is switching this new file right now; it works either way.
-                if "locked" not in str(error):
-                    raise
-        cursor.execute("PRAGMA foreign_keys=ON")
-    finally:
-        cursor.close()
 
 
 def _check_fields(given: Iterable[str], allowed: frozenset[str], what: str) -> None:
@@ -788,16 +718,6 @@ class Store:
                 statement = self._feedback_insert({**event, **key.columns()})
                 added += connection.execute(statement).first() is not None
         return added
-
-    def merge_request_record(self, key: MergeRequestKey) -> dict[str, Any] | None:
-        """What the last sync read of the MR, or None."""
-        query = select(MergeRequestRow).where(
-            MergeRequestRow.gitlab_url == key.gitlab_url.rstrip("/"),
-            MergeRequestRow.project_id == key.project_id,
-            MergeRequestRow.mr_iid == key.iid,
-        )
-        rows = self._all(query)
-        return rows[0] if rows else None
 
     # -- report and eval ---------------------------------------------------------------
 

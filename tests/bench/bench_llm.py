@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
-from reviewbot.llm import ChunkRequest, ChunkResult, LLMSettings, runner_for
+from reviewbot.llm import ChunkRequest, ChunkResult, LLMSettings
+from reviewbot.llm.factory import runner_for
 from tests.fakes.vllm_server import (
     FakeVLLM,
     LatencyModel,

@@ -1,0 +1,67 @@
+"""The GitLab adapter: read a merge request, post findings, keep the summary note up to date.
+
+Built on python-gitlab 8.x's low-level ``http_*`` calls so every request carries our retry
+budget. I/O only: positions and line codes are built by ``reviewbot.positions``, waits by
+``reviewbot.retry``, diffs parsed by ``reviewbot.diff``; what to post is ``reviewbot.publish``'s
+decision. One module per thing it talks to GitLab about:
+
+- ``connection``: :class:`GitLabConnection`, the session, retries, error translation, pacing;
+- ``merge_requests``: :class:`MergeRequestReader`, the snapshot, raw files, the bot's threads;
+- ``notes``: :class:`NoteWriter`, every write on an MR, each exactly once;
+- ``accuracy``: :class:`AccuracyReader`, feedback sync's reads and the report issue;
+- ``account``: :class:`AccountReader`, what ``reviewbot doctor`` asks about the token.
+
+:class:`GitLabClient` is all of them on one connection: the App holds one per GitLab URL, so
+every caller shares its session pool, its note pace (GitLab's limit is per user) and the
+token's cached username. A caller that needs less declares a Protocol for its part
+(``reviewbot.feedback.FeedbackGitLab``, ``reviewbot.report``'s issue client).
+"""
+
+from __future__ import annotations
+
+from reviewbot.gitlab.account import AccountReader
+from reviewbot.gitlab.accuracy import AccuracyReader
+from reviewbot.gitlab.connection import (
+    RETRY_AFTER_CAP_S,
+    RETRY_BACKOFF_BASE_S,
+    GitLabAuthError,
+    GitLabConnection,
+    GitLabError,
+    GitLabNotAPIError,
+    GitLabNotFoundError,
+    GitLabSettings,
+    GitLabUnavailableError,
+    PositionRefusedError,
+    RequestCounter,
+)
+from reviewbot.gitlab.merge_requests import BotThread, MergeRequestReader, MergeRequestSnapshot
+from reviewbot.gitlab.notes import DraftPublishReport, NoteWriter, write_marker
+from reviewbot.positions import DiffRefs
+
+__all__ = [
+    "RETRY_AFTER_CAP_S",
+    "RETRY_BACKOFF_BASE_S",
+    "AccountReader",
+    "AccuracyReader",
+    "BotThread",
+    "DiffRefs",
+    "DraftPublishReport",
+    "GitLabAuthError",
+    "GitLabClient",
+    "GitLabConnection",
+    "GitLabError",
+    "GitLabNotAPIError",
+    "GitLabNotFoundError",
+    "GitLabSettings",
+    "GitLabUnavailableError",
+    "MergeRequestReader",
+    "MergeRequestSnapshot",
+    "NoteWriter",
+    "PositionRefusedError",
+    "RequestCounter",
+    "write_marker",
+]
+
+
+class GitLabClient(NoteWriter, AccuracyReader, AccountReader):
+    """One GitLab server, one token: every read and write reviewbot makes there."""
