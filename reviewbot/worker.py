@@ -48,6 +48,7 @@ from reviewbot.queue import (
     JobStatus,
     LeaseLostError,
 )
+from reviewbot.retry import backoff_s
 
 __all__ = [
     "Worker",
@@ -73,6 +74,7 @@ BUSY_RETRY_S = 10.0
 # Recording a job's result survives a database restart: tries, and the first pause (doubling).
 SETTLE_ATTEMPTS = 5
 SETTLE_RETRY_S = 0.5
+SETTLE_RETRY_MAX_S = 8.0  # the pauses between the five tries: 0.5, 1, 2, 4 s
 
 
 def is_retryable(error: BaseException) -> bool:
@@ -289,7 +291,7 @@ class Worker:
                     db_error.orig or db_error,
                 )
                 if attempt + 1 < SETTLE_ATTEMPTS:
-                    time.sleep(SETTLE_RETRY_S * 2**attempt)
+                    time.sleep(backoff_s(attempt, base_s=SETTLE_RETRY_S, cap_s=SETTLE_RETRY_MAX_S))
         log.error("job %d: result not recorded; its lease expires and it runs again", job.id)
 
     def _record_outcome(self, job: Job, error: Exception | None) -> None:
