@@ -23,7 +23,7 @@ import platformdirs
 from reviewbot.chunking import DEFAULT_SCOPE_CONTEXT_TOKENS
 from reviewbot.findings import Category, Severity
 from reviewbot.input_files import InputFileRefused, read_input_file
-from reviewbot.redaction import hide_url_password
+from reviewbot.redaction import hide_url_password, scrub_secrets
 
 __all__ = [
     "DEFAULT_MAX_REPAIR_ROUNDS",
@@ -34,6 +34,8 @@ __all__ = [
     "ConfigError",
     "Settings",
     "apply_repo_overrides",
+    "database_url_problem",
+    "http_url_problem",
     "load_settings",
     "setting_bounds",
 ]
@@ -233,30 +235,45 @@ def _check_bounds(name: str, value: Any, bounds: Bounds, annotation: str) -> Non
         raise ConfigError(f"{name} {problem}")
 
 
-def _check_http_url(name: str, url: str | None) -> None:
-    """An http(s) URL with a host (and a valid port); the message never shows a password."""
-    if url is None:
-        return
+def http_url_problem(url: str) -> str | None:
+    """Why ``url`` is not an http(s) URL with a host and a valid port, or None when it is one;
+    the words never show a password. The settings and the command-line options both ask it."""
+    why = ""
     try:
         parts = urlsplit(url)
         usable = parts.scheme in HTTP_SCHEMES and bool(parts.hostname)
         parts.port  # noqa: B018 - raises ValueError for a port out of range or not a number
-    except ValueError:
-        usable = False
-    if not usable:
-        raise ConfigError(f"{name}: {hide_url_password(url)!r} is not an http:// or https:// URL")
+    except ValueError as error:
+        usable, why = False, f" ({scrub_secrets(str(error))})"
+    if usable:
+        return None
+    return f"{hide_url_password(url)!r} is not an http:// or https:// URL{why}"
 
 
-def _check_database_url(url: str) -> None:
+def database_url_problem(url: str) -> str | None:
+    """Why ``url`` is not a database reviewbot supports, or None when it is one."""
     try:
         scheme = urlsplit(url).scheme.split("+", 1)[0]
     except ValueError:
         scheme = ""
-    if scheme not in DATABASE_SCHEMES:
-        raise ConfigError(
-            f"database_url: {hide_url_password(url)!r} is not supported: use sqlite:///PATH "
-            "or postgresql://USER@HOST/DATABASE"
-        )
+    if scheme in DATABASE_SCHEMES:
+        return None
+    return (
+        f"{hide_url_password(url)!r} is not supported: use sqlite:///PATH "
+        "or postgresql://USER@HOST/DATABASE"
+    )
+
+
+def _check_http_url(name: str, url: str | None) -> None:
+    problem = None if url is None else http_url_problem(url)
+    if problem:
+        raise ConfigError(f"{name}: {problem}")
+
+
+def _check_database_url(url: str) -> None:
+    problem = database_url_problem(url)
+    if problem:
+        raise ConfigError(f"database_url: {problem}")
 
 
 def _check_choice(name: str, value: str, choices: Any) -> None:

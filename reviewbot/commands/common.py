@@ -26,19 +26,17 @@ from datetime import datetime, timedelta
 from functools import wraps
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
-from urllib.parse import urlsplit
 
 import click
 
 from reviewbot.config import (
-    DATABASE_SCHEMES,
-    HTTP_SCHEMES,
     MAX_CONFIG_FILE_BYTES,
     MAX_TOKENS,
+    database_url_problem,
+    http_url_problem,
     setting_bounds,
 )
 from reviewbot.errors import disposition
-from reviewbot.redaction import hide_url_password
 from reviewbot.window import AGE, AGE_UNITS, WindowError, parse_instant
 
 __all__ = [
@@ -352,14 +350,9 @@ class HttpUrl(_Checked):
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
         text = self.text(value, param, ctx)
-        shown = ascii(hide_url_password(text))
-        try:
-            parts = urlsplit(text)
-            host, _ = parts.hostname, parts.port
-        except ValueError as error:
-            self.refuse(f"{shown} is not a URL: {error}", param, ctx)
-        if parts.scheme not in HTTP_SCHEMES or not host:
-            self.refuse(f"{shown} is not an http:// or https:// URL", param, ctx)
+        problem = http_url_problem(text)
+        if problem:
+            self.refuse(problem, param, ctx)
         return text
 
 
@@ -370,18 +363,9 @@ class DatabaseUrl(_Checked):
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
         text = self.text(value, param, ctx)
-        shown = ascii(hide_url_password(text))
-        try:
-            parts = urlsplit(text)
-            _ = parts.hostname, parts.port
-        except ValueError as error:
-            self.refuse(f"{shown} is not a URL: {error}", param, ctx)
-        if parts.scheme.split("+", 1)[0] not in DATABASE_SCHEMES:
-            self.refuse(
-                f"{shown} is not supported: use sqlite:///PATH or postgresql://USER@HOST/DATABASE",
-                param,
-                ctx,
-            )
+        problem = database_url_problem(text)
+        if problem:
+            self.refuse(problem, param, ctx)
         return text
 
 
