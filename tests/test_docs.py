@@ -12,6 +12,8 @@ keeps the two commands of a fresh machine.
 - Every relative link of README.md and docs/*.md points to a file that exists, and an
   ``#anchor`` to a heading of that file (GitHub's and GitLab's anchor rule), and every page of
   docs/ can be reached from the README.
+- The generated sections (the configuration reference from `Settings`) are what
+  ``python -m reviewbot.commands.docs`` writes now: a stale one fails with that command.
 """
 
 from __future__ import annotations
@@ -25,8 +27,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
-from reviewbot.config import load_settings
+from reviewbot.commands.docs import (
+    BEGIN,
+    END,
+    GENERATED_PAGES,
+    REGENERATE,
+    GeneratedPage,
+    docs_command,
+    render_settings,
+    updated_text,
+)
+from reviewbot.config import load_settings, setting_docs
 from tests.fakes.silent_server import closed_port
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -303,3 +316,61 @@ def test_the_anchor_rule_matches_the_platforms() -> None:
         "Why [this](x.md) works": "why-this-works",
     }
     assert {heading: anchor(heading) for heading in examples} == examples
+
+
+# --- generated sections ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("page", GENERATED_PAGES, ids=lambda page: page.path)
+def test_the_generated_sections_are_up_to_date(page: GeneratedPage) -> None:
+    text = (ROOT / page.path).read_text(encoding="utf-8")
+    assert text == updated_text(text, page.section, page.render()), (
+        f"{page.path} is stale: run `.venv/bin/{REGENERATE}` and commit the result"
+    )
+
+
+def test_the_configuration_reference_shows_every_setting() -> None:
+    page = render_settings()
+    for doc in setting_docs():
+        assert f"### `{doc.name}`" in page
+        assert doc.help in page and doc.env in page
+        if doc.bounds is not None:
+            assert doc.bounds.describe() in page, doc.name
+
+
+def _copy_of_the_docs(tmp_path: Path) -> Path:
+    for page in GENERATED_PAGES:
+        copy = tmp_path / page.path
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        copy.write_text((ROOT / page.path).read_text(encoding="utf-8"), encoding="utf-8")
+    return tmp_path
+
+
+def test_check_names_a_stale_page_and_writes_nothing_then_regenerating_fixes_it(
+    tmp_path: Path,
+) -> None:
+    root = _copy_of_the_docs(tmp_path)
+    page = GENERATED_PAGES[0]
+    path = root / page.path
+    begin, end = BEGIN.format(section=page.section), END.format(section=page.section)
+    text = path.read_text(encoding="utf-8")
+    stale = text[: text.index(begin) + len(begin)] + "\nold table\n" + text[text.index(end) :]
+    path.write_text(stale, encoding="utf-8")
+
+    checked = CliRunner().invoke(docs_command, ["--check", "--root", str(root)])
+    assert checked.exit_code == 1
+    assert f"{page.path} is stale: run `{REGENERATE}`" in checked.output
+    assert path.read_text(encoding="utf-8") == stale
+
+    written = CliRunner().invoke(docs_command, ["--root", str(root)])
+    assert written.exit_code == 0, written.output
+    assert path.read_text(encoding="utf-8") == text
+    assert CliRunner().invoke(docs_command, ["--check", "--root", str(root)]).exit_code == 0
+
+
+def test_a_page_without_its_markers_is_one_line_exit_2(tmp_path: Path) -> None:
+    root = _copy_of_the_docs(tmp_path)
+    (root / GENERATED_PAGES[0].path).write_text("# no markers\n", encoding="utf-8")
+    result = CliRunner().invoke(docs_command, ["--root", str(root)])
+    assert result.exit_code == 2
+    assert "no generated section" in result.output
