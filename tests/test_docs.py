@@ -12,8 +12,10 @@ keeps the two commands of a fresh machine.
 - Every relative link of README.md and docs/*.md points to a file that exists, and an
   ``#anchor`` to a heading of that file (GitHub's and GitLab's anchor rule), and every page of
   docs/ can be reached from the README.
-- The generated sections (the configuration reference from `Settings`) are what
-  ``python -m reviewbot.commands.docs`` writes now: a stale one fails with that command.
+- The generated sections (the configuration reference from `Settings`, the command-line
+  reference from the click tree) are what ``python -m reviewbot.commands.docs`` writes now: a
+  stale one fails with that command. They are well-formed Markdown (every table row has its
+  header's cells, no HTML), and click's plain help text shows as written.
 """
 
 from __future__ import annotations
@@ -28,6 +30,9 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import given
+from hypothesis import strategies as st
+from markdown_it import MarkdownIt
 
 from reviewbot.commands.docs import (
     BEGIN,
@@ -36,11 +41,14 @@ from reviewbot.commands.docs import (
     REGENERATE,
     GeneratedPage,
     docs_command,
+    plain_text,
+    render_commands,
     render_settings,
     updated_text,
 )
 from reviewbot.config import load_settings, setting_docs
 from tests.fakes.silent_server import closed_port
+from tests.test_cli_help import all_commands, resolve
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -336,6 +344,66 @@ def test_the_configuration_reference_shows_every_setting() -> None:
         assert doc.help in page and doc.env in page
         if doc.bounds is not None:
             assert doc.bounds.describe() in page, doc.name
+
+
+def test_the_command_line_reference_shows_every_command_and_option() -> None:
+    page = render_commands()
+    for path in all_commands():
+        name = " ".join(("reviewbot", *path))
+        assert f"# `{name}`\n" in page, name
+        assert f"```text\n{name} " in page, name
+        section = page.split(f"# `{name}`\n", 1)[1].split("\n#", 1)[0]
+        for param in resolve(path).params:
+            for opt in param.opts:
+                shown = opt if opt.startswith("-") else opt.upper()
+                assert f"`{shown}" in section, f"{name}: {opt}"
+
+
+MARKDOWN = MarkdownIt("commonmark").enable("table")
+UNESCAPED_PIPE = re.compile(r"(?<!\\)\|")
+
+
+@given(st.text(alphabet="ab 19*_<>[]|\\&!#()-+=~.:/", min_size=1).map(str.strip).filter(bool))
+def test_plain_help_text_shows_as_written(text: str) -> None:
+    """In a paragraph and in the second cell of a table row, as the references put it."""
+    paragraph = MARKDOWN.parse(plain_text(text))
+    row = MARKDOWN.parse(f"| a | b |\n|---|---|\n| x | {plain_text(text, cell=True)} |\n")
+    for inline in (
+        next(t for t in paragraph if t.type == "inline"),
+        [t for t in row if t.type == "inline"][3],
+    ):
+        tokens = inline.children or []
+        assert {token.type for token in tokens} <= {"text"}
+        assert "".join(token.content for token in tokens) == text
+
+
+def _generated_section(page: GeneratedPage) -> str:
+    text = (ROOT / page.path).read_text(encoding="utf-8")
+    begin, end = BEGIN.format(section=page.section), END.format(section=page.section)
+    return text.split(begin, 1)[1].split(end, 1)[0]
+
+
+@pytest.mark.parametrize("page", GENERATED_PAGES, ids=lambda page: page.path)
+def test_the_generated_sections_are_well_formed_markdown(page: GeneratedPage) -> None:
+    tokens = MARKDOWN.parse(_generated_section(page))
+    assert not [token for token in tokens if token.type.startswith("html")]
+    inline_html = [
+        child.content
+        for token in tokens
+        for child in token.children or []
+        if child.type.startswith("html")
+    ]
+    assert inline_html == []
+    # GFM splits a row at every "|" not escaped by a backslash, in code too: each row must
+    # have its header's cells (markdown-it pads and cuts rows, so count in the source)
+    header = 0
+    for line in _generated_section(page).splitlines():
+        if not line.startswith("|"):
+            header = 0
+            continue
+        cells = len(UNESCAPED_PIPE.split(line.strip().strip("|")))
+        header = header or cells
+        assert cells == header, line
 
 
 def _copy_of_the_docs(tmp_path: Path) -> Path:
