@@ -12,7 +12,7 @@ import dataclasses
 import math
 import os
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -32,17 +32,19 @@ __all__ = [
     "REPO_KEYS",
     "Bounds",
     "ConfigError",
+    "SettingDoc",
     "Settings",
     "apply_repo_overrides",
     "database_url_problem",
     "http_url_problem",
     "load_settings",
+    "setting",
     "setting_bounds",
+    "setting_docs",
 ]
 
 ENV_PREFIX = "REVIEWBOT_"
 DEFAULT_LLM_BASE_URL = "http://127.0.0.1:8000/v1"
-SECRET_FIELDS = frozenset({"gitlab_token", "llm_api_key", "webhook_secret"})
 REPO_KEYS = frozenset(
     {"exclude", "min_severity", "categories", "language", "include_style", "max_inline"}
 )
@@ -80,6 +82,14 @@ MAX_REPAIR_ROUNDS = 16  # each is a model call of the chunk's whole conversation
 # worth showing whole).
 MAX_SHOWN_VALUE = 40
 BOUNDS_KEY = "reviewbot.bounds"
+HELP_KEY = "reviewbot.help"
+CHOICES_KEY = "reviewbot.choices"
+DEFAULT_TEXT_KEY = "reviewbot.default_text"
+ACCEPTS_KEY = "reviewbot.accepts"
+HTTP_URL_WORDS = "an `http://` or `https://` URL with a host"
+SECRET_KEY = "reviewbot.secret"
+SEVERITIES = tuple(severity.value for severity in Severity)
+CATEGORIES = tuple(category.value for category in Category)
 
 
 class ConfigError(ValueError):
@@ -119,12 +129,77 @@ class Bounds:
         return f" {self.unit}" if self.unit else ""
 
 
-def bounded(
-    default: Any, low: float, high: float, *, above_low: bool = False, unit: str = ""
+def setting(
+    default: Any = dataclasses.MISSING,
+    *,
+    help: str,
+    bounds: Bounds | None = None,
+    choices: tuple[str, ...] = (),
+    default_text: str = "",
+    accepts: str = "",
+    default_factory: Callable[[], Any] | Any = dataclasses.MISSING,
+    secret: bool = False,
 ) -> Any:
-    """A numeric field with its bounds (checked whenever Settings are built)."""
-    bounds = Bounds(low, high, above_low=above_low, unit=unit)
-    return field(default=default, metadata={BOUNDS_KEY: bounds})
+    """A field of Settings with everything said about it, once: its default; its help text
+    (Markdown, shown in docs/configuration.md, links relative to docs/); the bounds of a number
+    (checked whenever Settings are built); the values it may take (``choices``: each item of
+    a list); what the default means in words where it is None or computed (``default_text``);
+    the values a text takes, in words, where ``__post_init__`` checks them (``accepts``); and
+    whether it is a secret (never in ``repr``, ``describe()`` or a message)."""
+    metadata = {
+        HELP_KEY: help,
+        CHOICES_KEY: choices,
+        DEFAULT_TEXT_KEY: default_text,
+        ACCEPTS_KEY: accepts,
+    }
+    if bounds is not None:
+        metadata[BOUNDS_KEY] = bounds
+    if secret:
+        metadata[SECRET_KEY] = True
+    return field(
+        default=default, default_factory=default_factory, repr=not secret, metadata=metadata
+    )
+
+
+@dataclass(frozen=True)
+class SettingDoc:
+    """What the configuration reference says about one setting, read from its field."""
+
+    name: str
+    env: str
+    kind: str  # the value in words: "a whole number", "a list of strings", an accepts text
+    optional: bool  # may be left unset (None)
+    default: Any  # None when unset or computed: then default_text says what it means
+    default_text: str
+    bounds: Bounds | None
+    choices: tuple[str, ...]
+    help: str
+    secret: bool
+    repository: bool  # a repository's .reviewbot.toml may set it
+
+
+def setting_docs() -> list[SettingDoc]:
+    """Every setting, in the order of its field, as the reference shows it."""
+    docs = []
+    for item in fields(Settings):
+        annotation = str(item.type)
+        default = None if item.default is dataclasses.MISSING else item.default
+        docs.append(
+            SettingDoc(
+                name=item.name,
+                env=ENV_PREFIX + item.name.upper(),
+                kind=item.metadata.get(ACCEPTS_KEY) or _expected(annotation),
+                optional="None" in annotation,
+                default=default,
+                default_text=item.metadata.get(DEFAULT_TEXT_KEY, ""),
+                bounds=item.metadata.get(BOUNDS_KEY),
+                choices=item.metadata.get(CHOICES_KEY, ()),
+                help=item.metadata.get(HELP_KEY, ""),
+                secret=item.name in SECRET_FIELDS,
+                repository=item.name in REPO_KEYS,
+            )
+        )
+    return docs
 
 
 def setting_bounds(name: str) -> Bounds | None:
@@ -152,59 +227,204 @@ def _default_database_url() -> str:
 
 @dataclass(frozen=True)
 class Settings:
-    gitlab_url: str | None = None
-    gitlab_token: str | None = field(default=None, repr=False)
-    llm_base_url: str = DEFAULT_LLM_BASE_URL
-    llm_api_key: str | None = field(default=None, repr=False)
-    llm_model: str | None = None
-    # "vllm", or "openai-compatible" for servers without vLLM's extras (Ollama, llama.cpp)
-    llm_backend: str = LLM_BACKEND_VLLM
-    database_url: str = field(default_factory=_default_database_url)
-    # None: ask the server (/v1/models)
-    max_model_len: int | None = bounded(None, 1, MAX_TOKENS)
-    max_output_tokens: int = bounded(4096, 1, MAX_TOKENS)
-    concurrency: int = bounded(8, 1, MAX_CONCURRENCY)
-    # Requests in flight to the model across all workers sharing the database (None:
-    # `concurrency`); see reviewbot.slots.
-    llm_total_concurrency: int | None = bounded(None, 1, MAX_CONCURRENCY)
-    # Prompt tokens of one review waiting for their first token at once (0: no limit), so a
-    # review of large chunks does not hold other merge requests' first tokens back; see
-    # reviewbot.llm.prefill.
-    llm_prefill_tokens_per_review: int = bounded(DEFAULT_PREFILL_TOKENS_PER_REVIEW, 0, MAX_TOKENS)
-    # Repair turns for a model answer with unreadable tool calls (bad JSON, a missing or
-    # mistyped field): the reasons go back to the model, which may resend those calls; then the
-    # chunk is asked again from the start (0: no repair turn). Each turn is one model call.
-    llm_max_repair_rounds: int = bounded(DEFAULT_MAX_REPAIR_ROUNDS, 0, MAX_REPAIR_ROUNDS)
-    request_timeout_s: float = bounded(300.0, 0, MAX_TIMEOUT_S, above_low=True, unit="seconds")
-    enable_thinking: bool | None = None
-    context_lines: int = bounded(3, 0, MAX_CONTEXT_LINES)
-    # Enclosing function/class shown above each hunk, at most this many tokens (0: off)
-    scope_context_tokens: int = bounded(DEFAULT_SCOPE_CONTEXT_TOKENS, 0, MAX_TOKENS)
-    exclude: tuple[str, ...] = ()
-    min_severity: str = Severity.MINOR.value
-    categories: tuple[str, ...] = ()  # empty: all categories
-    language: str = "English"
-    include_style: bool = False
-    max_inline: int = bounded(30, 1, MAX_INLINE_COMMENTS)
-    publish_mode: str = "discussions"
-    # Notes this process creates per minute on one GitLab (after a burst of 20), all jobs
-    # together: one GitLab client per URL per process (reviewbot.app).
-    gitlab_notes_per_minute: int = bounded(DEFAULT_GITLAB_NOTES_PER_MINUTE, 1, MAX_NOTES_PER_MINUTE)
-    # per GitLab request; a write whose answer is late is looked for on the MR before it is
-    # sent again
-    gitlab_timeout_s: float = bounded(30.0, 0, MAX_TIMEOUT_S, above_low=True, unit="seconds")
-    # per-MR lease; renewed while a run is alive
-    mr_lock_seconds: float = bounded(60.0, 0, MAX_TIMEOUT_S, above_low=True, unit="seconds")
-    # Webhook listener (`reviewbot serve`)
-    webhook_secret: str | None = field(default=None, repr=False)
-    bot_username: str | None = None  # None: ask GitLab whom the token belongs to
-    review_drafts: bool = False
-    webhook_max_body_bytes: int = bounded(1_000_000, 1, MAX_WEBHOOK_BODY_BYTES)
+    """Every setting, its default and its help text (docs/configuration.md is generated from
+    these fields by ``python -m reviewbot.commands.docs``)."""
+
+    gitlab_url: str | None = setting(
+        None,
+        accepts=HTTP_URL_WORDS,
+        default_text="not set: needed by every command that talks to GitLab",
+        help="The GitLab instance root, e.g. `https://gitlab.example.com` (not `…/api/v4`, not "
+        "a project page). `reviewbot ci` takes it from `CI_API_V4_URL` when it is not set.",
+    )
+    gitlab_token: str | None = setting(
+        None,
+        secret=True,
+        default_text="not set",
+        help="A GitLab token with the `api` scope: a project (or group) access token with the "
+        "Developer role (resolving stale threads needs it), whose bot user becomes the "
+        "reviewer. `CI_JOB_TOKEN` cannot post notes.",
+    )
+    llm_base_url: str = setting(
+        DEFAULT_LLM_BASE_URL,
+        accepts=HTTP_URL_WORDS,
+        help="The model server's OpenAI-compatible endpoint, ending in `/v1` "
+        "([model-server.md](model-server.md)).",
+    )
+    llm_api_key: str | None = setting(
+        None,
+        secret=True,
+        default_text="not set: no key is sent",
+        help="Sent as `Authorization: Bearer <key>`: the key of a vLLM started with one "
+        "([model-server.md](model-server.md#from-an-empty-gpu-box-to-a-service), step 7).",
+    )
+    llm_model: str | None = setting(
+        None,
+        default_text="the server's first model (`/v1/models`)",
+        help="The served model name, for a server that serves more than one.",
+    )
+    llm_backend: str = setting(
+        LLM_BACKEND_VLLM,
+        choices=LLM_BACKENDS,
+        help="`vllm`, or `openai-compatible` for a server without vLLM's `/tokenize`, "
+        "`tool_choice` and prefix-cache figures (Ollama, llama.cpp): "
+        "[other model servers](model-server.md#other-model-servers-ollama-llamacpp).",
+    )
+    database_url: str = setting(
+        default_factory=_default_database_url,
+        accepts="`sqlite:///PATH` or `postgresql://USER@HOST/DATABASE`",
+        default_text="`sqlite:///…/reviewbot.db` in the user data directory "
+        "(on Linux `~/.local/share/reviewbot/`)",
+        help="Where reviews, model calls, findings, feedback and the job queue are recorded: "
+        "`sqlite:///PATH`, or `postgresql://USER@HOST/DATABASE` for more than one worker and, "
+        "in CI, for incremental reviews and accuracy tracking ([ci.md](ci.md)).",
+    )
+    max_model_len: int | None = setting(
+        None,
+        bounds=Bounds(1, MAX_TOKENS),
+        default_text="the server's `max_model_len` (`/v1/models`); 65,536 offline",
+        help="The context length prompts are cut for: a chunk gets this minus "
+        "`max_output_tokens`, the prompt's fixed parts and a margin "
+        "([how a review works](how-a-review-works.md)).",
+    )
+    max_output_tokens: int = setting(
+        4096,
+        bounds=Bounds(1, MAX_TOKENS),
+        help="Tokens kept for the model's answer in every prompt.",
+    )
+    concurrency: int = setting(
+        8,
+        bounds=Bounds(1, MAX_CONCURRENCY),
+        help="Chunks of one review sent to the model at once (vLLM's `--max-num-seqs`).",
+    )
+    llm_total_concurrency: int | None = setting(
+        None,
+        bounds=Bounds(1, MAX_CONCURRENCY),
+        default_text="`concurrency`",
+        help="Requests in flight to the model across all workers sharing the database: set it "
+        "to vLLM's `--max-num-seqs` ([webhook.md](webhook.md#the-workers-and-the-queue); "
+        "`reviewbot.slots`).",
+    )
+    llm_prefill_tokens_per_review: int = setting(
+        DEFAULT_PREFILL_TOKENS_PER_REVIEW,
+        bounds=Bounds(0, MAX_TOKENS),
+        help="Prompt tokens of one review waiting for their first token at once, so a review "
+        "of large chunks never holds another MR's first token behind all of them (a larger "
+        "chunk goes alone; prefilled chunks still decode together); 0: no limit. See "
+        "[sharing the model between reviews](model-server.md#sharing-the-model-between-reviews).",
+    )
+    llm_max_repair_rounds: int = setting(
+        DEFAULT_MAX_REPAIR_ROUNDS,
+        bounds=Bounds(0, MAX_REPAIR_ROUNDS),
+        help="Repair turns for an answer whose tool calls cannot be read (bad JSON, a missing "
+        "or mistyped field): the reasons go back to the model, which resends those calls; then "
+        "the chunk is asked again from the start. Each turn is one model call; 0: none "
+        "([model-answers.md](model-answers.md)).",
+    )
+    request_timeout_s: float = setting(
+        300.0,
+        bounds=Bounds(0, MAX_TIMEOUT_S, above_low=True, unit="seconds"),
+        help="Seconds one model request may take.",
+    )
+    enable_thinking: bool | None = setting(
+        None,
+        default_text="the server's choice",
+        help="`true` or `false`: Qwen3.5's thinking, sent as `chat_template_kwargs`; `auto` "
+        "(or `server`) leaves it to the server.",
+    )
+    context_lines: int = setting(
+        3,
+        bounds=Bounds(0, MAX_CONTEXT_LINES),
+        help="Lines of the head file shown around each hunk.",
+    )
+    scope_context_tokens: int = setting(
+        DEFAULT_SCOPE_CONTEXT_TOKENS,
+        bounds=Bounds(0, MAX_TOKENS),
+        help="At most this many tokens per hunk of its enclosing function or class (signature, "
+        "then the body up to the hunk), added only where a chunk has room left; a changed file "
+        "whose whole text costs no more than its hunks' share is shown whole; 0 turns both off "
+        "([how a review works](how-a-review-works.md)).",
+    )
+    exclude: tuple[str, ...] = setting(
+        (),
+        help="Globs of files not to review, on top of the built-in ones (lock files, minified, "
+        "vendored, generated and binary files); comma-separated in the environment. A "
+        "repository's `.reviewbot.toml` adds to them.",
+    )
+    min_severity: str = setting(
+        Severity.MINOR.value,
+        choices=SEVERITIES,
+        help="Findings below this severity are dropped (most severe first).",
+    )
+    categories: tuple[str, ...] = setting(
+        (),
+        choices=CATEGORIES,
+        default_text="all categories",
+        help='Only findings of these categories, e.g. `["bug", "security"]` (comma-separated '
+        "in the environment).",
+    )
+    language: str = setting("English", help="The language the comments are written in.")
+    include_style: bool = setting(False, help="Also report style issues (as `info`).")
+    max_inline: int = setting(
+        30,
+        bounds=Bounds(1, MAX_INLINE_COMMENTS),
+        help="Inline comments per review; the rest go to the summary note.",
+    )
+    publish_mode: str = setting(
+        "discussions",
+        choices=PUBLISH_MODES,
+        help="`discussions`, or `drafts`: draft notes and one `bulk_publish`, so the author "
+        "gets one notification per review. The bulk-publish endpoint exists on recent GitLab "
+        "only (it was added in 2023, GitLab 16.x — the exact release could not be checked "
+        "here); on older GitLab keep `discussions`. After publishing, reviewbot checks which "
+        "drafts really became threads and lists any GitLab dropped in the summary.",
+    )
+    gitlab_notes_per_minute: int = setting(
+        DEFAULT_GITLAB_NOTES_PER_MINUTE,
+        bounds=Bounds(1, MAX_NOTES_PER_MINUTE),
+        help="Notes one process creates per minute on one GitLab, all its jobs together (after "
+        "a burst of 20; one GitLab client per URL per process). GitLab.com allows 300 per "
+        "user; self-managed GitLab may allow more.",
+    )
+    gitlab_timeout_s: float = setting(
+        30.0,
+        bounds=Bounds(0, MAX_TIMEOUT_S, above_low=True, unit="seconds"),
+        help="Seconds per GitLab request. A write whose answer is lost or late (a 5xx or a "
+        "timeout after GitLab stored it) is looked for on the MR by its hidden marker before it "
+        "is sent again.",
+    )
+    mr_lock_seconds: float = setting(
+        60.0,
+        bounds=Bounds(0, MAX_TIMEOUT_S, above_low=True, unit="seconds"),
+        help="The per-MR lease on SQLite that keeps two runs from posting at once: renewed while "
+        "a run is alive, so a crashed run frees the MR after this long (on PostgreSQL the lock "
+        "ends with the process: [locking.md](locking.md)).",
+    )
+    webhook_secret: str | None = setting(
+        None,
+        secret=True,
+        default_text="not set: `reviewbot serve` does not start without `--insecure-no-secret`",
+        help="The webhook's secret token, sent by GitLab as `X-Gitlab-Token` "
+        "([webhook.md](webhook.md)).",
+    )
+    bot_username: str | None = setting(
+        None,
+        default_text="the token's user",
+        help="The bot's GitLab username, to recognise its own notes.",
+    )
+    review_drafts: bool = setting(
+        False, help="Also review draft merge requests when a webhook event announces them."
+    )
+    webhook_max_body_bytes: int = setting(
+        1_000_000,
+        bounds=Bounds(1, MAX_WEBHOOK_BODY_BYTES),
+        help="Larger webhook bodies are refused with 413.",
+    )
 
     def __post_init__(self) -> None:
-        _check_choice("min_severity", self.min_severity, [s.value for s in Severity])
+        _check_choice("min_severity", self.min_severity, SEVERITIES)
         for category in self.categories:
-            _check_choice("categories", category, [c.value for c in Category])
+            _check_choice("categories", category, CATEGORIES)
         _check_choice("publish_mode", self.publish_mode, PUBLISH_MODES)
         _check_choice("llm_backend", self.llm_backend, LLM_BACKENDS)
         for item in fields(self):
@@ -221,6 +441,9 @@ class Settings:
         for name in SECRET_FIELDS:
             out[name] = "***" if out[name] else None
         return out
+
+
+SECRET_FIELDS = frozenset(item.name for item in fields(Settings) if item.metadata.get(SECRET_KEY))
 
 
 def _check_bounds(name: str, value: Any, bounds: Bounds, annotation: str) -> None:

@@ -1,4 +1,4 @@
-"""Every command has --help text and is documented in the README."""
+"""Every command has --help text and is listed in the README's command table."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ entry points (``reviewbot/commands/``) import click or rich; and the size budget
 For the layers only imports that run when a module loads count (not those inside functions,
 which load an adapter on first use, nor those under ``if TYPE_CHECKING``); for click and rich
 every import counts, wherever it is. A cycle is a cycle wherever its imports are: the cycle
-check also follows imports inside functions. The README's Development section describes the
+check also follows imports inside functions. docs/development.md (The layers) describes the
 same layers.
 """
 
