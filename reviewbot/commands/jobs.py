@@ -68,7 +68,11 @@ def jobs_group() -> None:
     help="Only jobs in this status.",
 )
 @click.option(
-    "--limit", type=Integer(1, MAX_LIST_LIMIT), default=DEFAULT_LIST_LIMIT, show_default=True
+    "--limit",
+    type=Integer(1, MAX_LIST_LIMIT),
+    default=DEFAULT_LIST_LIMIT,
+    show_default=True,
+    help="How many, newest first.",
 )
 @DATABASE_OPTIONS
 @one_line_errors

@@ -77,7 +77,7 @@ from reviewbot.ops.model_shape import (
 
 __all__ = ["capacity_command", "doctor_command", "loadtest_command"]
 
-SETTINGS_FIX = "correct the setting named above (README: Configuration)"
+SETTINGS_FIX = "correct the setting named above (docs/configuration.md)"
 MODEL_CONFIG = InputFile(MODEL_CONFIG_MAX_BYTES)  # model_shape's own cap: one rule
 # Open loop: one request in 1,000 s at the least (slower is not load), 10,000/s at the most
 # (more than one client process can send, and far past any model server's limit).
