@@ -4,8 +4,8 @@ The orchestration only; every step is done by something handed in through the
 :class:`~reviewbot.app.App`:
 
 1. GitLab (``app.gitlab()``): the MR snapshot (SHAs of the latest diff version, file diffs) and
-   head contents (from a local checkout when ``repo_dir`` is given, e.g. in CI; else the
-   repository files API).
+   file contents through :class:`reviewbot.repo_files.RepoFiles` (from a local checkout when
+   ``checkout`` is given, e.g. in CI; else the repository files API).
 2. :func:`reviewbot.review.review_files` with ``app.model()``: plan, prompts, model, findings.
 3. :func:`reviewbot.publish.publish` through the publisher for ``publish_mode`` (or the dry-run
    one): post what is not on the MR yet, resolve stale threads, edit the one summary note.
@@ -22,7 +22,6 @@ import hashlib
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from reviewbot.chunking import Plan
@@ -33,9 +32,10 @@ from reviewbot.exclusions import skip_reason
 from reviewbot.findings import AnchorKind, Category, Finding, Severity, with_carried
 from reviewbot.gitlab import GitLabClient, MergeRequestSnapshot
 from reviewbot.interdiff import DiffDigest, Interdiff, compare, digest
-from reviewbot.localgit import GitError, read_files_at
+from reviewbot.localgit import Checkout
 from reviewbot.prompts import ReviewContext, file_summaries, prompt_version
 from reviewbot.publish import PublishResult, ReviewFacts, ThreadRef, publish, publisher_for
+from reviewbot.repo_files import RepoFiles
 from reviewbot.review import (
     CarriedOver,
     ReviewOptions,
@@ -85,7 +85,7 @@ class ReviewIncompleteError(RuntimeError):
 class RunOptions:
     trigger: str = "cli"
     dry_run: bool = False
-    repo_dir: Path | None = None
+    checkout: Checkout | None = None  # a local clone that serves file contents (CI)
     ci_job_url: str | None = None
     lock_ttl_s: float | None = None  # None: Settings.mr_lock_seconds
     full: bool = False  # review every hunk, even those an earlier review saw unchanged
@@ -99,6 +99,7 @@ class RunReport:
     project_path: str
     iid: int
     head_sha: str
+    base_sha: str  # of the reviewed diff version
     web_url: str
     review_id: int | None
     review: ReviewResult
@@ -201,8 +202,16 @@ class _Run:
     gitlab: GitLabClient
     say: Callable[[str], None]
     counter: Future[TokenCounter]
-    files_at: dict[str, dict[str, str]] = field(default_factory=dict)  # sha -> path -> text
     warnings: list[str] = field(default_factory=list)
+    files: RepoFiles = field(init=False)
+
+    def __post_init__(self) -> None:
+        project_id = self.snapshot.project_id
+        self.files = RepoFiles(
+            lambda sha, paths: self.gitlab.file_contents(project_id, sha, paths),
+            self.options.checkout,
+            warn=self.warnings.append,
+        )
 
     @property
     def store(self) -> Store:
@@ -210,26 +219,10 @@ class _Run:
 
     def read_head(self, paths: list[str]) -> Mapping[str, str]:
         """Head contents of ``paths`` (each read once per run)."""
-        return self.read_at(self.snapshot.diff_refs.head_sha, paths)
+        return self.files.read(self.snapshot.diff_refs.head_sha, paths)
 
     def read_at(self, sha: str, paths: list[str]) -> Mapping[str, str]:
-        """Contents of ``paths`` at ``sha``, each read once per run: from the checkout when it
-        has the commit, else the API. A path absent from the result does not exist there."""
-        cache = self.files_at.setdefault(sha, {})
-        wanted = [path for path in paths if path not in cache]
-        found: dict[str, str] = {}
-        if self.options.repo_dir is not None and wanted:
-            try:
-                found = read_files_at(self.options.repo_dir, sha, wanted)
-            except GitError as error:
-                warning = f"local checkout not used ({error}); reading files from GitLab"
-                if warning not in self.warnings:
-                    self.warnings.append(warning)
-        missing = [path for path in wanted if path not in found]
-        if missing:
-            found.update(self.gitlab.file_contents(self.snapshot.project_id, sha, missing))
-        cache.update(found)
-        return {path: cache[path] for path in paths if path in cache}
+        return self.files.read(sha, paths)
 
 
 def _run_recorded(run: _Run) -> RunReport:
@@ -330,6 +323,7 @@ def _review_and_publish(run: _Run, review_id: int) -> RunReport:
         project_path=snapshot.project_path,
         iid=snapshot.iid,
         head_sha=head,
+        base_sha=snapshot.diff_refs.base_sha,
         web_url=snapshot.web_url,
         review_id=review_id,
         review=result,

@@ -56,6 +56,7 @@ ADAPTERS = {
     "reviewbot.gitlab",
     "reviewbot.localdiff",
     "reviewbot.localgit",
+    "reviewbot.repo_files",
     "reviewbot.slots",
     "reviewbot.queue",
     "reviewbot.metrics",
