@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from reviewbot.chunking import Plan
 from reviewbot.comments import TokenUsage
-from reviewbot.config import ConfigError, Settings, apply_repo_overrides
+from reviewbot.config import Settings
 from reviewbot.diff import FileDiff, FileStatus, Side
 from reviewbot.exclusions import skip_reason
 from reviewbot.findings import AnchorKind, Category, Finding, Severity, with_carried
@@ -36,6 +36,7 @@ from reviewbot.localgit import Checkout
 from reviewbot.prompts import ReviewContext, file_summaries, prompt_version
 from reviewbot.publish import PublishResult, ReviewFacts, ThreadRef, publish, publisher_for
 from reviewbot.repo_files import RepoFiles
+from reviewbot.repo_policy import REPO_CONFIG_FILE, repo_policy
 from reviewbot.review import (
     CarriedOver,
     ReviewOptions,
@@ -54,7 +55,6 @@ if TYPE_CHECKING:
     from reviewbot.store import Store
 
 __all__ = [
-    "REPO_CONFIG_FILE",
     "MergeRequestBusyError",
     "ReviewIncompleteError",
     "RunOptions",
@@ -63,7 +63,6 @@ __all__ = [
     "run_merge_request",
 ]
 
-REPO_CONFIG_FILE = ".reviewbot.toml"
 INTERRUPTED = "interrupted: its run stopped before finishing (process killed or restarted)"
 SETTINGS_KEY_CHARS = 16
 CARRIED_CHUNK = -1  # a finding carried over from an earlier review was in no chunk of this one
@@ -249,27 +248,13 @@ def _run_recorded(run: _Run) -> RunReport:
 
 
 def _policy(run: _Run) -> Settings:
-    """The settings with the repository's ``.reviewbot.toml`` applied (when it is valid).
-
-    The file is read from the target branch (the MR's latest diff version's start commit), not
-    from the MR's head: an author cannot silence the review of their own MR. A change to it in
-    the MR applies once merged; the summary says so.
-    """
-    settings = run.app.settings
-    if run.snapshot.file(REPO_CONFIG_FILE) is not None:
-        run.warnings.append(
-            f"this merge request changes {REPO_CONFIG_FILE}: the review used the target "
-            "branch's version; the change applies once it is merged"
-        )
+    """The settings with the target branch's ``.reviewbot.toml`` applied (reviewbot.repo_policy)."""
     target = run.snapshot.diff_refs.start_sha
-    repo_config = run.read_at(target, [REPO_CONFIG_FILE])
-    if REPO_CONFIG_FILE not in repo_config:
-        return settings
-    try:
-        return apply_repo_overrides(settings, repo_config[REPO_CONFIG_FILE])
-    except ConfigError as error:
-        run.warnings.append(f"ignored {REPO_CONFIG_FILE}: {error}")
-        return settings
+    text = run.files.read(target, [REPO_CONFIG_FILE]).get(REPO_CONFIG_FILE)
+    changed = run.snapshot.file(REPO_CONFIG_FILE) is not None
+    policy = repo_policy(run.app.settings, text, changed_by_mr=changed)
+    run.warnings.extend(policy.warnings)
+    return policy.settings
 
 
 def _review_and_publish(run: _Run, review_id: int) -> RunReport:

@@ -33,6 +33,7 @@ CORE = {
     "reviewbot.markdown",
     "reviewbot.prompts",
     "reviewbot.redaction",
+    "reviewbot.repo_policy",
     "reviewbot.report_text",
     "reviewbot.scope",
     "reviewbot.tokens",
