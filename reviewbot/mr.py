@@ -27,9 +27,15 @@ from typing import TYPE_CHECKING, Any
 from reviewbot.chunking import Plan
 from reviewbot.comments import TokenUsage
 from reviewbot.config import Settings
-from reviewbot.diff import FileDiff, FileStatus, Side
+from reviewbot.diff import FileDiff, FileStatus
 from reviewbot.exclusions import skip_reason
-from reviewbot.findings import AnchorKind, Category, Finding, Severity, with_carried
+from reviewbot.findings import (
+    Finding,
+    FindingState,
+    StoredFinding,
+    restored_finding,
+    with_carried,
+)
 from reviewbot.gitlab import GitLabClient, MergeRequestSnapshot
 from reviewbot.interdiff import DiffDigest, Interdiff, compare, digest
 from reviewbot.localgit import Checkout
@@ -46,8 +52,9 @@ from reviewbot.review import (
     review_without_model,
 )
 from reviewbot.store import MergeRequestKey
-from reviewbot.store.models import FeedbackKind
+from reviewbot.store.models import FeedbackKind, ReviewStatus
 from reviewbot.store.mr_lock import hold_mr_lock
+from reviewbot.store.records import ReviewEnding
 from reviewbot.tokens import TokenCounter, local_counter
 
 if TYPE_CHECKING:
@@ -241,9 +248,7 @@ def _run_recorded(run: _Run) -> RunReport:
     try:
         return _review_and_publish(run, review_id)
     except BaseException as error:
-        run.store.finish_review(
-            review_id, status="failed", error=f"{type(error).__name__}: {error}"
-        )
+        run.store.record_run(review_id, ending=ReviewEnding.failure(error))
         raise
 
 
@@ -303,7 +308,7 @@ def _review_and_publish(run: _Run, review_id: int) -> RunReport:
         )
     if earlier is not None:
         result = _with_earlier(result, earlier, carried, review_opts)
-    store.record_llm_calls(review_id, [_call_row(call) for call in result.calls])
+    store.record_run(review_id, calls=result.calls)
     report = RunReport(
         project_path=snapshot.project_path,
         iid=snapshot.iid,
@@ -338,14 +343,10 @@ def _review_and_publish(run: _Run, review_id: int) -> RunReport:
         )
     except BaseException:
         report.published = so_far
+        store.record_run(review_id, findings=_stored_findings(report.published))
         raise
-    finally:
-        _record_findings(store, review_id, report)
-    if not options.dry_run:
-        _record_what_became_of_earlier_findings(store, run.key, report.published)
-    store.finish_review(
-        review_id,
-        status="failed" if result.chunk_errors else "succeeded",
+    ending = ReviewEnding(
+        status=ReviewStatus.FAILED if result.chunk_errors else ReviewStatus.SUCCEEDED,
         coverage=result.coverage.to_dict(),
         chunks=len(result.plan.chunks),
         prompt_tokens=result.prompt_tokens,
@@ -357,6 +358,9 @@ def _review_and_publish(run: _Run, review_id: int) -> RunReport:
         prompt_version=result.prompt_version,
         diff_digest=digest(snapshot.files, settings_key).to_json(),
     )
+    store.record_run(review_id, findings=_stored_findings(report.published), ending=ending)
+    if not options.dry_run:
+        _record_what_became_of_earlier_findings(store, run.key, report.published)
     return report
 
 
@@ -402,42 +406,12 @@ def _since_earlier(
     present = {f.new_path for f in to_review}
     to_review += [f for f in run.snapshot.files if f.path in skipped and f.new_path not in present]
     carried = []
-    for row in run.store.findings(earlier.row["id"]):
-        finding = _carried_finding(run.snapshot, inter, row)
-        if finding is not None:
-            carried.append(finding)
+    for stored in run.store.stored_findings(earlier.row["id"]):
+        moved = inter.carry(stored.path, stored.side, stored.line, stored.end_line)
+        file = run.snapshot.file(stored.path)
+        if moved is not None and file is not None:
+            carried.append(restored_finding(stored, file, *moved, chunk_index=CARRIED_CHUNK))
     return to_review, carried
-
-
-def _carried_finding(
-    snapshot: MergeRequestSnapshot, inter: Interdiff, row: Mapping[str, Any]
-) -> Finding | None:
-    side = Side(row["side"])
-    moved = inter.carry(row["path"], side, row["line"], row["end_line"])
-    file = snapshot.file(row["path"])
-    if moved is None or file is None:
-        return None
-    line, end_line = moved
-    diff_line = file.line_at(side, line) if line is not None else None
-    return Finding(
-        path=file.new_path,
-        old_path=file.old_path,
-        side=side,
-        line=line,
-        end_line=end_line,
-        severity=Severity(row["severity"]),
-        category=Category(row["category"]),
-        title=row["title"],
-        body=row["body"],
-        suggestion=row["suggestion"],
-        anchor=AnchorKind(row["anchor"]),
-        anchor_note="",
-        line_text=diff_line.text if diff_line is not None else "",
-        fingerprint=row["fingerprint"],
-        chunk_index=CARRIED_CHUNK,
-        reported_line=line or 1,
-        reported_side=side,
-    )
 
 
 def _with_earlier(
@@ -518,52 +492,24 @@ def _record_outcome(
 # --- recording -------------------------------------------------------------------------------
 
 
-def _call_row(call: Any) -> dict[str, Any]:
-    return {
-        "chunk_index": call.chunk_index,
-        "mode": call.mode,
-        "outcome": call.outcome,
-        "prompt_tokens": call.prompt_tokens,
-        "completion_tokens": call.completion_tokens,
-        "cached_tokens": call.cached_tokens or 0,
-        "ttft_ms": call.ttft_ms,
-        "latency_ms": call.latency_ms,
-        "slot_wait_ms": call.slot_wait_ms,
-        "retries": call.retries,
-        "invalid_tool_calls": call.invalid_tool_calls,
-        "tool_calls": call.tool_calls,
-        "repaired_tool_calls": call.repaired_tool_calls,
-        "error": call.error,
-        "started_at": call.started_at,
-    }
-
-
-def _record_findings(store: Store, review_id: int, report: RunReport) -> None:
-    rows: list[dict[str, Any]] = []
+def _stored_findings(published: PublishResult) -> list[StoredFinding]:
+    """What became of each finding of this review, as the store keeps it."""
+    stored: list[StoredFinding] = []
     for state, findings in (
-        ("dry_run" if report.dry_run else "posted", report.posted),
-        ("duplicate", report.already_posted),
-        ("summary", report.summary_only),
-        ("failed", [f for f, _ in report.refused]),
-        ("deleted", report.published.deleted),
+        (FindingState.DRY_RUN if published.dry_run else FindingState.POSTED, published.posted),
+        (FindingState.DUPLICATE, published.already_posted),
+        (FindingState.SUMMARY, published.summary_only),
+        (FindingState.FAILED, [f for f, _ in published.refused]),
+        (FindingState.DELETED, published.deleted),
     ):
         for finding in findings:
-            thread = report.threads.get(finding.fingerprint)
-            rows.append(
-                {
-                    "fingerprint": finding.fingerprint,
-                    "path": finding.path,
-                    "side": finding.side.value,
-                    "line": finding.line,
-                    "end_line": finding.end_line,
-                    "severity": finding.severity.value,
-                    "category": finding.category.value,
-                    "title": finding.title,
-                    "body": finding.body,
-                    "anchor": finding.anchor.value,
-                    "state": state,
-                    "discussion_id": thread.discussion_id if thread else None,
-                    "note_id": thread.note_id if thread else None,
-                }
+            thread = published.threads.get(finding.fingerprint)
+            stored.append(
+                StoredFinding.of(
+                    finding,
+                    state,
+                    discussion_id=thread.discussion_id if thread else None,
+                    note_id=thread.note_id if thread else None,
+                )
             )
-    store.record_findings(review_id, rows)
+    return stored

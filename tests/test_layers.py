@@ -72,6 +72,7 @@ ADAPTERS = {
     "reviewbot.store.models",
     "reviewbot.store.migrate",
     "reviewbot.store.mr_lock",
+    "reviewbot.store.records",
     "reviewbot.store.figures",
     "reviewbot.store.feedback_queries",
     "reviewbot.store.report_queries",

@@ -33,7 +33,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from reviewbot.diff import Side as DiffSide
-from reviewbot.findings import AnchorKind
+from reviewbot.findings import AnchorKind, FindingState
 
 # Deterministic constraint names, so migrations can refer to them on every backend.
 NAMING_CONVENTION = {
@@ -81,23 +81,10 @@ class CallMode(StrEnum):
     CONTENT = "content"
 
 
-# Which side of the diff a finding is on, and how precisely it could be placed: the core's own
-# enums, so the stored values are the ones the pipeline produces.
+# Which side of the diff a finding is on, how precisely it could be placed and what happened to
+# it on GitLab: the core's own enums, so the stored values are the ones the pipeline produces.
 Side = DiffSide
 Anchor = AnchorKind
-
-
-class FindingState(StrEnum):
-    """What happened to a finding on GitLab."""
-
-    POSTED = "posted"
-    SUMMARY = "summary"
-    DUPLICATE = "duplicate"
-    DRY_RUN = "dry_run"
-    RESOLVED = "resolved"
-    OUTDATED = "outdated"
-    FAILED = "failed"
-    DELETED = "deleted"  # found again but not posted again: a reviewer had deleted its comment
 
 
 class JobStatus(StrEnum):
