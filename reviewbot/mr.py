@@ -17,8 +17,6 @@ docs/locking.md for the project's three locking mechanisms).
 
 from __future__ import annotations
 
-import dataclasses
-import hashlib
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -27,29 +25,27 @@ from typing import TYPE_CHECKING, Any
 from reviewbot.chunking import Plan
 from reviewbot.comments import TokenUsage
 from reviewbot.config import Settings
-from reviewbot.diff import FileDiff, FileStatus
 from reviewbot.exclusions import skip_reason
 from reviewbot.findings import (
     Finding,
     FindingState,
     StoredFinding,
-    restored_finding,
-    with_carried,
 )
 from reviewbot.gitlab import GitLabClient, MergeRequestSnapshot
-from reviewbot.interdiff import DiffDigest, Interdiff, compare, digest
+from reviewbot.incremental import EarlierReview, plan_increment
+from reviewbot.interdiff import digest
 from reviewbot.localgit import Checkout
 from reviewbot.prompts import ReviewContext, file_summaries, prompt_version
 from reviewbot.publish import PublishResult, ReviewFacts, ThreadRef, publish, publisher_for
 from reviewbot.repo_files import RepoFiles
 from reviewbot.repo_policy import REPO_CONFIG_FILE, repo_policy
 from reviewbot.review import (
-    CarriedOver,
-    ReviewOptions,
     ReviewResult,
     review_files,
     review_options,
     review_without_model,
+    settings_key,
+    with_carried_over,
 )
 from reviewbot.store import MergeRequestKey
 from reviewbot.store.models import FeedbackKind, ReviewStatus
@@ -71,8 +67,6 @@ __all__ = [
 ]
 
 INTERRUPTED = "interrupted: its run stopped before finishing (process killed or restarted)"
-SETTINGS_KEY_CHARS = 16
-CARRIED_CHUNK = -1  # a finding carried over from an earlier review was in no chunk of this one
 
 
 class MergeRequestBusyError(RuntimeError):
@@ -269,15 +263,11 @@ def _review_and_publish(run: _Run, review_id: int) -> RunReport:
     review_opts = review_options(settings)
     rules = review_opts.plan_options.exclusions
     skipped = {f.path: reason for f in snapshot.files if (reason := skip_reason(f, rules))}
-    settings_key = _settings_key(settings)
-    earlier = None if options.full else _earlier_review(run, settings_key)
-    files = list(snapshot.files)
-    carried: list[Finding] = []
-    if earlier is not None:
-        files, carried = _since_earlier(run, earlier, skipped)
-    wanted = [
-        f.new_path for f in files if f.path not in skipped and f.status is not FileStatus.DELETED
-    ]
+    key_of_settings = settings_key(settings)
+    earlier = None if options.full else _earlier_review(run)
+    increment = plan_increment(snapshot.files, skipped, key_of_settings, earlier)
+    files = increment.files
+    wanted = increment.paths_to_read()
     say(f"fetching {len(wanted)} files at {head[:8]}")
     contents = dict(run.read_head(wanted))
     context = ReviewContext(
@@ -291,9 +281,11 @@ def _review_and_publish(run: _Run, review_id: int) -> RunReport:
     def planned(review_plan: Plan) -> None:
         say(f"reviewing {len(review_plan.chunks)} chunks")
 
-    if earlier is not None and all(f.path in skipped for f in files):
-        say(f"nothing changed since {earlier.row['head_sha'][:8]} was reviewed: no model call")
-        result = review_without_model(files, run.counter.result(), review_opts, earlier.model)
+    carried_over = increment.carried_over
+    if carried_over is not None and not increment.needs_model:
+        say(f"nothing changed since {carried_over.since_head[:8]} was reviewed: no model call")
+        model = increment.earlier_model or ""
+        result = review_without_model(files, run.counter.result(), review_opts, model)
     else:
         result = review_files(
             files,
@@ -306,8 +298,8 @@ def _review_and_publish(run: _Run, review_id: int) -> RunReport:
             concurrency=options.concurrency,
             whole_files=snapshot.files,
         )
-    if earlier is not None:
-        result = _with_earlier(result, earlier, carried, review_opts)
+    if carried_over is not None:
+        result = with_carried_over(result, increment.carried, carried_over, review_opts)
     store.record_run(review_id, calls=result.calls)
     report = RunReport(
         project_path=snapshot.project_path,
@@ -356,7 +348,7 @@ def _review_and_publish(run: _Run, review_id: int) -> RunReport:
         error="; ".join(f"not reviewed: {part.describe()}" for part in result.unreviewed) or None,
         model=result.model,
         prompt_version=result.prompt_version,
-        diff_digest=digest(snapshot.files, settings_key).to_json(),
+        diff_digest=digest(snapshot.files, key_of_settings).to_json(),
     )
     store.record_run(review_id, findings=_stored_findings(report.published), ending=ending)
     if not options.dry_run:
@@ -367,68 +359,14 @@ def _review_and_publish(run: _Run, review_id: int) -> RunReport:
 # --- incremental reviews ---------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _Earlier:
-    """The MR's last complete review by this model and prompt version, and what changed since."""
-
-    row: Mapping[str, Any]
-    model: str
-    interdiff: Interdiff
-
-
-def _settings_key(settings: Settings) -> str:
-    """Changes when the findings of the same diff could differ: review options and the
-    policy that shapes them (a new threshold or language means a full review)."""
-    shaping = (repr(review_options(settings)), settings.language, settings.include_style)
-    return hashlib.sha1(repr(shaping).encode()).hexdigest()[:SETTINGS_KEY_CHARS]
-
-
-def _earlier_review(run: _Run, settings_key: str) -> _Earlier | None:
-    """What an incremental review builds on, or None for a full review."""
+def _earlier_review(run: _Run) -> EarlierReview | None:
+    """The MR's last complete review by this model and prompt version, as stored."""
     model = run.app.settings.llm_model or run.app.model().server_info().model
     row = run.store.last_complete_review(run.key, model=model, prompt_version=prompt_version())
     if row is None:
         return None
-    earlier = DiffDigest.from_json(row["diff_digest"] or {})
-    if earlier is None or earlier.settings_key != settings_key:
-        return None
-    return _Earlier(row, model, compare(earlier, run.snapshot.files))
-
-
-def _since_earlier(
-    run: _Run, earlier: _Earlier, skipped: Mapping[str, str]
-) -> tuple[list[FileDiff], list[Finding]]:
-    """The files to review now (new or changed hunks only; skipped files whole, so the plan
-    still lists them) and the earlier review's findings on unchanged hunks, moved to their
-    current lines."""
-    inter = earlier.interdiff
-    to_review = list(inter.to_review)
-    present = {f.new_path for f in to_review}
-    to_review += [f for f in run.snapshot.files if f.path in skipped and f.new_path not in present]
-    carried = []
-    for stored in run.store.stored_findings(earlier.row["id"]):
-        moved = inter.carry(stored.path, stored.side, stored.line, stored.end_line)
-        file = run.snapshot.file(stored.path)
-        if moved is not None and file is not None:
-            carried.append(restored_finding(stored, file, *moved, chunk_index=CARRIED_CHUNK))
-    return to_review, carried
-
-
-def _with_earlier(
-    result: ReviewResult, earlier: _Earlier, carried: list[Finding], options: ReviewOptions
-) -> ReviewResult:
-    inter = earlier.interdiff
-    return dataclasses.replace(
-        result,
-        findings=with_carried(result.findings, carried, options.findings_options),
-        carried=CarriedOver(
-            since_head=str(earlier.row["head_sha"]),
-            review_id=int(earlier.row["id"]),
-            files=len(inter.reviewed_before),
-            lines=inter.carried_lines,
-            findings=len(carried),
-        ),
-    )
+    findings = run.store.stored_findings(row["id"])
+    return EarlierReview(row["id"], row["head_sha"], model, row["diff_digest"], findings)
 
 
 def _facts(result: ReviewResult, options: RunOptions, warnings: list[str]) -> ReviewFacts:

@@ -1,13 +1,18 @@
 """The review pipeline for one diff: plan -> prompts -> model -> findings.
 
 Used by every entry point (``reviewbot review`` on a local diff, ``reviewbot run`` on an MR).
-It takes its adapters (the LLM client) and plain data; it does not know about GitLab or the
-database, which the MR runner (``mr.py``) wires around it.
+
+Owns: the review's knobs from the settings (:func:`review_options`, :func:`settings_key`), the
+chunk budget, sending the chunks (re-splitting one the server finds too long, never dropping
+it), what could not be reviewed, and the result with every call's figures; adding the findings
+an earlier review carried over. Must not: know about GitLab or the database (the MR runner,
+``mr.py``, wires them around it); it takes its adapter (the LLM client) and plain data.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import math
 import statistics
@@ -28,7 +33,16 @@ from reviewbot.chunking import (
 from reviewbot.config import Settings
 from reviewbot.diff import FileDiff, Hunk, Side
 from reviewbot.exclusions import ExclusionRules
-from reviewbot.findings import Category, FindingsOptions, FindingsResult, Severity, process
+from reviewbot.findings import (
+    Category,
+    Finding,
+    FindingsOptions,
+    FindingsResult,
+    Severity,
+    process,
+    with_carried,
+)
+from reviewbot.incremental import CarriedOver
 from reviewbot.llm.backend import CallRecord, ChunkRequest, ChunkResult, LLMClient
 from reviewbot.prompts import ReviewContext, prompt_version, render_messages, tool_schemas
 from reviewbot.tokens import TokenCounter
@@ -43,8 +57,11 @@ __all__ = [
     "review_files",
     "review_options",
     "review_without_model",
+    "settings_key",
+    "with_carried_over",
 ]
 
+SETTINGS_KEY_CHARS = 16
 MAX_RESPLIT_DEPTH = 6
 RESPLIT_FACTOR = 0.5
 # Chat-template framing the local count of messages cannot see (role markers, tool preamble).
@@ -76,17 +93,6 @@ def review_options(settings: Settings) -> ReviewOptions:
             max_inline=settings.max_inline,
         ),
     )
-
-
-@dataclass(frozen=True)
-class CarriedOver:
-    """Hunks reviewed before (unchanged since): their findings were kept, no model call."""
-
-    since_head: str  # the head the earlier review saw
-    review_id: int  # the earlier review
-    files: int  # files whose every hunk is unchanged (not in this review's plan)
-    lines: int  # changed lines of unchanged hunks
-    findings: int  # findings carried over
 
 
 @dataclass(frozen=True)
@@ -200,6 +206,28 @@ class ReviewResult:
         return statistics.quantiles(values, n=100, method="inclusive")[
             min(98, max(0, math.ceil(fraction * 100) - 1))
         ]
+
+
+def settings_key(settings: Settings) -> str:
+    """Changes when the findings of the same diff could differ: the review options and the
+    policy that shapes them (a new threshold or language means a full review)."""
+    shaping = (repr(review_options(settings)), settings.language, settings.include_style)
+    return hashlib.sha1(repr(shaping).encode()).hexdigest()[:SETTINGS_KEY_CHARS]
+
+
+def with_carried_over(
+    result: ReviewResult,
+    carried: Sequence[Finding],
+    carried_over: CarriedOver,
+    options: ReviewOptions,
+) -> ReviewResult:
+    """``result`` of the hunks reviewed now, plus the ``carried`` findings of an earlier review
+    of the unchanged ones (deduped and selected together, as one review's findings)."""
+    return dataclasses.replace(
+        result,
+        findings=with_carried(result.findings, carried, options.findings_options),
+        carried=carried_over,
+    )
 
 
 def local_overhead(counter: TokenCounter, context: ReviewContext) -> int:

@@ -28,6 +28,7 @@ CORE = {
     "reviewbot.errors",
     "reviewbot.exclusions",
     "reviewbot.findings",
+    "reviewbot.incremental",
     "reviewbot.input_files",
     "reviewbot.interdiff",
     "reviewbot.markdown",
