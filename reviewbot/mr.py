@@ -20,12 +20,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from reviewbot.chunking import Plan
 from reviewbot.comments import TokenUsage
 from reviewbot.config import Settings
 from reviewbot.exclusions import skip_reason
+from reviewbot.feedback import record_next_review_outcomes, recorded_as_posted
 from reviewbot.findings import (
     Finding,
     FindingState,
@@ -48,7 +49,7 @@ from reviewbot.review import (
     with_carried_over,
 )
 from reviewbot.store import MergeRequestKey
-from reviewbot.store.models import FeedbackKind, ReviewStatus
+from reviewbot.store.models import ReviewStatus
 from reviewbot.store.mr_lock import hold_mr_lock
 from reviewbot.store.records import ReviewEnding
 from reviewbot.tokens import TokenCounter, local_counter
@@ -331,7 +332,7 @@ def _review_and_publish(run: _Run, review_id: int) -> RunReport:
             _facts(result, options, run.warnings),
             run.read_head,
             on_posted=posted,
-            recorded=_recorded_on_mr(store, run.key),
+            recorded=recorded_as_posted(store.posted_findings(run.key)),
         )
     except BaseException:
         report.published = so_far
@@ -352,7 +353,14 @@ def _review_and_publish(run: _Run, review_id: int) -> RunReport:
     )
     store.record_run(review_id, findings=_stored_findings(report.published), ending=ending)
     if not options.dry_run:
-        _record_what_became_of_earlier_findings(store, run.key, report.published)
+        published = report.published
+        record_next_review_outcomes(
+            store,
+            run.key,
+            resolved=[t.marker.fingerprint for t in published.resolved if t.marker.fingerprint],
+            posted_now={finding.fingerprint for finding in published.posted},
+            on_mr=published.on_mr,
+        )
     return report
 
 
@@ -387,43 +395,6 @@ def _facts(result: ReviewResult, options: RunOptions, warnings: list[str]) -> Re
         errors=list(warnings),
         carried=result.carried,
         ci_job_url=options.ci_job_url,
-    )
-
-
-def _recorded_on_mr(store: Store, key: MergeRequestKey) -> set[str]:
-    """Fingerprints the database says the bot posted on this MR (and has not seen resolved)."""
-    return {fp for fp, row in store.posted_findings(key).items() if row["state"] == "posted"}
-
-
-def _record_what_became_of_earlier_findings(
-    store: Store, key: MergeRequestKey, published: PublishResult
-) -> None:
-    """Threads resolved because their line changed: the finding is outdated and was
-    `addressed`; a recorded comment no longer on the MR was `deleted` (by a human)."""
-    rows = store.posted_findings(key)
-    for thread in published.resolved:
-        row = rows.get(thread.marker.fingerprint)
-        if row is not None:
-            store.update_finding(row["id"], state="outdated")
-            _record_outcome(store, key, row, FeedbackKind.ADDRESSED)
-    this_run = {finding.fingerprint for finding in published.posted}
-    for fingerprint, row in rows.items():
-        gone = fingerprint not in published.on_mr and fingerprint not in this_run
-        if gone and row["state"] == "posted":
-            _record_outcome(store, key, row, FeedbackKind.DELETED)
-
-
-def _record_outcome(
-    store: Store, key: MergeRequestKey, finding: Mapping[str, Any], kind: FeedbackKind
-) -> None:
-    store.record_feedback(
-        finding_id=finding["id"],
-        project=finding["project"],
-        note_id=finding["note_id"],
-        kind=kind.value,
-        value=kind.value,
-        event_key=f"{kind.value}:{key}:{finding['fingerprint']}",
-        **key.columns(),
     )
 
 
