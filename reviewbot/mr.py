@@ -1,28 +1,38 @@
-"""Review one GitLab merge request end to end: read, review, publish, record.
+"""Review one GitLab merge request end to end: the order of its steps, and nothing else.
 
-The orchestration only; every step is done by something handed in through the
-:class:`~reviewbot.app.App`:
+:func:`run_merge_request` reads the MR snapshot, holds the MR's lease, then runs the steps in
+order, each done by the module that owns it:
 
-1. GitLab (``app.gitlab()``): the MR snapshot (SHAs of the latest diff version, file diffs) and
-   file contents through :class:`reviewbot.repo_files.RepoFiles` (from a local checkout when
-   ``checkout`` is given, e.g. in CI; else the repository files API).
-2. :func:`reviewbot.review.review_files` with ``app.model()``: plan, prompts, model, findings.
-3. :func:`reviewbot.publish.publish` through the publisher for ``publish_mode`` (or the dry-run
-   one): post what is not on the MR yet, resolve stale threads, edit the one summary note.
-4. The store (``app.store``): the review, every model call, every finding and its fate.
+1. **policy**: the target branch's ``.reviewbot.toml`` (:mod:`reviewbot.repo_policy`);
+2. **what changed** since the MR's last complete review, and what carries over
+   (:mod:`reviewbot.incremental`);
+3. **read** the head files the review shows (:class:`reviewbot.repo_files.RepoFiles`: the CI
+   checkout when ``checkout`` is given, else the GitLab API; every read of the run goes
+   through it);
+4. **review** with ``app.model()`` (:mod:`reviewbot.review`);
+5. **publish** through the publisher for ``publish_mode`` or the dry-run one
+   (:mod:`reviewbot.publish`);
+6. **record** the run: its model calls as soon as the model answered, its findings and how it
+   ended once it published (``Store.record_run``, typed records of
+   :mod:`reviewbot.store.records`); a failure is recorded with its error, then raised;
+7. **outcomes**: what became of earlier findings (:mod:`reviewbot.feedback`).
 
-A lease on the MR in the database serialises runs: two runs at once never double-post (see
-docs/locking.md for the project's three locking mechanisms).
+The lease (a lock on the MR in the database) serialises runs: two runs at once never
+double-post (docs/locking.md describes the project's three locking mechanisms).
+
+Owns: the order of the steps, what one step hands the next, and the run's report. Must not:
+decide anything a step owns (policy, carry-over, anchoring, posting, outcomes), hold SQL, or
+talk to GitLab other than through the adapter and the publisher.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from reviewbot.chunking import Plan
 from reviewbot.comments import TokenUsage
 from reviewbot.config import Settings
 from reviewbot.exclusions import skip_reason
@@ -33,8 +43,8 @@ from reviewbot.findings import (
     StoredFinding,
 )
 from reviewbot.gitlab import GitLabClient, MergeRequestSnapshot
-from reviewbot.incremental import EarlierReview, plan_increment
-from reviewbot.interdiff import digest
+from reviewbot.incremental import EarlierReview, Increment, plan_increment
+from reviewbot.interdiff import DiffDigest, digest
 from reviewbot.localgit import Checkout
 from reviewbot.prompts import ReviewContext, file_summaries, prompt_version
 from reviewbot.publish import PublishResult, ReviewFacts, ThreadRef, publish, publisher_for
@@ -169,27 +179,80 @@ def run_merge_request(
     *,
     progress: Callable[[str], None] | None = None,
 ) -> RunReport:
-    """Review MR ``iid`` of ``project`` and publish the result (see the module docstring)."""
-    say = progress or (lambda _message: None)
+    """Review MR ``iid`` of ``project`` and publish the result: the steps in order."""
+    say = progress or _quiet
     gitlab = app.gitlab()
-    # Loading the tokenizer vocabulary takes ~0.4 s: do it while GitLab answers.
-    loader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tokenizer")
-    counter = loader.submit(local_counter, app.settings.llm_model)
-    loader.shutdown(wait=False)
+    counter = _load_tokenizer_meanwhile(app.settings.llm_model)
     say(f"reading merge request !{iid}")
     snapshot = gitlab.snapshot(project, iid)
-    store = app.store
     key = MergeRequestKey(gitlab.url, snapshot.project_id, snapshot.iid)
+    with _lease(app, key, snapshot, options):
+        run = _Run(app, snapshot, key, options, gitlab, say, counter)
+        review_id = _start(run)
+        try:
+            return _steps(run, review_id)
+        except BaseException as error:
+            run.store.record_run(review_id, ending=ReviewEnding.failure(error))
+            raise
+
+
+def _steps(run: _Run, review_id: int) -> RunReport:
+    """Policy -> what changed -> read -> review -> publish -> record -> outcomes."""
+    settings = _policy(run)
+    increment = _what_changed(run, settings)
+    wanted = increment.paths_to_read()
+    run.say(f"fetching {len(wanted)} files at {run.head[:8]}")
+    contents = run.read_head(wanted)
+    result = _review(run, settings, increment, contents)
+    run.store.record_run(review_id, calls=result.calls)
+    report = RunReport(
+        project_path=run.snapshot.project_path,
+        iid=run.snapshot.iid,
+        head_sha=run.head,
+        base_sha=run.snapshot.diff_refs.base_sha,
+        web_url=run.snapshot.web_url,
+        review_id=review_id,
+        review=result,
+        warnings=run.warnings,
+    )
+    report.published = _publish(run, review_id, settings, result)
+    ending = _ending(result, report.published, digest(run.snapshot.files, settings_key(settings)))
+    run.store.record_run(review_id, findings=_stored_findings(report.published), ending=ending)
+    if not run.options.dry_run:
+        _record_outcomes(run, report.published)
+    return report
+
+
+# --- the run and its lease -------------------------------------------------------------------
+
+
+def _quiet(_message: str) -> None:
+    return None
+
+
+def _load_tokenizer_meanwhile(model: str | None) -> Future[TokenCounter]:
+    """Loading the tokenizer vocabulary takes ~0.4 s: done while GitLab answers."""
+    loader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tokenizer")
+    counter = loader.submit(local_counter, model)
+    loader.shutdown(wait=False)
+    return counter
+
+
+@contextmanager
+def _lease(
+    app: App, key: MergeRequestKey, snapshot: MergeRequestSnapshot, options: RunOptions
+) -> Iterator[None]:
+    """Hold the MR for this run (MergeRequestBusyError when another run does)."""
     ttl = options.lock_ttl_s or app.settings.mr_lock_seconds
-    with hold_mr_lock(store, str(key), ttl) as held:
+    with hold_mr_lock(app.store, str(key), ttl) as held:
         if not held:
             raise MergeRequestBusyError(
-                f"another reviewbot run is reviewing {snapshot.project_path}!{iid}; "
+                f"another reviewbot run is reviewing {snapshot.project_path}!{snapshot.iid}; "
                 "try again when it finishes"
             )
         # This run holds the MR: a review still `running` was interrupted.
-        store.close_interrupted_reviews(key, INTERRUPTED)
-        return _run_recorded(_Run(app, snapshot, key, options, gitlab, say, counter))
+        app.store.close_interrupted_reviews(key, INTERRUPTED)
+        yield
 
 
 @dataclass
@@ -204,7 +267,7 @@ class _Run:
     say: Callable[[str], None]
     counter: Future[TokenCounter]
     warnings: list[str] = field(default_factory=list)
-    files: RepoFiles = field(init=False)
+    files: RepoFiles = field(init=False)  # every file read of the run, at any of its SHAs
 
     def __post_init__(self) -> None:
         project_id = self.snapshot.project_id
@@ -218,18 +281,19 @@ class _Run:
     def store(self) -> Store:
         return self.app.store
 
+    @property
+    def head(self) -> str:
+        return self.snapshot.diff_refs.head_sha
+
     def read_head(self, paths: list[str]) -> Mapping[str, str]:
         """Head contents of ``paths`` (each read once per run)."""
-        return self.files.read(self.snapshot.diff_refs.head_sha, paths)
-
-    def read_at(self, sha: str, paths: list[str]) -> Mapping[str, str]:
-        return self.files.read(sha, paths)
+        return self.files.read(self.head, paths)
 
 
-def _run_recorded(run: _Run) -> RunReport:
-    """The run inside a review row: a failure is recorded with its error, then raised."""
+def _start(run: _Run) -> int:
+    """The review's row, in state `running`: its id."""
     refs = run.snapshot.diff_refs
-    review_id = run.store.start_review(
+    return run.store.start_review(
         project=run.snapshot.project_path,
         mr_iid=run.snapshot.iid,
         head_sha=refs.head_sha,
@@ -240,11 +304,9 @@ def _run_recorded(run: _Run) -> RunReport:
         prompt_version="",
         key=run.key,
     )
-    try:
-        return _review_and_publish(run, review_id)
-    except BaseException as error:
-        run.store.record_run(review_id, ending=ReviewEnding.failure(error))
-        raise
+
+
+# --- policy, what changed, review ------------------------------------------------------------
 
 
 def _policy(run: _Run) -> Settings:
@@ -257,114 +319,13 @@ def _policy(run: _Run) -> Settings:
     return policy.settings
 
 
-def _review_and_publish(run: _Run, review_id: int) -> RunReport:
-    snapshot, options, store, say = run.snapshot, run.options, run.store, run.say
-    head = snapshot.diff_refs.head_sha
-    settings = _policy(run)
-    review_opts = review_options(settings)
-    rules = review_opts.plan_options.exclusions
-    skipped = {f.path: reason for f in snapshot.files if (reason := skip_reason(f, rules))}
-    key_of_settings = settings_key(settings)
-    earlier = None if options.full else _earlier_review(run)
-    increment = plan_increment(snapshot.files, skipped, key_of_settings, earlier)
-    files = increment.files
-    wanted = increment.paths_to_read()
-    say(f"fetching {len(wanted)} files at {head[:8]}")
-    contents = dict(run.read_head(wanted))
-    context = ReviewContext(
-        title=snapshot.title,
-        description=snapshot.description,
-        files=file_summaries(snapshot.files, skipped),
-        language=settings.language,
-        include_style=settings.include_style,
-    )
-
-    def planned(review_plan: Plan) -> None:
-        say(f"reviewing {len(review_plan.chunks)} chunks")
-
-    carried_over = increment.carried_over
-    if carried_over is not None and not increment.needs_model:
-        say(f"nothing changed since {carried_over.since_head[:8]} was reviewed: no model call")
-        model = increment.earlier_model or ""
-        result = review_without_model(files, run.counter.result(), review_opts, model)
-    else:
-        result = review_files(
-            files,
-            context=context,
-            llm=run.app.model(),
-            counter=run.counter.result(),
-            options=review_opts,
-            contents=contents,
-            on_planned=planned,
-            concurrency=options.concurrency,
-            whole_files=snapshot.files,
-        )
-    if carried_over is not None:
-        result = with_carried_over(result, increment.carried, carried_over, review_opts)
-    store.record_run(review_id, calls=result.calls)
-    report = RunReport(
-        project_path=snapshot.project_path,
-        iid=snapshot.iid,
-        head_sha=head,
-        base_sha=snapshot.diff_refs.base_sha,
-        web_url=snapshot.web_url,
-        review_id=review_id,
-        review=result,
-        warnings=run.warnings,
-    )
-    say("publishing")
-    publisher = publisher_for(settings.publish_mode, run.gitlab, snapshot, dry_run=options.dry_run)
-    # Also when publishing fails midway, what was posted goes on record (the next run skips
-    # it by its marker anyway).
-    so_far = PublishResult(dry_run=options.dry_run)
-
-    def posted(finding: Finding, ref: ThreadRef | None) -> None:
-        so_far.posted.append(finding)
-        if ref is not None:
-            so_far.threads[finding.fingerprint] = ref
-
-    try:
-        report.published = publish(
-            publisher,
-            snapshot,
-            result.findings.selection,
-            result.findings.findings,
-            _facts(result, options, run.warnings),
-            run.read_head,
-            on_posted=posted,
-            recorded=recorded_as_posted(store.posted_findings(run.key)),
-        )
-    except BaseException:
-        report.published = so_far
-        store.record_run(review_id, findings=_stored_findings(report.published))
-        raise
-    ending = ReviewEnding(
-        status=ReviewStatus.FAILED if result.chunk_errors else ReviewStatus.SUCCEEDED,
-        coverage=result.coverage.to_dict(),
-        chunks=len(result.plan.chunks),
-        prompt_tokens=result.prompt_tokens,
-        completion_tokens=result.completion_tokens,
-        cached_tokens=result.cached_tokens,
-        summary_note_id=report.summary_note_id,
-        error="; ".join(f"not reviewed: {part.describe()}" for part in result.unreviewed) or None,
-        model=result.model,
-        prompt_version=result.prompt_version,
-        diff_digest=digest(snapshot.files, key_of_settings).to_json(),
-    )
-    store.record_run(review_id, findings=_stored_findings(report.published), ending=ending)
-    if not options.dry_run:
-        published = report.published
-        record_next_review_outcomes(
-            store,
-            run.key,
-            resolved=[t.marker.fingerprint for t in published.resolved if t.marker.fingerprint],
-            posted_now={finding.fingerprint for finding in published.posted},
-            on_mr=published.on_mr,
-        )
-    return report
-
-
-# --- incremental reviews ---------------------------------------------------------------------
+def _what_changed(run: _Run, settings: Settings) -> Increment:
+    """What to review since the MR's last complete review (reviewbot.incremental)."""
+    rules = review_options(settings).plan_options.exclusions
+    files = run.snapshot.files
+    skipped = {f.path: reason for f in files if (reason := skip_reason(f, rules))}
+    earlier = None if run.options.full else _earlier_review(run)
+    return plan_increment(files, skipped, settings_key(settings), earlier)
 
 
 def _earlier_review(run: _Run) -> EarlierReview | None:
@@ -377,7 +338,75 @@ def _earlier_review(run: _Run) -> EarlierReview | None:
     return EarlierReview(row["id"], row["head_sha"], model, row["diff_digest"], findings)
 
 
+def _review(
+    run: _Run, settings: Settings, increment: Increment, contents: Mapping[str, str]
+) -> ReviewResult:
+    """The model's review of what changed, plus the findings carried over (reviewbot.review)."""
+    options = review_options(settings)
+    carried_over = increment.carried_over
+    if carried_over is not None and not increment.needs_model:
+        run.say(f"nothing changed since {carried_over.since_head[:8]} was reviewed: no model call")
+        model = increment.earlier_model or ""
+        result = review_without_model(increment.files, run.counter.result(), options, model)
+    else:
+        context = ReviewContext(
+            title=run.snapshot.title,
+            description=run.snapshot.description,
+            files=file_summaries(run.snapshot.files, increment.skipped),
+            language=settings.language,
+            include_style=settings.include_style,
+        )
+        result = review_files(
+            increment.files,
+            context=context,
+            llm=run.app.model(),
+            counter=run.counter.result(),
+            options=options,
+            contents=contents,
+            on_planned=lambda plan: run.say(f"reviewing {len(plan.chunks)} chunks"),
+            concurrency=run.options.concurrency,
+            whole_files=run.snapshot.files,
+        )
+    if carried_over is None:
+        return result
+    return with_carried_over(result, increment.carried, carried_over, options)
+
+
+# --- publish, record, outcomes ---------------------------------------------------------------
+
+
+def _publish(run: _Run, review_id: int, settings: Settings, result: ReviewResult) -> PublishResult:
+    """Post the review on the MR (reviewbot.publish). When publishing fails midway, what was
+    posted goes on record before the failure is raised (the next run skips it by its marker
+    anyway)."""
+    run.say("publishing")
+    dry_run = run.options.dry_run
+    publisher = publisher_for(settings.publish_mode, run.gitlab, run.snapshot, dry_run=dry_run)
+    so_far = PublishResult(dry_run=dry_run)
+
+    def posted(finding: Finding, ref: ThreadRef | None) -> None:
+        so_far.posted.append(finding)
+        if ref is not None:
+            so_far.threads[finding.fingerprint] = ref
+
+    try:
+        return publish(
+            publisher,
+            run.snapshot,
+            result.findings.selection,
+            result.findings.findings,
+            _facts(result, run.options, run.warnings),
+            run.read_head,
+            on_posted=posted,
+            recorded=recorded_as_posted(run.store.posted_findings(run.key)),
+        )
+    except BaseException:
+        run.store.record_run(review_id, findings=_stored_findings(so_far))
+        raise
+
+
 def _facts(result: ReviewResult, options: RunOptions, warnings: list[str]) -> ReviewFacts:
+    """What the summary note says about the review itself."""
     return ReviewFacts(
         model=result.model,
         prompt_version=result.prompt_version,
@@ -396,9 +425,6 @@ def _facts(result: ReviewResult, options: RunOptions, warnings: list[str]) -> Re
         carried=result.carried,
         ci_job_url=options.ci_job_url,
     )
-
-
-# --- recording -------------------------------------------------------------------------------
 
 
 def _stored_findings(published: PublishResult) -> list[StoredFinding]:
@@ -422,3 +448,31 @@ def _stored_findings(published: PublishResult) -> list[StoredFinding]:
                 )
             )
     return stored
+
+
+def _ending(result: ReviewResult, published: PublishResult, seen: DiffDigest) -> ReviewEnding:
+    """How the review ended: failed when part of the diff could not be reviewed."""
+    return ReviewEnding(
+        status=ReviewStatus.FAILED if result.chunk_errors else ReviewStatus.SUCCEEDED,
+        coverage=result.coverage.to_dict(),
+        chunks=len(result.plan.chunks),
+        prompt_tokens=result.prompt_tokens,
+        completion_tokens=result.completion_tokens,
+        cached_tokens=result.cached_tokens,
+        summary_note_id=published.summary_note_id,
+        error="; ".join(f"not reviewed: {part.describe()}" for part in result.unreviewed) or None,
+        model=result.model,
+        prompt_version=result.prompt_version,
+        diff_digest=seen.to_json(),
+    )
+
+
+def _record_outcomes(run: _Run, published: PublishResult) -> None:
+    """What publishing saw became of the earlier findings (reviewbot.feedback)."""
+    record_next_review_outcomes(
+        run.store,
+        run.key,
+        resolved=[t.marker.fingerprint for t in published.resolved if t.marker.fingerprint],
+        posted_now={finding.fingerprint for finding in published.posted},
+        on_mr=published.on_mr,
+    )

@@ -281,67 +281,96 @@ def review_files(
     review_plan = plan(files, budget, counter, contents=contents, options=options.plan_options)
     if on_planned:
         on_planned(review_plan)
-    chunks = list(review_plan.chunks)
+    answers = _send_chunks(
+        list(review_plan.chunks), context, llm, counter, budget, on_chunk_done, concurrency
+    )
+    whole = {file.new_path: file for file in whole_files or ()}
+    findings = process(answers.calls, answers.files_by_chunk, options.findings_options, whole)
+    return ReviewResult(
+        plan=review_plan,
+        findings=findings,
+        calls=answers.records,
+        chunk_errors=answers.errors,
+        invalid_calls=answers.invalid,
+        model=info.model,
+        prompt_version=prompt_version(),
+        seconds=time.monotonic() - started,
+        chunks_reviewed=answers.reviewed,
+        unreviewed=answers.unreviewed,
+    )
+
+
+@dataclass
+class _Answers:
+    """What the model answered for every chunk (re-split ones included)."""
+
+    calls: list[tuple[int, dict[str, Any]]] = field(default_factory=list)  # (chunk, arguments)
+    records: list[CallRecord] = field(default_factory=list)
+    errors: dict[int, str] = field(default_factory=dict)
+    unreviewed: list[UnreviewedPart] = field(default_factory=list)
+    invalid: list[str] = field(default_factory=list)
+    files_by_chunk: dict[int, Mapping[str, FileDiff]] = field(default_factory=dict)
+    reviewed: int = 0
+
+    def keep(self, result: ChunkResult) -> None:
+        """What an answer holds: its calls (readable or not) and the requests' figures."""
+        self.records += result.records
+        self.invalid += [f"chunk {result.chunk_index}: {reason}" for reason in result.invalid]
+        self.calls += [(result.chunk_index, arguments) for arguments in result.calls]
+
+    def settle(self, result: ChunkResult, chunk: Chunk) -> None:
+        """The chunk's last answer: reviewed, or not (and why)."""
+        if result.context_overflow:
+            self.errors[result.chunk_index] = "prompt too long for the model even after splitting"
+        elif result.error:
+            self.errors[result.chunk_index] = result.error
+        else:
+            self.reviewed += 1
+            return
+        self.unreviewed.append(_unreviewed_part(chunk, self.errors[result.chunk_index]))
+
+
+def _send_chunks(
+    chunks: list[Chunk],
+    context: ReviewContext,
+    llm: LLMClient,
+    counter: TokenCounter,
+    budget: Budget,
+    on_chunk_done: Callable[[ChunkResult], None] | None,
+    concurrency: int | None,
+) -> _Answers:
+    """Send every chunk to the model. A chunk the server finds too long, or whose answer was
+    cut off, is split and sent again (up to MAX_RESPLIT_DEPTH times), never dropped."""
+    answers = _Answers()
     tools = tool_schemas()
-    calls: list[tuple[int, dict[str, Any]]] = []
-    records: list[CallRecord] = []
-    errors: dict[int, str] = {}
-    unreviewed: list[UnreviewedPart] = []
-    invalid: list[str] = []
-    files_by_chunk: dict[int, Mapping[str, FileDiff]] = {}
     pending = [(chunk, 0) for chunk in chunks]
     next_index = len(chunks)
-    reviewed = 0
     while pending:
         requests = []
         depth_of: dict[int, int] = {}
         for chunk, depth in pending:
-            files_by_chunk[chunk.index] = chunk.files
+            answers.files_by_chunk[chunk.index] = chunk.files
             depth_of[chunk.index] = depth
             messages = render_messages(context, chunk, part=chunk.index + 1, parts=len(chunks))
             prompt_tokens = budget.overhead + chunk.tokens
             requests.append(ChunkRequest(chunk.index, messages, tools, prompt_tokens))
         by_index = {chunk.index: chunk for chunk, _ in pending}
         pending = []
-        answers = llm.review_chunks(requests, on_done=on_chunk_done, concurrency=concurrency)
-        for result in answers:
-            records += result.records
-            invalid += [f"chunk {result.chunk_index}: {reason}" for reason in result.invalid]
-            calls += [(result.chunk_index, arguments) for arguments in result.calls]
+        for result in llm.review_chunks(requests, on_done=on_chunk_done, concurrency=concurrency):
+            answers.keep(result)
+            chunk, depth = by_index[result.chunk_index], depth_of[result.chunk_index]
             too_big = result.context_overflow or result.truncated
             halves = (
-                _resplit(by_index[result.chunk_index], counter, next_index)
-                if too_big and depth_of[result.chunk_index] < MAX_RESPLIT_DEPTH
+                _resplit(chunk, counter, next_index)
+                if too_big and depth < MAX_RESPLIT_DEPTH
                 else []
             )
             if halves:
                 next_index += len(halves)
-                pending += [(half, depth_of[result.chunk_index] + 1) for half in halves]
+                pending += [(half, depth + 1) for half in halves]
                 continue
-            if result.context_overflow:
-                errors[result.chunk_index] = "prompt too long for the model even after splitting"
-            elif result.error:
-                errors[result.chunk_index] = result.error
-            else:
-                reviewed += 1
-                continue
-            unreviewed.append(
-                _unreviewed_part(by_index[result.chunk_index], errors[result.chunk_index])
-            )
-    whole = {file.new_path: file for file in whole_files or ()}
-    findings = process(calls, files_by_chunk, options.findings_options, whole)
-    return ReviewResult(
-        plan=review_plan,
-        findings=findings,
-        calls=records,
-        chunk_errors=errors,
-        invalid_calls=invalid,
-        model=info.model,
-        prompt_version=prompt_version(),
-        seconds=time.monotonic() - started,
-        chunks_reviewed=reviewed,
-        unreviewed=unreviewed,
-    )
+            answers.settle(result, chunk)
+    return answers
 
 
 def review_without_model(

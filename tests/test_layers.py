@@ -278,10 +278,6 @@ TOO_LONG_MODULES = {
     "reviewbot.store.store": SPLIT_IN_PROGRESS,
 }
 TOO_LONG_FUNCTIONS = {
-    "reviewbot.mr._review_and_publish": "owned by the MR-pipeline work of issue 18 item 2, "
-    "which splits the order of one MR's steps",
-    "reviewbot.review.review_files": "owned by the review-pipeline work of issue 18 item 2 "
-    "(the re-split loop becomes its own function)",
     "reviewbot.ops.doctor_probes._model_checks": "owned by the ops bad-input work of issue 17 "
     "(doctor_probes), which is changing this function now",
     "reviewbot.migrations.versions.0001_initial.upgrade": "an Alembic revision creates the "
