@@ -20,7 +20,7 @@ and records, per posted finding (:func:`outcome_events`, pure):
 - ``suggestion_applied``: GitLab reports the comment's suggestion as applied;
 - ``addressed``: a later version changed the finding's line (or any line from ``line`` to
   ``end_line``), or deleted its file. New-side findings only: a finding on a removed line
-  is marked addressed by the bot's own next review (reviewbot.mr);
+  is marked addressed by the bot's own next review (:func:`record_next_review_outcomes`);
 - ``deleted``: the bot's comment is gone from the MR;
 - ``ignored``: the MR is merged with the thread unresolved and the line unchanged.
 
@@ -29,9 +29,9 @@ The bot's next review of an MR (:func:`record_next_review_outcomes`, deciding in
 the line changed is ``addressed`` (the finding ``outdated``), a comment on record but gone from
 the MR is ``deleted``.
 
-Event keys are the same whoever records an outcome (the bot's re-run, the webhook, a sync:
-:func:`outcome_key`), so a sync run twice adds nothing; every MR is committed on its own, so
-an interrupted sync loses nothing and the next run carries on.
+Event keys are the same whoever records an outcome (the bot's re-run, the webhook, a sync;
+an outcome of a finding: :func:`outcome_key`), so a sync run twice adds nothing; every MR is
+committed on its own, so an interrupted sync loses nothing and the next run carries on.
 
 Owns: deciding outcomes from what GitLab says and what the store holds, and their event keys.
 Must not: post anything on GitLab, or hold SQL (the store's queries do).
@@ -167,7 +167,7 @@ class SyncReport:
 
 def outcome_key(kind: FeedbackKind, key: MergeRequestKey, fingerprint: str) -> str:
     """The event key of outcome ``kind`` of the finding ``fingerprint`` on the MR: the same
-    whoever records it (the bot's next review, a sync, the webhook), so it is recorded once."""
+    whoever records it (the bot's next review, a sync), so it is recorded once."""
     return f"{kind.value}:{key}:{fingerprint}"
 
 

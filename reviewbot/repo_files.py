@@ -53,10 +53,6 @@ class RepoFiles:
             known.update({path: found.get(path) for path in wanted})
         return {path: text for path in paths if (text := known.get(path)) is not None}
 
-    def reader_at(self, sha: str) -> Callable[[list[str]], Mapping[str, str]]:
-        """``read`` bound to ``sha``: what the review and publishing steps take."""
-        return lambda paths: self.read(sha, paths)
-
     def _from_checkout(self, sha: str, paths: list[str]) -> dict[str, str] | None:
         if self._checkout is None:
             return None

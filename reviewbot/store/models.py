@@ -8,6 +8,10 @@ token totals, every LLM call its latency figures, every finding its fate on GitL
 The tables here are the *target* of the Alembic migrations in the top-level `migrations/`
 folder; the database is never created from this module directly (no `create_all`).
 A test migrates a blank database and compares it with this metadata, so the two never drift.
+
+Owns: every table, column and allowed value, declared once (what the store accepts is read
+from here). Must not: query, or define the enums the pipeline produces (Side, AnchorKind and
+FindingState are the core's, used here).
 """
 
 from __future__ import annotations

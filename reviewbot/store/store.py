@@ -9,6 +9,10 @@ schema is created by `reviewbot.store.migrate`, never here.
 Works on SQLite (default, one file) and PostgreSQL. Where the two differ (conflict-tolerant
 inserts), the dialect's own `INSERT ... ON CONFLICT DO NOTHING` is used; both support it
 (SQLite >= 3.24, https://www.sqlite.org/lang_upsert.html; PostgreSQL >= 9.5).
+
+Owns: the queries and the checks of what is written (each table's columns, the allowed
+values). Must not: create or change the schema (migrations do), hold a global Engine, or
+decide anything about reviews (the pipeline does; the store records it).
 """
 
 from __future__ import annotations
