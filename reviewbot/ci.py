@@ -9,12 +9,14 @@ report so findings show in the MR widget even when posting is disabled.
 
 SHAs and positions always come from the MR's latest diff version in the API: in a
 merged-results pipeline ``CI_COMMIT_SHA`` is a merge commit of source and target, not the MR
-head (https://docs.gitlab.com/ci/pipelines/merged_results_pipelines/). The checkout is only a
-faster source of file contents; when it lacks the head commit (shallow clone) the head is
-fetched with ``git fetch --depth=1 origin <sha>``, and if that fails the API serves the files.
+head (https://docs.gitlab.com/ci/pipelines/merged_results_pipelines/). The checkout
+(:class:`reviewbot.localgit.Checkout`) is only a faster source of file contents, read through
+the run's one reader (:class:`reviewbot.repo_files.RepoFiles`); when it lacks a commit
+(shallow clone) the commit is fetched with ``git fetch --depth=1 origin <sha>``, and if that
+fails the API serves the files.
 
-Owns: the library side of the CI job (the CI variables, the checkout, the review of the
-pipeline's MR, the artifacts). The command, its options and its output are
+Owns: the library side of the CI job (the CI variables, the review of the pipeline's MR with
+its checkout, the artifacts). The command, its options and its output are
 `reviewbot.commands.ci`. Must not: print or exit (messages go to the ``say`` callback).
 
 Exit codes: see :data:`EXIT_CODES`.
@@ -24,14 +26,11 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import signal
-import subprocess
 import tempfile
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
-from enum import StrEnum
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
@@ -41,13 +40,7 @@ from reviewbot.codequality import codequality_report
 from reviewbot.config import ConfigError, Settings, load_settings
 from reviewbot.errors import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_FINDINGS, EXIT_OK
 from reviewbot.findings import Finding, Severity
-from reviewbot.gitlab import (
-    DiffRefs,
-    GitLabClient,
-    GitLabSettings,
-    MergeRequestSnapshot,
-)
-from reviewbot.localgit import GitError, read_files_at
+from reviewbot.localgit import Checkout
 
 if TYPE_CHECKING:  # reviewbot.mr pulls in the model client and the database: imported lazily
     from reviewbot.mr import RunReport
@@ -58,11 +51,8 @@ __all__ = [
     "EXIT_FAILURE",
     "EXIT_FINDINGS",
     "EXIT_OK",
-    "CheckoutGitLab",
     "CiEnvironment",
-    "CommitSource",
     "NotAMergeRequestPipelineError",
-    "ensure_commit",
     "findings_at_or_above",
     "gitlab_url_from_api_url",
     "read_ci_environment",
@@ -82,8 +72,6 @@ SIGTERM_EXIT = 128 + signal.SIGTERM  # the shell's code for a job killed by SIGT
 
 MERGE_REQUEST_EVENT = "merge_request_event"
 API_SUFFIX = "/api/v4"
-REMOTE = "origin"
-GIT_TIMEOUT_S = 120
 THROWAWAY_DATABASE_NAME = "reviewbot-ci.db"
 DATABASE_URL_VARIABLE = "REVIEWBOT_DATABASE_URL"
 
@@ -175,92 +163,6 @@ def read_ci_environment(env: Mapping[str, str], cwd: Path) -> CiEnvironment:
     )
 
 
-# --- the checkout ----------------------------------------------------------------------------
-
-
-class CommitSource(StrEnum):
-    LOCAL = "local"  # the checkout already has the commit
-    FETCHED = "fetched"  # fetched from origin (shallow clone)
-    MISSING = "missing"  # not available: read files through the API
-
-
-def _git(repo: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(
-        ["git", "-C", str(repo), *args],
-        capture_output=True,
-        timeout=GIT_TIMEOUT_S,
-        check=False,
-        stdin=subprocess.DEVNULL,
-        env={**os.environ, "GIT_TERMINAL_PROMPT": "0"},  # fail, never ask for credentials
-    )
-
-
-def _has_commit(repo: Path, sha: str) -> bool:
-    return _git(repo, "cat-file", "-e", f"{sha}^{{commit}}").returncode == 0
-
-
-def ensure_commit(repo: Path, sha: str, say: Callable[[str], None]) -> CommitSource:
-    """Make ``sha`` available in the checkout ``repo`` if it can be done cheaply.
-
-    GitLab serves any reachable commit by SHA to ``git fetch`` (the runner's remote carries the
-    job token), so one shallow fetch is enough when the clone's depth missed the MR head.
-    """
-    try:
-        if _has_commit(repo, sha):
-            return CommitSource.LOCAL
-        say(f"the checkout lacks {sha[:8]} (shallow clone?); fetching it from {REMOTE}")
-        fetched = _git(repo, "fetch", "--quiet", "--no-tags", "--depth=1", REMOTE, sha)
-    except (OSError, subprocess.TimeoutExpired) as error:
-        say(f"git is not usable here ({error}); reading files through the GitLab API")
-        return CommitSource.MISSING
-    if fetched.returncode == 0 and _has_commit(repo, sha):
-        return CommitSource.FETCHED
-    reason = fetched.stderr.decode("utf-8", "replace").strip().splitlines()
-    say(
-        f"could not fetch {sha[:8]} ({reason[-1] if reason else 'git fetch failed'}); "
-        "reading files through the GitLab API"
-    )
-    return CommitSource.MISSING
-
-
-class CheckoutGitLab(GitLabClient):
-    """The GitLab adapter, with file contents read from the CI checkout when it has the commit.
-
-    :meth:`snapshot` makes sure the checkout has the head of the MR's latest diff version (the
-    first moment that SHA is known), so every later content read is local.
-    """
-
-    def __init__(
-        self, settings: GitLabSettings, checkout: Path, say: Callable[[str], None]
-    ) -> None:
-        super().__init__(settings)
-        self.checkout = checkout
-        self.commit_sources: dict[str, CommitSource] = {}
-        self.diff_refs: DiffRefs | None = None  # of the last snapshot
-        self._say = say
-
-    def snapshot(self, project: str | int, iid: int) -> MergeRequestSnapshot:
-        snapshot = super().snapshot(project, iid)
-        self.diff_refs = snapshot.diff_refs
-        self._source_of(snapshot.diff_refs.head_sha)
-        return snapshot
-
-    def file_contents(self, project_id: int, sha: str, paths: Sequence[str]) -> dict[str, str]:
-        """Contents at ``sha``; a path absent from a local commit does not exist there (or is
-        binary or too large), so the API is asked only when the checkout lacks the commit."""
-        if paths and self._source_of(sha) is not CommitSource.MISSING:
-            try:
-                return read_files_at(self.checkout, sha, paths)
-            except GitError as error:
-                self._say(f"reading the checkout failed ({error}); using the GitLab API")
-        return super().file_contents(project_id, sha, paths)
-
-    def _source_of(self, sha: str) -> CommitSource:
-        if sha not in self.commit_sources:
-            self.commit_sources[sha] = ensure_commit(self.checkout, sha, self._say)
-        return self.commit_sources[sha]
-
-
 # --- policy and artifacts --------------------------------------------------------------------
 
 
@@ -343,37 +245,32 @@ def review_pipeline_merge_request(
     settings = _ci_settings(config_file, ci, env)
     say(f"merge request !{ci.iid} of project {ci.project_id} on {settings.gitlab_url}")
 
-    def checkout_gitlab(gitlab_settings: GitLabSettings) -> GitLabClient:
-        return CheckoutGitLab(gitlab_settings, ci.project_dir, say)
-
+    checkout = Checkout(ci.project_dir, say)
     options = RunOptions(
-        trigger="ci", dry_run=dry_run, repo_dir=ci.project_dir, ci_job_url=ci.job_url, full=full
+        trigger="ci", dry_run=dry_run, checkout=checkout, ci_job_url=ci.job_url, full=full
     )
     with (
         _sigterm_unwinds(),
         _database(settings, env, say) as settings_with_db,
-        App(settings_with_db, gitlab_factory=checkout_gitlab) as app,
+        App(settings_with_db) as app,
     ):
         report = run_merge_request(app, ci.project_id, ci.iid, options, progress=say)
-        gitlab = app.gitlab()
-    assert isinstance(gitlab, CheckoutGitLab)
-    _check_pipeline_base(ci, gitlab, report, say)
+    _check_pipeline_base(ci, checkout, report, say)
     return report
 
 
 def _check_pipeline_base(
-    ci: CiEnvironment, gitlab: CheckoutGitLab, report: RunReport, say: Callable[[str], None]
+    ci: CiEnvironment, checkout: Checkout, report: RunReport, say: Callable[[str], None]
 ) -> None:
     """Say where the head contents came from, and when the pipeline's diff is not the one
     reviewed (a newer push, or the target branch moved since the pipeline was created)."""
-    source = gitlab.commit_sources.get(report.head_sha)
+    source = checkout.sources.get(report.head_sha)
     if source is not None:
         say(f"head {report.head_sha[:8]} contents: {source.value}")
-    refs = gitlab.diff_refs
-    if ci.diff_base_sha and refs is not None and ci.diff_base_sha != refs.base_sha:
+    if ci.diff_base_sha and ci.diff_base_sha != report.base_sha:
         say(
             f"CI_MERGE_REQUEST_DIFF_BASE_SHA {ci.diff_base_sha[:8]} differs from the latest "
-            f"diff version's base {refs.base_sha[:8]}: reviewed the latest version"
+            f"diff version's base {report.base_sha[:8]}: reviewed the latest version"
         )
     if ci.commit_sha and ci.commit_sha != report.head_sha:
         say(

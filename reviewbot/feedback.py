@@ -1,4 +1,5 @@
-"""What became of each posted finding, read from GitLab: `reviewbot feedback sync`.
+"""What became of each posted finding: read from GitLab (`reviewbot feedback sync`), or seen by
+the bot's own next review of the MR.
 
 For every MR of the configured GitLab reviewed in the window, sync reads (the request count
 per MR is printed):
@@ -19,18 +20,26 @@ and records, per posted finding (:func:`outcome_events`, pure):
 - ``suggestion_applied``: GitLab reports the comment's suggestion as applied;
 - ``addressed``: a later version changed the finding's line (or any line from ``line`` to
   ``end_line``), or deleted its file. New-side findings only: a finding on a removed line
-  is marked addressed by the bot's own next review (reviewbot.mr);
+  is marked addressed by the bot's own next review (:func:`record_next_review_outcomes`);
 - ``deleted``: the bot's comment is gone from the MR;
 - ``ignored``: the MR is merged with the thread unresolved and the line unchanged.
 
-Event keys are the same whoever records an outcome (the bot's re-run, the webhook, a sync),
-so a sync run twice adds nothing; every MR is committed on its own, so an interrupted sync
-loses nothing and the next run carries on.
+The bot's next review of an MR (:func:`record_next_review_outcomes`, deciding in the pure
+:func:`next_review_outcomes`) records what its publishing saw: a thread it resolved because
+the line changed is ``addressed`` (the finding ``outdated``), a comment on record but gone from
+the MR is ``deleted``.
+
+Event keys are the same whoever records an outcome (the bot's re-run, the webhook, a sync;
+an outcome of a finding: :func:`outcome_key`), so a sync run twice adds nothing; every MR is
+committed on its own, so an interrupted sync loses nothing and the next run carries on.
+
+Owns: deciding outcomes from what GitLab says and what the store holds, and their event keys.
+Must not: post anything on GitLab, or hold SQL (the store's queries do).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -39,16 +48,22 @@ from typing import Any, Protocol
 from reviewbot.diff import FileDiff, FileStatus, LineKind, Side
 from reviewbot.gitlab import GitLabNotFoundError, RequestCounter
 from reviewbot.store import MergeRequestKey
-from reviewbot.store.models import FeedbackKind, MergeRequestState
+from reviewbot.store.models import FeedbackKind, FindingState, MergeRequestState
 
 __all__ = [
     "FeedbackGitLab",
     "FeedbackStore",
     "MergeRequestFacts",
     "MergeRequestSync",
+    "NextReviewOutcomes",
+    "NextReviewStore",
     "SyncReport",
     "lines_changed",
+    "next_review_outcomes",
     "outcome_events",
+    "outcome_key",
+    "record_next_review_outcomes",
+    "recorded_as_posted",
     "sync_feedback",
 ]
 
@@ -98,6 +113,16 @@ class FeedbackStore(Protocol):
     ) -> int: ...
 
 
+class NextReviewStore(Protocol):
+    """The part of :class:`reviewbot.store.Store` the bot's next review records outcomes in."""
+
+    def posted_findings(self, key: MergeRequestKey) -> dict[str, dict[str, Any]]: ...
+
+    def update_finding(self, finding_id: int, **fields: Any) -> None: ...
+
+    def record_feedback(self, **fields: Any) -> bool: ...
+
+
 @dataclass(frozen=True)
 class MergeRequestFacts:
     """What GitLab says about one MR, as far as the bot's findings are concerned."""
@@ -138,6 +163,12 @@ class SyncReport:
 
 # ---------------------------------------------------------------------------------------------
 # Outcomes (pure)
+
+
+def outcome_key(kind: FeedbackKind, key: MergeRequestKey, fingerprint: str) -> str:
+    """The event key of outcome ``kind`` of the finding ``fingerprint`` on the MR: the same
+    whoever records it (the bot's next review, a sync), so it is recorded once."""
+    return f"{kind.value}:{key}:{fingerprint}"
 
 
 def lines_changed(files: Sequence[FileDiff], path: str, first: int, last: int) -> bool:
@@ -249,10 +280,9 @@ def _finding_events(
     now: datetime,
 ) -> list[dict[str, Any]]:
     """Every outcome but votes, for one posted finding."""
-    outcome_key = f"{key}:{finding['fingerprint']}"
 
     def keyed(kind: FeedbackKind) -> str:
-        return f"{kind.value}:{outcome_key}"
+        return outcome_key(kind, key, finding["fingerprint"])
 
     thread = _thread_of(finding, facts.discussions)
     if thread is None:
@@ -456,3 +486,80 @@ def sync_feedback(
         if on_done is not None:
             on_done(done)
     return report
+
+
+# --- what the bot's own next review sees -----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NextReviewOutcomes:
+    """What the next review saw became of earlier findings: the ids of those now ``outdated``
+    and the feedback events to record (Store.record_feedback fields)."""
+
+    outdated: list[int] = field(default_factory=list)
+    events: list[dict[str, Any]] = field(default_factory=list)
+
+
+def recorded_as_posted(recorded: Mapping[str, Mapping[str, Any]]) -> set[str]:
+    """Fingerprints the database says the bot posted on the MR and has not seen resolved
+    (``recorded``: Store.posted_findings)."""
+    return {fp for fp, row in recorded.items() if row["state"] == FindingState.POSTED}
+
+
+def next_review_outcomes(
+    key: MergeRequestKey,
+    recorded: Mapping[str, Mapping[str, Any]],
+    *,
+    resolved: Iterable[str],
+    posted_now: Collection[str],
+    on_mr: Collection[str],
+) -> NextReviewOutcomes:
+    """What became of the findings on record (``recorded``: Store.posted_findings, fingerprint
+    -> row) as this review's publishing saw it: ``resolved``, the fingerprints of threads it
+    resolved because their line changed (``addressed``); ``posted_now``, what it posted;
+    ``on_mr``, the bot's threads it found on the MR. A finding recorded as posted that is in
+    neither is gone from the MR: ``deleted`` (by a human)."""
+    outcomes = NextReviewOutcomes()
+    for fingerprint in resolved:
+        row = recorded.get(fingerprint)
+        if row is not None:
+            outcomes.outdated.append(row["id"])
+            outcomes.events.append(_next_review_event(key, row, FeedbackKind.ADDRESSED))
+    for fingerprint, row in recorded.items():
+        gone = fingerprint not in on_mr and fingerprint not in posted_now
+        if gone and row["state"] == FindingState.POSTED:
+            outcomes.events.append(_next_review_event(key, row, FeedbackKind.DELETED))
+    return outcomes
+
+
+def _next_review_event(
+    key: MergeRequestKey, finding: Mapping[str, Any], kind: FeedbackKind
+) -> dict[str, Any]:
+    return {
+        "finding_id": finding["id"],
+        "project": finding["project"],
+        "note_id": finding["note_id"],
+        "kind": kind.value,
+        "value": kind.value,
+        "event_key": outcome_key(kind, key, finding["fingerprint"]),
+        **key.columns(),
+    }
+
+
+def record_next_review_outcomes(
+    store: NextReviewStore,
+    key: MergeRequestKey,
+    *,
+    resolved: Iterable[str],
+    posted_now: Collection[str],
+    on_mr: Collection[str],
+) -> NextReviewOutcomes:
+    """Record :func:`next_review_outcomes` of the MR's findings on record in ``store``."""
+    outcomes = next_review_outcomes(
+        key, store.posted_findings(key), resolved=resolved, posted_now=posted_now, on_mr=on_mr
+    )
+    for finding_id in outcomes.outdated:
+        store.update_finding(finding_id, state=FindingState.OUTDATED.value)
+    for event in outcomes.events:
+        store.record_feedback(**event)
+    return outcomes

@@ -1,52 +1,67 @@
-"""Review one GitLab merge request end to end: read, review, publish, record.
+"""Review one GitLab merge request end to end: the order of its steps, and nothing else.
 
-The orchestration only; every step is done by something handed in through the
-:class:`~reviewbot.app.App`:
+:func:`run_merge_request` reads the MR snapshot, holds the MR's lease, then runs the steps in
+order, each done by the module that owns it:
 
-1. GitLab (``app.gitlab()``): the MR snapshot (SHAs of the latest diff version, file diffs) and
-   head contents (from a local checkout when ``repo_dir`` is given, e.g. in CI; else the
-   repository files API).
-2. :func:`reviewbot.review.review_files` with ``app.model()``: plan, prompts, model, findings.
-3. :func:`reviewbot.publish.publish` through the publisher for ``publish_mode`` (or the dry-run
-   one): post what is not on the MR yet, resolve stale threads, edit the one summary note.
-4. The store (``app.store``): the review, every model call, every finding and its fate.
+1. **policy**: the target branch's ``.reviewbot.toml`` (:mod:`reviewbot.repo_policy`);
+2. **what changed** since the MR's last complete review, and what carries over
+   (:mod:`reviewbot.incremental`);
+3. **read** the head files the review shows (:class:`reviewbot.repo_files.RepoFiles`: the CI
+   checkout when ``checkout`` is given, else the GitLab API; every read of the run goes
+   through it);
+4. **review** with ``app.model()`` (:mod:`reviewbot.review`);
+5. **publish** through the publisher for ``publish_mode`` or the dry-run one
+   (:mod:`reviewbot.publish`);
+6. **record** the run: its model calls as soon as the model answered, its findings and how it
+   ended once it published (``Store.record_run``, typed records of
+   :mod:`reviewbot.store.records`); a failure is recorded with its error, then raised;
+7. **outcomes**: what became of earlier findings (:mod:`reviewbot.feedback`).
 
-A lease on the MR in the database serialises runs: two runs at once never double-post (see
-docs/locking.md for the project's three locking mechanisms).
+The lease (a lock on the MR in the database) serialises runs: two runs at once never
+double-post (docs/locking.md describes the project's three locking mechanisms).
+
+Owns: the order of the steps, what one step hands the next, and the run's report. Must not:
+decide anything a step owns (policy, carry-over, anchoring, posting, outcomes), hold SQL, or
+talk to GitLab other than through the adapter and the publisher.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import hashlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from reviewbot.chunking import Plan
 from reviewbot.comments import TokenUsage
-from reviewbot.config import ConfigError, Settings, apply_repo_overrides
-from reviewbot.diff import FileDiff, FileStatus, Side
+from reviewbot.config import Settings
 from reviewbot.exclusions import skip_reason
-from reviewbot.findings import AnchorKind, Category, Finding, Severity, with_carried
+from reviewbot.feedback import record_next_review_outcomes, recorded_as_posted
+from reviewbot.findings import (
+    Finding,
+    FindingState,
+    StoredFinding,
+)
 from reviewbot.gitlab import GitLabClient, MergeRequestSnapshot
-from reviewbot.interdiff import DiffDigest, Interdiff, compare, digest
-from reviewbot.localgit import GitError, read_files_at
+from reviewbot.incremental import EarlierReview, Increment, plan_increment
+from reviewbot.interdiff import DiffDigest, digest
+from reviewbot.localgit import Checkout
 from reviewbot.prompts import ReviewContext, file_summaries, prompt_version
 from reviewbot.publish import PublishResult, ReviewFacts, ThreadRef, publish, publisher_for
+from reviewbot.repo_files import RepoFiles
+from reviewbot.repo_policy import REPO_CONFIG_FILE, repo_policy
 from reviewbot.review import (
-    CarriedOver,
-    ReviewOptions,
     ReviewResult,
     review_files,
     review_options,
     review_without_model,
+    settings_key,
+    with_carried_over,
 )
 from reviewbot.store import MergeRequestKey
-from reviewbot.store.models import FeedbackKind
+from reviewbot.store.models import ReviewStatus
 from reviewbot.store.mr_lock import hold_mr_lock
+from reviewbot.store.records import ReviewEnding
 from reviewbot.tokens import TokenCounter, local_counter
 
 if TYPE_CHECKING:
@@ -54,7 +69,6 @@ if TYPE_CHECKING:
     from reviewbot.store import Store
 
 __all__ = [
-    "REPO_CONFIG_FILE",
     "MergeRequestBusyError",
     "ReviewIncompleteError",
     "RunOptions",
@@ -63,10 +77,7 @@ __all__ = [
     "run_merge_request",
 ]
 
-REPO_CONFIG_FILE = ".reviewbot.toml"
 INTERRUPTED = "interrupted: its run stopped before finishing (process killed or restarted)"
-SETTINGS_KEY_CHARS = 16
-CARRIED_CHUNK = -1  # a finding carried over from an earlier review was in no chunk of this one
 
 
 class MergeRequestBusyError(RuntimeError):
@@ -85,7 +96,7 @@ class ReviewIncompleteError(RuntimeError):
 class RunOptions:
     trigger: str = "cli"
     dry_run: bool = False
-    repo_dir: Path | None = None
+    checkout: Checkout | None = None  # a local clone that serves file contents (CI)
     ci_job_url: str | None = None
     lock_ttl_s: float | None = None  # None: Settings.mr_lock_seconds
     full: bool = False  # review every hunk, even those an earlier review saw unchanged
@@ -99,6 +110,7 @@ class RunReport:
     project_path: str
     iid: int
     head_sha: str
+    base_sha: str  # of the reviewed diff version
     web_url: str
     review_id: int | None
     review: ReviewResult
@@ -167,27 +179,80 @@ def run_merge_request(
     *,
     progress: Callable[[str], None] | None = None,
 ) -> RunReport:
-    """Review MR ``iid`` of ``project`` and publish the result (see the module docstring)."""
-    say = progress or (lambda _message: None)
+    """Review MR ``iid`` of ``project`` and publish the result: the steps in order."""
+    say = progress or _quiet
     gitlab = app.gitlab()
-    # Loading the tokenizer vocabulary takes ~0.4 s: do it while GitLab answers.
-    loader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tokenizer")
-    counter = loader.submit(local_counter, app.settings.llm_model)
-    loader.shutdown(wait=False)
+    counter = _load_tokenizer_meanwhile(app.settings.llm_model)
     say(f"reading merge request !{iid}")
     snapshot = gitlab.snapshot(project, iid)
-    store = app.store
     key = MergeRequestKey(gitlab.url, snapshot.project_id, snapshot.iid)
+    with _lease(app, key, snapshot, options):
+        run = _Run(app, snapshot, key, options, gitlab, say, counter)
+        review_id = _start(run)
+        try:
+            return _steps(run, review_id)
+        except BaseException as error:
+            run.store.record_run(review_id, ending=ReviewEnding.failure(error))
+            raise
+
+
+def _steps(run: _Run, review_id: int) -> RunReport:
+    """Policy -> what changed -> read -> review -> publish -> record -> outcomes."""
+    settings = _policy(run)
+    increment = _what_changed(run, settings)
+    wanted = increment.paths_to_read()
+    run.say(f"fetching {len(wanted)} files at {run.head[:8]}")
+    contents = run.read_head(wanted)
+    result = _review(run, settings, increment, contents)
+    run.store.record_run(review_id, calls=result.calls)
+    report = RunReport(
+        project_path=run.snapshot.project_path,
+        iid=run.snapshot.iid,
+        head_sha=run.head,
+        base_sha=run.snapshot.diff_refs.base_sha,
+        web_url=run.snapshot.web_url,
+        review_id=review_id,
+        review=result,
+        warnings=run.warnings,
+    )
+    report.published = _publish(run, review_id, settings, result)
+    ending = _ending(result, report.published, digest(run.snapshot.files, settings_key(settings)))
+    run.store.record_run(review_id, findings=_stored_findings(report.published), ending=ending)
+    if not run.options.dry_run:
+        _record_outcomes(run, report.published)
+    return report
+
+
+# --- the run and its lease -------------------------------------------------------------------
+
+
+def _quiet(_message: str) -> None:
+    return None
+
+
+def _load_tokenizer_meanwhile(model: str | None) -> Future[TokenCounter]:
+    """Loading the tokenizer vocabulary takes ~0.4 s: done while GitLab answers."""
+    loader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tokenizer")
+    counter = loader.submit(local_counter, model)
+    loader.shutdown(wait=False)
+    return counter
+
+
+@contextmanager
+def _lease(
+    app: App, key: MergeRequestKey, snapshot: MergeRequestSnapshot, options: RunOptions
+) -> Iterator[None]:
+    """Hold the MR for this run (MergeRequestBusyError when another run does)."""
     ttl = options.lock_ttl_s or app.settings.mr_lock_seconds
-    with hold_mr_lock(store, str(key), ttl) as held:
+    with hold_mr_lock(app.store, str(key), ttl) as held:
         if not held:
             raise MergeRequestBusyError(
-                f"another reviewbot run is reviewing {snapshot.project_path}!{iid}; "
+                f"another reviewbot run is reviewing {snapshot.project_path}!{snapshot.iid}; "
                 "try again when it finishes"
             )
         # This run holds the MR: a review still `running` was interrupted.
-        store.close_interrupted_reviews(key, INTERRUPTED)
-        return _run_recorded(_Run(app, snapshot, key, options, gitlab, say, counter))
+        app.store.close_interrupted_reviews(key, INTERRUPTED)
+        yield
 
 
 @dataclass
@@ -201,41 +266,34 @@ class _Run:
     gitlab: GitLabClient
     say: Callable[[str], None]
     counter: Future[TokenCounter]
-    files_at: dict[str, dict[str, str]] = field(default_factory=dict)  # sha -> path -> text
     warnings: list[str] = field(default_factory=list)
+    files: RepoFiles = field(init=False)  # every file read of the run, at any of its SHAs
+
+    def __post_init__(self) -> None:
+        project_id = self.snapshot.project_id
+        self.files = RepoFiles(
+            lambda sha, paths: self.gitlab.file_contents(project_id, sha, paths),
+            self.options.checkout,
+            warn=self.warnings.append,
+        )
 
     @property
     def store(self) -> Store:
         return self.app.store
 
+    @property
+    def head(self) -> str:
+        return self.snapshot.diff_refs.head_sha
+
     def read_head(self, paths: list[str]) -> Mapping[str, str]:
         """Head contents of ``paths`` (each read once per run)."""
-        return self.read_at(self.snapshot.diff_refs.head_sha, paths)
-
-    def read_at(self, sha: str, paths: list[str]) -> Mapping[str, str]:
-        """Contents of ``paths`` at ``sha``, each read once per run: from the checkout when it
-        has the commit, else the API. A path absent from the result does not exist there."""
-        cache = self.files_at.setdefault(sha, {})
-        wanted = [path for path in paths if path not in cache]
-        found: dict[str, str] = {}
-        if self.options.repo_dir is not None and wanted:
-            try:
-                found = read_files_at(self.options.repo_dir, sha, wanted)
-            except GitError as error:
-                warning = f"local checkout not used ({error}); reading files from GitLab"
-                if warning not in self.warnings:
-                    self.warnings.append(warning)
-        missing = [path for path in wanted if path not in found]
-        if missing:
-            found.update(self.gitlab.file_contents(self.snapshot.project_id, sha, missing))
-        cache.update(found)
-        return {path: cache[path] for path in paths if path in cache}
+        return self.files.read(self.head, paths)
 
 
-def _run_recorded(run: _Run) -> RunReport:
-    """The run inside a review row: a failure is recorded with its error, then raised."""
+def _start(run: _Run) -> int:
+    """The review's row, in state `running`: its id."""
     refs = run.snapshot.diff_refs
-    review_id = run.store.start_review(
+    return run.store.start_review(
         project=run.snapshot.project_path,
         mr_iid=run.snapshot.iid,
         head_sha=refs.head_sha,
@@ -246,100 +304,85 @@ def _run_recorded(run: _Run) -> RunReport:
         prompt_version="",
         key=run.key,
     )
-    try:
-        return _review_and_publish(run, review_id)
-    except BaseException as error:
-        run.store.finish_review(
-            review_id, status="failed", error=f"{type(error).__name__}: {error}"
-        )
-        raise
+
+
+# --- policy, what changed, review ------------------------------------------------------------
 
 
 def _policy(run: _Run) -> Settings:
-    """The settings with the repository's ``.reviewbot.toml`` applied (when it is valid).
-
-    The file is read from the target branch (the MR's latest diff version's start commit), not
-    from the MR's head: an author cannot silence the review of their own MR. A change to it in
-    the MR applies once merged; the summary says so.
-    """
-    settings = run.app.settings
-    if run.snapshot.file(REPO_CONFIG_FILE) is not None:
-        run.warnings.append(
-            f"this merge request changes {REPO_CONFIG_FILE}: the review used the target "
-            "branch's version; the change applies once it is merged"
-        )
+    """The settings with the target branch's ``.reviewbot.toml`` applied (reviewbot.repo_policy)."""
     target = run.snapshot.diff_refs.start_sha
-    repo_config = run.read_at(target, [REPO_CONFIG_FILE])
-    if REPO_CONFIG_FILE not in repo_config:
-        return settings
-    try:
-        return apply_repo_overrides(settings, repo_config[REPO_CONFIG_FILE])
-    except ConfigError as error:
-        run.warnings.append(f"ignored {REPO_CONFIG_FILE}: {error}")
-        return settings
+    text = run.files.read(target, [REPO_CONFIG_FILE]).get(REPO_CONFIG_FILE)
+    changed = run.snapshot.file(REPO_CONFIG_FILE) is not None
+    policy = repo_policy(run.app.settings, text, changed_by_mr=changed)
+    run.warnings.extend(policy.warnings)
+    return policy.settings
 
 
-def _review_and_publish(run: _Run, review_id: int) -> RunReport:
-    snapshot, options, store, say = run.snapshot, run.options, run.store, run.say
-    head = snapshot.diff_refs.head_sha
-    settings = _policy(run)
-    review_opts = review_options(settings)
-    rules = review_opts.plan_options.exclusions
-    skipped = {f.path: reason for f in snapshot.files if (reason := skip_reason(f, rules))}
-    settings_key = _settings_key(settings)
-    earlier = None if options.full else _earlier_review(run, settings_key)
-    files = list(snapshot.files)
-    carried: list[Finding] = []
-    if earlier is not None:
-        files, carried = _since_earlier(run, earlier, skipped)
-    wanted = [
-        f.new_path for f in files if f.path not in skipped and f.status is not FileStatus.DELETED
-    ]
-    say(f"fetching {len(wanted)} files at {head[:8]}")
-    contents = dict(run.read_head(wanted))
-    context = ReviewContext(
-        title=snapshot.title,
-        description=snapshot.description,
-        files=file_summaries(snapshot.files, skipped),
-        language=settings.language,
-        include_style=settings.include_style,
-    )
+def _what_changed(run: _Run, settings: Settings) -> Increment:
+    """What to review since the MR's last complete review (reviewbot.incremental)."""
+    rules = review_options(settings).plan_options.exclusions
+    files = run.snapshot.files
+    skipped = {f.path: reason for f in files if (reason := skip_reason(f, rules))}
+    earlier = None if run.options.full else _earlier_review(run)
+    return plan_increment(files, skipped, settings_key(settings), earlier)
 
-    def planned(review_plan: Plan) -> None:
-        say(f"reviewing {len(review_plan.chunks)} chunks")
 
-    if earlier is not None and all(f.path in skipped for f in files):
-        say(f"nothing changed since {earlier.row['head_sha'][:8]} was reviewed: no model call")
-        result = review_without_model(files, run.counter.result(), review_opts, earlier.model)
+def _earlier_review(run: _Run) -> EarlierReview | None:
+    """The MR's last complete review by this model and prompt version, as stored."""
+    model = run.app.settings.llm_model or run.app.model().server_info().model
+    row = run.store.last_complete_review(run.key, model=model, prompt_version=prompt_version())
+    if row is None:
+        return None
+    findings = run.store.stored_findings(row["id"])
+    return EarlierReview(row["id"], row["head_sha"], model, row["diff_digest"], findings)
+
+
+def _review(
+    run: _Run, settings: Settings, increment: Increment, contents: Mapping[str, str]
+) -> ReviewResult:
+    """The model's review of what changed, plus the findings carried over (reviewbot.review)."""
+    options = review_options(settings)
+    carried_over = increment.carried_over
+    if carried_over is not None and not increment.needs_model:
+        run.say(f"nothing changed since {carried_over.since_head[:8]} was reviewed: no model call")
+        model = increment.earlier_model or ""
+        result = review_without_model(increment.files, run.counter.result(), options, model)
     else:
+        context = ReviewContext(
+            title=run.snapshot.title,
+            description=run.snapshot.description,
+            files=file_summaries(run.snapshot.files, increment.skipped),
+            language=settings.language,
+            include_style=settings.include_style,
+        )
         result = review_files(
-            files,
+            increment.files,
             context=context,
             llm=run.app.model(),
             counter=run.counter.result(),
-            options=review_opts,
+            options=options,
             contents=contents,
-            on_planned=planned,
-            concurrency=options.concurrency,
-            whole_files=snapshot.files,
+            on_planned=lambda plan: run.say(f"reviewing {len(plan.chunks)} chunks"),
+            concurrency=run.options.concurrency,
+            whole_files=run.snapshot.files,
         )
-    if earlier is not None:
-        result = _with_earlier(result, earlier, carried, review_opts)
-    store.record_llm_calls(review_id, [_call_row(call) for call in result.calls])
-    report = RunReport(
-        project_path=snapshot.project_path,
-        iid=snapshot.iid,
-        head_sha=head,
-        web_url=snapshot.web_url,
-        review_id=review_id,
-        review=result,
-        warnings=run.warnings,
-    )
-    say("publishing")
-    publisher = publisher_for(settings.publish_mode, run.gitlab, snapshot, dry_run=options.dry_run)
-    # Also when publishing fails midway, what was posted goes on record (the next run skips
-    # it by its marker anyway).
-    so_far = PublishResult(dry_run=options.dry_run)
+    if carried_over is None:
+        return result
+    return with_carried_over(result, increment.carried, carried_over, options)
+
+
+# --- publish, record, outcomes ---------------------------------------------------------------
+
+
+def _publish(run: _Run, review_id: int, settings: Settings, result: ReviewResult) -> PublishResult:
+    """Post the review on the MR (reviewbot.publish). When publishing fails midway, what was
+    posted goes on record before the failure is raised (the next run skips it by its marker
+    anyway)."""
+    run.say("publishing")
+    dry_run = run.options.dry_run
+    publisher = publisher_for(settings.publish_mode, run.gitlab, run.snapshot, dry_run=dry_run)
+    so_far = PublishResult(dry_run=dry_run)
 
     def posted(finding: Finding, ref: ThreadRef | None) -> None:
         so_far.posted.append(finding)
@@ -347,138 +390,23 @@ def _review_and_publish(run: _Run, review_id: int) -> RunReport:
             so_far.threads[finding.fingerprint] = ref
 
     try:
-        report.published = publish(
+        return publish(
             publisher,
-            snapshot,
+            run.snapshot,
             result.findings.selection,
             result.findings.findings,
-            _facts(result, options, run.warnings),
+            _facts(result, run.options, run.warnings),
             run.read_head,
             on_posted=posted,
-            recorded=_recorded_on_mr(store, run.key),
+            recorded=recorded_as_posted(run.store.posted_findings(run.key)),
         )
     except BaseException:
-        report.published = so_far
+        run.store.record_run(review_id, findings=_stored_findings(so_far))
         raise
-    finally:
-        _record_findings(store, review_id, report)
-    if not options.dry_run:
-        _record_what_became_of_earlier_findings(store, run.key, report.published)
-    store.finish_review(
-        review_id,
-        status="failed" if result.chunk_errors else "succeeded",
-        coverage=result.coverage.to_dict(),
-        chunks=len(result.plan.chunks),
-        prompt_tokens=result.prompt_tokens,
-        completion_tokens=result.completion_tokens,
-        cached_tokens=result.cached_tokens,
-        summary_note_id=report.summary_note_id,
-        error="; ".join(f"not reviewed: {part.describe()}" for part in result.unreviewed) or None,
-        model=result.model,
-        prompt_version=result.prompt_version,
-        diff_digest=digest(snapshot.files, settings_key).to_json(),
-    )
-    return report
-
-
-# --- incremental reviews ---------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Earlier:
-    """The MR's last complete review by this model and prompt version, and what changed since."""
-
-    row: Mapping[str, Any]
-    model: str
-    interdiff: Interdiff
-
-
-def _settings_key(settings: Settings) -> str:
-    """Changes when the findings of the same diff could differ: review options and the
-    policy that shapes them (a new threshold or language means a full review)."""
-    shaping = (repr(review_options(settings)), settings.language, settings.include_style)
-    return hashlib.sha1(repr(shaping).encode()).hexdigest()[:SETTINGS_KEY_CHARS]
-
-
-def _earlier_review(run: _Run, settings_key: str) -> _Earlier | None:
-    """What an incremental review builds on, or None for a full review."""
-    model = run.app.settings.llm_model or run.app.model().server_info().model
-    row = run.store.last_complete_review(run.key, model=model, prompt_version=prompt_version())
-    if row is None:
-        return None
-    earlier = DiffDigest.from_json(row["diff_digest"] or {})
-    if earlier is None or earlier.settings_key != settings_key:
-        return None
-    return _Earlier(row, model, compare(earlier, run.snapshot.files))
-
-
-def _since_earlier(
-    run: _Run, earlier: _Earlier, skipped: Mapping[str, str]
-) -> tuple[list[FileDiff], list[Finding]]:
-    """The files to review now (new or changed hunks only; skipped files whole, so the plan
-    still lists them) and the earlier review's findings on unchanged hunks, moved to their
-    current lines."""
-    inter = earlier.interdiff
-    to_review = list(inter.to_review)
-    present = {f.new_path for f in to_review}
-    to_review += [f for f in run.snapshot.files if f.path in skipped and f.new_path not in present]
-    carried = []
-    for row in run.store.findings(earlier.row["id"]):
-        finding = _carried_finding(run.snapshot, inter, row)
-        if finding is not None:
-            carried.append(finding)
-    return to_review, carried
-
-
-def _carried_finding(
-    snapshot: MergeRequestSnapshot, inter: Interdiff, row: Mapping[str, Any]
-) -> Finding | None:
-    side = Side(row["side"])
-    moved = inter.carry(row["path"], side, row["line"], row["end_line"])
-    file = snapshot.file(row["path"])
-    if moved is None or file is None:
-        return None
-    line, end_line = moved
-    diff_line = file.line_at(side, line) if line is not None else None
-    return Finding(
-        path=file.new_path,
-        old_path=file.old_path,
-        side=side,
-        line=line,
-        end_line=end_line,
-        severity=Severity(row["severity"]),
-        category=Category(row["category"]),
-        title=row["title"],
-        body=row["body"],
-        suggestion=row["suggestion"],
-        anchor=AnchorKind(row["anchor"]),
-        anchor_note="",
-        line_text=diff_line.text if diff_line is not None else "",
-        fingerprint=row["fingerprint"],
-        chunk_index=CARRIED_CHUNK,
-        reported_line=line or 1,
-        reported_side=side,
-    )
-
-
-def _with_earlier(
-    result: ReviewResult, earlier: _Earlier, carried: list[Finding], options: ReviewOptions
-) -> ReviewResult:
-    inter = earlier.interdiff
-    return dataclasses.replace(
-        result,
-        findings=with_carried(result.findings, carried, options.findings_options),
-        carried=CarriedOver(
-            since_head=str(earlier.row["head_sha"]),
-            review_id=int(earlier.row["id"]),
-            files=len(inter.reviewed_before),
-            lines=inter.carried_lines,
-            findings=len(carried),
-        ),
-    )
 
 
 def _facts(result: ReviewResult, options: RunOptions, warnings: list[str]) -> ReviewFacts:
+    """What the summary note says about the review itself."""
     return ReviewFacts(
         model=result.model,
         prompt_version=result.prompt_version,
@@ -499,92 +427,52 @@ def _facts(result: ReviewResult, options: RunOptions, warnings: list[str]) -> Re
     )
 
 
-def _recorded_on_mr(store: Store, key: MergeRequestKey) -> set[str]:
-    """Fingerprints the database says the bot posted on this MR (and has not seen resolved)."""
-    return {fp for fp, row in store.posted_findings(key).items() if row["state"] == "posted"}
+def _stored_findings(published: PublishResult) -> list[StoredFinding]:
+    """What became of each finding of this review, as the store keeps it."""
+    stored: list[StoredFinding] = []
+    for state, findings in (
+        (FindingState.DRY_RUN if published.dry_run else FindingState.POSTED, published.posted),
+        (FindingState.DUPLICATE, published.already_posted),
+        (FindingState.SUMMARY, published.summary_only),
+        (FindingState.FAILED, [f for f, _ in published.refused]),
+        (FindingState.DELETED, published.deleted),
+    ):
+        for finding in findings:
+            thread = published.threads.get(finding.fingerprint)
+            stored.append(
+                StoredFinding.of(
+                    finding,
+                    state,
+                    discussion_id=thread.discussion_id if thread else None,
+                    note_id=thread.note_id if thread else None,
+                )
+            )
+    return stored
 
 
-def _record_what_became_of_earlier_findings(
-    store: Store, key: MergeRequestKey, published: PublishResult
-) -> None:
-    """Threads resolved because their line changed: the finding is outdated and was
-    `addressed`; a recorded comment no longer on the MR was `deleted` (by a human)."""
-    rows = store.posted_findings(key)
-    for thread in published.resolved:
-        row = rows.get(thread.marker.fingerprint)
-        if row is not None:
-            store.update_finding(row["id"], state="outdated")
-            _record_outcome(store, key, row, FeedbackKind.ADDRESSED)
-    this_run = {finding.fingerprint for finding in published.posted}
-    for fingerprint, row in rows.items():
-        gone = fingerprint not in published.on_mr and fingerprint not in this_run
-        if gone and row["state"] == "posted":
-            _record_outcome(store, key, row, FeedbackKind.DELETED)
-
-
-def _record_outcome(
-    store: Store, key: MergeRequestKey, finding: Mapping[str, Any], kind: FeedbackKind
-) -> None:
-    store.record_feedback(
-        finding_id=finding["id"],
-        project=finding["project"],
-        note_id=finding["note_id"],
-        kind=kind.value,
-        value=kind.value,
-        event_key=f"{kind.value}:{key}:{finding['fingerprint']}",
-        **key.columns(),
+def _ending(result: ReviewResult, published: PublishResult, seen: DiffDigest) -> ReviewEnding:
+    """How the review ended: failed when part of the diff could not be reviewed."""
+    return ReviewEnding(
+        status=ReviewStatus.FAILED if result.chunk_errors else ReviewStatus.SUCCEEDED,
+        coverage=result.coverage.to_dict(),
+        chunks=len(result.plan.chunks),
+        prompt_tokens=result.prompt_tokens,
+        completion_tokens=result.completion_tokens,
+        cached_tokens=result.cached_tokens,
+        summary_note_id=published.summary_note_id,
+        error="; ".join(f"not reviewed: {part.describe()}" for part in result.unreviewed) or None,
+        model=result.model,
+        prompt_version=result.prompt_version,
+        diff_digest=seen.to_json(),
     )
 
 
-# --- recording -------------------------------------------------------------------------------
-
-
-def _call_row(call: Any) -> dict[str, Any]:
-    return {
-        "chunk_index": call.chunk_index,
-        "mode": call.mode,
-        "outcome": call.outcome,
-        "prompt_tokens": call.prompt_tokens,
-        "completion_tokens": call.completion_tokens,
-        "cached_tokens": call.cached_tokens or 0,
-        "ttft_ms": call.ttft_ms,
-        "latency_ms": call.latency_ms,
-        "slot_wait_ms": call.slot_wait_ms,
-        "retries": call.retries,
-        "invalid_tool_calls": call.invalid_tool_calls,
-        "tool_calls": call.tool_calls,
-        "repaired_tool_calls": call.repaired_tool_calls,
-        "error": call.error,
-        "started_at": call.started_at,
-    }
-
-
-def _record_findings(store: Store, review_id: int, report: RunReport) -> None:
-    rows: list[dict[str, Any]] = []
-    for state, findings in (
-        ("dry_run" if report.dry_run else "posted", report.posted),
-        ("duplicate", report.already_posted),
-        ("summary", report.summary_only),
-        ("failed", [f for f, _ in report.refused]),
-        ("deleted", report.published.deleted),
-    ):
-        for finding in findings:
-            thread = report.threads.get(finding.fingerprint)
-            rows.append(
-                {
-                    "fingerprint": finding.fingerprint,
-                    "path": finding.path,
-                    "side": finding.side.value,
-                    "line": finding.line,
-                    "end_line": finding.end_line,
-                    "severity": finding.severity.value,
-                    "category": finding.category.value,
-                    "title": finding.title,
-                    "body": finding.body,
-                    "anchor": finding.anchor.value,
-                    "state": state,
-                    "discussion_id": thread.discussion_id if thread else None,
-                    "note_id": thread.note_id if thread else None,
-                }
-            )
-    store.record_findings(review_id, rows)
+def _record_outcomes(run: _Run, published: PublishResult) -> None:
+    """What publishing saw became of the earlier findings (reviewbot.feedback)."""
+    record_next_review_outcomes(
+        run.store,
+        run.key,
+        resolved=[t.marker.fingerprint for t in published.resolved if t.marker.fingerprint],
+        posted_now={finding.fingerprint for finding in published.posted},
+        on_mr=published.on_mr,
+    )

@@ -1,13 +1,18 @@
 """The review pipeline for one diff: plan -> prompts -> model -> findings.
 
 Used by every entry point (``reviewbot review`` on a local diff, ``reviewbot run`` on an MR).
-It takes its adapters (the LLM client) and plain data; it does not know about GitLab or the
-database, which the MR runner (``mr.py``) wires around it.
+
+Owns: the review's knobs from the settings (:func:`review_options`, :func:`settings_key`), the
+chunk budget, sending the chunks (re-splitting one the server finds too long, never dropping
+it), what could not be reviewed, and the result with every call's figures; adding the findings
+an earlier review carried over. Must not: know about GitLab or the database (the MR runner,
+``mr.py``, wires them around it); it takes its adapter (the LLM client) and plain data.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import math
 import statistics
@@ -28,7 +33,16 @@ from reviewbot.chunking import (
 from reviewbot.config import Settings
 from reviewbot.diff import FileDiff, Hunk, Side
 from reviewbot.exclusions import ExclusionRules
-from reviewbot.findings import Category, FindingsOptions, FindingsResult, Severity, process
+from reviewbot.findings import (
+    Category,
+    Finding,
+    FindingsOptions,
+    FindingsResult,
+    Severity,
+    process,
+    with_carried,
+)
+from reviewbot.incremental import CarriedOver
 from reviewbot.llm.backend import CallRecord, ChunkRequest, ChunkResult, LLMClient
 from reviewbot.prompts import ReviewContext, prompt_version, render_messages, tool_schemas
 from reviewbot.tokens import TokenCounter
@@ -43,8 +57,11 @@ __all__ = [
     "review_files",
     "review_options",
     "review_without_model",
+    "settings_key",
+    "with_carried_over",
 ]
 
+SETTINGS_KEY_CHARS = 16
 MAX_RESPLIT_DEPTH = 6
 RESPLIT_FACTOR = 0.5
 # Chat-template framing the local count of messages cannot see (role markers, tool preamble).
@@ -76,17 +93,6 @@ def review_options(settings: Settings) -> ReviewOptions:
             max_inline=settings.max_inline,
         ),
     )
-
-
-@dataclass(frozen=True)
-class CarriedOver:
-    """Hunks reviewed before (unchanged since): their findings were kept, no model call."""
-
-    since_head: str  # the head the earlier review saw
-    review_id: int  # the earlier review
-    files: int  # files whose every hunk is unchanged (not in this review's plan)
-    lines: int  # changed lines of unchanged hunks
-    findings: int  # findings carried over
 
 
 @dataclass(frozen=True)
@@ -202,6 +208,28 @@ class ReviewResult:
         ]
 
 
+def settings_key(settings: Settings) -> str:
+    """Changes when the findings of the same diff could differ: the review options and the
+    policy that shapes them (a new threshold or language means a full review)."""
+    shaping = (repr(review_options(settings)), settings.language, settings.include_style)
+    return hashlib.sha1(repr(shaping).encode()).hexdigest()[:SETTINGS_KEY_CHARS]
+
+
+def with_carried_over(
+    result: ReviewResult,
+    carried: Sequence[Finding],
+    carried_over: CarriedOver,
+    options: ReviewOptions,
+) -> ReviewResult:
+    """``result`` of the hunks reviewed now, plus the ``carried`` findings of an earlier review
+    of the unchanged ones (deduped and selected together, as one review's findings)."""
+    return dataclasses.replace(
+        result,
+        findings=with_carried(result.findings, carried, options.findings_options),
+        carried=carried_over,
+    )
+
+
 def local_overhead(counter: TokenCounter, context: ReviewContext) -> int:
     """Local estimate of the shared prompt (messages without a diff, and the tool schemas)."""
     texts = [m["content"] for m in render_messages(context, None)] + [json.dumps(tool_schemas())]
@@ -253,67 +281,96 @@ def review_files(
     review_plan = plan(files, budget, counter, contents=contents, options=options.plan_options)
     if on_planned:
         on_planned(review_plan)
-    chunks = list(review_plan.chunks)
+    answers = _send_chunks(
+        list(review_plan.chunks), context, llm, counter, budget, on_chunk_done, concurrency
+    )
+    whole = {file.new_path: file for file in whole_files or ()}
+    findings = process(answers.calls, answers.files_by_chunk, options.findings_options, whole)
+    return ReviewResult(
+        plan=review_plan,
+        findings=findings,
+        calls=answers.records,
+        chunk_errors=answers.errors,
+        invalid_calls=answers.invalid,
+        model=info.model,
+        prompt_version=prompt_version(),
+        seconds=time.monotonic() - started,
+        chunks_reviewed=answers.reviewed,
+        unreviewed=answers.unreviewed,
+    )
+
+
+@dataclass
+class _Answers:
+    """What the model answered for every chunk (re-split ones included)."""
+
+    calls: list[tuple[int, dict[str, Any]]] = field(default_factory=list)  # (chunk, arguments)
+    records: list[CallRecord] = field(default_factory=list)
+    errors: dict[int, str] = field(default_factory=dict)
+    unreviewed: list[UnreviewedPart] = field(default_factory=list)
+    invalid: list[str] = field(default_factory=list)
+    files_by_chunk: dict[int, Mapping[str, FileDiff]] = field(default_factory=dict)
+    reviewed: int = 0
+
+    def keep(self, result: ChunkResult) -> None:
+        """What an answer holds: its calls (readable or not) and the requests' figures."""
+        self.records += result.records
+        self.invalid += [f"chunk {result.chunk_index}: {reason}" for reason in result.invalid]
+        self.calls += [(result.chunk_index, arguments) for arguments in result.calls]
+
+    def settle(self, result: ChunkResult, chunk: Chunk) -> None:
+        """The chunk's last answer: reviewed, or not (and why)."""
+        if result.context_overflow:
+            self.errors[result.chunk_index] = "prompt too long for the model even after splitting"
+        elif result.error:
+            self.errors[result.chunk_index] = result.error
+        else:
+            self.reviewed += 1
+            return
+        self.unreviewed.append(_unreviewed_part(chunk, self.errors[result.chunk_index]))
+
+
+def _send_chunks(
+    chunks: list[Chunk],
+    context: ReviewContext,
+    llm: LLMClient,
+    counter: TokenCounter,
+    budget: Budget,
+    on_chunk_done: Callable[[ChunkResult], None] | None,
+    concurrency: int | None,
+) -> _Answers:
+    """Send every chunk to the model. A chunk the server finds too long, or whose answer was
+    cut off, is split and sent again (up to MAX_RESPLIT_DEPTH times), never dropped."""
+    answers = _Answers()
     tools = tool_schemas()
-    calls: list[tuple[int, dict[str, Any]]] = []
-    records: list[CallRecord] = []
-    errors: dict[int, str] = {}
-    unreviewed: list[UnreviewedPart] = []
-    invalid: list[str] = []
-    files_by_chunk: dict[int, Mapping[str, FileDiff]] = {}
     pending = [(chunk, 0) for chunk in chunks]
     next_index = len(chunks)
-    reviewed = 0
     while pending:
         requests = []
         depth_of: dict[int, int] = {}
         for chunk, depth in pending:
-            files_by_chunk[chunk.index] = chunk.files
+            answers.files_by_chunk[chunk.index] = chunk.files
             depth_of[chunk.index] = depth
             messages = render_messages(context, chunk, part=chunk.index + 1, parts=len(chunks))
             prompt_tokens = budget.overhead + chunk.tokens
             requests.append(ChunkRequest(chunk.index, messages, tools, prompt_tokens))
         by_index = {chunk.index: chunk for chunk, _ in pending}
         pending = []
-        answers = llm.review_chunks(requests, on_done=on_chunk_done, concurrency=concurrency)
-        for result in answers:
-            records += result.records
-            invalid += [f"chunk {result.chunk_index}: {reason}" for reason in result.invalid]
-            calls += [(result.chunk_index, arguments) for arguments in result.calls]
+        for result in llm.review_chunks(requests, on_done=on_chunk_done, concurrency=concurrency):
+            answers.keep(result)
+            chunk, depth = by_index[result.chunk_index], depth_of[result.chunk_index]
             too_big = result.context_overflow or result.truncated
             halves = (
-                _resplit(by_index[result.chunk_index], counter, next_index)
-                if too_big and depth_of[result.chunk_index] < MAX_RESPLIT_DEPTH
+                _resplit(chunk, counter, next_index)
+                if too_big and depth < MAX_RESPLIT_DEPTH
                 else []
             )
             if halves:
                 next_index += len(halves)
-                pending += [(half, depth_of[result.chunk_index] + 1) for half in halves]
+                pending += [(half, depth + 1) for half in halves]
                 continue
-            if result.context_overflow:
-                errors[result.chunk_index] = "prompt too long for the model even after splitting"
-            elif result.error:
-                errors[result.chunk_index] = result.error
-            else:
-                reviewed += 1
-                continue
-            unreviewed.append(
-                _unreviewed_part(by_index[result.chunk_index], errors[result.chunk_index])
-            )
-    whole = {file.new_path: file for file in whole_files or ()}
-    findings = process(calls, files_by_chunk, options.findings_options, whole)
-    return ReviewResult(
-        plan=review_plan,
-        findings=findings,
-        calls=records,
-        chunk_errors=errors,
-        invalid_calls=invalid,
-        model=info.model,
-        prompt_version=prompt_version(),
-        seconds=time.monotonic() - started,
-        chunks_reviewed=reviewed,
-        unreviewed=unreviewed,
-    )
+            answers.settle(result, chunk)
+    return answers
 
 
 def review_without_model(

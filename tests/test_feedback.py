@@ -1,5 +1,7 @@
-"""What became of a posted finding, derived from GitLab's answers (pure: plain data in, events
-out). The sync against the fake GitLab is tested end to end in test_accuracy_end_to_end.py."""
+"""What became of a posted finding, derived from GitLab's answers or from what the bot's next
+review saw (pure: plain data in, events out). The sync against the fake GitLab is tested end to
+end in test_accuracy_end_to_end.py, the next review's outcomes in test_run.py and
+test_mr_truth.py."""
 
 from __future__ import annotations
 
@@ -7,8 +9,16 @@ from datetime import UTC, datetime
 from typing import Any
 
 from reviewbot.diff import parse_git_diff
-from reviewbot.feedback import MergeRequestFacts, lines_changed, outcome_events
+from reviewbot.feedback import (
+    MergeRequestFacts,
+    lines_changed,
+    next_review_outcomes,
+    outcome_events,
+    outcome_key,
+    recorded_as_posted,
+)
 from reviewbot.store import MergeRequestKey
+from reviewbot.store.models import FeedbackKind
 
 KEY = MergeRequestKey("https://gitlab.example.com", 7, 3)
 NOW = datetime(2026, 3, 12, 9, 0, tzinfo=UTC)
@@ -176,3 +186,67 @@ def test_votes_by_humans_are_recorded_and_taken_back_votes_revoked() -> None:
     ]
     assert events[0]["event_key"] == "award:https://gitlab.example.com:5"
     assert events[0]["created_at"] == datetime(2026, 3, 11, 9, tzinfo=UTC)
+
+
+# --- what the bot's own next review saw ------------------------------------------------------
+
+
+def test_the_next_review_records_a_resolved_thread_as_addressed_and_a_gone_one_deleted() -> None:
+    recorded = {
+        "fixed": _finding(id=1, fingerprint="fixed", note_id=101),
+        "gone": _finding(id=2, fingerprint="gone", note_id=102),
+        "kept": _finding(id=3, fingerprint="kept", note_id=103),
+        "again": _finding(id=4, fingerprint="again", note_id=104),
+        "resolved-before": _finding(id=5, fingerprint="resolved-before", state="resolved"),
+    }
+    outcomes = next_review_outcomes(
+        KEY,
+        recorded,
+        resolved=["fixed", "never-recorded"],
+        posted_now={"again"},  # its comment had gone and this review posted it again
+        on_mr={"fixed", "kept"},
+    )
+    assert outcomes.outdated == [1]
+    assert [(e["finding_id"], e["kind"], e["event_key"]) for e in outcomes.events] == [
+        (1, "addressed", f"addressed:{KEY}:fixed"),
+        (2, "deleted", f"deleted:{KEY}:gone"),
+    ]
+    assert outcomes.events[1] == {
+        "finding_id": 2,
+        "project": "group/app",
+        "note_id": 102,
+        "kind": "deleted",
+        "value": "deleted",
+        "event_key": f"deleted:{KEY}:gone",
+        "gitlab_url": "https://gitlab.example.com",
+        "project_id": 7,
+        "mr_iid": 3,
+    }
+
+
+def test_the_next_review_and_a_sync_key_an_outcome_alike() -> None:
+    """A comment deleted on the MR is one event whoever sees it first."""
+    finding = _finding(fingerprint="gone")
+    [from_sync] = outcome_events(
+        KEY,
+        [finding],
+        _facts([]),
+        bot_username="reviewbot",
+        votes_in_force=set(),
+        on_record={},
+        now=NOW,
+    )
+    [from_review] = next_review_outcomes(
+        KEY, {"gone": finding}, resolved=[], posted_now=set(), on_mr=set()
+    ).events
+    assert from_sync["event_key"] == from_review["event_key"]
+    assert from_review["event_key"] == outcome_key(FeedbackKind.DELETED, KEY, "gone")
+
+
+def test_only_findings_still_posted_are_recorded_as_posted() -> None:
+    recorded = {
+        "open": _finding(fingerprint="open"),
+        "done": _finding(fingerprint="done", state="resolved"),
+        "old": _finding(fingerprint="old", state="outdated"),
+    }
+    assert recorded_as_posted(recorded) == {"open"}

@@ -56,3 +56,16 @@ def test_comments_deleted_while_the_summary_stays_are_not_posted_again(world: Wo
     assert "3 finding(s), 0 posted inline." in summary(world)
     assert "3 not posted again: its comment had been deleted." in summary(world)
     assert LOST_NOTE not in summary(world)
+
+
+def test_comments_posted_again_are_the_ones_first_posted(world: World) -> None:  # noqa: F811
+    """The second run carries the first run's findings over from the store (same head, no
+    model call): what it posts again must be what was posted, suggestion included."""
+    world.run()
+    first = sorted(note["body"] for note in diff_notes(world))
+    assert any("```suggestion" in body for body in first)  # the `== None` finding has one
+    for note in bot_notes(world):  # a restore to before the review: the notes are gone
+        world.gitlab.delete_note(PROJECT, 1, note["id"])
+    again = world.run()
+    assert again.review.carried is not None and len(again.posted) == 3
+    assert sorted(note["body"] for note in diff_notes(world)) == first

@@ -6,6 +6,7 @@ REVIEWBOT_TEST_POSTGRES_URL is set, on PostgreSQL too (see tests/store_fixtures.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
@@ -17,6 +18,9 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import create_engine, inspect, text
 from sqlalchemy.exc import IntegrityError, StatementError
 
+from reviewbot.diff import Side
+from reviewbot.findings import AnchorKind, Category, FindingState, Severity, StoredFinding
+from reviewbot.llm.backend import CallRecord
 from reviewbot.store import (
     MergeRequestKey,
     RecordNotFound,
@@ -29,7 +33,9 @@ from reviewbot.store import (
     redact_url,
     upgrade,
 )
-from reviewbot.store.models import Base
+from reviewbot.store.models import Base, ReviewStatus
+from reviewbot.store.records import ReviewEnding
+from reviewbot.store.store import FINDING_FIELDS, LLM_CALL_FIELDS
 from tests.store_fixtures import migrated_store, store_url  # noqa: F401
 
 PROJECT = "group/app"
@@ -448,6 +454,117 @@ def test_posted_findings_keeps_latest_published_row_per_fingerprint(
     assert set(posted) == {"kept"}
     assert posted["kept"]["id"] == latest_id
     assert posted["kept"]["discussion_id"] == "d2"
+
+
+# -- a run, from typed records ---------------------------------------------------------------
+
+
+def _call(**overrides: Any) -> CallRecord:
+    values: dict[str, Any] = {
+        "chunk_index": 0,
+        "mode": "tool_calls",
+        "outcome": "ok",
+        "prompt_tokens": 1200,
+        "completion_tokens": 80,
+        "cached_tokens": None,
+        "ttft_ms": 95.5,
+        "latency_ms": 900.0,
+        "slot_wait_ms": 3.0,
+        "retries": 1,
+        "invalid_tool_calls": 0,
+        "error": None,
+        "started_at": START,
+        "tool_calls": 2,
+        "repaired_tool_calls": 0,
+    }
+    return CallRecord(**{**values, **overrides})
+
+
+def _stored(**overrides: Any) -> StoredFinding:
+    values: dict[str, Any] = {
+        "fingerprint": "fp-1",
+        "path": "src/app.py",
+        "side": Side.NEW,
+        "line": 10,
+        "end_line": 12,
+        "severity": Severity.MAJOR,
+        "category": Category.BUG,
+        "title": "Off by one",
+        "body": "The loop skips the last item.",
+        "suggestion": "for item in items:",
+        "anchor": AnchorKind.EXACT,
+        "state": FindingState.POSTED,
+        "discussion_id": "d" * 40,
+        "note_id": 7,
+    }
+    return StoredFinding(**{**values, **overrides})
+
+
+def test_the_typed_records_are_the_tables_columns() -> None:
+    """A CallRecord is an llm_calls row; a StoredFinding is a findings row but what the
+    review gives (its MR) and the store fills in (when)."""
+    assert {f.name for f in dataclasses.fields(CallRecord)} == LLM_CALL_FIELDS
+    from_review = {"project", "mr_iid", "gitlab_url", "project_id", "created_at", "resolved_at"}
+    assert {f.name for f in dataclasses.fields(StoredFinding)} == FINDING_FIELDS - from_review
+
+
+def test_a_run_is_recorded_from_typed_records(clocked_store: Store, clock: FakeClock) -> None:
+    review_id = clocked_store.start_review(**_review_args())
+    calls = [_call(), _call(chunk_index=1, cached_tokens=512, error="server said 500")]
+    assert clocked_store.record_run(review_id, calls=calls) == []
+    assert clocked_store.review(review_id)["status"] == "running"  # no ending yet
+    findings = [_stored(), _stored(fingerprint="fp-2", line=None, end_line=None, note_id=None)]
+    findings.append(_stored(fingerprint="fp-3", state=FindingState.SUMMARY, suggestion=None))
+    clock.advance(60)
+    ending = ReviewEnding(
+        ReviewStatus.SUCCEEDED,
+        coverage={"files_total": 2, "files_reviewed": 2},
+        chunks=2,
+        prompt_tokens=2400,
+        summary_note_id=99,
+        model="served-model",
+        diff_digest={"version": 1, "settings": "k", "files": []},
+    )
+    ids = clocked_store.record_run(review_id, findings=findings, ending=ending)
+
+    assert clocked_store.stored_findings(review_id) == findings
+    assert [row["id"] for row in clocked_store.findings(review_id)] == ids
+    stored_calls = clocked_store.llm_calls(review_id)
+    assert [c["cached_tokens"] for c in stored_calls] == [0, 512]  # no figure: 0
+    assert {key: stored_calls[1][key] for key in ("ttft_ms", "retries", "tool_calls")} == {
+        "ttft_ms": 95.5,
+        "retries": 1,
+        "tool_calls": 2,
+    }
+    review = clocked_store.review(review_id)
+    assert (review["status"], review["chunks"], review["prompt_tokens"]) == ("succeeded", 2, 2400)
+    assert (review["files_total"], review["summary_note_id"]) == (2, 99)
+    assert (review["model"], review["prompt_version"]) == ("served-model", "2026-01")  # kept
+    assert review["diff_digest"] == {"version": 1, "settings": "k", "files": []}
+    assert review["finished_at"] == clock.now
+
+
+def test_a_failed_run_records_its_error_without_secrets(migrated_store: Store) -> None:  # noqa: F811
+    review_id = migrated_store.start_review(**_review_args())
+    token = "glpat-abcdefghijklmnopqrst"
+    failure = ReviewEnding.failure(RuntimeError(f"PRIVATE-TOKEN: {token} refused"))
+    migrated_store.record_run(review_id, calls=[_call(error=f"token {token}")], ending=failure)
+    review = migrated_store.review(review_id)
+    assert review["status"] == "failed" and review["error"].startswith("RuntimeError: ")
+    assert token not in review["error"]
+    [call] = migrated_store.llm_calls(review_id)
+    assert token not in call["error"]
+
+
+def test_a_run_with_a_bad_ending_records_nothing(migrated_store: Store) -> None:  # noqa: F811
+    review_id = migrated_store.start_review(**_review_args())
+    still_running = ReviewEnding(ReviewStatus.RUNNING)
+    with pytest.raises(ValueError, match="running"):
+        migrated_store.record_run(
+            review_id, calls=[_call()], findings=[_stored()], ending=still_running
+        )
+    assert migrated_store.llm_calls(review_id) == []
+    assert migrated_store.findings(review_id) == []
 
 
 # -- MR leases ----------------------------------------------------------------------------

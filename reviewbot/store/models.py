@@ -8,6 +8,10 @@ token totals, every LLM call its latency figures, every finding its fate on GitL
 The tables here are the *target* of the Alembic migrations in the top-level `migrations/`
 folder; the database is never created from this module directly (no `create_all`).
 A test migrates a blank database and compares it with this metadata, so the two never drift.
+
+Owns: every table, column and allowed value, declared once (what the store accepts is read
+from here). Must not: query, or define the enums the pipeline produces (Side, AnchorKind and
+FindingState are the core's, used here).
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from reviewbot.diff import Side as DiffSide
-from reviewbot.findings import AnchorKind
+from reviewbot.findings import AnchorKind, FindingState
 
 # Deterministic constraint names, so migrations can refer to them on every backend.
 NAMING_CONVENTION = {
@@ -81,23 +85,10 @@ class CallMode(StrEnum):
     CONTENT = "content"
 
 
-# Which side of the diff a finding is on, and how precisely it could be placed: the core's own
-# enums, so the stored values are the ones the pipeline produces.
+# Which side of the diff a finding is on, how precisely it could be placed and what happened to
+# it on GitLab: the core's own enums, so the stored values are the ones the pipeline produces.
 Side = DiffSide
 Anchor = AnchorKind
-
-
-class FindingState(StrEnum):
-    """What happened to a finding on GitLab."""
-
-    POSTED = "posted"
-    SUMMARY = "summary"
-    DUPLICATE = "duplicate"
-    DRY_RUN = "dry_run"
-    RESOLVED = "resolved"
-    OUTDATED = "outdated"
-    FAILED = "failed"
-    DELETED = "deleted"  # found again but not posted again: a reviewer had deleted its comment
 
 
 class JobStatus(StrEnum):

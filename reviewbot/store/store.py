@@ -1,7 +1,9 @@
 """The `Store`: the reads and writes of reviews, model calls, findings, feedback, MR locks and
 throttles, what feedback sync read, eval runs; the report's figures through its queries.
 
-Plain values in, plain values out (ints, strings, dicts): callers never see ORM objects or
+Plain values in, plain values out (ints, strings, dicts), or the typed records of
+`reviewbot.store.records` (a run's model calls, findings and ending, each mapped to its row
+there once; what a caller may write is each table's columns): callers never see ORM objects or
 sessions. The Engine is passed in (or built by `Store.from_url`, ``reviewbot.store.engine``)
 and never global; the schema is created by `reviewbot.store.migrate`, never here. The job
 queue's statements are ``reviewbot.store.job_queries``, the model slots'
@@ -10,20 +12,26 @@ queue's statements are ``reviewbot.store.job_queries``, the model slots'
 Works on SQLite (default, one file) and PostgreSQL. Where the two differ (conflict-tolerant
 inserts), the dialect's own `INSERT ... ON CONFLICT DO NOTHING` is used; both support it
 (SQLite >= 3.24, https://www.sqlite.org/lang_upsert.html; PostgreSQL >= 9.5).
+
+Owns: the queries and the checks of what is written (each table's columns, the allowed
+values). Must not: create or change the schema (migrations do), hold a global Engine, or
+decide anything about reviews (the pipeline does; the store records it).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import Engine, delete, insert, or_, select, text, update
+from sqlalchemy import Connection, Engine, delete, insert, or_, select, text, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
+from reviewbot.findings import StoredFinding
+from reviewbot.llm.backend import CallRecord
 from reviewbot.redaction import scrub_secrets
 from reviewbot.store import feedback_queries
 from reviewbot.store.engine import make_engine
@@ -53,6 +61,14 @@ from reviewbot.store.models import MergeRequestRecord as MergeRequestRow
 from reviewbot.store.models import MRLock as MRLockRow
 from reviewbot.store.models import MRThrottle as MRThrottleRow
 from reviewbot.store.models import Review as ReviewRow
+from reviewbot.store.records import (
+    ReviewEnding,
+    call_columns,
+    ending_columns,
+    finding_columns,
+    stored_finding,
+    writable_columns,
+)
 from reviewbot.store.report_queries import (
     ReportScope,
     read_report_figures,
@@ -65,49 +81,9 @@ Clock = Callable[[], datetime]
 COVERAGE_FIELDS = frozenset(
     {"files_total", "files_reviewed", "changed_lines_total", "changed_lines_covered", "skipped"}
 )
-LLM_CALL_FIELDS = frozenset(
-    {
-        "chunk_index",
-        "mode",
-        "outcome",
-        "prompt_tokens",
-        "completion_tokens",
-        "cached_tokens",
-        "ttft_ms",
-        "latency_ms",
-        "slot_wait_ms",
-        "retries",
-        "invalid_tool_calls",
-        "tool_calls",
-        "repaired_tool_calls",
-        "error",
-        "started_at",
-    }
-)
-FINDING_FIELDS = frozenset(
-    {
-        "project",
-        "mr_iid",
-        "gitlab_url",
-        "project_id",
-        "fingerprint",
-        "path",
-        "side",
-        "line",
-        "end_line",
-        "severity",
-        "category",
-        "title",
-        "body",
-        "suggestion",
-        "anchor",
-        "state",
-        "discussion_id",
-        "note_id",
-        "created_at",
-        "resolved_at",
-    }
-)
+# What a caller may write: the columns of each table, less those the store fills in.
+LLM_CALL_FIELDS = writable_columns(LLMCallRow, leaving_out=("id", "review_id"))
+FINDING_FIELDS = writable_columns(FindingRow, leaving_out=("id", "review_id"))
 FINDING_UPDATABLE_FIELDS = frozenset(
     {
         "state",
@@ -124,43 +100,13 @@ FINDING_UPDATABLE_FIELDS = frozenset(
         "category",
     }
 )
-FEEDBACK_FIELDS = frozenset(
-    {
-        "finding_id",
-        "project",
-        "mr_iid",
-        "gitlab_url",
-        "project_id",
-        "note_id",
-        "kind",
-        "value",
-        "username",
-        "event_key",
-        "created_at",
-    }
+FEEDBACK_FIELDS = writable_columns(FeedbackRow)
+MERGE_REQUEST_IDENTITY = ("gitlab_url", "project_id", "mr_iid")
+MERGE_REQUEST_FIELDS = writable_columns(
+    MergeRequestRow, leaving_out=(*MERGE_REQUEST_IDENTITY, "synced_at")
 )
-MERGE_REQUEST_FIELDS = frozenset({"project", "state", "web_url", "merged_at", "latest_head_sha"})
-EVAL_RUN_FIELDS = frozenset(
-    {
-        "dataset",
-        "model",
-        "prompt_version",
-        "tolerance",
-        "items",
-        "tp",
-        "fp",
-        "fn",
-        "precision",
-        "recall",
-        "f1",
-        "mean_precision",
-        "mean_recall",
-        "mean_f1",
-        "results",
-        "started_at",
-        "finished_at",
-    }
-)
+EVAL_RUN_FIELDS = writable_columns(EvalRunRow)
+_FINDINGS_INSERT = insert(FindingRow).returning(FindingRow.id, sort_by_parameter_order=True)
 FIELD_CHOICES: dict[str, type[StrEnum]] = {
     "trigger": Trigger,
     "status": ReviewStatus,
@@ -341,6 +287,33 @@ class Store:
         ``model`` and ``prompt_version``, when given, replace what ``start_review`` recorded
         (the served model is known only once the server has answered).
         """
+        values = self._ending_values(
+            status=status,
+            coverage=coverage,
+            chunks=chunks,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            cached_tokens=cached_tokens,
+            summary_note_id=summary_note_id,
+            error=error,
+            model=model,
+            prompt_version=prompt_version,
+            diff_digest=diff_digest,
+        )
+        with self._engine.begin() as connection:
+            self._update_one(connection, ReviewRow, review_id, values)
+
+    def _ending_values(
+        self,
+        *,
+        status: str,
+        coverage: Mapping[str, Any] | None,
+        model: str | None,
+        prompt_version: str | None,
+        diff_digest: Mapping[str, Any] | None,
+        error: str | None,
+        **figures: Any,
+    ) -> dict[str, Any]:
         if status == ReviewStatus.RUNNING:
             raise ValueError("finish_review needs a final status, not 'running'")
         coverage = dict(coverage or {})
@@ -348,22 +321,37 @@ class Store:
         values = {
             "status": status,
             "finished_at": self._clock(),
-            "chunks": chunks,
-            "prompt_tokens": prompt_tokens,
-            "completion_tokens": completion_tokens,
-            "cached_tokens": cached_tokens,
-            "summary_note_id": summary_note_id,
+            **figures,
             "error": scrub_secrets(error),
             **coverage,
         }
-        if model is not None:
-            values["model"] = model
-        if prompt_version is not None:
-            values["prompt_version"] = prompt_version
-        if diff_digest is not None:
-            values["diff_digest"] = diff_digest
+        given = {"model": model, "prompt_version": prompt_version, "diff_digest": diff_digest}
+        values.update({name: value for name, value in given.items() if value is not None})
         _check_choices(values)
-        self._update_one(ReviewRow, review_id, values)
+        return values
+
+    def record_run(
+        self,
+        review_id: int,
+        *,
+        calls: Sequence[CallRecord] = (),
+        findings: Sequence[StoredFinding] = (),
+        ending: ReviewEnding | None = None,
+    ) -> list[int]:
+        """What a run did, in one transaction: its model ``calls``, its ``findings`` with their
+        fate on the MR, and (``ending`` given) how the review ended; the findings' new ids, in
+        order. A run records its calls once the model has answered (so they are on record
+        when publishing fails), then its findings and its ending once it has published."""
+        call_rows = [self._llm_call_values(review_id, call_columns(call)) for call in calls]
+        finding_rows = self._finding_values(review_id, [finding_columns(f) for f in findings])
+        ending_values = None if ending is None else self._ending_values(**ending_columns(ending))
+        with self._engine.begin() as connection:
+            if call_rows:
+                connection.execute(insert(LLMCallRow), call_rows)
+            ids = list(connection.scalars(_FINDINGS_INSERT, finding_rows)) if finding_rows else []
+            if ending_values is not None:
+                self._update_one(connection, ReviewRow, review_id, ending_values)
+        return ids
 
     def last_complete_review(
         self, key: MergeRequestKey, *, model: str, prompt_version: str
@@ -454,6 +442,15 @@ class Store:
 
         `project` and `mr_iid` default to the review's; `created_at` to now.
         """
+        rows = self._finding_values(review_id, findings)
+        if not rows:
+            return []
+        with self._engine.begin() as connection:
+            return list(connection.scalars(_FINDINGS_INSERT, rows))
+
+    def _finding_values(
+        self, review_id: int, findings: Sequence[Mapping[str, Any]]
+    ) -> list[dict[str, Any]]:
         if not findings:
             return []
         review = self.review(review_id)
@@ -476,21 +473,24 @@ class Store:
             values = {**defaults, **finding, "review_id": review_id}
             _check_choices(values)
             rows.append(values)
-        statement = insert(FindingRow).returning(FindingRow.id, sort_by_parameter_order=True)
-        with self._engine.begin() as connection:
-            return list(connection.scalars(statement, rows))
+        return rows
 
     def update_finding(self, finding_id: int, **fields: Any) -> None:
         """Change a finding's fate, e.g. `state="posted", discussion_id=..., note_id=...`."""
         _check_fields(fields, FINDING_UPDATABLE_FIELDS, "updatable finding")
         _check_choices(fields)
         if fields:
-            self._update_one(FindingRow, finding_id, fields)
+            with self._engine.begin() as connection:
+                self._update_one(connection, FindingRow, finding_id, fields)
 
     def findings(self, review_id: int) -> list[dict[str, Any]]:
         """The findings of one review, in the order they were recorded."""
         query = select(FindingRow).where(FindingRow.review_id == review_id).order_by(FindingRow.id)
         return self._all(query)
+
+    def stored_findings(self, review_id: int) -> list[StoredFinding]:
+        """The findings of one review as the records they were written from, in order."""
+        return [stored_finding(row) for row in self.findings(review_id)]
 
     def posted_findings(self, key: MergeRequestKey) -> dict[str, dict[str, Any]]:
         """Fingerprint -> latest finding recorded with a discussion on GitLab, for one MR.
@@ -780,11 +780,13 @@ class Store:
             .on_conflict_do_nothing(index_elements=conflict_columns)
         )
 
-    def _update_one(self, model: type[Base], row_id: int, values: dict[str, Any]) -> None:
+    @staticmethod
+    def _update_one(
+        connection: Connection, model: type[Base], row_id: int, values: dict[str, Any]
+    ) -> None:
         statement = update(model).where(model.id == row_id).values(**values)  # type: ignore[attr-defined]
-        with self._engine.begin() as connection:
-            if connection.execute(statement).rowcount != 1:
-                raise RecordNotFound(f"{model.__tablename__} {row_id} not found")
+        if connection.execute(statement).rowcount != 1:
+            raise RecordNotFound(f"{model.__tablename__} {row_id} not found")
 
     def _all(self, query: Any) -> list[dict[str, Any]]:
         with Session(self._engine) as session:

@@ -1,0 +1,45 @@
+"""The repository's review policy (reviewbot.repo_policy), on plain data: the target branch's
+``.reviewbot.toml`` text applied to the settings, and what the summary is told. End to end
+(read from the target branch, never the MR's head): tests/test_run.py."""
+
+from __future__ import annotations
+
+from reviewbot.config import Settings
+from reviewbot.repo_policy import REPO_CONFIG_FILE, repo_policy
+
+BASE = Settings(exclude=("vendor/*",), min_severity="info")
+CHANGED = (
+    "this merge request changes .reviewbot.toml: the review used the target branch's version; "
+    "the change applies once it is merged"
+)
+
+
+def test_without_a_file_the_settings_stay() -> None:
+    assert repo_policy(BASE, None, changed_by_mr=False).settings is BASE
+    assert repo_policy(BASE, None, changed_by_mr=False).warnings == ()
+
+
+def test_the_target_branchs_file_is_applied_on_top_of_the_instance() -> None:
+    text = '[reviewbot]\nexclude = ["gen/*"]\nmin_severity = "major"\n'
+    policy = repo_policy(BASE, text, changed_by_mr=False)
+    assert policy.settings.exclude == ("vendor/*", "gen/*")
+    assert policy.settings.min_severity == "major"
+    assert policy.warnings == ()
+
+
+def test_a_change_in_the_mr_is_said_and_not_applied() -> None:
+    policy = repo_policy(BASE, None, changed_by_mr=True)
+    assert policy.settings is BASE
+    assert policy.warnings == (CHANGED,)
+
+
+def test_a_broken_or_forbidden_file_is_ignored_with_its_reason() -> None:
+    for text, reason in (
+        ("[[[", "is not valid TOML"),
+        ("gitlab_token = 'x'\n", "cannot be set from the repository"),
+    ):
+        policy = repo_policy(BASE, text, changed_by_mr=True)
+        assert policy.settings is BASE
+        [changed, ignored] = policy.warnings
+        assert changed == CHANGED
+        assert ignored.startswith(f"ignored {REPO_CONFIG_FILE}: ") and reason in ignored
