@@ -17,7 +17,6 @@ from typing import Any
 
 import click
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from reviewbot.commands.common import (
     INT32_MAX,
@@ -39,7 +38,7 @@ from reviewbot.commands.common import (
     one_line_errors,
     options,
 )
-from reviewbot.commands.render import print_eval
+from reviewbot.commands.render import print_eval, progress_bar
 from reviewbot.errors import BadInputError
 from reviewbot.localdiff import local_context
 from reviewbot.window import Window, previous_iso_week
@@ -59,18 +58,6 @@ SERVICE_OPTIONS = options(gitlab_url_option, database_url_option, config_option)
 
 def _utc_now() -> datetime:
     return datetime.now(UTC)
-
-
-def _progress(console: Console, *, disable: bool) -> Progress:
-    return Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        disable=disable or not console.is_terminal,
-        transient=True,
-    )
 
 
 # --- feedback sync ---------------------------------------------------------------------------
@@ -114,7 +101,7 @@ def feedback_sync(
     out = Console(highlight=False, soft_wrap=True)
     err = Console(stderr=True, highlight=False)
     done: list[MergeRequestSync] = []
-    with App.from_config(config_file, overrides) as app, _progress(err, disable=False) as bar:
+    with App.from_config(config_file, overrides) as app, progress_bar(err) as bar:
         task = bar.add_task("syncing merge requests", total=None)
 
         def finished(mr: MergeRequestSync) -> None:
@@ -308,7 +295,7 @@ def eval_command(
     items = load_dataset(dataset_dir, limit)
     overrides = {"llm_base_url": base_url, "llm_model": model, "database_url": database_url}
     err = Console(stderr=True, highlight=False)
-    with App.from_config(config_file, overrides) as app, _progress(err, disable=as_json) as bar:
+    with App.from_config(config_file, overrides) as app, progress_bar(err, quiet=as_json) as bar:
         task = bar.add_task("reviewing items", total=len(items))
         started = _utc_now()
         result = evaluate(

@@ -17,7 +17,6 @@ from typing import Any
 
 import click
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from reviewbot.commands.common import (
     INT64_MAX,
@@ -42,6 +41,7 @@ from reviewbot.commands.common import (
     repo_option,
     table_width,
 )
+from reviewbot.commands.render import progress_bar
 from reviewbot.commands.render_ops import print_capacity, print_checks, print_load_report
 from reviewbot.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_SLO_MISSED, BadInputError
 from reviewbot.ops.capacity import (
@@ -444,15 +444,7 @@ def _run_load(
     from reviewbot.prompts import tool_schemas
 
     console = Console(stderr=True)
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-        disable=quiet or not console.is_terminal,
-    ) as progress:
+    with progress_bar(console, quiet=quiet) as progress:
         task = progress.add_task("requests", total=schedule.requests)
         return run_load(
             runner.backend,

@@ -14,6 +14,7 @@ import dataclasses
 from typing import Any
 
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from reviewbot.chunking import ContextKind, Plan
@@ -48,6 +49,20 @@ CALL_COLUMNS = (
     ("invalid", "invalid_tool_calls"),
     ("repaired", "repaired_tool_calls"),
 )
+
+
+def progress_bar(console: Console, *, quiet: bool = False) -> Progress:
+    """The one progress bar of every long command: what, a bar, done/total, time so far; shown
+    only on a terminal (never in a pipe or a CI log) and gone when the work ends."""
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        disable=quiet or not console.is_terminal,
+        transient=True,
+    )
 
 
 # --- plan ------------------------------------------------------------------------------------

@@ -15,7 +15,6 @@ from typing import Any
 
 import click
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from reviewbot.chunking import DEFAULT_SCOPE_CONTEXT_TOKENS
 from reviewbot.commands.common import (
@@ -39,7 +38,14 @@ from reviewbot.commands.common import (
     repo_option,
     setting_integer,
 )
-from reviewbot.commands.render import print_findings, print_plan, print_run, review_json, run_json
+from reviewbot.commands.render import (
+    print_findings,
+    print_plan,
+    print_run,
+    progress_bar,
+    review_json,
+    run_json,
+)
 from reviewbot.config import Settings, load_settings
 from reviewbot.errors import EXIT_FAILURE
 from reviewbot.findings import Severity
@@ -256,15 +262,7 @@ def _review_local(
     context = local_context(loaded.label, loaded.files, options.plan_options.exclusions)
     with (
         App(settings) as app,
-        Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=console,
-            disable=quiet or not console.is_terminal,
-            transient=True,
-        ) as progress,
+        progress_bar(console, quiet=quiet) as progress,
     ):
         task = progress.add_task("reviewing chunks", total=None)
         return review_files(
