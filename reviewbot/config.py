@@ -578,9 +578,25 @@ def _from_env(env: Mapping[str, str]) -> dict[str, Any]:
     return out
 
 
+def _parse_toml(text: str, source: str) -> dict[str, Any]:
+    """A settings file's TOML, or ConfigError: not TOML, larger than a settings file is, or
+    nested deeper than Python's parser can go (tomllib recurses: a 50,000-deep array is a
+    RecursionError, not a TOMLDecodeError)."""
+    if len(text) > MAX_CONFIG_FILE_BYTES:
+        raise ConfigError(f"{source} is larger than {MAX_CONFIG_FILE_BYTES:,} characters")
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"{source} is not valid TOML: {error}") from None
+    except RecursionError:
+        raise ConfigError(
+            f"{source} is not a settings file: its values are nested too deep"
+        ) from None
+
+
 def _read_toml(path: Path) -> dict[str, Any]:
     try:
-        data = tomllib.loads(read_input_file(path, MAX_CONFIG_FILE_BYTES).decode("utf-8"))
+        text = read_input_file(path, MAX_CONFIG_FILE_BYTES).decode("utf-8")
     except InputFileRefused as refused:
         raise ConfigError(f"config file {path} {refused}: not a settings file") from None
     except IsADirectoryError:
@@ -591,9 +607,7 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(
             f"config file {path} is not UTF-8 text (byte {error.start}): save it as UTF-8"
         ) from None
-    except tomllib.TOMLDecodeError as error:
-        raise ConfigError(f"config file {path} is not valid TOML: {error}") from None
-    return _settings_table(data, str(path))
+    return _settings_table(_parse_toml(text, f"config file {path}"), str(path))
 
 
 def _settings_table(data: dict[str, Any], source: str) -> dict[str, Any]:
@@ -629,11 +643,7 @@ def apply_repo_overrides(
     settings: Settings, toml_text: str, source: str = ".reviewbot.toml"
 ) -> Settings:
     """Apply a repository's ``.reviewbot.toml`` (review-policy keys only; secrets are refused)."""
-    try:
-        data = tomllib.loads(toml_text)
-    except tomllib.TOMLDecodeError as error:
-        raise ConfigError(f"{source} is not valid TOML: {error}") from None
-    data = _settings_table(data, source)
+    data = _settings_table(_parse_toml(toml_text, source), source)
     not_allowed = sorted(set(data) - REPO_KEYS)
     if not_allowed:
         raise ConfigError(

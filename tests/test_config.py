@@ -80,6 +80,15 @@ def test_bad_toml_and_unknown_keys(tmp_path: Path) -> None:
         load_settings(env={}, config_file=tmp_path / "missing.toml")
 
 
+def test_a_settings_file_nested_too_deep_is_refused_by_name(tmp_path: Path) -> None:
+    """tomllib recurses: a 50,000-deep array (100 KB, under the size cap) was a RecursionError
+    (a traceback from every command given it with --config)."""
+    deep = tmp_path / "deep.toml"
+    deep.write_text("exclude = " + "[" * 50_000 + "]" * 50_000 + "\n")
+    with pytest.raises(ConfigError, match=f"config file {deep} .*nested too deep"):
+        load_settings(env={}, config_file=deep)
+
+
 def test_thinking_tri_state() -> None:
     assert load_settings(env={"REVIEWBOT_ENABLE_THINKING": "false"}).enable_thinking is False
     assert load_settings(env={"REVIEWBOT_ENABLE_THINKING": "auto"}).enable_thinking is None

@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from reviewbot.config import Settings
+from reviewbot.config import MAX_CONFIG_FILE_BYTES, Settings
 from reviewbot.repo_policy import REPO_CONFIG_FILE, repo_policy
 
 BASE = Settings(exclude=("vendor/*",), min_severity="info")
@@ -27,6 +27,9 @@ def test_the_target_branchs_file_is_applied_on_top_of_the_instance() -> None:
     assert policy.warnings == ()
 
 
+DEEP_NESTING = 50_000  # far past Python's recursion limit, a 100 KB file
+
+
 def test_a_change_in_the_mr_is_said_and_not_applied() -> None:
     policy = repo_policy(BASE, None, changed_by_mr=True)
     assert policy.settings is BASE
@@ -37,6 +40,9 @@ def test_a_broken_or_forbidden_file_is_ignored_with_its_reason() -> None:
     for text, reason in (
         ("[[[", "is not valid TOML"),
         ("gitlab_token = 'x'\n", "cannot be set from the repository"),
+        # tomllib recurses: this was a RecursionError that failed the whole review
+        ("exclude = " + "[" * DEEP_NESTING + "]" * DEEP_NESTING + "\n", "nested too deep"),
+        ("language = '" + "x" * (MAX_CONFIG_FILE_BYTES + 1) + "'\n", "larger than"),
     ):
         policy = repo_policy(BASE, text, changed_by_mr=True)
         assert policy.settings is BASE
