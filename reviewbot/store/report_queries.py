@@ -17,6 +17,9 @@ Which rows a window holds:
 Percentiles are nearest-rank, the same on both backends: the value at rank ``ceil(p * n)`` in
 ascending order, found with ``ROW_NUMBER()`` and ``COUNT()`` windows (SQLite has no
 ``percentile_cont``). Days are UTC dates of the review's start.
+
+Owns: every figure of the report, as SQL. Must not: shape or word the report (`reviewbot.report`,
+`reviewbot.report_text`) or compute a figure from rows in Python.
 """
 
 from __future__ import annotations
