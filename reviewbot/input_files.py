@@ -8,7 +8,8 @@ device (``/dev/null``, ``os.devnull``) is the one device allowed: "no file" by a
 (``REVIEWBOT_CONFIG=/dev/null``), it reads as empty.
 
 Owns: the one check that a file named by the user is a regular file of bounded size, and reading it.
-Must not: parse what it reads, or name the file in its errors (each caller names it its own way).
+Must not: parse what it reads, or name the file in its own errors (each caller names it its own
+way).
 """
 
 from __future__ import annotations

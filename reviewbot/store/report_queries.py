@@ -19,7 +19,8 @@ ascending order, found with ``ROW_NUMBER()`` and ``COUNT()`` windows (SQLite has
 ``percentile_cont``). Days are UTC dates of the review's start.
 
 Owns: every figure of the report, as SQL. Must not: shape or word the report (`reviewbot.report`,
-`reviewbot.report_text`) or compute a figure from rows in Python.
+`reviewbot.report_text`), or loop over a table's rows in Python (``roll_up`` sums only the few
+aggregated groups).
 """
 
 from __future__ import annotations
