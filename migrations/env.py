@@ -6,6 +6,10 @@ Two ways in:
 - from the `alembic` command line (developers, with the root `alembic.ini`): the URL comes from
   `-x url=...`, else `sqlalchemy.url` in the ini file, else env `REVIEWBOT_DATABASE_URL`, else
   reviewbot's default SQLite file.
+
+Owns: Alembic's environment for both ways in, and which URL the command line migrates. Must not:
+declare the schema (`reviewbot.store.models` and the revisions in ``versions/`` do) or be imported
+by reviewbot's code (Alembic runs it).
 """
 
 from __future__ import annotations

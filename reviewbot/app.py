@@ -14,6 +14,10 @@ worker``, the ``jobs``/``reviews``/``db`` commands) builds its App the same way
 
 Nothing here does I/O until it is asked for: building an App is free, and ``reviewbot plan``
 never builds one. Errors are classified by :mod:`reviewbot.errors`, the same table for all.
+
+Owns: building each adapter once from the ``Settings``, on first use, sharing it, and closing it.
+Must not: do a step of a review, build SQL, parse options, or read the environment itself
+(``App.from_config`` hands that to ``config.load_settings``).
 """
 
 from __future__ import annotations

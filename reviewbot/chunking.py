@@ -15,6 +15,10 @@ Rules, in order:
   never adds a chunk, splits a file or moves a changed line.
 
 Pure: data in, data out. Token counts come from the ``TokenCounter`` passed in.
+
+Owns: the plan: which chunk each changed line goes in, the coverage (every skipped file with its
+reason) and where context fits. Must not: do I/O, count tokens its own way (the ``TokenCounter``
+passed in does), or decide how a line looks to the model (`reviewbot.diffview` does).
 """
 
 from __future__ import annotations

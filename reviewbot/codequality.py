@@ -10,6 +10,9 @@ GitLab reads a JSON array of Code Climate issues, of which it uses a subset
   leading ``./``, or GitLab cannot link it) and ``location.lines.begin``.
 
 Pure: findings in, plain JSON-ready dicts out.
+
+Owns: the report's issues: paths as GitLab links them, severities mapped to its scale, fingerprints
+unique in one report. Must not: write the file (`reviewbot.ci` does) or do any other I/O.
 """
 
 from __future__ import annotations

@@ -9,6 +9,10 @@ idempotency key that lets a re-run recognise what it already posted:
 
 Model text never contains ``<!--`` (``findings.sanitize_markdown`` escapes it), so only our own
 markers can match; :func:`parse_marker` still reads only the LAST marker of a body.
+
+Owns: the text of every finding comment and of the summary note, and the hidden markers (written and
+read back). Must not: post anything, or escape text by a rule of its own (every escaping rule is
+`reviewbot.markdown`'s).
 """
 
 from __future__ import annotations

@@ -4,6 +4,21 @@ Precedence, lowest first: defaults < TOML file (``--config`` or ``$REVIEWBOT_CON
 ``~/.config/reviewbot/config.toml`` if present) < environment ``REVIEWBOT_*`` < command-line flags.
 A repository may carry ``.reviewbot.toml`` with review-policy keys only (``REPO_KEYS``).
 Secrets (tokens, API keys) are excluded from ``repr`` and from ``describe()``.
+
+Part of the core, with one door to the process: everything here takes values and returns
+values (the ``Settings`` fields; the parsing and checking of given TOML text, mappings and
+``REVIEWBOT_*`` strings; :func:`apply_repo_overrides`), except :func:`load_settings`, the one
+function of the core that reads the process's environment (``os.environ``, unless an ``env``
+mapping is handed in) and a settings file (through :mod:`reviewbot.input_files`). Whoever
+starts a process calls it once (``App.from_config``, ``reviewbot.ci``, the ``plan``, ``review``
+and ``doctor`` commands) and passes the ``Settings`` on. The default ``database_url`` is a
+file in the user data folder (platformdirs finds it from the environment); nothing here opens
+it. tests/test_layers.py checks that no other function of the core reads the environment.
+
+Owns: every setting (default, bounds, help and choices, declared once), turning given values
+into ``Settings`` or a one-line ``ConfigError``, and the keys a repository may set. Must not:
+be read as a global, touch the network or the database, or read the environment or a file
+outside :func:`load_settings` (the default database path aside).
 """
 
 from __future__ import annotations

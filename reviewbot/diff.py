@@ -11,6 +11,10 @@ Two inputs share one model:
 Hunks are read by their header counts, so a content line such as ``--- x`` or ``@@`` inside a hunk
 is content, not a header. Bytes that are not UTF-8 are replaced, never fatal; CRLF endings are
 stripped from the text. Nothing here does I/O.
+
+Owns: the diff's data model (``FileDiff``, ``Hunk``, ``DiffLine``, ``Side``) and reading both inputs
+into it. Must not: read a file or GitLab: the caller hands in the diff text, GitLab's entries and,
+for a rebuilt diff, the two texts.
 """
 
 from __future__ import annotations

@@ -14,6 +14,10 @@ new-side number): the lines around each hunk (:func:`expand_context`), the enclo
 class of a hunk (:func:`with_scope`, shown as extra context-only hunks and widened hunks, so the
 line numbers say where the gaps are), or the whole file at once (:func:`whole_file`). Over-long
 lines are cut, with the cut said on the line, so one minified line cannot blow a chunk.
+
+Owns: the text of each file, hunk and context line as the model sees it, and what a line's number
+and marker tell the model to report. Must not: decide which chunk a line goes in
+(`reviewbot.chunking`), find a scope itself (`reviewbot.scope`), or do I/O.
 """
 
 from __future__ import annotations

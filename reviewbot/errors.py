@@ -10,6 +10,10 @@ every entry names a real exception class.
 
 Exit codes (all commands): 0 success, 1 the work failed, 2 bad input; ``reviewbot ci`` and
 ``reviewbot loadtest`` add 3 (findings at or above ``--fail-on``; an SLO missed).
+
+Owns: ``BadInputError``, the exit codes and the one table of what each failure means (exit code,
+retry or not, the message). Must not: import a module whose exceptions it names, print, or exit (the
+commands and the worker act on its answer).
 """
 
 from __future__ import annotations

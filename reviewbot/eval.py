@@ -18,6 +18,10 @@ items. precision = TP/(TP+FP), recall = TP/(TP+FN), F1 = 2PR/(P+R); an item with
 find and nothing reported scores 1, 1, 1, otherwise a zero denominator gives 0. The total is
 micro (over the summed counts); the mean is over the items. Per category: TP and FP of the
 findings of that category and their precision (truth items carry no category).
+
+Owns: the dataset format and reading it, the scoring, and the row an eval run is stored as.
+Must not: call the model or GitLab itself (the review of an item is the callable handed in), write
+to the database (the command hands the row to the store), or print.
 """
 
 from __future__ import annotations

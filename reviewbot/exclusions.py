@@ -1,4 +1,10 @@
-"""Which files are not worth the model's time, and why (every skipped file is reported)."""
+"""Which files are not worth the model's time, and why (every skipped file is reported).
+
+Owns: the default patterns of files not worth reviewing (lock files, minified, vendored,
+generated), the other reasons to skip one (binary, submodule, too large, deleted, no text
+change), and the reason each skipped file gets. Must not: skip a file without a reason, or read
+one (it judges the ``FileDiff`` it is given).
+"""
 
 from __future__ import annotations
 

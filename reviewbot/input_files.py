@@ -6,6 +6,10 @@ file over the caller's cap is refused before anything is read. The file is opene
 blocking and checked on the open descriptor, so what is checked is what is read. The null
 device (``/dev/null``, ``os.devnull``) is the one device allowed: "no file" by a common idiom
 (``REVIEWBOT_CONFIG=/dev/null``), it reads as empty.
+
+Owns: the one check that a file named by the user is a regular file of bounded size, and reading it.
+Must not: parse what it reads, or name the file in its own errors (each caller names it its own
+way).
 """
 
 from __future__ import annotations

@@ -11,6 +11,10 @@ force-push that rewrites history is judged by its patch like any other push.
 - :func:`compare` splits the current diff into what to review now (new or changed hunks, files
   new or renamed since) and what was reviewed before, with a map from the previous line numbers
   of unchanged hunks to the current ones, so their findings carry over to the right lines.
+
+Owns: the digest of what a review saw, and the hunk-by-hunk comparison of the current diff with it.
+Must not: read the database or GitLab (the stored digest is handed in as JSON), or decide which
+findings carry over (`reviewbot.incremental` does).
 """
 
 from __future__ import annotations

@@ -28,6 +28,9 @@ link in a cell is one :func:`link_cell` makes, to an http(s) address
 (:func:`reviewbot.weburl.web_url`).
 
 Pure: strings in, strings out.
+
+Owns: every escaping rule for text posted on GitLab or written in a report table. Must not: build a
+comment (`reviewbot.comments` does), decide what is posted, or do I/O.
 """
 
 from __future__ import annotations

@@ -5,6 +5,10 @@ the database's aggregates (`Store.metrics_snapshot`: shared by every listener an
 the job queue's counts by status, and this process's webhook deliveries by outcome. They are
 rendered by prometheus_client (https://prometheus.github.io/client_python/collector/custom/)
 from a private `CollectorRegistry`, never the library's global default registry.
+
+Owns: the families ``/metrics`` shows (names, help and labels) and their rendering. Must not:
+keep a figure between scrapes, register in prometheus_client's global registry, or query the
+database itself (``Store.metrics_snapshot`` and the queue's counts do).
 """
 
 from __future__ import annotations

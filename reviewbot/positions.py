@@ -1,10 +1,10 @@
 """Where GitLab wants a note on a diff line: positions, line codes and links (pure).
 
-Owns the arithmetic between a parsed diff (``reviewbot.diff``) and GitLab's ``position``
+Owns: the arithmetic between a parsed diff (``reviewbot.diff``) and GitLab's ``position``
 object: which of ``old_line``/``new_line`` a line is addressed by, the ``line_code`` of a
 line, the ``line_range`` of a multi-line note, and the link to a line in the MR's Changes tab.
 Takes data (the diff version's SHAs, a :class:`~reviewbot.diff.FileDiff`, a
-:class:`~reviewbot.findings.Finding`) and returns data; it must not do I/O, import an HTTP
+:class:`~reviewbot.findings.Finding`) and returns data. Must not: do I/O, import an HTTP
 client or know which server it talks to: ``reviewbot.gitlab`` sends what is built here.
 
 GitLab's rules (https://docs.gitlab.com/api/discussions/#create-a-new-thread-in-the-merge-request-diff):

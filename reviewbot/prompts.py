@@ -14,6 +14,10 @@ inside one parameter, a second format the model must get right in one go.
 Templates live in the top-level ``prompts/`` folder (installed as ``reviewbot.templates``) and
 render with ``StrictUndefined``. ``PROMPT_VERSION`` changes whenever a template or the tool
 schema changes, and is recorded with every review.
+
+Owns: rendering the templates (one chunk's messages, or the shared part alone for budgets), the tool
+schema the model is shown, and ``PROMPT_VERSION``. Must not: decide what goes in a chunk
+(`reviewbot.chunking`), call the model, or read anything but its own packaged templates.
 """
 
 from __future__ import annotations

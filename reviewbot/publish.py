@@ -20,6 +20,10 @@ The algorithm, whatever the publisher:
 4. write the one summary note (edited in place) with counts of what is really on the MR.
 
 It returns a :class:`PublishResult`; recording it in the database is the caller's business.
+
+Owns: the algorithm above and the three publishers. Must not: write a comment's text
+(`reviewbot.comments`) or a position (`reviewbot.positions`), talk to GitLab but through the
+``GitLabClient`` handed in, or record anything in the database (the caller does).
 """
 
 from __future__ import annotations

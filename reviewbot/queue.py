@@ -16,9 +16,9 @@ number of workers share the queue without waiting on each other, and the per-MR 
 checked under a transaction-scoped advisory lock on the MR; on SQLite every queue write takes
 the database's write lock at once (BEGIN IMMEDIATE). docs/locking.md explains both.
 
-This module owns the policy: what enqueueing, claiming and settling a job mean, when a job
-supersedes another, when a failure is retried and after how long. The SQL that says it lives
-in ``reviewbot.store.job_queries``; this module must not write a query of its own.
+Owns: the policy: what enqueueing, claiming and settling a job mean, when a job supersedes
+another, when a failure is retried and after how long. Must not: write a query of its own (the
+SQL that says it lives in ``reviewbot.store.job_queries``).
 """
 
 from __future__ import annotations

@@ -2,6 +2,9 @@
 
 Every place that shows an error, a URL or a stored error text uses these, so a password or a
 token never reaches a log line, the terminal or the database.
+
+Owns: what counts as a secret in a text (URL passwords, bearer and GitLab tokens) and how it is
+masked. Must not: log, print or store anything itself.
 """
 
 from __future__ import annotations

@@ -12,6 +12,10 @@ report_html imports nothing from here.
 
 Rates: acceptance = 👍 / (👍 + 👎), addressed = addressed / posted findings whose MR got a
 later version or was merged (``addressable``); both are null when their denominator is 0.
+
+Owns: the report document (its shape and rates), its Markdown, the files written, and the report
+issue's title and marker. Must not: count or aggregate rows in Python (the SQL of
+`reviewbot.store.report_queries` does), or load `reviewbot.report_html` before HTML is asked for.
 """
 
 from __future__ import annotations

@@ -17,6 +17,10 @@ acceptance and addressed rates per category. Each series has a stable SVG ``id``
 gid): ``ttft-slo``, ``ttft-p50``/``ttft-p95``, and per severity ``findings-<severity>`` (the
 stacked area of a long window) or ``findings-<severity>-<day>`` (a bar). Pure: the report
 document in, HTML out.
+
+Owns: the page: its template, tables, charts and their ids. Must not: import `reviewbot.report`,
+reach the network, or mark a string of the document safe (only the charts' SVG is put on the page as
+markup).
 """
 
 from __future__ import annotations

@@ -5,6 +5,9 @@
 rows, figures with units, week-over-week arrows, minutes, the title) and :func:`printable`
 makes a document's text writable whatever the database held. Imports point one way: report
 and report_html import this module, report_html imports nothing of report. Pure.
+
+Owns: the report's wording and how each value is shown. Must not: import `reviewbot.report` or
+`reviewbot.report_html` (both import it), or read the store (it words the document's values).
 """
 
 from __future__ import annotations

@@ -1,13 +1,13 @@
 """When to try again: the ``Retry-After`` header and the backoff, for GitLab, the model and jobs.
 
-Owns the one reading of ``Retry-After`` (:func:`retry_after_seconds`) and the one backoff
+Owns: the one reading of ``Retry-After`` (:func:`retry_after_seconds`) and the one backoff
 formula (:func:`backoff_s`: exponential from a base, capped, optionally jittered, with the
 server's ``Retry-After`` as a floor). The GitLab adapter, the model runner and the job queue
 each pass their own base, cap and jitter; none has a formula of its own.
 
 Pure: no sleeping, no clock, no randomness of its own. The caller passes ``now`` where a date
 is read and the random draw where a wait is jittered, so every rule here is tested on data.
-It must not import an adapter (HTTP client, database) or know which server it serves.
+Must not: import an adapter (HTTP client, database) or know which server it serves.
 
 ``Retry-After`` (RFC 9110 section 10.2.3) is ``HTTP-date / delay-seconds`` with
 ``delay-seconds = 1*DIGIT``. Read here:

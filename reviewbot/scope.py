@@ -14,6 +14,10 @@ encloses line N?" for one file's head text:
 
 It never raises for bad input: the worst answer is "nothing encloses this line". Pure: text in,
 line numbers out (1-based, the new side of a diff).
+
+Owns: what encloses a line (tree-sitter where a shipped grammar parses the file, else indentation),
+and loading each grammar on first use. Must not: raise for bad input, download a grammar, or decide
+how much scope is shown (that budget is `reviewbot.chunking`'s and `reviewbot.diffview`'s).
 """
 
 from __future__ import annotations

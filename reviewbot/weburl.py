@@ -8,6 +8,9 @@ the scheme in any case) and answers the address to link to, or None when it must
 The answer is percent-encoded where a character could end a Markdown link destination or a
 table cell (spaces, quotes, brackets, ``|``, ``\\``, ``<``, ``>``, ``` ` ```), so one value
 serves both renderers. Pure: strings in, strings out.
+
+Owns: whether an address may become a link, and its encoding when it may. Must not: write the
+Markdown or HTML around it (the renderers do) or do I/O.
 """
 
 from __future__ import annotations

@@ -3,6 +3,9 @@
 A window is half-open, ``[since, until)`` in UTC: a review started at 23:59:59 on Sunday is
 in that ISO week, one started at 00:00:00 on Monday is in the next. Pure: the current time
 is always passed in.
+
+Owns: the half-open window, ISO weeks, and the parsing of dates and ages. Must not: read the clock
+(``now`` is passed in) or query anything (the store takes the window's bounds).
 """
 
 from __future__ import annotations

@@ -1,5 +1,7 @@
 """The one direction of imports: entry points -> pipeline -> adapters -> pure core; only the
-entry points (``reviewbot/commands/``) import click or rich; and the size budget.
+entry points (``reviewbot/commands/``) import click or rich; the size budget; every module's
+docstring says what it owns and what it must not do; and the core reads the process's
+environment in one function only (``config.load_settings``).
 
 For the layers only imports that run when a module loads count (not those inside functions,
 which load an adapter on first use, nor those under ``if TYPE_CHECKING``); for click and rich
@@ -11,6 +13,7 @@ same layers.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -118,6 +121,8 @@ COMMANDS = "reviewbot.commands"
 
 # Folders at the top of the repository that ship inside the package (pyproject's package-dir).
 SHIPPED_AS = {"prompts": "reviewbot.templates", "migrations": "reviewbot.migrations"}
+# Alembic loads each revision script itself: they belong to the migrations entry point.
+REVISIONS = "reviewbot.migrations.versions."
 
 
 def module_name(path: Path, root: Path, package: str) -> str:
@@ -177,13 +182,11 @@ def layer(name: str) -> int:
 
 
 def test_every_module_has_a_layer_or_is_an_entry_point() -> None:
-    # Alembic loads each revision script itself: they belong to the migrations entry point.
-    revisions = "reviewbot.migrations.versions."
     entry_points = {
         name
         for name in modules()
         if name not in LAYER_OF
-        and not name.startswith(revisions)
+        and not name.startswith(REVISIONS)
         and not (name == COMMANDS or name.startswith(f"{COMMANDS}."))
     }
     expected = {"reviewbot.migrations", "reviewbot.migrations.env", "reviewbot.migrations.versions"}
@@ -337,9 +340,108 @@ def test_every_exception_to_the_budget_gives_a_reason() -> None:
         assert len(reason.split()) >= 4
 
 
-@pytest.mark.parametrize(
-    "name", sorted(n for n in modules() if is_command_module(n) and not n.endswith("__main__"))
-)
-def test_every_command_module_says_what_it_owns_and_must_not_do(name: str) -> None:
-    docstring = ast.get_docstring(ast.parse(modules()[name].read_text(encoding="utf-8"))) or ""
-    assert "Owns" in docstring and "Must not" in docstring, name
+# --- what each module owns ------------------------------------------------------------------
+
+# Every module's docstring ends with (or holds) an "Owns: ..." and a "Must not: ..." sentence
+# (docs/development.md, The layers). A prose "owns" or "must not" does not count: the two
+# sentences are the same shape everywhere, so a reader finds them at a glance.
+OWNS = re.compile(r"(?:^|\s)Owns:\s+(?!Must not:)\S")
+MUST_NOT = re.compile(r"(?:^|\s)Must not:\s+\S")
+NOT_ASKED_TO_SAY = {
+    REVISIONS: "an Alembic revision's docstring is its revision header (message, Revision ID, "
+    "Revises), each owns exactly its one schema step, and a shipped revision is never edited",
+}
+
+
+def says_what_it_owns_and_must_not_do(docstring: str) -> bool:
+    return bool(OWNS.search(docstring) and MUST_NOT.search(docstring))
+
+
+def module_docstring(path: Path) -> str:
+    return ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+
+
+def asked_to_say(name: str) -> bool:
+    return not any(name.startswith(prefix) for prefix in NOT_ASKED_TO_SAY)
+
+
+@pytest.mark.parametrize("name", sorted(n for n in modules() if asked_to_say(n)))
+def test_every_module_says_what_it_owns_and_must_not_do(name: str) -> None:
+    assert says_what_it_owns_and_must_not_do(module_docstring(modules()[name])), (
+        f"{name}: its docstring needs an 'Owns: ...' and a 'Must not: ...' sentence"
+    )
+
+
+def test_the_docstring_check_reads_every_root_and_skips_only_revisions() -> None:
+    names = set(modules())
+    skipped = {name for name in names if not asked_to_say(name)}
+    assert {"reviewbot", "reviewbot.commands.__main__", "reviewbot.templates"} <= names
+    assert "reviewbot.migrations.env" in names - skipped
+    assert skipped and all(name.startswith(REVISIONS) for name in skipped)
+
+
+def test_the_docstring_check_wants_both_sentences() -> None:
+    assert says_what_it_owns_and_must_not_do("Does a thing.\n\nOwns: the thing. Must not: print.")
+    assert says_what_it_owns_and_must_not_do("Owns: the thing.\nMust not:\nprint.")
+    assert not says_what_it_owns_and_must_not_do("Owns: the thing.")
+    assert not says_what_it_owns_and_must_not_do("Must not: print.")
+    assert not says_what_it_owns_and_must_not_do("It owns the thing; it must not print.")
+    assert not says_what_it_owns_and_must_not_do("Owns:\nMust not:")
+
+
+# --- the process's environment ----------------------------------------------------------------
+
+# The core is handed its settings; reading the process's environment (``os.environ``, and the
+# user folders platformdirs finds through it) is done in these functions of the core only.
+ENVIRONMENT_READERS = {"reviewbot.config": {"load_settings", "_default_database_url"}}
+ENVIRONMENT_NAMES = {"environ", "environb", "getenv", "getenvb", "putenv", "unsetenv"}
+
+
+def environment_reads(path: Path) -> set[str]:
+    """The functions (``Class.method``; ``<module>`` for top-level code) of ``path`` that read
+    the process's environment: ``os.environ``/``os.getenv`` and friends, or platformdirs."""
+    found: set[str] = set()
+
+    def reads(node: ast.AST) -> bool:
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            return (node.value.id == "os" and node.attr in ENVIRONMENT_NAMES) or (
+                node.value.id == "platformdirs"
+            )
+        if isinstance(node, ast.ImportFrom):
+            return (
+                node.module == "os" and any(a.name in ENVIRONMENT_NAMES for a in node.names)
+            ) or (node.module or "").startswith("platformdirs")
+        return False
+
+    def visit(node: ast.AST, where: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                inner = child.name if where == "<module>" else f"{where}.{child.name}"
+                visit(child, inner)
+                continue
+            if reads(child):
+                found.add(where)
+            visit(child, where)
+
+    visit(ast.parse(path.read_text(encoding="utf-8")), "<module>")
+    return found
+
+
+def test_the_core_reads_the_environment_only_in_load_settings() -> None:
+    readers = {
+        name: found
+        for name in sorted(CORE)
+        if (path := modules().get(name)) and (found := environment_reads(path))
+    }
+    assert readers == ENVIRONMENT_READERS
+
+
+def test_the_environment_check_sees_every_way_in(tmp_path: Path) -> None:
+    module = tmp_path / "sneaky.py"
+    module.write_text(
+        "import os\nfrom os import getenv\nimport platformdirs\n"
+        "HOME = os.environ['HOME']\n"
+        "def token():\n    return os.getenv('TOKEN')\n"
+        "class Paths:\n    def data(self):\n        return platformdirs.user_data_dir('x')\n"
+    )
+    assert environment_reads(module) == {"<module>", "token", "Paths.data"}

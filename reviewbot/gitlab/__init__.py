@@ -15,6 +15,10 @@ decision. One module per thing it talks to GitLab about:
 every caller shares its session pool, its note pace (GitLab's limit is per user) and the
 token's cached username. A caller that needs less declares a Protocol for its part
 (``reviewbot.feedback.FeedbackGitLab``, ``reviewbot.report``'s issue client).
+
+Owns: :class:`GitLabClient`, the readers and the writer of this package on one connection, and the
+package's public names. Must not: decide what to post, build a position or a wait, or parse a diff
+itself (the modules named above do).
 """
 
 from __future__ import annotations

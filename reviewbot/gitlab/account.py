@@ -1,6 +1,6 @@
 """What ``reviewbot doctor`` asks GitLab about the token: version, user, scopes, role.
 
-Owns :class:`AccountReader` (read-only). It must not read or write merge requests.
+Owns: :class:`AccountReader` (read-only). Must not: read or write merge requests.
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """One GitLab server over python-gitlab: the session, the retries, the errors, the pace.
 
-Owns what every GitLab call shares: the lazily built python-gitlab client (no I/O until the
+Owns: what every GitLab call shares: the lazily built python-gitlab client (no I/O until the
 first request), the retrying (:meth:`GitLabConnection._write_once`), the translation of
 python-gitlab's and requests' errors into one-line :class:`GitLabError` s (never the token),
 the pace of note creation, and the cached username of the token. The clients of the other
-modules of this package are built on :class:`GitLabConnection`; it must not know what they
+modules of this package are built on :class:`GitLabConnection`. Must not: know what they
 read or write, nor build a position (``reviewbot.positions``) or a wait (``reviewbot.retry``).
 
 * Retries are ours, not python-gitlab's: its loop re-sends a POST after a 5xx or a timeout

@@ -1,8 +1,8 @@
 """Reading a merge request: its diff version, its files, the bot's threads, a comparison.
 
-Owns :class:`MergeRequestReader`: the snapshot a review starts from, raw files at a SHA,
+Owns: :class:`MergeRequestReader`: the snapshot a review starts from, raw files at a SHA,
 ``compare`` for incremental reviews, and the bot's threads (the truth for idempotency).
-It must not write to GitLab (``reviewbot.gitlab.notes`` does).
+Must not: write to GitLab (``reviewbot.gitlab.notes`` does).
 
 * SHAs come from the MR's latest diff version (``/versions``), as positions need them.
 * ``/merge_requests/:iid/diffs`` is paginated and exists since GitLab 15.7; older servers only

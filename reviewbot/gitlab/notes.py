@@ -1,9 +1,9 @@
 """Writing on a merge request: finding threads, drafts, plain notes, the summary, resolving.
 
-Owns :class:`NoteWriter`. Every write happens once even when its answer is lost, slow or a
+Owns: :class:`NoteWriter`. Every write happens once even when its answer is lost, slow or a
 5xx after GitLab stored it: before a write is sent again, it is looked for on the MR by its
 hidden marker (``reviewbot.comments``; a one-off :func:`write_marker` for plain notes). Every
-note creation is paced. It must not build a position itself (``reviewbot.positions`` does) or
+note creation is paced. Must not: build a position itself (``reviewbot.positions`` does) or
 decide what to post (``reviewbot.publish`` does).
 
 * A position GitLab answers 400 to is :class:`PositionRefusedError` (usually the line_code

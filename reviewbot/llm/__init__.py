@@ -11,6 +11,9 @@
 This package re-exports ``backend``'s names only (no I/O, no HTTP client), so code that needs
 the data (the pipeline, ``reviewbot plan``) never loads a transport. The runner, the
 transports and the factory are imported from their own modules by whoever uses them.
+
+Owns: the package's public names, ``backend``'s only. Must not: import the runner, a transport or
+the factory (an HTTP client would load with the data).
 """
 
 from __future__ import annotations

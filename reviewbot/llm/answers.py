@@ -10,6 +10,10 @@ without ids (JSON schema, tool calls in text), one ``user`` message naming the r
 ``message.reasoning``/``reasoning_content`` are separate fields and are never read for findings
 (the transport keeps them in ``ModelAnswer.reasoning``, which ``reviewbot doctor`` looks at); a
 ``<think>`` block leaked into ``content`` is stripped by the content parser.
+
+Owns: decoding an answer's calls (from ``tool_calls`` or written in ``content``) into readable and
+unreadable ones with their reasons, and the repair turn. Must not: send a request, or repair model
+output (an unreadable call stays unreadable).
 """
 
 from __future__ import annotations

@@ -12,6 +12,9 @@
 No I/O and no HTTP client here: the offline path (``reviewbot plan``) and the pipeline import
 this module without loading one. The defaults that are settings (the prefill share, the repair
 turns) come from ``reviewbot.config``, their one home.
+
+Owns: the model adapter's data (settings, requests, answers, call records), its typed errors and the
+two Protocols. Must not: do I/O or import an HTTP client.
 """
 
 from __future__ import annotations

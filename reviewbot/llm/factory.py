@@ -1,4 +1,9 @@
-"""Build the model client from the settings: the chosen backend under one chunk runner."""
+"""Build the model client from the settings: the chosen backend under one chunk runner.
+
+Owns: which backend class ``llm_backend`` names, and mapping ``Settings`` to ``LLMSettings``.
+Must not: send a request (building a backend and its runner does no I/O) or hold a client of its
+own (the App keeps the one it builds).
+"""
 
 from __future__ import annotations
 

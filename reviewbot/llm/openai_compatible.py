@@ -20,6 +20,10 @@ What this backend does not expect of the server:
 
 Output modes, in order: tool calls (read from ``tool_calls`` or written in ``content``), then a
 JSON schema in ``response_format``.
+
+Owns: :class:`OpenAICompatibleBackend`: the request body of each output mode, reading streamed and
+whole answers, and the mapping of every HTTP failure to the typed errors. Must not: retry, wait for
+a slot or choose the next output mode (the runner does), or let an httpx exception out.
 """
 
 from __future__ import annotations

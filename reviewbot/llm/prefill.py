@@ -13,6 +13,9 @@ most ``limit`` tokens of this one; a request larger than ``limit`` goes alone. O
 requests decode together, so small chunks still run at full concurrency and a review alone on
 the server loses only the short gap between one prompt's first token and the next prompt's
 arrival (``tests/bench/bench_prefill.py`` measures both).
+
+Owns: :class:`PrefillGate` (one review's prompt tokens waiting for their first token) and the check
+of its limit. Must not: send a request or hold a model slot (the runner does both).
 """
 
 from __future__ import annotations

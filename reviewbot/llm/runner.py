@@ -26,6 +26,10 @@ and "send this one request":
   of its best try kept, to be published;
 - timing: one :class:`~reviewbot.llm.backend.CallRecord` per attempt series (tokens, cached
   tokens, TTFT, latency, slot wait, retries).
+
+Owns: everything in that list, between "review these chunks" and one request. Must not: speak HTTP
+(the backend does), decode an answer's calls itself (`reviewbot.llm.answers`), or anchor, dedupe or
+store a finding (the pipeline does).
 """
 
 from __future__ import annotations

@@ -13,6 +13,9 @@
      no tools (guided decoding; the answer must start with ``{``).
   3. ``content``: the tools with ``tool_choice: "none"`` (vLLM >= 0.10 still renders them in the
      chat template, so Qwen writes its XML calls as text, parsed from ``content``).
+
+Owns: :class:`VLLMBackend`: what only vLLM has (above), on top of the OpenAI-compatible transport it
+extends. Must not: redo what that transport does, or retry (the runner does).
 """
 
 from __future__ import annotations

@@ -16,6 +16,9 @@ Pure functions: a :class:`ModelShape`, a :class:`Gpu` and the launch settings in
   DeltaNet state) and hands out blocks per layer group; a sequence of L tokens takes
   ``ceil(L / block)`` attention blocks plus 2 state blocks per DeltaNet group (prefix caching
   keeps the state at the last block boundary too).
+
+Owns: the VRAM arithmetic, the checks of the launch settings and the recommended ``vllm serve``
+values. Must not: read a file (a ``ModelShape`` is handed in), probe a GPU or a server, or print.
 """
 
 from __future__ import annotations

@@ -7,6 +7,9 @@ and, unless all is well, how to fix it. Asking the services is
 
 Nothing here prints or returns a secret: tokens, API keys and database passwords never reach a
 :class:`Check`.
+
+Owns: what each answer means: its status, what was found and the fix. Must not: ask a service
+(`reviewbot.ops.doctor_probes` does), print, or put a secret in a ``Check``.
 """
 
 from __future__ import annotations

@@ -9,6 +9,10 @@ when all is well the whole run takes about as long as the tool-call probe.
 What the answers mean is :mod:`reviewbot.ops.doctor`'s business; this module only gathers
 them. Adapters are built here with short timeouts and no retries (a doctor reports, it does
 not insist), not taken from :class:`reviewbot.app.App`, whose clients are tuned for reviews.
+
+Owns: asking GitLab, the model server and the database, each step within its deadline, and handing
+the answers to `reviewbot.ops.doctor`. Must not: judge an answer (`reviewbot.ops.doctor` does),
+print, or migrate or create the database (it only reads the revision).
 """
 
 from __future__ import annotations

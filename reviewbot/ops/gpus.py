@@ -4,6 +4,9 @@ Memory is what CUDA reports as the card's total (``nvidia-smi``'s "Total", in Mi
 is what vLLM multiplies by ``--gpu-memory-utilization``; it is a little below the marketing
 figure (ECC and the driver keep some). Figures come from NVIDIA's datasheets and public
 ``nvidia-smi`` listings; the ones we could not confirm are marked in ``note``.
+
+Owns: the table of GPUs and finding one by name. Must not: probe the local hardware (the user names
+the card) or guess a figure (an unconfirmed one is marked, a missing one is None).
 """
 
 from __future__ import annotations

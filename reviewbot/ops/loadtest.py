@@ -12,6 +12,9 @@ with a few lines any reviewer should flag, so that answers carry tool calls.
 
 Sending the prompts and timing the answers is :mod:`reviewbot.ops.loadtest_driver`'s job;
 this module turns the samples it measured into a :class:`LoadReport`.
+
+Owns: the load's prompts (the bot's real ones), the synthetic input, the figures and the SLO
+verdicts. Must not: send a request or read the clock (the driver does both), or print.
 """
 
 from __future__ import annotations

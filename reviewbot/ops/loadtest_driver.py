@@ -15,6 +15,9 @@ Two ways to load the server:
 
 A run ends after ``requests`` requests or once ``duration_s`` has passed (no new request is
 sent then; those in flight finish and count), whichever comes first.
+
+Owns: the two schedules, sending each request once and timing it into a ``Sample``. Must not: retry
+a request, judge the figures (`reviewbot.ops.loadtest` does), or print.
 """
 
 from __future__ import annotations

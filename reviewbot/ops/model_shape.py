@@ -8,6 +8,10 @@ full attention. Plain transformers (no ``layer_types``) are all full attention.
 
 The Qwen3.5 family ships in ``reviewbot/ops/models/*.json``, each with the address it was read
 from and what could not be checked.
+
+Owns: reading a ``config.json`` (a file the user names, through `reviewbot.input_files`, or one
+shipped in ``reviewbot/ops/models/``) into a ``ModelShape``. Must not: download a config, or do the
+memory arithmetic (`reviewbot.ops.capacity` does).
 """
 
 from __future__ import annotations

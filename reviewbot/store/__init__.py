@@ -2,6 +2,9 @@
 
 SQLite by default (one file in the user data directory), PostgreSQL for teams.
 Open a `Store` with `Store.from_url(url)` after `ensure_schema(url)`.
+
+Owns: the package's public names and the default database URL. Must not: hold a query (the ``Store``
+and the query modules do) or a global Engine.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Opening the database: the Engine for a URL, with each backend's settings.
 
-Owns the choice of driver (psycopg 3 for ``postgresql://``), PostgreSQL's pool (pre-ping,
-recycling) and SQLite's per-connection pragmas (WAL, busy timeout, foreign keys). It must not
+Owns: the choice of driver (psycopg 3 for ``postgresql://``), PostgreSQL's pool (pre-ping,
+recycling) and SQLite's per-connection pragmas (WAL, busy timeout, foreign keys). Must not:
 read or write a table (``reviewbot.store.store`` and the ``*_queries`` modules do) nor create
 the schema (``reviewbot.store.migrate`` does).
 """

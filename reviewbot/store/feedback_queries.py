@@ -1,5 +1,8 @@
 """Queries behind `reviewbot feedback sync`: which MRs to read, what the bot posted on one, what
 is already on record about it. Plain values out; :class:`~reviewbot.store.Store` wraps them.
+
+Owns: those reads, each a function of an open connection. Must not: decide an outcome
+(`reviewbot.feedback` does), write, or open a connection (the ``Store`` hands one in).
 """
 
 from __future__ import annotations

@@ -7,6 +7,10 @@ counts by label are ``GROUP BY``. Nothing loops over rows in Python.
 Review durations are computed in SQL on both backends: SQLite keeps datetimes as text, read
 with ``julianday()`` (https://sqlite.org/lang_datefunc.html); PostgreSQL subtracts two
 ``timestamptz`` values and takes the interval's ``epoch``.
+
+Owns: the snapshot's queries and types, and the SQL of a review's duration (the report's queries use
+it too). Must not: render a figure for Prometheus (`reviewbot.metrics` does) or loop over rows in
+Python.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The SQL of the job queue (``jobs`` table): statements and the locks they run under.
 
-Owns every query :class:`reviewbot.queue.JobQueue` makes, each a function of an open
+Owns: every query :class:`reviewbot.queue.JobQueue` makes, each a function of an open
 connection (plain values and rows out), and the two things that make a queue write safe
 across processes:
 
@@ -14,8 +14,8 @@ across processes:
   (https://www.postgresql.org/docs/current/sql-select.html#SQL-FOR-UPDATE-SHARE).
 
 What the rows mean (what a claim is, when a job supersedes another, when a failure is retried
-and after how long) is the queue's policy, kept in ``reviewbot.queue``: this module must not
-decide it, only say it in SQL. docs/locking.md describes both together.
+and after how long) is the queue's policy, kept in ``reviewbot.queue``. Must not: decide it,
+only say it in SQL. docs/locking.md describes both together.
 """
 
 from __future__ import annotations

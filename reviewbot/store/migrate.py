@@ -6,6 +6,11 @@ built here; the migration runs on a connection we open ourselves and hand to `en
 through `config.attributes["connection"]` (Alembic cookbook, "Sharing a Connection across
 one or more programmatic migration commands":
 https://alembic.sqlalchemy.org/en/latest/cookbook.html#connection-sharing).
+
+Owns: the Alembic Config built from code, the upgrade on a connection of ours (one upgrade at a
+time, across processes), and reading a database's revision. Must not: declare a table
+(`reviewbot.store.models` and the revisions do) or create the schema any other way (no
+``create_all``).
 """
 
 from __future__ import annotations

@@ -11,6 +11,10 @@ three locking mechanisms, with the job lease and the model slots (docs/locking.m
 - SQLite (one host): a lease row in ``mr_locks``, renewed every third of its TTL while the run
   lives. A holder on this host whose process is gone is replaced at once; otherwise a lease
   whose holder vanished expires after ``mr_lock_seconds``.
+
+Owns: taking, renewing and giving back the MR's lock on both backends, and telling a dead holder on
+this host. Must not: decide what a run does while it holds the lock (`reviewbot.mr` does) or wait
+for a busy MR (the caller is told it is busy).
 """
 
 from __future__ import annotations

@@ -17,6 +17,10 @@ Which rows a window holds:
 Percentiles are nearest-rank, the same on both backends: the value at rank ``ceil(p * n)`` in
 ascending order, found with ``ROW_NUMBER()`` and ``COUNT()`` windows (SQLite has no
 ``percentile_cont``). Days are UTC dates of the review's start.
+
+Owns: every figure of the report, as SQL. Must not: shape or word the report (`reviewbot.report`,
+`reviewbot.report_text`), or loop over a table's rows in Python (``roll_up`` sums only the few
+aggregated groups).
 """
 
 from __future__ import annotations

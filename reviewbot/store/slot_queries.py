@@ -1,6 +1,6 @@
 """The SQL of the model slots: one session-level advisory lock per slot (PostgreSQL).
 
-Owns the two statements :class:`reviewbot.slots.PostgresSlots` runs on a connection it holds
+Owns: the two statements :class:`reviewbot.slots.PostgresSlots` runs on a connection it holds
 for one model request: take slot ``(namespace, slot)`` if free, give it back. A session keeps
 such a lock "until explicitly released or the session ends"
 (https://www.postgresql.org/docs/current/explicit-locking.html#ADVISORY-LOCKS). Two-int4 keys
@@ -8,7 +8,7 @@ live in their own key space (pg_locks.objsubid = 2), apart from the bigint keys 
 and the migrations (objsubid = 1): https://www.postgresql.org/docs/current/view-pg-locks.html.
 
 How long to wait for a slot, which one to try first and what to do with a session whose
-unlock failed is the slots' policy (``reviewbot.slots``); this module must not decide it.
+unlock failed is the slots' policy (``reviewbot.slots``). Must not: decide it.
 """
 
 from __future__ import annotations

@@ -12,6 +12,9 @@ Modules, along the seams of a delivery:
 - `handlers`: what each event does, against small Protocols (job sink, store, note poster);
 - `server`: the Starlette app and its endpoints (`reviewbot serve` runs it);
 - `openapi`: the paths and their OpenAPI description.
+
+Owns: the package's public names. Must not: handle a delivery or serve an endpoint itself (the
+modules above do).
 """
 
 from reviewbot.webhook import payloads

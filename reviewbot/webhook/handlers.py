@@ -5,6 +5,11 @@ sink (`reviewbot.queue.JobQueue`), the store's feedback queries and a note poste
 They run in a worker thread (they wait on the database) and return a `Handled`: the outcome,
 the JSON detail for GitLab, and at most one follow-up to run after the answer is sent (posting
 the help note: GitLab gives up on a hook after about 10 s, so nothing slow runs before).
+
+Owns: what each event does: which deliveries queue or cancel a review, record a vote, or answer
+``/reviewbot help`` (once per delivery, throttled per MR). Must not: write SQL (the queue and
+the store do), parse a payload (`reviewbot.webhook.payloads` does), or talk to GitLab before
+the answer is sent.
 """
 
 from __future__ import annotations

@@ -1,4 +1,8 @@
-"""The listener's paths and their OpenAPI 3.1 description (served at `/openapi.json`)."""
+"""The listener's paths and their OpenAPI 3.1 description (served at `/openapi.json`).
+
+Owns: the paths' names (the server routes them) and the OpenAPI document. Must not: serve or
+handle a request (`reviewbot.webhook.server` does).
+"""
 
 from __future__ import annotations
 

@@ -36,6 +36,10 @@ refused by the database (503) or breaking the encoder (500):
   paths is the folder or its parent. A project path is at most 512 characters (our
   ``project`` columns), a username at most 255.
 * Commit SHAs are 40 (SHA-1) or 64 (SHA-256 repositories) lowercase hex digits.
+
+Owns: reading a delivery's headers and body into a typed event, the checks above, the command on a
+note's first line and the delivery's key. Must not: do I/O, or decide what an event does
+(`reviewbot.webhook.handlers` does).
 """
 
 from __future__ import annotations
