@@ -20,7 +20,8 @@ from logging.config import fileConfig
 from alembic import context
 from sqlalchemy import Connection
 
-from reviewbot.store import default_database_url, make_engine, normalize_database_url
+from reviewbot.config import Settings
+from reviewbot.store import make_engine, normalize_database_url
 from reviewbot.store.models import Base
 
 config = context.config
@@ -35,7 +36,7 @@ def _command_line_url() -> str:
         context.get_x_argument(as_dictionary=True).get("url")
         or config.get_main_option("sqlalchemy.url")
         or os.environ.get("REVIEWBOT_DATABASE_URL")
-        or default_database_url()
+        or Settings().database_url  # the settings' default: the SQLite file in the data folder
     )
 
 

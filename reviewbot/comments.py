@@ -7,7 +7,7 @@ idempotency key that lets a re-run recognise what it already posted:
   line=<side>:<n> text=<12 hex of sha1(whitespace-normalised line text)> -->``;
 * the summary note: ``<!-- reviewbot:summary -->``.
 
-Model text never contains ``<!--`` (``findings.sanitize_markdown`` escapes it), so only our own
+Model text never contains ``<!--`` (``markdown.sanitize_markdown`` escapes it), so only our own
 markers can match; :func:`parse_marker` still reads only the LAST marker of a body.
 
 Owns: the text of every finding comment and of the summary note, and the hidden markers (written and

@@ -18,6 +18,7 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import create_engine, inspect, text
 from sqlalchemy.exc import IntegrityError, StatementError
 
+from reviewbot.config import Settings
 from reviewbot.diff import Side
 from reviewbot.findings import AnchorKind, Category, FindingState, Severity, StoredFinding
 from reviewbot.llm.backend import CallRecord
@@ -26,7 +27,6 @@ from reviewbot.store import (
     RecordNotFound,
     Store,
     current_revision,
-    default_database_url,
     ensure_schema,
     head_revision,
     normalize_database_url,
@@ -765,7 +765,7 @@ def test_default_database_url_is_a_sqlite_file_in_user_data(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
-    url = normalize_database_url(default_database_url())
+    url = normalize_database_url(Settings().database_url)
     assert url.drivername == "sqlite"
     assert Path(url.database).is_absolute()
     assert Path(url.database).is_relative_to(tmp_path)

@@ -9,7 +9,6 @@ and the query modules do) or a global Engine.
 
 from __future__ import annotations
 
-import platformdirs
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
@@ -32,9 +31,6 @@ from reviewbot.store.store import (
     scrub_secrets,
 )
 
-APP_NAME = "reviewbot"
-DATABASE_FILE_NAME = "reviewbot.db"
-
 __all__ = [
     "DEFAULT_METRIC_BUCKETS",
     "DatabaseUnavailableError",
@@ -47,7 +43,6 @@ __all__ = [
     "Store",
     "TokenTotals",
     "current_revision",
-    "default_database_url",
     "ensure_schema",
     "head_revision",
     "make_engine",
@@ -56,12 +51,6 @@ __all__ = [
     "scrub_secrets",
     "upgrade",
 ]
-
-
-def default_database_url() -> str:
-    """SQLite file in the user data dir, e.g. `sqlite:////home/u/.local/share/reviewbot/reviewbot.db`."""
-    path = platformdirs.user_data_path(APP_NAME) / DATABASE_FILE_NAME
-    return f"sqlite:///{path}"
 
 
 def redact_url(url: str) -> str:
