@@ -3,7 +3,8 @@
 Owns: what every GitLab call shares: the lazily built python-gitlab client (no I/O until the
 first request), the retrying (:meth:`GitLabConnection._write_once`), the translation of
 python-gitlab's and requests' errors into one-line :class:`GitLabError` s (never the token),
-the pace of note creation, and the cached username of the token. The clients of the other
+the check that every success is the API's JSON of the shape the call expects (below), the
+pace of note creation, and the cached username of the token. The clients of the other
 modules of this package are built on :class:`GitLabConnection`. Must not: know what they
 read or write, nor build a position (``reviewbot.positions``) or a wait (``reviewbot.retry``).
 
