@@ -102,12 +102,16 @@ ERROR_TABLE: tuple[tuple[str, str, Disposition], ...] = (
     ("reviewbot.window", "WindowError", BAD_INPUT),
     ("reviewbot.eval", "DatasetError", BAD_INPUT),
     ("sqlalchemy.exc", "ArgumentError", Disposition(EXIT_BAD_INPUT, False, _database_url)),
-    # GitLab: a web page where the API should be is a wrong REVIEWBOT_GITLAB_URL (bad input;
-    # settings are built once per process, so a retry would get the same page); what is
-    # missing or forbidden stays so; an outage passes
+    # GitLab: a web page (any type but JSON) where the API should be is a wrong
+    # REVIEWBOT_GITLAB_URL (bad input; settings are built once per process, so a retry would
+    # get the same page); what is missing or forbidden stays so; an outage passes, and so does
+    # JSON that does not parse (a body cut short on the way); JSON of the wrong shape or nested
+    # too deep is GitLab's failure, the same on every try
     ("reviewbot.gitlab", "GitLabNotAPIError", BAD_INPUT),
     ("reviewbot.gitlab", "GitLabNotFoundError", FAILED),
     ("reviewbot.gitlab", "GitLabAuthError", FAILED),
+    ("reviewbot.gitlab", "GitLabBadAnswerError", FAILED),
+    ("reviewbot.gitlab", "GitLabGarbledAnswerError", TRANSIENT),
     ("reviewbot.gitlab", "GitLabUnavailableError", TRANSIENT),
     ("reviewbot.gitlab", "GitLabError", FAILED),
     # the model server: down or overloaded passes; misconfigured (no such model, no tool

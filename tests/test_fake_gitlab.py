@@ -416,6 +416,28 @@ def test_a_read_api_token_cannot_write(fake: FakeGitLab) -> None:
     assert refused.status_code == 403 and refused.json()["error"] == "insufficient_scope"
 
 
+def test_answer_with_gives_any_status_type_and_body_to_the_requests_it_names(
+    fake: FakeGitLab,
+) -> None:
+    """What stands in front of GitLab (issue 17 item 3): a canned answer for one method and
+    path, a number of times, with or without a Content-Type; nothing reaches the API."""
+    headers = {"PRIVATE-TOKEN": TOKEN}
+    notes = f"{fake.url}/api/v4/projects/7/merge_requests/1/notes"
+    fake.answer_with("Retry later", status=201, content_type=None, method="POST", times=1)
+    fake.answer_with("OK\n", content_type="text/plain", path_pattern=r"^/user$")
+    first = httpx.post(notes, headers=headers, json={"body": "hello"})
+    assert (first.status_code, first.text) == (201, "Retry later")
+    assert "Content-Type" not in first.headers
+    assert fake.notes(PROJECT, 1) == []
+    user = httpx.get(f"{fake.url}/api/v4/user", headers=headers)
+    assert (user.headers["Content-Type"], user.text) == ("text/plain", "OK\n")
+    assert httpx.get(f"{fake.url}/api/v4/version", headers=headers).json()["version"]
+    assert httpx.post(notes, headers=headers, json={"body": "hello"}).status_code == 201
+    assert [note["body"] for note in fake.notes(PROJECT, 1)] == ["hello"]
+    fake.clear_answers()
+    assert httpx.get(f"{fake.url}/api/v4/user", headers=headers).json()["username"]
+
+
 def test_a_sign_in_page_answers_every_api_path_with_html_and_status_200(
     fake: FakeGitLab, gl: gitlab.Gitlab
 ) -> None:

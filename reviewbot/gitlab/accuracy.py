@@ -76,11 +76,7 @@ class AccuracyReader(GitLabConnection):
         ):
             return dict(
                 self._write_once(
-                    lambda: self._api.http_post(
-                        path,
-                        post_data={"title": title, "description": description},
-                        **self._once(),
-                    ),
+                    lambda: self._create(path, {"title": title, "description": description}),
                     lambda: self.find_issue(project, title, marker),
                 )
             )

@@ -3,7 +3,8 @@
 Owns: what every GitLab call shares: the lazily built python-gitlab client (no I/O until the
 first request), the retrying (:meth:`GitLabConnection._write_once`), the translation of
 python-gitlab's and requests' errors into one-line :class:`GitLabError` s (never the token),
-the pace of note creation, and the cached username of the token. The clients of the other
+the check that every success is the API's JSON of the shape the call expects (below), the
+pace of note creation, and the cached username of the token. The clients of the other
 modules of this package are built on :class:`GitLabConnection`. Must not: know what they
 read or write, nor build a position (``reviewbot.positions``) or a wait (``reviewbot.retry``).
 
@@ -15,25 +16,34 @@ read or write, nor build a position (``reviewbot.positions``) or a wait (``revie
   wait (``Retry-After`` in seconds or as an HTTP date, RFC 9110 section 10.2.3, read by
   ``reviewbot.retry``), and a write whose answer was lost is looked for on the MR (by its
   hidden marker) before it is sent again.
-* The API answers JSON (raw files: their own type, never HTML; 204 nothing). An HTML page with
-  status 200 is a login in front of the API (GitLab's /users/sign_in after a redirect, or a
-  single sign-on proxy) or a wrong path behind a proxy: python-gitlab hands such an answer
-  back as a ``requests.Response`` from ``http_get``/``http_post`` (client.py: "A requests
-  result object if ... the content type is not json") and raises ``GitlabParsingError``
-  ("Failed to parse the server message") from ``http_put``/``http_list``. Every answer is
-  checked here first (a session hook) and refused as :class:`GitLabNotAPIError`.
+* The API answers every success with ``application/json`` (raw files: their own type, never
+  HTML; 204: nothing). Anything else is not the API: an HTML page with status 200 is a login in
+  front of it (GitLab's /users/sign_in after a redirect, or a single sign-on proxy) or a wrong
+  path behind a proxy; a text/plain or XHTML page, or a body without a Content-Type, is some
+  other server at that URL. python-gitlab hands such an answer back as a ``requests.Response``
+  from ``http_get``/``http_post`` (client.py: "A requests result object if ... the content type
+  is not json"; ``utils.get_content_type`` reads a missing header as text/plain), which its
+  callers then index as if it were data, and raises ``GitlabParsingError`` ("Failed to parse
+  the server message") from ``http_put``/``http_list``. Every answer is checked here first (a
+  session hook, :meth:`GitLabConnection._check_answer`, before python-gitlab parses it):
+  another type is :class:`GitLabNotAPIError`; JSON that does not parse is
+  :class:`GitLabGarbledAnswerError` (retried); JSON nested too deep to parse, or of another
+  shape than the call expects (each helper says: an object, an array of objects, a raw file),
+  is :class:`GitLabBadAnswerError` (not retried).
 """
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from enum import Enum
 from typing import Any, TypeVar
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import gitlab
 import requests
@@ -46,9 +56,12 @@ from reviewbot.retry import backoff_s, retry_after_seconds
 __all__ = [
     "RETRY_AFTER_CAP_S",
     "RETRY_BACKOFF_BASE_S",
+    "Expected",
     "GitLabAuthError",
+    "GitLabBadAnswerError",
     "GitLabConnection",
     "GitLabError",
+    "GitLabGarbledAnswerError",
     "GitLabNotAPIError",
     "GitLabNotFoundError",
     "GitLabSettings",
@@ -87,11 +100,20 @@ TRANSPORT_ERRORS: tuple[type[Exception], ...] = (
     requests.exceptions.ChunkedEncodingError,
 )
 HTML_MEDIA_TYPE = "text/html"
+JSON_MEDIA_TYPE = "application/json"
 HTTP_SUCCESS = range(200, 300)
+HTTP_NO_CONTENT = 204
 NOT_THE_API = (
     "GitLab URL answered text/html (a sign-in page?), not the API: "
     "set REVIEWBOT_GITLAB_URL to the instance root"
 )
+NOT_THE_API_JSON = (
+    "GitLab URL answered {answered}, not the API JSON: "
+    "set REVIEWBOT_GITLAB_URL to the instance root"
+)
+NO_CONTENT_TYPE = "without a Content-Type"
+GARBLED_JSON = "JSON that does not parse (cut short on the way?)"
+TOO_DEEP_JSON = "JSON nested too deep to parse"
 MAX_ERROR_TEXT = 200
 _T = TypeVar("_T")
 
@@ -131,8 +153,28 @@ class GitLabNotAPIError(GitLabError):
     input, never retried)."""
 
 
+class GitLabGarbledAnswerError(GitLabUnavailableError):
+    """A success in ``application/json`` whose body does not parse: a body cut short on the
+    way (a proxy, a GitLab worker killed mid-answer) is gone on the next try, so this is
+    retried like a 502 (and a write looked for on the MR first: it may have been stored)."""
+
+
+class GitLabBadAnswerError(GitLabError):
+    """JSON that parses to another shape than the call expects (an array for an object, a
+    string), or is nested too deep to parse: GitLab's API never answers so, and the same
+    request gets the same answer, so it is not retried (reviewbot.errors: failed)."""
+
+
 class PositionRefusedError(GitLabError):
     """GitLab answered 400 to a diff note's position (usually the line_code refusal)."""
+
+
+class Expected(Enum):
+    """What a call's success answers, as :meth:`GitLabConnection._check_answer` checks it."""
+
+    OBJECT = "an object"
+    OBJECTS = "an array of objects"
+    RAW_FILE = "a raw file"  # its own content type (never HTML), not parsed
 
 
 class GitLabConnection:
@@ -154,6 +196,7 @@ class GitLabConnection:
         self._note_tokens = float(max(settings.note_burst, 1))
         self._tokens_at: float | None = None
         self._last_answer = threading.local()
+        self._expected = threading.local()
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(url={hide_url_password(self._settings.url)!r})"
@@ -181,7 +224,7 @@ class GitLabConnection:
             )
             # python-gitlab's errors carry no headers: remember Retry-After per thread.
             self._gl.session.hooks["response"].append(self._remember_retry_after)
-            self._gl.session.hooks["response"].append(_refuse_web_page)
+            self._gl.session.hooks["response"].append(self._check_answer)
         return self._gl
 
     def _remember_retry_after(self, response: requests.Response, *_: Any, **__: Any) -> None:
@@ -191,22 +234,100 @@ class GitLabConnection:
         """python-gitlab options for one attempt: the retrying is ours."""
         return {"max_retries": 0, "obey_rate_limit": False, "retry_transient_errors": False}
 
-    def _get(self, path: str, **query: Any) -> Any:
-        return self._retrying(lambda: self._api.http_get(path, query_data=query, **self._once()))
+    def _expecting(self, expected: Expected, call: Callable[[], _T]) -> _T:
+        """``call`` (python-gitlab requests on this thread), its answers checked as ``expected``."""
+        previous = getattr(self._expected, "value", None)
+        self._expected.value = expected
+        try:
+            return call()
+        finally:
+            self._expected.value = previous
 
-    def _list(self, path: str, **query: Any) -> list[dict[str, Any]]:
-        # Gitlab(per_page=...) only applies to managers' list(), so pass it on every page.
-        query.setdefault("per_page", self._settings.per_page)
+    def _get(self, path: str, **query: Any) -> dict[str, Any]:
         return self._retrying(
-            lambda: list(self._api.http_list(path, query_data=query, get_all=True, **self._once()))
+            lambda: self._expecting(
+                Expected.OBJECT,
+                lambda: self._api.http_get(path, query_data=query, **self._once()),
+            )
         )
 
-    def _post(self, path: str, data: dict[str, Any] | None = None) -> Any:
-        """A POST that may be repeated safely (it creates nothing twice)."""
-        return self._retrying(lambda: self._api.http_post(path, post_data=data, **self._once()))
+    def _list(self, path: str, **query: Any) -> list[dict[str, Any]]:
+        """Every page. Gitlab(per_page=...) only applies to managers' list(), so it is passed
+        on every call; ``page`` (with ``get_all=False``) asks for one page only."""
+        query.setdefault("per_page", self._settings.per_page)
+        get_all = "page" not in query
+        return self._retrying(
+            lambda: self._expecting(
+                Expected.OBJECTS,
+                lambda: list(
+                    self._api.http_list(path, query_data=query, get_all=get_all, **self._once())
+                ),
+            )
+        )
 
-    def _put(self, path: str, data: dict[str, Any]) -> Any:
-        return self._retrying(lambda: self._api.http_put(path, post_data=data, **self._once()))
+    def _raw(self, path: str, **query: Any) -> bytes:
+        """A raw file's bytes (its own content type, never HTML)."""
+        answer = self._retrying(
+            lambda: self._expecting(
+                Expected.RAW_FILE,
+                lambda: self._api.http_get(path, query_data=query, raw=True, **self._once()),
+            )
+        )
+        return bytes(getattr(answer, "content", b""))
+
+    def _create(self, path: str, data: dict[str, Any]) -> dict[str, Any]:
+        """One POST that creates something and answers it: not retried here (the callers'
+        :meth:`_write_once` looks for it on the MR first)."""
+        return self._expecting(
+            Expected.OBJECT, lambda: self._api.http_post(path, post_data=data, **self._once())
+        )
+
+    def _post(self, path: str, data: dict[str, Any] | None = None) -> None:
+        """A POST that may be repeated safely (it creates nothing twice) and answers 204."""
+        self._retrying(
+            lambda: self._expecting(
+                Expected.OBJECT, lambda: self._api.http_post(path, post_data=data, **self._once())
+            )
+        )
+
+    def _put(self, path: str, data: dict[str, Any]) -> dict[str, Any]:
+        return self._retrying(
+            lambda: self._expecting(
+                Expected.OBJECT, lambda: self._api.http_put(path, post_data=data, **self._once())
+            )
+        )
+
+    def _check_answer(self, response: requests.Response, *_: Any, **__: Any) -> None:
+        """A session hook: refuse a success that is not what the API answers (see the module
+        notes) before python-gitlab parses it or hands it back as if it were data."""
+        if response.status_code not in HTTP_SUCCESS or response.status_code == HTTP_NO_CONTENT:
+            return
+        media_type = response.headers.get("Content-Type", "").split(";", 1)[0].strip().lower()
+        expected = getattr(self._expected, "value", None)
+        if media_type == HTML_MEDIA_TYPE:
+            response.close()
+            raise GitLabNotAPIError(NOT_THE_API)
+        if expected is Expected.RAW_FILE:
+            return
+        if media_type != JSON_MEDIA_TYPE:
+            response.close()
+            raise GitLabNotAPIError(NOT_THE_API_JSON.format(answered=media_type or NO_CONTENT_TYPE))
+        request = response.request
+        answered = (
+            f"GitLab at {hide_url_password(self.url)} answered {request.method} "
+            f"{urlsplit(response.url).path} with"
+        )
+        try:
+            # Parsed twice (python-gitlab parses it again): a few ms for the largest diff
+            # page, against a crash on what it cannot parse.
+            data = json.loads(response.content)
+        except RecursionError as error:
+            raise GitLabBadAnswerError(f"{answered} {TOO_DEEP_JSON}") from error
+        except ValueError as error:
+            raise GitLabGarbledAnswerError(f"{answered} {GARBLED_JSON}") from error
+        problem = _shape_problem(data, expected)
+        if problem is not None:
+            raise GitLabBadAnswerError(f"{answered} {problem}")
 
     def _retrying(self, call: Callable[[], _T]) -> _T:
         """``call`` (idempotent), again after a transient failure, ``max_retries`` times."""
@@ -228,7 +349,7 @@ class GitLabConnection:
                     if found is not None:
                         return found
                 return send()
-            except (*TRANSPORT_ERRORS, GitlabHttpError) as error:
+            except (*TRANSPORT_ERRORS, GitlabHttpError, GitLabGarbledAnswerError) as error:
                 if not _transient(error) or attempt >= self._settings.max_retries:
                     raise
             self._sleep(self._wait_before_retry(attempt))
@@ -249,7 +370,8 @@ class GitLabConnection:
 
     @contextmanager
     def _translated(self, action: str, not_found: str | None = None) -> Iterator[None]:
-        """Map python-gitlab/requests errors to one-line GitLabErrors (no token or password)."""
+        """Map python-gitlab/requests errors, and a field missing from an answer, to one-line
+        GitLabErrors (no token or password)."""
         url = hide_url_password(self._settings.url)
         try:
             yield
@@ -270,6 +392,12 @@ class GitLabConnection:
         except TRANSPORT_ERRORS as error:
             raise GitLabUnavailableError(
                 f"GitLab at {url} is unreachable ({type(error).__name__}) while {action}"
+            ) from error
+        except KeyError as error:
+            # Inside this block only GitLab's answers are indexed: an object without a field
+            # the endpoint always has is an answer of the wrong shape, not a bug of ours.
+            raise GitLabBadAnswerError(
+                f"GitLab at {url} answered without the field {error} while {action}"
             ) from error
 
     def _pace_note(self) -> None:
@@ -323,21 +451,44 @@ class RequestCounter:
             self.count += 1
 
 
-def _refuse_web_page(response: requests.Response, *_: Any, **__: Any) -> None:
-    """A success answered with HTML is not the API (see the module notes): refuse it before
-    python-gitlab parses it or hands it back as if it were data."""
-    media_type = response.headers.get("Content-Type", "").split(";", 1)[0].strip().lower()
-    if response.status_code in HTTP_SUCCESS and media_type == HTML_MEDIA_TYPE:
-        response.close()
-        raise GitLabNotAPIError(NOT_THE_API)
+def _json_kind(value: object) -> str:
+    if isinstance(value, dict):
+        return "a JSON object"
+    if isinstance(value, list):
+        return "a JSON array"
+    if isinstance(value, str):
+        return "a JSON string"
+    if isinstance(value, bool):
+        return "a JSON boolean"
+    if value is None:
+        return "JSON null"
+    return "a JSON number"
+
+
+def _shape_problem(data: object, expected: Expected | None) -> str | None:
+    """What is wrong with ``data`` as the answer to a call expecting ``expected`` (None: any
+    object or array, the only shapes the API answers), or None."""
+    if expected is Expected.OBJECT and not isinstance(data, dict):
+        return f"{_json_kind(data)} where the API answers {expected.value}"
+    if expected is Expected.OBJECTS:
+        if not isinstance(data, list):
+            return f"{_json_kind(data)} where the API answers {expected.value}"
+        strays = [item for item in data if not isinstance(item, dict)]
+        if strays:
+            held = _json_kind(strays[0])
+            return f"an array holding {held} where the API answers {expected.value}"
+    if expected is None and not isinstance(data, dict | list):
+        return f"{_json_kind(data)} where the API answers an object or an array"
+    return None
 
 
 def _transient(error: BaseException) -> bool:
-    """Worth another try: a transport error, 429, or a 5xx from GitLab or a proxy."""
+    """Worth another try: a transport error, 429, a 5xx from GitLab or a proxy, or a JSON
+    body that does not parse (cut short on the way)."""
     if isinstance(error, GitlabHttpError):
         code = error.response_code or 0
         return code == HTTP_TOO_MANY_REQUESTS or code in TRANSIENT_SERVER_STATUSES
-    return isinstance(error, TRANSPORT_ERRORS)
+    return isinstance(error, (*TRANSPORT_ERRORS, GitLabGarbledAnswerError))
 
 
 def error_text(error: GitlabError) -> str:

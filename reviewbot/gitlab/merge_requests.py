@@ -97,7 +97,7 @@ class MergeRequestReader(GitLabConnection):
         while True:
             delay = backoff_s(tries, base_s=DIFF_REFS_FIRST_DELAY_S, cap_s=DIFF_REFS_MAX_DELAY_S)
             mr = self._get(mr_path)
-            refs = mr.get("diff_refs") or {}
+            refs = mr["diff_refs"] or {}  # always there; null until the diff is ready
             if all(refs.get(key) for key in ("base_sha", "start_sha", "head_sha")):
                 return dict(mr)
             if self._clock() - started + delay > self._settings.diff_refs_wait_s:
@@ -109,13 +109,7 @@ class MergeRequestReader(GitLabConnection):
             tries += 1
 
     def _latest_refs(self, mr_path: str, fallback: Mapping[str, str]) -> DiffRefs:
-        versions = self._retrying(
-            lambda: list(
-                self._api.http_list(
-                    f"{mr_path}/versions", query_data={"page": 1}, get_all=False, **self._once()
-                )
-            )
-        )
+        versions = self._list(f"{mr_path}/versions", page=1)
         latest = next(iter(versions), None)  # newest first
         if latest is None:
             return DiffRefs(fallback["base_sha"], fallback["start_sha"], fallback["head_sha"])
@@ -162,16 +156,11 @@ class MergeRequestReader(GitLabConnection):
         url = f"/projects/{project_id}/repository/files/{quote(path, safe='')}/raw"
         with self._translated(f"reading {path} at {sha[:12]}"):
             try:
-                response = self._retrying(
-                    lambda: self._api.http_get(
-                        url, query_data={"ref": sha}, raw=True, **self._once()
-                    )
-                )
+                content = self._raw(url, ref=sha)
             except GitlabHttpError as error:
                 if error.response_code == HTTP_NOT_FOUND:
                     return None
                 raise
-        content = getattr(response, "content", b"")
         return content.decode("utf-8", errors="replace")
 
     def bot_threads(self, project_id: int, iid: int) -> list[BotThread]:

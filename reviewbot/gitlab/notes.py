@@ -57,11 +57,7 @@ class NoteWriter(MergeRequestReader):
         try:
             with self._translated(f"posting a finding on {finding.path}"):
                 return self._write_once(
-                    lambda: _thread_ids(
-                        self._api.http_post(
-                            path, post_data={"body": body, "position": position}, **self._once()
-                        )
-                    ),
+                    lambda: _thread_ids(self._create(path, {"body": body, "position": position})),
                     lambda: self._finding_thread(snapshot, finding.fingerprint),
                 )
         except GitLabError as error:
@@ -94,11 +90,7 @@ class NoteWriter(MergeRequestReader):
             f"commenting on !{iid}", not_found=f"merge request !{iid} not found in {project}"
         ):
             return self._write_once(
-                lambda: int(
-                    self._api.http_post(notes_path, post_data={"body": marked}, **self._once())[
-                        "id"
-                    ]
-                ),
+                lambda: int(self._create(notes_path, {"body": marked})["id"]),
                 lambda: self._note_id_where(notes_path, lambda note: note.get("body") == marked),
             )
 
@@ -112,9 +104,7 @@ class NoteWriter(MergeRequestReader):
             f"resolving thread {discussion_id}", not_found=f"thread {discussion_id} not found"
         ):
             self._write_once(
-                lambda: self._api.http_post(
-                    f"{path}/notes", post_data={"body": reply}, **self._once()
-                ),
+                lambda: self._create(f"{path}/notes", {"body": reply}),
                 lambda: next(
                     (
                         note
@@ -147,7 +137,7 @@ class NoteWriter(MergeRequestReader):
             return self.summary_note_id(project_id, iid)
 
         def create() -> int:
-            answer = self._api.http_post(notes_path, post_data={"body": body}, **self._once())
+            answer = self._create(notes_path, {"body": body})
             created.append(int(answer["id"]))
             return created[-1]
 
@@ -185,10 +175,8 @@ class NoteWriter(MergeRequestReader):
                     snapshot.diff_refs, snapshot.file(finding.path), finding, draft=True
                 )
                 self._write_once(
-                    lambda body=body, position=position: self._api.http_post(
-                        drafts_path,
-                        post_data={"note": body, "position": position},
-                        **self._once(),
+                    lambda body=body, position=position: self._create(
+                        drafts_path, {"note": body, "position": position}
                     ),
                     lambda finding=finding: (
                         True

@@ -37,6 +37,11 @@ References (checked against gitlabhq source):
   ``straight``: false compares from the merge base, as ``git diff from...to``).
 - lib/api/issues.rb: ``GET/POST /projects/:id/issues`` (``search`` in title and description,
   or ``in=title``; ``state``), ``GET/PUT /projects/:id/issues/:issue_iid``.
+
+GitLab's API itself answers every success with ``application/json`` (a raw file: the file's
+own type; 204: nothing). What stands in front of it may not: :meth:`FakeGitLab.answer_with`
+makes requests get any status, content type and body without reaching the API (a sign-in
+page, a proxy's text/plain page, a body cut short, JSON of another service).
 """
 
 from __future__ import annotations
@@ -109,6 +114,7 @@ HTML_FAULTS = {"502", "503", "504"}
 # /users/sign_in after a redirect followed by the client, or a single sign-on proxy's page,
 # with status 200 and HTML (Rails' text/html; charset=utf-8).
 SIGN_IN_CONTENT_TYPE = "text/html; charset=utf-8"
+JSON_CONTENT_TYPE = "application/json"
 SIGN_IN_HTML = (
     '<!DOCTYPE html>\n<html class="gl-light" lang="en">\n<head>\n'
     '<meta charset="utf-8">\n<title>Sign in · GitLab</title>\n</head>\n<body>\n'
@@ -127,6 +133,31 @@ LINE_CODE_FORMAT = re.compile(r"\A[0-9a-f]{40}_\d+_\d+\Z")
 POSITION_REQUIRED = ("base_sha", "start_sha", "head_sha", "position_type")
 POSITION_TYPES = ("text", "image", "file")
 POSITION_INTEGERS = ("old_line", "new_line", "width", "height", "x", "y")
+
+
+@dataclass
+class CannedAnswer:
+    """What :meth:`FakeGitLab.answer_with` makes matching requests get instead of the API."""
+
+    status: int
+    body: bytes
+    content_type: str | None
+    method: str | None
+    path: re.Pattern[str] | None
+    times: int | None
+
+    def matches(self, method: str, route: str) -> bool:
+        return (
+            (self.times is None or self.times > 0)
+            and (self.method is None or self.method == method)
+            and (self.path is None or self.path.search(route) is not None)
+        )
+
+    def response(self) -> Response:
+        if self.times is not None:
+            self.times -= 1
+        headers = {} if self.content_type is None else {"Content-Type": self.content_type}
+        return Response(self.status, self.body, headers)
 
 
 def _now() -> str:
@@ -455,7 +486,7 @@ class FakeGitLab:
         self._targeted_faults: list[list[Any]] = []
         self._outage_countdown: int | None = None
         self._outage_fault = "502"
-        self._sign_in_page = False
+        self._canned: list[CannedAnswer] = []
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self.url = ""
@@ -613,12 +644,46 @@ class FakeGitLab:
         with self._lock:
             self._outage_countdown = None
 
+    def answer_with(
+        self,
+        body: str | bytes,
+        *,
+        status: int = HTTPStatus.OK,
+        content_type: str | None = JSON_CONTENT_TYPE,
+        method: str | None = None,
+        path_pattern: str | None = None,
+        times: int | None = None,
+    ) -> None:
+        """Answer /api/v4 requests with ``status``, ``body`` and ``content_type`` (None: no
+        Content-Type header at all) instead of the API: every request, or only those whose
+        method is ``method`` and whose path after /api/v4 matches the regex ``path_pattern``;
+        until :meth:`clear_answers`, or for the next ``times`` of them. Nothing is stored: the
+        request never reached the API. Answers given earlier take precedence."""
+        with self._lock:
+            self._canned.append(
+                CannedAnswer(
+                    status=int(status),
+                    body=body.encode() if isinstance(body, str) else body,
+                    content_type=content_type,
+                    method=method,
+                    path=None if path_pattern is None else re.compile(path_pattern),
+                    times=times,
+                )
+            )
+
+    def clear_answers(self) -> None:
+        """Forget every :meth:`answer_with`: the API answers again."""
+        with self._lock:
+            self._canned.clear()
+
     def answer_sign_in_page(self, on: bool = True) -> None:
         """While on, every /api/v4 request is answered 200 with a sign-in page (HTML), as
-        when the configured URL reaches a login in front of GitLab instead of its API.
-        Nothing is stored: the request never reached the API."""
-        with self._lock:
-            self._sign_in_page = on
+        when the configured URL reaches a login in front of GitLab instead of its API
+        (:meth:`answer_with`; off forgets every such answer)."""
+        if on:
+            self.answer_with(SIGN_IN_HTML, content_type=SIGN_IN_CONTENT_TYPE)
+        else:
+            self.clear_answers()
 
     def set_empty_diff_refs(self, project: str | int, iid: int, times: int) -> None:
         """The next ``times`` GETs of the MR answer ``diff_refs: null`` (diff not ready yet)."""
@@ -1038,8 +1103,9 @@ class FakeGitLab:
     def handle(self, request: Request) -> Response:
         with self._lock:
             self.requests.append((request.method, request.path))
-            if self._sign_in_page and request.path.startswith(API_PREFIX + "/"):
-                return Response(HTTPStatus.OK, SIGN_IN_HTML, {"Content-Type": SIGN_IN_CONTENT_TYPE})
+            canned = self._canned_answer(request)
+            if canned is not None:
+                return canned
             fault = self._faults.pop(0) if self._faults else None
             if fault is None:
                 fault = self._targeted_fault(request)
@@ -1063,6 +1129,15 @@ class FakeGitLab:
             lost = _fault_response(fault[len(STORED_FIRST) :])
             return lost if lost is not None else response
         return response
+
+    def _canned_answer(self, request: Request) -> Response | None:
+        if not request.path.startswith(API_PREFIX + "/"):
+            return None
+        route = request.path[len(API_PREFIX) :]
+        for canned in self._canned:
+            if canned.matches(request.method, route):
+                return canned.response()
+        return None
 
     def _targeted_fault(self, request: Request) -> str | None:
         route = request.path[len(API_PREFIX) :]
@@ -1716,7 +1791,7 @@ class _Handler(BaseHTTPRequestHandler):
             payload = response.body.encode()
         else:
             payload = json.dumps(response.body).encode()
-            headers.setdefault("Content-Type", "application/json")
+            headers.setdefault("Content-Type", JSON_CONTENT_TYPE)
         self.send_response(response.status)
         for name, value in headers.items():
             self.send_header(name, value)
