@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import pytest
+import requests
 from click.testing import CliRunner, Result
 
 from reviewbot.app import App
@@ -230,3 +232,67 @@ def test_a_raw_file_keeps_its_own_type(world: World) -> None:  # noqa: F811
         head = git(world.repo, "rev-parse", "feature")
         contents = client.file_contents(7, head, ["app.py"])
     assert "def parse(text):" in contents["app.py"]
+
+
+def _api_json(world: World, path: str) -> object:  # noqa: F811
+    """What the fake GitLab's API answers at ``path``, read as any client would."""
+    response = requests.get(
+        f"{world.gitlab.url}/api/v4{path}", headers={"PRIVATE-TOKEN": BOT_TOKEN}, timeout=10
+    )
+    response.raise_for_status()
+    return response.json()
+
+
+def _mr_with(world: World, field: str, value: object) -> str:  # noqa: F811
+    mr = _api_json(world, "/projects/7/merge_requests/1")
+    assert isinstance(mr, dict)
+    return json.dumps({**mr, field: value})
+
+
+def _diffs_without(world: World, field: str) -> str:  # noqa: F811
+    entries = _api_json(world, "/projects/7/merge_requests/1/diffs")
+    assert isinstance(entries, list) and entries
+    return json.dumps([{k: v for k, v in entry.items() if k != field} for entry in entries])
+
+
+@pytest.mark.parametrize(
+    ("path_pattern", "answer", "detail"),
+    [
+        pytest.param(
+            r"/merge_requests/1$",
+            lambda w: _mr_with(w, "diff_refs", "not an object"),
+            "'str' object has no attribute 'get'",
+            id="diff_refs a string",
+        ),
+        pytest.param(
+            r"/merge_requests/1$",
+            lambda w: _mr_with(w, "iid", "one"),
+            "invalid literal for int() with base 10: 'one'",
+            id="iid not a number",
+        ),
+        pytest.param(
+            r"/merge_requests/1/diffs$",
+            lambda w: _diffs_without(w, "old_path"),
+            "GitLab diff entry without 'old_path'",
+            id="a diff entry without old_path",
+        ),
+    ],
+)
+def test_a_field_of_the_wrong_shape_inside_an_answer_is_one_line(
+    world: World,  # noqa: F811
+    path_pattern: str,
+    answer: Callable[[World], str],
+    detail: str,
+) -> None:
+    """The top-level shape is right, a field inside is not: one line naming it, exit 1, the
+    worker would not retry it (GitLabBadAnswerError), nothing posted."""
+    world.gitlab.answer_with(answer(world), method="GET", path_pattern=path_pattern)
+    result = CliRunner().invoke(main, ["run", "1", "--project", PROJECT], env=_env(world))
+    world.gitlab.clear_answers()
+    assert result.exit_code == EXIT_FAILURE, result.output
+    assert "Traceback" not in result.output
+    assert result.stderr.strip() == (
+        f"reviewbot: error: GitLab at {world.gitlab.url} answered a field of the wrong shape "
+        f"while reading merge request !1: {detail}"
+    )
+    assert world.gitlab.notes(PROJECT, 1) == [] and world.gitlab.discussions(PROJECT, 1) == []

@@ -400,6 +400,21 @@ class GitLabConnection:
                 f"GitLab at {url} answered without the field {error} while {action}"
             ) from error
 
+    @contextmanager
+    def _answer_fields(self, action: str) -> Iterator[None]:
+        """Read the fields of answers already checked to be JSON of the right top-level shape:
+        a field of the wrong type inside (``diff_refs`` a string, ``project_id`` not a number, a
+        diff entry without its paths) is an answer of the wrong shape, one line, not retried.
+        Only GitLab's data is read inside this block (no call of ours that could hide a bug)."""
+        url = hide_url_password(self._settings.url)
+        try:
+            yield
+        except (TypeError, ValueError, AttributeError) as error:
+            detail = " ".join(str(error).split())[:MAX_ERROR_TEXT]
+            raise GitLabBadAnswerError(
+                f"GitLab at {url} answered a field of the wrong shape while {action}: {detail}"
+            ) from error
+
     def _pace_note(self) -> None:
         """Token bucket: ``note_burst`` notes at once, then ``notes_per_minute`` at most."""
         rate = max(self._settings.notes_per_minute, 1) / SECONDS_PER_MINUTE

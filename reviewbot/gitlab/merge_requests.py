@@ -70,12 +70,20 @@ class MergeRequestReader(GitLabConnection):
         """The MR, its latest diff version's SHAs and every file's diff."""
         missing = f"merge request !{iid} not found in {project}"
         mr_path = self._mr_path(project, iid)
-        with self._translated(f"reading merge request !{iid}", not_found=missing):
+        action = f"reading merge request !{iid}"
+        with self._translated(action, not_found=missing), self._answer_fields(action):
             mr = self._mr_with_diff_refs(mr_path, iid, project)
             project_path = str(self._get(f"/projects/{mr['project_id']}")["path_with_namespace"])
             refs = self._latest_refs(mr_path, mr["diff_refs"])
             entries = self._diff_entries(mr_path)
-        files = [self._file_diff(mr["project_id"], refs, entry) for entry in entries]
+        with self._translated(action), self._answer_fields(action):
+            files = [self._file_diff(mr["project_id"], refs, entry) for entry in entries]
+            return self._snapshot_of(mr, project_path, refs, files)
+
+    @staticmethod
+    def _snapshot_of(
+        mr: Mapping[str, Any], project_path: str, refs: DiffRefs, files: list[FileDiff]
+    ) -> MergeRequestSnapshot:
         return MergeRequestSnapshot(
             project_id=int(mr["project_id"]),
             project_path=project_path,
