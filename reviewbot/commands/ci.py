@@ -25,7 +25,7 @@ from reviewbot.ci import (
     write_codequality,
     write_text,
 )
-from reviewbot.commands.common import OutputPath, config_option, fail, one_line_errors
+from reviewbot.commands.common import OutputPath, config_option, one_line_errors
 from reviewbot.errors import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_FINDINGS, EXIT_OK
 from reviewbot.findings import Severity
 
@@ -43,14 +43,11 @@ def _say(message: str) -> None:
 
 def _write(path: Path, text: str | None = None, report: RunReport | None = None) -> None:
     """An artifact: the summary's ``text``, or the Code Quality report of ``report`` (empty
-    without one); a write that fails is one line, exit 1."""
-    try:
-        if text is not None:
-            write_text(path, text)
-        else:
-            write_codequality(path, report.findings if report is not None else [])
-    except OSError as error:
-        fail(f"cannot write {path}: {error.strerror}", EXIT_FAILURE)
+    without one); a write that fails is `reviewbot.ci.ArtifactWriteError` (one line, exit 1)."""
+    if text is not None:
+        write_text(path, text)
+    else:
+        write_codequality(path, report.findings if report is not None else [])
 
 
 def _outside_merge_request(
@@ -145,6 +142,7 @@ def _exit_code(report: RunReport, fail_on: Severity | None) -> int:
     "REVIEWBOT_DATABASE_URL is what makes reviews incremental in CI).",
 )
 @config_option
+@one_line_errors
 def ci_command(
     codequality: Path | None,
     summary: Path | None,
@@ -165,8 +163,9 @@ def ci_command(
     except NotAMergeRequestPipelineError as error:
         _outside_merge_request(error, strict, codequality, summary)
     threshold = Severity(fail_on) if fail_on else None
-    review = one_line_errors(review_pipeline_merge_request)
-    report = review(ci, env, config_file, dry_run=dry_run, full=full, say=_say)
+    report = review_pipeline_merge_request(
+        ci, env, config_file, dry_run=dry_run, full=full, say=_say
+    )
     if codequality is not None:
         _write(codequality, report=report)
     if summary is not None:

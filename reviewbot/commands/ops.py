@@ -51,12 +51,11 @@ from reviewbot.ops.capacity import (
     MAX_NUM_SEQS,
     MAX_TTFT_TARGET_S,
     QUANTIZATIONS,
-    CapacityError,
     LaunchSettings,
     normalize_quantization,
     plan_capacity,
 )
-from reviewbot.ops.gpus import GPUS, UnknownGpuError, find_gpu
+from reviewbot.ops.gpus import GPUS, find_gpu
 from reviewbot.ops.loadtest import (
     DEFAULT_SLO_DECODE_TOKENS_PER_S,
     DEFAULT_SLO_ERROR_RATE,
@@ -69,7 +68,6 @@ from reviewbot.ops.loadtest_driver import MAX_IN_FLIGHT, Schedule, run_load
 from reviewbot.ops.loadtest_plan import DEFAULT_SYNTHETIC_TOKENS, LoadInputs, PlannedLoad, plan_load
 from reviewbot.ops.model_shape import MAX_CONFIG_FILE_BYTES as MODEL_CONFIG_MAX_BYTES
 from reviewbot.ops.model_shape import (
-    ModelConfigError,
     load_config_file,
     shipped_model,
     shipped_model_names,
@@ -189,6 +187,7 @@ CAPACITY_OPTIONS = options(
 
 @click.command("capacity")
 @CAPACITY_OPTIONS
+@one_line_errors
 def capacity_command(
     model_name: str | None,
     config_path: Path | None,
@@ -203,16 +202,11 @@ def capacity_command(
             f"(shipped models: {', '.join(shipped_model_names())})",
             EXIT_BAD_INPUT,
         )
-    try:
-        if model_name:
-            shape = shipped_model(model_name)
-        else:
-            shape = load_config_file(Path(MODEL_CONFIG.check(str(config_path), "--model-config")))
-        plan = plan_capacity(shape, find_gpu(gpu_name), LaunchSettings(**launch))
-    except ModelConfigError as error:
-        fail(f"--model-config: {error}" if config_path else str(error), EXIT_BAD_INPUT)
-    except (CapacityError, UnknownGpuError) as error:
-        fail(str(error), EXIT_BAD_INPUT)
+    if model_name:
+        shape = shipped_model(model_name)
+    else:
+        shape = load_config_file(Path(MODEL_CONFIG.check(str(config_path), "--model-config")))
+    plan = plan_capacity(shape, find_gpu(gpu_name), LaunchSettings(**launch))
     if as_json:
         emit_json(plan.to_dict())
         return
