@@ -114,14 +114,6 @@ def _settings(config_file: str | None, **overrides: Any) -> Settings:
     return load_settings(config_file=config_file, overrides=overrides)
 
 
-class _Offline:
-    """`plan` talks to no server: nothing counts the prompt, so `budget_for` counts it with
-    the local counter."""
-
-    def count_prompt_tokens(self, messages: list[dict], tools: list[dict]) -> int | None:
-        return None
-
-
 def _budget_overrides(
     context_tokens: int | None,
     max_output_tokens: int | None,
@@ -165,24 +157,19 @@ def plan_command(
     **budget: Any,
 ) -> None:
     """Show how a diff would be cut into prompts, with token counts and coverage (offline)."""
-    from reviewbot.chunking import Budget, plan
-    from reviewbot.review import budget_for, review_options
+    from reviewbot.review import plan_offline, review_options
 
     settings = _settings(config_file, **_budget_overrides(**budget))
     with_contents = wants_head_contents(settings)
     loaded = load_diff(diff_path, git_range, repo, with_contents, head_dir=head_dir)
-    counter = local_counter(settings.llm_model)
     options = review_options(settings)
     context = local_context(loaded.label, loaded.files, options.plan_options.exclusions)
-    max_model_len = settings.max_model_len or Budget().max_model_len
-    offline: Any = _Offline()
-    chunk_budget = budget_for(offline, counter, context, options, max_model_len)
-    result = plan(
+    result = plan_offline(
         loaded.files,
-        chunk_budget,
-        counter,
+        context=context,
+        counter=local_counter(settings.llm_model),
+        options=options,
         contents=loaded.contents,
-        options=options.plan_options,
     )
     if as_json:
         emit_json(result.to_dict())
