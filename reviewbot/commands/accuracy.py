@@ -40,7 +40,6 @@ from reviewbot.commands.common import (
 )
 from reviewbot.commands.render import print_eval, progress_bar
 from reviewbot.errors import BadInputError
-from reviewbot.localdiff import local_context
 from reviewbot.window import Window, previous_iso_week
 
 __all__ = ["eval_command", "feedback_group", "report_command"]
@@ -290,7 +289,7 @@ def eval_command(
     """Run the review pipeline on a labelled dataset (no GitLab) and print TP, FP, FN,
     precision, recall and F1 per item, in total and per category; the run is stored."""
     from reviewbot.app import App
-    from reviewbot.eval import evaluate, load_dataset
+    from reviewbot.eval import evaluate, item_reviewer, load_dataset
 
     items = load_dataset(dataset_dir, limit)
     overrides = {"llm_base_url": base_url, "llm_model": model, "database_url": database_url}
@@ -301,7 +300,7 @@ def eval_command(
         result = evaluate(
             str(dataset_dir.resolve()),
             items,
-            _item_reviewer(app),
+            item_reviewer(app.model(), app.settings),
             tolerance=tolerance,
             on_item=lambda _: bar.advance(task),
         )
@@ -311,35 +310,6 @@ def eval_command(
         emit_json(document)
         return
     print_eval(document, Console(highlight=False))
-
-
-def _item_reviewer(app: Any) -> Any:
-    """Reviews one item with the App's model, as `reviewbot review` reviews a local diff."""
-    from reviewbot.eval import EvalIncompleteError, ItemReview, predicted_from
-    from reviewbot.review import review_files, review_options
-    from reviewbot.tokens import local_counter
-
-    options = review_options(app.settings)
-    counter = local_counter(app.settings.llm_model)
-
-    def review(item: Any) -> ItemReview:
-        context = local_context(item.name, item.files, options.plan_options.exclusions)
-        result = review_files(
-            item.files,
-            context=context,
-            llm=app.model(),
-            counter=counter,
-            options=options,
-            contents=item.head,
-        )
-        if result.chunk_errors:
-            first = next(iter(result.chunk_errors.values()))
-            raise EvalIncompleteError(f"{item.name}: part of the diff was not reviewed: {first}")
-        filtered = set(map(id, result.findings.selection.filtered))
-        kept = [f for f in result.findings.findings if id(f) not in filtered]
-        return ItemReview(predicted_from(kept), result.model, result.prompt_version)
-
-    return review
 
 
 def _store_run(app: Any, result: Any, started: datetime) -> int:
