@@ -37,6 +37,7 @@ from reviewbot.commands.common import (
     model_option,
     one_line_errors,
     options,
+    project_option,
 )
 from reviewbot.commands.render import print_eval, progress_bar
 from reviewbot.errors import BadInputError
@@ -68,9 +69,7 @@ def feedback_group() -> None:
 
 
 @feedback_group.command("sync")
-@click.option(
-    "--project", type=ProjectRef(), metavar="PATH_OR_ID", help="Only this project (default: all)."
-)
+@project_option()
 @click.option(
     "--since",
     "since_text",
@@ -170,9 +169,7 @@ def _formats(text: str) -> list[str]:
 @click.option(
     "--until", type=Instant(), metavar="DATE", help="Window end, excluded (default: now)."
 )
-@click.option(
-    "--project", type=ProjectRef(), metavar="PATH_OR_ID", help="Only this project (default: all)."
-)
+@project_option()
 @click.option(
     "--output",
     "output_dir",

@@ -71,6 +71,7 @@ __all__ = [
     "model_option",
     "one_line_errors",
     "options",
+    "project_option",
     "table_width",
 ]
 
@@ -537,6 +538,15 @@ def database_url_option(command: F) -> F:
         help="Database (default: REVIEWBOT_DATABASE_URL or the SQLite file in the user data "
         "directory).",
     )(command)
+
+
+def project_option(
+    help: str = "Only this project (default: all).", *, required: bool = False
+) -> Callable[[F], F]:
+    """``--project ID_OR_PATH``: a GitLab project, by its id or its path group/name."""
+    return click.option(
+        "--project", type=ProjectRef(), required=required, metavar="ID_OR_PATH", help=help
+    )
 
 
 def gitlab_url_option(command: F) -> F:

@@ -28,7 +28,6 @@ from reviewbot.commands.common import (
     Integer,
     Number,
     PathName,
-    ProjectRef,
     base_url_option,
     config_option,
     emit_json,
@@ -38,6 +37,7 @@ from reviewbot.commands.common import (
     model_option,
     one_line_errors,
     options,
+    project_option,
     repo_option,
     table_width,
 )
@@ -223,12 +223,7 @@ def _source(config_file: str | None) -> str:
 
 
 @click.command("doctor")
-@click.option(
-    "--project",
-    type=ProjectRef(),
-    metavar="ID_OR_PATH",
-    help="Also check that the token's user is at least Developer on this project.",
-)
+@project_option("Also check that the token's user is at least Developer on this project.")
 @click.option(
     "--model-only",
     is_flag=True,

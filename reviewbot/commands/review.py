@@ -22,7 +22,6 @@ from reviewbot.commands.common import (
     InputDir,
     InputFile,
     Integer,
-    ProjectRef,
     Text,
     base_url_option,
     config_option,
@@ -35,6 +34,7 @@ from reviewbot.commands.common import (
     model_option,
     one_line_errors,
     options,
+    project_option,
     repo_option,
     setting_integer,
 )
@@ -269,13 +269,7 @@ def _review_local(
 
 @click.command("run")
 @click.argument("mr_iid", type=Integer(1, INT32_MAX))
-@click.option(
-    "--project",
-    type=ProjectRef(),
-    required=True,
-    metavar="ID_OR_PATH",
-    help="Project id or group/name.",
-)
+@project_option("Project id or group/name.", required=True)
 @click.option(
     "--dry-run", is_flag=True, help="Review and print what would be posted; post nothing."
 )

@@ -15,12 +15,12 @@ from reviewbot.commands.common import (
     INT32_MAX,
     MAX_LIST_LIMIT,
     Integer,
-    ProjectRef,
     config_option,
     database_url_option,
     emit_json,
     json_option,
     one_line_errors,
+    project_option,
     table_width,
 )
 from reviewbot.commands.render import print_review_record, print_reviews
@@ -43,7 +43,7 @@ def reviews_group() -> None:
 
 
 @reviews_group.command("list")
-@click.option("--project", type=ProjectRef(), metavar="PATH", help="Only this project.")
+@project_option()
 @click.option(
     "--mr", "mr_iid", type=Integer(1, INT32_MAX), metavar="IID", help="Only this merge request."
 )
