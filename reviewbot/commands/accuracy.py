@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.console import Console
 
 from reviewbot.commands.common import (
     INT32_MAX,
@@ -40,6 +39,7 @@ from reviewbot.commands.common import (
     project_option,
 )
 from reviewbot.commands.render import print_eval, progress_bar
+from reviewbot.commands.terminal import console, data, terminal_text
 from reviewbot.errors import BadInputError
 from reviewbot.window import Window, previous_iso_week
 
@@ -96,8 +96,8 @@ def feedback_sync(
     now = _utc_now()
     since = now - since_text if isinstance(since_text, timedelta) else since_text
     overrides = {"gitlab_url": gitlab_url, "database_url": database_url}
-    out = Console(highlight=False, soft_wrap=True)
-    err = Console(stderr=True, highlight=False)
+    out = console(soft_wrap=True)
+    err = console(stderr=True)
     done: list[MergeRequestSync] = []
     with App.from_config(config_file, overrides) as app, progress_bar(err) as bar:
         task = bar.add_task("syncing merge requests", total=None)
@@ -110,7 +110,7 @@ def feedback_sync(
                 if mr.skipped
                 else (f"{mr.findings} findings, {mr.recorded} new outcomes")
             )
-            out.print(f"{mr.project}!{mr.iid}: {mr.requests} requests, {outcome}", markup=False)
+            out.print(data(f"{mr.project}!{mr.iid}: {mr.requests} requests, {outcome}"))
 
         try:
             report = sync_feedback(
@@ -125,14 +125,12 @@ def feedback_sync(
         except KeyboardInterrupt:
             err.print(
                 f"interrupted after {len(done)} merge requests (each one is saved); "
-                "run the same command again to finish",
-                markup=False,
+                "run the same command again to finish"
             )
             sys.exit(EXIT_INTERRUPTED)
     out.print(
         f"{len(report.merge_requests)} merge requests reviewed since {since:%Y-%m-%d %H:%M} UTC, "
-        f"{report.requests} GitLab requests, {report.recorded} new outcomes recorded",
-        markup=False,
+        f"{report.requests} GitLab requests, {report.recorded} new outcomes recorded"
     )
 
 
@@ -247,10 +245,11 @@ def _print_written(
         )
     )
     for path in written:
-        click.echo(f"wrote {path}")
+        click.echo(f"wrote {terminal_text(path)}")
     if issue is not None:
         found, created = issue
-        click.echo(f"{'created' if created else 'updated'} issue {found.get('web_url', '')}")
+        web_url = terminal_text(found.get("web_url", ""))
+        click.echo(f"{'created' if created else 'updated'} issue {web_url}")
 
 
 # --- eval ------------------------------------------------------------------------------------
@@ -290,7 +289,7 @@ def eval_command(
 
     items = load_dataset(dataset_dir, limit)
     overrides = {"llm_base_url": base_url, "llm_model": model, "database_url": database_url}
-    err = Console(stderr=True, highlight=False)
+    err = console(stderr=True)
     with App.from_config(config_file, overrides) as app, progress_bar(err, quiet=as_json) as bar:
         task = bar.add_task("reviewing items", total=len(items))
         started = _utc_now()
@@ -306,7 +305,7 @@ def eval_command(
     if as_json:
         emit_json(document)
         return
-    print_eval(document, Console(highlight=False))
+    print_eval(document, console())
 
 
 def _store_run(app: Any, result: Any, started: datetime) -> int:

@@ -26,6 +26,7 @@ from reviewbot.ci import (
     write_text,
 )
 from reviewbot.commands.common import OutputPath, config_option, one_line_errors
+from reviewbot.commands.terminal import terminal_text
 from reviewbot.errors import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_FINDINGS, EXIT_OK
 from reviewbot.findings import Severity
 
@@ -38,7 +39,7 @@ SEVERITY_CHOICE = click.Choice([s.value for s in Severity])
 
 
 def _say(message: str) -> None:
-    click.echo(f"reviewbot: {message}", err=True)
+    click.echo(f"reviewbot: {terminal_text(message)}", err=True)
 
 
 def _write(path: Path, text: str | None = None, report: RunReport | None = None) -> None:
@@ -57,7 +58,7 @@ def _outside_merge_request(
     summary: Path | None,
 ) -> NoReturn:
     explanation = error.explain()
-    click.echo(explanation, err=True)
+    click.echo(terminal_text(explanation), err=True)
     if codequality is not None:
         _write(codequality)
     if summary is not None:
@@ -69,18 +70,20 @@ def _print_outcome(report: RunReport) -> None:
     findings = report.findings
     verb = "would post" if report.dry_run else "posted"
     click.echo(
-        f"reviewed {report.project_path}!{report.iid} at {report.head_sha[:8]}: "
-        f"{len(findings)} findings; {verb} {len(report.posted)}, already on the MR "
-        f"{len(report.already_posted)}, summary only {len(report.summary_only)}, "
-        f"refused {len(report.refused)}, resolved threads {report.resolved_threads}"
+        terminal_text(
+            f"reviewed {report.project_path}!{report.iid} at {report.head_sha[:8]}: "
+            f"{len(findings)} findings; {verb} {len(report.posted)}, already on the MR "
+            f"{len(report.already_posted)}, summary only {len(report.summary_only)}, "
+            f"refused {len(report.refused)}, resolved threads {report.resolved_threads}"
+        )
     )
     for finding in findings:
         where = f"{finding.path}:{finding.line}" if finding.line is not None else finding.path
-        click.echo(f"  [{finding.severity.value}] {where}: {finding.title}")
+        click.echo(terminal_text(f"  [{finding.severity.value}] {where}: {finding.title}"))
     for warning in report.warnings:
         _say(f"warning: {warning}")
     if report.web_url:
-        click.echo(report.web_url)
+        click.echo(terminal_text(report.web_url))
 
 
 def _exit_code(report: RunReport, fail_on: Severity | None) -> int:

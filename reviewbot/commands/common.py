@@ -29,6 +29,7 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 
+from reviewbot.commands.terminal import terminal_text
 from reviewbot.config import (
     MAX_CONFIG_FILE_BYTES,
     MAX_TOKENS,
@@ -44,7 +45,6 @@ __all__ = [
     "INT32_MAX",
     "INT64_MAX",
     "MAX_CONTEXT_TOKENS",
-    "PIPED_TABLE_WIDTH",
     "AgeOrDate",
     "Checked",
     "DatabaseUrl",
@@ -72,7 +72,6 @@ __all__ = [
     "one_line_errors",
     "options",
     "project_option",
-    "table_width",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -98,15 +97,15 @@ MAX_SETTINGS_FILE_BYTES = MAX_CONFIG_FILE_BYTES
 MAX_TEXT_CHARS = 4_096
 # An integer given on the command line has at most this many digits (2^63 has 19).
 MAX_INTEGER_DIGITS = 30
-PIPED_TABLE_WIDTH = 200  # rich tables on a pipe (not a terminal) are not cut at 80 columns
 
 
 # --- errors and exit codes -------------------------------------------------------------------
 
 
 def fail(message: str, code: int) -> NoReturn:
-    """One line on stderr, ``reviewbot: error: ...``, and exit ``code``."""
-    click.echo(f"reviewbot: error: {message}", err=True)
+    """One line on stderr, ``reviewbot: error: ...``, and exit ``code``; a message quoting
+    data (a GitLab or database error) has nothing a terminal acts on (`terminal.terminal_text`)."""
+    click.echo(f"reviewbot: error: {terminal_text(message)}", err=True)
     sys.exit(code)
 
 
@@ -130,11 +129,6 @@ def one_line_errors(command: F) -> F:
 def emit_json(data: Any) -> None:
     """``--json`` output: never NaN or Infinity (which JSON does not have)."""
     click.echo(json.dumps(data, indent=2, default=str, allow_nan=False))
-
-
-def table_width() -> int | None:
-    """Rich's width for tables: the terminal's, or PIPED_TABLE_WIDTH on a pipe."""
-    return None if sys.stdout.isatty() else PIPED_TABLE_WIDTH
 
 
 # --- option types ----------------------------------------------------------------------------

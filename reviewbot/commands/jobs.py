@@ -23,9 +23,9 @@ from reviewbot.commands.common import (
     database_url_option,
     one_line_errors,
     options,
-    table_width,
 )
 from reviewbot.commands.render import print_job, print_jobs
+from reviewbot.commands.terminal import console
 from reviewbot.queue import DEFAULT_LIST_LIMIT, JobQueue, JobStatus
 
 __all__ = ["jobs_group"]
@@ -42,7 +42,7 @@ def _queue(config_file: str | None, database_url: str | None) -> Iterator[JobQue
 
 
 def _console() -> Console:
-    return Console(width=table_width())
+    return console(tables=True)
 
 
 @click.group("jobs")

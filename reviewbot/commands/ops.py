@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.console import Console
 
 from reviewbot.commands.common import (
     INT64_MAX,
@@ -39,10 +38,10 @@ from reviewbot.commands.common import (
     options,
     project_option,
     repo_option,
-    table_width,
 )
 from reviewbot.commands.render import progress_bar
 from reviewbot.commands.render_ops import print_capacity, print_checks, print_load_report
+from reviewbot.commands.terminal import console
 from reviewbot.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_SLO_MISSED, BadInputError
 from reviewbot.ops.capacity import (
     DEFAULT_MAX_MODEL_LEN,
@@ -210,7 +209,7 @@ def capacity_command(
     if as_json:
         emit_json(plan.to_dict())
         return
-    print_capacity(plan, model_name or shape.name, shape.multimodal, Console())
+    print_capacity(plan, model_name or shape.name, shape.multimodal, console())
 
 
 # --- doctor ----------------------------------------------------------------------------------
@@ -254,7 +253,7 @@ def doctor_command(
     if as_json:
         emit_json({"checks": [check.to_dict() for check in checks]})
     else:
-        print_checks(checks, Console(width=table_width()))
+        print_checks(checks, console(tables=True))
     sys.exit(exit_code(checks))
 
 
@@ -422,7 +421,7 @@ def loadtest_command(
     if as_json:
         emit_json(report.to_dict())
     else:
-        print_load_report(report, Console(width=table_width()))
+        print_load_report(report, console(tables=True))
     sys.exit(EXIT_OK if report.slo_met else EXIT_SLO_MISSED)
 
 
@@ -432,8 +431,7 @@ def _run_load(
     """Send the load with a progress bar on a terminal (stderr)."""
     from reviewbot.prompts import tool_schemas
 
-    console = Console(stderr=True)
-    with progress_bar(console, quiet=quiet) as progress:
+    with progress_bar(console(stderr=True), quiet=quiet) as progress:
         task = progress.add_task("requests", total=schedule.requests)
         return run_load(
             runner.backend,

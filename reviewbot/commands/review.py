@@ -46,6 +46,7 @@ from reviewbot.commands.render import (
     review_json,
     run_json,
 )
+from reviewbot.commands.terminal import console, data
 from reviewbot.config import Settings, load_settings
 from reviewbot.errors import EXIT_FAILURE
 from reviewbot.findings import Severity
@@ -174,7 +175,7 @@ def plan_command(
     if as_json:
         emit_json(result.to_dict())
         return
-    print_plan(result, Console())
+    print_plan(result, console())
 
 
 # --- review ----------------------------------------------------------------------------------
@@ -230,11 +231,11 @@ def review_command(
     with_contents = wants_head_contents(settings)
     loaded = load_diff(diff_path, git_range, repo, with_contents, head_dir=head_dir)
     counter = local_counter(settings.llm_model)
-    result = _review_local(settings, loaded, counter, Console(stderr=True), quiet=as_json)
+    result = _review_local(settings, loaded, counter, console(stderr=True), quiet=as_json)
     if as_json:
         emit_json(review_json(result))
     else:
-        print_findings(result, Console())
+        print_findings(result, console())
     if result.unreviewed:
         fail(_incomplete(result), EXIT_FAILURE)
 
@@ -310,21 +311,20 @@ def run_command(
         "llm_model": model,
         "database_url": database_url,
     }
-    console = Console(stderr=True)
     with (
         App.from_config(config_file, overrides) as app,
-        console.status("starting", spinner="dots") as status,
+        console(stderr=True).status("starting", spinner="dots") as status,
     ):
         report = run_merge_request(
             app,
             project,
             mr_iid,
             RunOptions(trigger="cli", dry_run=dry_run, full=full),
-            progress=(lambda _: None) if as_json else status.update,
+            progress=(lambda _: None) if as_json else lambda step: status.update(data(step)),
         )
     if as_json:
         emit_json(run_json(report))
     else:
-        print_run(report, Console())
+        print_run(report, console())
     if report.review.unreviewed:
         fail(_incomplete(report.review, first_only=True), EXIT_FAILURE)

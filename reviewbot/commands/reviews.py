@@ -9,7 +9,6 @@ from __future__ import annotations
 from typing import Any
 
 import click
-from rich.console import Console
 
 from reviewbot.commands.common import (
     INT32_MAX,
@@ -21,9 +20,9 @@ from reviewbot.commands.common import (
     json_option,
     one_line_errors,
     project_option,
-    table_width,
 )
 from reviewbot.commands.render import print_review_record, print_reviews
+from reviewbot.commands.terminal import console
 from reviewbot.errors import BadInputError
 
 __all__ = ["reviews_group"]
@@ -72,7 +71,7 @@ def reviews_list(
     if as_json:
         emit_json(rows)
         return
-    print_reviews(rows, Console(width=table_width()))
+    print_reviews(rows, console(tables=True))
 
 
 @reviews_group.command("show")
@@ -104,4 +103,4 @@ def reviews_show(
             }
         )
         return
-    print_review_record(review, calls, by_chunk, findings, Console(width=table_width()))
+    print_review_record(review, calls, by_chunk, findings, console(tables=True))
