@@ -51,6 +51,7 @@ __all__ = [
     "EXIT_FAILURE",
     "EXIT_FINDINGS",
     "EXIT_OK",
+    "ArtifactWriteError",
     "CiEnvironment",
     "NotAMergeRequestPipelineError",
     "findings_at_or_above",
@@ -74,6 +75,11 @@ MERGE_REQUEST_EVENT = "merge_request_event"
 API_SUFFIX = "/api/v4"
 THROWAWAY_DATABASE_NAME = "reviewbot-ci.db"
 DATABASE_URL_VARIABLE = "REVIEWBOT_DATABASE_URL"
+
+
+class ArtifactWriteError(Exception):
+    """An artifact (the Code Quality report, the summary) cannot be written: the work failed
+    (exit 1, `reviewbot.errors`)."""
 
 
 # --- the CI environment ----------------------------------------------------------------------
@@ -177,9 +183,12 @@ def write_codequality(path: Path, findings: Sequence[Finding]) -> None:
 
 
 def write_text(path: Path, text: str) -> None:
-    """An artifact; its folder is made when missing. Raises OSError."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
+    """An artifact; its folder is made when missing. ArtifactWriteError when it cannot be."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    except OSError as error:
+        raise ArtifactWriteError(f"cannot write {path}: {error.strerror or error}") from None
 
 
 # --- the review of the pipeline's merge request ---------------------------------------------

@@ -102,6 +102,12 @@ ERROR_TABLE: tuple[tuple[str, str, Disposition], ...] = (
     ("reviewbot.window", "WindowError", BAD_INPUT),
     ("reviewbot.eval", "DatasetError", BAD_INPUT),
     ("sqlalchemy.exc", "ArgumentError", Disposition(EXIT_BAD_INPUT, False, _database_url)),
+    # an id given on the command line that is not in the database (`jobs show 7`)
+    ("reviewbot.store.store", "RecordNotFound", BAD_INPUT),
+    # `reviewbot capacity`: a model config.json, a GPU or launch settings it cannot plan
+    ("reviewbot.ops.model_shape", "ModelConfigError", BAD_INPUT),
+    ("reviewbot.ops.gpus", "UnknownGpuError", BAD_INPUT),
+    ("reviewbot.ops.capacity", "CapacityError", BAD_INPUT),
     # GitLab: a web page (any type but JSON) where the API should be is a wrong
     # REVIEWBOT_GITLAB_URL (bad input; settings are built once per process, so a retry would
     # get the same page); what is missing or forbidden stays so; an outage passes, and so does
@@ -124,6 +130,10 @@ ERROR_TABLE: tuple[tuple[str, str, Disposition], ...] = (
     ("reviewbot.mr", "ReviewIncompleteError", TRANSIENT),
     ("reviewbot.slots", "SlotWaitCancelledError", TRANSIENT),
     ("reviewbot.eval", "EvalIncompleteError", FAILED),
+    # a job not in a state for what was asked (`jobs retry` of a queued job)
+    ("reviewbot.queue", "JobStateError", FAILED),
+    # `reviewbot ci`: an artifact (Code Quality report, summary) that cannot be written
+    ("reviewbot.ci", "ArtifactWriteError", FAILED),
     # the database cannot be opened, went away mid-run (DBAPIError), or refused what we asked
     ("reviewbot.store.store", "DatabaseUnavailableError", TRANSIENT),
     ("sqlalchemy.exc", "DBAPIError", Disposition(EXIT_FAILURE, True, _database)),

@@ -19,9 +19,11 @@ find and nothing reported scores 1, 1, 1, otherwise a zero denominator gives 0. 
 micro (over the summed counts); the mean is over the items. Per category: TP and FP of the
 findings of that category and their precision (truth items carry no category).
 
-Owns: the dataset format and reading it, the scoring, and the row an eval run is stored as.
-Must not: call the model or GitLab itself (the review of an item is the callable handed in), write
-to the database (the command hands the row to the store), or print.
+Owns: the dataset format and reading it, the review of one item (:func:`item_reviewer`: the
+pipeline of ``reviewbot review`` on the item's diff, with the model client handed in), the
+scoring, and the row an eval run is stored as. Must not: build a model client or touch GitLab
+(the client is handed in), write to the database (the command hands the row to the store), or
+print.
 """
 
 from __future__ import annotations
@@ -32,8 +34,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from reviewbot.config import Settings
 from reviewbot.diff import FileDiff, Side, parse_git_diff
 from reviewbot.input_files import InputFileRefused, read_input_file
+from reviewbot.llm.backend import LLMClient
+from reviewbot.localdiff import local_context
+from reviewbot.review import review_files, review_options
+from reviewbot.tokens import local_counter
 
 __all__ = [
     "DEFAULT_TOLERANCE",
@@ -48,6 +55,7 @@ __all__ = [
     "TruthItem",
     "eval_run_row",
     "evaluate",
+    "item_reviewer",
     "load_dataset",
     "predicted_from",
     "score_item",
@@ -296,6 +304,32 @@ class ItemReview:
     findings: list[Predicted]
     model: str
     prompt_version: str
+
+
+def item_reviewer(llm: LLMClient, settings: Settings) -> Callable[[EvalItem], ItemReview]:
+    """Reviews one item with ``llm`` as `reviewbot review` reviews a local diff; an item part of
+    whose diff was not reviewed is EvalIncompleteError (its score would be meaningless)."""
+    options = review_options(settings)
+    counter = local_counter(settings.llm_model)
+
+    def review(item: EvalItem) -> ItemReview:
+        context = local_context(item.name, item.files, options.plan_options.exclusions)
+        result = review_files(
+            item.files,
+            context=context,
+            llm=llm,
+            counter=counter,
+            options=options,
+            contents=item.head,
+        )
+        if result.chunk_errors:
+            first = next(iter(result.chunk_errors.values()))
+            raise EvalIncompleteError(f"{item.name}: part of the diff was not reviewed: {first}")
+        filtered = set(map(id, result.findings.selection.filtered))
+        kept = [f for f in result.findings.findings if id(f) not in filtered]
+        return ItemReview(predicted_from(kept), result.model, result.prompt_version)
+
+    return review
 
 
 def evaluate(

@@ -54,6 +54,7 @@ __all__ = [
     "UnreviewedPart",
     "budget_for",
     "local_overhead",
+    "plan_offline",
     "review_files",
     "review_options",
     "review_without_model",
@@ -247,12 +248,34 @@ def budget_for(
     overhead = llm.count_prompt_tokens(render_messages(context, None), tool_schemas())
     if overhead is None:
         overhead = local_overhead(counter, context)
+    return _budget(counter, options, max_model_len, overhead)
+
+
+def _budget(
+    counter: TokenCounter, options: ReviewOptions, max_model_len: int, overhead: int
+) -> Budget:
     return Budget(
         max_model_len=max_model_len,
         output_reserve=options.max_output_tokens,
         overhead=overhead,
         headroom=counter.headroom,
     )
+
+
+def plan_offline(
+    files: Sequence[FileDiff],
+    *,
+    context: ReviewContext,
+    counter: TokenCounter,
+    options: ReviewOptions,
+    contents: Mapping[str, str] | None = None,
+) -> Plan:
+    """How ``files`` would be cut into chunks with no model server (``reviewbot plan``): the
+    shared prompt is counted with ``counter``, the context is ``options.max_model_len`` or the
+    default, so the chunks are the ones a review with the same settings would plan."""
+    max_model_len = options.max_model_len or Budget().max_model_len
+    budget = _budget(counter, options, max_model_len, local_overhead(counter, context))
+    return plan(files, budget, counter, contents=contents, options=options.plan_options)
 
 
 def review_files(

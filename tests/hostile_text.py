@@ -5,6 +5,11 @@ every disguise a browser still runs), Markdown links, images and reference defin
 quick actions and mentions, table breakers, mathtext, and the characters readers disagree on
 (U+2028, NUL, lone surrogates, other controls). :data:`hostile_text` joins a few fragments
 with arbitrary text; :data:`hostile_url` is a web address or a script URL with such a tail.
+
+For what the commands print on a terminal, :data:`TERMINAL` adds rich markup and emoji codes
+and terminal control sequences (CSI and OSC, as ESC sequences and as C1 characters, OSC 8
+hyperlinks, BEL, backspace, a carriage return); :data:`hostile_terminal_text` draws from every
+family.
 """
 
 from __future__ import annotations
@@ -101,11 +106,38 @@ CHARACTERS = (
     "$\\frac$",
     "$x$",
 )
+TERMINAL = (
+    "[bold red]x[/]",
+    "[bold]",
+    "[/]",
+    "[link=https://evil.example]click[/link]",
+    "[blink]x[/blink]",
+    "\\[bold]",
+    ":smile:",
+    ":thumbs_up:",
+    "\x1b]8;;https://evil.example\x07link\x1b]8;;\x07",
+    "\x1b]8;;https://evil.example\x1b\\link\x1b]8;;\x1b\\",
+    "\x1b]0;title\x07",
+    "\x1b[2J",
+    "\x1b[31mred\x1b[0m",
+    "\x1b[1A\x1b[2K",
+    "\x1bc",
+    "\x9b2J",
+    "\x9d8;;https://evil.example\x9c",
+    "\r",
+    "over\rwritten",
+    "\x07",
+    "\x08",
+    "\x7f",
+)
 FRAGMENTS = HTML + ATTRIBUTE_BREAKERS + SCRIPT_URLS + MARKDOWN + QUICK_ACTIONS + MENTIONS
 FRAGMENTS += CHARACTERS
 
 hostile_text = st.lists(
     st.one_of(st.sampled_from(FRAGMENTS), st.text(max_size=6)), min_size=1, max_size=4
+).map("".join)
+hostile_terminal_text = st.lists(
+    st.one_of(st.sampled_from(TERMINAL + FRAGMENTS), st.text(max_size=6)), min_size=1, max_size=3
 ).map("".join)
 hostile_url = st.one_of(
     st.sampled_from(SCRIPT_URLS),

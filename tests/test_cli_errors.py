@@ -174,3 +174,79 @@ def test_a_diff_on_stdin_larger_than_the_cap_is_refused_unread(tmp_path: Path) -
     result = CliRunner().invoke(main, ["plan", "--diff", "-"], input=huge)
     assert result.exit_code == 2
     assert "stdin: the diff is larger than" in result.stderr
+
+
+# --- the one catch -> print -> exit path (reviewbot.errors' table) ---------------------------
+
+
+def _library_errors() -> list[tuple[Exception, int]]:
+    from reviewbot.ci import ArtifactWriteError
+    from reviewbot.ops.capacity import CapacityError
+    from reviewbot.ops.gpus import UnknownGpuError
+    from reviewbot.ops.model_shape import ModelConfigError
+    from reviewbot.queue import JobStateError
+    from reviewbot.store import RecordNotFound
+
+    return [
+        (RecordNotFound("job 7 not found"), 2),
+        (JobStateError("job 7 is queued: only a finished job can be retried"), 1),
+        (CapacityError("tensor parallel size 2 is larger than the 1 GPU(s)"), 2),
+        (ModelConfigError("config.json: hidden_size must be a positive integer"), 2),
+        (UnknownGpuError("unknown GPU 'V100'"), 2),
+        (ArtifactWriteError("cannot write report.json: Input/output error"), 1),
+    ]
+
+
+LIBRARY_ERRORS = _library_errors()
+
+
+@pytest.mark.parametrize(
+    ("error", "code"), LIBRARY_ERRORS, ids=[type(error).__name__ for error, _ in LIBRARY_ERRORS]
+)
+def test_each_library_error_is_one_line_and_its_exit_code(error: Exception, code: int) -> None:
+    """Every command reports a library error through `one_line_errors` and the table in
+    reviewbot.errors (no command catches one to print it)."""
+    import click
+
+    from reviewbot.commands.common import one_line_errors
+    from reviewbot.errors import disposition
+
+    def fails() -> None:
+        raise error
+
+    known = disposition(error)
+    assert known is not None and (known.exit_code, known.retry) == (code, False)
+    result = CliRunner().invoke(click.command("x")(one_line_errors(fails)), [])
+    assert result.exit_code == code
+    assert result.stderr == f"reviewbot: error: {error}\n"
+
+
+def test_jobs_of_no_such_id_and_in_the_wrong_state_are_one_line(tmp_path: Path) -> None:
+    from reviewbot.queue import JobQueue
+    from reviewbot.store import Store, upgrade
+
+    url = f"sqlite:///{tmp_path / 'jobs.db'}"
+    upgrade(url)
+    store = Store.from_url(url)
+    job = JobQueue(store).enqueue(project="g/a", mr_iid=1, head_sha=None, trigger="cli")
+    store.close()
+    env = {"REVIEWBOT_CONFIG": "", "REVIEWBOT_DATABASE_URL": url}
+    missing = CliRunner().invoke(main, ["jobs", "show", "999"], env=env)
+    assert (missing.exit_code, missing.stderr) == (2, "reviewbot: error: job 999 not found\n")
+    queued = CliRunner().invoke(main, ["jobs", "retry", str(job.job_id)], env=env)
+    assert queued.exit_code == 1
+    assert queued.stderr == (
+        f"reviewbot: error: job {job.job_id} is queued: only a finished job can be retried\n"
+    )
+
+
+def test_a_ci_artifact_that_cannot_be_written_is_one_line_exit_1() -> None:
+    """Outside a merge request pipeline `ci --summary` still writes its explanation; a file
+    the kernel refuses to write (even to root) is ArtifactWriteError: one line, exit 1."""
+    unwritable = "/proc/version"  # a regular file; writing it is EIO
+    result = CliRunner().invoke(main, ["ci", "--summary", unwritable], env={"CI": ""})
+    assert result.exit_code == 1, result.output
+    assert result.stderr.splitlines()[-1] == (
+        f"reviewbot: error: cannot write {unwritable}: Input/output error"
+    )
+    assert "Traceback" not in result.output

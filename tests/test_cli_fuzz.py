@@ -7,8 +7,9 @@ without anyone adding a case. For each value-taking parameter and each value of 
 - exit 2 with exactly one line on stderr that names the option (``--lease-seconds``, or the
   setting it sets, ``lease_seconds``; an argument by its name, ``JOB_ID``, or the value),
 - or, where ``ACCEPTED`` says the value is a legitimate one, end with the exit code listed there;
-- never show a traceback, and never write to the database (a migrated SQLite file whose bytes
-  must not change; the user data folder stays empty). Each runs in a new empty folder.
+- never show a traceback, and never write to the database (every row of every table of a
+  migrated SQLite file, read as any reader sees them, the ``-wal`` file included, must stay the
+  same; the user data folder stays empty). Each runs in a new empty folder.
 
 Nothing can hang: GitLab is the fake (no token is known to it: every request is a 401), the
 model server is 127.0.0.1:1 (refused), there is no webhook secret (``serve`` stops before it
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sqlite3
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -225,11 +227,31 @@ def digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def database_contents(path: Path) -> str:
+    """A digest of the schema and every row of every table, as a reader sees them. In WAL mode
+    a committed write sits in the ``-wal`` file until a checkpoint (which waits while another
+    connection is open), so the main file's bytes alone would not show it."""
+    found = hashlib.sha256()
+    connection = sqlite3.connect(path)
+    try:
+        schema = connection.execute("SELECT type, name, sql FROM sqlite_master ORDER BY name")
+        tables = []
+        for kind, name, sql in schema.fetchall():
+            found.update(f"{kind} {name} {sql}\n".encode())
+            tables += [name] if kind == "table" else []
+        for table in tables:
+            rows = sorted(map(repr, connection.execute(f'SELECT * FROM "{table}"')))
+            found.update(f"{table} {len(rows)} {rows}\n".encode())
+    finally:
+        connection.close()
+    return found.hexdigest()
+
+
 def check(world: World, command_name: str, param: click.Parameter, label: str) -> str | None:
     """What is wrong with the command's answer to one hostile value (None: nothing)."""
     value = HOSTILE[label].replace(MISSING_DIR, world.missing_dir)
     args = arguments(command_name, param, value)
-    before = digest(world.database)
+    before = database_contents(world.database)
     with tempfile.TemporaryDirectory(dir=world.workdir) as fresh:  # files made here: theirs
         os.chdir(fresh)
         result = CliRunner().invoke(main, args, env=world.env, input=SMALL_DIFF)
@@ -241,7 +263,7 @@ def check(world: World, command_name: str, param: click.Parameter, label: str) -
         return f"{where}: {type(result.exception).__name__}: {result.exception}"
     if "Traceback" in result.output:
         return f"{where}: a traceback"
-    if digest(world.database) != before or any(world.data_dir.iterdir()):
+    if database_contents(world.database) != before or any(world.data_dir.iterdir()):
         return f"{where}: the database was written"
     accepted = ACCEPTED.get((command_name, name))
     if accepted is not None and label in accepted.values:
@@ -308,13 +330,35 @@ def test_the_bounds_of_every_numeric_option_are_usable(
     for param in COMMANDS[command_name].params:
         for value in bounds_of(param):
             args = arguments(command_name, param, value)
-            before = digest(world.database)
+            before = database_contents(world.database)
             result = CliRunner().invoke(main, args, env=world.env, input=SMALL_DIFF)
             where = f"{command_name} {param_name(param)}={value}"
             if result.exception is not None and not isinstance(result.exception, SystemExit):
                 problems.append(f"{where}: {type(result.exception).__name__}: {result.exception}")
-            elif digest(world.database) != before:
+            elif database_contents(world.database) != before:
                 problems.append(f"{where}: the database was written")
             elif result.exit_code == 2 and len(result.stderr.strip().splitlines()) != 1:
                 problems.append(f"{where}: exit 2 without one line: {result.stderr[-300:]}")
     assert not problems, "\n".join(problems)
+
+
+def test_a_write_still_in_the_wal_file_counts_as_a_write(tmp_path: Path) -> None:
+    """While another connection is open SQLite does not checkpoint, so a command's write stays
+    in ``-wal`` and the main file's bytes do not change: the check reads what a reader sees."""
+    from reviewbot.queue import JobQueue
+    from reviewbot.store import Store
+
+    database = tmp_path / "reviewbot.db"
+    url = f"sqlite:///{database}"
+    upgrade(url)
+    before, main_file = database_contents(database), digest(database)
+    reader = sqlite3.connect(database)  # a worker or a listener with the file open
+    try:
+        reader.execute("SELECT count(*) FROM alembic_version").fetchall()
+        store = Store.from_url(url)
+        JobQueue(store).enqueue(project="group/app", mr_iid=1, head_sha=None, trigger="cli")
+        store.close()
+        assert digest(database) == main_file  # the bytes of the main file alone miss it
+        assert database_contents(database) != before
+    finally:
+        reader.close()

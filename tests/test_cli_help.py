@@ -86,3 +86,27 @@ def test_db_upgrade_reads_the_database_from_the_settings_file(tmp_path: Path) ->
     )
     assert result.exit_code == 0, result.output
     assert str(database) in result.output and database.exists()
+
+
+COMMANDS_PACKAGE = Path(__file__).parent.parent / "reviewbot" / "commands"
+SHARED_OPTIONS_MODULE = "common.py"
+
+
+def test_the_project_option_is_declared_once_and_means_the_same_everywhere() -> None:
+    """Issue 18: ``--project`` was declared in five places with three metavars; it is
+    ``common.project_option``, so every command takes the same values and shows them alike."""
+    from reviewbot.commands.common import ProjectRef
+
+    declaring = sorted(
+        path.name
+        for path in COMMANDS_PACKAGE.glob("*.py")
+        if '"--project"' in path.read_text(encoding="utf-8")
+    )
+    assert declaring == [SHARED_OPTIONS_MODULE]
+    taking = {}
+    for path in all_commands():
+        for param in resolve(path).params:
+            if "--project" in getattr(param, "opts", ()):
+                taking[" ".join(path)] = (type(param.type), param.metavar)
+    assert set(taking) == {"run", "doctor", "reviews list", "feedback sync", "report"}
+    assert set(taking.values()) == {(ProjectRef, "ID_OR_PATH")}

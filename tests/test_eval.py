@@ -241,3 +241,52 @@ def test_dataset_files_that_are_not_regular_files_are_refused_before_reading(
     (item / "mr.diff").symlink_to("/dev/zero")  # reading it would never end
     with pytest.raises(DatasetError, match=r"one/mr\.diff is not a regular file \(a device\)"):
         load_dataset(tmp_path)
+
+
+def test_an_item_is_reviewed_as_reviewbot_review_reviews_a_local_diff() -> None:
+    """eval.item_reviewer: the item's findings above the threshold, as scoring sees them."""
+    from reviewbot.config import Settings
+    from reviewbot.eval import item_reviewer
+    from reviewbot.llm import LLMSettings
+    from reviewbot.llm.factory import runner_for
+
+    item = load_dataset(DATASET, limit=2)[1]  # one with head files
+    folder = DATASET / item.name
+    with FakeVLLM() as server, runner_for(LLMSettings(base_url=server.base_url)) as llm:
+        reviewed = item_reviewer(llm, Settings())(item)
+        args = [
+            "review",
+            "--diff",
+            str(folder / "mr.diff"),
+            "--head-dir",
+            str(folder / "files" / "head"),
+        ]
+        shown = CliRunner().invoke(
+            main, [*args, "--base-url", server.base_url, "--json"], env={"REVIEWBOT_CONFIG": ""}
+        )
+    assert shown.exit_code == 0, shown.output
+    document = json.loads(shown.stdout)
+    assert reviewed.findings and [(p.path, p.line, p.category) for p in reviewed.findings] == [
+        (f["path"], f["line"], f["category"]) for f in document["findings"]
+    ]
+    assert (reviewed.model, reviewed.prompt_version) == (
+        document["model"],
+        document["prompt_version"],
+    )
+
+
+def test_an_item_whose_answers_cannot_be_read_is_not_scored() -> None:
+    from reviewbot.config import Settings
+    from reviewbot.eval import EvalIncompleteError, item_reviewer
+    from reviewbot.llm import LLMSettings
+    from reviewbot.llm.factory import runner_for
+    from tests.fakes.vllm_server import MalformedCalls
+
+    first = load_dataset(DATASET, limit=1)[0]
+    unreadable = MalformedCalls(kinds=("missing_line",), repair="same")
+    with (
+        FakeVLLM(malformed=unreadable) as server,
+        runner_for(LLMSettings(base_url=server.base_url)) as llm,
+        pytest.raises(EvalIncompleteError, match="01-eval-calls: part of the diff was not"),
+    ):
+        item_reviewer(llm, Settings())(first)

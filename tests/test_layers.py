@@ -275,6 +275,26 @@ def test_nothing_but_the_commands_imports_the_commands() -> None:
     assert importers == []
 
 
+TERMINAL_MODULE = "reviewbot.commands.terminal"
+
+
+def test_every_command_prints_through_the_one_console() -> None:
+    """A rich Console made anywhere else would read markup and emoji codes in data
+    (tests/test_cli_terminal.py shows what the one in commands/terminal.py does not)."""
+    making = sorted(
+        name
+        for name, path in modules().items()
+        if is_command_module(name)
+        and name != TERMINAL_MODULE
+        and any(
+            isinstance(node, ast.Call)
+            and (getattr(node.func, "id", None) or getattr(node.func, "attr", None)) == "Console"
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        )
+    )
+    assert making == []
+
+
 def test_the_checks_see_an_import_inside_a_function(tmp_path: Path) -> None:
     module = tmp_path / "hidden.py"
     module.write_text("def show():\n    from rich.table import Table\n    return Table()\n")

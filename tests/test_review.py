@@ -17,7 +17,7 @@ from reviewbot.diff import parse_git_diff
 from reviewbot.llm import LLMClient, LLMSettings
 from reviewbot.llm.factory import runner_for
 from reviewbot.prompts import ReviewContext, file_summaries
-from reviewbot.review import ReviewOptions, ReviewResult, review_files
+from reviewbot.review import ReviewOptions, ReviewResult, plan_offline, review_files
 from reviewbot.tokens import local_counter
 from tests.fakes.vllm_server import FakeVLLM, MalformedCalls
 from tests.mr_world import git, init_repo
@@ -327,3 +327,33 @@ def test_every_chunk_shares_the_prompt_prefix_with_scope_context_on() -> None:
     for user in users:
         [chunk] = [c for c in chunks if c.text in user]
         assert user.index(chunk.text) >= len(shared)  # the diff after the shared part
+
+
+def test_an_offline_plan_is_the_plan_of_a_review_by_a_server_that_cannot_count() -> None:
+    """`reviewbot plan` (review.plan_offline) cuts a diff into the chunks a review with the
+    same settings sends to a server without /tokenize (Ollama): the shared prompt counted
+    locally, the same budget, the same chunks."""
+    files, contents = scoped_merge_request()
+    context = ReviewContext(
+        title="Harden the modules", description="Parses input.", files=file_summaries(files)
+    )
+    options = ReviewOptions(max_model_len=SMALL_MODEL_LEN)
+    offline = plan_offline(
+        files, context=context, counter=local_counter(), options=options, contents=contents
+    )
+    with (
+        FakeVLLM(max_model_len=SMALL_MODEL_LEN, tokenize_endpoint=False) as server,
+        runner_for(LLMSettings(base_url=server.base_url)) as llm,
+    ):
+        reviewed = review_files(
+            files,
+            context=context,
+            llm=llm,
+            counter=local_counter(),
+            options=options,
+            contents=contents,
+        )
+    assert len(offline.chunks) >= 2
+    assert offline.budget == reviewed.plan.budget
+    assert [c.text for c in offline.chunks] == [c.text for c in reviewed.plan.chunks]
+    assert offline.coverage == reviewed.plan.coverage

@@ -5,7 +5,8 @@ Owns: the ``reviewbot`` group. Its commands load when used (``LAZY_COMMANDS``), 
 is one line (exit 2).
 
 Each command parses its options (types and shared options: `reviewbot.commands.common`),
-builds the App, calls one library function and renders the result (`render`, `render_ops`).
+builds the App, calls one library function and renders the result (`render`, `render_ops`),
+printing through `terminal` (data is shown as written, never read as markup).
 Only this package imports click or rich (tests/test_layers.py): the library takes callbacks
 for progress and returns data.
 

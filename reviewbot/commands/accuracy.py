@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.console import Console
 
 from reviewbot.commands.common import (
     INT32_MAX,
@@ -37,10 +36,11 @@ from reviewbot.commands.common import (
     model_option,
     one_line_errors,
     options,
+    project_option,
 )
 from reviewbot.commands.render import print_eval, progress_bar
+from reviewbot.commands.terminal import console, data, terminal_text
 from reviewbot.errors import BadInputError
-from reviewbot.localdiff import local_context
 from reviewbot.window import Window, previous_iso_week
 
 __all__ = ["eval_command", "feedback_group", "report_command"]
@@ -69,9 +69,7 @@ def feedback_group() -> None:
 
 
 @feedback_group.command("sync")
-@click.option(
-    "--project", type=ProjectRef(), metavar="PATH_OR_ID", help="Only this project (default: all)."
-)
+@project_option()
 @click.option(
     "--since",
     "since_text",
@@ -98,8 +96,8 @@ def feedback_sync(
     now = _utc_now()
     since = now - since_text if isinstance(since_text, timedelta) else since_text
     overrides = {"gitlab_url": gitlab_url, "database_url": database_url}
-    out = Console(highlight=False, soft_wrap=True)
-    err = Console(stderr=True, highlight=False)
+    out = console(soft_wrap=True)
+    err = console(stderr=True)
     done: list[MergeRequestSync] = []
     with App.from_config(config_file, overrides) as app, progress_bar(err) as bar:
         task = bar.add_task("syncing merge requests", total=None)
@@ -112,7 +110,7 @@ def feedback_sync(
                 if mr.skipped
                 else (f"{mr.findings} findings, {mr.recorded} new outcomes")
             )
-            out.print(f"{mr.project}!{mr.iid}: {mr.requests} requests, {outcome}", markup=False)
+            out.print(data(f"{mr.project}!{mr.iid}: {mr.requests} requests, {outcome}"))
 
         try:
             report = sync_feedback(
@@ -127,14 +125,12 @@ def feedback_sync(
         except KeyboardInterrupt:
             err.print(
                 f"interrupted after {len(done)} merge requests (each one is saved); "
-                "run the same command again to finish",
-                markup=False,
+                "run the same command again to finish"
             )
             sys.exit(EXIT_INTERRUPTED)
     out.print(
         f"{len(report.merge_requests)} merge requests reviewed since {since:%Y-%m-%d %H:%M} UTC, "
-        f"{report.requests} GitLab requests, {report.recorded} new outcomes recorded",
-        markup=False,
+        f"{report.requests} GitLab requests, {report.recorded} new outcomes recorded"
     )
 
 
@@ -171,9 +167,7 @@ def _formats(text: str) -> list[str]:
 @click.option(
     "--until", type=Instant(), metavar="DATE", help="Window end, excluded (default: now)."
 )
-@click.option(
-    "--project", type=ProjectRef(), metavar="PATH_OR_ID", help="Only this project (default: all)."
-)
+@project_option()
 @click.option(
     "--output",
     "output_dir",
@@ -251,10 +245,11 @@ def _print_written(
         )
     )
     for path in written:
-        click.echo(f"wrote {path}")
+        click.echo(f"wrote {terminal_text(path)}")
     if issue is not None:
         found, created = issue
-        click.echo(f"{'created' if created else 'updated'} issue {found.get('web_url', '')}")
+        web_url = terminal_text(found.get("web_url", ""))
+        click.echo(f"{'created' if created else 'updated'} issue {web_url}")
 
 
 # --- eval ------------------------------------------------------------------------------------
@@ -290,18 +285,18 @@ def eval_command(
     """Run the review pipeline on a labelled dataset (no GitLab) and print TP, FP, FN,
     precision, recall and F1 per item, in total and per category; the run is stored."""
     from reviewbot.app import App
-    from reviewbot.eval import evaluate, load_dataset
+    from reviewbot.eval import evaluate, item_reviewer, load_dataset
 
     items = load_dataset(dataset_dir, limit)
     overrides = {"llm_base_url": base_url, "llm_model": model, "database_url": database_url}
-    err = Console(stderr=True, highlight=False)
+    err = console(stderr=True)
     with App.from_config(config_file, overrides) as app, progress_bar(err, quiet=as_json) as bar:
         task = bar.add_task("reviewing items", total=len(items))
         started = _utc_now()
         result = evaluate(
             str(dataset_dir.resolve()),
             items,
-            _item_reviewer(app),
+            item_reviewer(app.model(), app.settings),
             tolerance=tolerance,
             on_item=lambda _: bar.advance(task),
         )
@@ -310,36 +305,7 @@ def eval_command(
     if as_json:
         emit_json(document)
         return
-    print_eval(document, Console(highlight=False))
-
-
-def _item_reviewer(app: Any) -> Any:
-    """Reviews one item with the App's model, as `reviewbot review` reviews a local diff."""
-    from reviewbot.eval import EvalIncompleteError, ItemReview, predicted_from
-    from reviewbot.review import review_files, review_options
-    from reviewbot.tokens import local_counter
-
-    options = review_options(app.settings)
-    counter = local_counter(app.settings.llm_model)
-
-    def review(item: Any) -> ItemReview:
-        context = local_context(item.name, item.files, options.plan_options.exclusions)
-        result = review_files(
-            item.files,
-            context=context,
-            llm=app.model(),
-            counter=counter,
-            options=options,
-            contents=item.head,
-        )
-        if result.chunk_errors:
-            first = next(iter(result.chunk_errors.values()))
-            raise EvalIncompleteError(f"{item.name}: part of the diff was not reviewed: {first}")
-        filtered = set(map(id, result.findings.selection.filtered))
-        kept = [f for f in result.findings.findings if id(f) not in filtered]
-        return ItemReview(predicted_from(kept), result.model, result.prompt_version)
-
-    return review
+    print_eval(document, console())
 
 
 def _store_run(app: Any, result: Any, started: datetime) -> int:

@@ -25,7 +25,8 @@ from reviewbot.ci import (
     write_codequality,
     write_text,
 )
-from reviewbot.commands.common import OutputPath, config_option, fail, one_line_errors
+from reviewbot.commands.common import OutputPath, config_option, one_line_errors
+from reviewbot.commands.terminal import terminal_text
 from reviewbot.errors import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_FINDINGS, EXIT_OK
 from reviewbot.findings import Severity
 
@@ -38,19 +39,16 @@ SEVERITY_CHOICE = click.Choice([s.value for s in Severity])
 
 
 def _say(message: str) -> None:
-    click.echo(f"reviewbot: {message}", err=True)
+    click.echo(f"reviewbot: {terminal_text(message)}", err=True)
 
 
 def _write(path: Path, text: str | None = None, report: RunReport | None = None) -> None:
     """An artifact: the summary's ``text``, or the Code Quality report of ``report`` (empty
-    without one); a write that fails is one line, exit 1."""
-    try:
-        if text is not None:
-            write_text(path, text)
-        else:
-            write_codequality(path, report.findings if report is not None else [])
-    except OSError as error:
-        fail(f"cannot write {path}: {error.strerror}", EXIT_FAILURE)
+    without one); a write that fails is `reviewbot.ci.ArtifactWriteError` (one line, exit 1)."""
+    if text is not None:
+        write_text(path, text)
+    else:
+        write_codequality(path, report.findings if report is not None else [])
 
 
 def _outside_merge_request(
@@ -60,7 +58,7 @@ def _outside_merge_request(
     summary: Path | None,
 ) -> NoReturn:
     explanation = error.explain()
-    click.echo(explanation, err=True)
+    click.echo(terminal_text(explanation), err=True)
     if codequality is not None:
         _write(codequality)
     if summary is not None:
@@ -72,18 +70,20 @@ def _print_outcome(report: RunReport) -> None:
     findings = report.findings
     verb = "would post" if report.dry_run else "posted"
     click.echo(
-        f"reviewed {report.project_path}!{report.iid} at {report.head_sha[:8]}: "
-        f"{len(findings)} findings; {verb} {len(report.posted)}, already on the MR "
-        f"{len(report.already_posted)}, summary only {len(report.summary_only)}, "
-        f"refused {len(report.refused)}, resolved threads {report.resolved_threads}"
+        terminal_text(
+            f"reviewed {report.project_path}!{report.iid} at {report.head_sha[:8]}: "
+            f"{len(findings)} findings; {verb} {len(report.posted)}, already on the MR "
+            f"{len(report.already_posted)}, summary only {len(report.summary_only)}, "
+            f"refused {len(report.refused)}, resolved threads {report.resolved_threads}"
+        )
     )
     for finding in findings:
         where = f"{finding.path}:{finding.line}" if finding.line is not None else finding.path
-        click.echo(f"  [{finding.severity.value}] {where}: {finding.title}")
+        click.echo(terminal_text(f"  [{finding.severity.value}] {where}: {finding.title}"))
     for warning in report.warnings:
         _say(f"warning: {warning}")
     if report.web_url:
-        click.echo(report.web_url)
+        click.echo(terminal_text(report.web_url))
 
 
 def _exit_code(report: RunReport, fail_on: Severity | None) -> int:
@@ -145,6 +145,7 @@ def _exit_code(report: RunReport, fail_on: Severity | None) -> int:
     "REVIEWBOT_DATABASE_URL is what makes reviews incremental in CI).",
 )
 @config_option
+@one_line_errors
 def ci_command(
     codequality: Path | None,
     summary: Path | None,
@@ -165,8 +166,9 @@ def ci_command(
     except NotAMergeRequestPipelineError as error:
         _outside_merge_request(error, strict, codequality, summary)
     threshold = Severity(fail_on) if fail_on else None
-    review = one_line_errors(review_pipeline_merge_request)
-    report = review(ci, env, config_file, dry_run=dry_run, full=full, say=_say)
+    report = review_pipeline_merge_request(
+        ci, env, config_file, dry_run=dry_run, full=full, say=_say
+    )
     if codequality is not None:
         _write(codequality, report=report)
     if summary is not None:

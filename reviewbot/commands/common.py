@@ -29,6 +29,7 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 
+from reviewbot.commands.terminal import terminal_text
 from reviewbot.config import (
     MAX_CONFIG_FILE_BYTES,
     MAX_TOKENS,
@@ -44,7 +45,6 @@ __all__ = [
     "INT32_MAX",
     "INT64_MAX",
     "MAX_CONTEXT_TOKENS",
-    "PIPED_TABLE_WIDTH",
     "AgeOrDate",
     "Checked",
     "DatabaseUrl",
@@ -71,7 +71,7 @@ __all__ = [
     "model_option",
     "one_line_errors",
     "options",
-    "table_width",
+    "project_option",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -97,15 +97,15 @@ MAX_SETTINGS_FILE_BYTES = MAX_CONFIG_FILE_BYTES
 MAX_TEXT_CHARS = 4_096
 # An integer given on the command line has at most this many digits (2^63 has 19).
 MAX_INTEGER_DIGITS = 30
-PIPED_TABLE_WIDTH = 200  # rich tables on a pipe (not a terminal) are not cut at 80 columns
 
 
 # --- errors and exit codes -------------------------------------------------------------------
 
 
 def fail(message: str, code: int) -> NoReturn:
-    """One line on stderr, ``reviewbot: error: ...``, and exit ``code``."""
-    click.echo(f"reviewbot: error: {message}", err=True)
+    """One line on stderr, ``reviewbot: error: ...``, and exit ``code``; a message quoting
+    data (a GitLab or database error) has nothing a terminal acts on (`terminal.terminal_text`)."""
+    click.echo(f"reviewbot: error: {terminal_text(message)}", err=True)
     sys.exit(code)
 
 
@@ -129,11 +129,6 @@ def one_line_errors(command: F) -> F:
 def emit_json(data: Any) -> None:
     """``--json`` output: never NaN or Infinity (which JSON does not have)."""
     click.echo(json.dumps(data, indent=2, default=str, allow_nan=False))
-
-
-def table_width() -> int | None:
-    """Rich's width for tables: the terminal's, or PIPED_TABLE_WIDTH on a pipe."""
-    return None if sys.stdout.isatty() else PIPED_TABLE_WIDTH
 
 
 # --- option types ----------------------------------------------------------------------------
@@ -537,6 +532,15 @@ def database_url_option(command: F) -> F:
         help="Database (default: REVIEWBOT_DATABASE_URL or the SQLite file in the user data "
         "directory).",
     )(command)
+
+
+def project_option(
+    help: str = "Only this project (default: all).", *, required: bool = False
+) -> Callable[[F], F]:
+    """``--project ID_OR_PATH``: a GitLab project, by its id or its path group/name."""
+    return click.option(
+        "--project", type=ProjectRef(), required=required, metavar="ID_OR_PATH", help=help
+    )
 
 
 def gitlab_url_option(command: F) -> F:

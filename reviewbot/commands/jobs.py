@@ -1,12 +1,14 @@
 """`reviewbot jobs list|show|retry|cancel`: inspect and steer the review job queue.
 
 Owns: the commands' options and tables (`reviewbot.commands.render`). The queue is
-`reviewbot.queue.JobQueue`. Must not: query the database itself.
+`reviewbot.queue.JobQueue`; no such job (RecordNotFound, exit 2) and a job not in a state for
+what was asked (JobStateError, exit 1) are `reviewbot.errors`' to report. Must not: query the
+database itself, or catch an error to print it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 
 import click
@@ -19,15 +21,12 @@ from reviewbot.commands.common import (
     Integer,
     config_option,
     database_url_option,
-    fail,
     one_line_errors,
     options,
-    table_width,
 )
 from reviewbot.commands.render import print_job, print_jobs
-from reviewbot.errors import EXIT_BAD_INPUT, EXIT_FAILURE
-from reviewbot.queue import DEFAULT_LIST_LIMIT, Job, JobQueue, JobStateError, JobStatus
-from reviewbot.store import RecordNotFound
+from reviewbot.commands.terminal import console
+from reviewbot.queue import DEFAULT_LIST_LIMIT, JobQueue, JobStatus
 
 __all__ = ["jobs_group"]
 
@@ -42,18 +41,8 @@ def _queue(config_file: str | None, database_url: str | None) -> Iterator[JobQue
         yield JobQueue(app.store)
 
 
-def _steer(action: Callable[[], Job]) -> Job:
-    """A job, or one line: no such job (exit 2), not in a state for this (exit 1)."""
-    try:
-        return action()
-    except RecordNotFound as error:
-        fail(str(error), EXIT_BAD_INPUT)
-    except JobStateError as error:
-        fail(str(error), EXIT_FAILURE)
-
-
 def _console() -> Console:
-    return Console(width=table_width())
+    return console(tables=True)
 
 
 @click.group("jobs")
@@ -91,7 +80,7 @@ def jobs_list(
 def jobs_show(job_id: int, config_file: str | None, database_url: str | None) -> None:
     """Every field of one job."""
     with _queue(config_file, database_url) as queue:
-        print_job(_steer(lambda: queue.get(job_id)), _console())
+        print_job(queue.get(job_id), _console())
 
 
 @jobs_group.command("retry")
@@ -101,7 +90,7 @@ def jobs_show(job_id: int, config_file: str | None, database_url: str | None) ->
 def jobs_retry(job_id: int, config_file: str | None, database_url: str | None) -> None:
     """Queue a finished job (failed, cancelled, ...) again, now."""
     with _queue(config_file, database_url) as queue:
-        print_job(_steer(lambda: queue.retry(job_id)), _console())
+        print_job(queue.retry(job_id), _console())
 
 
 @jobs_group.command("cancel")
@@ -111,4 +100,4 @@ def jobs_retry(job_id: int, config_file: str | None, database_url: str | None) -
 def jobs_cancel(job_id: int, config_file: str | None, database_url: str | None) -> None:
     """Cancel a queued or running job."""
     with _queue(config_file, database_url) as queue:
-        print_job(_steer(lambda: queue.cancel(job_id)), _console())
+        print_job(queue.cancel(job_id), _console())

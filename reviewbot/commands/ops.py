@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.console import Console
 
 from reviewbot.commands.common import (
     INT64_MAX,
@@ -28,7 +27,6 @@ from reviewbot.commands.common import (
     Integer,
     Number,
     PathName,
-    ProjectRef,
     base_url_option,
     config_option,
     emit_json,
@@ -38,11 +36,12 @@ from reviewbot.commands.common import (
     model_option,
     one_line_errors,
     options,
+    project_option,
     repo_option,
-    table_width,
 )
 from reviewbot.commands.render import progress_bar
 from reviewbot.commands.render_ops import print_capacity, print_checks, print_load_report
+from reviewbot.commands.terminal import console
 from reviewbot.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_SLO_MISSED, BadInputError
 from reviewbot.ops.capacity import (
     DEFAULT_MAX_MODEL_LEN,
@@ -51,12 +50,11 @@ from reviewbot.ops.capacity import (
     MAX_NUM_SEQS,
     MAX_TTFT_TARGET_S,
     QUANTIZATIONS,
-    CapacityError,
     LaunchSettings,
     normalize_quantization,
     plan_capacity,
 )
-from reviewbot.ops.gpus import GPUS, UnknownGpuError, find_gpu
+from reviewbot.ops.gpus import GPUS, find_gpu
 from reviewbot.ops.loadtest import (
     DEFAULT_SLO_DECODE_TOKENS_PER_S,
     DEFAULT_SLO_ERROR_RATE,
@@ -69,7 +67,6 @@ from reviewbot.ops.loadtest_driver import MAX_IN_FLIGHT, Schedule, run_load
 from reviewbot.ops.loadtest_plan import DEFAULT_SYNTHETIC_TOKENS, LoadInputs, PlannedLoad, plan_load
 from reviewbot.ops.model_shape import MAX_CONFIG_FILE_BYTES as MODEL_CONFIG_MAX_BYTES
 from reviewbot.ops.model_shape import (
-    ModelConfigError,
     load_config_file,
     shipped_model,
     shipped_model_names,
@@ -189,6 +186,7 @@ CAPACITY_OPTIONS = options(
 
 @click.command("capacity")
 @CAPACITY_OPTIONS
+@one_line_errors
 def capacity_command(
     model_name: str | None,
     config_path: Path | None,
@@ -203,20 +201,15 @@ def capacity_command(
             f"(shipped models: {', '.join(shipped_model_names())})",
             EXIT_BAD_INPUT,
         )
-    try:
-        if model_name:
-            shape = shipped_model(model_name)
-        else:
-            shape = load_config_file(Path(MODEL_CONFIG.check(str(config_path), "--model-config")))
-        plan = plan_capacity(shape, find_gpu(gpu_name), LaunchSettings(**launch))
-    except ModelConfigError as error:
-        fail(f"--model-config: {error}" if config_path else str(error), EXIT_BAD_INPUT)
-    except (CapacityError, UnknownGpuError) as error:
-        fail(str(error), EXIT_BAD_INPUT)
+    if model_name:
+        shape = shipped_model(model_name)
+    else:
+        shape = load_config_file(Path(MODEL_CONFIG.check(str(config_path), "--model-config")))
+    plan = plan_capacity(shape, find_gpu(gpu_name), LaunchSettings(**launch))
     if as_json:
         emit_json(plan.to_dict())
         return
-    print_capacity(plan, model_name or shape.name, shape.multimodal, Console())
+    print_capacity(plan, model_name or shape.name, shape.multimodal, console())
 
 
 # --- doctor ----------------------------------------------------------------------------------
@@ -229,12 +222,7 @@ def _source(config_file: str | None) -> str:
 
 
 @click.command("doctor")
-@click.option(
-    "--project",
-    type=ProjectRef(),
-    metavar="ID_OR_PATH",
-    help="Also check that the token's user is at least Developer on this project.",
-)
+@project_option("Also check that the token's user is at least Developer on this project.")
 @click.option(
     "--model-only",
     is_flag=True,
@@ -265,7 +253,7 @@ def doctor_command(
     if as_json:
         emit_json({"checks": [check.to_dict() for check in checks]})
     else:
-        print_checks(checks, Console(width=table_width()))
+        print_checks(checks, console(tables=True))
     sys.exit(exit_code(checks))
 
 
@@ -433,7 +421,7 @@ def loadtest_command(
     if as_json:
         emit_json(report.to_dict())
     else:
-        print_load_report(report, Console(width=table_width()))
+        print_load_report(report, console(tables=True))
     sys.exit(EXIT_OK if report.slo_met else EXIT_SLO_MISSED)
 
 
@@ -443,8 +431,7 @@ def _run_load(
     """Send the load with a progress bar on a terminal (stderr)."""
     from reviewbot.prompts import tool_schemas
 
-    console = Console(stderr=True)
-    with progress_bar(console, quiet=quiet) as progress:
+    with progress_bar(console(stderr=True), quiet=quiet) as progress:
         task = progress.add_task("requests", total=schedule.requests)
         return run_load(
             runner.backend,

@@ -2,7 +2,9 @@
 ``--json`` (plan, review, run, reviews, jobs, eval).
 
 Owns: the layout of every table and summary line of those commands. Takes the library's
-results as they are and returns nothing but what it prints (or the dict it builds).
+results as they are and returns nothing but what it prints (or the dict it builds). Every
+string from the data is printed as `terminal.data` (rich Text, never markup), the commands' own
+styles as Text with a style.
 
 Must not: compute figures the library does not give, read the database or the network, or
 exit (the commands decide exit codes).
@@ -16,10 +18,13 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from reviewbot.chunking import ContextKind, Plan
+from reviewbot.commands.terminal import data
 
 __all__ = [
+    "add_row",
     "call_json",
     "print_coverage",
     "print_eval",
@@ -51,6 +56,11 @@ CALL_COLUMNS = (
 )
 
 
+def add_row(table: Table, *cells: object) -> None:
+    """One row of data: every cell as `terminal.data`."""
+    table.add_row(*(data(cell) for cell in cells))
+
+
 def progress_bar(console: Console, *, quiet: bool = False) -> Progress:
     """The one progress bar of every long command: what, a bar, done/total, time so far; shown
     only on a terminal (never in a pipe or a CI log) and gone when the work ends."""
@@ -71,9 +81,11 @@ def progress_bar(console: Console, *, quiet: bool = False) -> Progress:
 def print_plan(result: Plan, console: Console) -> None:
     budget = result.budget
     console.print(
-        f"Budget: {budget.available} tokens per chunk = context {budget.max_model_len} "
-        f"- output {budget.output_reserve} - prompt {budget.overhead} - margin {budget.margin} "
-        f"({result.counter})"
+        data(
+            f"Budget: {budget.available} tokens per chunk = context {budget.max_model_len} "
+            f"- output {budget.output_reserve} - prompt {budget.overhead} - margin "
+            f"{budget.margin} ({result.counter})"
+        )
     )
     table = Table("chunk", "tokens", "context tokens", "changed lines", "files")
     for chunk in result.chunks:
@@ -83,19 +95,22 @@ def print_plan(result: Plan, console: Console) -> None:
             + (" (whole)" if s.context is ContextKind.WHOLE else "")
             for s in chunk.segments
         )
-        table.add_row(
-            str(chunk.index + 1),
-            str(chunk.tokens),
-            str(chunk.context_tokens),
-            str(chunk.changed_lines),
+        add_row(
+            table,
+            chunk.index + 1,
+            chunk.tokens,
+            chunk.context_tokens,
+            chunk.changed_lines,
             names,
         )
     console.print(table)
     totals = result.totals()
     console.print(
-        f"Context: {totals['context_tokens']} of {totals['tokens']} tokens "
-        f"({totals['whole_files']} whole files, {totals['scoped_hunks']} hunks with their "
-        "enclosing scope)"
+        data(
+            f"Context: {totals['context_tokens']} of {totals['tokens']} tokens "
+            f"({totals['whole_files']} whole files, {totals['scoped_hunks']} hunks with their "
+            "enclosing scope)"
+        )
     )
     print_coverage(result, console)
 
@@ -103,11 +118,16 @@ def print_plan(result: Plan, console: Console) -> None:
 def print_coverage(result: Plan, console: Console) -> None:
     coverage = result.coverage
     console.print(
-        f"Coverage: {coverage.changed_lines_covered}/{coverage.changed_lines_total} changed lines "
-        f"in {coverage.files_reviewed}/{coverage.files_total} files, {len(result.chunks)} chunks"
+        data(
+            f"Coverage: {coverage.changed_lines_covered}/{coverage.changed_lines_total} changed "
+            f"lines in {coverage.files_reviewed}/{coverage.files_total} files, "
+            f"{len(result.chunks)} chunks"
+        )
     )
     for skipped in coverage.skipped:
-        console.print(f"  skipped {skipped.path}: {skipped.reason} ({skipped.changed_lines} lines)")
+        console.print(
+            data(f"  skipped {skipped.path}: {skipped.reason} ({skipped.changed_lines} lines)")
+        )
 
 
 # --- review and run --------------------------------------------------------------------------
@@ -159,24 +179,23 @@ def print_findings(result: Any, console: Console) -> None:
     for finding in shown:
         by_path.setdefault(finding.path, []).append(finding)
     for path, items in by_path.items():
-        console.print(f"[bold]{path}[/bold]", highlight=False)
+        console.print(data(path, "bold"))
         for f in items:
             where = f"{f.side.value} line {f.line}" if f.line is not None else "file"
-            console.print(
-                f"  {where}: [{f.severity.value}] {f.category.value}: {f.title}", markup=False
-            )
-            console.print(f"    {f.body}", markup=False, highlight=False)
+            console.print(data(f"  {where}: [{f.severity.value}] {f.category.value}: {f.title}"))
+            console.print(data(f"    {f.body}"))
             if f.anchor_note:
-                console.print(f"    ({f.anchor_note})", markup=False, highlight=False)
+                console.print(data(f"    ({f.anchor_note})"))
     p50 = result.ttft_percentile(0.5)
     console.print(
-        f"{len(shown)} findings ({len(result.findings.selection.filtered)} below threshold, "
-        f"{len(result.findings.rejected)} rejected, {len(result.invalid_calls)} invalid calls) | "
-        f"{len(result.plan.chunks)} chunks | {result.prompt_tokens} prompt + "
-        f"{result.completion_tokens} completion tokens ({result.cached_tokens} cached) | "
-        f"{result.seconds:.1f} s | first token p50 "
-        + (f"{p50:.0f} ms" if p50 is not None else "n/a"),
-        highlight=False,
+        data(
+            f"{len(shown)} findings ({len(result.findings.selection.filtered)} below threshold, "
+            f"{len(result.findings.rejected)} rejected, {len(result.invalid_calls)} invalid "
+            f"calls) | {len(result.plan.chunks)} chunks | {result.prompt_tokens} prompt + "
+            f"{result.completion_tokens} completion tokens ({result.cached_tokens} cached) | "
+            f"{result.seconds:.1f} s | first token p50 "
+            + (f"{p50:.0f} ms" if p50 is not None else "n/a")
+        )
     )
 
 
@@ -216,17 +235,18 @@ def run_json(report: Any) -> dict[str, Any]:
 
 def print_run(report: Any, console: Console) -> None:
     if report.dry_run:
-        console.print("[bold]Dry run: nothing was posted.[/bold] Would post:")
+        console.print(Text.assemble(("Dry run: nothing was posted.", "bold"), " Would post:"))
         print_findings(report.review, console)
         console.rule("summary note")
-        console.print(report.summary_markdown, markup=False, highlight=False)
+        console.print(data(report.summary_markdown))
         return
     console.print(
-        f"{report.project_path}!{report.iid} at {report.head_sha[:8]}: posted "
-        f"{len(report.posted)} new comments, {len(report.already_posted)} already there, "
-        f"{len(report.summary_only) + len(report.refused)} in the summary only, "
-        f"{report.resolved_threads} stale threads resolved. {report.web_url}",
-        highlight=False,
+        data(
+            f"{report.project_path}!{report.iid} at {report.head_sha[:8]}: posted "
+            f"{len(report.posted)} new comments, {len(report.already_posted)} already there, "
+            f"{len(report.summary_only) + len(report.refused)} in the summary only, "
+            f"{report.resolved_threads} stale threads resolved. {report.web_url}"
+        )
     )
 
 
@@ -249,8 +269,9 @@ def print_reviews(rows: list[dict[str, Any]], console: Console) -> None:
         "tokens in/out",
     )
     for row in rows:
-        table.add_row(
-            str(row["id"]),
+        add_row(
+            table,
+            row["id"],
             row["project"],
             f"!{row['mr_iid']}" if row["mr_iid"] else "-",
             (row["head_sha"] or "")[:8],
@@ -259,7 +280,7 @@ def print_reviews(rows: list[dict[str, Any]], console: Console) -> None:
             row["model"],
             f"{row['started_at']:%Y-%m-%d %H:%M}",
             _seconds(row),
-            str(row["chunks"]),
+            row["chunks"],
             f"{row['prompt_tokens']}/{row['completion_tokens']}",
         )
     console.print(table)
@@ -280,21 +301,23 @@ def print_review_record(
 ) -> None:
     """`reviewbot reviews show`: the review's fields, its model calls, its findings."""
     for key, value in review.items():
-        console.print(f"{key:>22}: {value}", markup=False, highlight=False)
-    console.print(
-        f"{'tool calls':>22}: {tool_call_line(tool_calls_by_chunk)}",
-        markup=False,
-        highlight=False,
-    )
+        console.print(data(f"{key:>22}: {value}"))
+    console.print(data(f"{'tool calls':>22}: {tool_call_line(tool_calls_by_chunk)}"))
     call_table = Table(*(title for title, _ in CALL_COLUMNS))
     for call in calls:
-        call_table.add_row(*(str(call[key]) for _, key in CALL_COLUMNS))
+        add_row(call_table, *(call[key] for _, key in CALL_COLUMNS))
     console.print(call_table)
     finding_table = Table("severity", "category", "where", "title", "state", "discussion")
     for f in findings:
         where = f"{f['path']}:{f['side']}:{f['line']}" if f["line"] else f["path"]
-        finding_table.add_row(
-            f["severity"], f["category"], where, f["title"], f["state"], f["discussion_id"] or "-"
+        add_row(
+            finding_table,
+            f["severity"],
+            f["category"],
+            where,
+            f["title"],
+            f["state"],
+            f["discussion_id"] or "-",
         )
     console.print(finding_table)
 
@@ -317,8 +340,9 @@ def print_jobs(jobs: list[Any], counts: dict[str, int], console: Console) -> Non
         "id", "project", "MR", "head", "trigger", "status", "tries", "run after", "worker", "error"
     )
     for job in jobs:
-        table.add_row(
-            str(job.id),
+        add_row(
+            table,
+            job.id,
             job.project,
             f"!{job.mr_iid}",
             (job.head_sha or "-")[:12],
@@ -330,14 +354,14 @@ def print_jobs(jobs: list[Any], counts: dict[str, int], console: Console) -> Non
             _first_line(job.error),
         )
     console.print(table)
-    console.print(", ".join(f"{name} {count}" for name, count in counts.items()))
+    console.print(data(", ".join(f"{name} {count}" for name, count in counts.items())))
 
 
 def print_job(job: Any, console: Console) -> None:
     """Every field of one job."""
     table = Table("field", "value", show_header=False)
     for name, value in dataclasses.asdict(job).items():
-        table.add_row(name, "-" if value is None else str(value))
+        add_row(table, name, "-" if value is None else value)
     console.print(table)
 
 
@@ -360,26 +384,29 @@ def print_eval(document: dict[str, Any], console: Console) -> None:
     """`reviewbot eval`: scores per item, in total, per category."""
     table = Table("item", "TP", "FP", "FN", "precision", "recall", "F1")
     for item in document["items"]:
-        table.add_row(
+        add_row(
+            table,
             item["item"],
-            str(item["tp"]),
-            str(item["fp"]),
-            str(item["fn"]),
+            item["tp"],
+            item["fp"],
+            item["fn"],
             _ratio(item["precision"]),
             _ratio(item["recall"]),
             _ratio(item["f1"]),
         )
     total, mean = document["total"], document["mean"]
-    table.add_row(
+    add_row(
+        table,
         "total (micro)",
-        str(total["tp"]),
-        str(total["fp"]),
-        str(total["fn"]),
+        total["tp"],
+        total["fp"],
+        total["fn"],
         _ratio(total["precision"]),
         _ratio(total["recall"]),
         _ratio(total["f1"]),
     )
-    table.add_row(
+    add_row(
+        table,
         "mean per item",
         "",
         "",
@@ -391,12 +418,11 @@ def print_eval(document: dict[str, Any], console: Console) -> None:
     console.print(table)
     categories = Table("category", "TP", "FP", "precision")
     for row in document["categories"]:
-        categories.add_row(
-            row["category"], str(row["tp"]), str(row["fp"]), _ratio(row["precision"])
-        )
+        add_row(categories, row["category"], row["tp"], row["fp"], _ratio(row["precision"]))
     console.print(categories)
     console.print(
-        f"model {document['model']}, prompt {document['prompt_version']}, ±{document['tolerance']}"
-        f" lines; stored as eval run {document['run_id']}",
-        markup=False,
+        data(
+            f"model {document['model']}, prompt {document['prompt_version']}, "
+            f"±{document['tolerance']} lines; stored as eval run {document['run_id']}"
+        )
     )

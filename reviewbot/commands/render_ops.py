@@ -1,15 +1,19 @@
 """How the model-server commands show their results to people: `reviewbot capacity`,
 `reviewbot doctor` and `reviewbot loadtest` tables (their ``--json`` is the library's dict).
 
-Owns: the layout of those tables and lines. Must not: compute a figure the library does not
-give, touch the network, or exit.
+Owns: the layout of those tables and lines; every string from the data (a model name, a check's
+finding, a server's error) as `terminal.data`, the own styles as Text with a style. Must not:
+compute a figure the library does not give, touch the network, or exit.
 """
 
 from __future__ import annotations
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
+from reviewbot.commands.render import add_row
+from reviewbot.commands.terminal import data
 from reviewbot.ops.capacity import CapacityPlan
 from reviewbot.ops.doctor import Check, Status
 from reviewbot.ops.loadtest import LoadReport
@@ -25,7 +29,7 @@ STATUS_STYLES = {Status.OK: "green", Status.WARN: "yellow", Status.FAIL: "bold r
 # --- capacity --------------------------------------------------------------------------------
 
 
-def _capacity_rows(plan: CapacityPlan) -> list[tuple[str, str]]:
+def _capacity_rows(plan: CapacityPlan) -> list[tuple[str, str | Text]]:
     recommended = plan.recommended
     rows = [
         ("quantization", plan.quantization),
@@ -48,7 +52,7 @@ def _capacity_rows(plan: CapacityPlan) -> list[tuple[str, str]]:
             f"sequences of {plan.max_model_len:,} tokens",
             f"{plan.max_sequences_at_max_model_len:.2f}",
         ),
-        ("fits", "yes" if plan.fits else "[red]no[/red]"),
+        ("fits", "yes" if plan.fits else Text("no", style="red")),
         (
             "recommended",
             f"--max-num-seqs {recommended.max_num_seqs} --gpu-memory-utilization "
@@ -75,18 +79,16 @@ def _capacity_rows(plan: CapacityPlan) -> list[tuple[str, str]]:
 def print_capacity(plan: CapacityPlan, model: str, multimodal: bool, console: Console) -> None:
     """The plan as a table, its warnings, and the ``vllm serve`` line to start with."""
     table = Table(
-        title=f"{plan.model} on {plan.tensor_parallel_size}x {plan.gpu}", show_header=False
+        title=data(f"{plan.model} on {plan.tensor_parallel_size}x {plan.gpu}"), show_header=False
     )
     table.add_column("what", style="bold")
     table.add_column("value")
     for what, value in _capacity_rows(plan):
-        table.add_row(what, value)
+        table.add_row(data(what), value if isinstance(value, Text) else data(value))
     console.print(table)
     for warning in plan.warnings:
-        console.print(f"[yellow]warning:[/yellow] {warning}", highlight=False)
-    console.print(
-        "start with:", vllm_serve_command(model, plan, multimodal), markup=False, highlight=False
-    )
+        console.print(Text.assemble(("warning:", "yellow"), " ", data(warning)))
+    console.print(data(f"start with: {vllm_serve_command(model, plan, multimodal)}"))
 
 
 # --- doctor ----------------------------------------------------------------------------------
@@ -97,13 +99,17 @@ def print_checks(checks: list[Check], console: Console) -> None:
     for check in checks:
         style = STATUS_STYLES[check.status]
         table.add_row(
-            f"[{style}]{check.status.value}[/{style}]", check.name, check.detail, check.fix
+            Text(check.status.value, style=style),
+            data(check.name),
+            data(check.detail),
+            data(check.fix),
         )
     console.print(table)
     counts = {status: sum(c.status is status for c in checks) for status in Status}
     console.print(
-        f"{counts[Status.OK]} ok, {counts[Status.WARN]} warnings, {counts[Status.FAIL]} failed",
-        highlight=False,
+        data(
+            f"{counts[Status.OK]} ok, {counts[Status.WARN]} warnings, {counts[Status.FAIL]} failed"
+        )
     )
 
 
@@ -166,31 +172,28 @@ def print_load_report(report: LoadReport, console: Console) -> None:
         if load.get("mode") == "open"
         else f"closed loop, {load.get('concurrency')} in flight"
     )
-    table = Table(title=f"{load.get('input')}: {loop}", show_header=False)
+    table = Table(title=data(f"{load.get('input')}: {loop}"), show_header=False)
     table.add_column("what", style="bold")
     table.add_column("value")
     for what, value in _load_rows(report):
-        table.add_row(what, value)
+        add_row(table, what, value)
     console.print(table)
     positions = Table("queue position", "requests", "TTFT p50 ms", "TTFT p95 ms")
     for row in report.ttft_by_queue_position:
-        positions.add_row(
-            str(row["position"]),
-            str(row["requests"]),
+        add_row(
+            positions,
+            row["position"],
+            row["requests"],
             f"{row['p50_ms']:,.0f}",
             f"{row['p95_ms']:,.0f}",
         )
     console.print(positions)
     console.print(
-        f"TTFT p95 meets the SLO up to queue position {report.queue_depth_within_ttft_slo}",
-        highlight=False,
+        data(f"TTFT p95 meets the SLO up to queue position {report.queue_depth_within_ttft_slo}")
     )
     for error in report.first_errors:
-        console.print(f"[red]error:[/red] {error}", highlight=False)
+        console.print(Text.assemble(("error:", "red"), " ", data(error)))
     for item in report.slo:
-        verdict = "[green]met[/green]" if item["pass"] else "[bold red]missed[/bold red]"
-        console.print(
-            f"SLO {item['name']}: {_figure(item['value'], digits=3)} (target {item['target']:g}) "
-            f"{verdict}",
-            highlight=False,
-        )
+        verdict = Text("met", "green") if item["pass"] else Text("missed", "bold red")
+        figures = f"{_figure(item['value'], digits=3)} (target {item['target']:g})"
+        console.print(Text.assemble(data(f"SLO {item['name']}: {figures} "), verdict))

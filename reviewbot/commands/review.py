@@ -22,7 +22,6 @@ from reviewbot.commands.common import (
     InputDir,
     InputFile,
     Integer,
-    ProjectRef,
     Text,
     base_url_option,
     config_option,
@@ -35,6 +34,7 @@ from reviewbot.commands.common import (
     model_option,
     one_line_errors,
     options,
+    project_option,
     repo_option,
     setting_integer,
 )
@@ -46,6 +46,7 @@ from reviewbot.commands.render import (
     review_json,
     run_json,
 )
+from reviewbot.commands.terminal import console, data
 from reviewbot.config import Settings, load_settings
 from reviewbot.errors import EXIT_FAILURE
 from reviewbot.findings import Severity
@@ -114,14 +115,6 @@ def _settings(config_file: str | None, **overrides: Any) -> Settings:
     return load_settings(config_file=config_file, overrides=overrides)
 
 
-class _Offline:
-    """`plan` talks to no server: nothing counts the prompt, so `budget_for` counts it with
-    the local counter."""
-
-    def count_prompt_tokens(self, messages: list[dict], tools: list[dict]) -> int | None:
-        return None
-
-
 def _budget_overrides(
     context_tokens: int | None,
     max_output_tokens: int | None,
@@ -165,29 +158,24 @@ def plan_command(
     **budget: Any,
 ) -> None:
     """Show how a diff would be cut into prompts, with token counts and coverage (offline)."""
-    from reviewbot.chunking import Budget, plan
-    from reviewbot.review import budget_for, review_options
+    from reviewbot.review import plan_offline, review_options
 
     settings = _settings(config_file, **_budget_overrides(**budget))
     with_contents = wants_head_contents(settings)
     loaded = load_diff(diff_path, git_range, repo, with_contents, head_dir=head_dir)
-    counter = local_counter(settings.llm_model)
     options = review_options(settings)
     context = local_context(loaded.label, loaded.files, options.plan_options.exclusions)
-    max_model_len = settings.max_model_len or Budget().max_model_len
-    offline: Any = _Offline()
-    chunk_budget = budget_for(offline, counter, context, options, max_model_len)
-    result = plan(
+    result = plan_offline(
         loaded.files,
-        chunk_budget,
-        counter,
+        context=context,
+        counter=local_counter(settings.llm_model),
+        options=options,
         contents=loaded.contents,
-        options=options.plan_options,
     )
     if as_json:
         emit_json(result.to_dict())
         return
-    print_plan(result, Console())
+    print_plan(result, console())
 
 
 # --- review ----------------------------------------------------------------------------------
@@ -243,11 +231,11 @@ def review_command(
     with_contents = wants_head_contents(settings)
     loaded = load_diff(diff_path, git_range, repo, with_contents, head_dir=head_dir)
     counter = local_counter(settings.llm_model)
-    result = _review_local(settings, loaded, counter, Console(stderr=True), quiet=as_json)
+    result = _review_local(settings, loaded, counter, console(stderr=True), quiet=as_json)
     if as_json:
         emit_json(review_json(result))
     else:
-        print_findings(result, Console())
+        print_findings(result, console())
     if result.unreviewed:
         fail(_incomplete(result), EXIT_FAILURE)
 
@@ -282,13 +270,7 @@ def _review_local(
 
 @click.command("run")
 @click.argument("mr_iid", type=Integer(1, INT32_MAX))
-@click.option(
-    "--project",
-    type=ProjectRef(),
-    required=True,
-    metavar="ID_OR_PATH",
-    help="Project id or group/name.",
-)
+@project_option("Project id or group/name.", required=True)
 @click.option(
     "--dry-run", is_flag=True, help="Review and print what would be posted; post nothing."
 )
@@ -329,21 +311,20 @@ def run_command(
         "llm_model": model,
         "database_url": database_url,
     }
-    console = Console(stderr=True)
     with (
         App.from_config(config_file, overrides) as app,
-        console.status("starting", spinner="dots") as status,
+        console(stderr=True).status("starting", spinner="dots") as status,
     ):
         report = run_merge_request(
             app,
             project,
             mr_iid,
             RunOptions(trigger="cli", dry_run=dry_run, full=full),
-            progress=(lambda _: None) if as_json else status.update,
+            progress=(lambda _: None) if as_json else lambda step: status.update(data(step)),
         )
     if as_json:
         emit_json(run_json(report))
     else:
-        print_run(report, Console())
+        print_run(report, console())
     if report.review.unreviewed:
         fail(_incomplete(report.review, first_only=True), EXIT_FAILURE)

@@ -9,21 +9,20 @@ from __future__ import annotations
 from typing import Any
 
 import click
-from rich.console import Console
 
 from reviewbot.commands.common import (
     INT32_MAX,
     MAX_LIST_LIMIT,
     Integer,
-    ProjectRef,
     config_option,
     database_url_option,
     emit_json,
     json_option,
     one_line_errors,
-    table_width,
+    project_option,
 )
 from reviewbot.commands.render import print_review_record, print_reviews
+from reviewbot.commands.terminal import console
 from reviewbot.errors import BadInputError
 
 __all__ = ["reviews_group"]
@@ -43,7 +42,7 @@ def reviews_group() -> None:
 
 
 @reviews_group.command("list")
-@click.option("--project", type=ProjectRef(), metavar="PATH", help="Only this project.")
+@project_option()
 @click.option(
     "--mr", "mr_iid", type=Integer(1, INT32_MAX), metavar="IID", help="Only this merge request."
 )
@@ -72,7 +71,7 @@ def reviews_list(
     if as_json:
         emit_json(rows)
         return
-    print_reviews(rows, Console(width=table_width()))
+    print_reviews(rows, console(tables=True))
 
 
 @reviews_group.command("show")
@@ -104,4 +103,4 @@ def reviews_show(
             }
         )
         return
-    print_review_record(review, calls, by_chunk, findings, Console(width=table_width()))
+    print_review_record(review, calls, by_chunk, findings, console(tables=True))
