@@ -232,7 +232,11 @@ def _head_files(directory: Path) -> dict[str, str]:
 
 def load_dataset(directory: Path, limit: int | None = None) -> list[EvalItem]:
     """The items of ``directory`` in name order (the first ``limit`` when given)."""
-    if not directory.is_dir():
+    try:
+        is_folder = directory.is_dir()
+    except OSError as error:  # a name the system will not look up (too long, a loop of links)
+        raise DatasetError(f"cannot use {directory}: {error.strerror}") from error
+    if not is_folder:
         raise DatasetError(f"{directory}: not a directory")
     names = sorted(p.name for p in directory.iterdir() if p.is_dir() and not p.name.startswith("."))
     if not names:

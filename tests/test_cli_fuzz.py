@@ -37,6 +37,7 @@ from tests.fakes.gitlab_server import FakeGitLab
 
 EVAL_DATASET = Path(__file__).parent / "fixtures" / "eval"
 SMALL_DIFF = "--- a/app.py\n+++ b/app.py\n@@ -1 +1 @@\n-x = 1\n+x = eval(text)\n"
+NAME_TOO_LONG = 300  # over NAME_MAX (255 on Linux): the system refuses to look it up
 MISSING_DIR = "<missing folder>"  # replaced by a path under a folder that does not exist
 
 HOSTILE = {
@@ -52,9 +53,10 @@ HOSTILE = {
     "dev_zero": "/dev/zero",
     "missing_dir": MISSING_DIR,
     "open_ipv6_url": "http://[::1",
+    "name_too_long": "n" * NAME_TOO_LONG,
 }
 NUMBERS_AS_TEXT = frozenset({"nan", "inf", "-1", "0", "1e400", "2**70"})
-PATHS_AS_TEXT = frozenset({"dev_zero", "missing_dir", "open_ipv6_url"})
+PATHS_AS_TEXT = frozenset({"dev_zero", "missing_dir", "open_ipv6_url", "name_too_long"})
 ANY_TEXT = NUMBERS_AS_TEXT | PATHS_AS_TEXT
 
 # Required parameters get these (and `worker` runs in burst mode); everything else is left out.

@@ -393,6 +393,18 @@ class PathName(_Checked):
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Path:
         return self.path(value, param, ctx)
 
+    def found(
+        self, path: Path, param: click.Parameter | None, ctx: click.Context | None
+    ) -> os.stat_result | None:
+        """What is at ``path`` (None: nothing); a name the system refuses to look up (too
+        long, a loop of links, no permission) is refused here, not a traceback."""
+        try:
+            return path.stat()
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except OSError as error:
+            self.refuse(f"cannot use {path}: {error.strerror}", param, ctx)
+
 
 class InputFile(PathName):
     """A regular file to read, at most ``max_bytes`` (``-``: stdin, where ``allow_stdin``)."""
@@ -429,7 +441,8 @@ class InputDir(PathName):
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Path:
         path = self.path(value, param, ctx)
-        if not path.is_dir():
+        found = self.found(path, param, ctx)
+        if found is None or not stat.S_ISDIR(found.st_mode):
             self.refuse(f"{path}: not a directory", param, ctx)
         return path
 
@@ -445,14 +458,16 @@ class OutputPath(PathName):
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Path:
         path = self.path(value, param, ctx)
-        if path.exists():
-            if self.directory and not path.is_dir():
+        found = self.found(path, param, ctx)
+        if found is not None:
+            if self.directory and not stat.S_ISDIR(found.st_mode):
                 self.refuse(f"{path} is not a directory", param, ctx)
-            if not self.directory and not path.is_file():
+            if not self.directory and not stat.S_ISREG(found.st_mode):
                 self.refuse(f"{path} is not a regular file", param, ctx)
             return path
         parent = path.absolute().parent
-        if not parent.is_dir():
+        in_folder = self.found(parent, param, ctx)
+        if in_folder is None or not stat.S_ISDIR(in_folder.st_mode):
             self.refuse(f"{path}: the folder {parent} does not exist", param, ctx)
         return path
 
