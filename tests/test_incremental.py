@@ -367,11 +367,11 @@ UTIL_RISKY = (
 
 def cli_run_exit_code(world: World) -> int:  # noqa: F811
     """`reviewbot run 1` configured through the environment: its exit code."""
-    return cli_run(world).exit_code
+    return cli_run_text(world).exit_code
 
 
-def cli_run(world: World) -> Result:  # noqa: F811
-    """`reviewbot run 1` configured through the environment."""
+def cli_run_text(world: World) -> Result:  # noqa: F811
+    """`reviewbot run 1` (its text output) configured through the environment."""
     return CliRunner().invoke(
         main,
         ["run", "1", "--project", PROJECT],
@@ -527,7 +527,7 @@ def test_an_answer_read_wrong_before_is_not_a_review_and_is_sent_again(
     world.run()
     world.gitlab.push(PROJECT, 1, commit_on_feature(world.repo, {"util.py": UTIL_RISKY}, "v2"))
     model(world.vllm)
-    failed = cli_run(world)
+    failed = cli_run_text(world)
     assert failed.exit_code == 1 and "Traceback" not in failed.output, failed.output
     note = summary(world)
     assert (
