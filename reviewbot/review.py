@@ -376,7 +376,9 @@ def _send_chunks(
             depth_of[chunk.index] = depth
             messages = render_messages(context, chunk, part=chunk.index + 1, parts=len(chunks))
             prompt_tokens = budget.overhead + chunk.tokens
-            requests.append(ChunkRequest(chunk.index, messages, tools, prompt_tokens))
+            requests.append(
+                ChunkRequest(chunk.index, messages, tools, prompt_tokens, budget.max_model_len)
+            )
         by_index = {chunk.index: chunk for chunk, _ in pending}
         pending = []
         for result in llm.review_chunks(requests, on_done=on_chunk_done, concurrency=concurrency):

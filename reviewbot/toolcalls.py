@@ -21,10 +21,16 @@ vLLM turns the model's tool-call text into ``tool_calls`` only when it runs with
    output mode (``"`line`: must be an integer; got \"twelve\""``). Nothing is guessed.
 2. Hermes-style JSON: ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``.
 3. The ``response_format`` fallback: a bare JSON object ``{"findings": [...]}``, one call per
-   element.
+   element. Content that is JSON of any other shape (``"ok"``, ``42``, ``null``, ``[1, 2]``, an
+   object without the list) is an error, never "no findings"; content that is not JSON at all
+   (``No issues found.``) is prose and holds no call.
 
 Model output is untrusted: a call that is malformed or unterminated becomes an error with a
-reason. Nothing is dropped silently and nothing is repaired. Pure functions, no I/O.
+reason. Nothing is dropped silently and nothing is repaired. Every JSON text of a model answer
+is read by :func:`decode_json`, which refuses arrays and objects nested deeper than
+``MAX_JSON_DEPTH`` (``json.loads`` recurses once per level: ``"[" * 100000`` is a RecursionError,
+not a JSONDecodeError), so such an answer is an unreadable call like any bad JSON. Pure
+functions, no I/O.
 
 :func:`check_arguments` is the one check of decoded arguments against the tool's JSON schema
 (required fields, types, enums, minimum, pattern), with one precise reason per broken field,
@@ -48,9 +54,12 @@ from typing import Any
 __all__ = [
     "DEFAULT_FINDINGS_TOOL",
     "ArgumentsError",
+    "JSONTooDeepError",
     "ParsedCalls",
     "ToolCall",
     "check_arguments",
+    "decode_json",
+    "json_type_word",
     "parse_arguments",
     "parse_tool_calls_from_content",
     "schema_properties",
@@ -60,6 +69,22 @@ __all__ = [
 
 DEFAULT_FINDINGS_TOOL = "report_finding"
 FINDINGS_KEY = "findings"
+# Arrays and objects nested in one JSON text of a model answer: a finding is one flat object
+# (three levels in ``{"findings": [{...}]}``), and far below the ~1,000 levels at which
+# json.loads (recursive) raises RecursionError, so every value read is safe to handle.
+MAX_JSON_DEPTH = 32
+# Content starting with one of these is meant as JSON: when it does not decode, it is an error.
+JSON_OPENERS = ("{", "[")
+# What an error says a decoded JSON value is.
+JSON_TYPE_WORDS = {
+    dict: "an object",
+    list: "an array",
+    str: "a string",
+    bool: "a boolean",
+    int: "a number",
+    float: "a number",
+    type(None): "null",
+}
 
 THINK_OPEN = "<think>"
 THINK_CLOSE = "</think>"
@@ -116,6 +141,10 @@ class ArgumentsError:
     reason: str
 
 
+class JSONTooDeepError(ValueError):
+    """A JSON text nests arrays and objects deeper than ``MAX_JSON_DEPTH``."""
+
+
 class _CallError(ValueError):
     """One tool call in the text is malformed; the message says why."""
 
@@ -144,6 +173,52 @@ def strip_reasoning(text: str) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
+# JSON of a model answer
+
+
+def decode_json(text: str) -> Any:
+    """``text`` as JSON; ValueError when it is not JSON or writes ``NaN``/``Infinity``, and
+    JSONTooDeepError (a ValueError) when its arrays and objects nest deeper than
+    ``MAX_JSON_DEPTH``, however deep: never a RecursionError."""
+    try:
+        value = json.loads(text, parse_constant=_refuse_constant)
+    except RecursionError:
+        raise JSONTooDeepError(_too_deep()) from None
+    if _nesting_exceeds(value, MAX_JSON_DEPTH):
+        raise JSONTooDeepError(_too_deep())
+    return value
+
+
+def _too_deep() -> str:
+    return f"JSON nested deeper than {MAX_JSON_DEPTH} levels"
+
+
+def _nesting_exceeds(value: Any, limit: int) -> bool:
+    """Whether arrays and objects nest more than ``limit`` deep in ``value`` (no recursion)."""
+    pending = [(value, 1)]
+    while pending:
+        item, depth = pending.pop()
+        children = (
+            item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        )
+        if children is None:
+            continue
+        if depth > limit:
+            return True
+        pending.extend((child, depth + 1) for child in children)
+    return False
+
+
+def json_type_word(value: Any) -> str:
+    """What a decoded JSON value is, in words: "an object", "a number", "null"..."""
+    return JSON_TYPE_WORDS.get(type(value), type(value).__name__)
+
+
+def _refuse_constant(name: str) -> None:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+# ---------------------------------------------------------------------------------------------
 # OpenAI ``tool_calls[].function.arguments``
 
 
@@ -154,16 +229,14 @@ def parse_arguments(raw: str) -> dict[str, Any] | ArgumentsError:
     if not raw.strip():
         return ArgumentsError("arguments are empty")
     try:
-        value = json.loads(raw, parse_constant=_refuse_constant)
+        value = decode_json(raw)
+    except JSONTooDeepError as error:
+        return ArgumentsError(f"arguments are {error}")
     except ValueError as error:
         return ArgumentsError(f"arguments are not valid JSON: {error}")
     if not isinstance(value, dict):
         return ArgumentsError(f"arguments must be a JSON object, got {type(value).__name__}")
     return value
-
-
-def _refuse_constant(name: str) -> None:
-    raise ValueError(f"{name} is not valid JSON")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -435,7 +508,7 @@ def _convert_as(kind: str, text: str) -> Any:
         return BOOLEAN_LITERALS.get(text.lower(), _NOT_CONVERTED)
     if kind in ("object", "array"):
         try:
-            parsed = json.loads(text, parse_constant=_refuse_constant)
+            parsed = decode_json(text)
         except ValueError:
             return _NOT_CONVERTED
         expected = dict if kind == "object" else list
@@ -445,7 +518,9 @@ def _convert_as(kind: str, text: str) -> Any:
 
 def _parse_hermes_json(text: str, schemas: Mapping[str, Mapping[str, Any]]) -> ToolCall:
     try:
-        value = json.loads(text, parse_constant=_refuse_constant)
+        value = decode_json(text)
+    except JSONTooDeepError as error:
+        raise _CallError(f"{error} in <tool_call>") from None
     except ValueError as error:
         raise _CallError(f"invalid JSON in <tool_call>: {error}") from None
     if not isinstance(value, dict) or not isinstance(value.get("name"), str):
@@ -464,18 +539,25 @@ def _parse_hermes_json(text: str, schemas: Mapping[str, Mapping[str, Any]]) -> T
 
 
 def _parse_bare_json(body: str, findings_tool: str, result: ParsedCalls) -> None:
-    """The ``response_format`` fallback: ``{"findings": [...]}``; plain prose yields no call."""
+    """The ``response_format`` fallback: ``{"findings": [...]}``. Content that is JSON of any
+    other shape is an error; content that is not JSON (prose) yields no call."""
     stripped = body.strip()
-    if not stripped.startswith("{"):
-        return
     try:
-        value = json.loads(stripped, parse_constant=_refuse_constant)
+        value = decode_json(stripped)
+    except JSONTooDeepError as error:
+        result.errors.append(f"content is {error}")
+        return
     except ValueError as error:
-        result.errors.append(f"content looks like JSON but is not valid: {error}")
+        if stripped.startswith(JSON_OPENERS):
+            result.errors.append(f"content looks like JSON but is not valid: {error}")
         return
     findings = value.get(FINDINGS_KEY) if isinstance(value, dict) else None
     if not isinstance(findings, list):
-        result.errors.append(f'JSON content must be an object with a "{FINDINGS_KEY}" list')
+        got = f'an object without a "{FINDINGS_KEY}" list' if isinstance(value, dict) else None
+        result.errors.append(
+            f'JSON content must be an object with a "{FINDINGS_KEY}" list, got '
+            f"{got or json_type_word(value)}: {_snippet(stripped, 0)}"
+        )
         return
     for index, element in enumerate(findings):
         if isinstance(element, dict):

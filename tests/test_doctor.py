@@ -287,6 +287,42 @@ def test_tool_calls_written_as_text_fail(services: Services) -> None:
     assert "as text" in checks["tool calls"]["detail"]
 
 
+DEEP_JSON = "[" * 100_000  # a lying server: json.loads gives up with RecursionError
+
+
+def test_a_model_list_nested_too_deep_is_a_failed_check(services: Services) -> None:
+    services.vllm.answer_with("GET /v1/models", DEEP_JSON)
+    code, checks, output = doctor(services.env(), "--model-only")
+    assert code == 1 and "Traceback" not in output
+    detail = checks["model server"]["detail"]
+    assert checks["model server"]["status"] == "fail" and "not readable JSON: '[[[[" in detail
+    assert "\n" not in detail
+
+
+def test_a_version_nested_too_deep_is_left_out(services: Services) -> None:
+    services.vllm.answer_with("GET /version", DEEP_JSON)
+    code, checks, output = doctor(services.env(), "--model-only")
+    assert code == 0 and "Traceback" not in output
+    assert checks["model server"]["status"] == "ok"
+    assert "(vLLM" not in checks["model server"]["detail"]
+
+
+@pytest.mark.parametrize(
+    ("fault", "said"),
+    [
+        ("deep_json_body", "the probe failed: the server at"),
+        ("deep_arguments", "could not be decoded: arguments are JSON nested deeper than 32"),
+    ],
+)
+def test_a_probe_answer_nested_too_deep_is_a_failed_check(
+    services: Services, fault: str, said: str
+) -> None:
+    services.vllm.add_faults(fault)
+    code, checks, output = doctor(services.env(), "--model-only")
+    assert code == 1 and "Traceback" not in output
+    assert checks["tool calls"]["status"] == "fail" and said in checks["tool calls"]["detail"]
+
+
 def test_model_only_checks_the_model_server_alone(services: Services) -> None:
     env = services.env(gitlab_url="", database_url="postgresql://u:pw@127.0.0.1:1/none")
     code, checks, _ = doctor(env, "--model-only")

@@ -21,7 +21,9 @@ import pytest
 from openai import OpenAI
 
 from tests.fakes.vllm_server import (
+    BARE_JSON_VALUE,
     BLOCK_SIZE,
+    DEEP_ARGUMENT_LEVELS,
     HALLUCINATED_PATH,
     FakeVLLM,
     LatencyModel,
@@ -858,6 +860,69 @@ def test_error_event_html_page_and_canned_answers(server: FakeVLLM):
     with httpx.Client() as http:  # one kept-alive connection: the canned answer reads the body
         answers = [http.post(f"{server.root_url}/tokenize", json={"prompt": "x"}) for _ in "ab"]
     assert [answer.json() for answer in answers] == [{"tokens": []}] * 2
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_deep_json_body_is_nested_too_deep_for_json_loads(server: FakeVLLM, stream: bool):
+    server.add_faults("deep_json_body")
+    body = {"model": server.model, "messages": review_messages(RISKY_LINES), "stream": stream}
+    answer = httpx.post(f"{server.base_url}/chat/completions", json=body)
+    data = raw_events(answer.text)[0] if stream else answer.text
+    assert answer.status_code == 200 and data.startswith("[[[[")
+    with pytest.raises(RecursionError):
+        json.loads(data)
+
+
+def raw_events(text: str) -> list[str]:
+    return [line.removeprefix("data: ") for line in text.split("\n") if line.startswith("data:")]
+
+
+def test_deep_arguments_in_every_output_mode(server: FakeVLLM, client: OpenAI):
+    deep = "[" * DEEP_ARGUMENT_LEVELS
+    server.add_faults("deep_arguments", "deep_arguments", "deep_arguments")
+    first, *rest = review(client, server).choices[0].message.tool_calls
+    assert first.function.arguments == deep and len(rest) == len(expected_findings(RISKY_LINES)) - 1
+    assert all(isinstance(json.loads(call.function.arguments), dict) for call in rest)
+    as_json = review(client, server, tools=None, response_format=JSON_SCHEMA_FORMAT)
+    assert as_json.choices[0].message.content == '{"findings": ' + deep
+    text = review(client, server, tool_choice="none").choices[0].message.content
+    assert text.startswith('<tool_call>\n{"name": "report_finding", "arguments": ' + deep)
+    assert text.count("<tool_call>") == len(expected_findings(RISKY_LINES))
+    for written in (first.function.arguments, as_json.choices[0].message.content):
+        with pytest.raises(RecursionError):
+            json.loads(written)
+
+
+def test_bare_json_value_is_the_whole_content_but_in_tool_calls(server: FakeVLLM, client: OpenAI):
+    server.add_faults("bare_json_value", "bare_json_value")
+    text = review(client, server, tool_choice="none").choices[0].message
+    as_tools = review(client, server).choices[0].message
+    assert text.content == BARE_JSON_VALUE and not text.tool_calls
+    assert len(as_tools.tool_calls) == len(expected_findings(RISKY_LINES))
+
+
+@pytest.mark.parametrize("repair", ["repeat", "unrelated"])
+def test_a_repair_turn_can_resend_other_calls_than_the_broken_ones(repair: str):
+    """The first call lacks `line`; "repeat" resends the one read, "unrelated" the broken one
+    on a path that is not in the diff."""
+    lines = RISKY_LINES[:4]  # two findings
+    with fake_and_client(malformed=MalformedCalls(rate=0.0, repair=repair)) as (fake, other):
+        fake.add_faults("missing_line")
+        first = review(other, fake, lines)
+        broken, read = first.choices[0].message.tool_calls
+        messages = repair_turn(first, {broken.id: "`line`: required integer, missing"})
+        messages[1] = review_messages(lines)[1]
+        again = other.chat.completions.create(
+            model=fake.model, messages=messages, tools=[REPORT_FINDING_TOOL]
+        )
+    (resent,) = arguments_of(again.choices[0].message.tool_calls)
+    if repair == "repeat":
+        assert resent == json.loads(read.function.arguments)
+    else:
+        assert resent["path"] == HALLUCINATED_PATH
+        assert {k: v for k, v in resent.items() if k not in ("path", "line")} == {
+            k: v for k, v in json.loads(broken.function.arguments).items() if k != "path"
+        }
 
 
 def test_hermes_content_fault(server: FakeVLLM, client: OpenAI):

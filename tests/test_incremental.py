@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
-from click.testing import CliRunner
+from click.testing import CliRunner, Result
 from sqlalchemy import update
 
 from reviewbot.commands import main
@@ -366,7 +367,12 @@ UTIL_RISKY = (
 
 def cli_run_exit_code(world: World) -> int:  # noqa: F811
     """`reviewbot run 1` configured through the environment: its exit code."""
-    result = CliRunner().invoke(
+    return cli_run_text(world).exit_code
+
+
+def cli_run_text(world: World) -> Result:  # noqa: F811
+    """`reviewbot run 1` (its text output) configured through the environment."""
+    return CliRunner().invoke(
         main,
         ["run", "1", "--project", PROJECT],
         env={
@@ -378,7 +384,6 @@ def cli_run_exit_code(world: World) -> int:  # noqa: F811
             "REVIEWBOT_GITLAB_NOTES_PER_MINUTE": str(FAST_NOTES_PER_MINUTE),
         },
     )
-    return result.exit_code
 
 
 def test_hunks_whose_answer_could_not_be_read_are_reviewed_on_the_next_push(
@@ -463,3 +468,88 @@ def test_at_a_30_percent_unreadable_rate_no_finding_is_lost_for_good(
     assert posted | {(f.path, f.line) for f in again.posted} == everything
     assert not posted & {(f.path, f.line) for f in again.posted}  # nothing posted twice
     assert len(diff_notes(world)) == len(everything)
+
+
+ANSWERS_FOR_EVERY_TRY = 40  # faults enough for every try and repair turn of the v2 review
+
+
+def _deep_arguments(vllm: FakeVLLM) -> None:
+    vllm.add_faults(*["deep_arguments"] * ANSWERS_FOR_EVERY_TRY)
+
+
+# Seed 0 at rate 0.5 writes v2's eval( finding without `line` and its == None one right, in
+# every answer to the diff (the answers to repair turns follow the repair policy).
+ONE_OF_TWO_BROKEN = {"rate": 0.5, "seed": 0, "kinds": ("missing_line",)}
+
+
+def _repairs_that_repeat_what_was_read(vllm: FakeVLLM) -> None:
+    vllm.malformed = MalformedCalls(**ONE_OF_TWO_BROKEN, repair="repeat")
+
+
+def _repairs_on_another_path(vllm: FakeVLLM) -> None:
+    vllm.malformed = MalformedCalls(**ONE_OF_TWO_BROKEN, repair="unrelated")
+
+
+def _json_that_is_no_findings_in_content_mode(vllm: FakeVLLM) -> None:
+    vllm.tool_parser, vllm.honour_response_format = False, False
+    vllm.add_faults(*["bare_json_value"] * ANSWERS_FOR_EVERY_TRY)
+
+
+def _readable_again(vllm: FakeVLLM) -> None:
+    vllm.clear_faults()
+    vllm.malformed = None
+    vllm.tool_parser, vllm.honour_response_format = True, True
+
+
+@pytest.mark.parametrize(
+    ("model", "reason"),
+    [
+        (_deep_arguments, "arguments are JSON nested deeper than 32 levels"),
+        (_repairs_that_repeat_what_was_read, "`line`: required integer, missing"),
+        (_repairs_on_another_path, "`line`: required integer, missing"),
+        (
+            _json_that_is_no_findings_in_content_mode,
+            'JSON content must be an object with a "findings" list, got a number',
+        ),
+    ],
+    ids=["deep-arguments", "repair-repeats", "repair-elsewhere", "content-json-value"],
+)
+def test_an_answer_read_wrong_before_is_not_a_review_and_is_sent_again(
+    world: World,  # noqa: F811
+    model: Any,
+    reason: str,
+) -> None:
+    """The audit of issue 17 item 1: arguments nested 3,000 deep (a RecursionError), a repair
+    answered with the call already read or with one on another path (counted as repairs), and
+    content-mode JSON that is no findings object ("no findings"). v2 adds two risky lines in
+    util.py: `reviewbot run` exits 1 with one clear line, the summary says which lines were
+    not reviewed and why; the next run sends util.py again and posts what v2 did not."""
+    world.run()
+    world.gitlab.push(PROJECT, 1, commit_on_feature(world.repo, {"util.py": UTIL_RISKY}, "v2"))
+    model(world.vllm)
+    failed = cli_run_text(world)
+    assert failed.exit_code == 1 and "Traceback" not in failed.output, failed.output
+    note = summary(world)
+    assert (
+        "- chunk 1 (util.py lines 1-10: 10 changed lines): the model's answer could not be "
+        "read" in note
+    )
+    assert reason in note and "No change to the patch" not in note
+    posted_before = {
+        n["position"]["new_line"]
+        for n in diff_notes(world)
+        if n["position"]["new_path"] == "util.py"
+    }
+    _readable_again(world.vllm)
+    calls = len(chat_requests(world))
+    report = require_complete(world.run())
+    assert any("util.py" in prompt_text(r) for r in chat_requests(world)[calls:])
+    risky = {world.line_of(UTIL_RISKY, "eval("), world.line_of(UTIL_RISKY, "== None")}
+    on_util = [
+        n["position"]["new_line"]
+        for n in diff_notes(world)
+        if n["position"]["new_path"] == "util.py"
+    ]
+    assert sorted(on_util) == sorted(risky)  # each once
+    assert {f.line for f in report.posted if f.path == "util.py"} == risky - posted_before
+    assert "could not be read" not in summary(world)

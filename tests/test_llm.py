@@ -26,12 +26,12 @@ from reviewbot.llm import (
     ModelNotFoundError,
     ToolCallText,
 )
-from reviewbot.llm.answers import parse_answer
+from reviewbot.llm.answers import match_resent, parse_answer
 from reviewbot.llm.factory import llm_settings_from, runner_for
 from reviewbot.llm.openai_compatible import sse_data
 from reviewbot.prompts import tool_schemas
 from tests.fakes.silent_server import closed_port
-from tests.fakes.vllm_server import FakeVLLM, MalformedCalls
+from tests.fakes.vllm_server import HALLUCINATED_PATH, FakeVLLM, MalformedCalls
 
 API_KEY = "sk-test-secret-key-123"
 SYSTEM_PROMPT = (
@@ -47,6 +47,11 @@ RISKY_LINES = [
 ]
 RISKY_FINDING_LINES = {11, 12}
 FAST_RETRIES = {"backoff_base_s": 0.001, "backoff_max_s": 0.01}
+DEEP_JSON = "[" * 100_000  # what a lying server answers: json.loads gives up with RecursionError
+TEXT_MODES = {
+    "json_schema": {"tool_parser": False},
+    "content": {"tool_parser": False, "honour_response_format": False},
+}
 
 
 def diff_message(path: str, lines: list[tuple[str, int, str]] = RISKY_LINES) -> str:
@@ -289,6 +294,162 @@ def test_without_tool_call_ids_the_repair_turn_is_a_user_message(options: dict, 
     assert request["role"] == "user" and "`line`: must be an integer" in request["content"]
 
 
+@pytest.mark.parametrize("stream", [True, False])
+def test_arguments_nested_too_deep_are_an_unreadable_call_not_a_crash(
+    server: FakeVLLM, stream: bool
+) -> None:
+    """D2: json.loads gives up on "[" nested 3,000 deep with RecursionError, not a ValueError;
+    the call is unreadable, told so, and resent (issue 17)."""
+    server.add_faults("deep_arguments")
+    (result,) = review(server, stream=stream)
+    assert result.error is None and reported_lines(result) == RISKY_FINDING_LINES
+    assert result.invalid == ["arguments are JSON nested deeper than 32 levels"]
+    assert outcomes(result) == ["invalid_calls", "repair"]
+    assert result.records[-1].repaired_tool_calls == 1
+    *_, assistant, broken, _ = server.requests[-1]["messages"]
+    assert assistant["tool_calls"][0]["function"]["arguments"] == "{}"
+    assert broken["content"].startswith("Error: arguments are JSON nested deeper than 32 levels")
+
+
+@pytest.mark.parametrize("mode", TEXT_MODES)
+def test_content_nested_too_deep_is_unreadable_in_the_text_modes(mode: str) -> None:
+    with FakeVLLM(**TEXT_MODES[mode]) as fake, runner_for(settings_for(fake)) as client:
+        client.review_chunks([chunk(0)])  # learns the output mode
+        fake.add_faults("deep_arguments")
+        (result,) = client.review_chunks([chunk(1)])
+    assert result.error is None and reported_lines(result) == RISKY_FINDING_LINES
+    assert len(result.invalid) == 1 and "nested deeper than 32 levels" in result.invalid[0]
+    assert outcomes(result) == ["invalid_calls", "repair"] and result.records[-1].mode == mode
+
+
+def test_arguments_that_stay_nested_too_deep_leave_the_chunk_not_reviewed(
+    server: FakeVLLM,
+) -> None:
+    server.add_faults(*["deep_arguments"] * 4)
+    (result,) = review(server, max_retries=1)
+    assert result.error is not None and "nested deeper than 32 levels" in result.error
+    assert reported_lines(result) == {12}  # the readable call of the best try is kept
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_an_answer_nested_too_deep_from_a_lying_server_is_retried(
+    server: FakeVLLM, stream: bool
+) -> None:
+    server.add_faults("deep_json_body")
+    (result,) = review(server, stream=stream)
+    assert result.error is None and reported_lines(result) == RISKY_FINDING_LINES
+    assert result.records[-1].retries == 1
+
+
+@pytest.mark.parametrize(("stream", "said"), [(True, "not a JSON object"), (False, "not readable")])
+def test_an_answer_that_stays_nested_too_deep_is_one_clear_chunk_error(
+    server: FakeVLLM, stream: bool, said: str
+) -> None:
+    server.add_faults("deep_json_body", "deep_json_body")
+    (result,) = review(server, stream=stream, max_retries=1)
+    assert result.error is not None and said in result.error and "'[[[[" in result.error
+    assert server.base_url in result.error and "\n" not in result.error
+
+
+def test_json_content_that_is_no_findings_object_is_unreadable_not_no_findings() -> None:
+    """D9: in the content mode an answer `42` (valid JSON, no findings object) said "no
+    findings"; it is an unreadable answer, told so, and resent (issue 17)."""
+    with FakeVLLM(**TEXT_MODES["content"]) as fake, runner_for(settings_for(fake)) as client:
+        client.review_chunks([chunk(0)])  # learns the output mode
+        fake.add_faults("bare_json_value")
+        (result,) = client.review_chunks([chunk(1)])
+        told = fake.requests[-1]["messages"][-1]["content"]
+    assert result.error is None and reported_lines(result) == RISKY_FINDING_LINES
+    assert result.invalid == [
+        "JSON content must be an object with a \"findings\" list, got a number: '42'"
+    ]
+    assert outcomes(result) == ["invalid_calls", "repair"]
+    assert 'must be an object with a "findings" list' in told
+
+
+def test_json_content_that_stays_no_findings_object_is_a_chunk_error() -> None:
+    fake = FakeVLLM(**TEXT_MODES["content"])
+    with fake, runner_for(settings_for(fake, max_retries=1)) as client:
+        client.review_chunks([chunk(0)])
+        fake.add_faults(*["bare_json_value"] * 4)  # two tries, each with its repair turn
+        (result,) = client.review_chunks([chunk(1)])
+    assert result.error is not None and not result.calls
+    assert "could not be read: 1 of 1 calls invalid (JSON content must be an object" in result.error
+
+
+@pytest.mark.parametrize("repair", ["repeat", "unrelated"])
+def test_a_repair_answer_with_other_calls_than_the_broken_ones_repairs_nothing(
+    repair: str,
+) -> None:
+    """D5: the first call lacks `line`; the answer to the repair turn resends the call already
+    read ("repeat") or a call on another path ("unrelated"), one call as asked. Counted, that
+    was one repair and a complete chunk; matched, it is none, the duplicate is not read twice,
+    and the chunk is not reviewed (issue 17)."""
+    with FakeVLLM(malformed=MalformedCalls(rate=0.0, repair=repair)) as fake:
+        fake.add_faults("missing_line")
+        (result,) = review(fake, max_retries=0)
+    assert result.error is not None and "could not be read: 1 of" in result.error
+    assert outcomes(result) == ["invalid_calls", "error"]
+    assert [record.repaired_tool_calls for record in result.records] == [0, 0]
+    read = [call for call in result.calls if call["path"] != HALLUCINATED_PATH]
+    assert [call["line"] for call in read] == [12]  # once, not twice
+    if repair == "unrelated":  # a readable finding, kept (anchoring judges its path)
+        assert [call["path"] for call in result.calls].count(HALLUCINATED_PATH) == 1
+
+
+def test_a_repair_answer_that_resends_the_broken_call_repairs_it(server: FakeVLLM) -> None:
+    server.add_faults("missing_line")
+    (result,) = review(server, max_retries=0)
+    assert result.error is None and reported_lines(result) == RISKY_FINDING_LINES
+    assert [record.repaired_tool_calls for record in result.records] == [0, 1]
+
+
+def context_for_one_answer(server: FakeVLLM, max_output_tokens: int) -> int:
+    """A context that holds chunk 0's prompt and ``max_output_tokens``, and little more."""
+    request = chunk(0)
+    with runner_for(settings_for(server)) as client:
+        prompt = client.count_prompt_tokens(request.messages, request.tools)
+    assert prompt is not None
+    return prompt + max_output_tokens + 8
+
+
+@pytest.mark.parametrize(
+    ("backend", "limit_from"), [("vllm", "server"), ("openai-compatible", "request")]
+)
+def test_a_repair_turn_that_would_not_fit_the_context_is_not_sent(
+    server: FakeVLLM, backend: str, limit_from: str
+) -> None:
+    """D4: the repair turn repeats the prompt and adds the answer: counted (vLLM's /tokenize,
+    else the answer's prompt tokens and an estimate), it does not fit, so it is not sent and
+    the chunk is a context overflow, as a first request the server refuses (issue 17)."""
+    limit = context_for_one_answer(server, max_output_tokens=512)
+    server.max_model_len = limit
+    server.add_faults("malformed_arguments")
+    request = replace(chunk(0), max_model_len=limit if limit_from == "request" else None)
+    settings = settings_for(server, max_output_tokens=512)
+    with runner_for(settings, backend=backend) as client:
+        (result,) = client.review_chunks([request])
+    assert result.context_overflow and result.error is None
+    assert reported_lines(result) == {12}  # the readable call is kept
+    assert outcomes(result) == ["context_overflow"]
+    assert "the repair turn would not fit the model's context" in (result.records[0].error or "")
+    assert server.stats.requests == 1  # the repair turn was never sent
+
+
+def test_a_repair_turn_the_server_finds_too_long_is_a_context_overflow(server: FakeVLLM) -> None:
+    """Where the context is not known (an OpenAI-compatible server, no limit given), the turn
+    is sent, and the server's 400 "maximum context length" is a context overflow."""
+    server.max_model_len = context_for_one_answer(server, max_output_tokens=512)
+    server.add_faults("malformed_arguments")
+    settings = settings_for(server, max_output_tokens=512)
+    with runner_for(settings, backend="openai-compatible") as client:
+        (result,) = client.review_chunks([chunk(0)])
+    assert result.context_overflow and result.error is None and reported_lines(result) == {12}
+    assert outcomes(result) == ["invalid_calls", "context_overflow"]
+    assert "maximum context length" in (result.records[-1].error or "")
+    assert server.stats.requests == 2
+
+
 def test_empty_tool_calls_stream_is_retried_without_streaming(server: FakeVLLM) -> None:
     server.add_faults("empty_tool_calls_stream")
     (result,) = review(server)
@@ -477,8 +638,17 @@ def test_an_answer_of_the_wrong_shape_is_not_an_empty_review(
         ),
         # What llama-server's /tokenize answers a body without "content".
         ("POST /tokenize", '{"tokens": []}', "application/json", "without an integer count"),
+        # A lying server: json.loads gives up with RecursionError, not a ValueError.
+        ("GET /v1/models", DEEP_JSON, "application/json", "not readable JSON: '[[[["),
+        ("POST /tokenize", DEEP_JSON, "application/json", "without an integer count: '[[[["),
     ],
-    ids=["models-html", "models-max-model-len", "tokenize-no-count"],
+    ids=[
+        "models-html",
+        "models-max-model-len",
+        "tokenize-no-count",
+        "models-deep",
+        "tokenize-deep",
+    ],
 )
 def test_a_malformed_server_answer_is_one_clear_line(
     server: FakeVLLM, route: str, body: str, content_type: str, said: str
@@ -516,3 +686,62 @@ def test_the_runner_and_findings_refuse_a_call_for_the_same_reasons() -> None:
     assert isinstance(rejected, Rejected)
     assert parsed.invalid == [rejected.reason]
     assert rejected.reason.startswith("`line`: required integer, missing; `severity`:")
+
+
+def finding_call(call_id: str, **fields: Any) -> ToolCallText:
+    arguments = {
+        "path": "a.py",
+        "line": 3,
+        "side": "new",
+        "severity": "major",
+        "category": "bug",
+        "title": "Wrong check",
+        "body": "Why it is wrong.",
+        **fields,
+    }
+    return ToolCallText("report_finding", json.dumps(arguments), call_id)
+
+
+def parsed_calls(*calls: ToolCallText) -> Any:
+    return parse_answer(ModelAnswer(tool_calls=list(calls)), MODE_TOOL_CALLS, tool_schemas())
+
+
+def test_a_resent_call_repairs_the_unreadable_call_it_names_or_agrees_with() -> None:
+    """D5 (issue 17): by the tool-call id when the model reuses it, else by the path and line
+    the unreadable call gave readably; a call already read is a duplicate, not a repair."""
+    first = parsed_calls(
+        finding_call("call_a", severity="high"),  # path a.py and line 3 readable
+        finding_call("call_b", path="b.py", line="L7"),  # path b.py readable
+        ToolCallText("report_finding", '{"path": "c.py", "line": 1', "call_c"),  # no JSON
+        finding_call("call_d", path="d.py", title="Read"),
+    )
+    read = first.calls
+    reply = parsed_calls(
+        finding_call("call_1", path="d.py", title="  read "),  # the read one again
+        finding_call("call_2", path="b.py", line=7),  # b.py: call_b, not the one saying nothing
+        finding_call("call_3", path="a.py", line=4),  # not call_a's line: the JSON-less one
+        finding_call("call_4", path="e.py", line=5),  # agrees with nothing left
+        finding_call("call_a", path="a.py", line=30),  # call_a's id
+    )
+    resent = match_resent(first.unreadable, reply, read, tool_schemas())
+    assert resent.duplicates == 1
+    assert [(call["path"], call["line"]) for call in resent.repaired] == [
+        ("b.py", 7),
+        ("a.py", 4),
+        ("a.py", 30),
+    ]
+    assert [(call["path"], call["line"]) for call in resent.new] == [("e.py", 5)]
+    assert resent.still_unreadable == []
+
+
+def test_a_resend_that_agrees_with_no_unreadable_call_repairs_nothing() -> None:
+    first = parsed_calls(finding_call("call_a", severity="high"), finding_call("call_b", line=5))
+    reply = parsed_calls(
+        finding_call("call_1", line=9),
+        finding_call("call_2", line=9),
+        finding_call("call_3", line=5),
+    )
+    resent = match_resent(first.unreadable, reply, first.calls, tool_schemas())
+    assert resent.repaired == [] and [c["line"] for c in resent.new] == [9]
+    assert resent.duplicates == 2  # call_2 repeats call_1, call_3 the call read before
+    assert [entry.call_id for entry in resent.still_unreadable] == ["call_a"]

@@ -357,3 +357,29 @@ def test_an_offline_plan_is_the_plan_of_a_review_by_a_server_that_cannot_count()
     assert offline.budget == reviewed.plan.budget
     assert [c.text for c in offline.chunks] == [c.text for c in reviewed.plan.chunks]
     assert offline.coverage == reviewed.plan.coverage
+
+
+def test_a_repair_turn_too_long_for_the_context_resplits_the_chunk(repo: Path) -> None:
+    """D4 (issue 17): a chunk that fills the context gets an answer whose every call lacks
+    `line`; its repair turn (the prompt, the answer, one tool message per call) would not fit,
+    so it is not sent and the chunk is split as after a 400 "maximum context length": the
+    smaller chunks' repair turns fit, and every finding is read."""
+    functions = 24
+    many = "".join(f"def f{i}(x):\n    return eval(x) + {i}\n\n" for i in range(functions))
+    (repo / "big.py").write_text(many)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "big")
+    broken = MalformedCalls(kinds=("missing_line",))  # every call; the repair turn fixes them
+    with FakeVLLM(max_model_len=8192, malformed=broken) as small:
+        code, out, err = review(
+            repo, small.base_url, "--json", "--max-output-tokens", "3072", "--min-severity", "info"
+        )
+        repairs = [r for r in small.requests if any(m["role"] == "tool" for m in r["messages"])]
+    assert code == 0, err
+    data = json.loads(out)
+    outcomes = [c["outcome"] for c in data["calls"]]
+    assert outcomes[0] == "context_overflow" and "repair" in outcomes
+    assert "the repair turn would not fit" in data["calls"][0]["error"]
+    assert len(repairs) == outcomes.count("repair")  # every repair turn sent was answered
+    eval_lines = {f["line"] for f in data["findings"] if f["path"] == "big.py"}
+    assert eval_lines == {3 * i + 2 for i in range(functions)}

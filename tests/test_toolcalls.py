@@ -13,10 +13,13 @@ import json
 import pytest
 
 from reviewbot.toolcalls import (
+    MAX_JSON_DEPTH,
     NON_BLANK_PATTERN,
     ArgumentsError,
+    JSONTooDeepError,
     ToolCall,
     check_arguments,
+    decode_json,
     parse_arguments,
     parse_tool_calls_from_content,
     strip_reasoning,
@@ -263,6 +266,68 @@ def test_truncated_bare_json_is_an_error_and_prose_is_no_call() -> None:
     assert prose.calls == [] and prose.errors == []
 
 
+@pytest.mark.parametrize(
+    ("content", "got"),
+    [
+        ('"ok"', "a string"),
+        ("42", "a number"),
+        ("null", "null"),
+        ("true", "a boolean"),
+        ("[1, 2]", "an array"),
+        ('[{"path": "a.py", "line": 1}]', "an array"),
+        ('{"issues": []}', 'an object without a "findings" list'),
+    ],
+)
+def test_json_content_that_is_no_findings_object_is_an_error_not_no_findings(
+    content: str, got: str
+) -> None:
+    """D9 (issue 17): valid JSON of another shape meant "no findings"; it is unreadable."""
+    parsed = parse_tool_calls_from_content(f"  {content}\n", TOOLS)
+    assert parsed.calls == []
+    assert parsed.errors == [
+        f'JSON content must be an object with a "findings" list, got {got}: {content!r}'
+    ]
+
+
+def test_content_that_opens_json_but_is_none_is_an_error() -> None:
+    parsed = parse_tool_calls_from_content("[1, 2", TOOLS)
+    assert parsed.calls == [] and parsed.errors[0].startswith("content looks like JSON but is not")
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        '{"findings": ' + "[" * 100_000,  # json.loads: RecursionError, not a ValueError
+        '{"findings": [' + "[" * MAX_JSON_DEPTH + "]" * MAX_JSON_DEPTH + "]}",  # decodes
+        '<tool_call>{"name": "report_finding", "arguments": ' + "[" * 100_000 + "</tool_call>",
+    ],
+    ids=["bare", "bare-decodable", "hermes"],
+)
+def test_content_nested_too_deep_is_an_error_not_a_crash(content: str) -> None:
+    """D2 (issue 17): every JSON of an answer is read with a depth bound."""
+    parsed = parse_tool_calls_from_content(content, TOOLS)
+    assert parsed.calls == [] and len(parsed.errors) == 1
+    assert f"nested deeper than {MAX_JSON_DEPTH} levels" in parsed.errors[0]
+
+
+def test_an_xml_array_parameter_nested_too_deep_stays_text_and_is_refused() -> None:
+    (call,) = parse_tool_calls_from_content(
+        xml_call(path="a", line="1", tags="[" * 10**5), TOOLS
+    ).calls
+    assert call.arguments["tags"] == "[" * 100_000
+    assert check_arguments(call.arguments, PARAMETERS) == [
+        '`tags`: must be an array; got "' + "[" * 39 + "…"
+    ]
+
+
+def test_decode_json_bounds_the_depth_of_what_it_returns() -> None:
+    at_limit = "[" * MAX_JSON_DEPTH + "]" * MAX_JSON_DEPTH
+    assert decode_json(at_limit) is not None
+    for too_deep in ["[" + at_limit + "]", "[" * 100_000, '{"a": ' * 5000]:
+        with pytest.raises(JSONTooDeepError, match=f"nested deeper than {MAX_JSON_DEPTH}"):
+            decode_json(too_deep)
+
+
 def test_think_blocks_are_stripped_before_parsing() -> None:
     reasoning = "<think>maybe " + xml_call(path="thought.py", line="1") + "</think>\n"
     parsed = parse_tool_calls_from_content(reasoning + xml_call(path="a.py", line="2"), TOOLS)
@@ -288,3 +353,5 @@ def test_parse_arguments() -> None:
     for bad in ["", "[1]", "{line: 3}", '{"x": NaN}', '{"a": 1']:
         result = parse_arguments(bad)
         assert isinstance(result, ArgumentsError) and result.reason
+    deep = parse_arguments("[" * 100_000)
+    assert deep == ArgumentsError(f"arguments are JSON nested deeper than {MAX_JSON_DEPTH} levels")

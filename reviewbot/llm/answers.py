@@ -11,14 +11,22 @@ without ids (JSON schema, tool calls in text), one ``user`` message naming the r
 (the transport keeps them in ``ModelAnswer.reasoning``, which ``reviewbot doctor`` looks at); a
 ``<think>`` block leaked into ``content`` is stripped by the content parser.
 
+The answer to a repair turn is judged call by call (:func:`match_resent`), never by count: a
+readable call there repairs the unreadable call it is a resend of, found by the tool-call id
+when the model reuses it, else by the fields the unreadable call did give readably (``path``
+and ``line``: a call whose reason was its ``line`` is matched by its ``path``; one that was not
+JSON at all names nothing and is matched by any resend). A resend of a call already read (the
+same path, side, line, category and title) is a duplicate: no repair, and not read twice. A
+readable call that matches no unreadable one is a new finding, kept but no repair.
+
 Owns: decoding an answer's calls (from ``tool_calls`` or written in ``content``) into readable and
-unreadable ones with their reasons, and the repair turn. Must not: send a request, or repair model
-output (an unreadable call stays unreadable).
+unreadable ones with their reasons, the repair turn, and matching its answer's calls to the
+unreadable ones. Must not: send a request, or repair model output (an unreadable call stays
+unreadable).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,6 +36,7 @@ from reviewbot.toolcalls import (
     DEFAULT_FINDINGS_TOOL,
     ArgumentsError,
     check_arguments,
+    decode_json,
     parse_arguments,
     parse_tool_calls_from_content,
     strip_reasoning,
@@ -39,8 +48,10 @@ __all__ = [
     "FINISH_TOOL_CALLS",
     "AnsweredCall",
     "ParsedAnswer",
+    "Resent",
     "empty_tool_calls",
     "format_ignored",
+    "match_resent",
     "parse_answer",
     "repair_messages",
 ]
@@ -55,6 +66,9 @@ RESEND_TEXT = "Resend this finding with the corrected arguments."
 # vLLM refused arguments that are not JSON (400), newer ones read them as {}: send {}.
 EMPTY_ARGUMENTS = "{}"
 SENT_SNIPPET_CHARS = 200  # of arguments that could not be echoed, quoted back to the model
+# The fields that say which finding an unreadable call meant, compared with a resent call's.
+IDENTITY_FIELDS = ("path", "line")
+DEFAULT_SIDE = "new"  # a call without `side` means the new side
 
 
 @dataclass(frozen=True)
@@ -62,7 +76,8 @@ class AnsweredCall:
     """One call of an answer: its arguments when readable, else why it is not.
 
     ``call_id``: the server's tool-call id, None for a call written in the content (or an
-    error in the content that no call can be told apart for).
+    error in the content that no call can be told apart for). ``sent``: the decoded arguments
+    of an unreadable call that decoded but did not fit the schema (what it did say).
     """
 
     arguments: dict[str, Any] | None
@@ -70,6 +85,7 @@ class AnsweredCall:
     call_id: str | None = None
     name: str = DEFAULT_FINDINGS_TOOL
     raw_arguments: str = ""  # as the server sent them (tool calls only)
+    sent: Mapping[str, Any] | None = None
 
     @property
     def readable(self) -> bool:
@@ -89,6 +105,10 @@ class ParsedAnswer:
     def invalid(self) -> list[str]:
         """Why each unreadable call was refused."""
         return [entry.reason for entry in self.entries if entry.reason is not None]
+
+    @property
+    def unreadable(self) -> list[AnsweredCall]:
+        return [entry for entry in self.entries if not entry.readable]
 
 
 def parse_answer(
@@ -128,13 +148,15 @@ def _tool_call_entry(call: ToolCallText, parameters: Mapping[str, Any]) -> Answe
     if isinstance(arguments, ArgumentsError):
         return AnsweredCall(None, arguments.reason, call.id, call.name, call.arguments)
     checked = _checked(arguments, parameters)
-    return AnsweredCall(checked.arguments, checked.reason, call.id, call.name, call.arguments)
+    return AnsweredCall(
+        checked.arguments, checked.reason, call.id, call.name, call.arguments, checked.sent
+    )
 
 
 def _checked(arguments: dict[str, Any], parameters: Mapping[str, Any]) -> AnsweredCall:
     reasons = check_arguments(arguments, parameters)
     if reasons:
-        return AnsweredCall(None, "; ".join(reasons))
+        return AnsweredCall(None, "; ".join(reasons), sent=arguments)
     return AnsweredCall(arguments, None)
 
 
@@ -190,8 +212,8 @@ def _error_text(entry: AnsweredCall) -> str:
 
 def _echoed(raw_arguments: str) -> str:
     try:
-        value = json.loads(raw_arguments)
-    except (TypeError, ValueError):
+        value = decode_json(raw_arguments)
+    except (TypeError, ValueError):  # not JSON, or nested too deep (JSONTooDeepError)
         return EMPTY_ARGUMENTS
     return raw_arguments if isinstance(value, dict) else EMPTY_ARGUMENTS
 
@@ -203,6 +225,99 @@ def _resend_request(reasons: Sequence[str]) -> str:
         "Send again, in the same format as before, every finding that could not be read, "
         "with corrected arguments. Do not repeat the findings that were read."
     )
+
+
+@dataclass
+class Resent:
+    """What the readable calls of a repair turn's answer were (see the module notes)."""
+
+    repaired: list[dict[str, Any]] = field(default_factory=list)  # resends of unreadable calls
+    new: list[dict[str, Any]] = field(default_factory=list)  # readable, but no resend
+    duplicates: int = 0  # calls already read, sent again: dropped
+    still_unreadable: list[AnsweredCall] = field(default_factory=list)  # not matched by a resend
+
+    @property
+    def calls(self) -> list[dict[str, Any]]:
+        """The calls read from the answer: the repaired ones and the new ones."""
+        return [*self.repaired, *self.new]
+
+
+def match_resent(
+    unreadable: Sequence[AnsweredCall],
+    replied: ParsedAnswer,
+    read: Sequence[Mapping[str, Any]],
+    tools: Sequence[Mapping[str, Any]],
+) -> Resent:
+    """Match each readable call of ``replied`` (the answer to a repair turn) to the call of
+    ``unreadable`` it resends, given the calls already ``read`` (see the module notes)."""
+    parameters = tool_parameters(tools).get(DEFAULT_FINDINGS_TOOL, {})
+    waiting = list(unreadable)
+    seen = {_finding_key(arguments) for arguments in read}
+    resent = Resent()
+    for entry in replied.entries:
+        if entry.arguments is None:
+            continue
+        key = _finding_key(entry.arguments)
+        if key in seen:
+            resent.duplicates += 1
+            continue
+        seen.add(key)
+        match = _resend_of(entry.arguments, entry.call_id, waiting, parameters)
+        if match is None:
+            resent.new.append(entry.arguments)
+        else:
+            waiting.remove(match)
+            resent.repaired.append(entry.arguments)
+    resent.still_unreadable = waiting
+    return resent
+
+
+def _finding_key(arguments: Mapping[str, Any]) -> tuple[Any, ...]:
+    """What makes two readable calls one finding: path, side, line, category and title."""
+    title = arguments.get("title")
+    return (
+        arguments.get("path"),
+        arguments.get("side") or DEFAULT_SIDE,
+        arguments.get("line"),
+        arguments.get("category"),
+        " ".join(title.split()).casefold() if isinstance(title, str) else title,
+    )
+
+
+def _resend_of(
+    arguments: Mapping[str, Any],
+    call_id: str | None,
+    waiting: Sequence[AnsweredCall],
+    parameters: Mapping[str, Any],
+) -> AnsweredCall | None:
+    """The unreadable call that a readable call resends: the one with its id, else the one
+    whose readable identity fields all agree with it and say the most; None when none agrees."""
+    if call_id is not None:
+        for candidate in waiting:
+            if candidate.call_id == call_id:
+                return candidate
+    best, best_known = None, -1
+    for candidate in waiting:
+        known = _identity(candidate, parameters)
+        agrees = all(arguments.get(name) == value for name, value in known.items())
+        if agrees and len(known) > best_known:
+            best, best_known = candidate, len(known)
+    return best
+
+
+def _identity(entry: AnsweredCall, parameters: Mapping[str, Any]) -> dict[str, Any]:
+    """The identity fields an unreadable call gave readably (present and fitting the schema)."""
+    sent = entry.sent or {}
+    properties = parameters.get("properties")
+    properties = properties if isinstance(properties, Mapping) else {}
+    known = {}
+    for name in IDENTITY_FIELDS:
+        if sent.get(name) is None:
+            continue
+        schema = {"properties": {name: properties.get(name, {})}}
+        if not check_arguments({name: sent[name]}, schema):
+            known[name] = sent[name]
+    return known
 
 
 def empty_tool_calls(answer: ModelAnswer, parsed: ParsedAnswer) -> bool:

@@ -116,6 +116,9 @@ class ChunkRequest:
     # The prompt's size as the pipeline estimated it (None: unknown, not limited by the
     # runner's prefill share).
     prompt_tokens: int | None = None
+    # The context the prompt and the answer must fit in, as the pipeline budgets it (None: the
+    # server's max_model_len). The runner sends no repair turn that would not fit.
+    max_model_len: int | None = None
 
 
 @dataclass(frozen=True)

@@ -185,7 +185,7 @@ class OpenAICompatibleBackend:
             raise ServerAnswerError(
                 self._one_line(
                     f"the server at {self.shown_url} answered GET {path} with "
-                    f"{_described(response)}, not JSON: {_snippet(response.text)}. "
+                    f"{_described(response)}, not readable JSON: {_snippet(response.text)}. "
                     f"Is REVIEWBOT_LLM_BASE_URL the model server's OpenAI-compatible /v1 URL?"
                 )
             )
@@ -264,7 +264,7 @@ class OpenAICompatibleBackend:
                 continue
             try:
                 event = json.loads(data)
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, RecursionError):  # not JSON, or nested too deep
                 event = None
             if not isinstance(event, dict):
                 raise self._lost(f"sent an event that is not a JSON object: {_snippet(data)}")
@@ -291,7 +291,8 @@ class OpenAICompatibleBackend:
         body = _json_or_none(response)
         if not isinstance(body, dict):
             raise self._lost(
-                f"answered with {_described(response)}, not JSON: {_snippet(response.text)}"
+                f"answered with {_described(response)}, not readable JSON: "
+                f"{_snippet(response.text)}"
             )
         choices = body.get("choices")
         if not choices or not isinstance(choices, list) or not isinstance(choices[0], dict):
@@ -497,10 +498,12 @@ def findings_response_format(tools: Sequence[Mapping[str, Any]]) -> dict[str, An
 
 
 def _json_or_none(response: httpx.Response) -> Any:
-    """The JSON body, or None when the body is not JSON (an HTML page, plain text)."""
+    """The JSON body, or None when the body is not JSON (an HTML page, plain text) or is nested
+    deeper than ``json.loads`` can go (it recurses: ``[[[[...`` 100,000 deep from a server that
+    lies is a RecursionError, not a JSONDecodeError)."""
     try:
         return response.json()
-    except ValueError:  # JSONDecodeError, or bytes that are not text
+    except (ValueError, RecursionError):  # JSONDecodeError, bytes that are not text, too deep
         return None
 
 

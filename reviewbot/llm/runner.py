@@ -18,12 +18,25 @@ and "send this one request":
   an answer whose tool calls were lost (``finish_reason: "tool_calls"`` with no call, a known
   vLLM bug when streaming) is asked again without streaming; a chunk still without an answer
   after ``max_retries`` gets ``ChunkResult.error``, never an empty success;
-- unreadable answers: a call whose arguments cannot be decoded or do not fit the tool's schema
-  is answered in the same conversation (``repair_messages``: the reason, "resend this
-  finding"), up to ``max_repair_rounds`` times; only the calls resent are new. An answer still
-  unreadable is asked again from the start without streaming, like a lost one, and after
-  ``max_retries`` the chunk gets ``ChunkResult.error`` (not reviewed) with the readable calls
-  of its best try kept, to be published;
+- unreadable answers: a call whose arguments cannot be decoded (bad JSON, JSON nested too
+  deep, content that is JSON but no findings object) or do not fit the tool's schema is
+  answered in the same conversation (``repair_messages``: the reason, "resend this finding"),
+  up to ``max_repair_rounds`` times. A call of the answer to that turn repairs an unreadable
+  call only if it is a resend of it (``match_resent``: by id, else by path and line); a resend
+  of a call already read is dropped, and ``repaired_tool_calls`` counts only true repairs. An
+  answer still unreadable is asked again from the start without streaming, like a lost one,
+  and after ``max_retries`` the chunk gets ``ChunkResult.error`` (not reviewed) with the
+  readable calls of its best try kept, to be published;
+- a repair turn that would not fit the context: the turn repeats the chunk's prompt plus the
+  answer plus the reasons, so its prompt tokens are counted before it is sent (the server's
+  ``/tokenize`` when it has one, else the last prompt's tokens as the server reported them plus
+  a byte estimate of what the turn adds). When they and ``max_output_tokens`` exceed the
+  context (``ChunkRequest.max_model_len``, else the server's), the turn is not sent and the
+  chunk is a context overflow, exactly as when the server answers the first request with 400
+  "maximum context length" (and as when it answers the repair turn so): the pipeline re-splits
+  the chunk and sends the smaller parts, whose repair turns have room; a chunk that cannot be
+  split is reported not reviewed. The readable calls already read are kept, as for an answer
+  cut off at ``max_output_tokens``;
 - timing: one :class:`~reviewbot.llm.backend.CallRecord` per attempt series (tokens, cached
   tokens, TTFT, latency, slot wait, retries).
 
@@ -35,6 +48,7 @@ store a finding (the pipeline does).
 from __future__ import annotations
 
 import dataclasses
+import json
 import random
 import threading
 import time
@@ -47,9 +61,11 @@ from typing import TYPE_CHECKING, Any
 
 from reviewbot.llm.answers import (
     FINISH_LENGTH,
+    AnsweredCall,
     ParsedAnswer,
     empty_tool_calls,
     format_ignored,
+    match_resent,
     parse_answer,
     repair_messages,
 )
@@ -75,6 +91,7 @@ from reviewbot.llm.backend import (
 )
 from reviewbot.llm.prefill import PrefillGate, PrefillTicket, check_prefill_limit
 from reviewbot.retry import backoff_s
+from reviewbot.tokens import ByteEstimateCounter
 
 if TYPE_CHECKING:
     from reviewbot.slots import ModelSlots
@@ -93,6 +110,9 @@ OUTCOME_REPAIR = "repair"  # the answer to a repair turn
 OUTCOME_UNREADABLE_RETRY = "unreadable_retry"  # still unreadable: the chunk is asked again
 NOT_RESENT = " (not resent when asked)"  # said of an unreadable call the repair turn left out
 REASONS_SHOWN = 3  # distinct reasons an unreadable chunk's error names
+# A chat template's tokens around one message (role markers, <tool_response> tags), on top of
+# its text, when a repair turn's size is estimated without the server's /tokenize.
+MESSAGE_FRAMING_TOKENS = 16
 MS_PER_S = 1000.0
 # How an error names each output mode the server would not take.
 MODE_NAMES = {
@@ -119,8 +139,14 @@ class _Reading:
     """What one try of a chunk (an answer and its repair turns) could read."""
 
     calls: list[dict] = field(default_factory=list)  # readable calls' arguments
-    outstanding: list[str] = field(default_factory=list)  # why the calls still unreadable are
+    outstanding: list[AnsweredCall] = field(default_factory=list)  # the calls still unreadable
     invalid: list[str] = field(default_factory=list)  # every unreadable call's reason
+    overflow: str | None = None  # why the next repair turn was not sent: it would not fit
+
+    @property
+    def reasons(self) -> list[str]:
+        """Why each call still unreadable is."""
+        return [entry.reason or "" for entry in self.outstanding]
 
     @property
     def total(self) -> int:
@@ -341,6 +367,17 @@ class ChunkRunner:
 
         reading = self._repaired(tries.request, mode, tries.stream, gate, answer, parsed, record)
         tries.invalid += reading.invalid
+        if reading.overflow is not None:
+            # As a first request the server finds too long: the pipeline re-splits the chunk.
+            if tries.records[-1].outcome != OUTCOME_CONTEXT_OVERFLOW:
+                tries.records[-1] = dataclasses.replace(
+                    tries.records[-1],
+                    outcome=OUTCOME_CONTEXT_OVERFLOW,
+                    error=self._one_line(reading.overflow),
+                )
+            return ChunkResult(
+                tries.request.chunk_index, reading.calls, tries.invalid, tries.records, True, None
+            )
         if not reading.outstanding:
             return ChunkResult(
                 tries.request.chunk_index, reading.calls, tries.invalid, tries.records, False, None
@@ -388,41 +425,85 @@ class ChunkRunner:
     ) -> _Reading:
         """Tell the model which calls of ``answer`` could not be read and why, and take the
         calls it resends, up to ``max_repair_rounds`` times or until every call is read."""
-        reading = _Reading(list(parsed.calls), list(parsed.invalid), list(parsed.invalid))
+        reading = _Reading(list(parsed.calls), parsed.unreadable, list(parsed.invalid))
         messages = list(request.messages)
-        last_answer, last_parsed, left_out = answer, parsed, []
+        last_answer, last_parsed = answer, parsed
+        left_out: list[AnsweredCall] = []
+        prompt_tokens = answer.prompt_tokens or request.prompt_tokens
         for _ in range(self.settings.max_repair_rounds):
             if not reading.outstanding:
                 break
-            messages += repair_messages(last_answer, last_parsed, left_out)
-            turn = dataclasses.replace(request, messages=list(messages))
+            added = repair_messages(last_answer, last_parsed, [e.reason or "" for e in left_out])
+            turn = dataclasses.replace(request, messages=[*messages, *added])
+            turn_tokens = self._turn_tokens(turn, added, prompt_tokens)
+            reading.overflow = self._overflow(turn, turn_tokens)
+            if reading.overflow is not None:
+                break
+            messages = turn.messages
             attempt = self._attempt(turn, mode, stream, gate, None)
+            if isinstance(attempt.failure, ContextOverflowError):
+                reading.overflow = str(attempt.failure)
+                record(attempt, OUTCOME_CONTEXT_OVERFLOW, error=reading.overflow)
+                break
             if attempt.failure is not None:
                 record(attempt, OUTCOME_REPAIR, error=str(attempt.failure))
                 break
             reply = attempt.answer
             assert reply is not None
             replied = parse_answer(reply, mode, request.tools)
-            fixed = min(len(replied.calls), len(reading.outstanding))
-            not_resent = max(0, len(reading.outstanding) - fixed - len(replied.invalid))
-            reading.outstanding = [
-                *replied.invalid,
-                *(
-                    reason.removesuffix(NOT_RESENT) + NOT_RESENT
-                    for reason in reading.outstanding[:not_resent]
-                ),
+            resent = match_resent(reading.outstanding, replied, reading.calls, request.tools)
+            # Calls still unreadable: those the answer sent unreadably again, then (beyond
+            # their number) those it left out.
+            left_out = [
+                _not_resent(entry) for entry in resent.still_unreadable[len(replied.unreadable) :]
             ]
-            reading.calls += replied.calls
+            reading.outstanding = [*replied.unreadable, *left_out]
+            reading.calls += resent.calls
             reading.invalid += replied.invalid
-            record(attempt, OUTCOME_REPAIR, replied, repaired=fixed)
+            record(attempt, OUTCOME_REPAIR, replied, repaired=len(resent.repaired))
             if reply.finish_reason == FINISH_LENGTH:
                 break
             last_answer, last_parsed = reply, replied
-            left_out = reading.outstanding[len(replied.invalid) :]
+            prompt_tokens = reply.prompt_tokens or turn_tokens
         return reading
 
+    def _turn_tokens(
+        self, turn: ChunkRequest, added: Sequence[dict], prompt_tokens: int | None
+    ) -> int | None:
+        """A repair turn's prompt tokens: the server's count, else ``prompt_tokens`` (the
+        conversation so far) plus an estimate of the ``added`` messages; None when unknown."""
+        try:
+            counted = self.backend.count_prompt_tokens(turn.messages, turn.tools)
+        except LLMError:
+            counted = None  # the estimate below; the server still refuses what does not fit
+        if counted is not None:
+            return counted
+        if not prompt_tokens:
+            return None
+        estimate = ByteEstimateCounter()
+        texts = [
+            str(message.get("content") or "") + json.dumps(message.get("tool_calls") or "")
+            for message in added
+        ]
+        return prompt_tokens + sum(
+            count + MESSAGE_FRAMING_TOKENS for count in estimate.count_many(texts)
+        )
+
+    def _overflow(self, turn: ChunkRequest, turn_tokens: int | None) -> str | None:
+        """Why ``turn`` would not fit the model's context, or None (it fits, or cannot tell)."""
+        limit = turn.max_model_len or self.backend.server_info().max_model_len
+        if limit is None or turn_tokens is None:
+            return None
+        output = self.settings.max_output_tokens
+        if turn_tokens + output <= limit:
+            return None
+        return (
+            f"the repair turn would not fit the model's context: {turn_tokens} prompt tokens "
+            f"+ max_output_tokens={output} > {limit} tokens; not sent, the chunk is split"
+        )
+
     def _unreadable_error(self, reading: _Reading, tries: int) -> str:
-        reasons = list(dict.fromkeys(reading.outstanding))
+        reasons = list(dict.fromkeys(reading.reasons))
         shown = "; ".join(reasons[:REASONS_SHOWN])
         if len(reasons) > REASONS_SHOWN:
             shown += f"; {len(reasons) - REASONS_SHOWN} more"
@@ -580,6 +661,12 @@ class ChunkRunner:
             tool_calls=len(parsed.entries),
             repaired_tool_calls=repaired,
         )
+
+
+def _not_resent(entry: AnsweredCall) -> AnsweredCall:
+    """An unreadable call that the answer to its repair turn left out."""
+    reason = (entry.reason or "").removesuffix(NOT_RESENT) + NOT_RESENT
+    return dataclasses.replace(entry, reason=reason)
 
 
 def _first_token_callback(

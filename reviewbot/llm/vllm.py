@@ -134,9 +134,10 @@ def _is_integer(value: object) -> bool:
 
 
 def _json_field(response: httpx.Response, name: str) -> object:
-    """``name`` of a JSON object body; None when the body is no such object."""
+    """``name`` of a JSON object body; None when the body is no such object (not JSON, or
+    nested deeper than ``json.loads`` can go)."""
     try:
         body = response.json()
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     return body.get(name) if isinstance(body, dict) else None

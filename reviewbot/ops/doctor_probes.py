@@ -531,10 +531,11 @@ def _refuses_the_key(http: httpx.Client, base_url: str) -> bool:
 
 
 def _vllm_version(http: httpx.Client, root_url: str) -> str | None:
-    """vLLM's ``GET /version``; None when it does not answer one."""
+    """vLLM's ``GET /version``; None when it does not answer one (an error, a body that is not
+    JSON, or JSON nested deeper than ``json.loads`` can go: a RecursionError)."""
     try:
         body = http.get(f"{root_url}/version").json()
-    except (httpx.HTTPError, ValueError):
+    except (httpx.HTTPError, ValueError, RecursionError):
         return None
     version = body.get("version") if isinstance(body, dict) else None
     return str(version) if version else None

@@ -84,8 +84,15 @@ event). Faults that change findings invent one finding when the diff has none. S
 arguments: no ``finish_reason``, no ``[DONE]``), ``missing_done`` (all but ``[DONE]``) and
 ``error_event`` (``data: {"error": ...}`` after a few chunks, then ``[DONE]``, as vLLM sends
 when generation fails mid-stream). ``html_200``: a proxy's HTML page with status 200 instead of
-any answer. :meth:`FakeVLLM.answer_with` replaces what one route answers (a broken model card,
-a ``/tokenize`` answer from another server...).
+any answer. ``deep_json_body`` (a lying server): the answer is JSON nested 100,000 deep, the
+whole body or, streamed, one ``data:`` event. ``deep_arguments``: the model writes its first
+call's arguments as ``[`` nested 3,000 deep (3x where Python's recursive ``json.loads`` gives
+up; 1,500 tokens, so within ``max_tokens``): the tool call's arguments, the JSON answer of
+``response_format``, or a Hermes ``<tool_call>`` in the content when the tools go with
+``tool_choice: "none"``. ``bare_json_value``: the content is the JSON ``42``, not a findings
+object (any mode but tool calls). :meth:`FakeVLLM.answer_with` replaces what one route answers
+(a broken model card, a ``/tokenize`` answer from another server, JSON nested too deep on
+``/v1/models`` or ``/version``...).
 
 Unreadable calls and repair turns
 ---------------------------------
@@ -101,13 +108,17 @@ A request whose messages go on after the model's answer to the diff (an ``assist
 then ``tool`` messages or a ``user`` message) is a *repair turn*: the fake answers with the
 findings of that diff that none of its earlier answers in the conversation wrote correctly, and
 only those. ``repair`` says how: ``"fix"`` (default) resends them correctly, ``"same"`` makes the
-same mistakes again, ``"drop"`` answers without any call. The per-request faults apply to repair
-turns too (``malformed_arguments`` then breaks the first resent call). An assistant
-``tool_calls`` entry without ``id``, ``function.name`` and an ``arguments`` string is answered 400
-as vLLM's request validation does, and so are arguments that are not JSON (vLLM before 0.11.1
-refused them; later versions read them as ``{}``); a ``tool`` message without a string
-``tool_call_id`` gets OpenAI's 400 (vLLM's own message type lets it through). In each case the
-fake is the stricter server, so a client that passes it works with both.
+same mistakes again, ``"drop"`` answers without any call, ``"repeat"`` resends instead the
+findings the earlier answers did write correctly (duplicates, none of the broken ones) and
+``"unrelated"`` resends each broken finding correctly but on another path
+(``src/does_not_exist.py``): as many calls as were asked for, none of them a repair. The
+per-request faults apply to repair turns too (``malformed_arguments`` then breaks the first
+resent call). An assistant ``tool_calls`` entry without ``id``, ``function.name`` and an
+``arguments`` string is answered 400 as vLLM's request validation does, and so are arguments
+that are not JSON (vLLM before 0.11.1 refused them; later versions read them as ``{}``); a
+``tool`` message without a string ``tool_call_id`` gets OpenAI's 400 (vLLM's own message type
+lets it through). In each case the fake is the stricter server, so a client that passes it
+works with both.
 
 Latency model and prefix cache
 ------------------------------
@@ -239,8 +250,16 @@ KNOWN_FAULTS = frozenset(
         "error_event",
         "html_200",
         "http_429_date",
+        "deep_json_body",
+        "deep_arguments",
+        "bare_json_value",
     }
 )
+# deep_arguments: 3x the nesting at which Python's json.loads raises RecursionError, and 1,500
+# Qwen tokens ("[[" is one), within a review's max_tokens; deep_json_body: a lying server.
+DEEP_ARGUMENT_LEVELS = 3000
+DEEP_BODY_LEVELS = 100_000
+BARE_JSON_VALUE = "42"  # bare_json_value: valid JSON, not a findings object
 FINDING_FAULTS = frozenset(
     {"hallucinated_path", "hallucinated_line", "quick_action", "line_separators"}
 )
@@ -257,7 +276,7 @@ MISTAKE_OF_FAULT = {
 }
 WRONG_LINE_PREFIX = "L"  # "line": "L12": what a model writes when it copies the diff's label
 WRONG_SEVERITY = "high"  # a severity of another scale than the tool's enum
-REPAIR_POLICIES = ("fix", "same", "drop")
+REPAIR_POLICIES = ("fix", "same", "drop", "repeat", "unrelated")
 HASH_SCALE = float(2**64)
 
 # vllm/entrypoints/openai/chat_completion/serving.py rejects tool_choice "auto" without a parser.
@@ -795,7 +814,7 @@ def check_messages(messages: Sequence[dict[str, Any]]) -> None:
                 )
             try:
                 json.loads(arguments or "{}")
-            except json.JSONDecodeError as error:
+            except (json.JSONDecodeError, RecursionError) as error:
                 raise VLLMError(HTTPStatus.BAD_REQUEST, str(error), "BadRequestError") from None
 
 
@@ -809,7 +828,7 @@ def written_correctly(
         try:
             if json.loads(arguments or "{}") == finding:
                 return True
-        except (TypeError, json.JSONDecodeError):
+        except (TypeError, json.JSONDecodeError, RecursionError):
             continue
     content = message_text(message.get("content"))
     name = request.tool_name
@@ -817,7 +836,7 @@ def written_correctly(
         return True
     try:
         document = json.loads(content)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):  # e.g. a deep_arguments answer echoed
         return False
     keys = request.json_keys()
     wanted = {k: v for k, v in finding.items() if not keys or k in keys}
@@ -871,6 +890,10 @@ def compose_answer(
     mode = choose_output_mode(request, fault, honour_format)
     written = list(mistakes) + [None] * (len(findings) - len(mistakes))
     body_text, calls = _render_body(mode, request, findings, written)
+    if fault == "deep_arguments" and findings:
+        body_text, calls = _deep_first_call(mode, request, body_text, calls)
+    if fault == "bare_json_value" and mode != "tool_calls":
+        body_text = BARE_JSON_VALUE
     reasoning = _reasoning_text(lines) if request.enable_thinking or fault == "reasoning" else None
     raw = f"{reasoning}\n</think>\n\n{body_text}" if reasoning else body_text
     raw_ids = encode(raw)
@@ -924,6 +947,21 @@ def _render_body(
         return xml, []
     calls = [_tool_call(name, _arguments_text(f, mistake)) for f, mistake in pairs]
     return xml, calls
+
+
+def _deep_first_call(
+    mode: str, request: ChatRequest, body_text: str, calls: list[dict[str, Any]]
+) -> tuple[str, list[dict[str, Any]]]:
+    """The answer with its first call's arguments nested DEEP_ARGUMENT_LEVELS deep."""
+    deep = "[" * DEEP_ARGUMENT_LEVELS
+    if calls:
+        first = {**calls[0], "function": {**calls[0]["function"], "arguments": deep}}
+        return body_text, [first, *calls[1:]]
+    if mode == "json":
+        return '{"findings": ' + deep, []
+    # Text modes: the first call as Hermes JSON whose arguments never end.
+    hermes = f'<tool_call>\n{{"name": "{request.tool_name}", "arguments": {deep}\n</tool_call>'
+    return hermes + "\n" + body_text.partition("\n</tool_call>\n")[2], []
 
 
 def mistaken(finding: dict[str, Any], mistake: str | None) -> dict[str, Any]:
@@ -1205,6 +1243,24 @@ def _histogram(metric: Any, name: str, help_text: str, histogram: Histogram) -> 
     samples.append(("_count", "", float(histogram.count)))
     samples.append(("_sum", "", histogram.total))
     metric(name, "histogram", help_text, samples)
+
+
+def _repair_answer(
+    found: list[dict[str, Any]],
+    earlier: Sequence[dict[str, Any]],
+    request: ChatRequest,
+    policy: str,
+) -> list[dict[str, Any]]:
+    """The findings a repair turn's answer holds, by the MalformedCalls ``repair`` policy."""
+    read = [f for f in found if any(written_correctly(a, f, request) for a in earlier)]
+    broken = [f for f in found if f not in read]
+    if policy == "drop":
+        return []
+    if policy == "repeat":
+        return read[: len(broken)]
+    if policy == "unrelated":
+        return [{**finding, "path": HALLUCINATED_PATH} for finding in broken]
+    return broken
 
 
 # --------------------------------------------------------------------------- HTTP plumbing
@@ -1622,6 +1678,9 @@ class FakeVLLM:
         if fault == "html_200":
             handler.send_text(HTTPStatus.OK, PROXY_LOGIN_PAGE, "text/html; charset=utf-8")
             return
+        if fault == "deep_json_body":
+            self._send_deep_json(handler, bool(body.get("stream")))
+            return
         self._raise_for_fault(fault)
         request = ChatRequest.from_body(body)
         self._check_model(request.model)
@@ -1653,6 +1712,17 @@ class FakeVLLM:
         except ServerStopping:
             handler.drop_connection()
 
+    @staticmethod
+    def _send_deep_json(handler: _Handler, stream: bool) -> None:
+        deep = "[" * DEEP_BODY_LEVELS + "]" * DEEP_BODY_LEVELS
+        if not stream:
+            handler.send_text(HTTPStatus.OK, deep, "application/json")
+            return
+        handler.start_event_stream()
+        handler.send_event(deep)
+        handler.send_event("[DONE]")
+        handler.end_event_stream()
+
     def _findings_to_write(
         self, request: ChatRequest, lines: Sequence[DiffLine], fault: str | None
     ) -> tuple[list[dict[str, Any]], list[str | None]]:
@@ -1663,13 +1733,7 @@ class FakeVLLM:
         earlier = request.earlier_answers()
         policy = malformed.repair if malformed is not None else "fix"
         if earlier:
-            found = [
-                finding
-                for finding in found
-                if not any(written_correctly(answer, finding, request) for answer in earlier)
-            ]
-            if policy == "drop":
-                found = []
+            found = _repair_answer(found, earlier, request, policy)
         findings = apply_finding_fault(found, lines, fault)
         same_mistakes = malformed is not None and (not earlier or policy == "same")
         mistakes = [
@@ -1981,7 +2045,7 @@ def argument_pieces(arguments: str) -> list[str]:
     """Split a JSON arguments string the way the qwen3_coder parser streams it."""
     try:
         parsed = json.loads(arguments)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):  # e.g. deep_arguments: sent in thirds
         parsed = None
     if isinstance(parsed, dict):
         params = [
