@@ -7,6 +7,7 @@ https://docs.vllm.ai/en/latest/serving/openai_compatible_server.html
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
@@ -46,6 +47,8 @@ RISKY_LINES = [
     ("+", 13, "        return 0"),
 ]
 RISKY_FINDING_LINES = {11, 12}
+SERVER_SEES_REQUEST_S = 10.0
+POLL_S = 0.01
 FAST_RETRIES = {"backoff_base_s": 0.001, "backoff_max_s": 0.01}
 DEEP_JSON = "[" * 100_000  # what a lying server answers: json.loads gives up with RecursionError
 TEXT_MODES = {
@@ -566,6 +569,11 @@ def test_a_chunk_whose_answer_stays_lost_is_an_error_not_a_clean_review(
     (result,) = review(server, max_retries=retries, request_timeout_s=0.3)
     assert result.error and not result.calls and not result.context_overflow
     assert result.records[-1].outcome == "error" and result.records[-1].retries == retries
+    # A request the client gave up on ("hang") may reach the server's handler only after the
+    # client's timeout on a loaded machine: wait for the server to have seen it, then count.
+    deadline = time.monotonic() + SERVER_SEES_REQUEST_S
+    while server.stats.requests < retries + 1 and time.monotonic() < deadline:
+        time.sleep(POLL_S)
     assert server.stats.requests == retries + 1
 
 
