@@ -130,6 +130,19 @@ class World:
         values.update(overrides)
         return Settings(**values)  # type: ignore[arg-type]
 
+    def command_env(self, webhook_secret: str) -> dict[str, str]:
+        """The environment of a `reviewbot` command (CliRunner) pointed at this world's fakes,
+        with no settings file."""
+        return {
+            "REVIEWBOT_CONFIG": "",
+            "REVIEWBOT_GITLAB_URL": self.gitlab.url,
+            "REVIEWBOT_GITLAB_TOKEN": BOT_TOKEN,
+            "REVIEWBOT_LLM_BASE_URL": self.vllm.base_url,
+            "REVIEWBOT_DATABASE_URL": self.database_url,
+            "REVIEWBOT_WEBHOOK_SECRET": webhook_secret,
+            "REVIEWBOT_ENABLE_THINKING": "false",
+        }
+
     def run(self, options: RunOptions | None = None, **overrides: object) -> RunReport:
         """`reviewbot run` of MR !1 in a fresh App (one process's adapters), closed after."""
         with App(self.settings(**overrides)) as app:

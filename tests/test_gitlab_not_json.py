@@ -111,15 +111,7 @@ CASES = [pytest.param(answer, id=name) for name, answer in ANSWERS.items()]
 
 
 def _env(world: World) -> dict[str, str]:  # noqa: F811
-    return {
-        "REVIEWBOT_CONFIG": "",
-        "REVIEWBOT_GITLAB_URL": world.gitlab.url,
-        "REVIEWBOT_GITLAB_TOKEN": BOT_TOKEN,
-        "REVIEWBOT_LLM_BASE_URL": world.vllm.base_url,
-        "REVIEWBOT_DATABASE_URL": world.database_url,
-        "REVIEWBOT_WEBHOOK_SECRET": "not-json-secret",
-        "REVIEWBOT_ENABLE_THINKING": "false",
-    }
+    return world.command_env(webhook_secret="not-json-secret")
 
 
 def _answer_everything_with(world: World, answer: Answer) -> None:  # noqa: F811

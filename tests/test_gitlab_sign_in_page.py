@@ -29,15 +29,7 @@ NOT_THE_API_TEXT = (
 
 
 def _env(world: World) -> dict[str, str]:  # noqa: F811
-    return {
-        "REVIEWBOT_CONFIG": "",
-        "REVIEWBOT_GITLAB_URL": world.gitlab.url,
-        "REVIEWBOT_GITLAB_TOKEN": BOT_TOKEN,
-        "REVIEWBOT_LLM_BASE_URL": world.vllm.base_url,
-        "REVIEWBOT_DATABASE_URL": world.database_url,
-        "REVIEWBOT_WEBHOOK_SECRET": "sign-in-secret",
-        "REVIEWBOT_ENABLE_THINKING": "false",
-    }
+    return world.command_env(webhook_secret="sign-in-secret")
 
 
 def _assert_one_line_exit_2(result: object) -> None:
