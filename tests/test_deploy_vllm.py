@@ -23,6 +23,7 @@ import pytest
 
 from reviewbot.config import Settings
 from reviewbot.ops.capacity import LaunchSettings, plan_capacity
+from reviewbot.ops.doctor_probes import DoctorTimeouts, group_deadline_s
 from reviewbot.ops.gpus import find_gpu
 from reviewbot.ops.model_shape import shipped_model
 from tests.deploy_files import (
@@ -364,6 +365,14 @@ def test_health_unit_gives_the_probe_more_time_than_the_script_does() -> None:
     limit = re.search(r"HEALTH_PROBE_TIMEOUT_S:-(\d+)", script)
     assert limit is not None
     assert int(limit[1]) < int(service["TimeoutStartSec"][0])
+
+
+def test_the_health_script_gives_doctor_more_time_than_its_model_checks_take() -> None:
+    """`doctor --model-only` with its default timeouts gives up on a stuck group before the
+    script's `timeout` kills it (a killed probe says nothing of what was wrong)."""
+    limit = re.search(r"HEALTH_PROBE_TIMEOUT_S:-(\d+)", HEALTH_SCRIPT.read_text())
+    assert limit is not None
+    assert group_deadline_s(DoctorTimeouts(), model_only=True) < int(limit[1])
 
 
 def test_health_does_not_probe_a_starting_server(health_env: dict[str, str]) -> None:
