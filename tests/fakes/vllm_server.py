@@ -871,7 +871,7 @@ def compose_answer(
     mode = choose_output_mode(request, fault, honour_format)
     written = list(mistakes) + [None] * (len(findings) - len(mistakes))
     body_text, calls = _render_body(mode, request, findings, written)
-    reasoning = _reasoning_text(lines) if request.enable_thinking or fault == "reasoning" else None
+    reasoning = reasoning_text(lines) if request.enable_thinking or fault == "reasoning" else None
     raw = f"{reasoning}\n</think>\n\n{body_text}" if reasoning else body_text
     raw_ids = encode(raw)
     if len(raw_ids) + EOS_TOKEN_COUNT > budget:
@@ -893,7 +893,7 @@ def _truncated_answer(ids: list[int], has_reasoning: bool) -> Answer:
     return Answer(content or None, [], reasoning, "length", len(ids))
 
 
-def _reasoning_text(lines: Sequence[DiffLine]) -> str:
+def reasoning_text(lines: Sequence[DiffLine]) -> str:
     files = len({line.path for line in lines})
     added = sum(line.kind == "added" for line in lines)
     return (
@@ -911,15 +911,15 @@ def _render_body(
     """The answer text as the model writes it, and the parsed tool calls (tool mode)."""
     name = request.tool_name
     if mode == "json":
-        return _json_findings(request.response_format or {}, findings, mistakes), []
+        return json_findings(request.response_format or {}, findings, mistakes), []
     if not findings:
         return NO_ISSUES_TEXT, []
     if mode == "text":
-        return _plain_findings(findings), []
+        return plain_findings(findings), []
     pairs = list(zip(findings, mistakes, strict=True))
     if mode == "hermes":
         return "\n".join(_hermes_text(name, f, mistake) for f, mistake in pairs), []
-    xml = "\n".join(_xml_text(name, f, mistake) for f, mistake in pairs)
+    xml = "\n".join(xml_text(name, f, mistake) for f, mistake in pairs)
     if mode == "xml":
         return xml, []
     calls = [_tool_call(name, _arguments_text(f, mistake)) for f, mistake in pairs]
@@ -944,7 +944,7 @@ def _arguments_text(finding: dict[str, Any], mistake: str | None) -> str:
     return text[: -len("}")] if mistake == BAD_JSON else text
 
 
-def _xml_text(name: str, finding: dict[str, Any], mistake: str | None) -> str:
+def xml_text(name: str, finding: dict[str, Any], mistake: str | None) -> str:
     text = qwen_xml_call(name, mistaken(finding, mistake))
     if mistake != BAD_JSON:
         return text
@@ -969,7 +969,7 @@ def _tool_call(name: str, arguments: str) -> dict[str, Any]:
     }
 
 
-def _plain_findings(findings: list[dict[str, Any]]) -> str:
+def plain_findings(findings: list[dict[str, Any]]) -> str:
     items = (
         f"- {f['path']}:{f['line']} [{f['category']}/{f['severity']}] {f['title']}: {f['body']}"
         for f in findings
@@ -977,7 +977,7 @@ def _plain_findings(findings: list[dict[str, Any]]) -> str:
     return "I found these issues:\n" + "\n".join(items)
 
 
-def _json_findings(
+def json_findings(
     response_format: dict[str, Any],
     findings: list[dict[str, Any]],
     mistakes: Sequence[str | None],
