@@ -401,13 +401,28 @@ def test_api_key_guards_v1_only_as_vllm_does():
 
 def test_context_length_error_uses_vllm_text():
     with (
-        fake_and_client(max_model_len=512) as (fake, other),
+        fake_and_client(max_model_len=64) as (fake, other),
         pytest.raises(openai.BadRequestError) as raised,
     ):
-        review(other, fake, max_tokens=400)
-    assert "maximum context length is 512 tokens" in str(raised.value)
-    assert "400 output tokens" in str(raised.value)
+        review(other, fake, max_tokens=10)
+    # vLLM 0.32's text: "at least" max_model_len + 1, whatever max_tokens asked for
+    assert "maximum context length is 64 tokens. However, your prompt contains at least 65 " in (
+        str(raised.value)
+    )
+    assert "output tokens" not in str(raised.value).replace("without any output tokens", "")
     assert raised.value.body["param"] == "input_tokens"
+
+
+def test_prompt_and_max_tokens_over_the_context_shorten_the_answer():
+    """vLLM 0.32 does not refuse prompt + max_tokens over the context: the answer gets the room
+    the prompt leaves and ends with finish_reason "length" when it needs more."""
+    with fake_and_client() as (fake, other):
+        prompt_tokens = review(other, fake).usage.prompt_tokens
+    room = 5
+    with fake_and_client(max_model_len=prompt_tokens + room) as (fake, other):
+        answer = review(other, fake, max_tokens=4096)
+    assert answer.choices[0].finish_reason == "length"
+    assert answer.usage.completion_tokens == room and not answer.choices[0].message.tool_calls
 
 
 def test_repeated_prefix_reports_cached_tokens(server: FakeVLLM, client: OpenAI):

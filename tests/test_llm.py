@@ -185,6 +185,24 @@ def test_real_context_overflow_from_a_small_model_length() -> None:
         assert result.context_overflow and fake.stats.requests == 1
 
 
+def test_an_answer_shortened_by_the_context_is_truncated_never_complete() -> None:
+    """Prompt + max_tokens over the context: vLLM 0.32 answers with the room left and
+    finish_reason "length" (no 400); the chunk is truncated (re-split), and the error says why."""
+    with FakeVLLM() as fake, runner_for(settings_for(fake)) as client:
+        [whole] = client.review_chunks([chunk(0)])
+    prompt_tokens = whole.records[0].prompt_tokens
+    room = 8
+    with (
+        FakeVLLM(max_model_len=prompt_tokens + room) as small,
+        runner_for(settings_for(small, max_output_tokens=4096)) as client,
+    ):
+        [result] = client.review_chunks([chunk(0)])
+    assert result.truncated and not result.context_overflow and not result.calls
+    assert result.records[0].outcome == "length" and result.records[0].completion_tokens == room
+    assert result.error and f"cut off at {room} tokens" in result.error
+    assert f"prompt's {prompt_tokens} tokens left no more room" in result.error
+
+
 def outcomes(result: ChunkResult) -> list[str]:
     return [record.outcome for record in result.records]
 

@@ -60,7 +60,9 @@ With ``chat_template_kwargs.enable_thinking`` (Qwen3.5 thinks by default) a shor
 reasoning text is generated, counted in ``completion_tokens`` and returned in the
 message's ``reasoning`` and ``reasoning_content`` fields (as with ``--reasoning-parser
 qwen3``). ``max_tokens``/``max_completion_tokens`` cut the raw output: the answer then
-ends with ``finish_reason: "length"``, the unparsed text in ``content`` and no tool calls.
+ends with ``finish_reason: "length"``, the unparsed text in ``content`` and no tool calls. A prompt
+that leaves less room than ``max_tokens`` gets the room left as its budget, as vLLM 0.32 does
+(it refuses only a prompt longer than the context: :func:`context_length_error`).
 
 Fault modes (:meth:`FakeVLLM.add_faults`, one per chat request, first in first out)
 -------------------------------------------------------------------------------------
@@ -373,21 +375,21 @@ class VLLMError(Exception):
         }
 
 
-def context_length_error(max_model_len: int, max_tokens: int) -> VLLMError:
-    """vLLM's 400 for prompt + requested output > max_model_len.
+def context_length_error(max_model_len: int) -> VLLMError:
+    """vLLM's 400 for a prompt longer than ``max_model_len`` (vLLM 0.32).
 
-    vLLM tokenizes with truncation at ``max_input_tokens + 1`` and then fails the length
-    check, so the message reports "at least" that many input tokens, not the true count
-    (TokenizeParams in vllm/renderers/params.py; text as answered by vLLM >= 0.11).
+    vLLM tokenizes with truncation at ``max_model_len + 1`` and then fails the length check, so
+    the message reports "at least" that many input tokens, not the true count, and whatever
+    ``max_tokens`` asked for (TokenizeParams._token_len_check in vllm/renderers/params.py). A
+    prompt that fits but leaves less room than ``max_tokens`` is NOT refused: vLLM 0.32 shortens
+    the answer to the room left (get_max_tokens in vllm/entrypoints/serve/utils/api_utils.py;
+    earlier versions answered 400 "you requested N output tokens ...").
     """
-    max_input_tokens = max(max_model_len - max_tokens, 0)
-    reported_input = max_input_tokens + 1
+    reported_input = max_model_len + 1
     message = (
-        f"This model's maximum context length is {max_model_len} tokens. However, you "
-        f"requested {max_tokens} output tokens and your prompt contains at least "
-        f"{reported_input} input tokens, for a total of at least "
-        f"{max_tokens + reported_input} tokens. Please reduce the length of the input "
-        f"prompt or the number of requested output tokens. "
+        f"This model's maximum context length is {max_model_len} tokens. However, your "
+        f"prompt contains at least {reported_input} input tokens, which exceeds this limit "
+        f"even without any output tokens. Please reduce the length of the input prompt. "
         f"(parameter=input_tokens, value={reported_input})"
     )
     return VLLMError(HTTPStatus.BAD_REQUEST, message, "BadRequestError", "input_tokens")
@@ -1711,13 +1713,16 @@ class FakeVLLM:
                 headers={"Retry-After": retry_at},
             )
         if fault == "context_overflow":
-            raise context_length_error(self.max_model_len, 0)
+            raise context_length_error(self.max_model_len)
 
     def _output_budget(self, request: ChatRequest, prompt_tokens: int) -> int:
-        requested = request.max_tokens or 0
-        if prompt_tokens + requested > self.max_model_len or prompt_tokens >= self.max_model_len:
-            raise context_length_error(self.max_model_len, requested)
-        return request.max_tokens or self.max_model_len - prompt_tokens
+        """The answer's token budget: ``max_tokens``, shortened to the room the prompt leaves
+        (vLLM 0.32 does not refuse prompt + max_tokens over the context). A prompt that leaves
+        no room at all is refused."""
+        room = self.max_model_len - prompt_tokens
+        if room <= 0:
+            raise context_length_error(self.max_model_len)
+        return min(request.max_tokens or room, room)
 
     def _hang(self, handler: _Handler) -> None:
         deadline = time.monotonic() + HANG_LIMIT_S
