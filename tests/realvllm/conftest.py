@@ -22,7 +22,6 @@ from tests.fakes.gitlab_server import FakeGitLab
 from tests.mr_world import BOT_TOKEN, PROJECT, World, make_repo
 from tests.realvllm.server import SharedServer, shared_server
 from tests.realvllm.tier import MODEL_DIR_ENV, PYTHON_ENV, URL_ENV
-from tests.store_fixtures import store_url  # noqa: F401
 
 
 def model_dir() -> Path:
@@ -53,9 +52,10 @@ def real_vllm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SharedServer
 
 
 @pytest.fixture
-def real_world(tmp_path: Path, store_url: str, real_vllm: SharedServer) -> Iterator[World]:  # noqa: F811
+def real_world(tmp_path: Path, real_vllm: SharedServer) -> Iterator[World]:
     """tests.mr_world's world (a git repository as MR !1 on the fake GitLab) with the real
-    vLLM as its model server."""
+    vLLM as its model server, on SQLite (the store's PostgreSQL tier is not what this tests)."""
+    store_url = f"sqlite:///{tmp_path / 'reviewbot.db'}"
     repo = make_repo(tmp_path / "repo")
     with FakeGitLab() as gitlab:
         gitlab.add_user("reviewbot", token=BOT_TOKEN, bot=True)

@@ -66,7 +66,8 @@ LAYER_TYPES = ["linear_attention", "linear_attention", "linear_attention", "full
 CHAT_TEMPLATE = r"""
 {%- macro text(content) -%}
 {%- if content is string -%}{{ content }}
-{%- elif content is iterable -%}{%- for part in content -%}{%- if part.text is defined -%}{{ part.text }}{%- endif -%}{%- endfor -%}
+{%- elif content is iterable -%}
+{%- for part in content -%}{%- if part.text is defined -%}{{ part.text }}{%- endif -%}{%- endfor -%}
 {%- endif -%}
 {%- endmacro -%}
 {%- macro xml_value(value) -%}
@@ -82,13 +83,16 @@ CHAT_TEMPLATE = r"""
 {{- '# Tools\n\nYou may call one or more functions to assist with the user query.\n\n' -}}
 {{- 'You are provided with function signatures within <tools></tools> XML tags:\n<tools>' -}}
 {%- for tool in tools -%}{{- '\n' + (tool | tojson) -}}{%- endfor -%}
-{{- '\n</tools>\n\nIf you choose to call a function ONLY reply in the following format with NO suffix:\n\n' -}}
-{{- '<tool_call>\n<function=example_function_name>\n<parameter=example_parameter_1>\nvalue_1\n</parameter>\n</function>\n</tool_call>' -}}
+{{- '\n</tools>\n\nIf you choose to call a function ONLY reply in the following format ' -}}
+{{- 'with NO suffix:\n\n' -}}
+{{- '<tool_call>\n<function=example_function_name>\n<parameter=example_parameter_1>\n' -}}
+{{- 'value_1\n</parameter>\n</function>\n</tool_call>' -}}
 {{- '<|im_end|>\n' -}}
 {%- endif -%}
 {%- for message in ns.rest -%}
 {%- if message.role == 'tool' -%}
-{{- '<|im_start|>user\n<tool_response>\n' + text(message.content) + '\n</tool_response><|im_end|>\n' -}}
+{{- '<|im_start|>user\n<tool_response>\n' + text(message.content) -}}
+{{- '\n</tool_response><|im_end|>\n' -}}
 {%- elif message.role == 'assistant' and message.tool_calls -%}
 {%- set body = text(message.content) -%}
 {{- '<|im_start|>assistant\n' + body -}}

@@ -112,9 +112,9 @@ def planted_mistakes(lines: Sequence[DiffLine], findings: list[dict[str, Any]]) 
     """Per finding, the mistake its added line plants (``scripted-mistake: KIND``), or None."""
     planted = {}
     for line in lines:
-        if line.kind == "added" and (marker := MISTAKE_MARKER.search(line.text)):
-            if marker["kind"] in MISTAKE_KINDS:
-                planted[(line.path, line.number)] = marker["kind"]
+        marker = MISTAKE_MARKER.search(line.text) if line.kind == "added" else None
+        if marker and marker["kind"] in MISTAKE_KINDS:
+            planted[(line.path, line.number)] = marker["kind"]
     return [planted.get((finding["path"], finding["line"])) for finding in findings]
 
 

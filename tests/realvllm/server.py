@@ -260,7 +260,9 @@ def _locked(lock_file: Path) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def shared_server(python: str, run_dir: Path, model_dir: Path, worker: str) -> Iterator[SharedServer]:
+def shared_server(
+    python: str, run_dir: Path, model_dir: Path, worker: str
+) -> Iterator[SharedServer]:
     """One server for every worker of a pytest run that shares ``run_dir``."""
     run_dir.mkdir(parents=True, exist_ok=True)
     lock, state_file, users = run_dir / "server.lock", run_dir / "server.json", run_dir / "users"
