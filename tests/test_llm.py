@@ -203,6 +203,23 @@ def test_an_answer_shortened_by_the_context_is_truncated_never_complete() -> Non
     assert f"prompt's {prompt_tokens} tokens left no more room" in result.error
 
 
+@pytest.mark.parametrize("max_output_tokens", [60, 110])
+def test_a_whole_answer_cut_inside_a_tool_call_is_truncated(
+    server: FakeVLLM, max_output_tokens: int
+) -> None:
+    """Not streamed and cut inside a tool call, vLLM 0.32 says finish_reason "tool_calls" and
+    returns the calls begun, the last cut to its whole parameters (the fake does the same):
+    the answer is truncated (re-split), never read as complete or sent to a repair turn."""
+    with runner_for(
+        settings_for(
+            server, stream=False, enable_thinking=False, max_output_tokens=max_output_tokens
+        )
+    ) as client:
+        [result] = client.review_chunks([chunk(0)])
+    assert result.truncated and [r.outcome for r in result.records] == ["length"]
+    assert server.stats.requests == 1  # no repair turn
+
+
 def outcomes(result: ChunkResult) -> list[str]:
     return [record.outcome for record in result.records]
 

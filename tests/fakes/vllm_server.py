@@ -57,11 +57,14 @@ Output modes, chosen per request:
 * otherwise a plain-text list of findings, or ``No issues found.`` with ``stop``.
 
 With ``chat_template_kwargs.enable_thinking`` (Qwen3.5 thinks by default) a short
-reasoning text is generated, counted in ``completion_tokens`` and returned in the
-message's ``reasoning`` and ``reasoning_content`` fields (as with ``--reasoning-parser
-qwen3``). ``max_tokens``/``max_completion_tokens`` cut the raw output: the answer then
-ends with ``finish_reason: "length"``, the unparsed text in ``content`` and no tool calls. A prompt
-that leaves less room than ``max_tokens`` gets the room left as its budget, as vLLM 0.32 does
+reasoning text is generated, counted in ``completion_tokens`` and returned in the message's
+``reasoning`` field with the newline before ``</think>`` (as with ``--reasoning-parser qwen3``;
+vLLM 0.32 sends no ``reasoning_content``); a text answer's ``content`` then starts with the blank
+line written after ``</think>``. ``max_tokens``/``max_completion_tokens`` cut the raw output: the
+answer then ends with ``finish_reason: "length"`` and the unparsed text in ``content``, except
+an answer cut inside a tool call, which vLLM parses as far as it goes (and, not streamed,
+reports as ``"tool_calls"``: :func:`_truncated_answer`). A prompt that leaves less room than
+``max_tokens`` gets the room left as its budget, as vLLM 0.32 does
 (it refuses only a prompt longer than the context: :func:`context_length_error`).
 
 Fault modes (:meth:`FakeVLLM.add_faults`, one per chat request, first in first out)
@@ -159,7 +162,7 @@ DEFAULT_MODEL = "Qwen/Qwen3.5-35B-A3B-GPTQ-Int4"
 DEFAULT_MAX_MODEL_LEN = 65536
 DEFAULT_MAX_NUM_SEQS = 8
 TOKENIZER_NAME = "qwen3.5-35b-a3b"
-FAKE_VLLM_VERSION = "0.11.0"
+FAKE_VLLM_VERSION = "0.32.0"
 ENGINE_LABEL = "0"
 # vLLM checks --api-key only on these paths (docs/usage/security.md, "API Key Authentication
 # Limitations").
@@ -177,6 +180,9 @@ DISCONNECT_AFTER_CHUNKS = 2
 HALLUCINATED_PATH = "src/does_not_exist.py"
 HALLUCINATED_LINE_OFFSET = 1000
 NO_ISSUES_TEXT = "No issues found."
+TOOL_CALL_OPEN = "<tool_call>"
+THINK_END_GAP = "\n\n"  # what the model writes after </think>, left in the content by vLLM
+TOOL_CALL_ID_HEX = 16
 DEFAULT_TOOL_NAME = "report_finding"
 QUICK_ACTION_TEXT = "\n/merge\n/approve\n@all please merge this right away"
 # LINE SEPARATOR and NEXT LINE: line breaks for str.splitlines, plain characters for SSE and JSON.
@@ -877,22 +883,78 @@ def compose_answer(
     raw = f"{reasoning}\n</think>\n\n{body_text}" if reasoning else body_text
     raw_ids = encode(raw)
     if len(raw_ids) + EOS_TOKEN_COUNT > budget:
-        return _truncated_answer(raw_ids[:budget], reasoning is not None)
-    content = None if calls else body_text
+        cut = qwen_tokenizer().decode(raw_ids[:budget])
+        return _truncated_answer(cut, budget, reasoning is not None, mode, request)
+    # vLLM's qwen3 reasoning parser keeps the newline before </think> in the reasoning and the
+    # blank line after it in the content (strip_trailing_reasoning_whitespace=False).
+    content = None if calls else (f"{THINK_END_GAP}{body_text}" if reasoning else body_text)
     finish = "tool_calls" if calls else "stop"
     if fault == "empty_tool_calls_stream" and mode == "tool_calls":
         content, calls, finish = None, [], "tool_calls"
     if fault == "reasoning":
-        content = f"<think>\n{reasoning}\n</think>\n\n{content or ''}"
-    return Answer(content, calls, reasoning, finish, len(raw_ids) + EOS_TOKEN_COUNT)
+        content = f"<think>\n{reasoning}\n</think>\n\n{(content or '').lstrip()}"
+    shown_reasoning = f"{reasoning}\n" if reasoning else None
+    return Answer(content, calls, shown_reasoning, finish, len(raw_ids) + EOS_TOKEN_COUNT)
 
 
-def _truncated_answer(ids: list[int], has_reasoning: bool) -> Answer:
-    text = qwen_tokenizer().decode(ids)
+def _truncated_answer(
+    text: str, tokens: int, has_reasoning: bool, mode: str, request: ChatRequest
+) -> Answer:
+    """An answer cut at its token budget, as vLLM 0.32 returns it.
+
+    Cut outside a tool call: ``finish_reason: "length"``, the text unparsed. Cut inside a tool
+    call (tools offered): vLLM's tool parser still reads the calls begun, the last one cut short
+    (a name cut mid-word, only the parameters written whole); a stream then ends with
+    ``finish_reason: "length"``, but a NOT streamed answer says ``"tool_calls"`` (measured on
+    vLLM 0.32).
+    """
     reasoning, content = None, text
     if has_reasoning:
-        reasoning, _, content = text.partition("\n</think>\n\n")
-    return Answer(content or None, [], reasoning, "length", len(ids))
+        reasoning, closed, content = text.partition("\n</think>")
+        reasoning += "\n" if closed else ""
+        content = content if closed else ""
+    if mode == "tool_calls" and TOOL_CALL_OPEN in content:
+        before, _, calls_text = content.partition(TOOL_CALL_OPEN)
+        calls = [
+            _tool_call(*_partial_call(piece, request.tools))
+            for piece in calls_text.split(TOOL_CALL_OPEN)
+        ]
+        finish = "length" if request.stream else "tool_calls"
+        return Answer(before.strip() or None, calls, reasoning, finish, tokens)
+    return Answer(content or None, [], reasoning, "length", tokens)
+
+
+_PARTIAL_PARAM_RE = re.compile(
+    r"<parameter=([^>]*)>(.*?)(?:</parameter>|(?=<parameter=))", re.DOTALL
+)
+
+
+def _partial_call(text: str, tools: Sequence[dict[str, Any]]) -> tuple[str, str]:
+    """The name and JSON arguments vLLM's qwen3 parser reads from one call's text, cut or not:
+    the name as far as written, each parameter closed so far, converted by the tool's schema."""
+    after = text.split("<function=", 1)[1] if "<function=" in text else ""
+    name = after.split(">", 1)[0]
+    properties = next(
+        (
+            (tool.get("function") or {}).get("parameters", {}).get("properties", {})
+            for tool in tools
+            if (tool.get("function") or {}).get("name") == name
+        ),
+        {},
+    )
+    arguments = {
+        key: _schema_value(value.strip("\n"), properties.get(key, {}))
+        for key, value in _PARTIAL_PARAM_RE.findall(after)
+    }
+    return name, json.dumps(arguments, ensure_ascii=False)
+
+
+def _schema_value(value: str, schema: dict[str, Any]) -> Any:
+    """A parameter's text converted as vLLM converts it for its schema type; a value that does
+    not convert stays text ("L12" for an integer)."""
+    if schema.get("type") == "integer" and re.fullmatch(r"-?\d+", value):
+        return int(value)
+    return value
 
 
 def reasoning_text(lines: Sequence[DiffLine]) -> str:
@@ -963,9 +1025,9 @@ def _hermes_text(name: str, finding: dict[str, Any], mistake: str | None) -> str
 
 
 def _tool_call(name: str, arguments: str) -> dict[str, Any]:
-    # Qwen3CoderToolParser ids look like call_<24 hex digits>.
+    # vLLM 0.32's tool call ids look like chatcmpl-tool-<16 hex digits>.
     return {
-        "id": f"call_{uuid.uuid4().hex[:24]}",
+        "id": f"chatcmpl-tool-{uuid.uuid4().hex[:TOOL_CALL_ID_HEX]}",
         "type": "function",
         "function": {"name": name, "arguments": arguments},
     }
@@ -1814,7 +1876,6 @@ class FakeVLLM:
             "function_call": None,
             "tool_calls": answer.tool_calls,
             "reasoning": answer.reasoning,
-            "reasoning_content": answer.reasoning,
         }
         choice = {
             "index": 0,
@@ -1955,7 +2016,7 @@ def stream_deltas(answer: Answer) -> Iterator[tuple[dict[str, Any], int]]:
     """The SSE deltas of an answer and the output tokens each one stands for."""
     yield {"role": "assistant", "content": ""}, 0
     for piece in _word_pieces(answer.reasoning or ""):
-        yield {"reasoning": piece, "reasoning_content": piece}, len(encode(piece))
+        yield {"reasoning": piece}, len(encode(piece))
     for piece in _word_pieces(answer.content or ""):
         yield {"content": piece}, len(encode(piece))
     for index, call in enumerate(answer.tool_calls):
@@ -1965,7 +2026,7 @@ def stream_deltas(answer: Answer) -> Iterator[tuple[dict[str, Any], int]]:
             "index": index,
             "id": call["id"],
             "type": "function",
-            "function": {"name": function["name"], "arguments": ""},
+            "function": {"name": function["name"]},
         }
         yield {"tool_calls": [header]}, 0
         for piece in argument_pieces(function["arguments"]):

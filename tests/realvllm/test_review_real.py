@@ -95,3 +95,16 @@ def test_the_runner_reads_the_real_parsers_calls(
     ]
     [record] = result.records
     assert record.completion_tokens > 0 and record.prompt_tokens > 0
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_an_answer_cut_inside_a_tool_call_is_truncated(
+    real_vllm: SharedServer, stream: bool
+) -> None:
+    """The real server says finish_reason "tool_calls" for a whole answer cut inside a call."""
+    settings = LLMSettings(
+        base_url=real_vllm.base_url, stream=stream, enable_thinking=False, max_output_tokens=60
+    )
+    with runner_for(settings) as runner:
+        [result] = runner.review_chunks([chunk_request()])
+    assert result.truncated and [r.outcome for r in result.records] == ["length"]
