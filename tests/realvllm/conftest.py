@@ -15,21 +15,12 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-import platformdirs
 import pytest
 
 from tests.fakes.gitlab_server import FakeGitLab
 from tests.mr_world import BOT_TOKEN, PROJECT, World, make_repo
 from tests.realvllm.server import SharedServer, shared_server
-from tests.realvllm.tier import MODEL_DIR_ENV, PYTHON_ENV, URL_ENV
-
-
-def model_dir() -> Path:
-    """Where the model directory is built (kept between runs; rebuilt when its recipe changes)."""
-    configured = os.environ.get(MODEL_DIR_ENV)
-    if configured:
-        return Path(configured)
-    return Path(platformdirs.user_cache_dir("reviewbot")) / "realvllm-model"
+from tests.realvllm.tier import PYTHON_ENV, URL_ENV, model_dir
 
 
 def run_dir(factory: pytest.TempPathFactory) -> Path:

@@ -16,6 +16,11 @@ Logits Processors" docs page (``vllm.v1.worker.gpu.sample.logits_processor``) is
 A request with structured output (a JSON schema) is forced to the scripted JSON answer, which the
 grammar accepts; ``max_tokens`` still cuts the answer (``finish_reason: length``).
 
+A prompt holding ``ENGINE_CRASH_MARKER`` makes ``apply`` raise: the engine core dies the way it
+does on a device error, and vLLM answers every later request 500 "EngineCore encountered an
+issue" (issue 19 saw a per-request ``seed`` do that on CPU; with this processor loaded it does not,
+so the tier kills the engine this way).
+
 Owns: turning the script's text into forced tokens. Must not: decide the answer
 (``tests.realvllm.script`` does).
 """
@@ -33,7 +38,7 @@ from tokenizers import Tokenizer
 from vllm.v1.sample.logits_processor import BatchUpdate, LogitsProcessor
 from vllm.v1.sample.logits_processor.builtin import process_dict_updates
 
-from tests.realvllm.script import IM_END, answer_text
+from tests.realvllm.script import ENGINE_CRASH_MARKER, IM_END, answer_text
 
 if TYPE_CHECKING:
     from vllm import SamplingParams
@@ -50,6 +55,7 @@ class _Forced:
 
     answer_ids: list[int]
     output_ids: list[int]
+    crash: bool = False
 
 
 class ScriptedModel(LogitsProcessor):
@@ -79,10 +85,12 @@ class ScriptedModel(LogitsProcessor):
         text = answer_text(prompt, _json_schema(params))
         ids = self._tokenizer.encode(text, add_special_tokens=False).ids
         LOG.info("scripted answer: %d prompt tokens -> %d answer tokens", len(prompt_ids), len(ids))
-        return _Forced([*ids, self._end_id], output_ids)
+        return _Forced([*ids, self._end_id], output_ids, ENGINE_CRASH_MARKER in prompt)
 
     def apply(self, logits: torch.Tensor) -> torch.Tensor:
         for row, forced in self._requests.items():
+            if forced.crash:
+                raise RuntimeError(f"{ENGINE_CRASH_MARKER}: the scripted model kills the engine")
             step = len(forced.output_ids)
             token = forced.answer_ids[min(step, len(forced.answer_ids) - 1)]
             logits[row].fill_(float("-inf"))

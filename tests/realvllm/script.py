@@ -50,6 +50,8 @@ IM_END = "<|im_end|>"
 THINK_OPEN = "<think>\n"
 THINK_CLOSED = "<think>\n\n</think>\n\n"
 GENERATION_PROMPT = f"{IM_START}assistant\n"
+# A prompt holding this makes the logits processor kill the engine (see logits_processor.py).
+ENGINE_CRASH_MARKER = "scripted-engine-crash"
 MISTAKE_MARKER = re.compile(r"scripted-mistake:\s*(?P<kind>[a-z_]+)")
 _TURN_RE = re.compile(
     rf"{re.escape(IM_START)}(?P<role>[a-z]+)\n(?P<text>.*?){re.escape(IM_END)}\n", re.DOTALL

@@ -7,7 +7,9 @@ reason, unless the tier is configured (see ``tests/realvllm/conftest.py``).
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
+import platformdirs
 import pytest
 
 PYTHON_ENV = "REVIEWBOT_TEST_VLLM_PYTHON"
@@ -29,3 +31,11 @@ REAL_VLLM = [
 OWN_SERVER = pytest.mark.skipif(
     not OWN_SERVERS, reason=f"set {PYTHON_ENV}: the test starts (and stops) a server of its own"
 )
+
+
+def model_dir() -> Path:
+    """Where the model directory is built (kept between runs; rebuilt when its recipe changes)."""
+    configured = os.environ.get(MODEL_DIR_ENV)
+    if configured:
+        return Path(configured)
+    return Path(platformdirs.user_cache_dir("reviewbot")) / "realvllm-model"
