@@ -221,7 +221,11 @@ class OpenAICompatibleBackend:
                 raise self._refusal(response, request.mode)
             return self._with_cut_told(self._read_completion(response), request)
         except httpx.TransportError as error:
-            raise RetryableModelError(self._one_line(f"{type(error).__name__}: {error}")) from None
+            raise RetryableModelError(
+                self._one_line(
+                    f"the model server at {self.shown_url} failed: {type(error).__name__}: {error}"
+                )
+            ) from None
         except UnicodeDecodeError as error:
             raise AnswerLostError(
                 self._one_line(f"the stream from {self.shown_url} is not UTF-8: {error}")
@@ -349,7 +353,9 @@ class OpenAICompatibleBackend:
             retry_after = retry_after_seconds(
                 response.headers.get("retry-after"), now=datetime.now(UTC)
             )
-            return RetryableModelError(text, status=status, retry_after_s=retry_after)
+            # the server is named: a chunk's error and the review's say which server failed
+            named = self._one_line(f"the model server at {self.shown_url} answered {text}")
+            return RetryableModelError(named, status=status, retry_after_s=retry_after)
         return RequestRefusedError(text)
 
     def unavailable(self, error: Exception) -> LLMUnavailableError:
