@@ -489,7 +489,8 @@ def _carries_output(event: Mapping[str, Any]) -> bool:
 
 def _reasoning_of(message: Mapping[str, Any]) -> str | None:
     """The reasoning text of a message or delta: ``reasoning`` (vLLM >= 0.10) or
-    ``reasoning_content`` (older vLLM, DeepSeek's API); vLLM 0.10+ sends the same text in both."""
+    ``reasoning_content`` (older vLLM, DeepSeek's API); some vLLM versions send the same text in
+    both, vLLM 0.32 only ``reasoning``."""
     text = message.get("reasoning") or message.get("reasoning_content")
     return text if isinstance(text, str) else None
 

@@ -226,6 +226,9 @@ def stop_group(pid: int) -> None:
         os.killpg(pid, signal.SIGTERM)
     deadline = time.monotonic() + STOP_TIMEOUT_S
     while time.monotonic() < deadline:
+        # reap the leader when it is our child: a zombie still counts as a member of the group
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
         try:
             os.killpg(pid, 0)
         except ProcessLookupError:
