@@ -193,6 +193,41 @@ def test_real_context_overflow_from_a_small_model_length() -> None:
         assert result.context_overflow and fake.stats.requests == 1
 
 
+def test_an_answer_shortened_by_the_context_is_truncated_never_complete() -> None:
+    """Prompt + max_tokens over the context: vLLM 0.32 answers with the room left and
+    finish_reason "length" (no 400); the chunk is truncated (re-split), and the error says why."""
+    with FakeVLLM() as fake, runner_for(settings_for(fake)) as client:
+        [whole] = client.review_chunks([chunk(0)])
+    prompt_tokens = whole.records[0].prompt_tokens
+    room = 8
+    with (
+        FakeVLLM(max_model_len=prompt_tokens + room) as small,
+        runner_for(settings_for(small, max_output_tokens=4096)) as client,
+    ):
+        [result] = client.review_chunks([chunk(0)])
+    assert result.truncated and not result.context_overflow and not result.calls
+    assert result.records[0].outcome == "length" and result.records[0].completion_tokens == room
+    assert result.error and f"cut off at {room} tokens" in result.error
+    assert f"prompt's {prompt_tokens} tokens left no more room" in result.error
+
+
+@pytest.mark.parametrize("max_output_tokens", [60, 110])
+def test_a_whole_answer_cut_inside_a_tool_call_is_truncated(
+    server: FakeVLLM, max_output_tokens: int
+) -> None:
+    """Not streamed and cut inside a tool call, vLLM 0.32 says finish_reason "tool_calls" and
+    returns the calls begun, the last cut to its whole parameters (the fake does the same):
+    the answer is truncated (re-split), never read as complete or sent to a repair turn."""
+    with runner_for(
+        settings_for(
+            server, stream=False, enable_thinking=False, max_output_tokens=max_output_tokens
+        )
+    ) as client:
+        [result] = client.review_chunks([chunk(0)])
+    assert result.truncated and [r.outcome for r in result.records] == ["length"]
+    assert server.stats.requests == 1  # no repair turn
+
+
 def outcomes(result: ChunkResult) -> list[str]:
     return [record.outcome for record in result.records]
 
@@ -441,10 +476,12 @@ def test_a_repair_turn_that_would_not_fit_the_context_is_not_sent(
 
 def test_a_repair_turn_the_server_finds_too_long_is_a_context_overflow(server: FakeVLLM) -> None:
     """Where the context is not known (an OpenAI-compatible server, no limit given), the turn
-    is sent, and the server's 400 "maximum context length" is a context overflow."""
-    server.max_model_len = context_for_one_answer(server, max_output_tokens=512)
-    server.add_faults("malformed_arguments")
+    is sent, and the server's 400 "maximum context length" is a context overflow. (vLLM 0.32
+    refuses only a prompt longer than the context, and this repair turn's prompt is shorter
+    than the first prompt and its answer, so the server is made to refuse it: the fault answers
+    that request with 0.32's 400.)"""
     settings = settings_for(server, max_output_tokens=512)
+    server.add_faults("malformed_arguments", "context_overflow")
     with runner_for(settings, backend="openai-compatible") as client:
         (result,) = client.review_chunks([chunk(0)])
     assert result.context_overflow and result.error is None and reported_lines(result) == {12}

@@ -188,6 +188,18 @@ def test_failures_are_one_line(
     assert "wrong-token" not in result.stderr
 
 
+@pytest.mark.parametrize("fault", ["http_503", "disconnect"])
+def test_a_model_server_failing_mid_review_is_named(world: World, fault: str) -> None:
+    """Every try of the chunk fails (a 5xx, or the connection dropped as when vLLM's engine dies
+    and its API server shuts down): the review fails naming the server, not only the error."""
+    world.vllm.add_faults(*[fault] * 5)  # the first try and its 4 retries
+    report = world.run()
+    assert report.review.unreviewed  # nothing posted as clean: the part is listed unreviewed
+    [review] = Store.from_url(world.database_url).reviews(project=PROJECT, mr_iid=1)
+    assert review["status"] == "failed"
+    assert f"the model server at {world.vllm.base_url}" in review["error"]
+
+
 def test_model_down_is_a_clear_failure(world: World) -> None:
     with pytest.raises(LLMUnavailableError, match=r"127\.0\.0\.1:9") as caught:
         world.run(llm_base_url="http://127.0.0.1:9/v1")

@@ -28,6 +28,7 @@ a slot or choose the next output mode (the runner does), or let an httpx excepti
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 import time
@@ -37,6 +38,7 @@ from typing import Any
 
 import httpx
 
+from reviewbot.llm.answers import FINISH_LENGTH, FINISH_TOOL_CALLS
 from reviewbot.llm.backend import (
     MODE_JSON_SCHEMA,
     MODE_TOOL_CALLS,
@@ -217,13 +219,32 @@ class OpenAICompatibleBackend:
             response = self._http.post(url, json=body)
             if response.status_code >= HTTP_BAD_REQUEST:
                 raise self._refusal(response, request.mode)
-            return self._read_completion(response)
+            return self._with_cut_told(self._read_completion(response), request)
         except httpx.TransportError as error:
-            raise RetryableModelError(self._one_line(f"{type(error).__name__}: {error}")) from None
+            raise RetryableModelError(
+                self._one_line(
+                    f"the model server at {self.shown_url} failed: {type(error).__name__}: {error}"
+                )
+            ) from None
         except UnicodeDecodeError as error:
             raise AnswerLostError(
                 self._one_line(f"the stream from {self.shown_url} is not UTF-8: {error}")
             ) from None
+
+    def _with_cut_told(self, answer: ModelAnswer, request: ModelRequest) -> ModelAnswer:
+        """A whole (not streamed) answer that spent every token it could have is cut, whatever
+        its ``finish_reason``: vLLM 0.32 reports one cut inside a tool call as ``"tool_calls"``,
+        its last call shortened to the parameters written whole (a stream says ``"length"``).
+        The room is ``max_tokens``, or less where the prompt leaves less of the context."""
+        if answer.finish_reason != FINISH_TOOL_CALLS:
+            return answer
+        room = request.max_tokens
+        max_model_len = self._info.max_model_len if self._info is not None else None
+        if max_model_len and answer.prompt_tokens:
+            room = min(room, max_model_len - answer.prompt_tokens)
+        if answer.completion_tokens < room:
+            return answer
+        return dataclasses.replace(answer, finish_reason=FINISH_LENGTH)
 
     def chat_body(self, request: ModelRequest) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -333,7 +354,9 @@ class OpenAICompatibleBackend:
             retry_after = retry_after_seconds(
                 response.headers.get("retry-after"), now=datetime.now(UTC)
             )
-            return RetryableModelError(text, status=status, retry_after_s=retry_after)
+            # the server is named: a chunk's error and the review's say which server failed
+            named = self._one_line(f"the model server at {self.shown_url} answered {text}")
+            return RetryableModelError(named, status=status, retry_after_s=retry_after)
         return RequestRefusedError(text)
 
     def unavailable(self, error: Exception) -> LLMUnavailableError:
@@ -467,7 +490,8 @@ def _carries_output(event: Mapping[str, Any]) -> bool:
 
 def _reasoning_of(message: Mapping[str, Any]) -> str | None:
     """The reasoning text of a message or delta: ``reasoning`` (vLLM >= 0.10) or
-    ``reasoning_content`` (older vLLM, DeepSeek's API); vLLM 0.10+ sends the same text in both."""
+    ``reasoning_content`` (older vLLM, DeepSeek's API); some vLLM versions send the same text in
+    both, vLLM 0.32 only ``reasoning``."""
     text = message.get("reasoning") or message.get("reasoning_content")
     return text if isinstance(text, str) else None
 

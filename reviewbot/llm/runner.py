@@ -519,12 +519,21 @@ class ChunkRunner:
 
     def _outcome(self, answer: ModelAnswer) -> tuple[str, str | None]:
         """The outcome of a readable answer, and the error when it is not a whole review."""
-        if answer.finish_reason == FINISH_LENGTH:
+        if answer.finish_reason != FINISH_LENGTH:
+            return OUTCOME_OK, None
+        if answer.completion_tokens < self.settings.max_output_tokens:
+            # vLLM (0.32) does not refuse a prompt that leaves less room than max_tokens: it
+            # shortens the answer to the room left, so the cut comes before max_output_tokens.
             return OUTCOME_LENGTH, (
-                f"the answer was cut off at max_output_tokens="
-                f"{self.settings.max_output_tokens} (finish_reason=length)"
+                f"the answer was cut off at {answer.completion_tokens} tokens, short of "
+                f"max_output_tokens={self.settings.max_output_tokens}: the prompt's "
+                f"{answer.prompt_tokens} tokens left no more room in the model's context "
+                f"(the server shortened the answer instead of refusing the request)"
             )
-        return OUTCOME_OK, None
+        return OUTCOME_LENGTH, (
+            f"the answer was cut off at max_output_tokens="
+            f"{self.settings.max_output_tokens} (finish_reason=length)"
+        )
 
     def _downgrade(self, failed_mode: str, reason: str) -> None:
         """Learn the next output mode after ``failed_mode`` (once for all threads)."""

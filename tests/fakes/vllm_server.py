@@ -57,10 +57,15 @@ Output modes, chosen per request:
 * otherwise a plain-text list of findings, or ``No issues found.`` with ``stop``.
 
 With ``chat_template_kwargs.enable_thinking`` (Qwen3.5 thinks by default) a short
-reasoning text is generated, counted in ``completion_tokens`` and returned in the
-message's ``reasoning`` and ``reasoning_content`` fields (as with ``--reasoning-parser
-qwen3``). ``max_tokens``/``max_completion_tokens`` cut the raw output: the answer then
-ends with ``finish_reason: "length"``, the unparsed text in ``content`` and no tool calls.
+reasoning text is generated, counted in ``completion_tokens`` and returned in the message's
+``reasoning`` field with the newline before ``</think>`` (as with ``--reasoning-parser qwen3``;
+vLLM 0.32 sends no ``reasoning_content``); a text answer's ``content`` then starts with the blank
+line written after ``</think>``. ``max_tokens``/``max_completion_tokens`` cut the raw output: the
+answer then ends with ``finish_reason: "length"`` and the unparsed text in ``content``, except
+an answer cut inside a tool call, which vLLM parses as far as it goes (and, not streamed,
+reports as ``"tool_calls"``: :func:`_truncated_answer`). A prompt that leaves less room than
+``max_tokens`` gets the room left as its budget, as vLLM 0.32 does
+(it refuses only a prompt longer than the context: :func:`context_length_error`).
 
 Fault modes (:meth:`FakeVLLM.add_faults`, one per chat request, first in first out)
 -------------------------------------------------------------------------------------
@@ -168,7 +173,7 @@ DEFAULT_MODEL = "Qwen/Qwen3.5-35B-A3B-GPTQ-Int4"
 DEFAULT_MAX_MODEL_LEN = 65536
 DEFAULT_MAX_NUM_SEQS = 8
 TOKENIZER_NAME = "qwen3.5-35b-a3b"
-FAKE_VLLM_VERSION = "0.11.0"
+FAKE_VLLM_VERSION = "0.32.0"
 ENGINE_LABEL = "0"
 # vLLM checks --api-key only on these paths (docs/usage/security.md, "API Key Authentication
 # Limitations").
@@ -186,6 +191,9 @@ DISCONNECT_AFTER_CHUNKS = 2
 HALLUCINATED_PATH = "src/does_not_exist.py"
 HALLUCINATED_LINE_OFFSET = 1000
 NO_ISSUES_TEXT = "No issues found."
+TOOL_CALL_OPEN = "<tool_call>"
+THINK_END_GAP = "\n\n"  # what the model writes after </think>, left in the content by vLLM
+TOOL_CALL_ID_HEX = 16
 DEFAULT_TOOL_NAME = "report_finding"
 QUICK_ACTION_TEXT = "\n/merge\n/approve\n@all please merge this right away"
 # LINE SEPARATOR and NEXT LINE: line breaks for str.splitlines, plain characters for SSE and JSON.
@@ -392,21 +400,21 @@ class VLLMError(Exception):
         }
 
 
-def context_length_error(max_model_len: int, max_tokens: int) -> VLLMError:
-    """vLLM's 400 for prompt + requested output > max_model_len.
+def context_length_error(max_model_len: int) -> VLLMError:
+    """vLLM's 400 for a prompt longer than ``max_model_len`` (vLLM 0.32).
 
-    vLLM tokenizes with truncation at ``max_input_tokens + 1`` and then fails the length
-    check, so the message reports "at least" that many input tokens, not the true count
-    (TokenizeParams in vllm/renderers/params.py; text as answered by vLLM >= 0.11).
+    vLLM tokenizes with truncation at ``max_model_len + 1`` and then fails the length check, so
+    the message reports "at least" that many input tokens, not the true count, and whatever
+    ``max_tokens`` asked for (TokenizeParams._token_len_check in vllm/renderers/params.py). A
+    prompt that fits but leaves less room than ``max_tokens`` is NOT refused: vLLM 0.32 shortens
+    the answer to the room left (get_max_tokens in vllm/entrypoints/serve/utils/api_utils.py;
+    earlier versions answered 400 "you requested N output tokens ...").
     """
-    max_input_tokens = max(max_model_len - max_tokens, 0)
-    reported_input = max_input_tokens + 1
+    reported_input = max_model_len + 1
     message = (
-        f"This model's maximum context length is {max_model_len} tokens. However, you "
-        f"requested {max_tokens} output tokens and your prompt contains at least "
-        f"{reported_input} input tokens, for a total of at least "
-        f"{max_tokens + reported_input} tokens. Please reduce the length of the input "
-        f"prompt or the number of requested output tokens. "
+        f"This model's maximum context length is {max_model_len} tokens. However, your "
+        f"prompt contains at least {reported_input} input tokens, which exceeds this limit "
+        f"even without any output tokens. Please reduce the length of the input prompt. "
         f"(parameter=input_tokens, value={reported_input})"
     )
     return VLLMError(HTTPStatus.BAD_REQUEST, message, "BadRequestError", "input_tokens")
@@ -894,29 +902,85 @@ def compose_answer(
         body_text, calls = _deep_first_call(mode, request, body_text, calls)
     if fault == "bare_json_value" and mode != "tool_calls":
         body_text = BARE_JSON_VALUE
-    reasoning = _reasoning_text(lines) if request.enable_thinking or fault == "reasoning" else None
+    reasoning = reasoning_text(lines) if request.enable_thinking or fault == "reasoning" else None
     raw = f"{reasoning}\n</think>\n\n{body_text}" if reasoning else body_text
     raw_ids = encode(raw)
     if len(raw_ids) + EOS_TOKEN_COUNT > budget:
-        return _truncated_answer(raw_ids[:budget], reasoning is not None)
-    content = None if calls else body_text
+        cut = qwen_tokenizer().decode(raw_ids[:budget])
+        return _truncated_answer(cut, budget, reasoning is not None, mode, request)
+    # vLLM's qwen3 reasoning parser keeps the newline before </think> in the reasoning and the
+    # blank line after it in the content (strip_trailing_reasoning_whitespace=False).
+    content = None if calls else (f"{THINK_END_GAP}{body_text}" if reasoning else body_text)
     finish = "tool_calls" if calls else "stop"
     if fault == "empty_tool_calls_stream" and mode == "tool_calls":
         content, calls, finish = None, [], "tool_calls"
     if fault == "reasoning":
-        content = f"<think>\n{reasoning}\n</think>\n\n{content or ''}"
-    return Answer(content, calls, reasoning, finish, len(raw_ids) + EOS_TOKEN_COUNT)
+        content = f"<think>\n{reasoning}\n</think>\n\n{(content or '').lstrip()}"
+    shown_reasoning = f"{reasoning}\n" if reasoning else None
+    return Answer(content, calls, shown_reasoning, finish, len(raw_ids) + EOS_TOKEN_COUNT)
 
 
-def _truncated_answer(ids: list[int], has_reasoning: bool) -> Answer:
-    text = qwen_tokenizer().decode(ids)
+def _truncated_answer(
+    text: str, tokens: int, has_reasoning: bool, mode: str, request: ChatRequest
+) -> Answer:
+    """An answer cut at its token budget, as vLLM 0.32 returns it.
+
+    Cut outside a tool call: ``finish_reason: "length"``, the text unparsed. Cut inside a tool
+    call (tools offered): vLLM's tool parser still reads the calls begun, the last one cut short
+    (a name cut mid-word, only the parameters written whole); a stream then ends with
+    ``finish_reason: "length"``, but a NOT streamed answer says ``"tool_calls"`` (measured on
+    vLLM 0.32).
+    """
     reasoning, content = None, text
     if has_reasoning:
-        reasoning, _, content = text.partition("\n</think>\n\n")
-    return Answer(content or None, [], reasoning, "length", len(ids))
+        reasoning, closed, content = text.partition("\n</think>")
+        reasoning += "\n" if closed else ""
+        content = content if closed else ""
+    if mode == "tool_calls" and TOOL_CALL_OPEN in content:
+        before, _, calls_text = content.partition(TOOL_CALL_OPEN)
+        calls = [
+            _tool_call(*_partial_call(piece, request.tools))
+            for piece in calls_text.split(TOOL_CALL_OPEN)
+        ]
+        finish = "length" if request.stream else "tool_calls"
+        return Answer(before.strip() or None, calls, reasoning, finish, tokens)
+    return Answer(content or None, [], reasoning, "length", tokens)
 
 
-def _reasoning_text(lines: Sequence[DiffLine]) -> str:
+_PARTIAL_PARAM_RE = re.compile(
+    r"<parameter=([^>]*)>(.*?)(?:</parameter>|(?=<parameter=))", re.DOTALL
+)
+
+
+def _partial_call(text: str, tools: Sequence[dict[str, Any]]) -> tuple[str, str]:
+    """The name and JSON arguments vLLM's qwen3 parser reads from one call's text, cut or not:
+    the name as far as written, each parameter closed so far, converted by the tool's schema."""
+    after = text.split("<function=", 1)[1] if "<function=" in text else ""
+    name = after.split(">", 1)[0]
+    properties = next(
+        (
+            (tool.get("function") or {}).get("parameters", {}).get("properties", {})
+            for tool in tools
+            if (tool.get("function") or {}).get("name") == name
+        ),
+        {},
+    )
+    arguments = {
+        key: _schema_value(value.strip("\n"), properties.get(key, {}))
+        for key, value in _PARTIAL_PARAM_RE.findall(after)
+    }
+    return name, json.dumps(arguments, ensure_ascii=False)
+
+
+def _schema_value(value: str, schema: dict[str, Any]) -> Any:
+    """A parameter's text converted as vLLM converts it for its schema type; a value that does
+    not convert stays text ("L12" for an integer)."""
+    if schema.get("type") == "integer" and re.fullmatch(r"-?\d+", value):
+        return int(value)
+    return value
+
+
+def reasoning_text(lines: Sequence[DiffLine]) -> str:
     files = len({line.path for line in lines})
     added = sum(line.kind == "added" for line in lines)
     return (
@@ -934,15 +998,15 @@ def _render_body(
     """The answer text as the model writes it, and the parsed tool calls (tool mode)."""
     name = request.tool_name
     if mode == "json":
-        return _json_findings(request.response_format or {}, findings, mistakes), []
+        return json_findings(request.response_format or {}, findings, mistakes), []
     if not findings:
         return NO_ISSUES_TEXT, []
     if mode == "text":
-        return _plain_findings(findings), []
+        return plain_findings(findings), []
     pairs = list(zip(findings, mistakes, strict=True))
     if mode == "hermes":
         return "\n".join(_hermes_text(name, f, mistake) for f, mistake in pairs), []
-    xml = "\n".join(_xml_text(name, f, mistake) for f, mistake in pairs)
+    xml = "\n".join(xml_text(name, f, mistake) for f, mistake in pairs)
     if mode == "xml":
         return xml, []
     calls = [_tool_call(name, _arguments_text(f, mistake)) for f, mistake in pairs]
@@ -982,7 +1046,7 @@ def _arguments_text(finding: dict[str, Any], mistake: str | None) -> str:
     return text[: -len("}")] if mistake == BAD_JSON else text
 
 
-def _xml_text(name: str, finding: dict[str, Any], mistake: str | None) -> str:
+def xml_text(name: str, finding: dict[str, Any], mistake: str | None) -> str:
     text = qwen_xml_call(name, mistaken(finding, mistake))
     if mistake != BAD_JSON:
         return text
@@ -999,15 +1063,15 @@ def _hermes_text(name: str, finding: dict[str, Any], mistake: str | None) -> str
 
 
 def _tool_call(name: str, arguments: str) -> dict[str, Any]:
-    # Qwen3CoderToolParser ids look like call_<24 hex digits>.
+    # vLLM 0.32's tool call ids look like chatcmpl-tool-<16 hex digits>.
     return {
-        "id": f"call_{uuid.uuid4().hex[:24]}",
+        "id": f"chatcmpl-tool-{uuid.uuid4().hex[:TOOL_CALL_ID_HEX]}",
         "type": "function",
         "function": {"name": name, "arguments": arguments},
     }
 
 
-def _plain_findings(findings: list[dict[str, Any]]) -> str:
+def plain_findings(findings: list[dict[str, Any]]) -> str:
     items = (
         f"- {f['path']}:{f['line']} [{f['category']}/{f['severity']}] {f['title']}: {f['body']}"
         for f in findings
@@ -1015,7 +1079,7 @@ def _plain_findings(findings: list[dict[str, Any]]) -> str:
     return "I found these issues:\n" + "\n".join(items)
 
 
-def _json_findings(
+def json_findings(
     response_format: dict[str, Any],
     findings: list[dict[str, Any]],
     mistakes: Sequence[str | None],
@@ -1775,13 +1839,16 @@ class FakeVLLM:
                 headers={"Retry-After": retry_at},
             )
         if fault == "context_overflow":
-            raise context_length_error(self.max_model_len, 0)
+            raise context_length_error(self.max_model_len)
 
     def _output_budget(self, request: ChatRequest, prompt_tokens: int) -> int:
-        requested = request.max_tokens or 0
-        if prompt_tokens + requested > self.max_model_len or prompt_tokens >= self.max_model_len:
-            raise context_length_error(self.max_model_len, requested)
-        return request.max_tokens or self.max_model_len - prompt_tokens
+        """The answer's token budget: ``max_tokens``, shortened to the room the prompt leaves
+        (vLLM 0.32 does not refuse prompt + max_tokens over the context). A prompt that leaves
+        no room at all is refused."""
+        room = self.max_model_len - prompt_tokens
+        if room <= 0:
+            raise context_length_error(self.max_model_len)
+        return min(request.max_tokens or room, room)
 
     def _hang(self, handler: _Handler) -> None:
         deadline = time.monotonic() + HANG_LIMIT_S
@@ -1873,7 +1940,6 @@ class FakeVLLM:
             "function_call": None,
             "tool_calls": answer.tool_calls,
             "reasoning": answer.reasoning,
-            "reasoning_content": answer.reasoning,
         }
         choice = {
             "index": 0,
@@ -2014,7 +2080,7 @@ def stream_deltas(answer: Answer) -> Iterator[tuple[dict[str, Any], int]]:
     """The SSE deltas of an answer and the output tokens each one stands for."""
     yield {"role": "assistant", "content": ""}, 0
     for piece in _word_pieces(answer.reasoning or ""):
-        yield {"reasoning": piece, "reasoning_content": piece}, len(encode(piece))
+        yield {"reasoning": piece}, len(encode(piece))
     for piece in _word_pieces(answer.content or ""):
         yield {"content": piece}, len(encode(piece))
     for index, call in enumerate(answer.tool_calls):
@@ -2024,7 +2090,7 @@ def stream_deltas(answer: Answer) -> Iterator[tuple[dict[str, Any], int]]:
             "index": index,
             "id": call["id"],
             "type": "function",
-            "function": {"name": function["name"], "arguments": ""},
+            "function": {"name": function["name"]},
         }
         yield {"tool_calls": [header]}, 0
         for piece in argument_pieces(function["arguments"]):

@@ -1,0 +1,163 @@
+"""The scripted model's mind: what a reviewer answers to a rendered Qwen3.5 prompt, as raw text.
+
+Pure (text in, text out; imports only the fake vLLM's reviewer, itself standard library plus the
+Qwen BPE), so it runs in the vLLM venv inside the server's logits processor
+(``tests.realvllm.logits_processor``) and in the ordinary suite alike. The rule is the fake
+vLLM's (``tests.fakes.vllm_server.review_diff``: one finding per ADDED line matching a pattern,
+``eval(`` and friends) and the answer is written the way the fake writes it before vLLM's parsers
+see it:
+
+- the diff under review: the last user turn that shows a ``<file path=...>`` block;
+- tools in the system turn: one Qwen3-Coder XML ``<tool_call>`` per finding (the tool named
+  ``report_finding``, else the first one offered), or ``No issues found.``;
+- no tools: a JSON answer when the request asked for a JSON schema, the XML calls as text when a
+  message shows the XML format, else a plain-text list;
+- a generation prompt that opens ``<think>`` (thinking on): a short reasoning text first, then
+  ``</think>``;
+- planted mistakes: an added line that holds ``scripted-mistake: KIND`` (KIND one of the fake's
+  ``MISTAKE_KINDS``: ``bad_json``, ``missing_line``, ``wrong_type``, ``bad_enum``) has its finding's
+  call written with that mistake, as the fake's ``MalformedCalls`` writes it;
+- a repair turn (assistant turns after the diff): the findings that no earlier answer wrote
+  correctly, resent correctly (the fake's ``repair="fix"``), or ``No issues found.``.
+
+Owns: choosing the answer text. Must not: know token ids or vLLM (the logits processor does).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tests.fakes.vllm_server import (
+    DEFAULT_TOOL_NAME,
+    MISTAKE_KINDS,
+    NO_ISSUES_TEXT,
+    DiffLine,
+    json_findings,
+    parse_prompt_diff,
+    plain_findings,
+    qwen_xml_call,
+    reasoning_text,
+    review_diff,
+    xml_text,
+)
+
+IM_START = "<|im_start|>"
+IM_END = "<|im_end|>"
+THINK_OPEN = "<think>\n"
+THINK_CLOSED = "<think>\n\n</think>\n\n"
+GENERATION_PROMPT = f"{IM_START}assistant\n"
+# A prompt holding this makes the logits processor kill the engine (see logits_processor.py).
+ENGINE_CRASH_MARKER = "scripted-engine-crash"
+MISTAKE_MARKER = re.compile(r"scripted-mistake:\s*(?P<kind>[a-z_]+)")
+_TURN_RE = re.compile(
+    rf"{re.escape(IM_START)}(?P<role>[a-z]+)\n(?P<text>.*?){re.escape(IM_END)}\n", re.DOTALL
+)
+_TOOLS_RE = re.compile(r"<tools>\n(?P<lines>.*?)\n</tools>", re.DOTALL)
+_FILE_RE = re.compile(r'<file path="')
+
+
+@dataclass(frozen=True)
+class Turn:
+    role: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """What the scripted model reads from a rendered prompt."""
+
+    turns: list[Turn]
+    thinking: bool
+    tool_names: list[str]
+
+    @property
+    def tool_name(self) -> str:
+        """The tool the findings go to: ``report_finding`` when offered, else the first."""
+        if DEFAULT_TOOL_NAME in self.tool_names or not self.tool_names:
+            return DEFAULT_TOOL_NAME
+        return self.tool_names[0]
+
+    def diff_index(self) -> int | None:
+        users = [i for i, turn in enumerate(self.turns) if turn.role == "user"]
+        with_files = [i for i in users if _FILE_RE.search(self.turns[i].text)]
+        return (with_files or users or [None])[-1]
+
+    def earlier_answers(self) -> list[str]:
+        index = self.diff_index()
+        if index is None:
+            return []
+        return [turn.text for turn in self.turns[index + 1 :] if turn.role == "assistant"]
+
+    def asks_for_xml(self) -> bool:
+        return any("<tool_call>" in turn.text or "<function=" in turn.text for turn in self.turns)
+
+
+def read_prompt(text: str) -> Prompt:
+    """The turns, the thinking switch and the offered tools of a rendered prompt."""
+    head, _, generation = text.rpartition(GENERATION_PROMPT)
+    turns = [Turn(m["role"], m["text"]) for m in _TURN_RE.finditer(head + "\n")]
+    thinking = generation.startswith(THINK_OPEN) and not generation.startswith(THINK_CLOSED)
+    names: list[str] = []
+    system = next((turn.text for turn in turns if turn.role == "system"), "")
+    if tools := _TOOLS_RE.search(system):
+        for line in tools["lines"].splitlines():
+            tool = json.loads(line)
+            names.append((tool.get("function") or tool).get("name", ""))
+    return Prompt(turns, thinking, names)
+
+
+def planted_mistakes(lines: Sequence[DiffLine], findings: list[dict[str, Any]]) -> list[str | None]:
+    """Per finding, the mistake its added line plants (``scripted-mistake: KIND``), or None."""
+    planted = {}
+    for line in lines:
+        marker = MISTAKE_MARKER.search(line.text) if line.kind == "added" else None
+        if marker and marker["kind"] in MISTAKE_KINDS:
+            planted[(line.path, line.number)] = marker["kind"]
+    return [planted.get((finding["path"], finding["line"])) for finding in findings]
+
+
+def answer_text(prompt_text: str, json_schema: dict[str, Any] | None = None) -> str:
+    """The raw text the scripted model writes after ``prompt_text`` (no end-of-turn token).
+
+    ``json_schema``: the schema of a structured-output request (the JSON output mode)."""
+    prompt = read_prompt(prompt_text)
+    index = prompt.diff_index()
+    diff = prompt.turns[index].text if index is not None else ""
+    lines = parse_prompt_diff(diff)
+    findings = review_diff(lines)
+    earlier = prompt.earlier_answers()
+    if earlier:
+        name = prompt.tool_name
+        findings = [
+            finding
+            for finding in findings
+            if not any(qwen_xml_call(name, finding) in answer for answer in earlier)
+        ]
+        mistakes: list[str | None] = [None] * len(findings)
+    else:
+        mistakes = planted_mistakes(lines, findings)
+    body = _body(prompt, findings, mistakes, json_schema)
+    if prompt.thinking:
+        return f"{reasoning_text(lines)}\n</think>\n\n{body}"
+    return body
+
+
+def _body(
+    prompt: Prompt,
+    findings: list[dict[str, Any]],
+    mistakes: list[str | None],
+    json_schema: dict[str, Any] | None,
+) -> str:
+    if json_schema is not None:
+        response_format = {"type": "json_schema", "json_schema": {"schema": json_schema}}
+        return json_findings(response_format, findings, mistakes)
+    if not findings:
+        return NO_ISSUES_TEXT
+    if prompt.tool_names or prompt.asks_for_xml():
+        name = prompt.tool_name
+        return "\n".join(xml_text(name, f, m) for f, m in zip(findings, mistakes, strict=True))
+    return plain_findings(findings)
