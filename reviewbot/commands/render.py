@@ -13,6 +13,7 @@ exit (the commands decide exit codes).
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Any
 
 from rich.console import Console
@@ -21,7 +22,7 @@ from rich.table import Table
 from rich.text import Text
 
 from reviewbot.chunking import ContextKind, Plan
-from reviewbot.commands.terminal import data
+from reviewbot.commands.terminal import cell, data, terminal_text
 
 __all__ = [
     "add_row",
@@ -39,6 +40,7 @@ __all__ = [
     "run_json",
 ]
 
+BLANKS = re.compile(r"[ \t]+")  # runs of spaces and tabs, one space each in a list's cell
 CALL_COLUMNS = (
     ("chunk", "chunk_index"),
     ("mode", "mode"),
@@ -57,8 +59,8 @@ CALL_COLUMNS = (
 
 
 def add_row(table: Table, *cells: object) -> None:
-    """One row of data: every cell as `terminal.data`."""
-    table.add_row(*(data(cell) for cell in cells))
+    """One row of data: every cell as `terminal.cell`."""
+    table.add_row(*(cell(value) for value in cells))
 
 
 def progress_bar(console: Console, *, quiet: bool = False) -> Progress:
@@ -370,7 +372,10 @@ def _time(value: Any) -> str:
 
 
 def _first_line(text: str | None) -> str:
-    return (text or "-").splitlines()[0] if text else "-"
+    """The first line that says something, its runs of white space (a tab: 8 columns) one
+    space each, so a list's narrow cell shows words, not indentation cut to '…'."""
+    lines = [BLANKS.sub(" ", line).strip(" ") for line in terminal_text(text or "").split("\n")]
+    return next((line for line in lines if line), "-")
 
 
 # --- eval ------------------------------------------------------------------------------------

@@ -28,10 +28,11 @@ from rich.text import Text
 
 from reviewbot.markdown import REPLACEMENT_CHARACTER, printable_text
 
-__all__ = ["PIPED_TABLE_WIDTH", "console", "data", "table_width", "terminal_text"]
+__all__ = ["PIPED_TABLE_WIDTH", "cell", "console", "data", "table_width", "terminal_text"]
 
 PIPED_TABLE_WIDTH = 200  # rich tables on a pipe (not a terminal) are not cut at 80 columns
 CARRIAGE_RETURN = "\r"
+TAB = "\t"
 WINDOWS_LINE_END = "\r\n"
 
 
@@ -46,6 +47,12 @@ def data(value: object, style: str = "") -> Text:
     """A data string as rich ``Text`` (optionally in the commands' own ``style``): shown as
     written, never read as markup or emoji codes, with nothing a terminal acts on."""
     return Text(terminal_text(value), style=style)
+
+
+def cell(value: object) -> Text:
+    """A data string for a table cell: as :func:`data`, with each tab one space (the table lays
+    the cell out; a tab would take 8 columns of a narrow cell and push the words out of it)."""
+    return data(terminal_text(value).replace(TAB, " "))
 
 
 def table_width() -> int | None:
