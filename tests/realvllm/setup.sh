@@ -43,6 +43,10 @@ if venv_works; then
   exit 0
 fi
 
+if [ -L "$venv" ] && [ ! -e "$venv" ]; then
+  say "$venv is a link to nothing (a cache kept by another machine?); replacing it"
+  rm "$venv"
+fi
 say "creating $venv with $python_for_venv"
 mkdir -p "$(dirname "$venv")"
 "$python_for_venv" -m venv "$venv"
