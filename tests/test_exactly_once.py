@@ -57,6 +57,16 @@ def test_a_discussion_stored_then_answered_502_is_not_posted_twice(world: World)
     assert set(on_mr) == {f.fingerprint for f in report.posted}
 
 
+def test_a_discussion_stored_then_answered_cut_short_is_not_posted_twice(world: World) -> None:  # noqa: F811
+    """A 200 whose JSON a proxy cut short is retried (GitLabGarbledAnswerError), but only after
+    the MR is searched for the write: it was stored, so it is found, not sent again."""
+    world.gitlab.add_fault_for("POST", DISCUSSIONS, "stored:cut", times=3)
+    report = world.run()
+    on_mr = fingerprints_on_mr(world)
+    assert len(report.posted) == 3 and set(on_mr.values()) == {1}
+    assert set(on_mr) == {f.fingerprint for f in report.posted}
+
+
 def test_a_discussion_answered_after_the_timeout_is_not_posted_twice(world: World) -> None:  # noqa: F811
     world.gitlab.add_fault_for("POST", DISCUSSIONS, f"stored:slow:{LATE_S}")
     report = world.run(gitlab_timeout_s=CLIENT_TIMEOUT_S)
