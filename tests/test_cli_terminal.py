@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from rich.cells import cell_len
 
@@ -200,6 +200,7 @@ def test_markup_in_a_project_path_is_printed_not_obeyed(
 
 @settings(max_examples=EXAMPLES, deadline=None)
 @given(name=shown_text, detail=hostile_terminal_text, fix=hostile_terminal_text)
+@example(name="x", detail="x", fix="\t0")  # CI found it: a tab pushed '0' out of the fix cell
 def test_doctor_shows_what_a_server_answered_as_written(name: str, detail: str, fix: str) -> None:
     """A check's finding quotes servers (a model name, an error text): `print_checks`."""
     checks = [Check(name, status, detail, fix) for status in Status]

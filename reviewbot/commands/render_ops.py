@@ -13,7 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from reviewbot.commands.render import add_row
-from reviewbot.commands.terminal import data
+from reviewbot.commands.terminal import cell, data
 from reviewbot.ops.capacity import CapacityPlan
 from reviewbot.ops.doctor import Check, Status
 from reviewbot.ops.loadtest import LoadReport
@@ -84,7 +84,7 @@ def print_capacity(plan: CapacityPlan, model: str, multimodal: bool, console: Co
     table.add_column("what", style="bold")
     table.add_column("value")
     for what, value in _capacity_rows(plan):
-        table.add_row(data(what), value if isinstance(value, Text) else data(value))
+        table.add_row(cell(what), value if isinstance(value, Text) else cell(value))
     console.print(table)
     for warning in plan.warnings:
         console.print(Text.assemble(("warning:", "yellow"), " ", data(warning)))
@@ -100,9 +100,9 @@ def print_checks(checks: list[Check], console: Console) -> None:
         style = STATUS_STYLES[check.status]
         table.add_row(
             Text(check.status.value, style=style),
-            data(check.name),
-            data(check.detail),
-            data(check.fix),
+            cell(check.name),
+            cell(check.detail),
+            cell(check.fix),
         )
     console.print(table)
     counts = {status: sum(c.status is status for c in checks) for status in Status}
