@@ -201,6 +201,7 @@ class StoredFinding:
     state: FindingState
     discussion_id: str | None = None
     note_id: int | None = None
+    rule: str | None = None  # the review rule the finding applies, as the model named it
 
     @classmethod
     def of(

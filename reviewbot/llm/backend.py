@@ -147,6 +147,9 @@ class CallRecord:
     started_at: datetime
     tool_calls: int = 0
     repaired_tool_calls: int = 0
+    tool_round: int = 0
+    repo_tool_calls: int = 0
+    tool_answer_tokens: int = 0
 
 
 @dataclass(frozen=True)

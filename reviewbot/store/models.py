@@ -267,6 +267,9 @@ class LLMCall(Base):
     started_at: Mapped[datetime]
     tool_calls: Mapped[int | None]
     repaired_tool_calls: Mapped[int] = mapped_column(default=0)
+    tool_round: Mapped[int] = mapped_column(default=0)
+    repo_tool_calls: Mapped[int] = mapped_column(default=0)
+    tool_answer_tokens: Mapped[int] = mapped_column(default=0)
 
 
 class Finding(Base):
@@ -304,6 +307,7 @@ class Finding(Base):
     note_id: Mapped[int | None] = mapped_column(BigInteger)
     created_at: Mapped[datetime]
     resolved_at: Mapped[datetime | None]
+    rule: Mapped[str | None] = mapped_column(StoredString(NAME_LENGTH))
 
 
 class Feedback(Base):
@@ -371,8 +375,25 @@ class MergeRequestRecord(Base):
     synced_at: Mapped[datetime]
 
 
+class EvalComparison(Base):
+    """One `reviewbot eval --compare` run: its configurations (names, files, settings) and,
+    for each pair, the per-item F1 differences with their paired bootstrap interval."""
+
+    __tablename__ = "eval_comparisons"
+    __table_args__ = (Index(None, "started_at"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    dataset: Mapped[str] = mapped_column(StoredString(PATH_LENGTH))
+    configurations: Mapped[list[Any]] = mapped_column(JSON)
+    pairs: Mapped[list[Any]] = mapped_column(JSON)
+    started_at: Mapped[datetime]
+    finished_at: Mapped[datetime]
+
+
 class EvalRun(Base):
-    """One `reviewbot eval` run: the pipeline scored on a labelled dataset."""
+    """One `reviewbot eval` run: the pipeline scored on a labelled dataset. A run of
+    `eval --compare` names its ``comparison_id`` and ``configuration``; the cost columns
+    (model calls, tokens, wall time) are NULL for runs recorded before they were counted."""
 
     __tablename__ = "eval_runs"
     __table_args__ = (Index(None, "started_at"),)
@@ -395,6 +416,15 @@ class EvalRun(Base):
     results: Mapped[dict[str, Any]] = mapped_column(JSON)  # per item and per category
     started_at: Mapped[datetime]
     finished_at: Mapped[datetime]
+    comparison_id: Mapped[int | None] = mapped_column(
+        ForeignKey("eval_comparisons.id", ondelete="CASCADE"), index=True
+    )
+    configuration: Mapped[str | None] = mapped_column(StoredString(NAME_LENGTH))
+    model_calls: Mapped[int | None]
+    prompt_tokens: Mapped[int | None]
+    cached_tokens: Mapped[int | None]
+    completion_tokens: Mapped[int | None]
+    wall_s: Mapped[float | None]
 
 
 class Job(Base):

@@ -106,6 +106,7 @@ MERGE_REQUEST_FIELDS = writable_columns(
     MergeRequestRow, leaving_out=(*MERGE_REQUEST_IDENTITY, "synced_at")
 )
 EVAL_RUN_FIELDS = writable_columns(EvalRunRow)
+EVAL_RUN_REQUIRED = frozenset(c.name for c in EvalRunRow.__table__.columns if not c.nullable)
 _FINDINGS_INSERT = insert(FindingRow).returning(FindingRow.id, sort_by_parameter_order=True)
 FIELD_CHOICES: dict[str, type[StrEnum]] = {
     "trigger": Trigger,
@@ -734,9 +735,9 @@ class Store:
             return read_window_summary(connection, scope)
 
     def record_eval_run(self, **fields: Any) -> int:
-        """Store one eval run (see EVAL_RUN_FIELDS, all required); return its id."""
+        """Store one eval run (EVAL_RUN_FIELDS; the NULL-able ones may be left out); its id."""
         _check_fields(fields, EVAL_RUN_FIELDS, "eval run")
-        missing = sorted(EVAL_RUN_FIELDS - set(fields))
+        missing = sorted(EVAL_RUN_REQUIRED & EVAL_RUN_FIELDS - set(fields))
         if missing:
             raise ValueError(f"missing eval run field(s): {', '.join(missing)}")
         statement = insert(EvalRunRow).values(dict(fields)).returning(EvalRunRow.id)
