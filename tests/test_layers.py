@@ -38,6 +38,8 @@ CORE = {
     "reviewbot.positions",
     "reviewbot.prompts",
     "reviewbot.redaction",
+    "reviewbot.repo",
+    "reviewbot.repo.view",
     "reviewbot.repo_policy",
     "reviewbot.report_text",
     "reviewbot.retry",
