@@ -43,6 +43,10 @@ from reviewbot.redaction import hide_url_password, scrub_secrets
 __all__ = [
     "DEFAULT_MAX_REPAIR_ROUNDS",
     "DEFAULT_PREFILL_TOKENS_PER_REVIEW",
+    "DEFAULT_TOOL_ROUNDS",
+    "DEFAULT_TOOL_TOKENS",
+    "TOOLS_OFF",
+    "TOOLS_ON",
     "MAX_CONFIG_FILE_BYTES",
     "REPO_KEYS",
     "Bounds",
@@ -76,6 +80,14 @@ DEFAULT_PREFILL_TOKENS_PER_REVIEW = 65536
 # Repair turns per answer with unreadable calls: the reasons go back to the model, which may
 # resend those calls (reviewbot.llm.runner). 0 turns them off; each is one more model call.
 DEFAULT_MAX_REPAIR_ROUNDS = 1
+# The model's repository tools (reviewbot.repo.tools, docs/tools.md): on or off, and per chunk
+# at most this many tool rounds (each one more model call) and tokens of tool answers.
+TOOLS_ON = "on"
+TOOLS_OFF = "off"
+TOOLS_CHOICES = (TOOLS_ON, TOOLS_OFF)
+DEFAULT_TOOL_ROUNDS = 3
+DEFAULT_TOOL_TOKENS = 8000
+MAX_TOOL_ROUNDS = 16  # each is a model call of the chunk's whole conversation
 LLM_BACKEND_VLLM = "vllm"
 LLM_BACKEND_OPENAI_COMPATIBLE = "openai-compatible"
 LLM_BACKENDS = (LLM_BACKEND_VLLM, LLM_BACKEND_OPENAI_COMPATIBLE)
@@ -359,6 +371,27 @@ class Settings:
         "then the body up to the hunk), added only where a chunk has room left; a changed file "
         "whose whole text costs no more than its hunks' share is shown whole; 0 turns both off "
         "([how a review works](how-a-review-works.md)).",
+    )
+    tools: str = setting(
+        TOOLS_ON,
+        choices=TOOLS_CHOICES,
+        help="`on`: the model may call read-only repository tools (read a file, search the "
+        "code, find a definition, list a directory) on the repository at the head, within "
+        "`tool_rounds` and `tool_tokens` per chunk; `off`: every chunk is one call with "
+        "`report_finding` only, as before ([tools.md](tools.md)).",
+    )
+    tool_rounds: int = setting(
+        DEFAULT_TOOL_ROUNDS,
+        bounds=Bounds(0, MAX_TOOL_ROUNDS),
+        help="Tool rounds per chunk: each is one more model call with the tools' answers "
+        "appended; the last one offers only `report_finding` ([tools.md](tools.md)).",
+    )
+    tool_tokens: int = setting(
+        DEFAULT_TOOL_TOKENS,
+        bounds=Bounds(0, MAX_TOKENS),
+        help="Tokens of tool answers per chunk, all rounds together; reserved in each chunk's "
+        "budget when `tools` is on, and never more than the model's context leaves "
+        "([tools.md](tools.md)).",
     )
     exclude: tuple[str, ...] = setting(
         (),

@@ -54,6 +54,8 @@ CORE = {
     "reviewbot.window",
     "reviewbot.llm.answers",
     "reviewbot.llm.backend",
+    "reviewbot.llm.rounds",
+    "reviewbot.llm.tries",
     "reviewbot.ops",
     "reviewbot.ops.capacity",
     "reviewbot.ops.gpus",

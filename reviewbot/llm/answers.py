@@ -49,7 +49,10 @@ __all__ = [
     "AnsweredCall",
     "ParsedAnswer",
     "Resent",
+    "echoed",
     "empty_tool_calls",
+    "error_text",
+    "finding_key",
     "format_ignored",
     "match_resent",
     "parse_answer",
@@ -95,6 +98,8 @@ class AnsweredCall:
 @dataclass
 class ParsedAnswer:
     entries: list[AnsweredCall] = field(default_factory=list)
+    # calls to the repository tools offered (reviewbot.llm.rounds answers them), in order
+    repository: list[ToolCallText] = field(default_factory=list)
 
     @property
     def calls(self) -> list[dict[str, Any]]:
@@ -112,18 +117,25 @@ class ParsedAnswer:
 
 
 def parse_answer(
-    answer: ModelAnswer, mode: str, tools: Sequence[Mapping[str, Any]]
+    answer: ModelAnswer,
+    mode: str,
+    tools: Sequence[Mapping[str, Any]],
+    repository_names: frozenset[str] = frozenset(),
 ) -> ParsedAnswer:
     """The ``report_finding`` calls of an answer, readable or not, in the order given.
 
     Calls come from ``tool_calls`` and from tool calls written in ``content`` (the content and
     JSON-schema modes, or a server whose tool parser left them there); prose next to real tool
     calls is not a finding. Each call's arguments are checked against the tool's parameters in
-    ``tools``.
+    ``tools``. A tool call named in ``repository_names`` (the repository tools this request
+    offered) is no finding and no unreadable call: it goes to ``repository``, to be answered.
     """
     parameters = tool_parameters(tools).get(DEFAULT_FINDINGS_TOOL, {})
     parsed = ParsedAnswer()
     for call in answer.tool_calls:
+        if call.name in repository_names:
+            parsed.repository.append(call)
+            continue
         parsed.entries.append(_tool_call_entry(call, parameters))
     content = strip_reasoning(answer.content)
     if mode == MODE_TOOL_CALLS and not any(marker in content for marker in TOOL_CALL_MARKERS):
@@ -180,7 +192,7 @@ def repair_messages(
             {
                 "id": entry.call_id,
                 "type": "function",
-                "function": {"name": entry.name, "arguments": _echoed(entry.raw_arguments)},
+                "function": {"name": entry.name, "arguments": echoed(entry.raw_arguments)},
             }
             for entry in with_ids
         ]
@@ -189,7 +201,7 @@ def repair_messages(
         {
             "role": "tool",
             "tool_call_id": entry.call_id,
-            "content": RECORDED_TEXT if entry.readable else _error_text(entry),
+            "content": RECORDED_TEXT if entry.readable else error_text(entry),
         }
         for entry in with_ids
     ]
@@ -203,14 +215,17 @@ def repair_messages(
     return messages
 
 
-def _error_text(entry: AnsweredCall) -> str:
+def error_text(entry: AnsweredCall) -> str:
+    """An unreadable call's tool message: why, what was sent when it cannot be echoed, and
+    "resend"."""
     sent = ""
-    if _echoed(entry.raw_arguments) != entry.raw_arguments:
+    if echoed(entry.raw_arguments) != entry.raw_arguments:
         sent = f" You sent: {entry.raw_arguments[:SENT_SNIPPET_CHARS]!r}."
     return f"Error: {entry.reason}.{sent} {RESEND_TEXT}"
 
 
-def _echoed(raw_arguments: str) -> str:
+def echoed(raw_arguments: str) -> str:
+    """Arguments as an assistant message may repeat them: the JSON object sent, else ``{}``."""
     try:
         value = decode_json(raw_arguments)
     except (TypeError, ValueError):  # not JSON, or nested too deep (JSONTooDeepError)
@@ -252,12 +267,12 @@ def match_resent(
     ``unreadable`` it resends, given the calls already ``read`` (see the module notes)."""
     parameters = tool_parameters(tools).get(DEFAULT_FINDINGS_TOOL, {})
     waiting = list(unreadable)
-    seen = {_finding_key(arguments) for arguments in read}
+    seen = {finding_key(arguments) for arguments in read}
     resent = Resent()
     for entry in replied.entries:
         if entry.arguments is None:
             continue
-        key = _finding_key(entry.arguments)
+        key = finding_key(entry.arguments)
         if key in seen:
             resent.duplicates += 1
             continue
@@ -272,7 +287,7 @@ def match_resent(
     return resent
 
 
-def _finding_key(arguments: Mapping[str, Any]) -> tuple[Any, ...]:
+def finding_key(arguments: Mapping[str, Any]) -> tuple[Any, ...]:
     """What makes two readable calls one finding: path, side, line, category and title."""
     title = arguments.get("title")
     return (

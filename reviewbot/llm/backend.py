@@ -22,9 +22,17 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from reviewbot.config import DEFAULT_MAX_REPAIR_ROUNDS, DEFAULT_PREFILL_TOKENS_PER_REVIEW
+from reviewbot.config import (
+    DEFAULT_MAX_REPAIR_ROUNDS,
+    DEFAULT_PREFILL_TOKENS_PER_REVIEW,
+    DEFAULT_TOOL_ROUNDS,
+    DEFAULT_TOOL_TOKENS,
+)
+
+if TYPE_CHECKING:
+    from reviewbot.repo.tools import RepositoryTools
 
 __all__ = [
     "MODE_CONTENT",
@@ -117,8 +125,16 @@ class ChunkRequest:
     # runner's prefill share).
     prompt_tokens: int | None = None
     # The context the prompt and the answer must fit in, as the pipeline budgets it (None: the
-    # server's max_model_len). The runner sends no repair turn that would not fit.
+    # server's max_model_len). The runner sends no repair turn or tool round that would not fit.
     max_model_len: int | None = None
+    # The model's repository tools for this chunk (None: none). Their schemas are in ``tools``
+    # after report_finding; the runner offers them only in the tool-calls output mode and
+    # while the chunk's tool budget lasts (reviewbot.llm.rounds).
+    repository: RepositoryTools | None = None
+    # With ``repository``: at most this many tool rounds (continuations after tool answers)
+    # and tokens of tool answers for this chunk (the settings tool_rounds and tool_tokens).
+    tool_rounds: int = DEFAULT_TOOL_ROUNDS
+    tool_tokens: int = DEFAULT_TOOL_TOKENS
 
 
 @dataclass(frozen=True)

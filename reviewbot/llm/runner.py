@@ -37,8 +37,24 @@ and "send this one request":
   the chunk and sends the smaller parts, whose repair turns have room; a chunk that cannot be
   split is reported not reviewed. The readable calls already read are kept, as for an answer
   cut off at ``max_output_tokens``;
+- tool rounds (a request with ``repository``, in the tool-calls mode only): an answer that
+  calls repository tools has its findings kept and every call answered
+  (:mod:`reviewbot.llm.rounds`: the assistant message repeats its calls, one ``tool`` message
+  per id, the budget left in each), and the chunk is asked again, up to ``tool_rounds`` times
+  and ``tool_tokens`` tokens of answers; the request after the last round offers only
+  ``report_finding``. Each round's continuation is counted like a repair turn before it is
+  sent and its answers cut to the room the context leaves; one that cannot fit even with every
+  call refused is a context overflow (the findings read so far kept, the chunk re-split), as
+  is a 400 "maximum context length" answer to a round. A repair turn after a tool round goes
+  on from the round's conversation and offers only ``report_finding``; unreadable calls of a
+  round's answer are told why in their tool message, and the final answer's resends repair
+  them (else they go into its repair turn). A chunk asked again (calls lost, unreadable after
+  repairs) starts from the last round's conversation, not the first prompt; an output-mode
+  downgrade starts from the prompt without tools. Rounds are bounded by ``tool_rounds``,
+  repairs by ``max_repair_rounds``, tries by ``max_retries``: a chunk always ends;
 - timing: one :class:`~reviewbot.llm.backend.CallRecord` per attempt series (tokens, cached
-  tokens, TTFT, latency, slot wait, retries).
+  tokens, TTFT, latency, slot wait, retries; ``tool_round``, and for a round's answer its
+  ``repo_tool_calls`` and ``tool_answer_tokens``).
 
 Owns: everything in that list, between "review these chunks" and one request. Must not: speak HTTP
 (the backend does), decode an answer's calls itself (`reviewbot.llm.answers`), or anchor, dedupe or
@@ -55,7 +71,6 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -90,6 +105,8 @@ from reviewbot.llm.backend import (
     one_line,
 )
 from reviewbot.llm.prefill import PrefillGate, PrefillTicket, check_prefill_limit
+from reviewbot.llm.rounds import Continuation, ToolBudget, ToolRounds
+from reviewbot.llm.tries import Attempt, ChunkTries, Reading
 from reviewbot.retry import backoff_s
 from reviewbot.tokens import ByteEstimateCounter
 
@@ -108,6 +125,10 @@ OUTCOME_LENGTH = "length"
 OUTCOME_INVALID_CALLS = "invalid_calls"  # unreadable calls, answered with a repair turn
 OUTCOME_REPAIR = "repair"  # the answer to a repair turn
 OUTCOME_UNREADABLE_RETRY = "unreadable_retry"  # still unreadable: the chunk is asked again
+OUTCOME_TOOL_ROUND = "tool_round"  # the answer called repository tools: answered, asked again
+# Tries at fitting a tool round's answers into the context, each cut to the room the last
+# count left; the last sends every call "over budget" (a few tokens each).
+FIT_TRIES = 3
 NOT_RESENT = " (not resent when asked)"  # said of an unreadable call the repair turn left out
 REASONS_SHOWN = 3  # distinct reasons an unreadable chunk's error names
 # A chat template's tokens around one message (role markers, <tool_response> tags), on top of
@@ -120,62 +141,6 @@ MODE_NAMES = {
     MODE_JSON_SCHEMA: "a JSON schema",
     MODE_CONTENT: "tool calls in text",
 }
-
-
-@dataclass
-class _Attempt:
-    """One attempt series: an answer or the error that ended it, with its measurements."""
-
-    answer: ModelAnswer | None
-    failure: LLMError | None
-    retries: int
-    started_at: datetime
-    latency_s: float
-    slot_wait_s: float  # waited for the prefill share and the model slots, all tries
-
-
-@dataclass
-class _Reading:
-    """What one try of a chunk (an answer and its repair turns) could read."""
-
-    calls: list[dict] = field(default_factory=list)  # readable calls' arguments
-    outstanding: list[AnsweredCall] = field(default_factory=list)  # the calls still unreadable
-    invalid: list[str] = field(default_factory=list)  # every unreadable call's reason
-    overflow: str | None = None  # why the next repair turn was not sent: it would not fit
-
-    @property
-    def reasons(self) -> list[str]:
-        """Why each call still unreadable is."""
-        return [entry.reason or "" for entry in self.outstanding]
-
-    @property
-    def total(self) -> int:
-        """The calls the model meant to make: those read and those still unreadable."""
-        return len(self.calls) + len(self.outstanding)
-
-
-@dataclass
-class _ChunkTries:
-    """One chunk's tries so far: its calls' records, and what the unreadable answers left."""
-
-    request: ChunkRequest
-    queued_s: float
-    stream: bool
-    records: list[CallRecord] = field(default_factory=list)
-    unreadable_tries: int = 0  # tries asked again: calls lost, or unreadable after repairs
-    invalid: list[str] = field(default_factory=list)  # every unreadable call's reason
-    best: _Reading = field(default_factory=_Reading)  # the try that read the most calls
-
-    def ask_again(self) -> None:
-        """The next try is asked from the start, without streaming."""
-        self.unreadable_tries += 1
-        self.stream = False
-
-    def failed(self, error: str) -> ChunkResult:
-        """Not reviewed: the readable calls of the best try are kept."""
-        return ChunkResult(
-            self.request.chunk_index, self.best.calls, self.invalid, self.records, False, error
-        )
 
 
 class ChunkRunner:
@@ -286,19 +251,23 @@ class ChunkRunner:
         gate: PrefillGate,
         first_token: threading.Event | None,
     ) -> ChunkResult:
-        tries = _ChunkTries(request, queued_s, self.settings.stream)
+        tries = ChunkTries(request, queued_s, self.settings.stream)
+        if request.repository is not None and request.tool_rounds > 0:
+            budget = ToolBudget(request.tool_rounds, request.tool_tokens)
+            tries.rounds = ToolRounds(request.repository, budget)
         while True:
             mode = self._mode
-            attempt = self._attempt(request, mode, tries.stream, gate, first_token)
+            current = tries.current(mode)
+            attempt = self._attempt(current, mode, tries.stream, gate, first_token)
             failure = attempt.failure
             if isinstance(failure, ContextOverflowError):
+                # a tool round's conversation too: its findings are kept, the chunk re-split
                 self._keep(tries, mode, attempt, OUTCOME_CONTEXT_OVERFLOW, error=str(failure))
-                return ChunkResult(
-                    request.chunk_index, [], tries.invalid, tries.records, True, None
-                )
+                return tries.result([], overflow=True)
             if isinstance(failure, OutputModeRefusedError):
                 self._keep(tries, mode, attempt, OUTCOME_MODE_UNSUPPORTED, error=str(failure))
                 self._downgrade(mode, str(failure))
+                tries.messages = None  # another mode cannot hold tool calls: from the prompt
                 continue
             if failure is not None:
                 self._keep(tries, mode, attempt, OUTCOME_ERROR, error=str(failure))
@@ -308,21 +277,27 @@ class ChunkRunner:
             if mode == MODE_JSON_SCHEMA and format_ignored(answer):
                 self._keep(tries, mode, attempt, OUTCOME_FORMAT_IGNORED)
                 self._downgrade(mode, "the server ignored response_format")
+                tries.messages = None
                 continue
-            result = self._read(tries, mode, attempt, answer, gate)
+            result = self._read(tries, mode, attempt, answer, gate, current)
             if result is not None:
                 return result
 
     def _read(
         self,
-        tries: _ChunkTries,
+        tries: ChunkTries,
         mode: str,
-        attempt: _Attempt,
+        attempt: Attempt,
         answer: ModelAnswer,
         gate: PrefillGate,
+        current: ChunkRequest,
     ) -> ChunkResult | None:
-        """The chunk's result from a try's answer, or None to ask again (without streaming)."""
-        parsed = parse_answer(answer, mode, tries.request.tools)
+        """The chunk's result from a try's answer, or None to ask again (without streaming,
+        or, after a tool round, with the tools' answers)."""
+        offered = _offered_repository(current, mode)
+        parsed = parse_answer(answer, mode, current.tools, offered)
+        if parsed.repository and answer.finish_reason != FINISH_LENGTH:
+            return self._tool_round(tries, mode, attempt, answer, parsed, current)
         if empty_tool_calls(answer, parsed):
             if tries.unreadable_tries >= self.settings.max_retries:
                 error = (
@@ -336,36 +311,108 @@ class ChunkRunner:
             self._keep(tries, mode, attempt, OUTCOME_NO_TOOL_CALLS_RETRY, parsed)
             tries.ask_again()
             return None
-        if not parsed.invalid or answer.finish_reason == FINISH_LENGTH:
+        repaired = self._resent_in_final(tries, parsed, current)
+        if (not parsed.invalid and not tries.outstanding) or answer.finish_reason == FINISH_LENGTH:
             # readable, or cut off (the pipeline re-splits the chunk; never a repair turn)
             outcome, error = self._outcome(answer)
-            self._keep(tries, mode, attempt, outcome, parsed, error=error)
-            return ChunkResult(
-                tries.request.chunk_index,
-                parsed.calls,
-                tries.invalid + parsed.invalid,
-                tries.records,
-                False,
-                error,
-                truncated=outcome == OUTCOME_LENGTH,
+            self._keep(tries, mode, attempt, outcome, parsed, error=error, repaired=repaired)
+            tries.invalid += parsed.invalid
+            return tries.result(parsed.calls, error=error, truncated=outcome == OUTCOME_LENGTH)
+        self._keep(tries, mode, attempt, OUTCOME_INVALID_CALLS, parsed, repaired=repaired)
+        return self._unreadable(tries, mode, answer, parsed, gate, current)
+
+    def _resent_in_final(
+        self, tries: ChunkTries, parsed: ParsedAnswer, current: ChunkRequest
+    ) -> int:
+        """Unreadable calls of the tool rounds that this answer resent: they are read now."""
+        if not tries.outstanding or not parsed.calls:
+            return 0
+        resent = match_resent(tries.outstanding, parsed, tries.kept, current.tools)
+        tries.outstanding = resent.still_unreadable
+        return len(resent.repaired)
+
+    def _tool_round(
+        self,
+        tries: ChunkTries,
+        mode: str,
+        attempt: Attempt,
+        answer: ModelAnswer,
+        parsed: ParsedAnswer,
+        current: ChunkRequest,
+    ) -> ChunkResult | None:
+        """An answer that called repository tools: keep its findings, answer every call and
+        ask the chunk again (None), or the chunk's result when the round does not fit."""
+        assert tries.rounds is not None
+        self._keep(tries, mode, attempt, OUTCOME_TOOL_ROUND, parsed)
+        tries.kept = tries.with_kept(parsed.calls)
+        tries.invalid += parsed.invalid
+        tries.outstanding += parsed.unreadable
+        fitted = self._fitted(tries.rounds, current, answer, parsed)
+        if isinstance(fitted, str):
+            tries.records[-1] = dataclasses.replace(
+                tries.records[-1], outcome=OUTCOME_CONTEXT_OVERFLOW, error=self._one_line(fitted)
             )
-        self._keep(tries, mode, attempt, OUTCOME_INVALID_CALLS, parsed)
-        return self._unreadable(tries, mode, answer, parsed, gate)
+            return tries.result([], overflow=True)
+        continuation, messages = fitted
+        tries.records[-1] = dataclasses.replace(
+            tries.records[-1],
+            repo_tool_calls=continuation.repo_calls,
+            tool_answer_tokens=continuation.answer_tokens,
+        )
+        tries.rounds.commit(continuation)
+        tries.messages = messages
+        return None
+
+    def _fitted(
+        self, rounds: ToolRounds, current: ChunkRequest, answer: ModelAnswer, parsed: ParsedAnswer
+    ) -> tuple[Continuation, list[dict]] | str:
+        """The round's continuation cut to fit the context (its answers get no more room than
+        the prompt, the answer and max_output_tokens leave), or why it cannot fit."""
+        limit = current.max_model_len or self.backend.server_info().max_model_len
+        output = self.settings.max_output_tokens
+        known = answer.prompt_tokens + answer.completion_tokens
+        framing = MESSAGE_FRAMING_TOKENS * (len(answer.tool_calls) + 1)
+        room = rounds.budget.tokens
+        if limit is not None and answer.prompt_tokens:
+            room = limit - output - known - framing
+        why = "the tool round would not fit the model's context"
+        for attempt in range(FIT_TRIES):
+            if attempt == FIT_TRIES - 1:
+                room = 0
+            continuation = rounds.continuation(answer, parsed, room)
+            messages = [*current.messages, *continuation.messages]
+            turn = dataclasses.replace(
+                current,
+                messages=messages,
+                tools=rounds.tools_for(current.tools, continuation.open_after),
+            )
+            tokens = self._turn_tokens(turn, continuation.messages, answer.prompt_tokens)
+            why = self._overflow(turn, tokens, "the tool round") or ""
+            if not why:
+                return continuation, messages
+            assert tokens is not None and limit is not None
+            room = max(0, room - (tokens + output - limit) - framing)
+        return why
 
     def _unreadable(
         self,
-        tries: _ChunkTries,
+        tries: ChunkTries,
         mode: str,
         answer: ModelAnswer,
         parsed: ParsedAnswer,
         gate: PrefillGate,
+        current: ChunkRequest,
     ) -> ChunkResult | None:
         """An answer with unreadable calls: repair turns, then the result or None (ask again)."""
 
-        def record(attempt: _Attempt, outcome: str, *details: Any, **named: Any) -> None:
+        def record(attempt: Attempt, outcome: str, *details: Any, **named: Any) -> None:
             self._keep(tries, mode, attempt, outcome, *details, **named)
 
-        reading = self._repaired(tries.request, mode, tries.stream, gate, answer, parsed, record)
+        before = [_not_resent(entry) for entry in tries.outstanding]
+        if current.repository is not None:  # a repair turn asks for findings only
+            tools = without_tools(current.tools, current.repository.names)
+            current = dataclasses.replace(current, tools=tools)
+        reading = self._repaired(current, mode, tries.stream, gate, answer, parsed, record, before)
         tries.invalid += reading.invalid
         if reading.overflow is not None:
             # As a first request the server finds too long: the pipeline re-splits the chunk.
@@ -375,13 +422,10 @@ class ChunkRunner:
                     outcome=OUTCOME_CONTEXT_OVERFLOW,
                     error=self._one_line(reading.overflow),
                 )
-            return ChunkResult(
-                tries.request.chunk_index, reading.calls, tries.invalid, tries.records, True, None
-            )
+            return tries.result(reading.calls, overflow=True)
         if not reading.outstanding:
-            return ChunkResult(
-                tries.request.chunk_index, reading.calls, tries.invalid, tries.records, False, None
-            )
+            tries.outstanding = []
+            return tries.result(reading.calls)
         if len(reading.calls) >= len(tries.best.calls):
             tries.best = reading
         if tries.unreadable_tries >= self.settings.max_retries:
@@ -398,20 +442,19 @@ class ChunkRunner:
 
     def _keep(
         self,
-        tries: _ChunkTries,
+        tries: ChunkTries,
         mode: str,
-        attempt: _Attempt,
+        attempt: Attempt,
         outcome: str,
         parsed: ParsedAnswer | None = None,
         error: str | None = None,
         repaired: int = 0,
     ) -> None:
-        """Record one model call of the chunk."""
-        tries.records.append(
-            self._record(
-                tries.request, mode, outcome, attempt, tries.queued_s, parsed, error, repaired
-            )
+        """Record one model call of the chunk (with the tool round it belongs to)."""
+        record = self._record(
+            tries.request, mode, outcome, attempt, tries.queued_s, parsed, error, repaired
         )
+        tries.records.append(dataclasses.replace(record, tool_round=tries.tool_round))
 
     def _repaired(
         self,
@@ -422,13 +465,16 @@ class ChunkRunner:
         answer: ModelAnswer,
         parsed: ParsedAnswer,
         record: Callable[..., None],
-    ) -> _Reading:
+        before: Sequence[AnsweredCall] = (),
+    ) -> Reading:
         """Tell the model which calls of ``answer`` could not be read and why, and take the
-        calls it resends, up to ``max_repair_rounds`` times or until every call is read."""
-        reading = _Reading(list(parsed.calls), parsed.unreadable, list(parsed.invalid))
+        calls it resends, up to ``max_repair_rounds`` times or until every call is read.
+        ``before``: unreadable calls of earlier tool rounds that were not resent yet."""
+        outstanding = [*parsed.unreadable, *before]
+        reading = Reading(list(parsed.calls), outstanding, list(parsed.invalid))
         messages = list(request.messages)
         last_answer, last_parsed = answer, parsed
-        left_out: list[AnsweredCall] = []
+        left_out: list[AnsweredCall] = list(before)
         prompt_tokens = answer.prompt_tokens or request.prompt_tokens
         for _ in range(self.settings.max_repair_rounds):
             if not reading.outstanding:
@@ -489,7 +535,9 @@ class ChunkRunner:
             count + MESSAGE_FRAMING_TOKENS for count in estimate.count_many(texts)
         )
 
-    def _overflow(self, turn: ChunkRequest, turn_tokens: int | None) -> str | None:
+    def _overflow(
+        self, turn: ChunkRequest, turn_tokens: int | None, what: str = "the repair turn"
+    ) -> str | None:
         """Why ``turn`` would not fit the model's context, or None (it fits, or cannot tell)."""
         limit = turn.max_model_len or self.backend.server_info().max_model_len
         if limit is None or turn_tokens is None:
@@ -498,11 +546,11 @@ class ChunkRunner:
         if turn_tokens + output <= limit:
             return None
         return (
-            f"the repair turn would not fit the model's context: {turn_tokens} prompt tokens "
+            f"{what} would not fit the model's context: {turn_tokens} prompt tokens "
             f"+ max_output_tokens={output} > {limit} tokens; not sent, the chunk is split"
         )
 
-    def _unreadable_error(self, reading: _Reading, tries: int) -> str:
+    def _unreadable_error(self, reading: Reading, tries: int) -> str:
         reasons = list(dict.fromkeys(reading.reasons))
         shown = "; ".join(reasons[:REASONS_SHOWN])
         if len(reasons) > REASONS_SHOWN:
@@ -559,7 +607,7 @@ class ChunkRunner:
         stream: bool,
         gate: PrefillGate,
         first_token: threading.Event | None,
-    ) -> _Attempt:
+    ) -> Attempt:
         """Send the request until it is answered, refused, or out of retries."""
         started_at = datetime.now(UTC)
         started = time.monotonic()
@@ -585,7 +633,7 @@ class ChunkRunner:
                 finally:
                     ticket.release()  # not streamed, or failed: the prefill is over anyway
                 latency_s = time.monotonic() - started
-                return _Attempt(answer, None, retries, started_at, latency_s, slot_wait_s)
+                return Attempt(answer, None, retries, started_at, latency_s, slot_wait_s)
             except ModelNotFoundError:
                 raise
             except RetryableModelError as error:
@@ -596,7 +644,7 @@ class ChunkRunner:
                 failure, retry_after_s, retryable = error, None, False
             if not retryable or retries >= self.settings.max_retries:
                 latency_s = time.monotonic() - started
-                return _Attempt(None, failure, retries, started_at, latency_s, slot_wait_s)
+                return Attempt(None, failure, retries, started_at, latency_s, slot_wait_s)
             time.sleep(self._backoff(retries, retry_after_s))
             retries += 1
 
@@ -645,7 +693,7 @@ class ChunkRunner:
         request: ChunkRequest,
         mode: str,
         outcome: str,
-        attempt: _Attempt,
+        attempt: Attempt,
         queued_s: float,
         parsed: ParsedAnswer | None,
         error: str | None,
@@ -670,6 +718,14 @@ class ChunkRunner:
             tool_calls=len(parsed.entries),
             repaired_tool_calls=repaired,
         )
+
+
+def _offered_repository(request: ChunkRequest, mode: str) -> frozenset[str]:
+    """The repository tools ``request`` offers in ``mode`` (their calls are answered)."""
+    if request.repository is None or mode != MODE_TOOL_CALLS:
+        return frozenset()
+    names = {(tool.get("function") or {}).get("name") for tool in request.tools}
+    return frozenset(name for name in request.repository.names if name in names)
 
 
 def _not_resent(entry: AnsweredCall) -> AnsweredCall:
