@@ -105,7 +105,7 @@ from reviewbot.llm.backend import (
     one_line,
 )
 from reviewbot.llm.prefill import PrefillGate, PrefillTicket, check_prefill_limit
-from reviewbot.llm.rounds import Continuation, ToolBudget, ToolRounds
+from reviewbot.llm.rounds import Continuation, ToolBudget, ToolRounds, without_tools
 from reviewbot.llm.tries import Attempt, ChunkTries, Reading
 from reviewbot.retry import backoff_s
 from reviewbot.tokens import ByteEstimateCounter
