@@ -39,6 +39,7 @@ from reviewbot.diff import FileDiff, Side, parse_git_diff
 from reviewbot.input_files import InputFileRefused, read_input_file
 from reviewbot.llm.backend import LLMClient
 from reviewbot.localdiff import local_context
+from reviewbot.repo.view import MemoryView
 from reviewbot.review import review_files, review_options
 from reviewbot.tokens import local_counter
 
@@ -310,6 +311,12 @@ class ItemReview:
     prompt_version: str
 
 
+def item_repository(item: EvalItem) -> MemoryView:
+    """The tree the model's repository tools see for ``item``: its head files (a dataset has no
+    commit, so the SHA is a name made from the item's)."""
+    return MemoryView(f"eval:{item.name}", item.head)
+
+
 def item_reviewer(llm: LLMClient, settings: Settings) -> Callable[[EvalItem], ItemReview]:
     """Reviews one item with ``llm`` as `reviewbot review` reviews a local diff; an item part of
     whose diff was not reviewed is EvalIncompleteError (its score would be meaningless)."""
@@ -325,6 +332,7 @@ def item_reviewer(llm: LLMClient, settings: Settings) -> Callable[[EvalItem], It
             counter=counter,
             options=options,
             contents=item.head,
+            repository=item_repository(item),
         )
         if result.chunk_errors:
             first = next(iter(result.chunk_errors.values()))

@@ -30,7 +30,7 @@ from reviewbot.chunking import (
     PlanOptions,
     plan,
 )
-from reviewbot.config import Settings
+from reviewbot.config import DEFAULT_TOOL_ROUNDS, DEFAULT_TOOL_TOKENS, TOOLS_ON, Settings
 from reviewbot.diff import FileDiff, Hunk, Side
 from reviewbot.exclusions import ExclusionRules
 from reviewbot.findings import (
@@ -45,6 +45,8 @@ from reviewbot.findings import (
 from reviewbot.incremental import CarriedOver
 from reviewbot.llm.backend import CallRecord, ChunkRequest, ChunkResult, LLMClient
 from reviewbot.prompts import ReviewContext, prompt_version, render_messages, tool_schemas
+from reviewbot.repo.tools import RepositoryTools
+from reviewbot.repo.view import RepositoryView
 from reviewbot.tokens import TokenCounter
 
 __all__ = [
@@ -57,8 +59,10 @@ __all__ = [
     "plan_offline",
     "review_files",
     "review_options",
+    "review_tools",
     "review_without_model",
     "settings_key",
+    "tool_reserve",
     "with_carried_over",
 ]
 
@@ -67,6 +71,9 @@ MAX_RESPLIT_DEPTH = 6
 RESPLIT_FACTOR = 0.5
 # Chat-template framing the local count of messages cannot see (role markers, tool preamble).
 TEMPLATE_FRAMING_TOKENS = 64
+# What one tool round adds to a chunk's conversation besides the tools' answers: the model's
+# calls repeated in the assistant message, each message's framing and the budget note.
+TOOL_ROUND_FRAMING_TOKENS = 160
 
 
 @dataclass(frozen=True)
@@ -75,6 +82,11 @@ class ReviewOptions:
     max_output_tokens: int = 4096
     plan_options: PlanOptions = field(default_factory=PlanOptions)
     findings_options: FindingsOptions = field(default_factory=FindingsOptions)
+    # The model's repository tools (the settings tools, tool_rounds, tool_tokens); offered
+    # only when the review is given a repository (review_files' ``repository``).
+    tools: bool = False
+    tool_rounds: int = DEFAULT_TOOL_ROUNDS
+    tool_tokens: int = DEFAULT_TOOL_TOKENS
 
 
 def review_options(settings: Settings) -> ReviewOptions:
@@ -93,6 +105,9 @@ def review_options(settings: Settings) -> ReviewOptions:
             categories=frozenset(Category(c) for c in settings.categories) or None,
             max_inline=settings.max_inline,
         ),
+        tools=settings.tools == TOOLS_ON,
+        tool_rounds=settings.tool_rounds,
+        tool_tokens=settings.tool_tokens,
     )
 
 
@@ -231,10 +246,30 @@ def with_carried_over(
     )
 
 
-def local_overhead(counter: TokenCounter, context: ReviewContext) -> int:
+def local_overhead(
+    counter: TokenCounter, context: ReviewContext, tools: list[dict] | None = None
+) -> int:
     """Local estimate of the shared prompt (messages without a diff, and the tool schemas)."""
-    texts = [m["content"] for m in render_messages(context, None)] + [json.dumps(tool_schemas())]
+    schemas = tool_schemas() if tools is None else tools
+    texts = [m["content"] for m in render_messages(context, None)] + [json.dumps(schemas)]
     return sum(counter.count_many(texts)) + TEMPLATE_FRAMING_TOKENS
+
+
+def review_tools(
+    options: ReviewOptions, repository: RepositoryView | None
+) -> RepositoryTools | None:
+    """The model's repository tools for a review: over ``repository`` when ``options.tools``
+    is on and there is one, else None (every chunk is one call with report_finding only)."""
+    if not options.tools or repository is None or options.tool_rounds == 0:
+        return None
+    return RepositoryTools(repository)
+
+
+def tool_reserve(options: ReviewOptions) -> int:
+    """Tokens each chunk keeps free for its tool rounds (their answers and framing)."""
+    if not options.tools or options.tool_rounds == 0:
+        return 0
+    return options.tool_tokens + options.tool_rounds * TOOL_ROUND_FRAMING_TOKENS
 
 
 def budget_for(
@@ -243,11 +278,16 @@ def budget_for(
     context: ReviewContext,
     options: ReviewOptions,
     max_model_len: int,
+    tools: list[dict] | None = None,
 ) -> Budget:
-    """The chunk budget: context - output reserve - the rendered shared prompt - margin."""
-    overhead = llm.count_prompt_tokens(render_messages(context, None), tool_schemas())
+    """The chunk budget: context - output reserve - the rendered shared prompt - margin, and,
+    with ``tools`` holding repository tools, their rounds' reserve (:func:`tool_reserve`)."""
+    schemas = tool_schemas() if tools is None else tools
+    overhead = llm.count_prompt_tokens(render_messages(context, None), schemas)
     if overhead is None:
-        overhead = local_overhead(counter, context)
+        overhead = local_overhead(counter, context, schemas)
+    if tools is not None and len(tools) > len(tool_schemas()):
+        overhead += tool_reserve(options)
     return _budget(counter, options, max_model_len, overhead)
 
 
@@ -269,12 +309,15 @@ def plan_offline(
     counter: TokenCounter,
     options: ReviewOptions,
     contents: Mapping[str, str] | None = None,
+    with_tools: bool = False,
 ) -> Plan:
     """How ``files`` would be cut into chunks with no model server (``reviewbot plan``): the
     shared prompt is counted with ``counter``, the context is ``options.max_model_len`` or the
-    default, so the chunks are the ones a review with the same settings would plan."""
+    default, so the chunks are the ones a review with the same settings would plan.
+    ``with_tools``: as a review with repository tools (each chunk keeps their reserve)."""
     max_model_len = options.max_model_len or Budget().max_model_len
-    budget = _budget(counter, options, max_model_len, local_overhead(counter, context))
+    overhead = local_overhead(counter, context) + (tool_reserve(options) if with_tools else 0)
+    budget = _budget(counter, options, max_model_len, overhead)
     return plan(files, budget, counter, contents=contents, options=options.plan_options)
 
 
@@ -290,22 +333,26 @@ def review_files(
     on_chunk_done: Callable[[ChunkResult], None] | None = None,
     concurrency: int | None = None,
     whole_files: Sequence[FileDiff] | None = None,
+    repository: RepositoryView | None = None,
 ) -> ReviewResult:
     """Review ``files`` with the model and return anchored findings plus every call's figures.
 
     ``concurrency``: chunks in flight at once (None: the model client's own setting).
     ``whole_files``: the MR's complete diff when ``files`` holds only the hunks changed since
     an earlier review, so findings get the fingerprints a full review would give them.
+    ``repository``: the tree at the head, for the model's repository tools (with
+    ``options.tools``; see :func:`review_tools`).
     """
     started = time.monotonic()
     info = llm.server_info()
     max_model_len = options.max_model_len or info.max_model_len or Budget().max_model_len
-    budget = budget_for(llm, counter, context, options, max_model_len)
+    sending = _Sending(options, review_tools(options, repository))
+    budget = budget_for(llm, counter, context, options, max_model_len, sending.tools)
     review_plan = plan(files, budget, counter, contents=contents, options=options.plan_options)
     if on_planned:
         on_planned(review_plan)
     answers = _send_chunks(
-        list(review_plan.chunks), context, llm, counter, budget, on_chunk_done, concurrency
+        list(review_plan.chunks), context, llm, counter, budget, on_chunk_done, concurrency, sending
     )
     whole = {file.new_path: file for file in whole_files or ()}
     findings = process(answers.calls, answers.files_by_chunk, options.findings_options, whole)
@@ -321,6 +368,34 @@ def review_files(
         chunks_reviewed=answers.reviewed,
         unreviewed=answers.unreviewed,
     )
+
+
+@dataclass(frozen=True)
+class _Sending:
+    """What every chunk request of a review carries besides its messages: the tools."""
+
+    options: ReviewOptions
+    repository: RepositoryTools | None
+
+    @property
+    def tools(self) -> list[dict]:
+        """report_finding, then the repository tools when there are any."""
+        extra = self.repository.schemas() if self.repository is not None else []
+        return [*tool_schemas(), *extra]
+
+    def request(
+        self, index: int, messages: list[dict], tokens: int, budget: Budget
+    ) -> ChunkRequest:
+        return ChunkRequest(
+            index,
+            messages,
+            self.tools,
+            tokens,
+            budget.max_model_len,
+            repository=self.repository,
+            tool_rounds=self.options.tool_rounds,
+            tool_tokens=self.options.tool_tokens,
+        )
 
 
 @dataclass
@@ -361,11 +436,11 @@ def _send_chunks(
     budget: Budget,
     on_chunk_done: Callable[[ChunkResult], None] | None,
     concurrency: int | None,
+    sending: _Sending,
 ) -> _Answers:
     """Send every chunk to the model. A chunk the server finds too long, or whose answer was
     cut off, is split and sent again (up to MAX_RESPLIT_DEPTH times), never dropped."""
     answers = _Answers()
-    tools = tool_schemas()
     pending = [(chunk, 0) for chunk in chunks]
     next_index = len(chunks)
     while pending:
@@ -376,9 +451,7 @@ def _send_chunks(
             depth_of[chunk.index] = depth
             messages = render_messages(context, chunk, part=chunk.index + 1, parts=len(chunks))
             prompt_tokens = budget.overhead + chunk.tokens
-            requests.append(
-                ChunkRequest(chunk.index, messages, tools, prompt_tokens, budget.max_model_len)
-            )
+            requests.append(sending.request(chunk.index, messages, prompt_tokens, budget))
         by_index = {chunk.index: chunk for chunk, _ in pending}
         pending = []
         for result in llm.review_chunks(requests, on_done=on_chunk_done, concurrency=concurrency):

@@ -125,6 +125,31 @@ that are not JSON (vLLM before 0.11.1 refused them; later versions read them as 
 lets it through). In each case the fake is the stricter server, so a client that passes it
 works with both.
 
+Tool rounds and the needs-evidence rule
+---------------------------------------
+A continuation whose last assistant message called tools other than ``report_finding`` (the
+repository tools ``read_file``, ``find_definition``, ...) is a *tool round*, not a repair turn:
+the fake answers as a first answer would (``malformed`` makes its first-time mistakes) with
+the findings no earlier answer wrote correctly.
+
+``FakeVLLM(needs_evidence=True)`` adds the rule of docs/tools.md and the briefs' evidence spec:
+a hazard marker is a comment ``# hazard(SYMBOL): TEXT``; an added line holding an identifier S
+gets one finding (side new, ``bug``, ``major``, title ``S: TEXT``; the first such S of the
+line) when a marker for S is anywhere in the conversation but on that line itself: the diff's
+other lines, the prompt's other text, a ``tool`` message. When the request offers
+``find_definition`` (tool choice auto), the fake first answers with one ``find_definition``
+call (``{"symbol": S}``) per name S an added line calls (``S(``) that is no Python keyword or
+builtin and whose ``def S(``/``class S`` is nowhere in the conversation: all in one answer,
+``finish_reason`` ``tool_calls``, no finding. When a ``find_definition`` answer locates a
+definition (a line ``path:first-last``) without the symbol's marker and ``read_file`` is
+offered, it then reads ``READ_AROUND_LINES`` lines from there. Then it reviews (findings, or
+none). It never asks for a symbol or a range twice in one conversation. An answer of tool calls
+is not cut at ``max_tokens`` (it is short).
+
+``FakeVLLM(tool_loop=True)``: while ``read_file`` is offered, every answer calls it again on the
+diff's first file, the next ``TOOL_LOOP_LINES`` lines each time, and reports nothing; once only
+``report_finding`` is offered it reviews as usual. A client must end the loop by its budget.
+
 Latency model and prefix cache
 ------------------------------
 At most ``max_num_seqs`` requests generate at once, the others queue first come first
@@ -147,11 +172,13 @@ always recomputed (as vLLM V1 does).
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import email.utils
 import hashlib
 import html
 import json
+import keyword
 import re
 import select
 import socket
@@ -698,6 +725,170 @@ def _invented_finding(lines: Sequence[DiffLine]) -> dict[str, Any]:
     }
 
 
+# --------------------------------------------------------------------------- evidence
+
+
+# A hazard marker (evidence.md): `# hazard(SYMBOL): TEXT`.
+HAZARD_RE = re.compile(r"#\s*hazard\((?P<symbol>[A-Za-z_]\w*)\):\s*(?P<text>[^\n]*)")
+IDENTIFIER_RE = re.compile(r"\b[A-Za-z_]\w*\b")
+CALLED_RE = re.compile(r"\b([A-Za-z_]\w*)\s*\(")
+# A find_definition answer's location line: `path:first-last (kind)`.
+LOCATION_RE = re.compile(r"^(?P<path>[^\s:]+):(?P<first>\d+)-(?:\d+|\?)", re.MULTILINE)
+NOT_CALLED = frozenset(keyword.kwlist) | frozenset(dir(builtins))
+FIND_DEFINITION_TOOL = "find_definition"
+READ_FILE_TOOL = "read_file"
+READ_AROUND_LINES = 40  # the range the fake reads around a definition's first line
+TOOL_LOOP_LINES = 60  # tool_loop: each answer reads the next this many lines
+EVIDENCE_TITLE_CHARS = 120
+Marker = tuple[str, str, tuple[str, int, str] | None]  # symbol, text, (path, line, kind) or None
+
+
+def hazard_markers(request: ChatRequest, lines: Sequence[DiffLine]) -> list[Marker]:
+    """Every hazard marker of the conversation: on the diff's lines (with where they are), and
+    anywhere else in the messages (the prompt's other text, tool answers)."""
+    markers: list[Marker] = [
+        (match["symbol"], match["text"].strip(), (line.path, line.number, line.kind))
+        for line in lines
+        for match in HAZARD_RE.finditer(line.text)
+    ]
+    diff_index = request._diff_index()
+    for index, message in enumerate(request.messages):
+        text = message_text(message.get("content"))
+        if index == diff_index:
+            text = "\n".join(raw for raw in text.split("\n") if not _DIFF_LINE_RE.match(raw))
+        markers += [(m["symbol"], m["text"].strip(), None) for m in HAZARD_RE.finditer(text)]
+    return markers
+
+
+def evidence_findings(request: ChatRequest, lines: Sequence[DiffLine]) -> list[dict[str, Any]]:
+    """The needs-evidence rule: an added line using S is a finding when a marker for S is in
+    the conversation anywhere but on that line (at most one finding per line)."""
+    markers = hazard_markers(request, lines)
+    findings = []
+    for line in lines:
+        if line.kind != "added":
+            continue
+        where = (line.path, line.number, line.kind)
+        for match in IDENTIFIER_RE.finditer(line.text):
+            symbol = match.group()
+            text = next((t for s, t, o in markers if s == symbol and o != where), None)
+            if text is not None:
+                findings.append(_evidence_finding(line, symbol, text))
+                break
+    return findings
+
+
+def _evidence_finding(line: DiffLine, symbol: str, text: str) -> dict[str, Any]:
+    return {
+        "path": line.path,
+        "line": line.number,
+        "side": "new",
+        "severity": "major",
+        "category": "bug",
+        "title": f"{symbol}: {text}"[:EVIDENCE_TITLE_CHARS],
+        "body": f"`{symbol}` {text}, and this line does not handle that case.",
+    }
+
+
+def _earlier_calls(request: ChatRequest) -> list[tuple[str, dict[str, Any], str]]:
+    """(name, arguments, id) of every tool call the assistant made in the conversation."""
+    calls = []
+    for message in request.messages:
+        if message.get("role") != "assistant":
+            continue
+        for call in message.get("tool_calls") or ():
+            name, arguments = _call_arguments(call)
+            calls.append((name, arguments, call.get("id") or ""))
+    return calls
+
+
+def repository_calls(
+    request: ChatRequest, lines: Sequence[DiffLine], needs_evidence: bool, tool_loop: bool
+) -> list[tuple[str, dict[str, Any]]]:
+    """The repository tool calls the fake answers with instead of findings (the module notes,
+    "Tool rounds"): none unless the request offers the tools they need."""
+    offered = {(tool.get("function") or {}).get("name") for tool in request.tools}
+    if request.tool_choice != "auto" or not request.tools:
+        return []
+    earlier = _earlier_calls(request)
+    if tool_loop and READ_FILE_TOOL in offered and lines:
+        reads = sum(name == READ_FILE_TOOL for name, _, _ in earlier)
+        first = reads * TOOL_LOOP_LINES + 1
+        arguments = {"path": lines[0].path, "start_line": first}
+        arguments["end_line"] = first + TOOL_LOOP_LINES - 1
+        return [(READ_FILE_TOOL, arguments)]
+    if not needs_evidence:
+        return []
+    conversation = "\n".join(message_text(m.get("content")) for m in request.messages)
+    if FIND_DEFINITION_TOOL in offered:
+        asked = {args.get("symbol") for name, args, _ in earlier if name == FIND_DEFINITION_TOOL}
+        wanted = [
+            symbol
+            for line in lines
+            if line.kind == "added"
+            for symbol in CALLED_RE.findall(line.text)
+            if symbol not in NOT_CALLED
+            and symbol not in asked
+            and not _defined(symbol, conversation)
+        ]
+        if wanted:
+            return [(FIND_DEFINITION_TOOL, {"symbol": s}) for s in dict.fromkeys(wanted)]
+    if READ_FILE_TOOL in offered:
+        return _reads_after_definitions(request, earlier)
+    return []
+
+
+def _defined(symbol: str, text: str) -> bool:
+    return (
+        re.search(rf"\bdef {re.escape(symbol)}\(|\bclass {re.escape(symbol)}\b", text) is not None
+    )
+
+
+def _reads_after_definitions(
+    request: ChatRequest, earlier: Sequence[tuple[str, dict[str, Any], str]]
+) -> list[tuple[str, dict[str, Any]]]:
+    """read_file around each definition a find_definition answer located without its marker."""
+    answers = {
+        message.get("tool_call_id"): message_text(message.get("content"))
+        for message in request.messages
+        if message.get("role") == "tool"
+    }
+    asked = {
+        (args.get("path"), args.get("start_line"))
+        for name, args, _ in earlier
+        if name == READ_FILE_TOOL
+    }
+    reads = []
+    for name, args, call_id in earlier:
+        text = answers.get(call_id, "")
+        symbol = args.get("symbol")
+        if name != FIND_DEFINITION_TOOL or f"hazard({symbol})" in text:
+            continue
+        located = LOCATION_RE.search(text)
+        if located is None:
+            continue
+        key = (located["path"], int(located["first"]))
+        if key not in asked:
+            asked.add(key)
+            end = key[1] + READ_AROUND_LINES
+            reads.append((READ_FILE_TOOL, {"path": key[0], "start_line": key[1], "end_line": end}))
+    return reads
+
+
+def repository_calls_answer(
+    request: ChatRequest, calls: Sequence[tuple[str, dict[str, Any]]], lines: Sequence[DiffLine]
+) -> Answer:
+    """An answer that only calls repository tools (no finding yet), as vLLM parses it."""
+    xml = "\n".join(qwen_xml_call(name, arguments) for name, arguments in calls)
+    reasoning = reasoning_text(lines) if request.enable_thinking else None
+    raw = f"{reasoning}\n</think>\n\n{xml}" if reasoning else xml
+    tool_calls = [_tool_call(name, json.dumps(arguments)) for name, arguments in calls]
+    shown_reasoning = f"{reasoning}\n" if reasoning else None
+    return Answer(
+        None, tool_calls, shown_reasoning, "tool_calls", len(encode(raw)) + EOS_TOKEN_COUNT
+    )
+
+
 # --------------------------------------------------------------------------- requests
 
 
@@ -767,6 +958,15 @@ class ChatRequest:
         if index is None:
             return []
         return [m for m in self.messages[index + 1 :] if m.get("role") == "assistant"]
+
+    def is_tool_round(self) -> bool:
+        """Whether the conversation goes on after the model called tools other than the
+        findings tool (repository tools): a tool round, not a repair turn."""
+        answers = self.earlier_answers()
+        if not answers:
+            return False
+        names = [(c.get("function") or {}).get("name") for c in answers[-1].get("tool_calls") or ()]
+        return any(name != DEFAULT_TOOL_NAME for name in names)
 
     def json_keys(self) -> set[str]:
         """The finding fields the ``response_format`` schema allows (empty: any)."""
@@ -1454,6 +1654,8 @@ class FakeVLLM:
         advertise_max_model_len: bool = True,
         api_key: str | None = None,
         malformed: MalformedCalls | None = None,
+        needs_evidence: bool = False,
+        tool_loop: bool = False,
     ) -> None:
         """``accept_tools=False`` refuses any request carrying ``tools`` with a 400, like an
         OpenAI-compatible proxy or old server in front of the model that has no tool support at
@@ -1475,7 +1677,11 @@ class FakeVLLM:
         (``/tokenize``, ``/health``, ``/metrics``, ``/version``) stay open, as in vLLM.
 
         ``malformed``: a model that writes some calls wrong (see the module notes); the
-        ``malformed`` attribute may be changed while the fake runs."""
+        ``malformed`` attribute may be changed while the fake runs.
+
+        ``needs_evidence``: the hazard-marker rule and the repository tool calls it makes;
+        ``tool_loop``: a model that calls ``read_file`` again in every answer while it is
+        offered (see the module notes, "Tool rounds")."""
         self.model = model
         self.max_model_len = max_model_len
         self.tool_parser = tool_parser
@@ -1490,6 +1696,8 @@ class FakeVLLM:
         self.advertise_max_model_len = advertise_max_model_len
         self.api_key = api_key
         self.malformed = malformed
+        self.needs_evidence = needs_evidence
+        self.tool_loop = tool_loop
         self.requests: list[dict[str, Any]] = []  # chat request bodies
         self.paths: list[str] = []  # "METHOD /path" of every request, in order
         self._canned: dict[str, tuple[int, str, str]] = {}
@@ -1767,10 +1975,14 @@ class FakeVLLM:
             self._hang(handler)
             return
         lines = parse_prompt_diff(request.diff_text())
-        findings, mistakes = self._findings_to_write(request, lines, fault)
-        answer = compose_answer(
-            request, findings, lines, fault, budget, self.honour_response_format, mistakes
-        )
+        wanted = repository_calls(request, lines, self.needs_evidence, self.tool_loop)
+        if wanted:
+            answer = repository_calls_answer(request, wanted, lines)
+        else:
+            findings, mistakes = self._findings_to_write(request, lines, fault)
+            answer = compose_answer(
+                request, findings, lines, fault, budget, self.honour_response_format, mistakes
+            )
         try:
             self._generate(handler, request, prompt_ids, answer, fault, arrival)
         except ServerStopping:
@@ -1794,12 +2006,17 @@ class FakeVLLM:
         with: a repair turn answers only what the earlier answers did not write correctly."""
         malformed = self.malformed
         found = review_diff(lines)
+        if self.needs_evidence:
+            found += evidence_findings(request, lines)
         earlier = request.earlier_answers()
+        tool_round = request.is_tool_round()
         policy = malformed.repair if malformed is not None else "fix"
         if earlier:
-            found = _repair_answer(found, earlier, request, policy)
+            # a tool round answers what no earlier answer wrote correctly, as a first answer
+            found = _repair_answer(found, earlier, request, "fix" if tool_round else policy)
         findings = apply_finding_fault(found, lines, fault)
-        same_mistakes = malformed is not None and (not earlier or policy == "same")
+        first_time = not earlier or tool_round
+        same_mistakes = malformed is not None and (first_time or policy == "same")
         mistakes = [
             malformed.mistake_for(finding) if same_mistakes and malformed else None
             for finding in findings
