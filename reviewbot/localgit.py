@@ -217,7 +217,7 @@ class Checkout:
             return CommitSource.FETCHED
         self._say(
             f"could not fetch {sha[:8]} ({_last_line(fetched.stderr) or 'git fetch failed'}); "
-            "reading files through the GitLab API"
+            "reading files from the repository cache or the GitLab API"
         )
         return CommitSource.MISSING
 
