@@ -105,6 +105,10 @@ MAX_NOTES_PER_MINUTE = 1_000_000
 MAX_WEBHOOK_BODY_BYTES = 1_073_741_824  # 1 GiB
 MAX_TIMEOUT_S = 86_400.0  # a day
 MAX_REPAIR_ROUNDS = 16  # each is a model call of the chunk's whole conversation
+MAX_CACHE_BYTES = 2**50  # 1 PiB
+GIB = 2**30
+DEFAULT_REPO_CACHE_MAX_BYTES = 10 * GIB
+DEFAULT_REPO_FETCH_TIMEOUT_S = 120.0
 # A raw value shown in an error is cut to this many characters (a 5,000-digit number is not
 # worth showing whole).
 MAX_SHOWN_VALUE = 40
@@ -245,6 +249,10 @@ def _number(value: float) -> str:
 def _shown(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= MAX_SHOWN_VALUE else text[: MAX_SHOWN_VALUE - 3] + "..."
+
+
+def _default_repo_cache_dir() -> str:
+    return str(Path(platformdirs.user_cache_dir("reviewbot")) / "repos")
 
 
 def _default_database_url() -> str:
@@ -467,6 +475,27 @@ class Settings:
         1_000_000,
         bounds=Bounds(1, MAX_WEBHOOK_BODY_BYTES),
         help="Larger webhook bodies are refused with 413.",
+    )
+    repo_cache_dir: str = setting(
+        default_factory=_default_repo_cache_dir,
+        default_text="`repos` in the user cache directory (on Linux `~/.cache/reviewbot/repos`)",
+        help="The host's repository cache: one bare clone per GitLab project, fetched by head "
+        "SHA with `git` and the GitLab token, shared by every reviewbot process of the host "
+        "(`run`, the workers); the model's repository tools and the scope context read it "
+        "([repository.md](repository.md)).",
+    )
+    repo_cache_max_bytes: int = setting(
+        DEFAULT_REPO_CACHE_MAX_BYTES,
+        bounds=Bounds(0, MAX_CACHE_BYTES, unit="bytes"),
+        help="The cache's size cap: after a fetch, the least recently used clones of other "
+        "projects are removed until the cache fits. 0 turns the cache off (files are read "
+        "through GitLab's API, one request per file).",
+    )
+    repo_fetch_timeout_s: float = setting(
+        DEFAULT_REPO_FETCH_TIMEOUT_S,
+        bounds=Bounds(0, MAX_TIMEOUT_S, above_low=True, unit="seconds"),
+        help="Seconds one `git fetch` into the cache may take; a slower or failed fetch is "
+        "warned about in the summary and the files are read through GitLab's API instead.",
     )
 
     def __post_init__(self) -> None:

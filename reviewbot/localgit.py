@@ -1,6 +1,8 @@
 """A local git repository, read-only: a diff range (``--git BASE..HEAD``), file contents at a
 commit, and a CI job's checkout that serves the commits it has (fetching one a shallow clone
-lacks).
+lacks); the tree and blobs of a commit (``git ls-tree``/``git cat-file``, never the working
+tree's files) and the bare clones of the host's repository cache (``init --bare``, a fetch by
+SHA with the token in the environment only: :func:`fetch_commit`).
 
 Owns: every ``git`` command reviewbot runs, each bounded by a timeout, never asking for
 credentials. Must not: know about GitLab, merge requests or the database; decide where
@@ -9,9 +11,11 @@ contents come from when the checkout cannot serve them (that is `reviewbot.repo_
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -21,7 +25,15 @@ __all__ = [
     "Checkout",
     "CommitSource",
     "GitError",
+    "GitTimeoutError",
     "LocalDiff",
+    "TreeLine",
+    "fetch_commit",
+    "git_version",
+    "has_commit",
+    "init_bare",
+    "list_tree",
+    "read_blobs",
     "read_files_at",
     "read_range",
 ]
@@ -35,6 +47,10 @@ class GitError(RuntimeError):
     """git failed or the range is not valid; the message is one line for the user."""
 
 
+class GitTimeoutError(GitError):
+    """git did not finish within its timeout (and was killed)."""
+
+
 @dataclass(frozen=True)
 class LocalDiff:
     base: str
@@ -45,23 +61,30 @@ class LocalDiff:
 
 
 def _run_git(
-    repo: Path, *args: str, stdin: bytes | None = None
+    repo: Path,
+    *args: str,
+    stdin: bytes | None = None,
+    timeout_s: float = GIT_TIMEOUT_S,
+    env: Mapping[str, str] | None = None,
 ) -> subprocess.CompletedProcess[bytes]:
-    """``git -C repo args``; GitError when git cannot be run (not installed, too slow)."""
+    """``git -C repo args``; GitError when git cannot be run (not installed, too slow).
+    ``env`` adds to the process's environment (never to the command line, which ``ps``
+    shows)."""
     given: dict[str, Any] = {"input": stdin} if stdin is not None else {"stdin": subprocess.DEVNULL}
     try:
         return subprocess.run(
             ["git", "-C", str(repo), *args],
             capture_output=True,
-            timeout=GIT_TIMEOUT_S,
+            timeout=timeout_s,
             check=False,
-            env={**os.environ, "GIT_TERMINAL_PROMPT": "0"},  # fail, never ask for credentials
+            # fail, never ask for credentials
+            env={**os.environ, "GIT_TERMINAL_PROMPT": "0", **(env or {})},
             **given,
         )
     except FileNotFoundError:
         raise GitError("git is not installed or not on PATH") from None
     except subprocess.TimeoutExpired:
-        raise GitError(f"git {args[0]} took longer than {GIT_TIMEOUT_S} s") from None
+        raise GitTimeoutError(f"git {args[0]} took longer than {timeout_s:g} s") from None
     except OSError as error:
         raise GitError(f"git could not be run: {error.strerror or error}") from None
 
@@ -194,10 +217,153 @@ class Checkout:
             return CommitSource.FETCHED
         self._say(
             f"could not fetch {sha[:8]} ({_last_line(fetched.stderr) or 'git fetch failed'}); "
-            "reading files through the GitLab API"
+            "reading files from the repository cache or the GitLab API"
         )
         return CommitSource.MISSING
 
 
 def _has_commit(repo: Path, sha: str) -> bool:
     return _run_git(repo, "cat-file", "-e", f"{sha}^{{commit}}").returncode == 0
+
+
+# --- a commit's tree and blobs, and the bare clones of the repository cache ------------------
+
+GIT_VERSION_TIMEOUT_S = 10
+SYMLINK_MODE = "120000"
+BLOB_TYPE = "blob"
+COMMIT_TYPE = "commit"  # a submodule's entry in its parent's tree
+REDACTED = "***"
+
+
+@dataclass(frozen=True)
+class TreeLine:
+    """One line of ``git ls-tree -r -l``: mode, type (blob or commit), size (None for a
+    submodule) and path."""
+
+    mode: str
+    type: str
+    size: int | None
+    path: str
+
+
+def list_tree(repo: Path, sha: str) -> list[TreeLine]:
+    """Every entry of the tree of commit ``sha`` (files, symlinks, submodules), recursively,
+    from the object database: never the working tree's files, which may differ from ``sha``."""
+    output = _git(repo, "ls-tree", "-r", "-l", "-z", "--full-tree", f"{sha}^{{commit}}")
+    lines = []
+    for record in output.split(b"\0"):
+        if not record:
+            continue
+        meta, _, path = record.partition(b"\t")
+        mode, kind, _object, size = meta.decode().split()
+        known_size = None if size == "-" else int(size)
+        lines.append(TreeLine(mode, kind, known_size, path.decode("utf-8", "replace")))
+    return lines
+
+
+def read_blobs(repo: Path, sha: str, paths: Sequence[str]) -> dict[str, bytes]:
+    """The bytes of the blobs at ``paths`` of commit ``sha`` in one ``git cat-file --batch``;
+    a path that is no blob there is absent. Paths hold no newline (the batch's separator)."""
+    wanted = [path for path in dict.fromkeys(paths) if "\n" not in path]
+    if not wanted:
+        return {}
+    request = "".join(f"{sha}:{path}\n" for path in wanted).encode()
+    output = _git(repo, "cat-file", "--batch", stdin=request)
+    blobs: dict[str, bytes] = {}
+    position = 0
+    for path in wanted:
+        end = output.index(b"\n", position)
+        header = output[position:end].split()
+        position = end + 1
+        if len(header) < 3 or header[-1] == b"missing":
+            continue
+        size = int(header[2])
+        if header[1] == BLOB_TYPE.encode():
+            blobs[path] = output[position : position + size]
+        position += size + 1
+    return blobs
+
+
+def has_commit(repo: Path, sha: str) -> bool:
+    """Whether ``repo`` holds commit ``sha`` (False as well when git cannot read it)."""
+    try:
+        return _run_git(repo, "cat-file", "-e", f"{sha}^{{commit}}").returncode == 0
+    except GitError:
+        return False
+
+
+def git_version() -> str:
+    """``git version 2.39.5``; GitError when git is not installed."""
+    done = _run_git(Path("."), "--version", timeout_s=GIT_VERSION_TIMEOUT_S)
+    return done.stdout.decode("utf-8", "replace").strip()
+
+
+def init_bare(path: Path) -> None:
+    """A bare repository at ``path`` that nobody works in: no automatic gc (a detached gc must
+    not run while the cache evicts the clone)."""
+    _git(path.parent, "init", "--bare", "--quiet", str(path))
+    _git(path, "config", "gc.auto", "0")
+    _git(path, "config", "maintenance.auto", "false")
+
+
+def fetch_commit(
+    repo: Path, url: str, sha: str, ref: str, *, header: str | None, timeout_s: float
+) -> None:
+    """``git fetch --depth=1 url +sha:ref`` into ``repo``, with ``header`` (an
+    ``Authorization`` header) given to git through ``GIT_CONFIG_*`` variables of its
+    environment only: never on the command line (``ps`` shows it) nor in a file. No credential
+    helper is asked, no hook runs. The whole process group is killed after ``timeout_s``
+    (git's HTTP helper is a child of its own). GitTimeoutError or GitError, one line, never
+    the header's value."""
+    config = [("credential.helper", ""), ("core.hooksPath", os.devnull)]
+    if header is not None:
+        config.append(("http.extraHeader", header))
+    env = {"GIT_CONFIG_COUNT": str(len(config))}
+    for index, (key, value) in enumerate(config):
+        env[f"GIT_CONFIG_KEY_{index}"] = key
+        env[f"GIT_CONFIG_VALUE_{index}"] = value
+    args = ["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--depth=1", url]
+    done = _run_in_own_group(repo, [*args, f"+{sha}:{ref}"], env, timeout_s)
+    if done.returncode != 0:
+        said = _last_line(done.stderr) or f"exit {done.returncode}"
+        raise GitError(f"git fetch failed: {_without(said, header)}")
+
+
+def _without(text: str, header: str | None) -> str:
+    if header is None:
+        return text
+    secret = header.split(" ")[-1]
+    return text.replace(header, REDACTED).replace(secret, REDACTED)
+
+
+def _run_in_own_group(
+    repo: Path, args: list[str], env: Mapping[str, str], timeout_s: float
+) -> subprocess.CompletedProcess[bytes]:
+    """``git -C repo args`` in a process group of its own, killed whole after ``timeout_s``
+    (``subprocess.run`` kills only git itself, and a helper still holding the pipes keeps
+    the wait going)."""
+    try:
+        process = subprocess.Popen(
+            ["git", "-C", str(repo), *args],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env={**os.environ, "GIT_TERMINAL_PROMPT": "0", **env},
+            start_new_session=True,
+        )
+    except FileNotFoundError:
+        raise GitError("git is not installed or not on PATH") from None
+    except OSError as error:
+        raise GitError(f"git could not be run: {error.strerror or error}") from None
+    try:
+        stdout, stderr = process.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        _kill_group(process)
+        raise GitTimeoutError(f"git {args[0]} took longer than {timeout_s:g} s") from None
+    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+
+
+def _kill_group(process: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError):  # it ended on its own meanwhile
+        os.killpg(process.pid, signal.SIGKILL)
+    process.communicate()

@@ -6,9 +6,10 @@ order, each done by the module that owns it:
 1. **policy**: the target branch's ``.reviewbot.toml`` (:mod:`reviewbot.repo_policy`);
 2. **what changed** since the MR's last complete review, and what carries over
    (:mod:`reviewbot.incremental`);
-3. **read** the head files the review shows (:class:`reviewbot.repo_files.RepoFiles`: the CI
-   checkout when ``checkout`` is given, else the GitLab API; every read of the run goes
-   through it);
+3. **read** the head files the review shows (:class:`reviewbot.repo_files.RepoFiles`, through
+   the run's :class:`reviewbot.repo.source.RepositorySource`: the CI checkout when
+   ``checkout`` is given and has the commit, else the host's repository cache, else the GitLab
+   API; every read of the run goes through it, and ``_Run.repository()`` is the head's view);
 4. **review** with ``app.model()`` (:mod:`reviewbot.review`);
 5. **publish** through the publisher for ``publish_mode`` or the dry-run one
    (:mod:`reviewbot.publish`);
@@ -48,6 +49,8 @@ from reviewbot.interdiff import DiffDigest, digest
 from reviewbot.localgit import Checkout
 from reviewbot.prompts import ReviewContext, file_summaries, prompt_version
 from reviewbot.publish import PublishResult, ReviewFacts, ThreadRef, publish, publisher_for
+from reviewbot.repo.source import RepositorySource, open_repository
+from reviewbot.repo.view import RepositoryView
 from reviewbot.repo_files import RepoFiles
 from reviewbot.repo_policy import REPO_CONFIG_FILE, repo_policy
 from reviewbot.review import (
@@ -194,6 +197,8 @@ def run_merge_request(
         except BaseException as error:
             run.store.record_run(review_id, ending=ReviewEnding.failure(error))
             raise
+        finally:
+            run.source.close()
 
 
 def _steps(run: _Run, review_id: int) -> RunReport:
@@ -267,15 +272,23 @@ class _Run:
     say: Callable[[str], None]
     counter: Future[TokenCounter]
     warnings: list[str] = field(default_factory=list)
+    source: RepositorySource = field(init=False)  # the repository at any of the run's SHAs
     files: RepoFiles = field(init=False)  # every file read of the run, at any of its SHAs
 
     def __post_init__(self) -> None:
-        project_id = self.snapshot.project_id
-        self.files = RepoFiles(
-            lambda sha, paths: self.gitlab.file_contents(project_id, sha, paths),
-            self.options.checkout,
+        self.source = open_repository(
+            self.app.settings,
+            self.gitlab,
+            self.snapshot.project_id,
+            self.snapshot.project_path,
+            checkout=self.options.checkout,
             warn=self.warnings.append,
         )
+        self.files = RepoFiles(self.source.at)
+
+    def repository(self) -> RepositoryView:
+        """The repository at the head: what the model's tools and the scope context read."""
+        return self.source.at(self.head)
 
     @property
     def store(self) -> Store:

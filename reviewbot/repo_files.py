@@ -1,65 +1,62 @@
 """The repository's files at the commits of one review run: the one reader every step uses.
 
-Owns: reading paths at a SHA, each path once per SHA (contents at a commit never change):
-from a local checkout (a CI job's, :class:`reviewbot.localgit.Checkout`) when it has the
-commit, else through the GitLab API (a callable handed in); and the one warning when the
-checkout could not be used. Must not: know about merge requests, settings or the database;
-fetch commits itself (the checkout does) or retry the API (the GitLab adapter does).
+Owns: reading paths at a SHA as text, each path once per SHA (contents at a commit never
+change), through the run's repository view of that commit (``views``:
+:meth:`reviewbot.repo.source.RepositorySource.at`: the CI checkout, the host's cache or the
+GitLab API, whichever serves it), in one batch where the view reads several files at once; and
+what counts as text worth showing (not binary, not larger than
+:data:`~reviewbot.localgit.MAX_CONTENT_BYTES`). Must not: know about merge requests, settings
+or the database; choose the source or fetch commits (`reviewbot.repo.source` does) or retry
+the API (the GitLab adapter does).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 
-from reviewbot.localgit import Checkout, GitError
+from reviewbot.localgit import MAX_CONTENT_BYTES
+from reviewbot.repo.view import PathRefused, RepositoryView
 
-__all__ = ["ReadFromApi", "RepoFiles"]
+__all__ = ["BINARY_SNIFF_BYTES", "RepoFiles", "read_files", "text_of"]
 
-# (sha, paths) -> {path: text} for the paths that exist there (GitLabClient.file_contents)
-ReadFromApi = Callable[[str, Sequence[str]], Mapping[str, str]]
+BINARY_SNIFF_BYTES = 8000  # git's own test: a NUL in the first 8,000 bytes is binary
 
 
-def _ignore(_warning: str) -> None:
-    return None
+def text_of(data: bytes) -> str | None:
+    """The file's text, or None when it is binary or too large to use for context."""
+    if len(data) > MAX_CONTENT_BYTES or b"\0" in data[:BINARY_SNIFF_BYTES]:
+        return None
+    return data.decode("utf-8", errors="replace")
+
+
+def read_files(view: RepositoryView, paths: Sequence[str]) -> dict[str, bytes]:
+    """The regular files among ``paths`` in ``view``: in one batch when the view can."""
+    many = getattr(view, "read_many", None)
+    if callable(many):
+        return dict(many(paths))
+    found = {}
+    for path in paths:
+        try:
+            found[path] = view.read_bytes(path)
+        except PathRefused:
+            continue
+    return found
 
 
 class RepoFiles:
-    """Contents of paths at a SHA: from ``checkout`` when it has the commit (a path it lacks
-    there does not exist, or is binary or too large), else from ``from_api``.
+    """Contents of paths at a SHA, read through ``views(sha)``."""
 
-    ``warn`` hears, once per run, that the checkout could not be read and why.
-    """
-
-    def __init__(
-        self,
-        from_api: ReadFromApi,
-        checkout: Checkout | None = None,
-        warn: Callable[[str], None] = _ignore,
-    ) -> None:
-        self._from_api = from_api
-        self._checkout = checkout
-        self._warn = warn
-        self._warned = False
+    def __init__(self, views: Callable[[str], RepositoryView]) -> None:
+        self._views = views
         self._at: dict[str, dict[str, str | None]] = {}  # sha -> path -> text (None: absent)
 
     def read(self, sha: str, paths: Sequence[str]) -> dict[str, str]:
-        """The paths of ``paths`` that exist at ``sha``, with their text."""
+        """The paths of ``paths`` that exist at ``sha`` as text files, with their text."""
         known = self._at.setdefault(sha, {})
         wanted = [path for path in dict.fromkeys(paths) if path not in known]
         if wanted:
-            found = self._from_checkout(sha, wanted)
-            if found is None:
-                found = dict(self._from_api(sha, wanted))
-            known.update({path: found.get(path) for path in wanted})
+            found = read_files(self._views(sha), wanted)
+            for path in wanted:
+                data = found.get(path)
+                known[path] = None if data is None else text_of(data)
         return {path: text for path in paths if (text := known.get(path)) is not None}
-
-    def _from_checkout(self, sha: str, paths: list[str]) -> dict[str, str] | None:
-        if self._checkout is None:
-            return None
-        try:
-            return self._checkout.read(sha, paths)
-        except GitError as error:
-            if not self._warned:
-                self._warned = True
-                self._warn(f"local checkout not used ({error}); reading files from GitLab")
-            return None

@@ -12,7 +12,8 @@ several runs side by side:
   a bound socket that does not listen (``tests.fakes.silent_server.closed_port``) instead of
   guessing a free one;
 - nothing is written outside ``tmp_path`` (settings and data folders are pointed there by the
-  tests that need them).
+  tests that need them; the user cache folder, where the repository cache lives by default,
+  is pointed there for every test by :func:`cache_home_in_tmp`).
 
 ``pytest -n 0`` (or ``-p no:xdist``) runs it in one process, e.g. under a debugger.
 """
@@ -34,3 +35,10 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """How many processes ``-n auto`` starts: two per usable core."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return PROCESSES_PER_CORE * (cores or 1)
+
+
+@pytest.fixture(autouse=True)
+def cache_home_in_tmp(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch):
+    """The user cache folder (platformdirs reads ``XDG_CACHE_HOME``) of every test is its own,
+    so the default ``repo_cache_dir`` never writes into the home of whoever runs the suite."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("cache-home")))

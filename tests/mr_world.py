@@ -117,6 +117,7 @@ class World:
     gitlab: FakeGitLab
     vllm: FakeVLLM
     database_url: str
+    cache_dir: Path  # the repository cache (repo_cache_dir) of every run of this world
 
     def settings(self, **overrides: object) -> Settings:
         values: dict[str, object] = {
@@ -126,6 +127,7 @@ class World:
             "database_url": self.database_url,
             "min_severity": "info",
             "gitlab_notes_per_minute": FAST_NOTES_PER_MINUTE,
+            "repo_cache_dir": str(self.cache_dir),
         }
         values.update(overrides)
         return Settings(**values)  # type: ignore[arg-type]
@@ -141,6 +143,7 @@ class World:
             "REVIEWBOT_DATABASE_URL": self.database_url,
             "REVIEWBOT_WEBHOOK_SECRET": webhook_secret,
             "REVIEWBOT_ENABLE_THINKING": "false",
+            "REVIEWBOT_REPO_CACHE_DIR": str(self.cache_dir),
         }
 
     def run(self, options: RunOptions | None = None, **overrides: object) -> RunReport:
@@ -168,4 +171,4 @@ def world(tmp_path: Path, store_url: str) -> Iterator[World]:  # noqa: F811
             title="Add parsing",
             description="Adds a parser.\n\n/approve please",
         )
-        yield World(repo, gitlab, vllm, store_url)
+        yield World(repo, gitlab, vllm, store_url, tmp_path / "repo-cache")

@@ -446,14 +446,29 @@ def test_ci_in_a_shallow_clone_fetches_the_head(ci_world: CiWorld) -> None:
     assert ci_world.raw_file_requests() == []  # the fetched head served the contents
 
 
-def test_ci_in_a_shallow_clone_without_fetch_falls_back_to_the_api(ci_world: CiWorld) -> None:
+def test_ci_in_a_shallow_clone_without_fetch_reads_the_host_cache(ci_world: CiWorld) -> None:
     checkout = ci_world.clone("shallow", "--depth", "1", "--branch", "main")
     git(checkout, "remote", "set-url", "origin", f"file://{ci_world.tmp / 'gone'}")
-    result = ci_world.run(checkout)
+    cache = ci_world.tmp / "repo-cache"
+    result = ci_world.run(checkout, REVIEWBOT_REPO_CACHE_DIR=str(cache))
     assert result.exit_code == EXIT_OK, result.output
-    assert "reading files through the GitLab API" in result.stderr
+    assert "reading files from the repository cache or the GitLab API" in result.stderr
+    check_posted_on_mr_version(ci_world)
+    assert ci_world.raw_file_requests() == []  # one fetch into the cache served the contents
+    assert ci_world.gitlab.git_fetches() == 1
+    assert list(cache.glob("*/*.git"))
+
+
+def test_ci_in_a_shallow_clone_without_fetch_or_cache_falls_back_to_the_api(
+    ci_world: CiWorld,
+) -> None:
+    checkout = ci_world.clone("shallow", "--depth", "1", "--branch", "main")
+    git(checkout, "remote", "set-url", "origin", f"file://{ci_world.tmp / 'gone'}")
+    result = ci_world.run(checkout, REVIEWBOT_REPO_CACHE_MAX_BYTES="0")
+    assert result.exit_code == EXIT_OK, result.output
     check_posted_on_mr_version(ci_world)
     assert ci_world.raw_file_requests()  # the API served the contents
+    assert ci_world.gitlab.git_fetches() == 0
 
 
 def test_fail_on_exits_3_when_findings_at_or_above_remain(ci_world: CiWorld) -> None:

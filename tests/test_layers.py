@@ -39,6 +39,7 @@ CORE = {
     "reviewbot.prompts",
     "reviewbot.redaction",
     "reviewbot.repo",
+    "reviewbot.repo.tree",
     "reviewbot.repo.view",
     "reviewbot.repo.confine",
     "reviewbot.repo.definitions",
@@ -77,6 +78,11 @@ ADAPTERS = {
     "reviewbot.gitlab.notes",
     "reviewbot.localgit",
     "reviewbot.repo_files",
+    "reviewbot.repo.api_view",
+    "reviewbot.repo.cache",
+    "reviewbot.repo.git_view",
+    "reviewbot.repo.source",
+    "reviewbot.gitlab.repository",
     "reviewbot.slots",
     "reviewbot.queue",
     "reviewbot.metrics",
@@ -421,7 +427,9 @@ def test_the_docstring_check_wants_both_sentences() -> None:
 
 # The core is handed its settings; reading the process's environment (``os.environ``, and the
 # user folders platformdirs finds through it) is done in these functions of the core only.
-ENVIRONMENT_READERS = {"reviewbot.config": {"load_settings", "_default_database_url"}}
+ENVIRONMENT_READERS = {
+    "reviewbot.config": {"load_settings", "_default_database_url", "_default_repo_cache_dir"}
+}
 ENVIRONMENT_NAMES = {"environ", "environb", "getenv", "getenvb", "putenv", "unsetenv"}
 
 

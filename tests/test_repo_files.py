@@ -1,9 +1,10 @@
-"""The one reader of repository files at a commit (reviewbot.repo_files.RepoFiles) over a
-local checkout (reviewbot.localgit.Checkout): real git repositories (full and shallow clones),
-and a stand-in for GitLab's raw-file API that records what it was asked.
+"""The one reader of repository files at a commit (reviewbot.repo_files.RepoFiles) through the
+run's repository source (reviewbot.repo.source.RepositorySource) over a local checkout
+(reviewbot.localgit.Checkout): real git repositories (full and shallow clones), and a stand-in
+for GitLab's repository API that records what it was asked.
 
-The API side's own behaviour (concurrency, 404 as absent) is tested with the fake GitLab in
-tests/test_gitlab.py; end to end in CI: tests/test_ci.py.
+The API view's own behaviour (folders, symlinks, 404) is tested with the fake GitLab in
+tests/test_repo_sources.py; end to end in CI: tests/test_ci.py.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from pathlib import Path
 import pytest
 
 from reviewbot.localgit import MAX_CONTENT_BYTES, Checkout, CommitSource
+from reviewbot.repo.source import RepositorySource
+from reviewbot.repo.view import MemoryView, RepositoryView
 from reviewbot.repo_files import RepoFiles
 from tests.mr_world import BASE_APP, FEATURE_APP, UTIL, git, make_repo
 
@@ -21,15 +24,32 @@ API_TEXT = "from the API\n"
 
 
 class RawFiles:
-    """GitLab's raw-file API as RepoFiles sees it: every path exists, with API_TEXT."""
+    """GitLab's repository API as the source sees it: every path asked for exists, with
+    API_TEXT, unless it is ``missing``."""
 
     def __init__(self, missing: frozenset[str] = frozenset()) -> None:
         self.asked: list[tuple[str, tuple[str, ...]]] = []
         self.missing = missing
 
-    def __call__(self, sha: str, paths: Sequence[str]) -> Mapping[str, str]:
-        self.asked.append((sha, tuple(paths)))
-        return {path: API_TEXT for path in paths if path not in self.missing}
+    def __call__(self, sha: str) -> RepositoryView:
+        return _AskedView(self, sha)
+
+
+class _AskedView(MemoryView):
+    def __init__(self, api: RawFiles, sha: str) -> None:
+        super().__init__(sha, {})
+        self._api = api
+
+    def read_many(self, paths: Sequence[str]) -> Mapping[str, bytes]:
+        self._api.asked.append((self.sha, tuple(paths)))
+        return {path: API_TEXT.encode() for path in paths if path not in self._api.missing}
+
+
+def reader(
+    api: RawFiles, checkout: Checkout | None = None, warn: list[str] | None = None
+) -> RepoFiles:
+    heard = warn if warn is not None else []
+    return RepoFiles(RepositorySource(api, checkout=checkout, warn=heard.append).at)
 
 
 @pytest.fixture
@@ -45,7 +65,7 @@ def clone(origin: Path, target: Path, *extra: str) -> Path:
 def test_a_checkout_with_the_commit_serves_every_read(origin: Path) -> None:
     head = git(origin, "rev-parse", "feature")
     api, said = RawFiles(), []
-    files = RepoFiles(api, Checkout(origin, said.append))
+    files = reader(api, Checkout(origin, said.append))
     assert files.read(head, ["app.py", "util.py", "gone.py"]) == {
         "app.py": FEATURE_APP,
         "util.py": UTIL,
@@ -57,7 +77,7 @@ def test_a_checkout_with_the_commit_serves_every_read(origin: Path) -> None:
 def test_each_path_is_read_once_per_commit(origin: Path) -> None:
     head, base = git(origin, "rev-parse", "feature"), git(origin, "rev-parse", "main")
     api = RawFiles(missing=frozenset({"gone.py"}))
-    files = RepoFiles(api)
+    files = reader(api)
     assert files.read(head, ["app.py", "gone.py"]) == {"app.py": API_TEXT}
     assert files.read(head, ["gone.py", "app.py", "util.py"]) == {
         "app.py": API_TEXT,
@@ -72,7 +92,7 @@ def test_a_shallow_clone_fetches_a_commit_it_lacks_once(origin: Path, tmp_path: 
     head = git(origin, "rev-parse", "feature")
     api, said = RawFiles(), []
     checkout = Checkout(shallow, said.append)
-    files = RepoFiles(api, checkout)
+    files = reader(api, checkout)
     assert files.read(head, ["app.py"]) == {"app.py": FEATURE_APP}
     assert files.read(head, ["util.py"]) == {"util.py": UTIL}
     assert checkout.sources == {head: CommitSource.FETCHED}
@@ -91,13 +111,13 @@ def test_a_commit_that_cannot_be_fetched_is_read_through_the_api(
     head = git(origin, "rev-parse", "feature")
     api, said, warnings = RawFiles(), [], []
     checkout = Checkout(shallow, said.append)
-    files = RepoFiles(api, checkout, warn=warnings.append)
+    files = reader(api, checkout, warnings)
     assert files.read(head, ["app.py"]) == {"app.py": API_TEXT}
     assert files.read(head, ["util.py"]) == {"util.py": API_TEXT}
     assert checkout.sources == {head: CommitSource.MISSING}
     assert api.asked == [(head, ("app.py",)), (head, ("util.py",))]
     assert len(said) == 2 and said[1].startswith(f"could not fetch {head[:8]} (")
-    assert said[1].endswith("reading files through the GitLab API")
+    assert said[1].endswith("reading files from the repository cache or the GitLab API")
     assert warnings == []  # the checkout works; it just lacks the commit
 
 
@@ -105,7 +125,7 @@ def test_a_folder_that_is_no_checkout_is_warned_about_once(tmp_path: Path) -> No
     folder = tmp_path / "not-a-repo"
     folder.mkdir()
     api, warnings = RawFiles(), []
-    files = RepoFiles(api, Checkout(folder), warn=warnings.append)
+    files = reader(api, Checkout(folder), warnings)
     assert files.read("a" * 40, ["app.py"]) == {"app.py": API_TEXT}
     assert files.read("b" * 40, ["util.py"]) == {"util.py": API_TEXT}
     assert warnings == [
@@ -122,6 +142,6 @@ def test_binary_and_oversized_files_give_no_contents(origin: Path) -> None:
     git(origin, "commit", "-qm", "assets")
     head = git(origin, "rev-parse", "HEAD")
     api = RawFiles()
-    files = RepoFiles(api, Checkout(origin))
+    files = reader(api, Checkout(origin))
     assert files.read(head, ["logo.png", "dump.sql", "util.py"]) == {"util.py": UTIL}
     assert api.asked == []

@@ -9,7 +9,8 @@ decision. One module per thing it talks to GitLab about:
 - ``merge_requests``: :class:`MergeRequestReader`, the snapshot, raw files, the bot's threads;
 - ``notes``: :class:`NoteWriter`, every write on an MR, each exactly once;
 - ``accuracy``: :class:`AccuracyReader`, feedback sync's reads and the report issue;
-- ``account``: :class:`AccountReader`, what ``reviewbot doctor`` asks about the token.
+- ``account``: :class:`AccountReader`, what ``reviewbot doctor`` asks about the token;
+- ``repository``: :class:`RepositoryReader`, a project's tree and raw files at a commit.
 
 :class:`GitLabClient` is all of them on one connection: the App holds one per GitLab URL, so
 every caller shares its session pool, its note pace (GitLab's limit is per user) and the
@@ -42,6 +43,7 @@ from reviewbot.gitlab.connection import (
 )
 from reviewbot.gitlab.merge_requests import BotThread, MergeRequestReader, MergeRequestSnapshot
 from reviewbot.gitlab.notes import DraftPublishReport, NoteWriter, write_marker
+from reviewbot.gitlab.repository import RepositoryReader
 from reviewbot.positions import DiffRefs
 
 __all__ = [
@@ -66,10 +68,11 @@ __all__ = [
     "MergeRequestSnapshot",
     "NoteWriter",
     "PositionRefusedError",
+    "RepositoryReader",
     "RequestCounter",
     "write_marker",
 ]
 
 
-class GitLabClient(NoteWriter, AccuracyReader, AccountReader):
+class GitLabClient(NoteWriter, AccuracyReader, AccountReader, RepositoryReader):
     """One GitLab server, one token: every read and write reviewbot makes there."""

@@ -38,6 +38,14 @@ References (checked against gitlabhq source):
 - lib/api/issues.rb: ``GET/POST /projects/:id/issues`` (``search`` in title and description,
   or ``in=title``; ``state``), ``GET/PUT /projects/:id/issues/:issue_iid``.
 
+- lib/api/repositories.rb ``GET /projects/:id/repository/tree`` (``ref``, ``path``,
+  ``recursive``, ``per_page``; ``pagination=keyset`` with ``page_token``: each page's Link
+  header has only a ``rel="next"`` link, no X-Total headers; without it offset pages). Entries:
+  ``id, name, type (blob|tree|commit), path, mode`` (``120000`` a symlink, ``commit`` a
+  submodule); a path or ref that is not there: 404 ``Tree Not Found``.
+- Git over HTTP (``/<namespace>/<project>.git/...``): ``tests/fakes/git_http.py``, a real
+  ``git http-backend`` behind GitLab's basic-auth check.
+
 GitLab's API itself answers every success with ``application/json`` (a raw file: the file's
 own type; 204: nothing). What stands in front of it may not: :meth:`FakeGitLab.answer_with`
 makes requests get any status, content type and body without reaching the API (a sign-in
@@ -46,6 +54,7 @@ page, a proxy's text/plain page, a body cut short, JSON of another service).
 
 from __future__ import annotations
 
+import base64
 import copy
 import hashlib
 import itertools
@@ -63,6 +72,16 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
+
+from tests.fakes.git_http import (
+    ACCESS_DENIED,
+    GIT_PATH,
+    GIT_SCOPES,
+    PROJECT_NOT_FOUND_TEXT,
+    basic_auth_password,
+    http_backend,
+    read_chunked,
+)
 
 API_PREFIX = "/api/v4"
 STORED_FIRST = "stored:"
@@ -91,6 +110,8 @@ NOT_FOUND = {"message": "404 Not found"}
 ROUTE_NOT_FOUND = {"error": "404 Not Found"}
 FILE_NOT_FOUND = {"message": "404 File Not Found"}
 COMMIT_NOT_FOUND = {"message": "404 Commit Not Found"}
+TREE_NOT_FOUND = {"message": "404 Tree Not Found"}
+GIT_STALL_LIMIT_S = 30.0  # a stalled git request is let go after this long (or at stop())
 FORBIDDEN = {"message": "403 Forbidden"}
 INSUFFICIENT_SCOPE = {
     "error": "insufficient_scope",
@@ -489,6 +510,9 @@ class FakeGitLab:
         self._outage_countdown: int | None = None
         self._outage_fault = "502"
         self._canned: list[CannedAnswer] = []
+        self.git_requests: list[tuple[str, str]] = []  # (method, path) of git over HTTP
+        self._git_stalled = False
+        self._git_release = threading.Event()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self.url = ""
@@ -514,6 +538,7 @@ class FakeGitLab:
     def stop(self) -> None:
         if self._server is None:
             return
+        self._git_release.set()
         self._server.shutdown()
         self._server.server_close()
         if self._thread is not None:
@@ -620,6 +645,16 @@ class FakeGitLab:
         with self._lock:
             mr.versions.append(version)
             mr.updated_at = version.created_at
+
+    def stall_git(self, on: bool = True) -> None:
+        """Git over HTTP takes connections and never answers (until :meth:`stop`)."""
+        with self._lock:
+            self._git_stalled = on
+
+    def git_fetches(self) -> int:
+        """How many fetches git made (its ``git-upload-pack`` POSTs that carried a request)."""
+        with self._lock:
+            return sum(1 for method, path in self.git_requests if method == "POST")
 
     def add_faults(self, *faults: str) -> None:
         """Queue faults, one per request: "429", "429-date" (Retry-After as an HTTP date),
@@ -1100,6 +1135,42 @@ class FakeGitLab:
                 # DraftNotes::PublishService ignores a note that fails validation.
                 self.dropped_drafts.append(draft)
 
+    # ---- git over HTTP (called by the handler)
+
+    def serve_git(
+        self, method: str, path: str, query: str, headers: dict[str, str], body: bytes
+    ) -> Response:
+        """Smart HTTP for ``/<project>.git/...``: GitLab's basic-auth check, then a real
+        ``git http-backend`` on the project's repository."""
+        match = GIT_PATH.match(path)
+        assert match is not None
+        with self._lock:
+            self.requests.append((method, path))
+            self.git_requests.append((method, path))
+            stalled = self._git_stalled
+            record = self._tokens.get(basic_auth_password(headers.get("authorization", "")) or "")
+            project = next(
+                (p for p in self._projects.values() if p.path_with_namespace == match["project"]),
+                None,
+            )
+        if stalled:
+            self._git_release.wait(GIT_STALL_LIMIT_S)
+            return Response(HTTPStatus.GATEWAY_TIMEOUT, "stalled\n", {"Content-Type": "text/plain"})
+        if record is None or not (set(record.scopes) & GIT_SCOPES):
+            return Response(
+                HTTPStatus.UNAUTHORIZED,
+                ACCESS_DENIED.format(url=self.url),
+                {"Content-Type": "text/plain", "WWW-Authenticate": 'Basic realm="GitLab"'},
+            )
+        if project is None or project.repo is None:
+            return Response(
+                HTTPStatus.NOT_FOUND, PROJECT_NOT_FOUND_TEXT, {"Content-Type": "text/plain"}
+            )
+        status, answer_headers, payload = http_backend(
+            project.repo, method, match["rest"], query, headers, body
+        )
+        return Response(status, payload, answer_headers)
+
     # ---- request dispatch (called by the handler)
 
     def handle(self, request: Request) -> Response:
@@ -1259,6 +1330,62 @@ class FakeGitLab:
         except subprocess.CalledProcessError as error:
             raise ApiError(HTTPStatus.NOT_FOUND, FILE_NOT_FOUND) from error
         return Response(HTTPStatus.OK, content, {"Content-Type": "text/plain; charset=utf-8"})
+
+    def _get_tree(self, request: Request, pid: str) -> Response:
+        """The tree at ``ref`` under ``path``: one level, or every level (``recursive``)."""
+        project = self._project(pid)
+        if project.repo is None:
+            raise ApiError(HTTPStatus.NOT_FOUND, TREE_NOT_FOUND)
+        ref = str(request.params.get("ref") or project.default_branch)
+        folder = str(request.params.get("path") or "").strip("/")
+        try:
+            sha = _rev_parse(project.repo, ref)
+            args = [
+                "ls-tree",
+                "-z",
+                *(["-r", "-t"] if _boolean(request.params, "recursive") else []),
+            ]
+            output = _git(project.repo, *args, f"{sha}:{folder}" if folder else sha)
+        except subprocess.CalledProcessError as error:
+            raise ApiError(HTTPStatus.NOT_FOUND, TREE_NOT_FOUND) from error
+        items = []
+        for record in output.split(b"\0"):
+            if not record:
+                continue
+            meta, _, name = record.partition(b"\t")
+            mode, kind, object_id = meta.decode().split()
+            path = f"{folder}/{name.decode()}" if folder else name.decode()
+            items.append(
+                {
+                    "id": object_id,
+                    "name": path.rsplit("/", 1)[-1],
+                    "type": kind,
+                    "path": path,
+                    "mode": mode,
+                }
+            )
+        if request.params.get("pagination") == "keyset":
+            return self._keyset_page(request, items)
+        return self._paginated(request, items)
+
+    def _keyset_page(self, request: Request, items: list[dict[str, Any]]) -> Response:
+        """Keyset pages: the entries after ``page_token`` (an opaque cursor), a Link header
+        with only ``rel="next"`` while more remain, and no X-Total headers."""
+        per_page = _bounded_int(request.params.get("per_page"), DEFAULT_PER_PAGE, MAX_PER_PAGE)
+        token = str(request.params.get("page_token") or "")
+        start = 0
+        if token:
+            after = base64.urlsafe_b64decode(token.encode()).decode()
+            start = next(
+                (i + 1 for i, item in enumerate(items) if item["path"] == after), len(items)
+            )
+        chunk = items[start : start + per_page]
+        headers = {"X-Per-Page": str(per_page)}
+        if start + per_page < len(items):
+            query = {k: v for k, v in request.query.items() if k != "page_token"}
+            query["page_token"] = base64.urlsafe_b64encode(chunk[-1]["path"].encode()).decode()
+            headers["Link"] = f'<{self.url}{request.path}?{urlencode(query)}>; rel="next"'
+        return Response(HTTPStatus.OK, chunk, headers)
 
     def _get_compare(self, request: Request, pid: str) -> Response:
         """Two commits' diff: from the merge base, or ``straight`` from ``from`` itself."""
@@ -1723,6 +1850,7 @@ _ROUTES: list[tuple[str, re.Pattern[str], str]] = [
         ("GET", _P + r"/members/all/(\d+)", "_get_member_all"),
         ("GET", _P + r"/repository/files/([^/]+)/raw", "_get_raw_file"),
         ("GET", _P + r"/repository/compare", "_get_compare"),
+        ("GET", _P + r"/repository/tree", "_get_tree"),
         ("GET", _P + r"/issues", "_get_issues"),
         ("POST", _P + r"/issues", "_post_issue"),
         ("GET", _P + r"/issues/(\d+)", "_get_issue"),
@@ -1775,7 +1903,14 @@ class _Handler(BaseHTTPRequestHandler):
         parts = urlsplit(self.path)
         query = dict(parse_qsl(parts.query, keep_blank_values=True))
         length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length else b""
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            raw = read_chunked(self.rfile)
+        else:
+            raw = self.rfile.read(length) if length else b""
+        if GIT_PATH.match(parts.path):
+            headers = {k.lower(): v for k, v in self.headers.items()}
+            self._send(fake.serve_git(method, parts.path, parts.query, headers, raw))
+            return
         try:
             body = _parse_body(self.headers.get("Content-Type", ""), raw)
         except ApiError as error:
