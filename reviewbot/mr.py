@@ -10,7 +10,8 @@ order, each done by the module that owns it:
    the run's :class:`reviewbot.repo.source.RepositorySource`: the CI checkout when
    ``checkout`` is given and has the commit, else the host's repository cache, else the GitLab
    API; every read of the run goes through it, and ``_Run.repository()`` is the head's view);
-4. **review** with ``app.model()`` (:mod:`reviewbot.review`);
+4. **review** with ``app.model()`` (:mod:`reviewbot.review`), the model's repository tools
+   reading ``_Run.repository()`` (the head's view) when the setting ``tools`` is on;
 5. **publish** through the publisher for ``publish_mode`` or the dry-run one
    (:mod:`reviewbot.publish`);
 6. **record** the run: its model calls as soon as the model answered, its findings and how it
@@ -379,6 +380,7 @@ def _review(
             on_planned=lambda plan: run.say(f"reviewing {len(plan.chunks)} chunks"),
             concurrency=run.options.concurrency,
             whole_files=run.snapshot.files,
+            repository=run.repository() if options.tools else None,
         )
     if carried_over is None:
         return result
