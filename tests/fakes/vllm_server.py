@@ -146,6 +146,10 @@ offered, it then reads ``READ_AROUND_LINES`` lines from there. Then it reviews (
 none). It never asks for a symbol or a range twice in one conversation. An answer of tool calls
 is not cut at ``max_tokens`` (it is short).
 
+:meth:`FakeVLLM.script_tool_calls` makes the next request that offers the named tools answer
+exactly the calls given (hostile paths, patterns, arguments of the wrong type), optionally after
+the diff's findings.
+
 ``FakeVLLM(tool_loop=True)``: while ``read_file`` is offered, every answer calls it again on the
 diff's first file, the next ``TOOL_LOOP_LINES`` lines each time, and reports nothing; once only
 ``report_finding`` is offered it reviews as usual. A client must end the loop by its budget.
@@ -876,9 +880,14 @@ def _reads_after_definitions(
 
 
 def repository_calls_answer(
-    request: ChatRequest, calls: Sequence[tuple[str, dict[str, Any]]], lines: Sequence[DiffLine]
+    request: ChatRequest,
+    calls: Sequence[tuple[str, dict[str, Any]]],
+    lines: Sequence[DiffLine],
+    findings: Sequence[dict[str, Any]] = (),
 ) -> Answer:
-    """An answer that only calls repository tools (no finding yet), as vLLM parses it."""
+    """An answer that calls repository tools (after ``findings``' report_finding calls, if
+    any), as vLLM parses it."""
+    calls = [*((DEFAULT_TOOL_NAME, finding) for finding in findings), *calls]
     xml = "\n".join(qwen_xml_call(name, arguments) for name, arguments in calls)
     reasoning = reasoning_text(lines) if request.enable_thinking else None
     raw = f"{reasoning}\n</think>\n\n{xml}" if reasoning else xml
@@ -1698,6 +1707,7 @@ class FakeVLLM:
         self.malformed = malformed
         self.needs_evidence = needs_evidence
         self.tool_loop = tool_loop
+        self._scripted: deque[tuple[list[tuple[str, dict[str, Any]]], bool]] = deque()
         self.requests: list[dict[str, Any]] = []  # chat request bodies
         self.paths: list[str] = []  # "METHOD /path" of every request, in order
         self._canned: dict[str, tuple[int, str, str]] = {}
@@ -1775,6 +1785,28 @@ class FakeVLLM:
         """Answer every request to ``route`` ("METHOD /path") with this body from now on."""
         with self._lock:
             self._canned[route] = (status, body, content_type)
+
+    def script_tool_calls(
+        self, *calls: tuple[str, dict[str, Any]], with_findings: bool = False
+    ) -> None:
+        """The next request that offers every tool named in ``calls`` (tool choice auto) is
+        answered with exactly these calls, (name, arguments) each, as a model that sends
+        whatever it likes (hostile paths and patterns); ``with_findings``: the diff's findings
+        too, as report_finding calls before them. Scripts are used first in, first out."""
+        with self._lock:
+            self._scripted.append((list(calls), with_findings))
+
+    def _scripted_calls(
+        self, request: ChatRequest
+    ) -> tuple[list[tuple[str, dict[str, Any]]], bool] | None:
+        offered = {(tool.get("function") or {}).get("name") for tool in request.tools}
+        with self._lock:
+            if not self._scripted or request.tool_choice != "auto":
+                return None
+            calls = self._scripted[0][0]
+            if not {name for name, _ in calls} <= offered:
+                return None
+            return self._scripted.popleft()
 
     def add_faults(self, *faults: str) -> None:
         unknown = set(faults) - KNOWN_FAULTS
@@ -1975,8 +2007,13 @@ class FakeVLLM:
             self._hang(handler)
             return
         lines = parse_prompt_diff(request.diff_text())
+        scripted = self._scripted_calls(request)
         wanted = repository_calls(request, lines, self.needs_evidence, self.tool_loop)
-        if wanted:
+        if scripted is not None:
+            calls, with_findings = scripted
+            found = self._findings_to_write(request, lines, None)[0] if with_findings else []
+            answer = repository_calls_answer(request, calls, lines, found)
+        elif wanted:
             answer = repository_calls_answer(request, wanted, lines)
         else:
             findings, mistakes = self._findings_to_write(request, lines, fault)
