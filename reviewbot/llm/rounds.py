@@ -49,7 +49,7 @@ __all__ = [
 
 MAX_CALLS_PER_ROUND = 8
 # Below this many tokens for one answer, a call is refused as over budget, not cut to nothing.
-MIN_SHARE_TOKENS = 48
+MIN_SHARE_TOKENS = 64
 GENERATED_ID = "reviewbot-call-{round}-{index}"  # for a call the server sent without an id
 OVER_BUDGET = "refused: the tool budget of this part is spent"
 TOO_MANY = f"refused: at most {MAX_CALLS_PER_ROUND} repository calls are answered per round"

@@ -80,7 +80,8 @@ OWN_TAGS = re.compile(r"<(\s*/?\s*(?:tool_result|tool_response|tool_call|functio
 NUMBER_WIDTH = 5
 CUT_NOTE = "… (cut here: the answer reached its token budget; ask for a narrower range)"
 MAX_NEAREST = 3  # paths with the same file name a "no such file" answer suggests
-MIN_ANSWER_TOKENS = 24  # below this, an answer cannot say anything but that it is cut
+MIN_ANSWER_TOKENS = 64  # below this, an answer cannot say anything but that it is cut
+UNKNOWN_TOOL = "unknown"  # the delimiter's name for a call to no tool of ours (never the model's)
 SIZE_UNKNOWN = -1
 
 
@@ -194,7 +195,8 @@ class RepositoryTools:
         """The tool message for one call, at most ``max_tokens`` (estimated)."""
         parameters = PARAMETERS.get(name)
         if parameters is None:
-            return self._delimited(name, f"{REFUSED}no repository tool named {name!r}", 0, True)
+            refusal = f"{REFUSED}no repository tool named {name!r}"
+            return self._delimited(UNKNOWN_TOOL, refusal, max_tokens, True)
         decoded = {} if not str(arguments or "").strip() else parse_arguments(arguments)
         if isinstance(decoded, ArgumentsError):
             return self._delimited(name, f"{REFUSED}{decoded.reason}", max_tokens, True)
