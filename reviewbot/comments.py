@@ -223,6 +223,7 @@ class SummaryData:
     unreviewed: Sequence[str] = ()
     errors: Sequence[str] = ()  # warnings (a checkout not used, a repository config ignored)
     ci_job_url: str | None = None
+    tools: str = ""  # the model's repository tools in words ("" : not shown)
 
 
 def summary_body(summary: SummaryData) -> str:
@@ -371,6 +372,8 @@ def _run_table(summary: SummaryData) -> str:
         ),
         ("Invalid model calls", _invalid_calls(summary)),
     ]
+    if summary.tools:
+        rows.append(("Repository tools", summary.tools))
     if summary.ci_job_url:
         rows.append(("CI job", f"[log]({summary.ci_job_url})"))
     table = "\n".join(["| | |", "|---|---|", *(f"| {k} | {v} |" for k, v in rows)])

@@ -435,6 +435,7 @@ def _facts(result: ReviewResult, options: RunOptions, warnings: list[str]) -> Re
         invalid_model_calls=len(result.invalid_calls),
         model_tool_calls=result.tool_calls,
         repaired_model_calls=result.repaired_calls,
+        tools=result.tools,
         unreviewed=[part.describe() for part in result.unreviewed],
         errors=list(warnings),
         carried=result.carried,

@@ -296,6 +296,7 @@ class ReviewFacts:
     errors: Sequence[str] = ()  # warnings
     ci_job_url: str | None = None
     carried: CarriedOver | None = None  # an incremental review: what was kept from before
+    tools: str = ""  # the repository tools in words (ReviewResult.tools)
 
 
 @dataclass
@@ -466,6 +467,7 @@ def _summary_data(
         unreviewed=facts.unreviewed,
         errors=facts.errors,
         ci_job_url=facts.ci_job_url,
+        tools=facts.tools,
     )
 
 

@@ -43,7 +43,7 @@ from reviewbot.findings import (
     with_carried,
 )
 from reviewbot.incremental import CarriedOver
-from reviewbot.llm.backend import CallRecord, ChunkRequest, ChunkResult, LLMClient
+from reviewbot.llm.backend import MODE_TOOL_CALLS, CallRecord, ChunkRequest, ChunkResult, LLMClient
 from reviewbot.prompts import ReviewContext, prompt_version, render_messages, tool_schemas
 from reviewbot.repo.tools import RepositoryTools
 from reviewbot.repo.view import RepositoryView
@@ -74,6 +74,7 @@ TEMPLATE_FRAMING_TOKENS = 64
 # What one tool round adds to a chunk's conversation besides the tools' answers: the model's
 # calls repeated in the assistant message, each message's framing and the budget note.
 TOOL_ROUND_FRAMING_TOKENS = 160
+OUTCOME_MODE_UNSUPPORTED = "mode_unsupported"  # a call the server refused for its output mode
 
 
 @dataclass(frozen=True)
@@ -154,6 +155,9 @@ class ReviewResult:
     chunks_reviewed: int
     unreviewed: list[UnreviewedPart] = field(default_factory=list)
     carried: CarriedOver | None = None  # an incremental review: what an earlier one covered
+    # The repository tools in words, for the run details ("" when the review had no
+    # repository): off, not offered in the server's output mode, or the rounds they took.
+    tools: str = ""
 
     @property
     def complete(self) -> bool:
@@ -356,6 +360,7 @@ def review_files(
     )
     whole = {file.new_path: file for file in whole_files or ()}
     findings = process(answers.calls, answers.files_by_chunk, options.findings_options, whole)
+    tools_line = _tools_line(options, repository, sending.repository, answers.records)
     return ReviewResult(
         plan=review_plan,
         findings=findings,
@@ -367,7 +372,27 @@ def review_files(
         seconds=time.monotonic() - started,
         chunks_reviewed=answers.reviewed,
         unreviewed=answers.unreviewed,
+        tools=tools_line,
     )
+
+
+def _tools_line(
+    options: ReviewOptions,
+    repository: RepositoryView | None,
+    tools: RepositoryTools | None,
+    calls: Sequence[CallRecord],
+) -> str:
+    """What the run details say about the repository tools."""
+    if tools is None:
+        return "off" if repository is not None and not options.tools else ""
+    modes = {call.mode for call in calls if call.outcome != OUTCOME_MODE_UNSUPPORTED}
+    if modes and MODE_TOOL_CALLS not in modes:
+        mode = ", ".join(sorted(modes))
+        return f"not offered: the model server answers in the {mode} mode, which cannot call tools"
+    rounds = sum(1 for call in calls if call.repo_tool_calls)
+    asked = sum(call.repo_tool_calls for call in calls)
+    answered = sum(call.tool_answer_tokens for call in calls)
+    return f"{rounds} tool round(s), {asked} repository call(s), {answered:,} tokens of answers"
 
 
 @dataclass(frozen=True)

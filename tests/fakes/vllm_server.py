@@ -69,6 +69,7 @@ reports as ``"tool_calls"``: :func:`_truncated_answer`). A prompt that leaves le
 
 Fault modes (:meth:`FakeVLLM.add_faults`, one per chat request, first in first out)
 -------------------------------------------------------------------------------------
+``none`` (answered as without a fault: it aims the next fault at a later request),
 ``http_500``, ``http_503``, ``http_429`` (with ``Retry-After`` in seconds),
 ``http_429_date`` (``Retry-After`` as an HTTP-date an hour ahead), ``context_overflow``
 (the 400 regardless of size), ``hang`` (no answer until the client leaves, the server
@@ -267,6 +268,7 @@ E2E_BUCKETS_S = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0,
 
 KNOWN_FAULTS = frozenset(
     {
+        "none",  # this request is answered as without a fault (to aim a later fault)
         "http_500",
         "http_503",
         "http_429",

@@ -1,0 +1,326 @@
+"""Tool rounds at the HTTP boundary: the pipeline and the chunk runner against the fake vLLM.
+
+A change that calls a function defined in another file is found only when the model may read
+the repository (the fake's needs-evidence rule); a model that loops on tool calls is stopped by
+``tool_rounds`` and by ``tool_tokens`` and the chunk still gets reviewed; hostile calls from the
+model are refused in their answers; a round that does not fit the context keeps its findings
+and re-splits; repair turns, output modes and both backends work with rounds; ``tools`` off
+sends exactly the request without tools.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections.abc import Iterator
+
+import pytest
+
+from reviewbot.diff import parse_git_diff
+from reviewbot.llm import LLMSettings
+from reviewbot.llm.backend import ChunkRequest
+from reviewbot.llm.factory import runner_for
+from reviewbot.llm.rounds import MIN_SHARE_TOKENS
+from reviewbot.prompts import ReviewContext, file_summaries, render_messages, tool_schemas
+from reviewbot.repo.tools import RepositoryTools
+from reviewbot.repo.view import MemoryView
+from reviewbot.review import ReviewOptions, ReviewResult, review_files
+from reviewbot.tokens import local_counter
+from tests.fakes.vllm_server import FakeVLLM, MalformedCalls
+
+SHA = "ab" * 20
+OLD_APP = "from db import find_user\n\n\ndef greet(name):\n    return 'hi'\n"
+NEW_APP = (
+    "from db import find_user\n\n\ndef greet(name):\n    user = find_user(name)\n"
+    "    return 'hi ' + user.name\n"
+)
+DB = (
+    "import sqlite3\n\n\n"
+    "def find_user(name):  # hazard(find_user): may return None when no user has that name\n"
+    "    return None\n"
+)
+CALL_LINE = 5  # `user = find_user(name)` in NEW_APP
+EVIDENCE_TITLE = "find_user: may return None when no user has that name"
+LONG_FILE = "".join(
+    f"value_{n} = {n}  # padding to make the file long enough\n" for n in range(600)
+)
+FINDINGS_ONLY = ["report_finding"]
+RISKY = "def parse(text):\n    return eval(text)\n"
+
+
+def diff_of(old: str, new: str, path: str = "app.py") -> str:
+    lines = difflib.unified_diff(
+        old.splitlines(True), new.splitlines(True), f"a/{path}", f"b/{path}"
+    )
+    return f"diff --git a/{path} b/{path}\n" + "".join(lines)
+
+
+def review(
+    fake: FakeVLLM,
+    *,
+    tools: bool = True,
+    stream: bool = True,
+    backend: str = "vllm",
+    head: dict[str, str] | None = None,
+    new: str = NEW_APP,
+    **options: object,
+) -> ReviewResult:
+    head = head or {"app.py": new, "db.py": DB}
+    files = parse_git_diff(diff_of(OLD_APP, new))
+    settings = LLMSettings(base_url=fake.base_url, stream=stream, max_retries=1, backoff_base_s=0)
+    with runner_for(settings, backend=backend) as llm:
+        return review_files(
+            files,
+            context=ReviewContext(title="Greet users", files=file_summaries(files)),
+            llm=llm,
+            counter=local_counter(),
+            options=ReviewOptions(tools=tools, **options),  # type: ignore[arg-type]
+            contents=head,
+            repository=MemoryView(SHA, head),
+        )
+
+
+def titles(result: ReviewResult) -> set[tuple[str, int, str]]:
+    return {(f.path, f.line, f.title) for f in result.findings.findings}
+
+
+def offered(body: dict) -> list[str]:
+    return [tool["function"]["name"] for tool in body.get("tools") or ()]
+
+
+@pytest.fixture
+def evidence_fake() -> Iterator[FakeVLLM]:
+    with FakeVLLM(needs_evidence=True) as fake:
+        yield fake
+
+
+@pytest.mark.parametrize(
+    ("backend", "stream"), [("vllm", True), ("vllm", False), ("openai-compatible", True)]
+)
+def test_a_bug_whose_evidence_is_in_another_file_is_found_with_tools_and_missed_without(
+    evidence_fake: FakeVLLM, backend: str, stream: bool
+) -> None:
+    without = review(evidence_fake, tools=False, backend=backend, stream=stream)
+    assert ("app.py", CALL_LINE, EVIDENCE_TITLE) not in titles(without)
+    assert len(without.calls) == 1 and without.complete
+    with_tools = review(evidence_fake, backend=backend, stream=stream)
+    assert ("app.py", CALL_LINE, EVIDENCE_TITLE) in titles(with_tools)
+    assert with_tools.complete
+    rounds = [(c.tool_round, c.outcome, c.repo_tool_calls) for c in with_tools.calls]
+    assert rounds == [(0, "tool_round", 1), (1, "ok", 0)]
+    assert with_tools.calls[0].tool_answer_tokens > 0
+    assert with_tools.tools.startswith("1 tool round(s), 1 repository call(s)")
+    asked, answered = evidence_fake.requests[-2:]
+    assert (
+        "tool_choice" not in asked
+        if backend == "openai-compatible"
+        else asked["tool_choice"] == "auto"
+    )
+    assert offered(asked) == [
+        "report_finding",
+        "read_file",
+        "search_code",
+        "find_definition",
+        "list_directory",
+    ]
+    # the continuation: the assistant repeats its call, one tool message answers its id
+    assistant, tool = answered["messages"][-2:]
+    [call] = assistant["tool_calls"]
+    assert call["function"] == {"name": "find_definition", "arguments": '{"symbol": "find_user"}'}
+    assert tool == {"role": "tool", "tool_call_id": call["id"], "content": tool["content"]}
+    assert '<tool_result tool="find_definition">' in tool["content"]
+    assert "db.py:4-5 (function_definition)" in tool["content"]
+    assert "[Tool budget left for this part: 2 round(s) and" in tool["content"]
+
+
+def test_the_prompt_keeps_tools_system_and_mr_context_first_and_rounds_after_the_diff(
+    evidence_fake: FakeVLLM,
+) -> None:
+    review(evidence_fake)
+    first, second = evidence_fake.requests[-2:]
+    assert first["tools"] == second["tools"]  # the cached prefix starts with the tools
+    assert second["messages"][: len(first["messages"])] == first["messages"]
+    assert [m["role"] for m in second["messages"]] == ["system", "user", "assistant", "tool"]
+
+
+def test_tools_off_sends_exactly_the_request_without_tools(evidence_fake: FakeVLLM) -> None:
+    review(evidence_fake, tools=False)
+    [body] = evidence_fake.requests
+    assert body["tools"] == tool_schemas()
+    assert [m["role"] for m in body["messages"]] == ["system", "user"]
+
+
+def test_no_repository_means_no_tools_and_no_reserve(evidence_fake: FakeVLLM) -> None:
+    files = parse_git_diff(diff_of(OLD_APP, NEW_APP))
+    with runner_for(LLMSettings(base_url=evidence_fake.base_url)) as llm:
+        result = review_files(
+            files,
+            context=ReviewContext(title="t"),
+            llm=llm,
+            counter=local_counter(),
+            options=ReviewOptions(tools=True),
+        )
+    assert offered(evidence_fake.requests[-1]) == FINDINGS_ONLY and result.tools == ""
+
+
+def test_a_model_looping_on_tool_calls_stops_at_tool_rounds_and_is_still_reviewed() -> None:
+    risky = NEW_APP + "\n\ndef parse(text):\n    return eval(text)\n"
+    with FakeVLLM(tool_loop=True) as fake:
+        result = review(fake, new=risky, head={"app.py": risky + LONG_FILE}, tool_rounds=3)
+        bodies = list(fake.requests)
+    assert result.complete
+    assert [c.tool_round for c in result.calls] == [0, 1, 2, 3]
+    assert [c.repo_tool_calls for c in result.calls] == [1, 1, 1, 0]
+    assert [offered(b)[1:] != [] for b in bodies] == [True, True, True, False]
+    assert offered(bodies[-1]) == FINDINGS_ONLY  # the final round: report_finding only
+    last_tool = bodies[-1]["messages"][-1]["content"]
+    assert "[Tool budget spent: no more repository tools for this part." in last_tool
+    assert any(f.title == "Use of eval() on dynamic input" for f in result.findings.findings)
+
+
+def test_a_model_looping_on_tool_calls_stops_at_tool_tokens() -> None:
+    budget = 600
+    with FakeVLLM(tool_loop=True) as fake:
+        result = review(
+            fake, head={"app.py": NEW_APP + LONG_FILE}, tool_rounds=10, tool_tokens=budget
+        )
+        bodies = list(fake.requests)
+    assert result.complete
+    spent = sum(c.tool_answer_tokens for c in result.calls)
+    assert spent <= budget
+    assert budget - spent < MIN_SHARE_TOKENS or len(result.calls) < 11
+    assert len(result.calls) < 11 and offered(bodies[-1]) == FINDINGS_ONLY
+    cut = [m["content"] for b in bodies for m in b["messages"] if m["role"] == "tool"]
+    assert any("cut here: the answer reached its token budget" in text for text in cut)
+
+
+HOSTILE_CALLS = [
+    ("read_file", {"path": "../../../etc/passwd"}),
+    ("read_file", {"path": "/etc/passwd"}),
+    ("read_file", {"path": "db.py\u0000.txt"}),
+    ("search_code", {"pattern": "(a+)+$", "regex": True}),
+    ("find_definition", {"symbol": "os.system('id')"}),
+    ("list_directory", {"path": "..\\.."}),
+    ("read_file", {"path": 7}),
+]
+
+
+def test_hostile_calls_from_the_model_are_refused_in_their_answers_and_the_chunk_reviewed(
+    evidence_fake: FakeVLLM,
+) -> None:
+    evidence_fake.needs_evidence = False
+    evidence_fake.script_tool_calls(*HOSTILE_CALLS[:5])
+    evidence_fake.script_tool_calls(*HOSTILE_CALLS[5:])
+    result = review(evidence_fake)
+    assert result.complete and [c.repo_tool_calls for c in result.calls] == [5, 2, 0]
+    answers = [m["content"] for m in evidence_fake.requests[-1]["messages"] if m["role"] == "tool"]
+    assert len(answers) == len(HOSTILE_CALLS)
+    assert all("refused: " in text for text in answers)
+    assert "root:" not in "".join(answers)
+
+
+def test_findings_of_every_round_are_kept(evidence_fake: FakeVLLM) -> None:
+    risky = NEW_APP + "\n\ndef parse(text):\n    return eval(text)\n"
+    evidence_fake.script_tool_calls(("list_directory", {"path": ""}), with_findings=True)
+    result = review(evidence_fake, new=risky)
+    found = titles(result)
+    assert ("app.py", 10, "Use of eval() on dynamic input") in found  # in round 0's answer
+    assert ("app.py", CALL_LINE, EVIDENCE_TITLE) in found  # after find_definition
+    assert sum(f.title == "Use of eval() on dynamic input" for f in result.findings.findings) == 1
+
+
+def test_a_tool_round_that_cannot_fit_the_context_keeps_its_findings_and_is_a_context_overflow(
+    evidence_fake: FakeVLLM,
+) -> None:
+    risky = NEW_APP + "\n\ndef parse(text):\n    return eval(text)\n"
+    files = parse_git_diff(diff_of(OLD_APP, risky))
+    evidence_fake.needs_evidence = False
+    evidence_fake.script_tool_calls(("read_file", {"path": "app.py"}), with_findings=True)
+    settings = LLMSettings(base_url=evidence_fake.base_url, max_output_tokens=256)
+    repository = RepositoryTools(MemoryView(SHA, {"app.py": risky}))
+    from reviewbot.chunking import Budget, plan
+
+    chunk = plan(files, Budget(), local_counter()).chunks[0]
+    messages = render_messages(ReviewContext(title="t"), chunk)
+    tools = [*tool_schemas(), *repository.schemas()]
+    with runner_for(settings) as llm:
+        prompt = llm.count_prompt_tokens(messages, tools)
+        assert prompt is not None
+        tight = ChunkRequest(0, messages, tools, prompt, prompt + 256 + 40, repository=repository)
+        [result] = llm.review_chunks([tight])
+    assert result.context_overflow and result.error is None
+    assert [c["title"] for c in result.calls] == ["Use of eval() on dynamic input"]
+    assert [c.outcome for c in result.records] == ["context_overflow"]
+    assert "the tool round would not fit the model's context" in (result.records[0].error or "")
+    assert len(evidence_fake.requests) == 1  # the round was not sent
+
+
+def test_a_tool_answer_is_cut_to_the_room_the_context_leaves(evidence_fake: FakeVLLM) -> None:
+    evidence_fake.needs_evidence = False
+    head = {"app.py": NEW_APP + LONG_FILE}
+    evidence_fake.script_tool_calls(("read_file", {"path": "app.py"}))
+    files = parse_git_diff(diff_of(OLD_APP, NEW_APP))
+    repository = RepositoryTools(MemoryView(SHA, head))
+    from reviewbot.chunking import Budget, plan
+
+    chunk = plan(files, Budget(), local_counter()).chunks[0]
+    messages = render_messages(ReviewContext(title="t"), chunk)
+    tools = [*tool_schemas(), *repository.schemas()]
+    settings = LLMSettings(base_url=evidence_fake.base_url, max_output_tokens=256)
+    with runner_for(settings) as llm:
+        prompt = llm.count_prompt_tokens(messages, tools) or 0
+        limit = prompt + 256 + 400
+        request = ChunkRequest(0, messages, tools, prompt, limit, repository=repository)
+        [result] = llm.review_chunks([request])
+    assert not result.context_overflow and result.error is None
+    assert result.records[1].prompt_tokens + 256 <= limit
+    tool_message = evidence_fake.requests[-1]["messages"][-1]["content"]
+    assert "cut here: the answer reached its token budget" in tool_message
+
+
+def test_a_tool_round_the_server_answers_400_keeps_its_findings_and_is_re_split() -> None:
+    files = parse_git_diff(diff_of(OLD_APP, NEW_APP) + diff_of("", RISKY, "risky.py"))
+    head = {"app.py": NEW_APP, "db.py": DB, "risky.py": RISKY}
+    with FakeVLLM(needs_evidence=True) as fake:
+        fake.script_tool_calls(("list_directory", {"path": ""}), with_findings=True)
+        fake.add_faults("none", "context_overflow")  # the tool round: 400 maximum context
+        with runner_for(LLMSettings(base_url=fake.base_url, max_retries=1)) as llm:
+            result = review_files(
+                files,
+                context=ReviewContext(title="t", files=file_summaries(files)),
+                llm=llm,
+                counter=local_counter(),
+                options=ReviewOptions(tools=True),
+                contents=head,
+                repository=MemoryView(SHA, head),
+            )
+    assert [c.outcome for c in result.calls[:2]] == ["tool_round", "context_overflow"]
+    assert result.complete  # re-split in two, each reviewed with its own tool rounds
+    assert len({c.chunk_index for c in result.calls}) >= 3
+    found = titles(result)
+    assert ("risky.py", 2, "Use of eval() on dynamic input") in found
+    assert ("app.py", CALL_LINE, EVIDENCE_TITLE) in found
+
+
+def test_unreadable_calls_after_a_tool_round_get_a_repair_turn_without_repository_tools() -> None:
+    broken = MalformedCalls(rate=1.0, seed=1, kinds=("missing_line",))
+    with FakeVLLM(needs_evidence=True, malformed=broken) as fake:
+        result = review(fake)
+        bodies = list(fake.requests)
+    assert [c.outcome for c in result.calls] == ["tool_round", "invalid_calls", "repair"]
+    assert [c.tool_round for c in result.calls] == [0, 1, 1]
+    assert result.repaired_calls == 1 and result.complete
+    assert ("app.py", CALL_LINE, EVIDENCE_TITLE) in titles(result)
+    assert offered(bodies[-1]) == FINDINGS_ONLY  # the repair turn asks for findings only
+
+
+def test_without_tool_calls_the_json_schema_mode_offers_no_repository_tools() -> None:
+    with FakeVLLM(needs_evidence=True, tool_parser=False) as fake:
+        result = review(fake)
+        bodies = list(fake.requests)
+    assert result.complete
+    assert all("tools" not in body for body in bodies[1:])
+    assert all("find_definition" not in json.dumps(body.get("response_format")) for body in bodies)
+    assert result.tools == (
+        "not offered: the model server answers in the json_schema mode, which cannot call tools"
+    )
