@@ -155,8 +155,8 @@ class ReviewResult:
     chunks_reviewed: int
     unreviewed: list[UnreviewedPart] = field(default_factory=list)
     carried: CarriedOver | None = None  # an incremental review: what an earlier one covered
-    # The repository tools in words, for the run details ("" when the review had no
-    # repository): off, not offered in the server's output mode, or the rounds they took.
+    # The repository tools in words, for the run details: off, not offered in the server's
+    # output mode, or the rounds they took ("" when the review had no repository to read).
     tools: str = ""
 
     @property
@@ -360,7 +360,7 @@ def review_files(
     )
     whole = {file.new_path: file for file in whole_files or ()}
     findings = process(answers.calls, answers.files_by_chunk, options.findings_options, whole)
-    tools_line = _tools_line(options, repository, sending.repository, answers.records)
+    tools_line = _tools_line(options, sending.repository, answers.records)
     return ReviewResult(
         plan=review_plan,
         findings=findings,
@@ -377,14 +377,13 @@ def review_files(
 
 
 def _tools_line(
-    options: ReviewOptions,
-    repository: RepositoryView | None,
-    tools: RepositoryTools | None,
-    calls: Sequence[CallRecord],
+    options: ReviewOptions, tools: RepositoryTools | None, calls: Sequence[CallRecord]
 ) -> str:
     """What the run details say about the repository tools."""
+    if not options.tools:
+        return "off"
     if tools is None:
-        return "off" if repository is not None and not options.tools else ""
+        return ""  # no repository to read (a local diff)
     modes = {call.mode for call in calls if call.outcome != OUTCOME_MODE_UNSUPPORTED}
     if modes and MODE_TOOL_CALLS not in modes:
         mode = ", ".join(sorted(modes))
