@@ -73,3 +73,17 @@ def test_the_incremental_benchmark_meets_its_targets_at_a_small_size() -> None:
     from tests.bench.bench_incremental import main
 
     assert main(["--files", "6", "--lines", "120"]) == 0
+
+
+def test_tools_benchmark_runs_and_only_tools_find_the_cross_file_bugs() -> None:
+    from tests.bench.bench_tools import HEADER, run_mode, synthetic_mr
+    from tests.fakes.vllm_server import LatencyModel
+
+    synthetic = synthetic_mr(files=8)
+    off = run_mode(synthetic, False, LatencyModel())
+    on = run_mode(synthetic, True, LatencyModel())
+    assert len(synthetic.planted) == 2
+    assert off.found_planted == 0 and on.found_planted == len(synthetic.planted)
+    assert len(on.result.calls) > len(off.result.calls)
+    assert on.result.complete and off.result.complete
+    assert len(on.row().split()) == len(HEADER.splitlines()[0].split())
