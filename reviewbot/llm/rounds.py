@@ -160,7 +160,7 @@ def budget_note(open_after: bool, rounds_left: int, tokens_left: int) -> str:
             "with report_finding now.]"
         )
     return (
-        f"[Tool budget left for this part: {rounds_left} round(s) and {max(0, tokens_left)} "
+        f"[Tool budget left for this part: {rounds_left} round(s) and {max(0, tokens_left):,} "
         "tokens of tool answers.]"
     )
 
