@@ -17,11 +17,14 @@ from __future__ import annotations
 import base64
 import os
 import re
+import shutil
 import subprocess
 from http import HTTPStatus
 from pathlib import Path
 from typing import BinaryIO
 
+# git, found once: a test may take git off the PATH of the code under test, not off the fake's.
+GIT = shutil.which("git") or "git"
 GIT_PATH = re.compile(r"\A/(?P<project>.+?)\.git(?P<rest>/info/refs|/git-upload-pack)\Z")
 GIT_SCOPES = frozenset({"api", "read_repository"})
 BACKEND_TIMEOUT_S = 60
@@ -54,7 +57,7 @@ def http_backend(
 ) -> tuple[int, dict[str, str], bytes]:
     """Run ``git http-backend`` for one request on the repository ``repo`` (a work tree)."""
     env = {
-        "PATH": os.environ.get("PATH", ""),
+        "PATH": os.pathsep.join([os.path.dirname(GIT), os.environ.get("PATH", "")]),
         "HOME": os.environ.get("HOME", "/"),
         "GIT_PROJECT_ROOT": str(repo),
         "GIT_HTTP_EXPORT_ALL": "1",
@@ -75,7 +78,7 @@ def http_backend(
     if "content-encoding" in headers:
         env["HTTP_CONTENT_ENCODING"] = headers["content-encoding"]
     done = subprocess.run(
-        ["git", "http-backend"],
+        [GIT, "http-backend"],
         input=body,
         capture_output=True,
         env=env,

@@ -75,6 +75,7 @@ from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
 
 from tests.fakes.git_http import (
     ACCESS_DENIED,
+    GIT,
     GIT_PATH,
     GIT_SCOPES,
     PROJECT_NOT_FOUND_TEXT,
@@ -210,7 +211,7 @@ class ApiError(Exception):
 
 def _git(repo: Path, *args: str) -> bytes:
     return subprocess.run(
-        ["git", "-C", str(repo), *args],
+        [GIT, "-C", str(repo), *args],
         check=True,
         capture_output=True,
         timeout=GIT_TIMEOUT_SECONDS,
