@@ -15,6 +15,7 @@ Like the rest of the fake, this does not import reviewbot.
 from __future__ import annotations
 
 import base64
+import gzip
 import os
 import re
 import shutil
@@ -50,6 +51,14 @@ def basic_auth_password(authorization: str) -> str | None:
         return None
     user, separator, password = pair.partition(":")
     return password if separator and user else None
+
+
+def asks_for_objects(body: bytes, headers: dict[str, str]) -> bool:
+    """Whether an upload-pack request is a fetch (v2 ``command=fetch``, v0 ``want``), not a
+    v2 ``ls-refs``."""
+    if headers.get("content-encoding") == "gzip":
+        body = gzip.decompress(body)
+    return b"command=fetch" in body or body[4:9] == b"want "
 
 
 def http_backend(
