@@ -87,3 +87,17 @@ def test_tools_benchmark_runs_and_only_tools_find_the_cross_file_bugs() -> None:
     assert len(on.result.calls) > len(off.result.calls)
     assert on.result.complete and off.result.complete
     assert len(on.row().split()) == len(HEADER.splitlines()[0].split())
+
+
+def test_the_repository_benchmark_runs_and_its_cache_asks_gitlab_for_no_file() -> None:
+    """Not a timing: through the API every head file is a request; through the cache none is,
+    two fetches serve the first review and the no-op re-run fetches nothing."""
+    from tests.bench.bench_repo import by_run, measure_all
+
+    figures = by_run(measure_all(files=6, lines=2))
+    api, cache = figures[("api", "first review")], figures[("cache", "first review")]
+    assert api.counts["raw"] == 6 and api.counts["fetches"] == 0
+    assert cache.counts["raw"] == 0 and cache.counts["fetches"] == 2
+    assert figures[("cache", "no-op re-run")].counts["fetches"] == 0
+    assert figures[("cache", "no-op re-run")].model_calls == 0
+    assert all(not row.warnings for row in figures.values())

@@ -42,6 +42,7 @@ from reviewbot.store import normalize_database_url, upgrade
 from tests.fakes.gitlab_server import FakeGitLab
 from tests.fakes.silent_server import SilentServer
 from tests.fakes.vllm_server import FakeVLLM
+from tests.mr_world import make_repo
 from tests.store_fixtures import store_url  # noqa: F401
 
 ROOT = Path(__file__).parent.parent
@@ -76,6 +77,9 @@ ALL_CHECKS = [
     *MODEL_CHECKS,
     "database",
     "webhook secret",
+    "repository source",
+    "repository cache",
+    "repository fetch",
 ]
 
 
@@ -108,7 +112,8 @@ def doctor(env: dict[str, str], *args: str) -> tuple[int, dict[str, dict[str, st
 
 
 @pytest.fixture
-def gitlab() -> Iterator[FakeGitLab]:
+def gitlab(tmp_path: Path) -> Iterator[FakeGitLab]:
+    repo = make_repo(tmp_path / "project-repo")
     with FakeGitLab() as fake:
         fake.add_user("reviewbot", token=BOT_TOKEN, bot=True)
         fake.add_user("alice", token=HUMAN_TOKEN)
@@ -116,6 +121,7 @@ def gitlab() -> Iterator[FakeGitLab]:
         fake.add_project(PROJECT, project_id=7)
         fake.add_member(PROJECT, "reviewbot", DEVELOPER)
         fake.add_member(PROJECT, "alice", REPORTER)
+        fake.set_repository(PROJECT, repo, "main")
         yield fake
 
 
@@ -615,3 +621,77 @@ def test_a_probe_cut_while_thinking_is_not_confirmed() -> None:
     check = tool_call_check(answer, tool_schemas(), "tool_calls")
     assert check.status is Status.WARN and "cut at 1024 tokens" in check.detail
     assert "REVIEWBOT_ENABLE_THINKING=false" in check.fix
+
+
+# --- where the repository comes from ---------------------------------------------------------
+
+
+def test_the_repository_checks_say_git_the_cache_and_a_timed_fetch(services: Services) -> None:
+    _, checks, output = doctor(services.env(), "--project", PROJECT)
+    assert checks["repository source"]["status"] == "ok"
+    assert checks["repository source"]["detail"].startswith("git version ")
+    assert checks["repository cache"]["status"] == "ok"
+    fetch = checks["repository fetch"]
+    assert fetch["status"] == "ok" and fetch["detail"].startswith(f"fetched main of {PROJECT} in ")
+    assert services.gitlab.git_fetches() == 1 and BOT_TOKEN not in output
+
+
+def test_without_a_project_there_is_no_fetch(services: Services) -> None:
+    _, checks, _ = doctor(services.env())
+    assert "repository cache" in checks and "repository fetch" not in checks
+    assert services.gitlab.git_requests == []
+
+
+def test_git_not_on_path_warns_that_the_api_serves(
+    services: Services, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path / "nothing-here"))
+    _, checks, _ = doctor(services.env(), "--project", PROJECT)
+    source = checks["repository source"]
+    assert source["status"] == "warn" and "git is not on PATH" in source["detail"]
+    assert "install git" in source["fix"]
+    assert "repository cache" not in checks and "repository fetch" not in checks
+
+
+def test_the_cache_off_warns_with_how_to_turn_it_on(services: Services) -> None:
+    _, checks, _ = doctor(services.env(repo_cache_max_bytes="0"), "--project", PROJECT)
+    assert checks["repository source"]["status"] == "warn"
+    assert "REVIEWBOT_REPO_CACHE_MAX_BYTES" in checks["repository source"]["fix"]
+    assert "repository fetch" not in checks
+
+
+def test_a_cache_folder_that_cannot_be_written_fails(services: Services, tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder\n")
+    code, checks, _ = doctor(services.env(repo_cache_dir=str(blocker / "repos")))
+    assert code == 1
+    cache = checks["repository cache"]
+    assert cache["status"] == "fail" and str(blocker) in cache["detail"]
+    assert "REVIEWBOT_REPO_CACHE_DIR" in cache["fix"]
+
+
+def test_a_cache_over_its_cap_warns(services: Services, tmp_path: Path) -> None:
+    cache_dir = tmp_path / "repos"
+    objects = cache_dir / "gitlab.example.com" / "3.git" / "objects"
+    objects.mkdir(parents=True)
+    (objects / "pack").write_bytes(b"x" * 4096)
+    _, checks, _ = doctor(services.env(repo_cache_dir=str(cache_dir), repo_cache_max_bytes="1024"))
+    cache = checks["repository cache"]
+    assert cache["status"] == "warn" and cache["detail"].startswith("over the cap: ")
+
+
+def test_a_fetch_that_hangs_fails_within_the_fetch_timeout(services: Services) -> None:
+    services.gitlab.stall_git()
+    code, checks, _ = doctor(services.env(repo_fetch_timeout_s="0.5"), "--project", PROJECT)
+    fetch = checks["repository fetch"]
+    assert code == 1 and fetch["status"] == "fail"
+    assert "took longer than 0.5 s" in fetch["detail"]
+    assert "REVIEWBOT_REPO_FETCH_TIMEOUT_S" in fetch["fix"]
+
+
+def test_a_token_git_refuses_fails_without_showing_it(services: Services) -> None:
+    env = services.env(gitlab_token=READ_ONLY_TOKEN)
+    _, checks, output = doctor(env, "--project", PROJECT)
+    fetch = checks["repository fetch"]
+    assert fetch["status"] == "fail" and "refused the token" in fetch["detail"]
+    assert READ_ONLY_TOKEN not in output

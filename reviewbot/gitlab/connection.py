@@ -251,7 +251,7 @@ class GitLabConnection:
             )
         )
 
-    def _list(self, path: str, **query: Any) -> list[dict[str, Any]]:
+    def _list(self, path: str, /, **query: Any) -> list[dict[str, Any]]:
         """Every page. Gitlab(per_page=...) only applies to managers' list(), so it is passed
         on every call; ``page`` (with ``get_all=False``) asks for one page only."""
         query.setdefault("per_page", self._settings.per_page)

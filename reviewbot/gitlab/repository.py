@@ -11,7 +11,8 @@ The fallback source of :mod:`reviewbot.repo.api_view` when git cannot fetch the 
 * ``GET /projects/:id/repository/files/:path/raw?ref=SHA`` gives one file's bytes; 404 is a
   file that is not there (https://docs.gitlab.com/api/repository_files/#get-raw-file-from-repository).
 
-Owns: :class:`RepositoryReader`, those two calls. Must not: decide what a path may be (the
+Owns: :class:`RepositoryReader`, those two calls and the project's own record (its path and
+default branch, for ``reviewbot doctor``'s fetch). Must not: decide what a path may be (the
 view's tree check does) or decode a file's bytes.
 """
 
@@ -54,6 +55,12 @@ class RepositoryReader(GitLabConnection):
                 if error.response_code == HTTP_NOT_FOUND:
                     return []
                 raise
+
+    def project(self, project: int | str) -> dict[str, Any]:
+        """The project (``path_with_namespace``, ``default_branch``, ...)."""
+        missing = f"project {project} not found (or the token's user cannot see it)"
+        with self._translated(f"reading project {project}", not_found=missing):
+            return self._get(f"/projects/{quote(str(project), safe='')}")
 
     def raw_file(self, project_id: int | str, sha: str, path: str) -> bytes | None:
         """The bytes of the file at ``path`` at ``sha``, or None when GitLab has none there."""

@@ -48,6 +48,9 @@ __all__ = [
     "probe_prompt",
     "project_role_check",
     "prompt_tokens_details_check",
+    "repository_cache_check",
+    "repository_fetch_check",
+    "repository_source_check",
     "settings_check",
     "thinking_check",
     "token_scopes_check",
@@ -77,6 +80,7 @@ DEFAULT_CONTEXT_LENGTH = Budget().max_model_len
 VLLM_DEFAULT_PORT = 8000
 DEFAULT_PORT_TEXT = str(VLLM_DEFAULT_PORT)
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "0.0.0.0"})
+MIB = 2**20
 
 TOOL_PARSER_FIX = "start vLLM with --enable-auto-tool-choice --tool-call-parser qwen3_coder"
 PROMPT_TOKENS_DETAILS_FIX = (
@@ -102,6 +106,24 @@ GITLAB_TOKEN_FIX = (
     "set REVIEWBOT_GITLAB_TOKEN to it"
 )
 DATABASE_UPGRADE_FIX = "run `reviewbot db upgrade` (every command also migrates on first use)"
+GIT_FIX = (
+    "install git on this host (apt install git / dnf install git) and put it on the PATH of "
+    "the user reviewbot runs as: one fetch then serves a whole review"
+)
+CACHE_ON_FIX = "set REVIEWBOT_REPO_CACHE_MAX_BYTES above 0 (default 10 GiB)"
+CACHE_DIR_FIX = (
+    "make REVIEWBOT_REPO_CACHE_DIR a folder the user reviewbot runs as may write, on a disk "
+    "with room for the cap"
+)
+CACHE_SIZE_FIX = (
+    "raise REVIEWBOT_REPO_CACHE_MAX_BYTES, or let the next fetch evict (a clone in use, or "
+    "larger than the cap alone, stays)"
+)
+FETCH_FIX = (
+    "check that this host reaches GitLab's git over HTTP(S) at REVIEWBOT_GITLAB_URL and that "
+    "the token has the api (or read_repository) scope; raise REVIEWBOT_REPO_FETCH_TIMEOUT_S "
+    "for a large repository"
+)
 WEBHOOK_SECRET_FIX = (
     "set REVIEWBOT_WEBHOOK_SECRET to a long random string and the same secret token in GitLab's "
     "webhook settings"
@@ -575,6 +597,57 @@ def _flag_value(argv: Sequence[str], flag: str) -> str | None:
         if word.startswith(flag + "="):
             return word.split("=", 1)[1]
     return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Where the repository comes from (reviewbot.repo.source)
+
+
+def repository_source_check(git_version: str | None, cache_on: bool, cache_dir: str) -> Check:
+    """Which source reviews read the repository from: the cache needs git and a cap above 0."""
+    if git_version is None:
+        return Check(
+            "repository source",
+            Status.WARN,
+            "git is not on PATH: files are read through GitLab's API, one request per file "
+            "(the CI checkout still serves `reviewbot ci`)",
+            GIT_FIX,
+        )
+    if not cache_on:
+        return Check(
+            "repository source",
+            Status.WARN,
+            f"{git_version}; the repository cache is off: files are read through GitLab's API",
+            CACHE_ON_FIX,
+        )
+    return Check("repository source", Status.OK, f"{git_version}; the host's cache at {cache_dir}")
+
+
+def repository_cache_check(
+    cache_dir: str, not_writable: str | None, size_bytes: int, cap_bytes: int
+) -> Check:
+    """The cache folder is writable, and its clones' size against the cap."""
+    if not_writable is not None:
+        return Check("repository cache", Status.FAIL, not_writable, CACHE_DIR_FIX)
+    held = f"{_mib(size_bytes)} of {_mib(cap_bytes)} in {cache_dir}"
+    if size_bytes > cap_bytes:
+        return Check("repository cache", Status.WARN, f"over the cap: {held}", CACHE_SIZE_FIX)
+    return Check("repository cache", Status.OK, f"writable; {held}")
+
+
+def repository_fetch_check(
+    what: str, seconds: float | None, error: str | None, limit_s: float
+) -> Check:
+    """A fetch of the project's default branch (``what``) worked within ``limit_s``."""
+    if error is not None:
+        return Check("repository fetch", Status.FAIL, f"{what}: {error}", FETCH_FIX)
+    assert seconds is not None
+    detail = f"fetched {what} in {seconds:.1f} s (limit {limit_s:g} s)"
+    return Check("repository fetch", Status.OK, detail)
+
+
+def _mib(size: int) -> str:
+    return f"{size / MIB:,.1f} MiB"
 
 
 # ---------------------------------------------------------------------------------------------

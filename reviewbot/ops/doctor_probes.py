@@ -1,6 +1,7 @@
-"""The asking half of ``reviewbot doctor``: GitLab, the model server and the database.
+"""The asking half of ``reviewbot doctor``: GitLab, the model server, the database and where
+the repository comes from (git, the host's cache, a fetch of the project's default branch).
 
-Each group of checks runs on its own thread, the three at once; inside a group the checks run
+Each group of checks runs on its own thread, all at once; inside a group the checks run
 in order (a token's scopes are only worth asking once the token works). Every request has a
 timeout of its own (the adapters') and every step a deadline (:func:`within`), so a service
 that accepts the connection and never answers costs its check a few seconds, never the run:
@@ -10,14 +11,15 @@ What the answers mean is :mod:`reviewbot.ops.doctor`'s business; this module onl
 them. Adapters are built here with short timeouts and no retries (a doctor reports, it does
 not insist), not taken from :class:`reviewbot.app.App`, whose clients are tuned for reviews.
 
-Owns: asking GitLab, the model server and the database, each step within its deadline, and handing
-the answers to `reviewbot.ops.doctor`. Must not: judge an answer (`reviewbot.ops.doctor` does),
-print, or migrate or create the database (it only reads the revision).
+Owns: asking GitLab, the model server, the database and git, each step within its deadline, and
+handing the answers to `reviewbot.ops.doctor`. Must not: judge an answer (`reviewbot.ops.doctor`
+does), print, or migrate or create the database (it only reads the revision).
 """
 
 from __future__ import annotations
 
 import math
+import os
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -50,6 +52,7 @@ from reviewbot.llm.backend import (
     ServerInfo,
 )
 from reviewbot.llm.factory import BACKENDS, llm_settings_from
+from reviewbot.localgit import GitError, git_version
 from reviewbot.ops.doctor import (
     GITLAB_TOKEN_FIX,
     MODEL_API_KEY_FIX,
@@ -65,6 +68,9 @@ from reviewbot.ops.doctor import (
     probe_prompt,
     project_role_check,
     prompt_tokens_details_check,
+    repository_cache_check,
+    repository_fetch_check,
+    repository_source_check,
     settings_check,
     thinking_check,
     token_scopes_check,
@@ -75,6 +81,7 @@ from reviewbot.ops.doctor import (
 )
 from reviewbot.prompts import tool_schemas
 from reviewbot.redaction import hide_url_password
+from reviewbot.repo.cache import CacheError, ProjectRemote, cache_size, probe_fetch
 from reviewbot.review import local_overhead
 from reviewbot.tokens import local_counter
 
@@ -116,6 +123,7 @@ NOT_THE_API_FIX = (
     "REVIEWBOT_GITLAB_URL is the address you open GitLab at (https://gitlab.example.com), "
     "without /api/v4 or a page; a login in front of GitLab must let the API through"
 )
+_REPOSITORY_FIX = "check that git answers on this host and that the cache folder's disk responds"
 _DATABASE_FIX = (
     "check REVIEWBOT_DATABASE_URL, that the database server runs and that its user may connect"
 )
@@ -131,6 +139,7 @@ class DoctorTimeouts:
     tool_probe_s: float = 15.0
     model_total_s: float = 20.0
     database_s: float = 5.0
+    fetch_s: float = 15.0  # the fetch probe, at most (and at most repo_fetch_timeout_s)
 
 
 @dataclass(frozen=True)
@@ -216,7 +225,15 @@ def run_doctor(
         def database() -> list[Check]:
             return [database_check_of(settings, timeouts), *_webhook(settings)]
 
-        groups = [("gitlab", _GITLAB_FIX, gitlab), *groups, ("database", _DATABASE_FIX, database)]
+        def repository() -> list[Check]:
+            return repository_checks(settings, options.project, timeouts)
+
+        groups = [
+            ("gitlab", _GITLAB_FIX, gitlab),
+            *groups,
+            ("database", _DATABASE_FIX, database),
+            ("repository", _REPOSITORY_FIX, repository),
+        ]
     started = [(name, fix, _Background(group)) for name, fix, group in groups]
     checks = [settings_check(settings, options.settings_source)]
     allowed_s = group_deadline_s(timeouts, options.model_only)
@@ -238,9 +255,19 @@ def group_deadline_s(timeouts: DoctorTimeouts, model_only: bool) -> float:
     if model_only:
         return timeouts.model_total_s + GROUP_OVERRUN_GRACE_S
     return (
-        max(GITLAB_STEPS * _gitlab_step_s(timeouts), timeouts.model_total_s, timeouts.database_s)
+        max(
+            GITLAB_STEPS * _gitlab_step_s(timeouts),
+            timeouts.model_total_s,
+            timeouts.database_s,
+            _repository_s(timeouts),
+        )
         + GROUP_OVERRUN_GRACE_S
     )
+
+
+def _repository_s(timeouts: DoctorTimeouts) -> float:
+    """The repository group: reading the project, then the fetch probe."""
+    return _gitlab_step_s(timeouts) + timeouts.fetch_s + DEADLINE_GRACE_S
 
 
 def _gitlab_step_s(timeouts: DoctorTimeouts) -> float:
@@ -322,6 +349,72 @@ def _project_role(client: GitLabClient, project: str, user: dict, step_s: float)
     except (GitLabError, CheckTimeoutError) as error:
         return Check("project role", Status.FAIL, str(error), GITLAB_TOKEN_FIX)
     return project_role_check(project, username, level)
+
+
+# ---------------------------------------------------------------------------------------------
+# Where the repository comes from
+
+
+def repository_checks(
+    settings: Settings, project: str | None, timeouts: DoctorTimeouts
+) -> list[Check]:
+    """git on PATH and the cache on; the cache folder writable and its size; with
+    ``project``, a fetch of its default branch within the fetch timeout."""
+    try:
+        version: str | None = git_version()
+    except GitError:
+        version = None
+    cache_on = settings.repo_cache_max_bytes > 0
+    checks = [repository_source_check(version, cache_on, settings.repo_cache_dir)]
+    if version is None or not cache_on:
+        return checks
+    root = Path(settings.repo_cache_dir)
+    problem = _not_writable(root)
+    size = cache_size(root) if problem is None else 0
+    checks.append(repository_cache_check(str(root), problem, size, settings.repo_cache_max_bytes))
+    if problem is None and project is not None and settings.gitlab_url and settings.gitlab_token:
+        checks.append(_fetch_check(settings, project, timeouts))
+    return checks
+
+
+def _not_writable(root: Path) -> str | None:
+    """Why no clone can be written under ``root``, or None."""
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        probe = root / f".doctor-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as error:
+        return f"cannot write in {root}: {error.strerror or error}"
+    return None
+
+
+def _fetch_check(settings: Settings, project: str, timeouts: DoctorTimeouts) -> Check:
+    url, token = require_gitlab_settings(settings)
+    limit_s = min(settings.repo_fetch_timeout_s, timeouts.fetch_s)
+    client = GitLabClient(
+        GitLabSettings(url=url, token=token, timeout_s=timeouts.gitlab_s, max_retries=0)
+    )
+    try:
+        record = within(_gitlab_step_s(timeouts), lambda: client.project(project))
+        path, branch = str(record["path_with_namespace"]), str(record.get("default_branch") or "")
+    except (GitLabError, CheckTimeoutError, KeyError) as error:
+        return repository_fetch_check(f"project {project}", None, first_line(error), limit_s)
+    finally:
+        client.close()
+    what = f"{branch or 'the default branch'} of {path}"
+    if not branch:
+        return repository_fetch_check(what, None, "the project has no default branch", limit_s)
+    remote = ProjectRemote(url, record.get("id", project), path, token=token)
+    started = time.monotonic()
+    try:
+        within(
+            limit_s + DEADLINE_GRACE_S,
+            lambda: probe_fetch(Path(settings.repo_cache_dir), remote, branch, limit_s),
+        )
+    except (CacheError, CheckTimeoutError) as error:
+        return repository_fetch_check(what, None, str(error), limit_s)
+    return repository_fetch_check(what, time.monotonic() - started, None, limit_s)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -28,6 +28,7 @@ import fcntl
 import os
 import re
 import shutil
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,7 +40,15 @@ from reviewbot.redaction import scrub_secrets
 from reviewbot.repo.git_view import GitTreeView
 from reviewbot.repo.tree import SHORT_SHA
 
-__all__ = ["CacheError", "CachedView", "ProjectRemote", "RepoCache", "cache_size"]
+__all__ = [
+    "CacheError",
+    "CachedView",
+    "ProjectRemote",
+    "RepoCache",
+    "cache_size",
+    "fetch_into",
+    "probe_fetch",
+]
 
 REF_PREFIX = "refs/reviewbot/"
 GIT_SUFFIX = ".git"
@@ -176,28 +185,7 @@ class RepoCache:
         building.rename(repo)
 
     def _fetch(self, remote: ProjectRemote, repo: Path, sha: str) -> None:
-        header = remote.header()
-        try:
-            fetch_commit(
-                repo,
-                remote.url,
-                sha,
-                f"{REF_PREFIX}{sha}",
-                header=header,
-                timeout_s=self.fetch_timeout_s,
-            )
-        except GitTimeoutError:
-            raise CacheError(
-                f"git fetch of {sha[:SHORT_SHA]} from {remote.url} took longer than "
-                f"{self.fetch_timeout_s:g} s"
-            ) from None
-        except GitError as error:
-            text = scrub_secrets(str(error)) or ""
-            if remote.token:
-                text = text.replace(remote.token, "***")
-            if any(sign in text for sign in REFUSED_SIGNS):
-                text = REFUSED_TEXT
-            raise CacheError(f"{text} ({remote.url} at {sha[:SHORT_SHA]})") from None
+        fetch_into(repo, remote, sha, f"{REF_PREFIX}{sha}", self.fetch_timeout_s)
         self.fetches += 1
 
     def evict(self) -> list[Path]:
@@ -214,6 +202,37 @@ class RepoCache:
                 total -= sizes[clone]
                 removed.append(clone)
         return removed
+
+
+def fetch_into(repo: Path, remote: ProjectRemote, rev: str, ref: str, timeout_s: float) -> None:
+    """Fetch ``rev`` (a SHA, or a branch) of ``remote`` into ``ref`` of ``repo``; CacheError,
+    one line without the token, when git fails or takes longer than ``timeout_s``."""
+    try:
+        fetch_commit(repo, remote.url, rev, ref, header=remote.header(), timeout_s=timeout_s)
+    except GitTimeoutError:
+        raise CacheError(
+            f"git fetch of {rev[:SHORT_SHA]} from {remote.url} took longer than {timeout_s:g} s"
+        ) from None
+    except GitError as error:
+        text = scrub_secrets(str(error)) or ""
+        if remote.token:
+            text = text.replace(remote.token, "***")
+        if any(sign in text for sign in REFUSED_SIGNS):
+            text = REFUSED_TEXT
+        raise CacheError(f"{text} ({remote.url} at {rev[:SHORT_SHA]})") from None
+
+
+def probe_fetch(root: Path, remote: ProjectRemote, branch: str, timeout_s: float) -> None:
+    """Fetch ``branch`` of ``remote`` (depth 1) into a throw-away bare clone under ``root``
+    (``reviewbot doctor``: does a fetch work in time from this host?); CacheError if not."""
+    root.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".doctor-", dir=root) as folder:
+        repo = Path(folder) / f"probe{GIT_SUFFIX}"
+        try:
+            init_bare(repo)
+        except GitError as error:
+            raise CacheError(f"cannot create a clone in {root}: {error}") from None
+        fetch_into(repo, remote, branch, f"{REF_PREFIX}doctor", timeout_s)
 
 
 def _companion(clone: Path, suffix: str) -> Path:

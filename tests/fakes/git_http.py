@@ -15,13 +15,17 @@ Like the rest of the fake, this does not import reviewbot.
 from __future__ import annotations
 
 import base64
+import gzip
 import os
 import re
+import shutil
 import subprocess
 from http import HTTPStatus
 from pathlib import Path
 from typing import BinaryIO
 
+# git, found once: a test may take git off the PATH of the code under test, not off the fake's.
+GIT = shutil.which("git") or "git"
 GIT_PATH = re.compile(r"\A/(?P<project>.+?)\.git(?P<rest>/info/refs|/git-upload-pack)\Z")
 GIT_SCOPES = frozenset({"api", "read_repository"})
 BACKEND_TIMEOUT_S = 60
@@ -49,12 +53,20 @@ def basic_auth_password(authorization: str) -> str | None:
     return password if separator and user else None
 
 
+def asks_for_objects(body: bytes, headers: dict[str, str]) -> bool:
+    """Whether an upload-pack request is a fetch (v2 ``command=fetch``, v0 ``want``), not a
+    v2 ``ls-refs``."""
+    if headers.get("content-encoding") == "gzip":
+        body = gzip.decompress(body)
+    return b"command=fetch" in body or body[4:9] == b"want "
+
+
 def http_backend(
     repo: Path, method: str, rest: str, query: str, headers: dict[str, str], body: bytes
 ) -> tuple[int, dict[str, str], bytes]:
     """Run ``git http-backend`` for one request on the repository ``repo`` (a work tree)."""
     env = {
-        "PATH": os.environ.get("PATH", ""),
+        "PATH": os.pathsep.join([os.path.dirname(GIT), os.environ.get("PATH", "")]),
         "HOME": os.environ.get("HOME", "/"),
         "GIT_PROJECT_ROOT": str(repo),
         "GIT_HTTP_EXPORT_ALL": "1",
@@ -75,7 +87,7 @@ def http_backend(
     if "content-encoding" in headers:
         env["HTTP_CONTENT_ENCODING"] = headers["content-encoding"]
     done = subprocess.run(
-        ["git", "http-backend"],
+        [GIT, "http-backend"],
         input=body,
         capture_output=True,
         env=env,

@@ -75,9 +75,11 @@ from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
 
 from tests.fakes.git_http import (
     ACCESS_DENIED,
+    GIT,
     GIT_PATH,
     GIT_SCOPES,
     PROJECT_NOT_FOUND_TEXT,
+    asks_for_objects,
     basic_auth_password,
     http_backend,
     read_chunked,
@@ -210,7 +212,7 @@ class ApiError(Exception):
 
 def _git(repo: Path, *args: str) -> bytes:
     return subprocess.run(
-        ["git", "-C", str(repo), *args],
+        [GIT, "-C", str(repo), *args],
         check=True,
         capture_output=True,
         timeout=GIT_TIMEOUT_SECONDS,
@@ -512,6 +514,7 @@ class FakeGitLab:
         self._canned: list[CannedAnswer] = []
         self.git_requests: list[tuple[str, str]] = []  # (method, path) of git over HTTP
         self._git_stalled = False
+        self._git_fetch_count = 0
         self._git_release = threading.Event()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -598,6 +601,14 @@ class FakeGitLab:
             self._projects[pid] = project
             return self._project_json(project)
 
+    def set_repository(self, project: str | int, repo_dir: str | Path, default_branch: str) -> None:
+        """Give ``project`` the real repository at ``repo_dir`` (its tree, raw files, git
+        over HTTP) without opening a merge request."""
+        with self._lock:
+            proj = self._project(project)
+            proj.repo = Path(repo_dir)
+            proj.default_branch = default_branch
+
     def add_mr_from_git(
         self,
         project: str | int,
@@ -652,9 +663,10 @@ class FakeGitLab:
             self._git_stalled = on
 
     def git_fetches(self) -> int:
-        """How many fetches git made (its ``git-upload-pack`` POSTs that carried a request)."""
+        """How many fetches git made: ``git-upload-pack`` requests that ask for objects
+        (protocol v2 ``command=fetch``, or v0 ``want`` lines), not ref listings."""
         with self._lock:
-            return sum(1 for method, path in self.git_requests if method == "POST")
+            return self._git_fetch_count
 
     def add_faults(self, *faults: str) -> None:
         """Queue faults, one per request: "429", "429-date" (Retry-After as an HTTP date),
@@ -880,6 +892,7 @@ class FakeGitLab:
             "path_with_namespace": project.path_with_namespace,
             "created_at": project.created_at,
             "default_branch": project.default_branch,
+            "http_url_to_repo": f"{self.url}/{project.path_with_namespace}.git",
             "visibility": "private",
             "archived": False,
             "web_url": f"{self.url}/{project.path_with_namespace}",
@@ -1147,6 +1160,8 @@ class FakeGitLab:
         with self._lock:
             self.requests.append((method, path))
             self.git_requests.append((method, path))
+            if method == "POST" and asks_for_objects(body, headers):
+                self._git_fetch_count += 1
             stalled = self._git_stalled
             record = self._tokens.get(basic_auth_password(headers.get("authorization", "")) or "")
             project = next(
