@@ -26,9 +26,13 @@ from tests.fakes.vllm_server import (
     DEEP_ARGUMENT_LEVELS,
     HALLUCINATED_PATH,
     THINK_END_GAP,
+    ChatRequest,
     FakeVLLM,
     LatencyModel,
     MalformedCalls,
+    evidence_findings,
+    parse_prompt_diff,
+    repository_calls,
 )
 
 SYSTEM_PROMPT = (
@@ -964,3 +968,59 @@ def test_stop_frees_the_port_and_threads():
     assert set(threading.enumerate()) <= before
     with pytest.raises(OSError), socket.create_connection((host, int(port)), timeout=1):
         pass
+
+
+# --- the needs-evidence rule and tool rounds (tests/fakes/vllm_server.py, "Tool rounds") ------
+
+
+def _evidence_request(diff_lines: list[str], *extra: dict, tools: bool = True) -> ChatRequest:
+    from reviewbot.repo.tools import RepositoryTools
+    from reviewbot.repo.view import MemoryView
+
+    diff = '<file path="app.py" status="modified">\n' + "\n".join(diff_lines) + "\n</file>\n"
+    body: dict = {"messages": [{"role": "user", "content": diff}, *extra]}
+    if tools:
+        body["tools"] = RepositoryTools(MemoryView("0" * 40, {})).schemas()
+    return ChatRequest.from_body(body)
+
+
+def test_a_marker_on_the_added_line_itself_is_no_evidence() -> None:
+    own = ["+ 3 | user = find_user(name)  # hazard(find_user): may return None"]
+    request = _evidence_request(own)
+    assert evidence_findings(request, parse_prompt_diff(request.diff_text())) == []
+    elsewhere = [*own, "  9 | def find_user(name):  # hazard(user): may be None"]
+    request = _evidence_request(elsewhere)
+    [finding] = evidence_findings(request, parse_prompt_diff(request.diff_text()))
+    assert (finding["line"], finding["title"]) == (3, "user: may be None")  # one per line, first S
+
+
+def test_a_tool_answer_holding_the_marker_is_evidence() -> None:
+    answer = {"role": "tool", "tool_call_id": "x", "content": "def f(): # hazard(f): raises"}
+    request = _evidence_request(["+ 2 | f()"], answer)
+    [finding] = evidence_findings(request, parse_prompt_diff(request.diff_text()))
+    assert finding["title"] == "f: raises" and finding["severity"] == "major"
+
+
+def test_the_fake_asks_for_unseen_definitions_once_and_never_for_builtins() -> None:
+    lines = ["+ 2 | total = len(helper(x)) + parse(y)", "  5 | def parse(text):"]
+    request = _evidence_request(lines)
+    calls = repository_calls(request, parse_prompt_diff(request.diff_text()), True, False)
+    assert calls == [("find_definition", {"symbol": "helper"})]
+    asked = {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [
+            {
+                "id": "c1",
+                "type": "function",
+                "function": {"name": "find_definition", "arguments": '{"symbol": "helper"}'},
+            }
+        ],
+    }
+    located = "lib.py:10-12 (function_definition)\n   10 | def helper(x):"
+    answered = {"role": "tool", "tool_call_id": "c1", "content": located}
+    again = _evidence_request(lines, asked, answered)
+    reads = repository_calls(again, parse_prompt_diff(again.diff_text()), True, False)
+    assert reads == [("read_file", {"path": "lib.py", "start_line": 10, "end_line": 50})]
+    without_tools = _evidence_request(lines, tools=False)
+    assert repository_calls(without_tools, [], True, False) == []
