@@ -504,6 +504,7 @@ class Settings:
             _check_choice("categories", category, CATEGORIES)
         _check_choice("publish_mode", self.publish_mode, PUBLISH_MODES)
         _check_choice("llm_backend", self.llm_backend, LLM_BACKENDS)
+        _check_choice("tools", self.tools, TOOLS_CHOICES)
         for item in fields(self):
             bounds = item.metadata.get(BOUNDS_KEY)
             if isinstance(bounds, Bounds):
