@@ -55,6 +55,9 @@ CALL_COLUMNS = (
     ("calls", "tool_calls"),
     ("invalid", "invalid_tool_calls"),
     ("repaired", "repaired_tool_calls"),
+    ("round", "tool_round"),
+    ("repo calls", "repo_tool_calls"),
+    ("tool tokens", "tool_answer_tokens"),
 )
 
 

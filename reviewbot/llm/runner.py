@@ -267,7 +267,7 @@ class ChunkRunner:
             if isinstance(failure, OutputModeRefusedError):
                 self._keep(tries, mode, attempt, OUTCOME_MODE_UNSUPPORTED, error=str(failure))
                 self._downgrade(mode, str(failure))
-                tries.messages = None  # another mode cannot hold tool calls: from the prompt
+                tries.messages = tries.prompt_tokens = None  # no tool calls in another mode
                 continue
             if failure is not None:
                 self._keep(tries, mode, attempt, OUTCOME_ERROR, error=str(failure))
@@ -277,7 +277,7 @@ class ChunkRunner:
             if mode == MODE_JSON_SCHEMA and format_ignored(answer):
                 self._keep(tries, mode, attempt, OUTCOME_FORMAT_IGNORED)
                 self._downgrade(mode, "the server ignored response_format")
-                tries.messages = None
+                tries.messages = tries.prompt_tokens = None
                 continue
             result = self._read(tries, mode, attempt, answer, gate, current)
             if result is not None:
@@ -353,7 +353,7 @@ class ChunkRunner:
                 tries.records[-1], outcome=OUTCOME_CONTEXT_OVERFLOW, error=self._one_line(fitted)
             )
             return tries.result([], overflow=True)
-        continuation, messages = fitted
+        continuation, messages, tries.prompt_tokens = fitted
         tries.records[-1] = dataclasses.replace(
             tries.records[-1],
             repo_tool_calls=continuation.repo_calls,
@@ -365,7 +365,7 @@ class ChunkRunner:
 
     def _fitted(
         self, rounds: ToolRounds, current: ChunkRequest, answer: ModelAnswer, parsed: ParsedAnswer
-    ) -> tuple[Continuation, list[dict]] | str:
+    ) -> tuple[Continuation, list[dict], int | None] | str:
         """The round's continuation cut to fit the context (its answers get no more room than
         the prompt, the answer and max_output_tokens leave), or why it cannot fit."""
         limit = current.max_model_len or self.backend.server_info().max_model_len
@@ -389,7 +389,7 @@ class ChunkRunner:
             tokens = self._turn_tokens(turn, continuation.messages, answer.prompt_tokens)
             why = self._overflow(turn, tokens, "the tool round") or ""
             if not why:
-                return continuation, messages
+                return continuation, messages, tokens
             assert tokens is not None and limit is not None
             room = max(0, room - (tokens + output - limit) - framing)
         return why

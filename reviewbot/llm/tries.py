@@ -77,6 +77,7 @@ class ChunkTries:
     messages: list[dict] | None = None  # the conversation after tool rounds (None: the prompt)
     kept: list[dict] = field(default_factory=list)  # findings read in tool-round answers
     outstanding: list[AnsweredCall] = field(default_factory=list)  # unreadable in tool rounds
+    prompt_tokens: int | None = None  # the conversation's size after the last tool round
 
     def current(self, mode: str) -> ChunkRequest:
         """The request to send now: the conversation so far, with the tools this round and
@@ -88,8 +89,12 @@ class ChunkTries:
                 tools = self.rounds.tools_for(tools)
             else:
                 tools = without_tools(tools, request.repository.names)
-        messages = self.messages if self.messages is not None else request.messages
-        return dataclasses.replace(request, messages=messages, tools=tools)
+        if self.messages is None:
+            return dataclasses.replace(request, tools=tools)
+        tokens = self.prompt_tokens or request.prompt_tokens
+        return dataclasses.replace(
+            request, messages=self.messages, tools=tools, prompt_tokens=tokens
+        )
 
     def with_kept(self, calls: list[dict]) -> list[dict]:
         """The tool rounds' findings, then ``calls`` but those already read."""
