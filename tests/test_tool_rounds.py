@@ -324,3 +324,18 @@ def test_without_tool_calls_the_json_schema_mode_offers_no_repository_tools() ->
     assert result.tools == (
         "not offered: the model server answers in the json_schema mode, which cannot call tools"
     )
+
+
+def test_a_repository_call_after_the_budget_is_spent_gets_a_repair_turn_saying_so(
+    evidence_fake: FakeVLLM,
+) -> None:
+    evidence_fake.needs_evidence = False
+    evidence_fake.script_tool_calls(("list_directory", {"path": ""}))
+    evidence_fake.script_tool_calls(("read_file", {"path": "db.py"}), offered_or_not=True)
+    risky = NEW_APP + "\n\ndef parse(text):\n    return eval(text)\n"
+    result = review(evidence_fake, new=risky, tool_rounds=1)
+    assert [c.outcome for c in result.calls] == ["tool_round", "invalid_calls", "repair"]
+    assert result.complete and result.repaired_calls == 1
+    repair = evidence_fake.requests[-1]["messages"][-1]["content"]
+    assert "read_file is not offered any more: the tool budget of this part is spent" in repair
+    assert ("app.py", 10, "Use of eval() on dynamic input") in titles(result)

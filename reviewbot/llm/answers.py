@@ -121,6 +121,7 @@ def parse_answer(
     mode: str,
     tools: Sequence[Mapping[str, Any]],
     repository_names: frozenset[str] = frozenset(),
+    spent_names: frozenset[str] = frozenset(),
 ) -> ParsedAnswer:
     """The ``report_finding`` calls of an answer, readable or not, in the order given.
 
@@ -129,12 +130,18 @@ def parse_answer(
     calls is not a finding. Each call's arguments are checked against the tool's parameters in
     ``tools``. A tool call named in ``repository_names`` (the repository tools this request
     offered) is no finding and no unreadable call: it goes to ``repository``, to be answered.
+    A call to one in ``spent_names`` (repository tools no longer offered: the chunk's tool
+    budget is spent) is unreadable with that reason, so its repair turn says so.
     """
     parameters = tool_parameters(tools).get(DEFAULT_FINDINGS_TOOL, {})
     parsed = ParsedAnswer()
     for call in answer.tool_calls:
         if call.name in repository_names:
             parsed.repository.append(call)
+            continue
+        if call.name in spent_names:
+            reason = f"{call.name} is not offered any more: the tool budget of this part is spent"
+            parsed.entries.append(AnsweredCall(None, reason, call.id, call.name, call.arguments))
             continue
         parsed.entries.append(_tool_call_entry(call, parameters))
     content = strip_reasoning(answer.content)

@@ -295,7 +295,8 @@ class ChunkRunner:
         """The chunk's result from a try's answer, or None to ask again (without streaming,
         or, after a tool round, with the tools' answers)."""
         offered = _offered_repository(current, mode)
-        parsed = parse_answer(answer, mode, current.tools, offered)
+        spent = current.repository.names - offered if current.repository else frozenset()
+        parsed = parse_answer(answer, mode, current.tools, offered, spent)
         if parsed.repository and answer.finish_reason != FINISH_LENGTH:
             return self._tool_round(tries, mode, attempt, answer, parsed, current)
         if empty_tool_calls(answer, parsed):

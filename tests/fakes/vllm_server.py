@@ -1709,7 +1709,7 @@ class FakeVLLM:
         self.malformed = malformed
         self.needs_evidence = needs_evidence
         self.tool_loop = tool_loop
-        self._scripted: deque[tuple[list[tuple[str, dict[str, Any]]], bool]] = deque()
+        self._scripted: deque[tuple[list[tuple[str, dict[str, Any]]], bool, bool]] = deque()
         self.requests: list[dict[str, Any]] = []  # chat request bodies
         self.paths: list[str] = []  # "METHOD /path" of every request, in order
         self._canned: dict[str, tuple[int, str, str]] = {}
@@ -1789,14 +1789,18 @@ class FakeVLLM:
             self._canned[route] = (status, body, content_type)
 
     def script_tool_calls(
-        self, *calls: tuple[str, dict[str, Any]], with_findings: bool = False
+        self,
+        *calls: tuple[str, dict[str, Any]],
+        with_findings: bool = False,
+        offered_or_not: bool = False,
     ) -> None:
         """The next request that offers every tool named in ``calls`` (tool choice auto) is
         answered with exactly these calls, (name, arguments) each, as a model that sends
         whatever it likes (hostile paths and patterns); ``with_findings``: the diff's findings
-        too, as report_finding calls before them. Scripts are used first in, first out."""
+        too, as report_finding calls before them; ``offered_or_not``: the next request with
+        tools at all (a model calling a tool it was not offered). First in, first out."""
         with self._lock:
-            self._scripted.append((list(calls), with_findings))
+            self._scripted.append((list(calls), with_findings, offered_or_not))
 
     def _scripted_calls(
         self, request: ChatRequest
@@ -1805,10 +1809,11 @@ class FakeVLLM:
         with self._lock:
             if not self._scripted or request.tool_choice != "auto":
                 return None
-            calls = self._scripted[0][0]
-            if not {name for name, _ in calls} <= offered:
+            calls, _, offered_or_not = self._scripted[0]
+            if not offered_or_not and not {name for name, _ in calls} <= offered:
                 return None
-            return self._scripted.popleft()
+            calls, with_findings, _ = self._scripted.popleft()
+            return calls, with_findings
 
     def add_faults(self, *faults: str) -> None:
         unknown = set(faults) - KNOWN_FAULTS
