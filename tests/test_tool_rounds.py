@@ -339,3 +339,14 @@ def test_a_repository_call_after_the_budget_is_spent_gets_a_repair_turn_saying_s
     repair = evidence_fake.requests[-1]["messages"][-1]["content"]
     assert "read_file is not offered any more: the tool budget of this part is spent" in repair
     assert ("app.py", 10, "Use of eval() on dynamic input") in titles(result)
+
+
+def test_a_tool_round_that_fails_retryably_is_sent_again_with_the_same_conversation(
+    evidence_fake: FakeVLLM,
+) -> None:
+    evidence_fake.add_faults("none", "http_503")  # the first tool round's request: 503 once
+    result = review(evidence_fake)
+    assert result.complete and ("app.py", CALL_LINE, EVIDENCE_TITLE) in titles(result)
+    assert [(c.tool_round, c.retries) for c in result.calls] == [(0, 0), (1, 1)]
+    failed, resent = evidence_fake.requests[1:3]
+    assert failed["messages"] == resent["messages"] and failed["tools"] == resent["tools"]
