@@ -1,5 +1,5 @@
 """`reviewbot eval`: scoring rules on plain data, dataset errors, and the team's small dataset
-(tests/fixtures/eval) reviewed by the fake vLLM, whose fixed patterns give exact numbers:
+(tests/fixtures/eval/team) reviewed by the fake vLLM, whose fixed patterns give exact numbers:
 
 - 01-eval-calls: eval() on lines 5 and 9, one labelled line (6): with ±3 one match, one FP;
   with ±0 no match (2 FP, 1 FN).
@@ -27,7 +27,7 @@ from reviewbot.store import Store, upgrade
 from tests.fakes.vllm_server import FakeVLLM
 from tests.store_fixtures import store_url  # noqa: F401
 
-DATASET = Path(__file__).parent / "fixtures" / "eval"
+DATASET = Path(__file__).parent / "fixtures" / "eval" / "team"
 
 
 def _found(line: int | None, path: str = "a.py", side: str = "new", category: str = "bug"):
