@@ -285,7 +285,9 @@ def _evidence(value: Any, where: str, head: dict[str, str]) -> Evidence | None:
         raise DatasetError(f"{where}: evidence line must be a positive integer")
     lines = len(head[path].splitlines())
     if line > lines:
-        raise DatasetError(f"{where}: evidence line {line} is past the end of {path} ({lines} lines)")
+        raise DatasetError(
+            f"{where}: evidence line {line} is past the end of {path} ({lines} lines)"
+        )
     return Evidence(path, line)
 
 

@@ -102,6 +102,7 @@ PIPELINE = {
     "reviewbot.report",
     "reviewbot.report_html",
     "reviewbot.eval",
+    "reviewbot.compare",
     # the services the commands run: the CI job, the worker, the listener, the ops tools
     "reviewbot.ci",
     "reviewbot.worker",
