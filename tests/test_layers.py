@@ -92,6 +92,7 @@ ADAPTERS = {
     "reviewbot.store.job_queries",
     "reviewbot.store.slot_queries",
     "reviewbot.store.report_queries",
+    "reviewbot.store.eval_queries",
 }
 PIPELINE = {
     "reviewbot.app",
