@@ -114,7 +114,7 @@ def _scores_table(configurations: Sequence[Mapping[str, Any]]) -> Table:
     table = Table("configuration", "TP", "FP", "FN", "precision", "recall", "F1", "mean F1")
     for entry in configurations:
         if not entry["complete"]:
-            add_row(table, entry["name"], f"incomplete: {entry['incomplete']}", *[""] * 6)
+            add_row(table, entry["name"], "incomplete", *[""] * 6)
             continue
         total = entry["total"]
         add_row(
@@ -172,6 +172,9 @@ def print_comparison(document: Mapping[str, Any], out: Console) -> None:
     out.print(_pairs_table(document["pairs"]))
     for pair in document["pairs"]:
         out.print(data(pair["verdict"]))
+    for entry in document["configurations"]:
+        if not entry["complete"]:
+            out.print(data(f"{entry['name']} is incomplete: {entry['incomplete']}"))
     first = next((c for c in document["configurations"] if c["complete"]), None)
     model = f"model {first['model']}, prompt {first['prompt_version']}, " if first else ""
     out.print(
