@@ -669,7 +669,11 @@ def settings_values(
     table = dict(_settings_table(top, source))
     extras = {key: top[key] for key in extra_keys if key in top}
     extras |= {key: table.pop(key) for key in extra_keys if key in table}
-    return _from_mapping(table, source), extras
+    try:
+        return _from_mapping(table, source), extras
+    except ConfigError as error:  # a value that cannot be coerced names the setting only
+        message = str(error)
+        raise ConfigError(message if source in message else f"{source}: {message}") from None
 
 
 def with_values(settings: Settings, values: Mapping[str, Any], source: str) -> Settings:
