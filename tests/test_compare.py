@@ -311,6 +311,21 @@ def test_a_comparison_is_printed_stored_and_shown_by_the_report(
     assert "Latest eval comparison" in html and "scope vs diff-only" in html
 
 
+def test_a_hostile_configuration_name_is_neutralised_in_the_report(
+    vllm: Any, tmp_path: Path
+) -> None:
+    database = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    hostile = "@all <img src=x> | /close"
+    named = str(_write(tmp_path, "named.toml", f"name = {json.dumps(hostile)}\n"))
+    result = _invoke(vllm, database, str(TEAM), "--compare", _configs(tmp_path)[0], named)
+    assert result.exit_code == 0, result.output
+    report = _report(database, tmp_path / "report")
+    assert report["eval_comparison"]["configurations"][1]["name"] == hostile
+    markdown = (tmp_path / "report" / "report.md").read_text()
+    assert "`@all` &lt;img src=x&gt; \\| /close" in markdown and "<img" not in markdown
+    assert "<img" not in (tmp_path / "report" / "report.html").read_text()
+
+
 def test_the_tables_show_scores_cost_pairs_and_the_verdict(
     vllm: Any,
     tmp_path: Path,
