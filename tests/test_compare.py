@@ -358,7 +358,7 @@ def test_a_plain_eval_run_records_its_cost(vllm: Any, tmp_path: Path) -> None:
     ("args", "message"),
     [
         (["--compare", "ONE"], "at least 2 configuration files, got 1"),
-        (["ONE", "TWO"], "CONFIG_FILES are configurations to compare: give --compare"),
+        (["ONE", "TWO"], "(CONFIG_FILES...) are configurations: give --compare"),
         (["--compare", "ONE", "BAD"], "bad.toml: unknown setting 'tool_rounds_typo'"),
         (["--compare", "ONE", "MISSING"], "missing.toml: no such file"),
     ],

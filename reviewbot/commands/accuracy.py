@@ -257,7 +257,8 @@ def _print_written(
 
 @click.command("eval")
 @click.argument("dataset_dir", type=PathName())  # what is there: reviewbot.eval says
-@click.argument("config_files", nargs=-1, type=PathName())  # reviewbot.compare reads them
+# reviewbot.compare reads them
+@click.argument("config_files", nargs=-1, type=PathName(), metavar="CONFIG_FILES...")
 @click.option(
     "--compare",
     is_flag=True,
@@ -299,7 +300,9 @@ def eval_command(
 
     overrides = {"llm_base_url": base_url, "llm_model": model, "database_url": database_url}
     if config_files and not compare:
-        raise BadInputError("CONFIG_FILES are configurations to compare: give --compare")
+        raise BadInputError(
+            "the files after DATASET_DIR (CONFIG_FILES...) are configurations: give --compare"
+        )
     if compare:
         from reviewbot.commands.compare import compare_command_run
 
