@@ -72,6 +72,7 @@ __all__ = [
     "pair_results",
     "paired_bootstrap",
     "pairs_of",
+    "read_configuration",
     "read_configurations",
 ]
 
@@ -183,15 +184,12 @@ def compare(
     review: Callable[[Configuration], Callable[[EvalItem], ItemReview]],
     *,
     tolerance: int = DEFAULT_TOLERANCE,
-    on_configuration: Callable[[Configuration], None] | None = None,
     on_item: Callable[[Configuration, ItemScore], None] | None = None,
 ) -> list[ConfigurationResult]:
     """Review and score ``items`` under each configuration, in order (``review`` gives the item
     reviewer of one configuration); an incomplete item makes its configuration incomplete."""
     results = []
     for configuration in configurations:
-        if on_configuration is not None:
-            on_configuration(configuration)
 
         def scored(score: ItemScore, configuration: Configuration = configuration) -> None:
             if on_item is not None:
