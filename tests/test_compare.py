@@ -331,11 +331,16 @@ def test_the_tables_show_scores_cost_pairs_and_the_verdict(
     tmp_path: Path,
 ) -> None:
     database = f"sqlite:///{tmp_path / 'db.sqlite'}"
-    result = _invoke(vllm, database, str(TEAM), "--compare", *_configs(tmp_path))
+    # only critical findings: 02's "== None" (minor, unlabelled) is no longer an FP there
+    critical = str(_write(tmp_path, "critical.toml", 'min_severity = "critical"\n'))
+    result = _invoke(vllm, database, str(TEAM), "--compare", *_configs(tmp_path), critical)
     assert result.exit_code == 0, result.output
     for words in ("mean F1", "prompt tokens", "95% interval", "mean ΔF1", "wall s"):
         assert words in result.stdout
     assert "no difference beyond noise between scope and diff-only" in result.stdout
+    assert "no difference beyond noise between critical and diff-only" in result.stdout
+    changed = [line for line in result.stdout.splitlines() if "02-sql-and-off-by-one" in line]
+    assert len(changed) == 2 and all("0.500" in line and "+0.167" in line for line in changed)
     assert "stored as eval comparison 1" in result.stdout
 
 

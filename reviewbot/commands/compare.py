@@ -165,10 +165,31 @@ def _pairs_table(pairs: Sequence[Mapping[str, Any]]) -> Table:
     return table
 
 
+def _changes_table(pairs: Sequence[Mapping[str, Any]]) -> Table | None:
+    """The items whose F1 differs, per pair (the unchanged ones are only counted)."""
+    table = Table("pair B vs A", "item", "F1 of A", "F1 of B", "ΔF1")
+    for pair in pairs:
+        for row in pair["differences"]:
+            if row["difference"]:
+                add_row(
+                    table,
+                    f"{pair['b']} vs {pair['a']}",
+                    row["item"],
+                    _ratio(row["a_f1"]),
+                    _ratio(row["b_f1"]),
+                    f"{row['difference']:+.3f}",
+                )
+    return table if table.row_count else None
+
+
 def print_comparison(document: Mapping[str, Any], out: Console) -> None:
-    """Scores and cost per configuration, then each pair with its interval and verdict."""
+    """Scores and cost per configuration, the items whose F1 differs in each pair, then each
+    pair with its interval and verdict."""
     out.print(_scores_table(document["configurations"]))
     out.print(_cost_table(document["configurations"]))
+    changes = _changes_table(document["pairs"])
+    if changes is not None:
+        out.print(changes)
     out.print(_pairs_table(document["pairs"]))
     for pair in document["pairs"]:
         out.print(data(pair["verdict"]))
