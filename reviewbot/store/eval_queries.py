@@ -71,8 +71,8 @@ def insert_comparison(
 
 
 def latest_comparison(connection: Connection, until: datetime) -> dict[str, Any] | None:
-    """The newest comparison started before ``until`` with its eval runs (in the order of its
-    configurations, without their per-item results), or None."""
+    """The newest comparison started before ``until`` with its eval runs under ``runs``, keyed
+    by configuration name (without their per-item results), or None."""
     found = (
         connection.execute(
             select(EvalComparisonRow)
