@@ -5,15 +5,17 @@ Precedence, lowest first: defaults < TOML file (``--config`` or ``$REVIEWBOT_CON
 A repository may carry ``.reviewbot.toml`` with review-policy keys only (``REPO_KEYS``).
 Secrets (tokens, API keys) are excluded from ``repr`` and from ``describe()``.
 
-Part of the core, with one door to the process: everything here takes values and returns
-values (the ``Settings`` fields; the parsing and checking of given TOML text, mappings and
-``REVIEWBOT_*`` strings; :func:`apply_repo_overrides`), except :func:`load_settings`, the one
-function of the core that reads the process's environment (``os.environ``, unless an ``env``
-mapping is handed in) and a settings file (through :mod:`reviewbot.input_files`). Whoever
-starts a process calls it once (``App.from_config``, ``reviewbot.ci``, the ``plan``, ``review``
-and ``doctor`` commands) and passes the ``Settings`` on. The default ``database_url`` is a
-file in the user data folder (platformdirs finds it from the environment); nothing here opens
-it. tests/test_layers.py checks that no other function of the core reads the environment.
+Part of the core, with one door to the process: everything here takes values and returns values
+(the ``Settings`` fields; the parsing and checking of given TOML text, mappings and
+``REVIEWBOT_*`` strings; :func:`apply_repo_overrides`, :func:`settings_values` and
+:func:`with_values` for the configurations ``reviewbot eval --compare`` is given), except
+:func:`load_settings`, the one function of the core that reads the process's environment
+(``os.environ``, unless an ``env`` mapping is handed in) and a settings file (through
+:mod:`reviewbot.input_files`). Whoever starts a process calls it once (``App.from_config``,
+``reviewbot.ci``, the ``plan``, ``review`` and ``doctor`` commands) and passes the ``Settings``
+on. The default ``database_url`` is a file in the user data folder (platformdirs finds it from
+the environment); nothing here opens it. tests/test_layers.py checks that no other function of
+the core reads the environment.
 
 Owns: every setting (default, bounds, help and choices, declared once), turning given values
 into ``Settings`` or a one-line ``ConfigError``, and the keys a repository may set. Must not:
@@ -60,6 +62,8 @@ __all__ = [
     "setting",
     "setting_bounds",
     "setting_docs",
+    "settings_values",
+    "with_values",
 ]
 
 ENV_PREFIX = "REVIEWBOT_"
@@ -715,6 +719,34 @@ def load_settings(
     values.update(_from_env(env))
     values.update({k: v for k, v in (overrides or {}).items() if v is not None})
     return Settings(**values)
+
+
+def settings_values(
+    toml_text: str, source: str, *, extra_keys: frozenset[str] = frozenset()
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The settings a TOML text sets, read as a config file is (a ``[reviewbot]`` table or the
+    top level; each value coerced to its setting's type; an unknown key is a ConfigError naming
+    ``source``), and the values of ``extra_keys`` it may hold besides, at the top level or in
+    the table (they are not settings: ``eval --compare`` reads a configuration's ``name``)."""
+    top = _parse_toml(toml_text, source)
+    table = dict(_settings_table(top, source))
+    extras = {key: top[key] for key in extra_keys if key in top}
+    extras |= {key: table.pop(key) for key in extra_keys if key in table}
+    try:
+        return _from_mapping(table, source), extras
+    except ConfigError as error:  # a value that cannot be coerced names the setting only
+        message = str(error)
+        raise ConfigError(message if source in message else f"{source}: {message}") from None
+
+
+def with_values(settings: Settings, values: Mapping[str, Any], source: str) -> Settings:
+    """``settings`` with ``values`` (from :func:`settings_values`) applied, checked as every
+    Settings are: a value out of bounds or not among its choices is a ConfigError naming
+    ``source``."""
+    try:
+        return dataclasses.replace(settings, **values)
+    except ConfigError as error:
+        raise ConfigError(f"{source}: {error}") from None
 
 
 def apply_repo_overrides(

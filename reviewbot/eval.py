@@ -8,6 +8,10 @@ Dataset format (docs/eval.md): one directory per item, in name order::
                                           shows head-side context only, so it is not read)
     DATASET_DIR/<item>/truth.json         [{"path": "app.py", "line": 12, "side": "new"}, ...]
 
+A truth entry may say why the line is a bug with ``"evidence": {"path": P, "line": L}``: the line
+of a head file that holds the evidence (a definition in another file, a guard far above the
+hunk); it is checked (an existing head file, a line within it) but not scored.
+
 Scoring (pure, :func:`score_item`): a finding matches a truth item when the path is equal, the
 side is the same and the line is within ±K (``--tolerance``, default 3); each truth item
 matches at most one finding and each finding at most one truth item, as many pairs as possible
@@ -21,7 +25,8 @@ findings of that category and their precision (truth items carry no category).
 
 Owns: the dataset format and reading it, the review of one item (:func:`item_reviewer`: the
 pipeline of ``reviewbot review`` on the item's diff, with the model client handed in), the
-scoring, and the row an eval run is stored as. Must not: build a model client or touch GitLab
+scoring, what each item cost (model calls, tokens, wall time), and the row an eval run is
+stored as. Must not: build a model client or touch GitLab
 (the client is handed in), write to the database (the command hands the row to the store), or
 print.
 """
@@ -29,6 +34,7 @@ print.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -45,10 +51,12 @@ from reviewbot.tokens import local_counter
 
 __all__ = [
     "DEFAULT_TOLERANCE",
+    "Cost",
     "DatasetError",
     "EvalIncompleteError",
     "EvalItem",
     "EvalResult",
+    "Evidence",
     "ItemReview",
     "ItemScore",
     "Predicted",
@@ -81,10 +89,39 @@ class EvalIncompleteError(RuntimeError):
 
 
 @dataclass(frozen=True)
+class Evidence:
+    """Where the evidence for a labelled bug is: a line of a head file (documentation only)."""
+
+    path: str
+    line: int
+
+
+@dataclass(frozen=True)
 class TruthItem:
     path: str
     line: int
     side: str
+    evidence: Evidence | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True)
+class Cost:
+    """What reviewing items took: model requests, their tokens, and the wall time."""
+
+    model_calls: int = 0
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    completion_tokens: int = 0
+    wall_s: float = 0.0
+
+    def __add__(self, other: Cost) -> Cost:
+        return Cost(
+            self.model_calls + other.model_calls,
+            self.prompt_tokens + other.prompt_tokens,
+            self.cached_tokens + other.cached_tokens,
+            self.completion_tokens + other.completion_tokens,
+            self.wall_s + other.wall_s,
+        )
 
 
 @dataclass(frozen=True)
@@ -129,6 +166,7 @@ class ItemScore:
     item: str
     scores: Scores
     by_category: dict[str, tuple[int, int]]  # category -> (tp, fp)
+    cost: Cost = field(default_factory=Cost)
 
 
 @dataclass
@@ -159,6 +197,14 @@ class EvalResult:
             for name in ("precision", "recall", "f1")
         }
 
+    @property
+    def cost(self) -> Cost:
+        """The summed cost of every item."""
+        total = Cost()
+        for item in self.items:
+            total += item.cost
+        return total
+
     def categories(self) -> list[dict[str, Any]]:
         totals: dict[str, list[int]] = {}
         for item in self.items:
@@ -177,10 +223,13 @@ class EvalResult:
             "tolerance": self.tolerance,
             "model": self.model,
             "prompt_version": self.prompt_version,
-            "items": [{"item": i.item, **asdict(i.scores)} for i in self.items],
+            "items": [
+                {"item": i.item, **asdict(i.scores), "cost": asdict(i.cost)} for i in self.items
+            ],
             "total": asdict(self.total),
             "mean": self.mean,
             "categories": self.categories(),
+            "cost": asdict(self.cost),
         }
 
 
@@ -188,7 +237,7 @@ class EvalResult:
 # Loading
 
 
-def _truth(path: Path, item: str) -> list[TruthItem]:
+def _truth(path: Path, item: str, head: dict[str, str]) -> list[TruthItem]:
     try:
         data = json.loads(read_input_file(path, MAX_TRUTH_BYTES).decode("utf-8"))
     except FileNotFoundError:
@@ -217,8 +266,30 @@ def _truth(path: Path, item: str) -> list[TruthItem]:
             raise DatasetError(f"{where}: line must be a positive integer")
         if side not in sides:
             raise DatasetError(f'{where}: side must be "new" or "old", not {side!r}')
-        truth.append(TruthItem(path_value, line, side))
+        evidence = _evidence(entry.get("evidence"), where, head)
+        truth.append(TruthItem(path_value, line, side, evidence))
     return truth
+
+
+def _evidence(value: Any, where: str, head: dict[str, str]) -> Evidence | None:
+    """An entry's ``evidence``: a line of one of the item's head files, or None."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise DatasetError(f"{where}: evidence must be an object with path and line")
+    path, line = value.get("path"), value.get("line")
+    if not isinstance(path, str) or not path:
+        raise DatasetError(f"{where}: evidence path must be a non-empty string")
+    if path not in head:
+        raise DatasetError(f"{where}: evidence path {path!r} is not a file under {HEAD_DIR}")
+    if not isinstance(line, int) or isinstance(line, bool) or line < 1:
+        raise DatasetError(f"{where}: evidence line must be a positive integer")
+    lines = len(head[path].splitlines())
+    if line > lines:
+        raise DatasetError(
+            f"{where}: evidence line {line} is past the end of {path} ({lines} lines)"
+        )
+    return Evidence(path, line)
 
 
 def _head_files(directory: Path) -> dict[str, str]:
@@ -259,9 +330,8 @@ def load_dataset(directory: Path, limit: int | None = None) -> list[EvalItem]:
             files = parse_git_diff(raw)
         except ValueError as error:
             raise DatasetError(f"{name}/{DIFF_FILE}: {error}") from None
-        items.append(
-            EvalItem(name, files, _head_files(folder / HEAD_DIR), _truth(folder / TRUTH_FILE, name))
-        )
+        head = _head_files(folder / HEAD_DIR)
+        items.append(EvalItem(name, files, head, _truth(folder / TRUTH_FILE, name, head)))
     return items
 
 
@@ -309,6 +379,7 @@ class ItemReview:
     findings: list[Predicted]
     model: str
     prompt_version: str
+    cost: Cost = field(default_factory=Cost)
 
 
 def item_repository(item: EvalItem) -> MemoryView:
@@ -324,6 +395,7 @@ def item_reviewer(llm: LLMClient, settings: Settings) -> Callable[[EvalItem], It
     counter = local_counter(settings.llm_model)
 
     def review(item: EvalItem) -> ItemReview:
+        started = time.monotonic()
         context = local_context(item.name, item.files, options.plan_options.exclusions)
         result = review_files(
             item.files,
@@ -339,7 +411,14 @@ def item_reviewer(llm: LLMClient, settings: Settings) -> Callable[[EvalItem], It
             raise EvalIncompleteError(f"{item.name}: part of the diff was not reviewed: {first}")
         filtered = set(map(id, result.findings.selection.filtered))
         kept = [f for f in result.findings.findings if id(f) not in filtered]
-        return ItemReview(predicted_from(kept), result.model, result.prompt_version)
+        cost = Cost(
+            model_calls=len(result.calls),
+            prompt_tokens=result.prompt_tokens,
+            cached_tokens=result.cached_tokens,
+            completion_tokens=result.completion_tokens,
+            wall_s=time.monotonic() - started,
+        )
+        return ItemReview(predicted_from(kept), result.model, result.prompt_version, cost)
 
     return review
 
@@ -359,6 +438,7 @@ def evaluate(
         reviewed = review(item)
         result.model, result.prompt_version = reviewed.model, reviewed.prompt_version
         scored = score_item(item.name, reviewed.findings, item.truth, tolerance)
+        scored = ItemScore(scored.item, scored.scores, scored.by_category, reviewed.cost)
         result.items.append(scored)
         if on_item is not None:
             on_item(scored)
@@ -366,8 +446,8 @@ def evaluate(
 
 
 def eval_run_row(result: EvalResult, started_at: Any, finished_at: Any) -> dict[str, Any]:
-    """The ``eval_runs`` row of a result (Store.record_eval_run fields)."""
-    total, mean = result.total, result.mean
+    """The ``eval_runs`` row of a result (Store.record_eval_run fields), its cost included."""
+    total, mean, cost = result.total, result.mean, result.cost
     document = result.to_json()
     return {
         "dataset": result.dataset,
@@ -387,6 +467,7 @@ def eval_run_row(result: EvalResult, started_at: Any, finished_at: Any) -> dict[
         "results": {"items": document["items"], "categories": document["categories"]},
         "started_at": started_at,
         "finished_at": finished_at,
+        **asdict(cost),
     }
 
 

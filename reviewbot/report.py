@@ -29,8 +29,12 @@ from typing import Any, Protocol
 
 from reviewbot.markdown import link_cell, table_cell
 from reviewbot.report_text import (
+    COMPARISON_COSTS,
+    COMPARISON_HEADERS,
     HEADLINE,
+    PAIR_HEADERS,
     change_text,
+    comparison_cells,
     issue_title,
     minute,
     printable,
@@ -49,6 +53,7 @@ __all__ = [
     "ReportStore",
     "build_report",
     "change_text",
+    "eval_comparison",
     "issue_title",
     "minute",
     "post_report_issue",
@@ -63,6 +68,9 @@ FORMATS = ("json", "md", "html")
 SLOWEST_REVIEWS = 5
 WORST_CATEGORIES = 5
 EVAL_RUNS_SHOWN = 20
+COMPARISON_SCORES = ("items", "tp", "fp", "fn", "precision", "recall", "f1", "mean_f1")
+PAIR_FIELDS = ("a", "b", "items", "mean_f1_difference", "interval", "confidence", "improved")
+PAIR_FIELDS += ("worsened", "unchanged", "better", "verdict", "reason")
 REPORT_MARKER_PREFIX = "<!-- reviewbot:report"
 MARKER_UNSAFE = re.compile(r"[^A-Za-z0-9_./-]")  # keeps the marker one HTML comment
 GROUP_FIELDS = (
@@ -229,8 +237,48 @@ def build_report(
         },
         "slowest_reviews": slowest,
         "eval_runs": eval_runs,
+        "eval_comparison": eval_comparison(figures.get("eval_comparison")),
         "tool_calls": _tool_calls(figures["tool_calls"]),
         "previous": {"window": _window_json(before, project), **_summary(previous)},
+    }
+
+
+def _per_item(run: Mapping[str, Any]) -> dict[str, float | None]:
+    items = run["items"] or 0
+    return {
+        name: None if run[name] is None or not items else run[name] / items
+        for name in COMPARISON_COSTS
+    }
+
+
+def eval_comparison(found: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The latest `eval --compare` run as the report shows it: each configuration with its
+    scores and cost per item (none for an incomplete one), each pair with its interval and
+    verdict (the per-item differences stay in the store)."""
+    if found is None:
+        return None
+    configurations = []
+    for entry in found["configurations"]:
+        run = found["runs"].get(entry["name"])
+        scores = {name: run[name] for name in COMPARISON_SCORES} if run else {}
+        configurations.append(
+            {
+                "name": entry["name"],
+                "path": entry["path"],
+                "overrides": entry["overrides"],
+                "incomplete": entry.get("incomplete"),
+                "run_id": run["id"] if run else None,
+                **scores,
+                "cost_per_item": _per_item(run) if run else None,
+            }
+        )
+    return {
+        "id": found["id"],
+        "dataset": found["dataset"],
+        "started_at": found["started_at"].isoformat(),
+        "finished_at": found["finished_at"].isoformat(),
+        "configurations": configurations,
+        "pairs": [{name: pair.get(name) for name in PAIR_FIELDS} for pair in found["pairs"]],
     }
 
 
@@ -285,6 +333,7 @@ def report_markdown(report: Mapping[str, Any]) -> str:
     lines += _group_table("By prompt version", "prompt_version", report["by_prompt_version"])
     lines += _group_table("By model", "model", report["by_model"])
     lines += _evals(report["eval_runs"])
+    lines += _comparison_tables(report.get("eval_comparison"))
     lines += _tool_call_table(report["tool_calls"])
     return "\n".join(lines).rstrip() + "\n"
 
@@ -364,6 +413,25 @@ def _evals(runs: Sequence[Mapping[str, Any]]) -> list[str]:
             f"{run['precision']:.2f} | {run['recall']:.2f} | {run['f1']:.2f} | "
             f"{minute(run['started_at'])} |"
         )
+    return [*lines, ""]
+
+
+def _comparison_tables(comparison: Mapping[str, Any] | None) -> list[str]:
+    if comparison is None:
+        return []
+    configurations, pairs = comparison_cells(comparison)
+    lines = [
+        "## Latest eval comparison",
+        "",
+        f"{table_cell(Path(comparison['dataset']).name)}, {minute(comparison['started_at'])}; "
+        "F1 differences per item with a paired bootstrap 95% interval.",
+        "",
+        "| " + " | ".join(COMPARISON_HEADERS) + " |",
+        "|---|" + "---:|" * (len(COMPARISON_HEADERS) - 1),
+    ]
+    lines += ["| " + " | ".join(table_cell(str(c)) for c in row) + " |" for row in configurations]
+    lines += ["", "| " + " | ".join(PAIR_HEADERS) + " |", "|---|---:|---|---:|---:|---|"]
+    lines += ["| " + " | ".join(table_cell(str(c)) for c in row) + " |" for row in pairs]
     return [*lines, ""]
 
 

@@ -42,9 +42,12 @@ from matplotlib.figure import Figure
 
 from reviewbot.findings import Severity
 from reviewbot.report_text import (
+    COMPARISON_HEADERS,
     HEADLINE,
+    PAIR_HEADERS,
     PERCENT,
     change_text,
+    comparison_cells,
     issue_title,
     minute,
     printable,
@@ -429,6 +432,20 @@ def _evals(report: Mapping[str, Any]) -> Section:
     return Section("Eval runs (labelled datasets)", table)
 
 
+def _comparison(report: Mapping[str, Any]) -> list[Section]:
+    """The latest `eval --compare` run: its configurations, then its pairs (none: no section)."""
+    comparison = report.get("eval_comparison")
+    if comparison is None:
+        return []
+    configurations, pairs = comparison_cells(comparison)
+    return [
+        Section("Latest eval comparison", _table(COMPARISON_HEADERS, configurations)),
+        Section(
+            "Latest eval comparison: pairs (95% paired bootstrap)", _table(PAIR_HEADERS, pairs)
+        ),
+    ]
+
+
 @cache
 def _template() -> jinja2.Template:
     environment = jinja2.Environment(
@@ -481,6 +498,7 @@ def report_html(report: Mapping[str, Any]) -> str:
             _groups("By prompt version", "prompt_version", report["by_prompt_version"]),
             _groups("By model", "model", report["by_model"]),
             _evals(report),
+            *_comparison(report),
             _tool_calls(report),
         ],
     )

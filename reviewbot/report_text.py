@@ -18,10 +18,14 @@ from typing import Any
 from reviewbot.markdown import REPLACEMENT_CHARACTER, printable_text
 
 __all__ = [
+    "COMPARISON_COSTS",
+    "COMPARISON_HEADERS",
     "HEADLINE",
+    "PAIR_HEADERS",
     "PERCENT",
     "REPLACEMENT_CHARACTER",
     "change_text",
+    "comparison_cells",
     "issue_title",
     "minute",
     "printable",
@@ -30,6 +34,7 @@ __all__ = [
 ]
 
 PERCENT = 100.0
+COMPARISON_COSTS = ("model_calls", "prompt_tokens", "cached_tokens", "completion_tokens", "wall_s")
 HEADLINE = (
     # (label, path in the report, kind): kind "count", "rate", "ms" or "s"
     ("Reviews", ("totals", "reviews"), "count"),
@@ -106,3 +111,61 @@ def minute(iso_time: str) -> str:
 
 def issue_title(report: Mapping[str, Any]) -> str:
     return f"reviewbot report {report['window']['iso_week']}"
+
+
+def _per_item_figure(value: float | None) -> str:
+    return "–" if value is None else f"{value:,.1f}"
+
+
+def comparison_cells(comparison: Mapping[str, Any]) -> tuple[list[list[Any]], list[list[Any]]]:
+    """The rows of the comparison's two tables (configurations, pairs) as text, for Markdown
+    and HTML alike."""
+    configurations = []
+    for row in comparison["configurations"]:
+        if row["run_id"] is None:
+            configurations.append([row["name"], f"incomplete: {row['incomplete']}", *[""] * 9])
+            continue
+        cost = row["cost_per_item"]
+        configurations.append(
+            [
+                row["name"],
+                row["items"],
+                f"{row['precision']:.2f}",
+                f"{row['recall']:.2f}",
+                f"{row['f1']:.2f}",
+                f"{row['mean_f1']:.2f}",
+                *(_per_item_figure(cost[name]) for name in COMPARISON_COSTS[:-1]),
+                shown(cost["wall_s"], "s"),
+            ]
+        )
+    pairs = []
+    for pair in comparison["pairs"]:
+        interval = pair["interval"]
+        difference = pair["mean_f1_difference"]
+        pairs.append(
+            [
+                f"{pair['b']} vs {pair['a']}",
+                "" if difference is None else f"{difference:+.3f}",
+                "" if interval is None else f"[{interval[0]:+.3f}, {interval[1]:+.3f}]",
+                pair["improved"],
+                pair["worsened"],
+                pair["verdict"],
+            ]
+        )
+    return configurations, pairs
+
+
+COMPARISON_HEADERS = (
+    "configuration",
+    "items",
+    "precision",
+    "recall",
+    "F1",
+    "mean F1",
+    "calls/item",
+    "prompt tokens/item",
+    "cached/item",
+    "completion/item",
+    "wall s/item",
+)
+PAIR_HEADERS = ("pair", "mean ΔF1", "95% interval", "improved", "worsened", "verdict")

@@ -35,7 +35,7 @@ from reviewbot.commands.common import Integer, Number
 from reviewbot.store import upgrade
 from tests.fakes.gitlab_server import FakeGitLab
 
-EVAL_DATASET = Path(__file__).parent / "fixtures" / "eval"
+EVAL_DATASET = Path(__file__).parent / "fixtures" / "eval" / "team"
 SMALL_DIFF = "--- a/app.py\n+++ b/app.py\n@@ -1 +1 @@\n-x = 1\n+x = eval(text)\n"
 NAME_TOO_LONG = 300  # over NAME_MAX (255 on Linux): the system refuses to look it up
 MISSING_DIR = "<missing folder>"  # replaced by a path under a folder that does not exist

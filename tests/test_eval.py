@@ -1,5 +1,5 @@
 """`reviewbot eval`: scoring rules on plain data, dataset errors, and the team's small dataset
-(tests/fixtures/eval) reviewed by the fake vLLM, whose fixed patterns give exact numbers:
+(tests/fixtures/eval/team) reviewed by the fake vLLM, whose fixed patterns give exact numbers:
 
 - 01-eval-calls: eval() on lines 5 and 9, one labelled line (6): with ±3 one match, one FP;
   with ±0 no match (2 FP, 1 FN).
@@ -22,12 +22,20 @@ import pytest
 from click.testing import CliRunner
 
 from reviewbot.commands import main
-from reviewbot.eval import DatasetError, Predicted, Scores, TruthItem, load_dataset, score_item
+from reviewbot.eval import (
+    DatasetError,
+    Evidence,
+    Predicted,
+    Scores,
+    TruthItem,
+    load_dataset,
+    score_item,
+)
 from reviewbot.store import Store, upgrade
 from tests.fakes.vllm_server import FakeVLLM
 from tests.store_fixtures import store_url  # noqa: F401
 
-DATASET = Path(__file__).parent / "fixtures" / "eval"
+DATASET = Path(__file__).parent / "fixtures" / "eval" / "team"
 
 
 def _found(line: int | None, path: str = "a.py", side: str = "new", category: str = "bug"):
@@ -81,6 +89,38 @@ def test_dataset_errors_name_the_item(tmp_path: Path) -> None:
         load_dataset(tmp_path)
     with pytest.raises(DatasetError, match="not a directory"):
         load_dataset(tmp_path / "missing")
+
+
+@pytest.mark.parametrize(
+    ("evidence", "message"),
+    [
+        ('"db.py:3"', "evidence must be an object with path and line"),
+        ('{"line": 3}', "evidence path must be a non-empty string"),
+        ('{"path": "other.py", "line": 3}', "evidence path 'other.py' is not a file under"),
+        ('{"path": "db.py", "line": 0}', "evidence line must be a positive integer"),
+        ('{"path": "db.py", "line": true}', "evidence line must be a positive integer"),
+        ('{"path": "db.py", "line": 99}', "evidence line 99 is past the end of db.py (13 lines)"),
+    ],
+)
+def test_evidence_must_be_a_line_of_a_head_file(
+    tmp_path: Path, evidence: str, message: str
+) -> None:
+    source = DATASET / "02-sql-and-off-by-one"
+    item = tmp_path / "one"
+    (item / "files" / "head").mkdir(parents=True)
+    (item / "mr.diff").write_text((source / "mr.diff").read_text())
+    (item / "files" / "head" / "db.py").write_text((source / "files/head/db.py").read_text())
+    entry = f'{{"path": "db.py", "line": 5, "side": "new", "evidence": {evidence}}}'
+    (item / "truth.json").write_text(f"[{entry}]")
+    with pytest.raises(DatasetError) as raised:
+        load_dataset(tmp_path)
+    assert str(raised.value).startswith("one/truth.json entry 1: ") and message in str(raised.value)
+    (item / "truth.json").write_text(
+        '[{"path": "db.py", "line": 5, "side": "new", "evidence": {"path": "db.py", "line": 13}}]'
+    )
+    (loaded,) = load_dataset(tmp_path)
+    assert loaded.truth == [TruthItem("db.py", 5, "new")]
+    assert loaded.truth[0].evidence == Evidence("db.py", 13)
 
 
 def test_the_team_dataset_loads_with_head_files_and_extra_keys() -> None:

@@ -104,6 +104,7 @@ ADAPTERS = {
     "reviewbot.store.job_queries",
     "reviewbot.store.slot_queries",
     "reviewbot.store.report_queries",
+    "reviewbot.store.eval_queries",
 }
 PIPELINE = {
     "reviewbot.app",
@@ -114,6 +115,7 @@ PIPELINE = {
     "reviewbot.report",
     "reviewbot.report_html",
     "reviewbot.eval",
+    "reviewbot.compare",
     # the services the commands run: the CI job, the worker, the listener, the ops tools
     "reviewbot.ci",
     "reviewbot.worker",

@@ -257,6 +257,14 @@ def _print_written(
 
 @click.command("eval")
 @click.argument("dataset_dir", type=PathName())  # what is there: reviewbot.eval says
+# reviewbot.compare reads them
+@click.argument("config_files", nargs=-1, type=PathName(), metavar="CONFIG_FILES...")
+@click.option(
+    "--compare",
+    is_flag=True,
+    help="Review the items under each configuration CONFIG_FILES names (TOML settings, at "
+    "least two) and compare them: scores, cost, paired bootstrap intervals (docs/eval.md).",
+)
 @click.option(
     "--tolerance",
     type=Integer(0, MAX_TOLERANCE_LINES),
@@ -274,6 +282,8 @@ def _print_written(
 @one_line_errors
 def eval_command(
     dataset_dir: Path,
+    config_files: tuple[Path, ...],
+    compare: bool,
     tolerance: int,
     limit: int | None,
     as_json: bool,
@@ -283,12 +293,25 @@ def eval_command(
     config_file: str | None,
 ) -> None:
     """Run the review pipeline on a labelled dataset (no GitLab) and print TP, FP, FN,
-    precision, recall and F1 per item, in total and per category; the run is stored."""
+    precision, recall and F1 per item, in total and per category; the run is stored. With
+    --compare, the same for each configuration CONFIG_FILES names, and which is better."""
     from reviewbot.app import App
     from reviewbot.eval import evaluate, item_reviewer, load_dataset
 
-    items = load_dataset(dataset_dir, limit)
     overrides = {"llm_base_url": base_url, "llm_model": model, "database_url": database_url}
+    if config_files and not compare:
+        raise BadInputError(
+            "the files after DATASET_DIR (CONFIG_FILES...) are configurations: give --compare"
+        )
+    if compare:
+        from reviewbot.commands.compare import compare_command_run
+
+        shared = {"tolerance": tolerance, "limit": limit, "as_json": as_json}
+        compare_command_run(
+            dataset_dir, config_files, **shared, config_file=config_file, overrides=overrides
+        )
+        return
+    items = load_dataset(dataset_dir, limit)
     err = console(stderr=True)
     with App.from_config(config_file, overrides) as app, progress_bar(err, quiet=as_json) as bar:
         task = bar.add_task("reviewing items", total=len(items))

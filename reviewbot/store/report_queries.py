@@ -44,6 +44,7 @@ from sqlalchemy import (
 from sqlalchemy import String as SqlString
 from sqlalchemy.orm import aliased
 
+from reviewbot.store.eval_queries import latest_comparison
 from reviewbot.store.figures import review_seconds
 from reviewbot.store.models import PUBLISHED_STATES, FeedbackKind, FindingState, MergeRequestState
 from reviewbot.store.models import EvalRun as EvalRunRow
@@ -579,6 +580,7 @@ def read_report_figures(
         "daily_ttft": daily_ttft(connection, scope),
         "slowest_reviews": slowest_reviews(connection, scope, slowest),
         "eval_runs": eval_runs(connection, scope.until, eval_limit),
+        "eval_comparison": latest_comparison(connection, scope.until),
         "tool_calls": tool_call_groups(connection, scope),
     }
 

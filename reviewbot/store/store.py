@@ -35,6 +35,7 @@ from reviewbot.llm.backend import CallRecord
 from reviewbot.redaction import scrub_secrets
 from reviewbot.store import feedback_queries
 from reviewbot.store.engine import make_engine
+from reviewbot.store.eval_queries import insert_comparison, insert_run, latest_comparison
 from reviewbot.store.figures import (
     DEFAULT_METRIC_BUCKETS,
     MetricBuckets,
@@ -105,8 +106,6 @@ MERGE_REQUEST_IDENTITY = ("gitlab_url", "project_id", "mr_iid")
 MERGE_REQUEST_FIELDS = writable_columns(
     MergeRequestRow, leaving_out=(*MERGE_REQUEST_IDENTITY, "synced_at")
 )
-EVAL_RUN_FIELDS = writable_columns(EvalRunRow)
-EVAL_RUN_REQUIRED = frozenset(c.name for c in EvalRunRow.__table__.columns if not c.nullable)
 _FINDINGS_INSERT = insert(FindingRow).returning(FindingRow.id, sort_by_parameter_order=True)
 FIELD_CHOICES: dict[str, type[StrEnum]] = {
     "trigger": Trigger,
@@ -735,14 +734,21 @@ class Store:
             return read_window_summary(connection, scope)
 
     def record_eval_run(self, **fields: Any) -> int:
-        """Store one eval run (EVAL_RUN_FIELDS; the NULL-able ones may be left out); its id."""
-        _check_fields(fields, EVAL_RUN_FIELDS, "eval run")
-        missing = sorted(EVAL_RUN_REQUIRED & EVAL_RUN_FIELDS - set(fields))
-        if missing:
-            raise ValueError(f"missing eval run field(s): {', '.join(missing)}")
-        statement = insert(EvalRunRow).values(dict(fields)).returning(EvalRunRow.id)
+        """Store one eval run (store.eval_queries.RUN_FIELDS); its id."""
         with self._engine.begin() as connection:
-            return int(connection.execute(statement).scalar_one())
+            return insert_run(connection, fields)
+
+    def record_eval_comparison(
+        self, comparison: dict[str, Any], runs: Sequence[dict[str, Any]]
+    ) -> tuple[int, list[int]]:
+        """One `eval --compare` run and its configurations' eval runs, in one transaction."""
+        with self._engine.begin() as connection:
+            return insert_comparison(connection, comparison, runs)
+
+    def latest_eval_comparison(self, until: datetime) -> dict[str, Any] | None:
+        """The newest eval comparison started before ``until`` with its runs, or None."""
+        with self._engine.connect() as connection:
+            return latest_comparison(connection, until)
 
     def eval_run(self, run_id: int) -> dict[str, Any]:
         """One eval run as a dict; RecordNotFound if it does not exist."""
