@@ -56,6 +56,7 @@ LOCK_SUFFIX = ".lock"
 READERS_SUFFIX = ".readers"
 GITLAB_GIT_USER = "oauth2"  # any user name works with an access token; oauth2 also for OAuth
 SAFE_NAME = re.compile(r"[^A-Za-z0-9.-]+")
+COMMIT_SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")  # SHA-1 or SHA-256
 # What git says when GitLab answers 401 (it would ask for a user name, which it may not).
 REFUSED_SIGNS = ("could not read Username", "Authentication failed", "HTTP Basic: Access denied")
 REFUSED_TEXT = (
@@ -142,6 +143,8 @@ class RepoCache:
     def view(self, remote: ProjectRemote, sha: str) -> CachedView:
         """Commit ``sha`` of the project, fetched first when the clone lacks it; CacheError
         when the cache cannot serve it."""
+        if not COMMIT_SHA.fullmatch(sha):
+            raise CacheError(f"{sha[:SHORT_SHA]!r} is not a commit SHA")
         folder = self.root / _host_folder(remote.gitlab_url)
         name = str(remote.project_id)
         try:
