@@ -188,6 +188,7 @@ class RepoCache:
         building.rename(repo)
 
     def _fetch(self, remote: ProjectRemote, repo: Path, sha: str) -> None:
+        _remove_stale_locks(repo)
         fetch_into(repo, remote, sha, f"{REF_PREFIX}{sha}", self.fetch_timeout_s)
         self.fetches += 1
 
@@ -236,6 +237,15 @@ def probe_fetch(root: Path, remote: ProjectRemote, branch: str, timeout_s: float
         except GitError as error:
             raise CacheError(f"cannot create a clone in {root}: {error}") from None
         fetch_into(repo, remote, branch, f"{REF_PREFIX}doctor", timeout_s)
+
+
+def _remove_stale_locks(repo: Path) -> None:
+    """The lock files a killed git leaves behind (``shallow.lock``, ``refs/…/x.lock``), which
+    would fail every later fetch ("remove the file manually to continue"): under the project's
+    lock no other git of ours works in the clone, so any lock file there is stale."""
+    for stale in repo.rglob("*.lock"):
+        with contextlib.suppress(OSError):
+            stale.unlink()
 
 
 def _companion(clone: Path, suffix: str) -> Path:
