@@ -10,10 +10,10 @@ report so findings show in the MR widget even when posting is disabled.
 SHAs and positions always come from the MR's latest diff version in the API: in a
 merged-results pipeline ``CI_COMMIT_SHA`` is a merge commit of source and target, not the MR
 head (https://docs.gitlab.com/ci/pipelines/merged_results_pipelines/). The checkout
-(:class:`reviewbot.localgit.Checkout`) is only a faster source of file contents, read through
-the run's one reader (:class:`reviewbot.repo_files.RepoFiles`); when it lacks a commit
-(shallow clone) the commit is fetched with ``git fetch --depth=1 origin <sha>``, and if that
-fails the API serves the files.
+(:class:`reviewbot.localgit.Checkout`) is only a faster source of file contents, the first one
+the run's repository source asks (:func:`reviewbot.repo.source.open_repository`); when it lacks
+a commit (shallow clone) the commit is fetched with ``git fetch --depth=1 origin <sha>``, and
+if that fails the host's repository cache, else the API, serves the files.
 
 Owns: the library side of the CI job (the CI variables, the review of the pipeline's MR with
 its checkout, the artifacts). The command, its options and its output are

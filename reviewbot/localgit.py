@@ -318,7 +318,7 @@ def fetch_commit(
     config = [("credential.helper", ""), ("core.hooksPath", os.devnull)]
     if header is not None:
         config.append(("http.extraHeader", header))
-    env = {"GIT_CONFIG_COUNT": str(len(config))}
+    env = {"GIT_CONFIG_COUNT": str(len(config)), "GIT_ASKPASS": ""}  # no askpass program
     for index, (key, value) in enumerate(config):
         env[f"GIT_CONFIG_KEY_{index}"] = key
         env[f"GIT_CONFIG_VALUE_{index}"] = value

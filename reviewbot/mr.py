@@ -209,6 +209,8 @@ def _steps(run: _Run, review_id: int) -> RunReport:
     wanted = increment.paths_to_read()
     run.say(f"fetching {len(wanted)} files at {run.head[:8]}")
     contents = run.read_head(wanted)
+    if run.head in run.source.kinds:
+        run.say(f"head files read from the {run.source.kinds[run.head].words}")
     result = _review(run, settings, increment, contents)
     run.store.record_run(review_id, calls=result.calls)
     report = RunReport(

@@ -32,6 +32,7 @@ from reviewbot.ops.doctor import (
     Status,
     generation_config_check,
     prefix_caching_check,
+    repository_source_check,
     token_scopes_check,
     tool_call_check,
     vllm_argv_for,
@@ -695,3 +696,13 @@ def test_a_token_git_refuses_fails_without_showing_it(services: Services) -> Non
     fetch = checks["repository fetch"]
     assert fetch["status"] == "fail" and "refused the token" in fetch["detail"]
     assert READ_ONLY_TOKEN not in output
+
+
+@pytest.mark.parametrize(
+    ("version", "status"),
+    [("git version 2.25.1", Status.WARN), ("git version 2.29.0", Status.OK), ("git 3", Status.OK)],
+)
+def test_a_git_too_old_for_the_cache_warns(version: str, status: Status) -> None:
+    check = repository_source_check(version, True, "/cache")
+    assert check.status is status
+    assert ("older than git 2.29" in check.detail) is (status is Status.WARN)

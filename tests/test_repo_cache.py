@@ -188,6 +188,21 @@ def test_a_refused_token_is_one_line_that_never_shows_it(host: Host) -> None:
     assert host.gitlab.git_requests  # GitLab was asked, and said 401
 
 
+def test_a_fetch_killed_at_its_timeout_leaves_a_clone_the_next_fetch_can_use(
+    host: Host,
+) -> None:
+    host.gitlab.stall_git()
+    with pytest.raises(CacheError, match="took longer than"):
+        host.cache(timeout_s=SHORT_TIMEOUT_S).view(host.remote(), host.head)
+    [clone] = host.cache_dir.glob("*/7.git")
+    (clone / "shallow.lock").write_bytes(b"")  # as a git killed while writing leaves it
+    host.gitlab.stall_git(on=False)
+    view = host.cache().view(host.remote(), host.head)
+    assert view.read_bytes("util.py") == UTIL.encode()
+    assert not list(clone.rglob("*.lock"))
+    view.close()
+
+
 def client(host: Host) -> GitLabClient:
     return GitLabClient(GitLabSettings(url=host.gitlab.url, token=BOT_TOKEN, max_retries=0))
 

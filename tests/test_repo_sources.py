@@ -101,6 +101,14 @@ def test_the_api_view_lists_the_whole_tree_across_keyset_pages(served) -> None:
     assert len(tree_requests(gitlab)) == 3  # listed once
 
 
+def test_a_gitlab_that_answers_offset_pages_is_read_whole_too(served) -> None:
+    gitlab, client, _repo, sha = served
+    gitlab.tree_keyset = False
+    entries = ApiView(client, PROJECT_ID, sha).entries()
+    assert {entry.path: entry.kind for entry in entries} == expected_kinds()
+    assert len(tree_requests(gitlab)) == 3  # the Link header's next page, followed
+
+
 def test_the_git_view_lists_the_same_tree_from_the_object_database(served) -> None:
     _gitlab, _client, repo, sha = served
     (repo / "src" / "main.py").write_text("changed in the working tree, not committed\n")

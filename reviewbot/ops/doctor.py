@@ -81,6 +81,8 @@ VLLM_DEFAULT_PORT = 8000
 DEFAULT_PORT_TEXT = str(VLLM_DEFAULT_PORT)
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "0.0.0.0"})
 MIB = 2**20
+OLDEST_CACHE_GIT = (2, 29)  # git fetch --no-write-fetch-head
+GIT_VERSION = re.compile(r"git version (\d+)\.(\d+)")
 
 TOOL_PARSER_FIX = "start vLLM with --enable-auto-tool-choice --tool-call-parser qwen3_coder"
 PROMPT_TOKENS_DETAILS_FIX = (
@@ -613,6 +615,16 @@ def repository_source_check(git_version: str | None, cache_on: bool, cache_dir: 
             "(the CI checkout still serves `reviewbot ci`)",
             GIT_FIX,
         )
+    version = _version_tuple(git_version)
+    if version is not None and version < OLDEST_CACHE_GIT:
+        return Check(
+            "repository source",
+            Status.WARN,
+            f"{git_version} is older than git {'.'.join(map(str, OLDEST_CACHE_GIT))}, which "
+            "the cache's fetch needs (`--no-write-fetch-head`): every fetch fails and files are "
+            "read through GitLab's API",
+            "upgrade git on this host",
+        )
     if not cache_on:
         return Check(
             "repository source",
@@ -644,6 +656,11 @@ def repository_fetch_check(
     assert seconds is not None
     detail = f"fetched {what} in {seconds:.1f} s (limit {limit_s:g} s)"
     return Check("repository fetch", Status.OK, detail)
+
+
+def _version_tuple(git_version: str) -> tuple[int, ...] | None:
+    match = GIT_VERSION.search(git_version)
+    return tuple(int(part) for part in match.groups()) if match else None
 
 
 def _mib(size: int) -> str:

@@ -56,6 +56,7 @@ LOCK_SUFFIX = ".lock"
 READERS_SUFFIX = ".readers"
 GITLAB_GIT_USER = "oauth2"  # any user name works with an access token; oauth2 also for OAuth
 SAFE_NAME = re.compile(r"[^A-Za-z0-9.-]+")
+COMMIT_SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")  # SHA-1 or SHA-256
 # What git says when GitLab answers 401 (it would ask for a user name, which it may not).
 REFUSED_SIGNS = ("could not read Username", "Authentication failed", "HTTP Basic: Access denied")
 REFUSED_TEXT = (
@@ -142,6 +143,8 @@ class RepoCache:
     def view(self, remote: ProjectRemote, sha: str) -> CachedView:
         """Commit ``sha`` of the project, fetched first when the clone lacks it; CacheError
         when the cache cannot serve it."""
+        if not COMMIT_SHA.fullmatch(sha):
+            raise CacheError(f"{sha[:SHORT_SHA]!r} is not a commit SHA")
         folder = self.root / _host_folder(remote.gitlab_url)
         name = str(remote.project_id)
         try:
@@ -185,6 +188,7 @@ class RepoCache:
         building.rename(repo)
 
     def _fetch(self, remote: ProjectRemote, repo: Path, sha: str) -> None:
+        _remove_stale_locks(repo)
         fetch_into(repo, remote, sha, f"{REF_PREFIX}{sha}", self.fetch_timeout_s)
         self.fetches += 1
 
@@ -233,6 +237,15 @@ def probe_fetch(root: Path, remote: ProjectRemote, branch: str, timeout_s: float
         except GitError as error:
             raise CacheError(f"cannot create a clone in {root}: {error}") from None
         fetch_into(repo, remote, branch, f"{REF_PREFIX}doctor", timeout_s)
+
+
+def _remove_stale_locks(repo: Path) -> None:
+    """The lock files a killed git leaves behind (``shallow.lock``, ``refs/…/x.lock``), which
+    would fail every later fetch ("remove the file manually to continue"): under the project's
+    lock no other git of ours works in the clone, so any lock file there is stale."""
+    for stale in repo.rglob("*.lock"):
+        with contextlib.suppress(OSError):
+            stale.unlink()
 
 
 def _companion(clone: Path, suffix: str) -> Path:

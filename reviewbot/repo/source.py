@@ -23,6 +23,7 @@ views. Must not: read or fetch itself (each source does), or know about merge re
 from __future__ import annotations
 
 import shutil
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
@@ -44,6 +45,12 @@ class SourceKind(StrEnum):
     CHECKOUT = "checkout"
     CACHE = "cache"
     API = "api"
+
+    @property
+    def words(self) -> str:
+        return {"checkout": "CI checkout", "cache": "repository cache", "api": "GitLab API"}[
+            self.value
+        ]
 
 
 def _ignore(_message: str) -> None:
@@ -87,6 +94,7 @@ class RepositorySource:
     ) -> None:
         self._sources = _Sources(api, checkout, cache if remote is not None else None, remote)
         self._warn = warn
+        self._lock = threading.Lock()  # the tools may ask from several chunks' threads
         self._views: dict[str, RepositoryView] = {}
         self.kinds: dict[str, SourceKind] = {}  # sha -> the source that served it
 
@@ -97,11 +105,12 @@ class RepositorySource:
 
     def at(self, sha: str) -> RepositoryView:
         """The tree of ``sha`` from the first source that serves it (see the module notes)."""
-        view = self._views.get(sha)
-        if view is None:
-            kind, view = self._open(sha)
-            self._views[sha], self.kinds[sha] = view, kind
-        return view
+        with self._lock:
+            view = self._views.get(sha)
+            if view is None:
+                kind, view = self._open(sha)
+                self._views[sha], self.kinds[sha] = view, kind
+            return view
 
     def _open(self, sha: str) -> tuple[SourceKind, RepositoryView]:
         from_checkout = self._from_checkout(sha)
@@ -145,7 +154,9 @@ class RepositorySource:
 
     def close(self) -> None:
         """Let go of the cached clones (eviction may remove them again)."""
-        for view in self._views.values():
+        with self._lock:
+            views = list(self._views.values())
+        for view in views:
             if isinstance(view, CachedView):
                 view.close()
 

@@ -82,6 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             database_url=f"sqlite:///{tmp}/bench.db",
             min_severity="info",
             gitlab_notes_per_minute=FAST_NOTES_PER_MINUTE,
+            repo_cache_dir=f"{tmp}/repo-cache",
         )
         with App(settings) as app:
             first, _ = review(app, "1. first review (full)", vllm)

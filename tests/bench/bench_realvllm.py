@@ -82,6 +82,7 @@ def review(base_url: str, work: Path, mrs: int) -> Figures:
                 gitlab_token=BOT_TOKEN,
                 llm_base_url=base_url,
                 database_url=database,
+                repo_cache_dir=str(work / "repo-cache"),
                 min_severity="info",
                 enable_thinking=False,
                 gitlab_notes_per_minute=FAST_NOTES_PER_MINUTE,

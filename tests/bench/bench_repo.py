@@ -160,18 +160,9 @@ def measure_all(files: int, lines: int) -> list[Figures]:
         gitlab_url, llm_url = parent.recv()
         figures = []
         try:
+            _measure(_settings(tmp, gitlab_url, llm_url, "warm-up"), WARM_UP_IID, "", "", parent)
             for configuration, iid in CONFIGURATIONS.items():
-                settings = Settings(
-                    gitlab_url=gitlab_url,
-                    gitlab_token=TOKEN,
-                    llm_base_url=llm_url,
-                    database_url=f"sqlite:///{tmp}/{configuration}.db",
-                    min_severity="info",
-                    repo_cache_dir=f"{tmp}/cache-{configuration}",
-                    repo_cache_max_bytes=0
-                    if configuration == "api"
-                    else Settings().repo_cache_max_bytes,
-                )
+                settings = _settings(tmp, gitlab_url, llm_url, configuration)
                 for run in ("first review", "no-op re-run"):
                     figures.append(_measure(settings, iid, configuration, run, parent))
         finally:

@@ -154,6 +154,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 llm_base_url=llm_url,
                 database_url=f"sqlite:///{tmp}/bench.db",
                 min_severity="info",
+                repo_cache_dir=f"{tmp}/repo-cache",
             )
             with TimedApp(settings) as app:  # one App per process, as a worker has
                 cold = measure(app, 1)

@@ -513,6 +513,10 @@ class FakeGitLab:
         self._outage_fault = "502"
         self._canned: list[CannedAnswer] = []
         self.git_requests: list[tuple[str, str]] = []  # (method, path) of git over HTTP
+        # False: /repository/tree ignores pagination=keyset and answers offset pages, as a
+        # GitLab did while keyset pagination of trees was behind the feature flag
+        # repository_tree_gitaly_pagination (removed by gitlab!154897).
+        self.tree_keyset = True
         self._git_stalled = False
         self._git_fetch_count = 0
         self._git_release = threading.Event()
@@ -1379,7 +1383,7 @@ class FakeGitLab:
                     "mode": mode,
                 }
             )
-        if request.params.get("pagination") == "keyset":
+        if request.params.get("pagination") == "keyset" and self.tree_keyset:
             return self._keyset_page(request, items)
         return self._paginated(request, items)
 
