@@ -389,7 +389,7 @@ class Settings:
     )
     rules_context_files: tuple[str, ...] = setting(
         (),
-        help='Sections of the repository\'s documents given to the model as rules, e.g. '
+        help="Sections of the repository's documents given to the model as rules, e.g. "
         '`["CONTRIBUTING.md#Review checklist", "AGENTS.md"]` (without `#Section`: the whole '
         "file), read from the target branch and cut to 8,000 characters each "
         "([review rules](rules.md)).",

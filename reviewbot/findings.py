@@ -743,7 +743,11 @@ def with_carried(
     if not carried:
         return result
     return _kept_and_selected(
-        [*result.findings, *carried], result.rejected, result.duplicates, options, result.unknown_rules
+        [*result.findings, *carried],
+        result.rejected,
+        result.duplicates,
+        options,
+        result.unknown_rules,
     )
 
 

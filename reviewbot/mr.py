@@ -51,8 +51,6 @@ from reviewbot.prompts import ReviewContext, file_summaries, prompt_version
 from reviewbot.publish import PublishResult, ReviewFacts, ThreadRef, publish, publisher_for
 from reviewbot.repo_files import RepoFiles
 from reviewbot.repo_policy import REPO_CONFIG_FILE, repo_policy
-from reviewbot.rule_sources import review_rules
-from reviewbot.rules import RuleSet
 from reviewbot.review import (
     ReviewResult,
     review_files,
@@ -61,6 +59,8 @@ from reviewbot.review import (
     settings_key,
     with_carried_over,
 )
+from reviewbot.rule_sources import review_rules
+from reviewbot.rules import RuleSet
 from reviewbot.store import MergeRequestKey
 from reviewbot.store.models import ReviewStatus
 from reviewbot.store.mr_lock import hold_mr_lock

@@ -448,9 +448,7 @@ def review_files(
         concurrency,
     )
     whole = {file.new_path: file for file in whole_files or ()}
-    findings_options = dataclasses.replace(
-        options.findings_options, rules=applied.rule_set.names
-    )
+    findings_options = dataclasses.replace(options.findings_options, rules=applied.rule_set.names)
     findings = process(answers.calls, answers.files_by_chunk, findings_options, whole)
     return ReviewResult(
         plan=review_plan,

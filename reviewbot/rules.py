@@ -269,7 +269,8 @@ def _safe_yaml(text: str, origin: str) -> tuple[Any, str | None]:
     except yaml.YAMLError as error:
         where = getattr(error, "problem_mark", None)
         at = f" (line {where.line + 1})" if where is not None else ""
-        return None, f"ignored {origin}: not valid YAML{at}: {getattr(error, 'problem', error)}"
+        reason = " ".join(str(getattr(error, "problem", None) or error).split())
+        return None, f"ignored {origin}: not valid YAML{at}: {reason}"
 
 
 RuleBuilder = Callable[[Mapping[str, Any], str, RuleSource, int], tuple[Rule | None, list[str]]]
@@ -302,7 +303,9 @@ def _rule_list(
     rules: dict[str, Rule] = {}
     for number, item in enumerate(items[:MAX_RULES], 1):
         if not isinstance(item, dict):
-            problems.append(f"{origin}: rule {number} ignored: expected a mapping, got {_kind(item)}")
+            problems.append(
+                f"{origin}: rule {number} ignored: expected a mapping, got {_kind(item)}"
+            )
             continue
         unknown = sorted(str(name) for name in item if name not in allowed)
         if unknown:
@@ -317,7 +320,9 @@ def _rule_list(
         if rule is None:
             continue
         if rule.name in rules:
-            problems.append(f"{origin}: rule {_shown(rule.name)} is defined twice; the last is used")
+            problems.append(
+                f"{origin}: rule {_shown(rule.name)} is defined twice; the last is used"
+            )
         rules[rule.name] = rule
     return list(rules.values()), problems
 
@@ -369,7 +374,9 @@ def _built(
         return None, [f"{where} ignored: its name is longer than {MAX_NAME_CHARS} characters"]
     if len(instructions) > MAX_RULE_CHARS:
         instructions = instructions[:MAX_RULE_CHARS] + "\n… (cut)"
-        problems.append(f"{where} ({_shown(name)}): instructions cut to {MAX_RULE_CHARS:,} characters")
+        problems.append(
+            f"{where} ({_shown(name)}): instructions cut to {MAX_RULE_CHARS:,} characters"
+        )
     return Rule(name, source, origin, instructions, paths, severity, category), problems
 
 
