@@ -445,7 +445,7 @@ def glob_problem(glob: str) -> str | None:
 
 
 def glob_matches(glob: str, path: str) -> bool:
-    """``path`` (from the repository root, "/"-separated) matches ``glob`` (see the module notes)."""
+    """``path`` (from the repository root, "/"-separated) matches ``glob`` (module notes)."""
     return _compiled(glob.strip()).fullmatch(path) is not None
 
 

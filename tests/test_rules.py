@@ -88,7 +88,8 @@ def test_duos_file_is_read_as_duo_documents_it() -> None:
 
 
 def test_rules_in_the_repository_toml_are_read_beside_its_settings() -> None:
-    text = '[reviewbot]\nmin_severity = "major"\n\n[[reviewbot.rules]]\nname = "a"\ninstructions = "b"\n'
+    text = '[reviewbot]\nmin_severity = "major"\n\n'
+    text += '[[reviewbot.rules]]\nname = "a"\ninstructions = "b"\n'
     assert names(parse_toml_rules(text)[0]) == ["a"]
     top = 'exclude = ["x"]\n\n[[rules]]\nname = "c"\ninstructions = "d"\npaths = ["*.py"]\n'
     rules, problems = parse_toml_rules(top)
@@ -211,7 +212,8 @@ def test_any_yaml_shape_under_rules_is_validated_not_trusted(value: object) -> N
 
 
 def test_later_sources_win_on_the_same_name() -> None:
-    instance = "rules:\n  - name: sql\n    instructions: instance says\n  - name: only-instance\n    instructions: x\n"
+    instance = "rules:\n  - name: sql\n    instructions: instance says\n"
+    instance += "  - name: only-instance\n    instructions: x\n"
     repo = "rules:\n  - name: sql\n    instructions: repository says\n"
     duo = (
         "instructions:\n  - name: sql\n    fileFilters: ['**/*.sql']\n    instructions: duo says\n"
