@@ -334,3 +334,62 @@ def test_rules_that_do_not_fit_are_dropped_and_smaller_later_ones_still_tried() 
     kept, dropped = fit_rules([small, big, smaller], cost, 10)
     assert names(kept) == ["small", "smaller"] and names(dropped) == ["big"]
     assert fit_rules([small], cost, 0) == ((), (small,))
+
+
+# --- a finding cites a rule ------------------------------------------------------------------
+
+DIFF = """\
+diff --git a/app.py b/app.py
+--- a/app.py
++++ b/app.py
+@@ -1 +1,2 @@
+ x = 1
++y = eval(x)
+"""
+
+
+def call(**extra: object) -> dict[str, object]:
+    arguments: dict[str, object] = {
+        "path": "app.py",
+        "line": 2,
+        "side": "new",
+        "severity": "major",
+        "category": "security",
+        "title": "eval",
+        "body": "Do not eval.",
+    }
+    return {**arguments, **extra}
+
+
+def test_a_cited_rule_is_kept_when_the_review_has_it_and_counted_when_not() -> None:
+    from reviewbot.diff import parse_git_diff
+    from reviewbot.findings import FindingsOptions, FindingState, StoredFinding, process
+
+    files = {0: {f.path: f for f in parse_git_diff(DIFF)}}
+    options = FindingsOptions(rules=frozenset({"no-eval"}))
+    calls = [
+        (0, call(rule="no-eval")),
+        (0, call(rule="made-up", title="other", line=1)),
+        (0, call(title="third", category="bug")),
+    ]
+    result = process(calls, files, options)
+    by_title = {f.title: f for f in result.findings}
+    assert {title: f.rule for title, f in by_title.items()} == {
+        "eval": "no-eval",
+        "other": None,
+        "third": None,
+    }
+    assert result.unknown_rules == 1 and result.rejected == []
+    assert StoredFinding.of(by_title["eval"], FindingState.POSTED).rule == "no-eval"
+    # the rule does not change what the finding is: same fingerprint with or without it
+    without = process([(0, call())], files, options).findings[0]
+    assert without.fingerprint == by_title["eval"].fingerprint
+
+
+def test_a_rule_of_the_wrong_type_is_refused_with_the_call() -> None:
+    from reviewbot.diff import parse_git_diff
+    from reviewbot.findings import FindingsOptions, process
+
+    files = {0: {f.path: f for f in parse_git_diff(DIFF)}}
+    result = process([(0, call(rule=7))], files, FindingsOptions(rules=frozenset({"7"})))
+    assert result.findings == [] and "`rule`" in result.rejected[0].reason
