@@ -287,3 +287,20 @@ def test_ci_reviews_with_the_rules_of_the_target_in_the_checkout(
     assert any("util-clamp" in rules_in(prompt) for prompt in prompts(world))
     file_reads = [path for _, path in world.gitlab.requests if "/repository/files/" in path]
     assert not any("rules.yaml" in path for path in file_reads)  # read from the checkout
+
+
+def test_a_changed_rule_on_the_target_reviews_again_an_unchanged_one_does_not(
+    world: World,
+) -> None:
+    """Rules shape the findings: an incremental review compares them like the settings."""
+    commit_on_target(world, {".reviewbot/rules.yaml": REPO_RULES}, "rules")
+    world.run()
+    asked = len(world.vllm.requests)
+    commit_on_target(world, {"README.md": "# app, documented\n"}, "docs only")
+    world.run()
+    assert len(world.vllm.requests) == asked  # same patches, same rules: nothing to ask
+    stricter = REPO_RULES.replace('"max("', '"min("')
+    commit_on_target(world, {".reviewbot/rules.yaml": stricter}, "stricter rule")
+    report = world.run()
+    assert len(world.vllm.requests) > asked
+    assert {f.rule for f in report.findings if f.rule} == {"util-clamp"}
