@@ -16,6 +16,7 @@ from click.testing import CliRunner
 from reviewbot.app import App
 from reviewbot.commands import main
 from reviewbot.commands.ci import ci_command
+from reviewbot.commands.render import run_json
 from reviewbot.queue import JobQueue
 from reviewbot.store import Store
 from reviewbot.worker import Worker
@@ -142,6 +143,11 @@ def test_rules_of_each_source_reach_the_prompt_of_the_matching_chunk_only(
     assert util_prompt.index("</rules>") < util_prompt.index("# Diff to review")
     cited = {(f.path, f.rule) for f in report.posted if f.rule}
     assert cited == {("app.py", "app-subprocess"), ("util.py", "util-clamp")}
+    # `reviewbot run --json` shows the rules, each chunk's and each finding's
+    data = run_json(report)
+    assert {f["rule"] for f in data["findings"]} == {None, "app-subprocess", "util-clamp"}
+    assert len(data["rules"]["rules"]) == 5 and data["rules"]["unknown_cited"] == 0
+    assert all("house-python" in names for names in data["rules"]["by_chunk"].values())
     assert report.review.coverage.changed_lines_covered == 16
 
 

@@ -188,9 +188,11 @@ def review_json(result: Any) -> dict[str, Any]:
                 "anchor": f.anchor.value,
                 "anchor_note": f.anchor_note,
                 "fingerprint": f.fingerprint,
+                "rule": f.rule,
             }
             for f in result.findings.findings
         ],
+        "rules": {**result.rules.to_dict(), "unknown_cited": result.findings.unknown_rules},
         "filtered": len(result.findings.selection.filtered),
         "rejected": [r.reason for r in result.findings.rejected],
         "invalid_calls": result.invalid_calls,
