@@ -30,6 +30,7 @@ handed in).
 
 from __future__ import annotations
 
+import bisect
 import re
 import tomllib
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -503,17 +504,30 @@ def _class(body: str) -> str:
 
 
 def unmatched_globs(rule_set: RuleSet, paths: Iterable[str]) -> list[str]:
-    """A problem per include glob that matches none of ``paths`` (the repository's files)."""
-    known = list(paths)
+    """A problem per include glob that matches none of ``paths`` (the repository's files).
+    Only the paths that start with a glob's literal prefix are tried (a sorted list, bisected):
+    a repository of 100,000 files is not matched 100,000 times per glob."""
+    known = sorted(paths)
     problems = []
     for rule in rule_set.rules:
         for glob in rule.paths:
-            if not glob.startswith("!") and not any(glob_matches(glob, p) for p in known):
+            if not glob.startswith("!") and not _matches_any(glob, known):
                 problems.append(
                     f"rule {_shown(rule.name)} ({rule.origin}): glob {_shown(glob)} matches no "
                     "file of the repository at the target branch"
                 )
     return problems
+
+
+def _matches_any(glob: str, known: list[str]) -> bool:
+    prefix = re.split(r"[*?\[]", glob.strip().lstrip("/"), maxsplit=1)[0]
+    start = bisect.bisect_left(known, prefix)
+    for path in known[start:]:
+        if not path.startswith(prefix):
+            return False
+        if glob_matches(glob, path):
+            return True
+    return False
 
 
 # --- matching and the budget -----------------------------------------------------------------

@@ -409,3 +409,12 @@ def test_rules_text_cannot_open_or_close_the_prompts_tags() -> None:
     assert text.count("<rule ") == 1 and text.count("</rule>\n") == 1
     assert "<file" not in text and "&lt;/rules>" in text
     assert render_rules([]) == ""
+
+
+@given(st.lists(paths, max_size=20), st.sampled_from(["**/*.py", "a*/**", "ab/c", "[ab]*", "?"]))
+def test_the_bisected_search_finds_what_matching_every_path_finds(
+    known: list[str], glob: str
+) -> None:
+    rules = RuleSet((Rule("r", RuleSource.REPOSITORY, "o", "x", (glob,)),))
+    expected = any(glob_matches(glob, path) for path in known)
+    assert (unmatched_globs(rules, known) == []) is expected
