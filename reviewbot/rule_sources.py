@@ -32,6 +32,9 @@ from reviewbot.rules import (
 
 __all__ = ["ReadAtTarget", "review_rules"]
 
+# How the instance's file is named in what the summary says: the setting, not the path (the
+# server's file system is none of the MR's readers' business).
+INSTANCE_ORIGIN = "the instance's rules_file"
 # paths -> {path: text} of those that exist at the target branch
 ReadAtTarget = Callable[[Sequence[str]], Mapping[str, str]]
 
@@ -53,7 +56,7 @@ def review_rules(
     found = read(wanted)
     texts = RuleTexts(
         instance=instance,
-        instance_origin=f"rules_file {settings.rules_file}",
+        instance_origin=INSTANCE_ORIGIN,
         repo_toml=found.get(REPO_CONFIG_FILE),
         repo_yaml=found.get(REPO_RULES_FILE),
         duo_yaml=found.get(DUO_RULES_FILE),
@@ -86,9 +89,9 @@ def _instance_text(path: str | None) -> tuple[str | None, list[str]]:
     try:
         data = read_input_file(path, MAX_RULES_FILE_BYTES)
     except InputFileRefused as refused:
-        return None, [f"ignored rules_file {path}: it {refused}"]
+        return None, [f"ignored {INSTANCE_ORIGIN}: it {refused}"]
     except OSError as error:
-        return None, [f"ignored rules_file {path}: {error.strerror or error}"]
+        return None, [f"ignored {INSTANCE_ORIGIN}: {error.strerror or type(error).__name__}"]
     return data.decode("utf-8", errors="replace"), []
 
 

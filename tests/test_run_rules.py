@@ -310,3 +310,11 @@ def test_a_changed_rule_on_the_target_reviews_again_an_unchanged_one_does_not(
     report = world.run()
     assert len(world.vllm.requests) > asked
     assert {f.rule for f in report.findings if f.rule} == {"util-clamp"}
+
+
+def test_an_unreadable_instance_file_is_said_without_its_path(world: World, tmp_path: Path) -> None:
+    missing = tmp_path / "secret-place" / "rules.yaml"
+    world.run(rules_file=str(missing))
+    body = summary_body(world)
+    assert "ignored the instance's rules_file: No such file or directory" in body
+    assert "secret-place" not in body
