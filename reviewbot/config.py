@@ -41,6 +41,7 @@ from reviewbot.chunking import DEFAULT_SCOPE_CONTEXT_TOKENS
 from reviewbot.findings import Category, Severity
 from reviewbot.input_files import InputFileRefused, read_input_file
 from reviewbot.redaction import hide_url_password, scrub_secrets
+from reviewbot.rules import DEFAULT_RULES_TOKENS
 
 __all__ = [
     "DEFAULT_MAX_REPAIR_ROUNDS",
@@ -71,6 +72,7 @@ DEFAULT_LLM_BASE_URL = "http://127.0.0.1:8000/v1"
 REPO_KEYS = frozenset(
     {"exclude", "min_severity", "categories", "language", "include_style", "max_inline"}
 )
+REPO_RULES_KEY = "rules"
 PUBLISH_MODES = ("discussions", "drafts")
 HTTP_SCHEMES = ("http", "https")
 DATABASE_SCHEMES = ("sqlite", "postgresql", "postgres")
@@ -423,6 +425,27 @@ class Settings:
         help='Only findings of these categories, e.g. `["bug", "security"]` (comma-separated '
         "in the environment).",
     )
+    rules_file: str | None = setting(
+        None,
+        default_text="none",
+        help="The instance's review rules: a YAML file in the format of a repository's "
+        "`.reviewbot/rules.yaml`, applied to every project below the repository's own rules "
+        "([review rules](rules.md)).",
+    )
+    rules_context_files: tuple[str, ...] = setting(
+        (),
+        help="Sections of the repository's documents given to the model as rules, e.g. "
+        '`["CONTRIBUTING.md#Review checklist", "AGENTS.md"]` (without `#Section`: the whole '
+        "file), read from the target branch and cut to 8,000 characters each "
+        "([review rules](rules.md)).",
+    )
+    rules_tokens: int = setting(
+        DEFAULT_RULES_TOKENS,
+        bounds=Bounds(0, MAX_TOKENS),
+        help="At most this many tokens of review rules per chunk (only the rules whose paths "
+        "match the chunk's files); rules that do not fit are dropped and named in the summary, "
+        "never a changed line; 0 turns rules off ([review rules](rules.md)).",
+    )
     language: str = setting("English", help="The language the comments are written in.")
     include_style: bool = setting(False, help="Also report style issues (as `info`).")
     max_inline: int = setting(
@@ -754,13 +777,14 @@ def apply_repo_overrides(
 ) -> Settings:
     """Apply a repository's ``.reviewbot.toml`` (review-policy keys only; secrets are refused)."""
     data = _settings_table(_parse_toml(toml_text, source), source)
-    not_allowed = sorted(set(data) - REPO_KEYS)
+    # [[rules]] are review rules, read by reviewbot.rules, not settings
+    not_allowed = sorted(set(data) - REPO_KEYS - {REPO_RULES_KEY})
     if not_allowed:
         raise ConfigError(
             f"{source}: {', '.join(not_allowed)} cannot be set from the repository "
             f"(allowed: {', '.join(sorted(REPO_KEYS))})"
         )
-    values = _from_mapping(data, source)
+    values = _from_mapping({k: v for k, v in data.items() if k != REPO_RULES_KEY}, source)
     if "exclude" in values:
         values["exclude"] = settings.exclude + values["exclude"]
     return dataclasses.replace(settings, **values)

@@ -19,6 +19,7 @@ a record becomes a row (that is the store's).
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import hashlib
 import re
@@ -135,6 +136,7 @@ class RawFinding:
     body: str
     suggestion: str | None
     chunk_index: int
+    rule: str | None = None  # the review rule the model says the finding applies
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,6 +176,7 @@ class Finding:
     chunk_index: int
     reported_line: int
     reported_side: Side
+    rule: str | None = None  # a rule of the review's rule set it applies (an unknown one: None)
 
     @property
     def is_file_level(self) -> bool:
@@ -227,6 +230,7 @@ class StoredFinding:
             state=state,
             discussion_id=discussion_id,
             note_id=note_id,
+            rule=finding.rule,
         )
 
 
@@ -259,6 +263,7 @@ def restored_finding(
         chunk_index=chunk_index,
         reported_line=line or FIRST_LINE,
         reported_side=stored.side,
+        rule=stored.rule,
     )
 
 
@@ -276,6 +281,7 @@ class FindingsOptions:
     categories: frozenset[Category] | None = None  # None: every category
     max_inline: int = DEFAULT_MAX_INLINE
     limits: TextLimits = field(default_factory=TextLimits)
+    rules: frozenset[str] = frozenset()  # the review's rule names: a finding may cite one
 
 
 DEFAULT_OPTIONS = FindingsOptions()
@@ -295,6 +301,7 @@ class FindingsResult:
     duplicates: list[Finding]
     selection: Selection
     counts: dict[Severity, int]
+    unknown_rules: int = 0  # findings that cited a rule the review did not have (kept, no rule)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -331,6 +338,10 @@ def report_finding_parameters() -> dict[str, Any]:
                 "type": "string",
                 "description": "Replacement code for line..end_line, if certain.",
             },
+            "rule": {
+                "type": "string",
+                "description": "Name of the review rule this finding applies, if any.",
+            },
         },
         "required": ["path", "line", "severity", "category", "title", "body"],
     }
@@ -364,7 +375,13 @@ def validate_call(arguments: Mapping[str, Any], chunk_index: int) -> RawFinding 
         body=printable_text(arguments["body"]).strip(),
         suggestion=printable_text(suggestion) if suggestion and suggestion.strip() else None,
         chunk_index=chunk_index,
+        rule=_cited_rule(arguments.get("rule")),
     )
+
+
+def _cited_rule(value: Any) -> str | None:
+    """The rule a call cites, on one line (checked against the review's rules in process)."""
+    return (" ".join(printable_text(value).split()) or None) if isinstance(value, str) else None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -535,6 +552,7 @@ def _build_finding(
         chunk_index=raw.chunk_index,
         reported_line=raw.line,
         reported_side=raw.side,
+        rule=raw.rule,
     )
 
 
@@ -709,7 +727,10 @@ def process(
     for chunk_index, arguments in calls:
         result = _process_one(chunk_index, arguments, files, options, whole_files)
         (anchored if isinstance(result, Finding) else rejected).append(result)
-    return _kept_and_selected(anchored, rejected, [], options)
+    # a rule the review does not have is not kept (counted in unknown_rules)
+    unknown = {id(f) for f in anchored if f.rule is not None and f.rule not in options.rules}
+    known = [dataclasses.replace(f, rule=None) if id(f) in unknown else f for f in anchored]
+    return _kept_and_selected(known, rejected, [], options, len(unknown))
 
 
 def with_carried(
@@ -722,7 +743,11 @@ def with_carried(
     if not carried:
         return result
     return _kept_and_selected(
-        [*result.findings, *carried], result.rejected, result.duplicates, options
+        [*result.findings, *carried],
+        result.rejected,
+        result.duplicates,
+        options,
+        result.unknown_rules,
     )
 
 
@@ -731,6 +756,7 @@ def _kept_and_selected(
     rejected: list[Rejected],
     earlier_duplicates: list[Finding],
     options: FindingsOptions,
+    unknown_rules: int = 0,
 ) -> FindingsResult:
     kept, duplicates = dedupe(findings)
     selection = select(
@@ -746,6 +772,7 @@ def _kept_and_selected(
         duplicates=[*earlier_duplicates, *duplicates],
         selection=selection,
         counts={severity: counts.get(severity, 0) for severity in Severity},
+        unknown_rules=unknown_rules,
     )
 
 

@@ -8,6 +8,9 @@ from a head tree (``--head-dir``) for ``--diff``; a head tree is read only insid
 missing, not a regular file, binary or over-large just gives no context. Bad input is a
 `BadInputError` or a `GitError` (one line, exit 2).
 
+Review rules of a local diff (:func:`local_rules`) come from the repository at BASE for
+``--git`` (the target side, as for a merge request) and from ``--head-dir`` for ``--diff``.
+
 Must not: talk to GitLab, the model or the database.
 """
 
@@ -24,14 +27,17 @@ from reviewbot.config import Settings
 from reviewbot.diff import FileDiff, parse_git_diff
 from reviewbot.errors import BadInputError
 from reviewbot.exclusions import ExclusionRules, skip_reason
-from reviewbot.localgit import MAX_CONTENT_BYTES, read_files_at, read_range
+from reviewbot.localgit import MAX_CONTENT_BYTES, Checkout, read_files_at, read_range
 from reviewbot.prompts import ReviewContext, file_summaries
+from reviewbot.rule_sources import review_rules
+from reviewbot.rules import RuleSet
 
 __all__ = [
     "MAX_DIFF_BYTES",
     "LoadedDiff",
     "load_diff",
     "local_context",
+    "local_rules",
     "read_head_tree",
     "wants_head_contents",
 ]
@@ -46,6 +52,8 @@ class LoadedDiff:
     files: list[FileDiff]
     contents: dict[str, str]
     label: str
+    base: str | None = None  # --git: the BASE revision (the target side)
+    repo: Path | None = None  # --git: the repository; --diff: the --head-dir
 
 
 def load_diff(
@@ -69,14 +77,14 @@ def load_diff(
         contents = {}
         if with_contents and head_dir is not None:
             contents = read_head_tree(head_dir, changed_head_paths(files))
-        return LoadedDiff(files, contents, label)
+        return LoadedDiff(files, contents, label, repo=head_dir)
     assert git_range is not None
     local = read_range(git_range, repo)
     files = parse_git_diff(local.diff)
     contents = {}
     if with_contents:
         contents = read_files_at(repo, local.head_sha, changed_head_paths(files))
-    return LoadedDiff(files, contents, git_range)
+    return LoadedDiff(files, contents, git_range, base=local.base, repo=Path(repo))
 
 
 def _read_diff_file(diff_path: str, stdin: BinaryIO | None) -> list[FileDiff]:
@@ -139,3 +147,23 @@ def local_context(title: str, files: list[FileDiff], rules: ExclusionRules) -> R
     """The MR-level context of a local diff: its title and the summary of every file."""
     skipped = {f.path: reason for f in files if (reason := skip_reason(f, rules))}
     return ReviewContext(title=title, files=file_summaries(files, skipped))
+
+
+def local_rules(settings: Settings, loaded: LoadedDiff) -> RuleSet:
+    """The review rules of a local diff: the instance's, and the repository's at BASE
+    (``--git``) or in the head tree (``--diff --head-dir``); none from the repository when
+    the diff came without either."""
+    changed = {path for f in loaded.files for path in (f.new_path, f.old_path)}
+    if loaded.repo is None:
+        return review_rules(settings, lambda _paths: {}, changed_paths=changed)
+    repo, base = loaded.repo, loaded.base
+    if base is None:
+        return review_rules(
+            settings, lambda paths: read_head_tree(repo, paths), changed_paths=changed
+        )
+    return review_rules(
+        settings,
+        lambda paths: read_files_at(repo, base, paths),
+        changed_paths=changed,
+        repository_paths=Checkout(repo).paths(base),
+    )

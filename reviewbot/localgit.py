@@ -197,6 +197,17 @@ class Checkout:
             return None
         return read_files_at(self.path, sha, paths)
 
+    def paths(self, sha: str) -> list[str] | None:
+        """Every file path of the tree at ``sha`` (``git ls-tree -r``), or None when the
+        checkout lacks the commit or git cannot read it (the caller then does without)."""
+        try:
+            if self.source_of(sha) is CommitSource.MISSING:
+                return None
+            listed = _git(self.path, "ls-tree", "-r", "-z", "--name-only", sha)
+        except GitError:
+            return None
+        return [name.decode("utf-8", errors="replace") for name in listed.split(b"\0") if name]
+
     def source_of(self, sha: str) -> CommitSource:
         """Where the contents at ``sha`` come from (fetching the commit the first time)."""
         if self._is_repository is None:

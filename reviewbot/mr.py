@@ -3,7 +3,8 @@
 :func:`run_merge_request` reads the MR snapshot, holds the MR's lease, then runs the steps in
 order, each done by the module that owns it:
 
-1. **policy**: the target branch's ``.reviewbot.toml`` (:mod:`reviewbot.repo_policy`);
+1. **policy**: the target branch's ``.reviewbot.toml`` (:mod:`reviewbot.repo_policy`), and
+   the review rules as the target branch has them (:mod:`reviewbot.rule_sources`);
 2. **what changed** since the MR's last complete review, and what carries over
    (:mod:`reviewbot.incremental`);
 3. **read** the head files the review shows (:class:`reviewbot.repo_files.RepoFiles`, through
@@ -62,6 +63,8 @@ from reviewbot.review import (
     settings_key,
     with_carried_over,
 )
+from reviewbot.rule_sources import review_rules
+from reviewbot.rules import RuleSet
 from reviewbot.store import MergeRequestKey
 from reviewbot.store.models import ReviewStatus
 from reviewbot.store.mr_lock import hold_mr_lock
@@ -205,13 +208,15 @@ def run_merge_request(
 def _steps(run: _Run, review_id: int) -> RunReport:
     """Policy -> what changed -> read -> review -> publish -> record -> outcomes."""
     settings = _policy(run)
-    increment = _what_changed(run, settings)
+    rules = _rules(run, settings)
+    increment = _what_changed(run, settings, rules)
     wanted = increment.paths_to_read()
     run.say(f"fetching {len(wanted)} files at {run.head[:8]}")
     contents = run.read_head(wanted)
     if run.head in run.source.kinds:
         run.say(f"head files read from the {run.source.kinds[run.head].words}")
-    result = _review(run, settings, increment, contents)
+    result = _review(run, settings, increment, contents, rules)
+    run.warnings.extend(result.rule_notes)
     run.store.record_run(review_id, calls=result.calls)
     report = RunReport(
         project_path=run.snapshot.project_path,
@@ -224,7 +229,8 @@ def _steps(run: _Run, review_id: int) -> RunReport:
         warnings=run.warnings,
     )
     report.published = _publish(run, review_id, settings, result)
-    ending = _ending(result, report.published, digest(run.snapshot.files, settings_key(settings)))
+    seen = digest(run.snapshot.files, settings_key(settings, rules))
+    ending = _ending(result, report.published, seen)
     run.store.record_run(review_id, findings=_stored_findings(report.published), ending=ending)
     if not run.options.dry_run:
         _record_outcomes(run, report.published)
@@ -335,13 +341,29 @@ def _policy(run: _Run) -> Settings:
     return policy.settings
 
 
-def _what_changed(run: _Run, settings: Settings) -> Increment:
+def _rules(run: _Run, settings: Settings) -> RuleSet:
+    """The review rules: the instance's, and the repository's as the target branch has them
+    (reviewbot.rule_sources); their problems go to the summary."""
+    target = run.snapshot.diff_refs.start_sha
+    changed = {path for f in run.snapshot.files for path in (f.new_path, f.old_path)}
+    checkout = run.options.checkout
+    rules = review_rules(
+        settings,
+        lambda paths: run.files.read(target, paths),
+        changed_paths=changed,
+        repository_paths=checkout.paths(target) if checkout is not None else None,
+    )
+    run.warnings.extend(f"review rules: {problem}" for problem in rules.problems)
+    return rules
+
+
+def _what_changed(run: _Run, settings: Settings, rules: RuleSet) -> Increment:
     """What to review since the MR's last complete review (reviewbot.incremental)."""
-    rules = review_options(settings).plan_options.exclusions
+    exclusions = review_options(settings).plan_options.exclusions
     files = run.snapshot.files
-    skipped = {f.path: reason for f in files if (reason := skip_reason(f, rules))}
+    skipped = {f.path: reason for f in files if (reason := skip_reason(f, exclusions))}
     earlier = None if run.options.full else _earlier_review(run)
-    return plan_increment(files, skipped, settings_key(settings), earlier)
+    return plan_increment(files, skipped, settings_key(settings, rules), earlier)
 
 
 def _earlier_review(run: _Run) -> EarlierReview | None:
@@ -355,7 +377,11 @@ def _earlier_review(run: _Run) -> EarlierReview | None:
 
 
 def _review(
-    run: _Run, settings: Settings, increment: Increment, contents: Mapping[str, str]
+    run: _Run,
+    settings: Settings,
+    increment: Increment,
+    contents: Mapping[str, str],
+    rules: RuleSet,
 ) -> ReviewResult:
     """The model's review of what changed, plus the findings carried over (reviewbot.review)."""
     options = review_options(settings)
@@ -383,6 +409,7 @@ def _review(
             concurrency=run.options.concurrency,
             whole_files=run.snapshot.files,
             repository=run.repository() if options.tools else None,
+            rules=rules,
         )
     if carried_over is None:
         return result

@@ -37,6 +37,7 @@ import jinja2
 from reviewbot.chunking import Chunk
 from reviewbot.diff import FileDiff
 from reviewbot.findings import REPORT_FINDING_TOOL, report_finding_parameters
+from reviewbot.rules import Rule
 
 __all__ = [
     "PROMPT_VERSION",
@@ -45,13 +46,15 @@ __all__ = [
     "file_summaries",
     "prompt_version",
     "render_messages",
+    "render_rules",
     "tool_schemas",
 ]
 
 PROMPT_SERIES = "v1"
-TEMPLATE_NAMES = ("system.j2", "context.j2", "chunk.j2")
-# The prompt's own tags (context.j2, diffview's <file>): MR text must not open or close them.
-PROMPT_TAG = re.compile(r"<(\s*/?\s*(?:description|file)\b)", re.IGNORECASE)
+TEMPLATE_NAMES = ("system.j2", "context.j2", "rules.j2", "chunk.j2")
+# The prompt's own tags (context.j2, rules.j2, diffview's <file>): MR and repository text must
+# not open or close them.
+PROMPT_TAG = re.compile(r"<(\s*/?\s*(?:description|file|rules?)\b)", re.IGNORECASE)
 MAX_DESCRIPTION_CHARS = 2000
 MAX_LISTED_FILES = 300
 MAX_TITLE_CHARS = 300
@@ -175,11 +178,39 @@ def _shared_text(context: ReviewContext) -> tuple[str, str]:
     return system, mr
 
 
+def render_rules(rules: Sequence[Rule]) -> str:
+    """The rules block of a chunk ("" without rules): after the MR context, before the diff, so
+    chunks with the same rules share that prefix too. Names and instructions are repository
+    text: they cannot open or close the prompt's tags."""
+    if not rules:
+        return ""
+    shown = [
+        {
+            "name": neutralise_delimiters(_one_line(rule.name)).replace('"', "'"),
+            "severity": rule.severity.value if rule.severity else "",
+            "category": rule.category.value if rule.category else "",
+            "instructions": neutralise_delimiters(rule.instructions),
+        }
+        for rule in rules
+    ]
+    return _environment().get_template("rules.j2").render(rules=shown)
+
+
 def render_messages(
-    context: ReviewContext, chunk: Chunk | None, *, part: int = 1, parts: int = 1
+    context: ReviewContext,
+    chunk: Chunk | None,
+    *,
+    part: int = 1,
+    parts: int = 1,
+    rules: Sequence[Rule] = (),
 ) -> list[dict[str, str]]:
-    """Chat messages for one chunk; ``chunk=None`` renders the shared part only (for budgets)."""
+    """Chat messages for one chunk; ``chunk=None`` renders the shared part only (for budgets).
+    ``rules``: the review rules of the chunk's files, placed between the MR context (identical
+    for every chunk) and the chunk's diff."""
     system, mr = _shared_text(context)
+    rules_text = render_rules(rules)
+    if rules_text:
+        mr = mr + "\n" + rules_text
     if chunk is None:
         body = (
             _environment()

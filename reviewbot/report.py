@@ -225,6 +225,8 @@ def build_report(
         "by_prompt_version": _groups("prompt_version", figures["by"]["prompt_version"]),
         "by_model": _groups("model", figures["by"]["model"]),
         "by_severity": _groups("severity", figures["by"]["severity"]),
+        # findings that cite a review rule, per rule (docs/rules.md): which rules earn their keep
+        "by_rule": [row for row in _groups("rule", figures["by"]["rule"]) if row["rule"]],
         "daily": {
             "days": window.days(),
             "findings": figures["daily_findings"],
@@ -332,6 +334,7 @@ def report_markdown(report: Mapping[str, Any]) -> str:
     lines += _slowest(report["slowest_reviews"])
     lines += _group_table("By prompt version", "prompt_version", report["by_prompt_version"])
     lines += _group_table("By model", "model", report["by_model"])
+    lines += _group_table("By review rule", "rule", report["by_rule"])
     lines += _evals(report["eval_runs"])
     lines += _comparison_tables(report.get("eval_comparison"))
     lines += _tool_call_table(report["tool_calls"])

@@ -497,6 +497,7 @@ def report_html(report: Mapping[str, Any]) -> str:
             _slowest(report),
             _groups("By prompt version", "prompt_version", report["by_prompt_version"]),
             _groups("By model", "model", report["by_model"]),
+            _groups("By review rule", "rule", report["by_rule"]),
             _evals(report),
             *_comparison(report),
             _tool_calls(report),

@@ -17,7 +17,7 @@ import json
 import math
 import statistics
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,19 +44,28 @@ from reviewbot.findings import (
 )
 from reviewbot.incremental import CarriedOver
 from reviewbot.llm.backend import MODE_TOOL_CALLS, CallRecord, ChunkRequest, ChunkResult, LLMClient
-from reviewbot.prompts import ReviewContext, prompt_version, render_messages, tool_schemas
+from reviewbot.prompts import (
+    ReviewContext,
+    prompt_version,
+    render_messages,
+    render_rules,
+    tool_schemas,
+)
 from reviewbot.repo.tools import RepositoryTools
 from reviewbot.repo.view import RepositoryView
+from reviewbot.rules import DEFAULT_RULES_TOKENS, Rule, RuleSet, fit_rules, rules_for_paths
 from reviewbot.tokens import TokenCounter
 
 __all__ = [
     "CarriedOver",
     "ReviewOptions",
     "ReviewResult",
+    "RulesApplied",
     "UnreviewedPart",
     "budget_for",
     "local_overhead",
     "plan_offline",
+    "plan_with_rules",
     "review_files",
     "review_options",
     "review_tools",
@@ -74,7 +83,12 @@ TEMPLATE_FRAMING_TOKENS = 64
 # What one tool round adds to a chunk's conversation besides the tools' answers: the model's
 # calls repeated in the assistant message, each message's framing and the budget note.
 TOOL_ROUND_FRAMING_TOKENS = 160
+# The tool rounds' reserve never takes more than this share of a chunk's room for the diff.
+MAX_TOOL_SHARE = 0.5
 OUTCOME_MODE_UNSUPPORTED = "mode_unsupported"  # a call the server refused for its output mode
+# Review rules never take more than this share of a chunk's room for the diff: the rest is the
+# diff's, so rules cannot squeeze a chunk down to nothing (docs/rules.md).
+MAX_RULES_SHARE = 0.5
 
 
 @dataclass(frozen=True)
@@ -88,6 +102,7 @@ class ReviewOptions:
     tools: bool = False
     tool_rounds: int = DEFAULT_TOOL_ROUNDS
     tool_tokens: int = DEFAULT_TOOL_TOKENS
+    rules_tokens: int = DEFAULT_RULES_TOKENS  # review rules per chunk, at most
 
 
 def review_options(settings: Settings) -> ReviewOptions:
@@ -109,6 +124,7 @@ def review_options(settings: Settings) -> ReviewOptions:
         tools=settings.tools == TOOLS_ON,
         tool_rounds=settings.tool_rounds,
         tool_tokens=settings.tool_tokens,
+        rules_tokens=settings.rules_tokens,
     )
 
 
@@ -143,6 +159,82 @@ class UnreviewedPart:
 
 
 @dataclass
+class RulesApplied:
+    """Which review rules each chunk got: those whose paths match one of the chunk's files,
+    as many as fit ``reserve`` tokens (the budget kept for them in every chunk); the ones that
+    did not fit are named, never dropped silently."""
+
+    rule_set: RuleSet = field(default_factory=RuleSet)
+    reserve: int = 0
+    counter: TokenCounter | None = None
+    applied: dict[int, tuple[str, ...]] = field(default_factory=dict)  # chunk -> rule names
+    dropped: dict[str, list[int]] = field(default_factory=dict)  # rule -> chunks it missed
+    _fitted: dict[tuple[str, ...], tuple[Rule, ...]] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def for_review(
+        cls,
+        rule_set: RuleSet,
+        files: Sequence[FileDiff],
+        counter: TokenCounter,
+        options: ReviewOptions,
+        budget: Budget,
+    ) -> RulesApplied:
+        """The rules of a review and the tokens kept for them: the rules of every file of the
+        diff rendered, capped by ``options.rules_tokens`` and MAX_RULES_SHARE of the room."""
+        every = rules_for_paths(rule_set, _paths_of(files))
+        if not every or options.rules_tokens <= 0:
+            return cls(rule_set, 0, counter)
+        room = math.floor(max(0, budget.available) * MAX_RULES_SHARE)
+        needed = counter.count(render_rules(every))
+        return cls(rule_set, min(options.rules_tokens, needed, room), counter)
+
+    def of(self, chunk: Chunk) -> tuple[Rule, ...]:
+        """The rules ``chunk`` is shown (recorded as applied to it)."""
+        matching = rules_for_paths(self.rule_set, _paths_of(chunk.files.values()))
+        key = tuple(rule.name for rule in matching)
+        if key not in self._fitted:
+            counter = self.counter
+            kept, _ = fit_rules(
+                matching,
+                lambda rules: counter.count(render_rules(rules)) if counter else 0,
+                self.reserve,
+            )
+            self._fitted[key] = kept
+        kept = self._fitted[key]
+        self.applied[chunk.index] = tuple(rule.name for rule in kept)
+        for rule in matching:
+            if rule not in kept:
+                self.dropped.setdefault(rule.name, []).append(chunk.index)
+        return kept
+
+    def notes(self) -> list[str]:
+        """What the summary says about the rules left out for lack of room (the problems of
+        reading them are the rule set's, said by whoever read them)."""
+        notes = []
+        for name, chunks in self.dropped.items():
+            where = ", ".join(str(index + 1) for index in sorted(set(chunks)))
+            notes.append(
+                f"review rule `{name}` not given to chunk(s) {where}: no room within "
+                f"{self.reserve} rules tokens (setting rules_tokens)"
+            )
+        return notes
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            **self.rule_set.to_dict(),
+            "reserve_tokens": self.reserve,
+            "by_chunk": {str(index + 1): list(names) for index, names in self.applied.items()},
+            "dropped": {name: [i + 1 for i in chunks] for name, chunks in self.dropped.items()},
+        }
+
+
+def _paths_of(files: Iterable[FileDiff]) -> list[str]:
+    """Both paths of every file (a rule for the old path of a renamed file still applies)."""
+    return list(dict.fromkeys(path for f in files for path in (f.new_path, f.old_path) if path))
+
+
+@dataclass
 class ReviewResult:
     plan: Plan
     findings: FindingsResult
@@ -158,6 +250,18 @@ class ReviewResult:
     # The repository tools in words, for the run details: off, not offered in the server's
     # output mode, or the rounds they took ("" when the review had no repository to read).
     tools: str = ""
+    rules: RulesApplied = field(default_factory=RulesApplied)
+
+    @property
+    def rule_notes(self) -> list[str]:
+        """The rules left out for lack of room, and findings citing an unknown rule."""
+        unknown = self.findings.unknown_rules
+        cited = (
+            [f"{unknown} finding(s) cited a rule this review does not have: kept without a rule"]
+            if unknown
+            else []
+        )
+        return self.rules.notes() + cited
 
     @property
     def complete(self) -> bool:
@@ -228,10 +332,18 @@ class ReviewResult:
         ]
 
 
-def settings_key(settings: Settings) -> str:
+def settings_key(settings: Settings, rules: RuleSet | None = None) -> str:
     """Changes when the findings of the same diff could differ: the review options and the
-    policy that shapes them (a new threshold or language means a full review)."""
-    shaping = (repr(review_options(settings)), settings.language, settings.include_style)
+    policy that shapes them (a new threshold or language means a full review), and the review
+    rules (a changed rule too)."""
+    # the same tuple as before rules existed, so a review without rules keeps its key
+    shaping: tuple[Any, ...] = (
+        repr(review_options(settings)),
+        settings.language,
+        settings.include_style,
+    )
+    if rules is not None and rules.rules:
+        shaping += (repr([rule.to_dict() for rule in rules.rules]),)
     return hashlib.sha1(repr(shaping).encode()).hexdigest()[:SETTINGS_KEY_CHARS]
 
 
@@ -290,9 +402,19 @@ def budget_for(
     overhead = llm.count_prompt_tokens(render_messages(context, None), schemas)
     if overhead is None:
         overhead = local_overhead(counter, context, schemas)
+    budget = _budget(counter, options, max_model_len, overhead)
     if tools is not None and len(tools) > len(tool_schemas()):
-        overhead += tool_reserve(options)
-    return _budget(counter, options, max_model_len, overhead)
+        return _with_tool_reserve(budget, options)
+    return budget
+
+
+def _with_tool_reserve(budget: Budget, options: ReviewOptions) -> Budget:
+    """``budget`` with room kept for the chunk's tool rounds: :func:`tool_reserve`, at most
+    MAX_TOOL_SHARE of the room for the diff (a small context still reviews every line; the
+    runner fits each round's answers to the real context before it is sent)."""
+    room = math.floor(max(0, budget.available) * MAX_TOOL_SHARE)
+    reserve = min(tool_reserve(options), room)
+    return dataclasses.replace(budget, overhead=budget.overhead + reserve)
 
 
 def _budget(
@@ -314,15 +436,44 @@ def plan_offline(
     options: ReviewOptions,
     contents: Mapping[str, str] | None = None,
     with_tools: bool = False,
+    rules: RuleSet | None = None,
 ) -> Plan:
     """How ``files`` would be cut into chunks with no model server (``reviewbot plan``): the
     shared prompt is counted with ``counter``, the context is ``options.max_model_len`` or the
     default, so the chunks are the ones a review with the same settings would plan.
     ``with_tools``: as a review with repository tools (each chunk keeps their reserve)."""
+    return plan_with_rules(
+        files,
+        context=context,
+        counter=counter,
+        options=options,
+        contents=contents,
+        rules=rules,
+        with_tools=with_tools,
+    )[0]
+
+
+def plan_with_rules(
+    files: Sequence[FileDiff],
+    *,
+    context: ReviewContext,
+    counter: TokenCounter,
+    options: ReviewOptions,
+    contents: Mapping[str, str] | None = None,
+    rules: RuleSet | None = None,
+    with_tools: bool = False,
+) -> tuple[Plan, RulesApplied]:
+    """:func:`plan_offline`, and the review rules each chunk would be given."""
     max_model_len = options.max_model_len or Budget().max_model_len
-    overhead = local_overhead(counter, context) + (tool_reserve(options) if with_tools else 0)
-    budget = _budget(counter, options, max_model_len, overhead)
-    return plan(files, budget, counter, contents=contents, options=options.plan_options)
+    budget = _budget(counter, options, max_model_len, local_overhead(counter, context))
+    if with_tools:
+        budget = _with_tool_reserve(budget, options)
+    applied = RulesApplied.for_review(rules or RuleSet(), files, counter, options, budget)
+    budget = dataclasses.replace(budget, overhead=budget.overhead + applied.reserve)
+    offline = plan(files, budget, counter, contents=contents, options=options.plan_options)
+    for chunk in offline.chunks:
+        applied.of(chunk)
+    return offline, applied
 
 
 def review_files(
@@ -338,6 +489,7 @@ def review_files(
     concurrency: int | None = None,
     whole_files: Sequence[FileDiff] | None = None,
     repository: RepositoryView | None = None,
+    rules: RuleSet | None = None,
 ) -> ReviewResult:
     """Review ``files`` with the model and return anchored findings plus every call's figures.
 
@@ -346,20 +498,30 @@ def review_files(
     an earlier review, so findings get the fingerprints a full review would give them.
     ``repository``: the tree at the head, for the model's repository tools (with
     ``options.tools``; see :func:`review_tools`).
+    ``rules``: the review rules (reviewbot.rules); each chunk gets those of its files, within
+    a budget the chunk planner keeps for them.
     """
     started = time.monotonic()
     info = llm.server_info()
     max_model_len = options.max_model_len or info.max_model_len or Budget().max_model_len
     sending = _Sending(options, review_tools(options, repository))
     budget = budget_for(llm, counter, context, options, max_model_len, sending.tools)
+    applied = RulesApplied.for_review(rules or RuleSet(), files, counter, options, budget)
+    budget = dataclasses.replace(budget, overhead=budget.overhead + applied.reserve)
     review_plan = plan(files, budget, counter, contents=contents, options=options.plan_options)
     if on_planned:
         on_planned(review_plan)
     answers = _send_chunks(
-        list(review_plan.chunks), context, llm, counter, budget, on_chunk_done, concurrency, sending
+        list(review_plan.chunks),
+        _Prompting(context, applied, counter, budget),
+        llm,
+        on_chunk_done,
+        concurrency,
+        sending,
     )
     whole = {file.new_path: file for file in whole_files or ()}
-    findings = process(answers.calls, answers.files_by_chunk, options.findings_options, whole)
+    findings_options = dataclasses.replace(options.findings_options, rules=applied.rule_set.names)
+    findings = process(answers.calls, answers.files_by_chunk, findings_options, whole)
     tools_line = _tools_line(options, sending.repository, answers.records)
     return ReviewResult(
         plan=review_plan,
@@ -373,6 +535,7 @@ def review_files(
         chunks_reviewed=answers.reviewed,
         unreviewed=answers.unreviewed,
         tools=tools_line,
+        rules=applied,
     )
 
 
@@ -422,6 +585,16 @@ class _Sending:
         )
 
 
+@dataclass(frozen=True)
+class _Prompting:
+    """What every chunk's prompt is made of: the MR context, the rules, the budget."""
+
+    context: ReviewContext
+    rules: RulesApplied
+    counter: TokenCounter
+    budget: Budget
+
+
 @dataclass
 class _Answers:
     """What the model answered for every chunk (re-split ones included)."""
@@ -454,10 +627,8 @@ class _Answers:
 
 def _send_chunks(
     chunks: list[Chunk],
-    context: ReviewContext,
+    prompting: _Prompting,
     llm: LLMClient,
-    counter: TokenCounter,
-    budget: Budget,
     on_chunk_done: Callable[[ChunkResult], None] | None,
     concurrency: int | None,
     sending: _Sending,
@@ -465,6 +636,7 @@ def _send_chunks(
     """Send every chunk to the model. A chunk the server finds too long, or whose answer was
     cut off, is split and sent again (up to MAX_RESPLIT_DEPTH times), never dropped."""
     answers = _Answers()
+    context, counter, budget = prompting.context, prompting.counter, prompting.budget
     pending = [(chunk, 0) for chunk in chunks]
     next_index = len(chunks)
     while pending:
@@ -473,7 +645,13 @@ def _send_chunks(
         for chunk, depth in pending:
             answers.files_by_chunk[chunk.index] = chunk.files
             depth_of[chunk.index] = depth
-            messages = render_messages(context, chunk, part=chunk.index + 1, parts=len(chunks))
+            messages = render_messages(
+                context,
+                chunk,
+                part=chunk.index + 1,
+                parts=len(chunks),
+                rules=prompting.rules.of(chunk),
+            )
             prompt_tokens = budget.overhead + chunk.tokens
             requests.append(sending.request(chunk.index, messages, prompt_tokens, budget))
         by_index = {chunk.index: chunk for chunk, _ in pending}

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -23,6 +23,9 @@ from rich.text import Text
 
 from reviewbot.chunking import ContextKind, Plan
 from reviewbot.commands.terminal import cell, data, terminal_text
+
+if TYPE_CHECKING:
+    from reviewbot.review import RulesApplied
 
 __all__ = [
     "add_row",
@@ -83,7 +86,7 @@ def progress_bar(console: Console, *, quiet: bool = False) -> Progress:
 # --- plan ------------------------------------------------------------------------------------
 
 
-def print_plan(result: Plan, console: Console) -> None:
+def print_plan(result: Plan, console: Console, rules: RulesApplied | None = None) -> None:
     budget = result.budget
     console.print(
         data(
@@ -117,7 +120,38 @@ def print_plan(result: Plan, console: Console) -> None:
             "enclosing scope)"
         )
     )
+    if rules is not None:
+        print_rules(rules, console)
     print_coverage(result, console)
+
+
+def print_rules(rules: RulesApplied, console: Console) -> None:
+    """The review rules: each with its source and the chunks it is given to; what did not fit
+    and every problem met reading them."""
+    if not rules.rule_set.rules and not rules.rule_set.problems:
+        console.print(data("Review rules: none"))
+        return
+    given: dict[str, list[str]] = {}
+    for index, names in sorted(rules.applied.items()):
+        for name in names:
+            given.setdefault(name, []).append(str(index + 1))
+    console.print(
+        data(f"Review rules: {len(rules.rule_set.rules)}, {rules.reserve} tokens kept per chunk")
+    )
+    table = Table("rule", "source", "paths", "chunks")
+    for rule in rules.rule_set.rules:
+        add_row(
+            table,
+            rule.name,
+            f"{rule.source.value} ({rule.origin})",
+            ", ".join(rule.paths) or "every file",
+            ", ".join(given.get(rule.name, [])) or "none",
+        )
+    console.print(table)
+    for note in rules.notes():
+        console.print(data(f"not given: {note}"))
+    for problem in rules.rule_set.problems:
+        console.print(data(f"problem: {problem}"))
 
 
 def print_coverage(result: Plan, console: Console) -> None:
@@ -157,9 +191,11 @@ def review_json(result: Any) -> dict[str, Any]:
                 "anchor": f.anchor.value,
                 "anchor_note": f.anchor_note,
                 "fingerprint": f.fingerprint,
+                "rule": f.rule,
             }
             for f in result.findings.findings
         ],
+        "rules": {**result.rules.to_dict(), "unknown_cited": result.findings.unknown_rules},
         "filtered": len(result.findings.selection.filtered),
         "rejected": [r.reason for r in result.findings.rejected],
         "invalid_calls": result.invalid_calls,

@@ -55,6 +55,7 @@ from reviewbot.localdiff import (
     LoadedDiff,
     load_diff,
     local_context,
+    local_rules,
     wants_head_contents,
 )
 from reviewbot.tokens import TokenCounter, local_counter
@@ -158,24 +159,25 @@ def plan_command(
     **budget: Any,
 ) -> None:
     """Show how a diff would be cut into prompts, with token counts and coverage (offline)."""
-    from reviewbot.review import plan_offline, review_options
+    from reviewbot.review import plan_with_rules, review_options
 
     settings = _settings(config_file, **_budget_overrides(**budget))
     with_contents = wants_head_contents(settings)
     loaded = load_diff(diff_path, git_range, repo, with_contents, head_dir=head_dir)
     options = review_options(settings)
     context = local_context(loaded.label, loaded.files, options.plan_options.exclusions)
-    result = plan_offline(
+    result, rules = plan_with_rules(
         loaded.files,
         context=context,
         counter=local_counter(settings.llm_model),
         options=options,
         contents=loaded.contents,
+        rules=local_rules(settings, loaded),
     )
     if as_json:
-        emit_json(result.to_dict())
+        emit_json({**result.to_dict(), "rules": rules.to_dict()})
         return
-    print_plan(result, console())
+    print_plan(result, console(), rules)
 
 
 # --- review ----------------------------------------------------------------------------------
@@ -260,6 +262,7 @@ def _review_local(
             counter=counter,
             options=options,
             contents=loaded.contents,
+            rules=local_rules(settings, loaded),
             on_planned=lambda p: progress.update(task, total=len(p.chunks)),
             on_chunk_done=lambda _: progress.advance(task),
         )

@@ -82,7 +82,8 @@ THUMBS_DOWN = "thumbsdown"
 # Findings found again on a later run: counted once, where they were first reported.
 REFOUND_STATES = (FindingState.DUPLICATE.value, FindingState.DELETED.value)
 POSTED_STATES = tuple(state.value for state in PUBLISHED_STATES)
-DIMENSIONS = ("category", "prompt_version", "model", "severity")
+DIMENSIONS = ("category", "prompt_version", "model", "severity", "rule")
+NO_RULE = ""  # the rule dimension of a finding that cites no rule
 FEEDBACK_COUNT_FIELDS = (
     "thumbs_up",
     "thumbs_down",
@@ -257,7 +258,13 @@ def daily_findings(connection: Connection, scope: ReportScope) -> list[dict[str,
 
 def _dimension_columns() -> list[Any]:
     """The columns of DIMENSIONS, in that order."""
-    return [FindingRow.category, ReviewRow.prompt_version, ReviewRow.model, FindingRow.severity]
+    return [
+        FindingRow.category,
+        ReviewRow.prompt_version,
+        ReviewRow.model,
+        FindingRow.severity,
+        func.coalesce(FindingRow.rule, NO_RULE),
+    ]
 
 
 def finding_groups(connection: Connection, scope: ReportScope) -> list[dict[str, Any]]:

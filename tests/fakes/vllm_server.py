@@ -43,6 +43,11 @@ api_key|token|secret_key = "literal"``
 ``time.sleep(``                                    performance     minor     -
 =================================================  ==============  ========  ============
 
+Review rules (reviewbot's ``<rules>`` block, rules.j2) are followed when they ask for a text:
+a rule whose instructions hold ``Flag every added line containing "NEEDLE".`` gives a finding
+(maintainability, major) on each added line of the prompt holding NEEDLE, with ``rule`` set to
+the rule's name (:func:`rule_findings`).
+
 Output modes, chosen per request:
 
 * ``tools`` offered and tool choice ``auto`` (the default with tools) and ``tool_parser``:
@@ -654,6 +659,37 @@ REVIEW_PATTERNS: tuple[ReviewPattern, ...] = (
         "time.sleep blocks the thread; avoid it on request paths.",
     ),
 )
+
+
+# A review rule the fake follows (reviewbot's rules.j2 block): a rule whose instructions say
+# ``Flag every added line containing "NEEDLE".`` gives one finding per added line of the prompt
+# holding NEEDLE, citing the rule by name; other rules are read and ignored.
+_RULE_RE = re.compile(r'<rule name="(?P<name>[^"]*)"[^>]*>\n(?P<body>.*?)\n</rule>', re.DOTALL)
+_RULE_NEEDLE_RE = re.compile(r'Flag every added line containing "(?P<needle>[^"]+)"')
+
+
+def rule_findings(prompt: str, lines: Sequence[DiffLine]) -> list[dict[str, Any]]:
+    """``report_finding`` arguments for the rules of ``prompt`` that ask for a text."""
+    findings: list[dict[str, Any]] = []
+    for rule in _RULE_RE.finditer(prompt):
+        needle = _RULE_NEEDLE_RE.search(rule["body"])
+        if needle is None:
+            continue
+        for line in lines:
+            if line.kind == "added" and needle["needle"] in line.text:
+                findings.append(
+                    {
+                        "path": line.path,
+                        "line": line.number,
+                        "side": "new",
+                        "severity": "major",
+                        "category": "maintainability",
+                        "title": f"Breaks the team rule {rule['name']}",
+                        "body": f"`{line.text.strip()}` holds {needle['needle']!r}.",
+                        "rule": rule["name"],
+                    }
+                )
+    return findings
 
 
 def review_diff(lines: Sequence[DiffLine]) -> list[dict[str, Any]]:
@@ -2049,7 +2085,7 @@ class FakeVLLM:
         """The findings this answer holds and, per finding, the mistake its call is written
         with: a repair turn answers only what the earlier answers did not write correctly."""
         malformed = self.malformed
-        found = review_diff(lines)
+        found = review_diff(lines) + rule_findings(request.diff_text(), lines)
         if self.needs_evidence:
             found += evidence_findings(request, lines)
         earlier = request.earlier_answers()
