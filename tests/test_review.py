@@ -17,7 +17,14 @@ from reviewbot.diff import parse_git_diff
 from reviewbot.llm import LLMClient, LLMSettings
 from reviewbot.llm.factory import runner_for
 from reviewbot.prompts import ReviewContext, file_summaries
-from reviewbot.review import ReviewOptions, ReviewResult, plan_offline, review_files
+from reviewbot.review import (
+    MAX_TOOL_SHARE,
+    ReviewOptions,
+    ReviewResult,
+    plan_offline,
+    review_files,
+    tool_reserve,
+)
 from reviewbot.tokens import local_counter
 from tests.fakes.vllm_server import FakeVLLM, MalformedCalls
 from tests.mr_world import git, init_repo
@@ -383,3 +390,28 @@ def test_a_repair_turn_too_long_for_the_context_resplits_the_chunk(repo: Path) -
     assert len(repairs) == outcomes.count("repair")  # every repair turn sent was answered
     eval_lines = {f["line"] for f in data["findings"] if f["path"] == "big.py"}
     assert eval_lines == {3 * i + 2 for i in range(functions)}
+
+
+def test_the_tool_rounds_reserve_never_takes_more_than_half_the_room_of_a_small_context() -> None:
+    """With tools on (the default), each chunk keeps room for its tool rounds, but at most
+    MAX_TOOL_SHARE of what the diff would have: a 4K-context model still has every changed
+    line planned, where the full reserve (8,480 tokens) would leave no room at all."""
+    files, contents = scoped_merge_request()
+    context = ReviewContext(title="Harden the modules", files=file_summaries(files))
+    options = ReviewOptions(max_model_len=SMALL_MODEL_LEN, tools=True)
+    without = plan_offline(
+        files, context=context, counter=local_counter(), options=options, contents=contents
+    )
+    with_tools = plan_offline(
+        files,
+        context=context,
+        counter=local_counter(),
+        options=options,
+        contents=contents,
+        with_tools=True,
+    )
+    assert tool_reserve(options) > without.budget.available
+    kept = with_tools.budget.overhead - without.budget.overhead
+    assert 0 < kept <= without.budget.available * MAX_TOOL_SHARE
+    assert with_tools.coverage.changed_lines_covered == with_tools.coverage.changed_lines_total
+    assert with_tools.coverage.changed_lines_total == without.coverage.changed_lines_total
