@@ -483,6 +483,19 @@ def test_the_health_probe_fails_on_a_server_without_a_tool_parser(tmp_path: Path
         (["vllm", "serve", "M"], Status.WARN),
         (["vllm", "serve", "M", "--generation-config", "auto"], Status.WARN),
         (["python3", "-m", "vllm.entrypoints.openai.api_server", "--model", "M"], Status.WARN),
+        # seen on the H200 (issue 23): doctor could not tell, with the flag on the command line
+        (
+            [
+                "python3",
+                "-m",
+                "vllm.entrypoints.cli.main",
+                "serve",
+                "M",
+                "--generation-config",
+                "vllm",
+            ],
+            Status.OK,
+        ),
     ],
 )
 def test_generation_config_from_the_command_line(argv: list[str], status: Status) -> None:

@@ -106,9 +106,13 @@ FP32_BYTES = 4
 # 64.69 GiB weights + 62.38 GiB KV cache at utilization 0.92) is reproduced: 2.1 GiB left over.
 
 # --- prefill time (an estimate; loadtest measures it) ---------------------------------------
-# Share of the datasheet tensor TFLOPS a long prefill reaches. Fitted to one measurement: one
-# 61K-token prompt took 1.8 s to its first token on one H200 (Qwen3.5-35B-A3B bf16, vLLM 0.26).
-PREFILL_EFFICIENCY = 0.34
+# A first token = a fixed cost (the API server, tokenizing, scheduling, the first streamed delta)
+# + the prefill's compute at a share of the datasheet tensor TFLOPS. Fitted on one H200 with the
+# shipped FP8 profile (vLLM 0.26, 2026-12-02, docs/capacity.md): a 5,210-token prompt alone
+# 0.30 s, a 56,950-token one 1.75 s (compute alone had said 0.08 s and 1.62 s: the fixed cost was
+# missing). The earlier bf16 point (61K tokens alone in 1.8 s) is 1.92 s by this fit (+7%).
+FIRST_TOKEN_OVERHEAD_S = 0.225
+PREFILL_EFFICIENCY = 0.361
 # Tensor-parallel ranks do not scale perfectly (all-reduce after every layer).
 TENSOR_PARALLEL_EFFICIENCY = 0.8
 # Concurrent long prompts are prefilled one after another: 8 prompts of 61K tokens sent at once,
@@ -412,7 +416,8 @@ def ttft_estimate(
     shape: ModelShape, gpu: Gpu, tp: int, tokens: int, positions: int
 ) -> dict[str, Any] | None:
     """Seconds to the first token of a ``tokens``-long prompt, alone and at each queue position
-    when ``positions`` such prompts arrive together (they are prefilled one after another)."""
+    when ``positions`` such prompts arrive together (they are prefilled one after another; the
+    fixed cost is paid once)."""
     if gpu.fp16_tensor_tflops is None:
         return None
     speed = (
@@ -422,11 +427,14 @@ def ttft_estimate(
         * tp
         * (TENSOR_PARALLEL_EFFICIENCY if tp > 1 else 1)
     )
-    alone = prefill_flops(shape, tokens) / speed
-    queue = [alone * (1 + QUEUED_PREFILL_COST_RATIO * (k - 1)) for k in range(1, positions + 1)]
+    prefill = prefill_flops(shape, tokens) / speed
+    queue = [
+        FIRST_TOKEN_OVERHEAD_S + prefill * (1 + QUEUED_PREFILL_COST_RATIO * (k - 1))
+        for k in range(1, positions + 1)
+    ]
     return {
         "prompt_tokens": tokens,
-        "alone_s": round(alone, 2),
+        "alone_s": round(queue[0], 2),
         "by_queue_position_s": [round(t, 2) for t in queue],
         "note": "estimate from datasheet TFLOPS; measure with reviewbot loadtest",
     }

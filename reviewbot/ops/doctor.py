@@ -536,7 +536,8 @@ def thinking_check(enable_thinking: bool | None, answer: ModelAnswer | None) -> 
 def vllm_argv_for(command_lines: Sequence[Sequence[str]], base_url: str) -> list[str] | None:
     """The command line of the local vLLM server behind ``base_url``, if one runs here.
 
-    A vLLM server is ``vllm serve ...`` or ``python -m vllm.entrypoints.openai.api_server``;
+    A vLLM server is ``vllm serve ...`` (or ``python -m vllm.entrypoints.cli.main serve``) or
+    ``python -m vllm.entrypoints.openai.api_server``;
     it serves ``base_url`` when its ``--port`` (8000 by default) is the URL's port. Only
     loopback URLs can be served by a process of this host as far as we can tell.
     """
@@ -589,7 +590,10 @@ def _is_vllm_server(argv: Sequence[str]) -> bool:
     words = [word.rsplit("/", 1)[-1] for word in argv]
     if "vllm.entrypoints.openai.api_server" in words:
         return True
-    return ("vllm", "serve") in itertools.pairwise(words)
+    pairs = set(itertools.pairwise(words))
+    # `vllm serve`, or its console script's module run by a Python (`python -m
+    # vllm.entrypoints.cli.main serve`: how the H200 check starts it, deploy/h200-check)
+    return ("vllm", "serve") in pairs or ("vllm.entrypoints.cli.main", "serve") in pairs
 
 
 def _flag_value(argv: Sequence[str], flag: str) -> str | None:
