@@ -40,6 +40,7 @@ __all__ = [
 
 GIT_TIMEOUT_S = 120
 MAX_CONTENT_BYTES = 2_000_000  # head files larger than this are not used for context
+BINARY_SNIFF_BYTES = 8000  # a NUL byte this near the start: a binary file, as git judges it
 REMOTE = "origin"
 
 
@@ -140,26 +141,14 @@ def read_range(spec: str, repo: str | Path = ".") -> LocalDiff:
 
 
 def read_files_at(repo: str | Path, sha: str, paths: Iterable[str]) -> dict[str, str]:
-    """Contents of ``paths`` at ``sha`` in one ``git cat-file --batch`` call; missing are absent."""
-    wanted = list(dict.fromkeys(paths))
-    if not wanted:
-        return {}
-    request = "".join(f"{sha}:{path}\n" for path in wanted).encode()
-    output = _git(Path(repo), "cat-file", "--batch", stdin=request)
-    contents: dict[str, str] = {}
-    position = 0
-    for path in wanted:
-        end = output.index(b"\n", position)
-        header = output[position:end].split()
-        position = end + 1
-        if len(header) < 3 or header[-1] == b"missing":
-            continue
-        size = int(header[2])
-        blob = output[position : position + size]
-        position += size + 1
-        if header[1] == b"blob" and size <= MAX_CONTENT_BYTES and b"\0" not in blob[:8000]:
-            contents[path] = blob.decode("utf-8", errors="replace")
-    return contents
+    """Text contents of ``paths`` at ``sha`` in one ``git cat-file --batch`` call (read_blobs);
+    missing, binary (a NUL byte near the start) or larger than MAX_CONTENT_BYTES are absent."""
+    blobs = read_blobs(Path(repo), sha, list(paths))
+    return {
+        path: blob.decode("utf-8", errors="replace")
+        for path, blob in blobs.items()
+        if len(blob) <= MAX_CONTENT_BYTES and b"\0" not in blob[:BINARY_SNIFF_BYTES]
+    }
 
 
 class CommitSource(StrEnum):
