@@ -52,4 +52,4 @@ def real_world(tmp_path: Path, real_vllm: SharedServer) -> Iterator[World]:
         gitlab.add_user("reviewbot", token=BOT_TOKEN, bot=True)
         gitlab.add_project(PROJECT, project_id=7)
         gitlab.add_mr_from_git(PROJECT, repo, "main", "feature", iid=1, title="Add parsing")
-        yield World(repo, gitlab, real_vllm, store_url)  # type: ignore[arg-type]
+        yield World(repo, gitlab, real_vllm, store_url, tmp_path / "repo-cache")  # type: ignore[arg-type]

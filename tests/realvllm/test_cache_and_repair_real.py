@@ -2,7 +2,9 @@
 
 - The second chunk of one MR is served from the prefix cache: vLLM reports ``cached_tokens`` in
   whole KV blocks (640 tokens for this hybrid DeltaNet model on CPU, read from ``/metrics``), at
-  least the shared system turn rounded down to whole blocks, and ``reviews show`` prints it.
+  least the shared system turn (with the repository tools' schemas, the default) rounded down
+  to whole blocks, and ``reviews show`` prints it. The server is warmed first: on a fresh one
+  this model's cache hits a prefix only once it has been seen twice.
 - A planted mistake (``scripted-mistake: wrong_type``) makes the scripted model write a call's
   ``line`` as ``L11``: vLLM's qwen3_coder parser keeps the text that does not convert, reviewbot
   refuses the call and asks again in a repair turn, and the resent call is published.
@@ -19,6 +21,8 @@ from click.testing import CliRunner
 
 from reviewbot.commands import main
 from reviewbot.prompts import ReviewContext, render_messages, tool_schemas
+from reviewbot.repo.tools import RepositoryTools
+from reviewbot.repo.view import MemoryView
 from reviewbot.store import Store
 from tests.fakes.gitlab_server import FakeGitLab
 from tests.mr_world import BOT_TOKEN, PROJECT, World, git, init_repo
@@ -46,10 +50,31 @@ def system_turn_tokens(server: SharedServer) -> int:
     body = {
         "model": SERVED_MODEL,
         "messages": [system],
-        "tools": tool_schemas(),
+        "tools": review_tools_schemas(),
         "add_generation_prompt": False,
     }
     return httpx.post(f"{server.root_url}/tokenize", json=body, timeout=30).json()["count"]
+
+
+def review_tools_schemas() -> list[dict]:
+    """What a review with the repository tools (the default) offers: report_finding first."""
+    return tool_schemas() + RepositoryTools(MemoryView("0" * 40, {})).schemas()
+
+
+def warm_the_system_turn(server: SharedServer) -> None:
+    """Send the system turn twice, as a server's warm-up does: this hybrid (DeltaNet) model's
+    prefix cache keeps a prefix's state only once it has been seen again (a fresh server gave
+    the second chunk of a first MR 0 cached tokens; the tier's earlier tests used to warm it)."""
+    [system, _] = render_messages(ReviewContext(title="Two files"), None)
+    for turn in ("warm-up", "warm-up again"):
+        body = {
+            "model": SERVED_MODEL,
+            "messages": [system, {"role": "user", "content": turn}],
+            "tools": review_tools_schemas(),
+            "max_tokens": 1,
+            "chat_template_kwargs": {"enable_thinking": False},
+        }
+        httpx.post(f"{server.base_url}/chat/completions", json=body, timeout=300).raise_for_status()
 
 
 def two_file_world(tmp_path: Path, server: SharedServer, gitlab: FakeGitLab) -> World:
@@ -67,7 +92,8 @@ def two_file_world(tmp_path: Path, server: SharedServer, gitlab: FakeGitLab) -> 
     gitlab.add_user("reviewbot", token=BOT_TOKEN, bot=True)
     gitlab.add_project(PROJECT, project_id=7)
     gitlab.add_mr_from_git(PROJECT, repo, "main", "feature", iid=1, title="Two files")
-    return World(repo, gitlab, server, f"sqlite:///{tmp_path / 'reviewbot.db'}")  # type: ignore[arg-type]
+    database = f"sqlite:///{tmp_path / 'reviewbot.db'}"
+    return World(repo, gitlab, server, database, tmp_path / "repo-cache")  # type: ignore[arg-type]
 
 
 def env(world: World, **extra: str) -> dict[str, str]:
@@ -89,6 +115,7 @@ def test_the_second_chunk_of_an_mr_is_served_from_the_prefix_cache(
     block = block_size(real_vllm)
     shared = system_turn_tokens(real_vllm)
     assert shared >= block, "the test needs a shared prefix of at least one block"
+    warm_the_system_turn(real_vllm)
     with FakeGitLab() as gitlab:
         world = two_file_world(tmp_path, real_vllm, gitlab)
         ran = CliRunner().invoke(
@@ -139,7 +166,8 @@ def test_a_call_the_real_parser_leaves_mistyped_is_repaired(
         gitlab.add_user("reviewbot", token=BOT_TOKEN, bot=True)
         gitlab.add_project(PROJECT, project_id=7)
         gitlab.add_mr_from_git(PROJECT, repo, "main", "feature", iid=1, title="Parse")
-        world = World(repo, gitlab, real_vllm, f"sqlite:///{tmp_path / 'reviewbot.db'}")  # type: ignore[arg-type]
+        database = f"sqlite:///{tmp_path / 'reviewbot.db'}"
+        world = World(repo, gitlab, real_vllm, database, tmp_path / "repo-cache")  # type: ignore[arg-type]
         ran = CliRunner().invoke(main, ["run", "1", "--project", PROJECT], env=env(world))
         assert ran.exit_code == 0, ran.output
         assert diff_note_lines(world) == {("app.py", 2)}
