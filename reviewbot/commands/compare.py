@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.table import Table
 
 from reviewbot.commands.common import emit_json
-from reviewbot.commands.render import add_row, progress_bar
+from reviewbot.commands.render import add_row, progress_bar, ratio, score_cells
 from reviewbot.commands.terminal import console, data
 
 __all__ = ["compare_command_run", "print_comparison"]
@@ -102,10 +102,6 @@ def compare_command_run(
         raise EvalIncompleteError(f"not every configuration was scored: {incomplete[0]}")
 
 
-def _ratio(value: float) -> str:
-    return f"{value:.3f}"
-
-
 def _per_item(value: float) -> str:
     return f"{value:,.1f}"
 
@@ -116,18 +112,7 @@ def _scores_table(configurations: Sequence[Mapping[str, Any]]) -> Table:
         if not entry["complete"]:
             add_row(table, entry["name"], "incomplete", *[""] * 6)
             continue
-        total = entry["total"]
-        add_row(
-            table,
-            entry["name"],
-            total["tp"],
-            total["fp"],
-            total["fn"],
-            _ratio(total["precision"]),
-            _ratio(total["recall"]),
-            _ratio(total["f1"]),
-            _ratio(entry["mean"]["f1"]),
-        )
+        add_row(table, entry["name"], *score_cells(entry["total"]), ratio(entry["mean"]["f1"]))
     return table
 
 
@@ -175,8 +160,8 @@ def _changes_table(pairs: Sequence[Mapping[str, Any]]) -> Table | None:
                     table,
                     f"{pair['b']} vs {pair['a']}",
                     row["item"],
-                    _ratio(row["a_f1"]),
-                    _ratio(row["b_f1"]),
+                    ratio(row["a_f1"]),
+                    ratio(row["b_f1"]),
                     f"{row['difference']:+.3f}",
                 )
     return table if table.row_count else None

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
@@ -420,24 +421,28 @@ def _first_line(text: str | None) -> str:
 # --- eval ------------------------------------------------------------------------------------
 
 
-def _ratio(value: float) -> str:
+def ratio(value: float) -> str:
+    """A precision, recall or F1 as every eval table shows it."""
     return f"{value:.3f}"
+
+
+def score_cells(scores: Mapping[str, Any]) -> list[object]:
+    """TP, FP, FN, precision, recall and F1 of one eval score, as table cells."""
+    return [
+        scores["tp"],
+        scores["fp"],
+        scores["fn"],
+        ratio(scores["precision"]),
+        ratio(scores["recall"]),
+        ratio(scores["f1"]),
+    ]
 
 
 def print_eval(document: dict[str, Any], console: Console) -> None:
     """`reviewbot eval`: scores per item, in total, per category."""
     table = Table("item", "TP", "FP", "FN", "precision", "recall", "F1")
     for item in document["items"]:
-        add_row(
-            table,
-            item["item"],
-            item["tp"],
-            item["fp"],
-            item["fn"],
-            _ratio(item["precision"]),
-            _ratio(item["recall"]),
-            _ratio(item["f1"]),
-        )
+        add_row(table, item["item"], *score_cells(item))
     total, mean = document["total"], document["mean"]
     add_row(
         table,
@@ -445,9 +450,9 @@ def print_eval(document: dict[str, Any], console: Console) -> None:
         total["tp"],
         total["fp"],
         total["fn"],
-        _ratio(total["precision"]),
-        _ratio(total["recall"]),
-        _ratio(total["f1"]),
+        ratio(total["precision"]),
+        ratio(total["recall"]),
+        ratio(total["f1"]),
     )
     add_row(
         table,
@@ -455,14 +460,14 @@ def print_eval(document: dict[str, Any], console: Console) -> None:
         "",
         "",
         "",
-        _ratio(mean["precision"]),
-        _ratio(mean["recall"]),
-        _ratio(mean["f1"]),
+        ratio(mean["precision"]),
+        ratio(mean["recall"]),
+        ratio(mean["f1"]),
     )
     console.print(table)
     categories = Table("category", "TP", "FP", "precision")
     for row in document["categories"]:
-        add_row(categories, row["category"], row["tp"], row["fp"], _ratio(row["precision"]))
+        add_row(categories, row["category"], row["tp"], row["fp"], ratio(row["precision"]))
     console.print(categories)
     console.print(
         data(
