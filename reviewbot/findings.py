@@ -9,10 +9,9 @@ that GitLab accepts (or moves it to the nearest changed line of the same hunk, o
 as a file-level finding: never lost), :func:`fingerprint` gives a line-number-free identity for
 idempotent re-runs, :func:`dedupe` and :func:`select` decide what is posted, and
 :mod:`reviewbot.markdown` makes the text safe to post. :func:`process` ties it together.
-:class:`StoredFinding` is a finding as the store keeps it (with its fate on the MR), and
-:func:`restored_finding` turns one back into a :class:`Finding` on the current diff.
+A finding as the store keeps it is :mod:`reviewbot.stored_findings`.
 
-Owns: what a finding is, from the model's call to the stored record. Everything here is pure:
+Owns: what a finding is, from the model's call to what is posted. Everything here is pure:
 plain data in, plain data out. Must not: read GitLab, the model or the database, or know how
 a record becomes a row (that is the store's).
 """
@@ -54,13 +53,11 @@ __all__ = [
     "Rejected",
     "Selection",
     "Severity",
-    "StoredFinding",
     "anchor",
     "dedupe",
     "fingerprint",
     "process",
     "report_finding_parameters",
-    "restored_finding",
     "select",
     "validate_call",
     "with_carried",
@@ -120,6 +117,8 @@ class FindingState(StrEnum):
     OUTDATED = "outdated"
     FAILED = "failed"
     DELETED = "deleted"  # found again but not posted again: a reviewer had deleted its comment
+    DROPPED = "dropped"  # the verification pass judged it wrong or too weak: never posted
+    SUPPRESSED = "suppressed_by_learning"  # a team learning excludes it: never posted
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,90 +180,6 @@ class Finding:
     @property
     def is_file_level(self) -> bool:
         return self.anchor is AnchorKind.FILE
-
-
-@dataclass(frozen=True, slots=True)
-class StoredFinding:
-    """A finding of one review as the store keeps it: what was found, and what became of it
-    on the MR (``state``; the thread it has there, if any). The line-level details that come
-    from the diff (old path, line text, what the model said) are not kept: see
-    :func:`restored_finding`."""
-
-    fingerprint: str
-    path: str
-    side: Side
-    line: int | None
-    end_line: int | None
-    severity: Severity
-    category: Category
-    title: str
-    body: str
-    suggestion: str | None
-    anchor: AnchorKind
-    state: FindingState
-    discussion_id: str | None = None
-    note_id: int | None = None
-    rule: str | None = None  # the review rule the finding applies, as the model named it
-
-    @classmethod
-    def of(
-        cls,
-        finding: Finding,
-        state: FindingState,
-        *,
-        discussion_id: str | None = None,
-        note_id: int | None = None,
-    ) -> StoredFinding:
-        return cls(
-            fingerprint=finding.fingerprint,
-            path=finding.path,
-            side=finding.side,
-            line=finding.line,
-            end_line=finding.end_line,
-            severity=finding.severity,
-            category=finding.category,
-            title=finding.title,
-            body=finding.body,
-            suggestion=finding.suggestion,
-            anchor=finding.anchor,
-            state=state,
-            discussion_id=discussion_id,
-            note_id=note_id,
-            rule=finding.rule,
-        )
-
-
-def restored_finding(
-    stored: StoredFinding,
-    file: FileDiff,
-    line: int | None,
-    end_line: int | None,
-    chunk_index: int,
-) -> Finding:
-    """``stored`` as a finding on ``file`` of the current diff, at ``line``..``end_line`` (where
-    its unchanged lines are now; None: a file-level finding), as if the model had reported it
-    there in chunk ``chunk_index``. Its text was sanitised before it was stored."""
-    diff_line = file.line_at(stored.side, line) if line is not None else None
-    return Finding(
-        path=file.new_path,
-        old_path=file.old_path,
-        side=stored.side,
-        line=line,
-        end_line=end_line,
-        severity=stored.severity,
-        category=stored.category,
-        title=stored.title,
-        body=stored.body,
-        suggestion=stored.suggestion,
-        anchor=stored.anchor,
-        anchor_note="",
-        line_text=diff_line.text if diff_line is not None else "",
-        fingerprint=stored.fingerprint,
-        chunk_index=chunk_index,
-        reported_line=line or FIRST_LINE,
-        reported_side=stored.side,
-        rule=stored.rule,
-    )
 
 
 @dataclass(frozen=True, slots=True)

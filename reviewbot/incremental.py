@@ -19,8 +19,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reviewbot.diff import FileDiff, FileStatus
-from reviewbot.findings import Finding, StoredFinding, restored_finding
+from reviewbot.findings import Finding
 from reviewbot.interdiff import DiffDigest, Interdiff, compare
+from reviewbot.stored_findings import StoredFinding, restored_finding
 
 __all__ = [
     "CARRIED_CHUNK",

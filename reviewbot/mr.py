@@ -40,11 +40,7 @@ from reviewbot.comments import TokenUsage
 from reviewbot.config import Settings
 from reviewbot.exclusions import skip_reason
 from reviewbot.feedback import record_next_review_outcomes, recorded_as_posted
-from reviewbot.findings import (
-    Finding,
-    FindingState,
-    StoredFinding,
-)
+from reviewbot.findings import Finding, FindingState
 from reviewbot.gitlab import GitLabClient, MergeRequestSnapshot
 from reviewbot.incremental import EarlierReview, Increment, plan_increment
 from reviewbot.interdiff import DiffDigest, digest
@@ -69,6 +65,7 @@ from reviewbot.store import MergeRequestKey
 from reviewbot.store.models import ReviewStatus
 from reviewbot.store.mr_lock import hold_mr_lock
 from reviewbot.store.records import ReviewEnding
+from reviewbot.stored_findings import StoredFinding
 from reviewbot.tokens import TokenCounter, local_counter
 
 if TYPE_CHECKING:

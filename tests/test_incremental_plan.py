@@ -13,11 +13,10 @@ from reviewbot.findings import (
     Category,
     FindingState,
     Severity,
-    StoredFinding,
-    restored_finding,
 )
 from reviewbot.incremental import CARRIED_CHUNK, CarriedOver, EarlierReview, plan_increment
 from reviewbot.interdiff import digest
+from reviewbot.stored_findings import StoredFinding, restored_finding
 
 SETTINGS = "settings-1"
 EARLIER_HEAD = "e" * 40

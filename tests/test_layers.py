@@ -50,6 +50,7 @@ CORE = {
     "reviewbot.retry",
     "reviewbot.rules",
     "reviewbot.scope",
+    "reviewbot.stored_findings",
     "reviewbot.tokens",
     "reviewbot.toolcalls",
     "reviewbot.weburl",

@@ -363,7 +363,8 @@ def call(**extra: object) -> dict[str, object]:
 
 def test_a_cited_rule_is_kept_when_the_review_has_it_and_counted_when_not() -> None:
     from reviewbot.diff import parse_git_diff
-    from reviewbot.findings import FindingsOptions, FindingState, StoredFinding, process
+    from reviewbot.findings import FindingsOptions, FindingState, process
+    from reviewbot.stored_findings import StoredFinding
 
     files = {0: {f.path: f for f in parse_git_diff(DIFF)}}
     options = FindingsOptions(rules=frozenset({"no-eval"}))

@@ -20,7 +20,7 @@ from sqlalchemy.exc import IntegrityError, StatementError
 
 from reviewbot.config import Settings
 from reviewbot.diff import Side
-from reviewbot.findings import AnchorKind, Category, FindingState, Severity, StoredFinding
+from reviewbot.findings import AnchorKind, Category, FindingState, Severity
 from reviewbot.llm.backend import CallRecord
 from reviewbot.store import (
     MergeRequestKey,
@@ -36,6 +36,7 @@ from reviewbot.store import (
 from reviewbot.store.models import Base, ReviewStatus
 from reviewbot.store.records import ReviewEnding
 from reviewbot.store.store import FINDING_FIELDS, LLM_CALL_FIELDS
+from reviewbot.stored_findings import StoredFinding
 from tests.store_fixtures import migrated_store, store_url  # noqa: F401
 
 PROJECT = "group/app"

@@ -166,6 +166,7 @@ class CallRecord:
     tool_round: int = 0
     repo_tool_calls: int = 0
     tool_answer_tokens: int = 0
+    purpose: str = "review"  # reviewbot.store.models.CallPurpose: review, or verify
 
 
 @dataclass(frozen=True)

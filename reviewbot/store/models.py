@@ -1,5 +1,5 @@
 """SQLAlchemy tables for reviews, LLM calls, findings, feedback, MR locks, MR throttles, jobs,
-merge requests as last synced from GitLab, and eval runs.
+merge requests as last synced from GitLab, team learnings, answers in threads, and eval runs.
 
 The schema is shaped for the weekly accuracy report: every review keeps its coverage and
 token totals, every LLM call its latency figures, every finding its fate on GitLab
@@ -112,6 +112,63 @@ class FeedbackKind(StrEnum):
     DELETED = "deleted"  # the bot's comment is gone from the MR
     SUGGESTION_APPLIED = "suggestion_applied"
     IGNORED = "ignored"  # merged with the thread open and the line unchanged
+
+
+class JobKind(StrEnum):
+    """What a queued job does: review an MR head, or answer a human in one of the bot's threads."""
+
+    REVIEW = "review"
+    REPLY = "reply"
+
+
+class CallPurpose(StrEnum):
+    """Why a model request of a review was made."""
+
+    REVIEW = "review"  # a chunk's review (first request, repair turns, tool rounds)
+    VERIFY = "verify"  # the verification pass over a chunk's candidate findings
+
+
+class Verdict(StrEnum):
+    """What the verification pass said of one finding."""
+
+    KEEP = "keep"
+    DROP = "drop"
+    UNVERIFIED = "unverified"  # the verifier's answer was unreadable or missing: kept
+
+
+class LearningStatus(StrEnum):
+    """Life cycle of a team learning."""
+
+    PROPOSED = "proposed"  # suggested from repeated 👎: applied only once a human accepts it
+    ACTIVE = "active"
+    REJECTED = "rejected"
+    REMOVED = "removed"
+
+
+class LearningSource(StrEnum):
+    """Where a learning came from."""
+
+    THREAD = "thread"  # `/reviewbot learn …` (or a confirmed intent) in a bot thread
+    CLI = "cli"  # `reviewbot learnings add`
+    PROPOSAL = "proposal"  # proposed from repeated negative feedback
+
+
+class ReplyCommand(StrEnum):
+    """What a human asked for in one of the bot's threads."""
+
+    ASK = "ask"  # the bot mentioned, no command: answer the question
+    EXPLAIN = "explain"
+    FIX = "fix"
+    IGNORE = "ignore"
+
+
+class ReplyStatus(StrEnum):
+    """Life cycle of an answer in a thread."""
+
+    QUEUED = "queued"
+    POSTED = "posted"
+    DROPPED = "dropped"  # not posted: too late (REPLY_TIMEOUT_S), rate limited, or refused
+    FAILED = "failed"
 
 
 class MergeRequestState(StrEnum):
@@ -270,6 +327,9 @@ class LLMCall(Base):
     tool_round: Mapped[int] = mapped_column(default=0)
     repo_tool_calls: Mapped[int] = mapped_column(default=0)
     tool_answer_tokens: Mapped[int] = mapped_column(default=0)
+    purpose: Mapped[str] = mapped_column(
+        StoredString(SHORT_LABEL_LENGTH), default=CallPurpose.REVIEW.value
+    )
 
 
 class Finding(Base):
@@ -308,6 +368,14 @@ class Finding(Base):
     created_at: Mapped[datetime]
     resolved_at: Mapped[datetime | None]
     rule: Mapped[str | None] = mapped_column(StoredString(NAME_LENGTH))
+    # The verification pass (NULL: not verified: below VERIFY_MIN_SEVERITY, or VERIFY=off).
+    verdict: Mapped[str | None] = mapped_column(StoredString(SHORT_LABEL_LENGTH))
+    verdict_reason: Mapped[str | None] = mapped_column(StoredText)
+    verdict_confidence: Mapped[float | None]
+    # The learning that suppressed it (state suppressed_by_learning).
+    learning_id: Mapped[int | None] = mapped_column(
+        ForeignKey("learnings.id", ondelete="SET NULL"), index=True
+    )
 
 
 class Feedback(Base):
@@ -333,6 +401,10 @@ class Feedback(Base):
     username: Mapped[str | None] = mapped_column(StoredString(NAME_LENGTH))
     event_key: Mapped[str] = mapped_column(StoredString(EVENT_KEY_LENGTH), unique=True)
     created_at: Mapped[datetime]
+    # A reaction to one of the bot's answers in a thread (finding_id: the thread's finding).
+    reply_id: Mapped[int | None] = mapped_column(
+        ForeignKey("replies.id", ondelete="SET NULL"), index=True
+    )
 
 
 class MRLock(Base):
@@ -373,6 +445,83 @@ class MergeRequestRecord(Base):
     merged_at: Mapped[datetime | None]
     latest_head_sha: Mapped[str | None] = mapped_column(StoredString(SHA_LENGTH))
     synced_at: Mapped[datetime]
+
+
+class Learning(Base):
+    """A team's instruction to the reviewer, with its scope (project or group, path globs,
+    category) and its history (who made it, when, from which thread, who accepted it)."""
+
+    __tablename__ = "learnings"
+    __table_args__ = (
+        CheckConstraint(_one_of("status", LearningStatus), name="status"),
+        CheckConstraint(_one_of("source", LearningSource), name="source"),
+        Index(None, "gitlab_url", "project_id", "status"),
+        Index(None, "proposal_key", unique=True),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    gitlab_url: Mapped[str | None] = mapped_column(StoredString(URL_LENGTH))
+    project_id: Mapped[int | None] = mapped_column(BigInteger)  # NULL: a group's learning
+    project: Mapped[str | None] = mapped_column(StoredString(PROJECT_LENGTH))  # path when made
+    group_path: Mapped[str | None] = mapped_column(StoredString(PROJECT_LENGTH))
+    path_globs: Mapped[list[str]] = mapped_column(JSON)  # empty: every path
+    category: Mapped[str | None] = mapped_column(StoredString(SHORT_LABEL_LENGTH))
+    text: Mapped[str] = mapped_column(StoredText)
+    status: Mapped[str] = mapped_column(StoredString(SHORT_LABEL_LENGTH))
+    source: Mapped[str] = mapped_column(StoredString(SHORT_LABEL_LENGTH))
+    author: Mapped[str | None] = mapped_column(StoredString(NAME_LENGTH))
+    author_id: Mapped[int | None] = mapped_column(BigInteger)
+    mr_iid: Mapped[int | None]
+    discussion_id: Mapped[str | None] = mapped_column(StoredString(SHA_LENGTH))
+    note_id: Mapped[int | None] = mapped_column(BigInteger)  # the note it was made from
+    created_at: Mapped[datetime]
+    accepted_by: Mapped[str | None] = mapped_column(StoredString(NAME_LENGTH))
+    accepted_at: Mapped[datetime | None]
+    removed_at: Mapped[datetime | None]
+    # A proposal: what it was proposed from (one proposal per key) and the note proposing it.
+    proposal_key: Mapped[str | None] = mapped_column(StoredString(EVENT_KEY_LENGTH))
+    proposal_evidence: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    proposal_note_id: Mapped[int | None] = mapped_column(BigInteger)
+
+
+class Reply(Base):
+    """One answer (or refusal) to a human's note in a thread the bot started."""
+
+    __tablename__ = "replies"
+    __table_args__ = (
+        CheckConstraint(_one_of("command", ReplyCommand), name="command"),
+        CheckConstraint(_one_of("status", ReplyStatus), name="status"),
+        Index(None, "reply_key", unique=True),
+        Index(None, "gitlab_url", "project_id", "mr_iid"),
+        Index(None, "created_at"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    # "<gitlab url>|<project id>|<triggering note id>": one answer per triggering note.
+    reply_key: Mapped[str] = mapped_column(StoredString(MR_KEY_LENGTH))
+    gitlab_url: Mapped[str | None] = mapped_column(StoredString(URL_LENGTH))
+    project_id: Mapped[int | None] = mapped_column(BigInteger)
+    project: Mapped[str] = mapped_column(StoredString(PROJECT_LENGTH))
+    mr_iid: Mapped[int]
+    discussion_id: Mapped[str] = mapped_column(StoredString(SHA_LENGTH))
+    trigger_note_id: Mapped[int] = mapped_column(BigInteger)
+    author: Mapped[str | None] = mapped_column(StoredString(NAME_LENGTH))
+    command: Mapped[str] = mapped_column(StoredString(SHORT_LABEL_LENGTH))
+    finding_id: Mapped[int | None] = mapped_column(
+        ForeignKey("findings.id", ondelete="SET NULL"), index=True
+    )
+    job_id: Mapped[int | None] = mapped_column(ForeignKey("jobs.id", ondelete="SET NULL"))
+    status: Mapped[str] = mapped_column(StoredString(SHORT_LABEL_LENGTH))
+    reason: Mapped[str | None] = mapped_column(StoredText)  # why dropped or failed
+    reply_note_id: Mapped[int | None] = mapped_column(BigInteger)
+    model: Mapped[str | None] = mapped_column(StoredString(NAME_LENGTH))
+    model_calls: Mapped[int] = mapped_column(default=0)
+    prompt_tokens: Mapped[int] = mapped_column(default=0)
+    completion_tokens: Mapped[int] = mapped_column(default=0)
+    cached_tokens: Mapped[int] = mapped_column(default=0)
+    latency_ms: Mapped[float | None]
+    created_at: Mapped[datetime]
+    finished_at: Mapped[datetime | None]
 
 
 class EvalComparison(Base):
@@ -433,6 +582,7 @@ class Job(Base):
     __tablename__ = "jobs"
     __table_args__ = (
         CheckConstraint(_one_of("trigger", Trigger), name="trigger"),
+        CheckConstraint(_one_of("kind", JobKind), name="kind"),
         CheckConstraint(_one_of("status", JobStatus), name="status"),
         Index(None, "status", "run_after"),
         Index(None, "project", "mr_iid"),
@@ -456,3 +606,6 @@ class Job(Base):
     payload: Mapped[dict[str, Any]] = mapped_column(JSON)
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime]
+    kind: Mapped[str] = mapped_column(
+        StoredString(SHORT_LABEL_LENGTH), default=JobKind.REVIEW.value
+    )

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, get_type_hints
 
-from reviewbot.findings import StoredFinding
 from reviewbot.llm.backend import CallRecord
 from reviewbot.store.models import Base, ReviewStatus
+from reviewbot.stored_findings import StoredFinding
 
 __all__ = [
     "ReviewEnding",

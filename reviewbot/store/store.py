@@ -30,7 +30,6 @@ from sqlalchemy import Connection, Engine, delete, insert, or_, select, text, up
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
-from reviewbot.findings import StoredFinding
 from reviewbot.llm.backend import CallRecord
 from reviewbot.redaction import scrub_secrets
 from reviewbot.store import feedback_queries
@@ -76,6 +75,7 @@ from reviewbot.store.report_queries import (
     read_window_summary,
     tool_calls_by_chunk,
 )
+from reviewbot.stored_findings import StoredFinding
 
 Clock = Callable[[], datetime]
 
