@@ -66,6 +66,7 @@ CORE = {
     "reviewbot.ops.doctor",
     "reviewbot.ops.loadtest",
     "reviewbot.ops.vllm_command",
+    "reviewbot.ops.weights",
     "reviewbot.templates",
     "reviewbot.webhook.openapi",
     "reviewbot.webhook.payloads",
@@ -108,6 +109,7 @@ ADAPTERS = {
     "reviewbot.store.slot_queries",
     "reviewbot.store.report_queries",
     "reviewbot.store.eval_queries",
+    "reviewbot.ops.weights_files",
 }
 PIPELINE = {
     "reviewbot.app",

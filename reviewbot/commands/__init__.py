@@ -50,6 +50,7 @@ LAZY_COMMANDS = {
     "capacity": ("reviewbot.commands.ops", "capacity_command"),
     "doctor": ("reviewbot.commands.ops", "doctor_command"),
     "loadtest": ("reviewbot.commands.ops", "loadtest_command"),
+    "weights": ("reviewbot.commands.weights", "weights_group"),
 }
 
 
