@@ -36,6 +36,7 @@ from reviewbot.store import upgrade
 from tests.fakes.gitlab_server import FakeGitLab
 
 EVAL_DATASET = Path(__file__).parent / "fixtures" / "eval" / "team"
+TINY_MODEL = Path(__file__).parent / "fixtures" / "weights" / "tiny-model"
 SMALL_DIFF = "--- a/app.py\n+++ b/app.py\n@@ -1 +1 @@\n-x = 1\n+x = eval(text)\n"
 NAME_TOO_LONG = 300  # over NAME_MAX (255 on Linux): the system refuses to look it up
 MISSING_DIR = "<missing folder>"  # replaced by a path under a folder that does not exist
@@ -71,6 +72,8 @@ PLACEHOLDERS: dict[str, dict[str, str]] = {
     "reviews show": {"REVIEW_ID": "1"},
     "eval": {"DATASET_DIR": str(EVAL_DATASET)},
     "capacity": {"--model": "Qwen/Qwen3.5-9B", "--gpu": "L4"},
+    "weights verify": {"MODEL_DIR": str(TINY_MODEL)},
+    "weights manifest": {"MODEL_DIR": str(TINY_MODEL)},
 }
 
 UNREACHABLE = 1  # GitLab answers 401, the model server refuses the connection
@@ -126,6 +129,7 @@ ACCEPTED: dict[tuple[str, str], Accepted] = {
     ("report", "--output"): FILE_NAME,
     ("ci", "--codequality"): FILE_NAME,
     ("ci", "--summary"): FILE_NAME,
+    ("weights verify", "--state-file"): FILE_NAME,
 }
 
 
