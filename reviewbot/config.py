@@ -524,6 +524,11 @@ class Settings:
         help="Seconds one `git fetch` into the cache may take; a slower or failed fetch is "
         "warned about in the summary and the files are read through GitLab's API instead.",
     )
+    weights_state_file: str = setting(
+        "/var/lib/reviewbot-vllm/weights-verify.json",  # the vLLM unit's StateDirectory
+        help="Where the weights check records its last result; `reviewbot doctor` reports it "
+        "and `doctor --verify-weights` runs it again ([weights](weights.md)).",
+    )
 
     def __post_init__(self) -> None:
         _check_choice("min_severity", self.min_severity, SEVERITIES)

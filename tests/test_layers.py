@@ -112,6 +112,7 @@ ADAPTERS = {
     "reviewbot.ops.weights_files",
 }
 PIPELINE = {
+    "reviewbot.ops.weights_doctor",
     "reviewbot.app",
     "reviewbot.review",
     "reviewbot.mr",

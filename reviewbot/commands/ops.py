@@ -228,10 +228,20 @@ def _source(config_file: str | None) -> str:
     is_flag=True,
     help="Check only the model server (no GitLab, no database): the health timer's probe.",
 )
+@click.option(
+    "--verify-weights",
+    is_flag=True,
+    help="Also verify the model's weights again now (the directory and manifest of the last "
+    "recorded run, REVIEWBOT_WEIGHTS_STATE_FILE) and record the result.",
+)
 @config_option
 @json_option('Print {"checks": [...]} as JSON.')
 def doctor_command(
-    project: str | None, model_only: bool, config_file: str | None, as_json: bool
+    project: str | None,
+    model_only: bool,
+    verify_weights: bool,
+    config_file: str | None,
+    as_json: bool,
 ) -> None:
     """Check every dependency (settings, GitLab, the model server, the database) and say how
     to fix what fails. Exit 0 when nothing failed (warnings are fine), 1 otherwise."""
@@ -247,7 +257,10 @@ def doctor_command(
         checks = [Check("settings", Status.FAIL, str(error), SETTINGS_FIX)]
     else:
         options = DoctorOptions(
-            project=project, model_only=model_only, settings_source=_source(config_file)
+            project=project,
+            model_only=model_only,
+            settings_source=_source(config_file),
+            verify_weights=verify_weights,
         )
         checks = run_doctor(settings, options)
     if as_json:

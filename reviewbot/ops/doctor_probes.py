@@ -79,6 +79,7 @@ from reviewbot.ops.doctor import (
     vllm_argv_for,
     webhook_secret_check,
 )
+from reviewbot.ops.weights_doctor import weights_checks
 from reviewbot.prompts import tool_schemas
 from reviewbot.redaction import hide_url_password
 from reviewbot.repo.cache import CacheError, ProjectRemote, cache_size, probe_fetch
@@ -147,6 +148,7 @@ class DoctorOptions:
     project: str | None = None  # also check the token user's role on this project
     model_only: bool = False  # the model server's checks only (the health timer's probe)
     settings_source: str = "defaults and REVIEWBOT_* variables"
+    verify_weights: bool = False  # verify the model's weights now (ops/weights_doctor.py)
     timeouts: DoctorTimeouts = field(default_factory=DoctorTimeouts)
 
 
@@ -246,6 +248,8 @@ def run_doctor(
             # one failed check, never a traceback (and never past the health unit's limit).
             detail = f"the checks did not end within {allowed_s:g} s"
             checks.append(Check(name, Status.FAIL, detail, fix))
+    if options.verify_weights or not options.model_only:  # minutes of hashing: no deadline
+        checks.extend(weights_checks(settings, verify=options.verify_weights))
     return checks
 
 
