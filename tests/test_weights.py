@@ -218,6 +218,8 @@ def test_a_file_the_manifest_lists_that_is_gone_fails(model_dir: Path, tmp_path:
     code, out, _ = run("weights", "verify", model_dir, "--manifest", manifest)
     assert code == 1
     assert "MISSING: tokenizer.json: missing: the manifest lists it" in out
+    listed = hashlib.sha256(model_files()["tokenizer.json"]).hexdigest()
+    assert f"  expected {listed} (sha256, manifest)\n  actual   (no file)\n" in out
 
 
 def test_files_not_in_the_manifest_are_a_warning(model_dir: Path, tmp_path: Path) -> None:
@@ -226,6 +228,27 @@ def test_files_not_in_the_manifest_are_a_warning(model_dir: Path, tmp_path: Path
     code, out, err = run("weights", "verify", model_dir, "--manifest", manifest)
     assert code == 0, out
     assert "1 model files are not in the manifest (hashed, not compared)" in err
+
+
+def test_a_manifest_of_every_file_checks_the_other_files_too(
+    model_dir: Path, tmp_path: Path
+) -> None:
+    """`sha256sum *` lists README.md too: it is compared, not reported missing."""
+    readme = hashlib.sha256((model_dir / "README.md").read_bytes()).hexdigest()
+    manifest = manifest_of(model_dir, tmp_path)
+    manifest.write_text(manifest.read_text() + f"{readme}  README.md\n")
+    code, out, _ = run("weights", "verify", model_dir, "--manifest", manifest)
+    assert code == 0 and "ok: 6 files verified" in out
+    flip_byte(model_dir / "README.md", 0)
+    code, out, _ = run("weights", "verify", model_dir, "--manifest", manifest)
+    assert code == 1 and "MISMATCH: README.md" in out
+
+
+def test_a_dangling_link_is_missing(model_dir: Path) -> None:
+    (model_dir / "tokenizer_config.json").symlink_to("gone.json")
+    code, out, _ = run("weights", "verify", model_dir)
+    assert code == 1
+    assert "MISSING: tokenizer_config.json: missing: a link to a file that is not there" in out
 
 
 # --- bad input: exit 2, one line -------------------------------------------------------------

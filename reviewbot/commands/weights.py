@@ -50,6 +50,14 @@ from reviewbot.ops.weights_files import (
 
 __all__ = ["weights_group"]
 
+# What a failed file without a hash shows as its actual hash: why there is none.
+NOT_HASHED = {
+    FileStatus.MISSING: "(no file)",
+    FileStatus.DAMAGED: "(not hashed: the consistency check failed)",
+    FileStatus.CHANGED: "(not trusted: it changed while hashed)",
+    FileStatus.UNREADABLE: "(not readable)",
+}
+
 MODEL_DIR = click.argument("model_dir", type=InputDir(), metavar="MODEL_DIR")
 JOBS = click.option(
     "--jobs",
@@ -98,10 +106,10 @@ def print_verdict(result: Verdict) -> None:
         if failed.detail:
             line += f": {failed.detail}"
         click.echo(terminal_text(line))
-        if failed.status is FileStatus.MISMATCH and failed.expected is not None:
+        if failed.expected is not None:
             algorithm, source = failed.expected.algorithm, failed.expected.source
             click.echo(f"  expected {failed.expected.digest} ({algorithm}, {source})")
-            click.echo(f"  actual   {failed.actual}")
+            click.echo(f"  actual   {failed.actual or NOT_HASHED.get(failed.status, '-')}")
     if result.reference is Reference.NONE:
         hashed = {r.path: r.sha256 for r in result.results if r.sha256 is not None}
         click.echo(terminal_text(format_manifest(hashed)), nl=False)

@@ -332,6 +332,10 @@ def verify_model(
     if not model_dir.is_dir():
         raise BadInputError(f"{model_dir}: not a directory")
     files, in_hub = list_model_files(model_dir)
+    for relative in sorted(set(manifest or ()) - set(files)):  # listed, not a model file name
+        found = _found(model_dir / relative, relative, None)
+        if found is not None and not found.dangling:
+            files[relative] = found
     if not files and manifest is None:
         raise BadInputError(f"{model_dir}: no model files (*.safetensors, config.json, ...)")
     reference, wanted, warnings = _expectations(files, manifest, in_hub)
@@ -341,7 +345,11 @@ def verify_model(
     for relative in sorted({*wanted, *problems}):
         found, expected = files.get(relative), wanted.get(relative)
         if found is None or found.dangling:
-            detail = problems.get(relative) or f"missing: the {reference.value} lists it"
+            detail = problems.get(relative) or (
+                "missing: a link to a file that is not there"
+                if found is not None
+                else f"missing: the {reference.value} lists it"
+            )
             results.append(
                 FileResult(relative, FileStatus.MISSING, 0, None, expected, None, detail)
             )
