@@ -130,12 +130,16 @@ def _found(path: Path, relative: str, blobs: Path | None) -> ModelFile | None:
     return ModelFile(relative, path, found.st_size, expected)
 
 
+def _unlistable(error: OSError) -> None:
+    raise BadInputError(f"{error.filename}: cannot list: {error.strerror}")
+
+
 def list_model_files(model_dir: Path) -> tuple[dict[str, ModelFile], bool]:
     """Every model file under ``model_dir`` by relative path (hidden folders such as
     ``.cache`` skipped, linked folders not followed), and whether it is a hub-cache snapshot."""
     blobs = _hub_blobs(model_dir)
     files: dict[str, ModelFile] = {}
-    for folder, dirs, names in os.walk(model_dir):
+    for folder, dirs, names in os.walk(model_dir, onerror=_unlistable):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
         for name in sorted(names):
             path = Path(folder) / name
