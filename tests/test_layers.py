@@ -34,6 +34,7 @@ CORE = {
     "reviewbot.incremental",
     "reviewbot.input_files",
     "reviewbot.interdiff",
+    "reviewbot.learnings",
     "reviewbot.markdown",
     "reviewbot.positions",
     "reviewbot.prompts",
@@ -108,6 +109,7 @@ ADAPTERS = {
     "reviewbot.store.slot_queries",
     "reviewbot.store.report_queries",
     "reviewbot.store.eval_queries",
+    "reviewbot.store.learning_queries",
 }
 PIPELINE = {
     "reviewbot.app",
