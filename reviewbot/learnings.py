@@ -39,13 +39,16 @@ from typing import Any
 
 from reviewbot.findings import Category
 from reviewbot.markdown import printable_text, sanitize_markdown
-from reviewbot.rules import glob_matches, glob_problem
+from reviewbot.rules import Rule, RuleSet, RuleSource, glob_matches, glob_problem
 
 __all__ = [
+    "DEFAULT_LEARNINGS_TOKENS",
+    "DEFAULT_PROPOSAL_THRESHOLD",
     "EXCLUSION_WORDS",
     "MAX_LEARNINGS_PER_PROJECT",
     "MAX_LEARNING_CHARS",
     "MAX_LEARNING_GLOBS",
+    "MAX_PROPOSAL_THRESHOLD",
     "Learning",
     "LearningError",
     "LearningLimitError",
@@ -57,6 +60,7 @@ __all__ = [
     "checked_text",
     "learning_applies",
     "learning_excludes",
+    "learning_rules",
     "learnings_for_paths",
     "sanitised_learning_text",
 ]
@@ -68,6 +72,12 @@ MAX_LEARNING_CHARS = 500
 # writing review rules (reviewbot.rules), which live in the repository.
 MAX_LEARNINGS_PER_PROJECT = 100
 MAX_LEARNING_GLOBS = 20
+# Tokens of learnings per chunk (setting learnings_tokens): some 15 learnings of 60 tokens.
+DEFAULT_LEARNINGS_TOKENS = 1000
+# Negative outcomes of one kind of finding in a project before a learning is proposed.
+DEFAULT_PROPOSAL_THRESHOLD = 3
+MAX_PROPOSAL_THRESHOLD = 1_000  # a kind of finding thumbed down this often is noise anyway
+LEARNING_RULE_PREFIX = "learning "
 MAX_SHOWN_CHARS = 60
 WHITESPACE_RUN = re.compile(r"\s+")
 EXCLUSION_WORDS = re.compile(
@@ -268,4 +278,23 @@ def learnings_for_paths(
         for learning in learnings
         if learning.status is LearningStatus.ACTIVE
         and any(learning_applies(learning, path) for path in wanted)
+    )
+
+
+def learning_rules(learnings: Iterable[Learning]) -> RuleSet:
+    """The active learnings as prompt rules (named "learning <id>", in the given order): the
+    review budgets and places them as it does review rules (``learnings_tokens``)."""
+    return RuleSet(
+        tuple(
+            Rule(
+                name=f"{LEARNING_RULE_PREFIX}{learning.id}",
+                source=RuleSource.LEARNING,
+                origin=learning.scope,
+                instructions=learning.text,
+                paths=learning.path_globs,
+                category=Category(learning.category) if learning.category else None,
+            )
+            for learning in learnings
+            if learning.status is LearningStatus.ACTIVE
+        )
     )

@@ -117,6 +117,7 @@ PIPELINE = {
     "reviewbot.mr",
     "reviewbot.publish",
     "reviewbot.feedback",
+    "reviewbot.teaching",
     "reviewbot.report",
     "reviewbot.report_html",
     "reviewbot.eval",

@@ -65,6 +65,19 @@ class AccountReader(GitLabConnection):
             return None
         return int(member["access_level"])
 
+    def project_identity(self, project: str | int) -> dict[str, Any]:
+        """A project's ``id``, ``path_with_namespace`` and group (``namespace.full_path``)
+        (``GET /projects/:id``, by id or path)."""
+        missing = f"project {project} not found (or the token's user cannot see it)"
+        with self._translated(f"reading project {project}", not_found=missing):
+            found = self._get(f"/projects/{quote(str(project), safe='')}")
+        namespace = found.get("namespace") or {}
+        return {
+            "id": int(found["id"]),
+            "path_with_namespace": str(found["path_with_namespace"]),
+            "group_path": namespace.get("full_path") if namespace.get("kind") == "group" else None,
+        }
+
     def member_access_level(self, project: str | int, user_id: int) -> int | None:
         """The user's role on ``project``, inherited ones included; None when not an active
         member. Cached for MEMBER_ROLE_TTL_S (module notes); errors other than 404 raise."""
