@@ -30,6 +30,9 @@ Owns: :class:`Learning`, the text sanitiser, the scope checks, :func:`learning_a
 
 from __future__ import annotations
 
+import difflib
+import hashlib
+import posixpath
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -37,7 +40,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from reviewbot.findings import Category
+from reviewbot.findings import NEAR_IDENTICAL_TITLE_RATIO, Category, normalize_title
 from reviewbot.markdown import printable_text, sanitize_markdown
 from reviewbot.rules import Rule, RuleSet, RuleSource, glob_matches, glob_problem
 
@@ -54,6 +57,8 @@ __all__ = [
     "LearningLimitError",
     "LearningSource",
     "LearningStatus",
+    "Proposal",
+    "TurnedDown",
     "ancestor_groups",
     "checked_category",
     "checked_globs",
@@ -62,7 +67,9 @@ __all__ = [
     "learning_excludes",
     "learning_rules",
     "learnings_for_paths",
+    "proposals",
     "sanitised_learning_text",
+    "similar_titles",
 ]
 
 # A learning is a sentence or two ("we use assert in tests; don't flag it"): 500 characters
@@ -78,6 +85,11 @@ DEFAULT_LEARNINGS_TOKENS = 1000
 DEFAULT_PROPOSAL_THRESHOLD = 3
 MAX_PROPOSAL_THRESHOLD = 1_000  # a kind of finding thumbed down this often is noise anyway
 LEARNING_RULE_PREFIX = "learning "
+PROPOSAL_KEY_PREFIX = "learning-proposal:"
+PROPOSAL_KEY_HEX_CHARS = 40
+ROOT_FILES_GLOB = "*"  # the files at the repository root, none below
+MAX_PROPOSAL_TITLE_CHARS = 120
+MAX_EVIDENCE_FINDINGS = 20  # a proposal lists this many of the findings it was made from
 MAX_SHOWN_CHARS = 60
 WHITESPACE_RUN = re.compile(r"\s+")
 EXCLUSION_WORDS = re.compile(
@@ -298,3 +310,126 @@ def learning_rules(learnings: Iterable[Learning]) -> RuleSet:
             if learning.status is LearningStatus.ACTIVE
         )
     )
+
+
+# --- proposals -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TurnedDown:
+    """A posted finding the team turned down: 👎 in force, or resolved with its line unchanged."""
+
+    finding_id: int
+    project_id: int
+    project: str
+    mr_iid: int | None
+    path: str
+    line: int | None
+    category: str
+    title: str
+    outcome: str  # "thumbsdown" or "resolved unchanged"
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """One kind of finding turned down often enough to propose not flagging it: the same
+    project, category and folder, near-identical titles (as findings' duplicates are)."""
+
+    gitlab_url: str
+    project_id: int
+    project: str
+    category: str
+    glob: str
+    title: str  # the first finding's
+    findings: tuple[TurnedDown, ...]
+
+    @property
+    def key(self) -> str:
+        """The same for the same kind of finding, whenever it is proposed: proposed once."""
+        parts = (self.gitlab_url, str(self.project_id), self.category, self.glob)
+        text = "|".join((*parts, normalize_title(self.title)))
+        digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:PROPOSAL_KEY_HEX_CHARS]
+        return PROPOSAL_KEY_PREFIX + digest
+
+    def learning(self) -> Learning:
+        """The proposed learning ("don't flag …": it suppresses once accepted)."""
+        where = "files at the repository root" if self.glob == ROOT_FILES_GLOB else self.glob
+        title = self.title[:MAX_PROPOSAL_TITLE_CHARS]
+        text = (
+            f'Don\'t flag {self.category} findings like "{title}" in {where}: the team turned '
+            f"down {len(self.findings)} of them"
+        )
+        return Learning(
+            text=sanitised_learning_text(text),
+            gitlab_url=self.gitlab_url,
+            project_id=self.project_id,
+            project=self.project,
+            path_globs=(self.glob,),
+            category=self.category,
+            status=LearningStatus.PROPOSED,
+            source=LearningSource.PROPOSAL,
+            proposal_key=self.key,
+            proposal_evidence=self.evidence(),
+        )
+
+    def evidence(self) -> dict[str, Any]:
+        return {
+            "title": self.title,
+            "category": self.category,
+            "glob": self.glob,
+            "count": len(self.findings),
+            "findings": [
+                {
+                    "id": item.finding_id,
+                    "mr_iid": item.mr_iid,
+                    "path": item.path,
+                    "line": item.line,
+                    "outcome": item.outcome,
+                }
+                for item in self.findings[:MAX_EVIDENCE_FINDINGS]
+            ],
+        }
+
+
+def folder_glob(path: str) -> str:
+    """The glob of a finding's folder: "src/db/**" for src/db/q.py, "*" at the root."""
+    folder = posixpath.dirname(path.strip("/"))
+    return f"{folder}/**" if folder else ROOT_FILES_GLOB
+
+
+def similar_titles(left: str, right: str) -> bool:
+    """Near-identical finding titles, as findings' duplicates are (reviewbot.findings)."""
+    a, b = normalize_title(left), normalize_title(right)
+    return a == b or difflib.SequenceMatcher(None, a, b).ratio() >= NEAR_IDENTICAL_TITLE_RATIO
+
+
+def proposals(gitlab_url: str, turned_down: Iterable[TurnedDown], threshold: int) -> list[Proposal]:
+    """The kinds of finding turned down at least ``threshold`` times, oldest first; each
+    finding counts once, in the first kind whose title is near-identical to its own."""
+    groups: dict[tuple[int, str, str], list[list[TurnedDown]]] = {}
+    seen: set[int] = set()
+    for item in sorted(turned_down, key=lambda found: found.finding_id):
+        if item.finding_id in seen:
+            continue
+        seen.add(item.finding_id)
+        clusters = groups.setdefault((item.project_id, item.category, folder_glob(item.path)), [])
+        home = next((c for c in clusters if similar_titles(c[0].title, item.title)), None)
+        if home is None:
+            clusters.append([item])
+        else:
+            home.append(item)
+    found = [
+        Proposal(
+            gitlab_url.rstrip("/"),
+            project_id,
+            cluster[0].project,
+            category,
+            glob,
+            cluster[0].title,
+            tuple(cluster),
+        )
+        for (project_id, category, glob), clusters in groups.items()
+        for cluster in clusters
+        if len(cluster) >= threshold
+    ]
+    return sorted(found, key=lambda proposal: proposal.findings[0].finding_id)

@@ -11,15 +11,23 @@ go into the prompt as rules (``reviewbot.review``, budget ``learnings_tokens``) 
 :func:`suppress` drops the findings one explicitly excludes before anything is posted; those
 are stored with state ``suppressed_by_learning`` and the learning's id.
 
+After ``reviewbot feedback sync`` has recorded what became of the posted findings,
+:func:`propose_learnings` proposes a learning for each kind of finding the team turned down
+``learning_proposal_threshold`` times (``reviewbot.learnings.proposals``): 👎 in force and no
+👍, or resolved with no sign the code changed (no ``addressed``, no applied suggestion). A
+proposal is stored once per kind (its ``proposal_key``, and no near-identical proposal of the
+same category and folder before it) and applied only once accepted.
+
 Owns: :func:`add_learning`, :func:`project_learnings`, :func:`learning_book`,
-:func:`active_learnings` and :func:`suppress`. Must not: render anything, or decide whether a
-learning applies to a finding (``reviewbot.learnings``).
+:func:`active_learnings`, :func:`suppress` and :func:`propose_learnings`. Must not: render
+anything, or decide whether a learning applies to a finding (``reviewbot.learnings``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
+from datetime import datetime
 
 from reviewbot.app import App
 from reviewbot.findings import Finding, FindingsOptions, FindingsResult, FindingState, without
@@ -28,10 +36,13 @@ from reviewbot.learnings import (
     LearningError,
     LearningSource,
     LearningStatus,
+    TurnedDown,
     checked_category,
     checked_globs,
     checked_text,
     learning_excludes,
+    proposals,
+    similar_titles,
 )
 from reviewbot.store import LearningBook, MergeRequestKey
 from reviewbot.stored_findings import StoredFinding
@@ -42,6 +53,7 @@ __all__ = [
     "add_learning",
     "learning_book",
     "project_learnings",
+    "propose_learnings",
     "suppress",
     "suppressed_stored",
 ]
@@ -155,3 +167,69 @@ def suppressed_stored(suppressed: Iterable[Suppressed]) -> list[StoredFinding]:
         )
         for item in suppressed
     ]
+
+
+THUMBSDOWN, THUMBSUP = "thumbsdown", "thumbsup"
+RESOLVED_UNCHANGED = "resolved unchanged"
+CHANGED_OUTCOMES = frozenset({"addressed", "suggestion_applied"})
+
+
+def turned_down(app: App, since: datetime) -> list[TurnedDown]:
+    """The posted findings since ``since`` the team turned down (module notes)."""
+    candidates = learning_book(app).turned_down_candidates(app.gitlab().url, since)
+    ids = [row["id"] for row in candidates]
+    votes = app.store.votes_in_force(ids)
+    outcomes = app.store.outcomes_on_record(ids)
+    found = []
+    for row in candidates:
+        kinds = outcomes.get(row["id"], set())
+        down = any(v[0] == row["id"] and v[2] == THUMBSDOWN for v in votes)
+        up = any(v[0] == row["id"] and v[2] == THUMBSUP for v in votes)
+        if down and not up:
+            outcome = THUMBSDOWN
+        elif "resolution" in kinds and not kinds & CHANGED_OUTCOMES:
+            outcome = RESOLVED_UNCHANGED
+        else:
+            continue
+        found.append(
+            TurnedDown(
+                row["id"],
+                int(row["project_id"]),
+                row["project"],
+                row["mr_iid"],
+                row["path"],
+                row["line"],
+                row["category"],
+                row["title"],
+                outcome,
+            )
+        )
+    return found
+
+
+def propose_learnings(app: App, since: datetime) -> list[Learning]:
+    """Propose a learning per kind of finding turned down often enough since ``since``
+    (setting ``learning_proposal_threshold``); the proposals stored now (none twice)."""
+    book = learning_book(app)
+    url = app.gitlab().url
+    made = []
+    for proposal in proposals(
+        url, turned_down(app, since), app.settings.learning_proposal_threshold
+    ):
+        earlier = book.list(url, project_id=proposal.project_id)
+        if any(
+            _same_kind(learning, proposal.category, proposal.glob, proposal.title)
+            for learning in earlier
+        ):
+            continue
+        learning_id = book.propose(proposal.learning())
+        if learning_id is not None:
+            made.append(book.get(learning_id))
+    return made
+
+
+def _same_kind(learning: Learning, category: str, glob: str, title: str) -> bool:
+    evidence = learning.proposal_evidence or {}
+    if learning.category != category or learning.path_globs != (glob,) or "title" not in evidence:
+        return False
+    return similar_titles(str(evidence["title"]), title)

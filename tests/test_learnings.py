@@ -253,3 +253,63 @@ def test_a_developer_can_teach_a_reporter_and_a_stranger_cannot(gitlab: FakeGitL
 def _role_reads(fake: FakeGitLab, user_id: int) -> int:
     wanted = f"/projects/7/members/all/{user_id}"
     return sum(1 for method, path in fake.requests if method == "GET" and path.endswith(wanted))
+
+
+# -- proposals (pure) -------------------------------------------------------------------------
+
+
+def _down(finding_id: int, title: str = "Comparison to None uses ==", **fields: object):
+    from reviewbot.learnings import TurnedDown
+
+    values: dict[str, object] = {
+        "finding_id": finding_id,
+        "project_id": 7,
+        "project": "group/app",
+        "mr_iid": finding_id,
+        "path": "src/app.py",
+        "line": 3,
+        "category": "bug",
+        "title": title,
+        "outcome": "thumbsdown",
+    }
+    values.update(fields)
+    return TurnedDown(**values)  # type: ignore[arg-type]
+
+
+def test_a_kind_turned_down_threshold_times_is_proposed_with_its_evidence() -> None:
+    from reviewbot.learnings import proposals
+
+    downs = [_down(1), _down(2, "Comparison to None uses == ."), _down(3, path="src/b.py")]
+    [proposal] = proposals(GITLAB, downs, 3)
+    learning = proposal.learning()
+    assert learning.status is LearningStatus.PROPOSED and learning.excludes
+    assert learning.path_globs == ("src/**",) and learning.category == "bug"
+    assert learning.proposal_evidence is not None
+    assert [item["id"] for item in learning.proposal_evidence["findings"]] == [1, 2, 3]
+    assert proposals(GITLAB, downs[:2], 3) == []  # below the threshold
+    assert proposals(GITLAB, [*downs, _down(3)], 3)[0].key == proposal.key  # counted once
+
+
+def test_other_titles_folders_categories_or_projects_are_other_kinds() -> None:
+    from reviewbot.learnings import proposals
+
+    downs = [
+        _down(1),
+        _down(2, "Unbounded retry loop"),
+        _down(3, path="tests/test_app.py"),
+        _down(4, category="style"),
+        _down(5, project_id=8),
+    ]
+    assert proposals(GITLAB, downs, 2) == []
+    at_root = proposals(GITLAB, [_down(i, path="app.py") for i in (1, 2)], 2)
+    assert at_root[0].glob == "*" and "files at the repository root" in at_root[0].learning().text
+
+
+@settings(max_examples=50, deadline=None)
+@given(hostile_text)
+def test_a_proposal_from_a_hostile_title_is_sanitised(title: str) -> None:
+    from reviewbot.learnings import proposals
+
+    [proposal] = proposals(GITLAB, [_down(i, title) for i in (1, 2)], 2)
+    text = proposal.learning().text
+    assert len(text) <= MAX_LEARNING_CHARS and "\n" not in text and "<" not in text

@@ -12,8 +12,10 @@ from typing import Any
 
 from click.testing import CliRunner
 
+from reviewbot.app import App
 from reviewbot.commands import main
 from reviewbot.findings import FindingState
+from reviewbot.mr import RunOptions, run_merge_request
 from reviewbot.store import Store
 from tests.mr_world import PROJECT, World, world  # noqa: F401
 
@@ -134,3 +136,60 @@ def test_the_cli_lists_and_refuses_bad_input_with_exit_2(world: World) -> None: 
         code, output = cli(world, "learnings", *args)
         assert code == 2, (args, output)
         assert message in output and len(output.strip().splitlines()) == 1, output
+
+
+# -- proposals from feedback ------------------------------------------------------------------
+
+
+def none_note(world: World, iid: int) -> int:  # noqa: F811
+    """The note id of the bot's `== None` comment on MR ``iid``."""
+    return next(
+        discussion["notes"][0]["id"]
+        for discussion in world.gitlab.discussions(PROJECT, iid)
+        if discussion["notes"][0]["type"] == "DiffNote" and "None" in discussion["notes"][0]["body"]
+    )
+
+
+def review(world: World, *iids: int) -> list[int]:  # noqa: F811
+    """`reviewbot run` of each MR (opened from the same branches as !1 when new)."""
+    ids = []
+    for iid in iids:
+        if iid != 1:
+            world.gitlab.add_mr_from_git(PROJECT, world.repo, "main", "feature", iid=iid, title="x")
+        with App(world.settings()) as app:
+            ids.append(run_merge_request(app, PROJECT, iid, RunOptions()).review_id)
+    return ids
+
+
+def test_three_thumbs_down_propose_a_learning_once_and_accepting_applies_it(
+    world: World,  # noqa: F811
+) -> None:
+    review(world, 1, 2, 3)
+    for iid in (1, 2):
+        world.gitlab.add_award_emoji(PROJECT, iid, none_note(world, iid), "thumbsdown", "alice")
+    code, output = cli(world, "feedback", "sync", "--since", "1d")
+    assert code == 0 and "proposed" not in output  # two are not enough (threshold 3)
+    world.gitlab.add_award_emoji(PROJECT, 3, none_note(world, 3), "thumbsdown", "alice")
+    code, output = cli(world, "feedback", "sync", "--since", "1d")
+    assert code == 0 and "proposed" in output, output
+    code, listed = cli(world, "learnings", "list", "--status", "proposed", "--json")
+    [proposal] = json.loads(listed)
+    assert proposal["category"] == "bug" and proposal["path_globs"] == ["*"]
+    assert proposal["source"] == "proposal" and proposal["excludes"]
+    assert proposal["proposal_evidence"]["count"] == 3
+    assert {item["mr_iid"] for item in proposal["proposal_evidence"]["findings"]} == {1, 2, 3}
+    code, output = cli(world, "feedback", "sync", "--since", "1d")
+    assert "proposed" not in output  # once per kind of finding
+    before = len(world.vllm.requests)
+    [proposed_review] = review(world, 4)  # proposed is not applied
+    assert "<learnings>" not in user_prompts(world)[before]
+    assert any(
+        f["state"] == "posted" and f["category"] == "bug" for f in stored(world, proposed_review)
+    )
+    code, output = cli(world, "learnings", "accept", str(proposal["id"]))
+    assert code == 0 and "accepted" in output
+    before = len(world.vllm.requests)
+    [accepted_review] = review(world, 5)
+    assert f'name="learning {proposal["id"]}"' in user_prompts(world)[before]
+    states = {f["category"]: f["state"] for f in stored(world, accepted_review)}
+    assert states["bug"] == FindingState.SUPPRESSED.value

@@ -92,6 +92,7 @@ def feedback_sync(
     became of each posted finding. Safe to interrupt and run again (each MR is committed)."""
     from reviewbot.app import App
     from reviewbot.feedback import MergeRequestSync, sync_feedback
+    from reviewbot.teaching import propose_learnings
 
     now = _utc_now()
     since = now - since_text if isinstance(since_text, timedelta) else since_text
@@ -128,10 +129,15 @@ def feedback_sync(
                 "run the same command again to finish"
             )
             sys.exit(EXIT_INTERRUPTED)
+        proposed = propose_learnings(app, since)
     out.print(
         f"{len(report.merge_requests)} merge requests reviewed since {since:%Y-%m-%d %H:%M} UTC, "
         f"{report.requests} GitLab requests, {report.recorded} new outcomes recorded"
     )
+    for learning in proposed:  # reviewbot.teaching: kinds of finding the team turned down
+        out.print(data(f"learning {learning.id} proposed ({learning.scope}): {learning.text}"))
+    if proposed:
+        out.print("accept with: reviewbot learnings accept ID (docs/learnings.md)")
 
 
 # --- report ----------------------------------------------------------------------------------

@@ -30,6 +30,8 @@ from reviewbot.learnings import (
     LearningStatus,
     ancestor_groups,
 )
+from reviewbot.store.models import PUBLISHED_STATES, FeedbackKind
+from reviewbot.store.models import Feedback as FeedbackRow
 from reviewbot.store.models import Finding as FindingRow
 from reviewbot.store.models import Learning as LearningRow
 from reviewbot.store.store import RecordNotFound, utc_now
@@ -254,6 +256,45 @@ class LearningBook:
                 .group_by(FindingRow.learning_id)
             )
             return {int(learning_id): int(count) for learning_id, count in rows}
+
+    def turned_down_candidates(self, gitlab_url: str, since: datetime) -> list[dict[str, Any]]:
+        """Posted findings of ``gitlab_url`` made since ``since`` with a 👎 or a resolution on
+        record (whether it still counts is the caller's to decide, from the votes in force and
+        the other outcomes), oldest first."""
+        voted_or_resolved = (
+            select(FeedbackRow.finding_id)
+            .where(
+                FeedbackRow.finding_id.is_not(None),
+                or_(
+                    (FeedbackRow.kind == FeedbackKind.AWARD.value)
+                    & FeedbackRow.value.like("thumbsdown%"),
+                    FeedbackRow.kind == FeedbackKind.RESOLUTION.value,
+                ),
+            )
+            .distinct()
+        )
+        with self._engine.connect() as connection:
+            rows = connection.execute(
+                select(
+                    FindingRow.id,
+                    FindingRow.project_id,
+                    FindingRow.project,
+                    FindingRow.mr_iid,
+                    FindingRow.path,
+                    FindingRow.line,
+                    FindingRow.category,
+                    FindingRow.title,
+                )
+                .where(
+                    FindingRow.gitlab_url == gitlab_url.rstrip("/"),
+                    FindingRow.project_id.is_not(None),
+                    FindingRow.created_at >= since,
+                    FindingRow.state.in_([state.value for state in PUBLISHED_STATES]),
+                    FindingRow.id.in_(voted_or_resolved),
+                )
+                .order_by(FindingRow.id)
+            )
+            return [dict(row._mapping) for row in rows]
 
     # -- helpers -----------------------------------------------------------------------
 
