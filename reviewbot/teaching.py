@@ -19,7 +19,8 @@ proposal is stored once per kind (its ``proposal_key``, and no near-identical pr
 same category and folder before it) and applied only once accepted.
 
 Owns: :func:`add_learning`, :func:`project_learnings`, :func:`learning_book`,
-:func:`active_learnings`, :func:`suppress` and :func:`propose_learnings`. Must not: render
+:func:`active_learnings`, :func:`suppress`, :func:`propose_learnings` and
+:func:`learning_figures` (the report's). Must not: render
 anything, or decide whether a learning applies to a finding (``reviewbot.learnings``).
 """
 
@@ -37,6 +38,7 @@ from reviewbot.learnings import (
     LearningSource,
     LearningStatus,
     TurnedDown,
+    ancestor_groups,
     checked_category,
     checked_globs,
     checked_text,
@@ -44,6 +46,7 @@ from reviewbot.learnings import (
     proposals,
     similar_titles,
 )
+from reviewbot.report_learnings import learnings_json
 from reviewbot.store import LearningBook, MergeRequestKey
 from reviewbot.stored_findings import StoredFinding
 
@@ -52,6 +55,7 @@ __all__ = [
     "active_learnings",
     "add_learning",
     "learning_book",
+    "learning_figures",
     "project_learnings",
     "propose_learnings",
     "suppress",
@@ -233,3 +237,24 @@ def _same_kind(learning: Learning, category: str, glob: str, title: str) -> bool
     if learning.category != category or learning.path_globs != (glob,) or "title" not in evidence:
         return False
     return similar_titles(str(evidence["title"]), title)
+
+
+def learning_figures(app: App, since: datetime, until: datetime, project: str | None) -> dict:
+    """The report's learnings section (reviewbot.report_learnings): the learnings in force
+    (of ``project``, by path or id, and its groups, when given) with the findings each
+    suppressed from ``since`` to ``until``, and the proposals waiting for a human."""
+    book = learning_book(app)
+    url = app.settings.gitlab_url
+    every = book.list(url, statuses=[LearningStatus.ACTIVE, LearningStatus.PROPOSED])
+    if project is not None:
+        groups = set(ancestor_groups(project))
+        every = [
+            item
+            for item in every
+            if project in (item.project, str(item.project_id))
+            or (item.project_id is None and item.group_path in groups)
+        ]
+    in_use = [item for item in every if item.status is LearningStatus.ACTIVE]
+    counts = book.suppressed_counts([item.id for item in in_use if item.id], since, until)
+    suggested = [item for item in every if item.status is LearningStatus.PROPOSED]
+    return learnings_json(in_use, counts, suggested)

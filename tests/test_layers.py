@@ -47,6 +47,7 @@ CORE = {
     "reviewbot.repo.search",
     "reviewbot.repo.tools",
     "reviewbot.repo_policy",
+    "reviewbot.report_learnings",
     "reviewbot.report_text",
     "reviewbot.retry",
     "reviewbot.rules",

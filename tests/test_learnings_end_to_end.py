@@ -8,6 +8,8 @@ as ``suppressed_by_learning`` with the learning's id). Core and store: tests/tes
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from click.testing import CliRunner
@@ -15,8 +17,9 @@ from click.testing import CliRunner
 from reviewbot.app import App
 from reviewbot.commands import main
 from reviewbot.findings import FindingState
+from reviewbot.learnings import Learning
 from reviewbot.mr import RunOptions, run_merge_request
-from reviewbot.store import Store
+from reviewbot.store import LearningBook, Store
 from tests.mr_world import PROJECT, World, world  # noqa: F401
 
 NONE_LEARNING = "We compare with == None on purpose in app.py; don't flag it"
@@ -193,3 +196,48 @@ def test_three_thumbs_down_propose_a_learning_once_and_accepting_applies_it(
     assert f'name="learning {proposal["id"]}"' in user_prompts(world)[before]
     states = {f["category"]: f["state"] for f in stored(world, accepted_review)}
     assert states["bug"] == FindingState.SUPPRESSED.value
+
+
+def test_the_report_lists_learnings_in_use_with_suppressions_and_suggested_ones(
+    world: World,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    made = add(world, NONE_LEARNING, "--path", "app.py", "--category", "bug")
+    unused = add(world, "Prefer pathlib", "--path", "util.py")
+    world.run()
+    review(world, 2)  # suppressed there too: two findings in all
+    store = Store.from_url(world.database_url)
+    try:
+        proposal = LearningBook(store.engine).propose(
+            Learning(
+                text="Don't flag time.sleep in scripts",
+                gitlab_url=world.gitlab.url,
+                project_id=7,
+                project=PROJECT,
+                category="performance",
+                proposal_key="k",
+                proposal_evidence={"title": "sleep", "count": 4, "findings": []},
+            )
+        )
+    finally:
+        store.close()
+    now = datetime.now(UTC)
+    window = (
+        "--since",
+        (now - timedelta(hours=1)).isoformat(),
+        "--until",
+        (now + timedelta(hours=1)).isoformat(),
+    )
+    code, output = cli(world, "report", *window, "--output", str(tmp_path), "--project", PROJECT)
+    assert code == 0, output
+    section = json.loads((tmp_path / "report.json").read_text())["learnings"]
+    suppressed = {row["id"]: row["suppressed"] for row in section["in_use"]}
+    assert suppressed == {made["id"]: 2, unused["id"]: 0}
+    [suggested] = section["suggested"]
+    assert suggested["id"] == proposal and suggested["turned_down"] == 4
+    markdown = (tmp_path / "report.md").read_text()
+    assert "## Learnings in use" in markdown and "## Suggested learnings" in markdown
+    assert "reviewbot learnings accept ID" in markdown
+    html = (tmp_path / "report.html").read_text()
+    assert "Learnings in use" in html and "Suggested learnings" in html
+    assert "time.sleep in scripts" in html

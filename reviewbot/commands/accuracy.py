@@ -225,13 +225,22 @@ def report_command(
     HTML with charts)."""
     from reviewbot.app import App
     from reviewbot.report import build_report, post_report_issue, write_report
+    from reviewbot.teaching import learning_figures
 
     now = _utc_now()
     window = _window(weekly, since, until, now)
     chosen = _formats(formats)
     overrides = {"gitlab_url": gitlab_url, "database_url": database_url}
     with App.from_config(config_file, overrides) as app:
-        report = build_report(app.store, window, now=now, project=project, slo_ttft_ms=slo_ttft_ms)
+        learnings = learning_figures(app, window.since, window.until, project)
+        report = build_report(
+            app.store,
+            window,
+            now=now,
+            project=project,
+            slo_ttft_ms=slo_ttft_ms,
+            learnings=learnings,
+        )
         written = write_report(report, output_dir, chosen)
         issue = post_report_issue(app.gitlab(), post_issue, report) if post_issue else None
     _print_written(report, window, written, issue)

@@ -177,15 +177,17 @@ class LearningBook:
 
     def list(
         self,
-        gitlab_url: str,
+        gitlab_url: str | None,
         *,
         project_id: int | None = None,
         group_path: str | None = None,
         statuses: Iterable[LearningStatus] = (),
     ) -> list[Learning]:
-        """The learnings of one GitLab (of one project and/or group when given), oldest
-        first, of the given statuses (none given: every status)."""
-        conditions = [LearningRow.gitlab_url == gitlab_url.rstrip("/")]
+        """The learnings of one GitLab (None: of every one; of one project and/or group when
+        given), oldest first, of the given statuses (none given: every status)."""
+        conditions = []
+        if gitlab_url is not None:
+            conditions.append(LearningRow.gitlab_url == gitlab_url.rstrip("/"))
         scopes = []
         if project_id is not None:
             scopes.append(LearningRow.project_id == project_id)
@@ -237,9 +239,12 @@ class LearningBook:
         return sorted(found, key=order)
 
     def suppressed_counts(
-        self, learning_ids: Iterable[int], since: datetime | None = None
+        self,
+        learning_ids: Iterable[int],
+        since: datetime | None = None,
+        until: datetime | None = None,
     ) -> dict[int, int]:
-        """How many findings each learning suppressed (since ``since`` when given)."""
+        """How many findings each learning suppressed (from ``since``, before ``until``)."""
         ids = list(learning_ids)
         if not ids:
             return {}
@@ -249,6 +254,8 @@ class LearningBook:
         ]
         if since is not None:
             conditions.append(FindingRow.created_at >= since)
+        if until is not None:
+            conditions.append(FindingRow.created_at < until)
         with self._engine.connect() as connection:
             rows = connection.execute(
                 select(FindingRow.learning_id, func.count())
