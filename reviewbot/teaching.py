@@ -26,9 +26,10 @@ anything, or decide whether a learning applies to a finding (``reviewbot.learnin
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
+from typing import Any
 
 from reviewbot.app import App
 from reviewbot.findings import Finding, FindingsOptions, FindingsResult, FindingState, without
@@ -63,6 +64,9 @@ __all__ = [
 ]
 
 
+THREAD_FIELDS = frozenset({"author_id", "mr_iid", "discussion_id", "note_id"})
+
+
 @dataclass(frozen=True)
 class Suppressed:
     """A finding a team learning explicitly excludes: never posted."""
@@ -86,11 +90,16 @@ def add_learning(
     category: str | None = None,
     author: str | None = None,
     source: LearningSource = LearningSource.CLI,
+    thread: Mapping[str, Any] | None = None,
 ) -> Learning:
     """Check and store a learning for ``project`` (id or path, read from GitLab) or for
-    ``group`` (a group path: every project under it); the stored learning."""
+    ``group`` (a group path: every project under it); the stored learning. ``thread``: where
+    a thread command made it (``author_id``, ``mr_iid``, ``discussion_id``, ``note_id``)."""
     if (project is None) == (group is None):
         raise LearningError("name exactly one of a project or a group")
+    unknown = sorted(set(thread or {}) - THREAD_FIELDS)
+    if unknown:
+        raise LearningError(f"unknown thread field(s): {', '.join(unknown)}")
     draft = Learning(
         text=checked_text(text),
         gitlab_url=app.gitlab().url,
@@ -99,6 +108,7 @@ def add_learning(
         status=LearningStatus.ACTIVE,
         source=source,
         author=author,
+        **dict(thread or {}),
     )
     if project is not None:
         identity = app.gitlab().project_identity(project)

@@ -12,14 +12,16 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
 from click.testing import CliRunner
 
 from reviewbot.app import App
 from reviewbot.commands import main
 from reviewbot.findings import FindingState
-from reviewbot.learnings import Learning
+from reviewbot.learnings import Learning, LearningError, LearningSource
 from reviewbot.mr import RunOptions, run_merge_request
 from reviewbot.store import LearningBook, Store
+from reviewbot.teaching import add_learning
 from tests.mr_world import PROJECT, World, world  # noqa: F401
 
 NONE_LEARNING = "We compare with == None on purpose in app.py; don't flag it"
@@ -241,3 +243,23 @@ def test_the_report_lists_learnings_in_use_with_suppressions_and_suggested_ones(
     html = (tmp_path / "report.html").read_text()
     assert "Learnings in use" in html and "Suggested learnings" in html
     assert "time.sleep in scripts" in html
+
+
+def test_a_thread_learning_keeps_where_it_was_made(world: World) -> None:  # noqa: F811
+    """The API the `/reviewbot learn` thread command builds on (reviewbot.teaching)."""
+    thread = {"author_id": 5, "mr_iid": 1, "discussion_id": "d" * 40, "note_id": 99}
+    with App(world.settings()) as app:
+        made = add_learning(
+            app,
+            NONE_LEARNING,
+            project="7",
+            category="bug",
+            author="alice",
+            source=LearningSource.THREAD,
+            thread=thread,
+        )
+        with pytest.raises(LearningError, match="unknown thread field"):
+            add_learning(app, "x", project="7", thread={"line": 3})
+    assert made.source is LearningSource.THREAD and made.project == PROJECT
+    assert (made.author, made.author_id, made.mr_iid, made.note_id) == ("alice", 5, 1, 99)
+    assert made.group_path == "group" and made.discussion_id == "d" * 40
