@@ -26,22 +26,34 @@ outside :func:`load_settings` (the default database path aside).
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 import tomllib
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import platformdirs
 
+from reviewbot import learnings as learning_limits
 from reviewbot.chunking import DEFAULT_SCOPE_CONTEXT_TOKENS
 from reviewbot.findings import Category, Severity
 from reviewbot.input_files import InputFileRefused, read_input_file
 from reviewbot.redaction import hide_url_password, scrub_secrets
 from reviewbot.rules import DEFAULT_RULES_TOKENS
+from reviewbot.setting_fields import (
+    ACCEPTS_KEY,
+    BOUNDS_KEY,
+    CHOICES_KEY,
+    DEFAULT_TEXT_KEY,
+    HELP_KEY,
+    HTTP_URL_WORDS,
+    SECRET_KEY,
+    Bounds,
+    setting,
+    shown,
+)
 
 __all__ = [
     "DEFAULT_MAX_REPAIR_ROUNDS",
@@ -115,87 +127,12 @@ MAX_CACHE_BYTES = 2**50  # 1 PiB
 GIB = 2**30
 DEFAULT_REPO_CACHE_MAX_BYTES = 10 * GIB
 DEFAULT_REPO_FETCH_TIMEOUT_S = 120.0
-# A raw value shown in an error is cut to this many characters (a 5,000-digit number is not
-# worth showing whole).
-MAX_SHOWN_VALUE = 40
-BOUNDS_KEY = "reviewbot.bounds"
-HELP_KEY = "reviewbot.help"
-CHOICES_KEY = "reviewbot.choices"
-DEFAULT_TEXT_KEY = "reviewbot.default_text"
-ACCEPTS_KEY = "reviewbot.accepts"
-HTTP_URL_WORDS = "an `http://` or `https://` URL with a host"
-SECRET_KEY = "reviewbot.secret"
 SEVERITIES = tuple(severity.value for severity in Severity)
 CATEGORIES = tuple(category.value for category in Category)
 
 
 class ConfigError(ValueError):
     """A setting is missing or malformed; the message names it and what is expected."""
-
-
-@dataclass(frozen=True)
-class Bounds:
-    """The values a numeric setting may take: ``low`` to ``high`` inclusive (``low`` itself
-    excluded when ``above_low``), always finite. Declared next to the field's default."""
-
-    low: float
-    high: float
-    above_low: bool = False
-    unit: str = ""
-
-    def problem(self, value: float) -> str | None:
-        """Why ``value`` is out of bounds, or None when it is fine."""
-        if not math.isfinite(value):
-            of_unit = f" of {self.unit}" if self.unit else ""
-            return f"must be a finite number{of_unit}, got {_shown(value)}"
-        if self.above_low and value <= self.low:
-            return f"must be more than {_number(self.low)}{self._in_unit()}, got {_shown(value)}"
-        if value < self.low:
-            at_least = "0 or more" if self.low == 0 else f"at least {_number(self.low)}"
-            return f"must be {at_least}, got {_shown(value)}"
-        if value > self.high:
-            return f"must be at most {_number(self.high)}{self._in_unit()}, got {_shown(value)}"
-        return None
-
-    def describe(self) -> str:
-        """The allowed range in words, as docs/configuration.md shows it."""
-        low = f"more than {_number(self.low)}" if self.above_low else _number(self.low)
-        return f"{low} to {_number(self.high)}{self._in_unit()}"
-
-    def _in_unit(self) -> str:
-        return f" {self.unit}" if self.unit else ""
-
-
-def setting(
-    default: Any = dataclasses.MISSING,
-    *,
-    help: str,
-    bounds: Bounds | None = None,
-    choices: tuple[str, ...] = (),
-    default_text: str = "",
-    accepts: str = "",
-    default_factory: Callable[[], Any] | Any = dataclasses.MISSING,
-    secret: bool = False,
-) -> Any:
-    """A field of Settings with everything said about it, once: its default; its help text
-    (Markdown, shown in docs/configuration.md, links relative to docs/); the bounds of a number
-    (checked whenever Settings are built); the values it may take (``choices``: each item of
-    a list); what the default means in words where it is None or computed (``default_text``);
-    the values a text takes, in words, where ``__post_init__`` checks them (``accepts``); and
-    whether it is a secret (never in ``repr``, ``describe()`` or a message)."""
-    metadata = {
-        HELP_KEY: help,
-        CHOICES_KEY: choices,
-        DEFAULT_TEXT_KEY: default_text,
-        ACCEPTS_KEY: accepts,
-    }
-    if bounds is not None:
-        metadata[BOUNDS_KEY] = bounds
-    if secret:
-        metadata[SECRET_KEY] = True
-    return field(
-        default=default, default_factory=default_factory, repr=not secret, metadata=metadata
-    )
 
 
 @dataclass(frozen=True)
@@ -246,15 +183,6 @@ def setting_bounds(name: str) -> Bounds | None:
             bounds = item.metadata.get(BOUNDS_KEY)
             return bounds if isinstance(bounds, Bounds) else None
     raise KeyError(name)
-
-
-def _number(value: float) -> str:
-    return f"{int(value):,}" if float(value).is_integer() else f"{value:g}"
-
-
-def _shown(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= MAX_SHOWN_VALUE else text[: MAX_SHOWN_VALUE - 3] + "..."
 
 
 def _default_repo_cache_dir() -> str:
@@ -446,6 +374,16 @@ class Settings:
         "match the chunk's files); rules that do not fit are dropped and named in the summary, "
         "never a changed line; 0 turns rules off ([review rules](rules.md)).",
     )
+    learnings_tokens: int = setting(
+        learning_limits.DEFAULT_LEARNINGS_TOKENS,
+        bounds=Bounds(0, MAX_TOKENS),
+        help="Tokens of team learnings per chunk, as rules_tokens ([learnings](learnings.md)).",
+    )
+    learning_proposal_threshold: int = setting(
+        learning_limits.DEFAULT_PROPOSAL_THRESHOLD,
+        bounds=Bounds(1, learning_limits.MAX_PROPOSAL_THRESHOLD),
+        help="👎 or unchanged resolutions of one kind of finding that propose a learning.",
+    )
     language: str = setting("English", help="The language the comments are written in.")
     include_style: bool = setting(False, help="Also report style issues (as `info`).")
     max_inline: int = setting(
@@ -562,7 +500,7 @@ def _check_bounds(name: str, value: Any, bounds: Bounds, annotation: str) -> Non
     whole = "int" in annotation
     if isinstance(value, bool) or not isinstance(value, int if whole else (int, float)):
         kind = "a whole number" if whole else "a number"
-        raise ConfigError(f"{name} must be {kind}, got {_shown(value)}")
+        raise ConfigError(f"{name} must be {kind}, got {shown(value)}")
     problem = bounds.problem(value)
     if problem is not None:
         raise ConfigError(f"{name} {problem}")
@@ -650,7 +588,7 @@ def _coerce(name: str, raw: Any, annotation: str) -> Any:
         return raw
     except (TypeError, ValueError):
         raise ConfigError(
-            f"{name}: cannot use {_shown(raw)} (expected {_expected(annotation)})"
+            f"{name}: cannot use {shown(raw)} (expected {_expected(annotation)})"
         ) from None
 
 
@@ -724,7 +662,7 @@ def _settings_table(data: dict[str, Any], source: str) -> dict[str, Any]:
     """The ``[reviewbot]`` table, or the top level when there is none."""
     table = data.get("reviewbot", data)
     if not isinstance(table, dict):
-        raise ConfigError(f"{source}: reviewbot must be a table ([reviewbot]), got {_shown(table)}")
+        raise ConfigError(f"{source}: reviewbot must be a table ([reviewbot]), got {shown(table)}")
     return table
 
 

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from reviewbot.markdown import link_cell, table_cell
+from reviewbot.report_learnings import EMPTY_LEARNINGS, learnings_markdown
 from reviewbot.report_text import (
     COMPARISON_COSTS,
     COMPARISON_HEADERS,
@@ -193,8 +194,10 @@ def build_report(
     now: datetime,
     project: str | None = None,
     slo_ttft_ms: float = DEFAULT_SLO_TTFT_MS,
+    learnings: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The report of ``window`` (and of the window before it, under ``previous``)."""
+    """The report of ``window`` (and of the window before it, under ``previous``);
+    ``learnings``: reviewbot.report_learnings.learnings_json of the window."""
     scope = ReportScope(window.since, window.until, project)
     figures = store.report_figures(scope, slowest=SLOWEST_REVIEWS, eval_limit=EVAL_RUNS_SHOWN)
     before = window.previous()
@@ -242,6 +245,7 @@ def build_report(
         "eval_comparison": eval_comparison(figures.get("eval_comparison")),
         "tool_calls": _tool_calls(figures["tool_calls"]),
         "previous": {"window": _window_json(before, project), **_summary(previous)},
+        "learnings": dict(learnings or EMPTY_LEARNINGS),  # docs/learnings.md
     }
 
 
@@ -338,6 +342,7 @@ def report_markdown(report: Mapping[str, Any]) -> str:
     lines += _evals(report["eval_runs"])
     lines += _comparison_tables(report.get("eval_comparison"))
     lines += _tool_call_table(report["tool_calls"])
+    lines += learnings_markdown(report.get("learnings"))
     return "\n".join(lines).rstrip() + "\n"
 
 

@@ -41,6 +41,7 @@ from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
 from matplotlib.figure import Figure
 
 from reviewbot.findings import Severity
+from reviewbot.report_learnings import learning_tables
 from reviewbot.report_text import (
     COMPARISON_HEADERS,
     HEADLINE,
@@ -501,5 +502,9 @@ def report_html(report: Mapping[str, Any]) -> str:
             _evals(report),
             *_comparison(report),
             _tool_calls(report),
+            *[
+                Section(title, _table(headers, rows))
+                for title, headers, rows in learning_tables(report.get("learnings") or {})
+            ],
         ],
     )

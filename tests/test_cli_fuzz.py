@@ -74,6 +74,10 @@ PLACEHOLDERS: dict[str, dict[str, str]] = {
     "capacity": {"--model": "Qwen/Qwen3.5-9B", "--gpu": "L4"},
     "weights verify": {"MODEL_DIR": str(TINY_MODEL)},
     "weights manifest": {"MODEL_DIR": str(TINY_MODEL)},
+    "learnings add": {"TEXT": "hi", "--project": "group/app"},
+    "learnings accept": {"LEARNING_ID": "1"},
+    "learnings reject": {"LEARNING_ID": "1"},
+    "learnings remove": {"LEARNING_ID": "1"},
 }
 
 UNREACHABLE = 1  # GitLab answers 401, the model server refuses the connection
@@ -127,6 +131,16 @@ ACCEPTED: dict[tuple[str, str], Accepted] = {
     ),
     ("loadtest", "--seed"): Accepted(frozenset({"0"}), frozenset({UNREACHABLE}), "the default"),
     ("report", "--output"): FILE_NAME,
+    ("learnings add", "TEXT"): Accepted(
+        ANY_TEXT, frozenset({UNREACHABLE, 2}), "any text may be taught (over 500 characters: 2)"
+    ),
+    ("learnings add", "--path"): GLOB,
+    ("learnings add", "--group"): Accepted(
+        ANY_TEXT, frozenset({2}), "a group path, refused beside the placeholder --project"
+    ),
+    ("learnings list", "--group"): Accepted(
+        ANY_TEXT, frozenset({0, 2}), "a group path: an unknown group has no learnings"
+    ),
     ("ci", "--codequality"): FILE_NAME,
     ("ci", "--summary"): FILE_NAME,
     ("weights verify", "--state-file"): FILE_NAME,

@@ -92,6 +92,7 @@ def feedback_sync(
     became of each posted finding. Safe to interrupt and run again (each MR is committed)."""
     from reviewbot.app import App
     from reviewbot.feedback import MergeRequestSync, sync_feedback
+    from reviewbot.teaching import propose_learnings
 
     now = _utc_now()
     since = now - since_text if isinstance(since_text, timedelta) else since_text
@@ -128,10 +129,15 @@ def feedback_sync(
                 "run the same command again to finish"
             )
             sys.exit(EXIT_INTERRUPTED)
+        proposed = propose_learnings(app, since)
     out.print(
         f"{len(report.merge_requests)} merge requests reviewed since {since:%Y-%m-%d %H:%M} UTC, "
         f"{report.requests} GitLab requests, {report.recorded} new outcomes recorded"
     )
+    for learning in proposed:  # reviewbot.teaching: kinds of finding the team turned down
+        out.print(data(f"learning {learning.id} proposed ({learning.scope}): {learning.text}"))
+    if proposed:
+        out.print("accept with: reviewbot learnings accept ID (docs/learnings.md)")
 
 
 # --- report ----------------------------------------------------------------------------------
@@ -218,17 +224,40 @@ def report_command(
     ignored findings per category, model and prompt version, week over week (JSON, Markdown,
     HTML with charts)."""
     from reviewbot.app import App
-    from reviewbot.report import build_report, post_report_issue, write_report
 
     now = _utc_now()
     window = _window(weekly, since, until, now)
     chosen = _formats(formats)
     overrides = {"gitlab_url": gitlab_url, "database_url": database_url}
     with App.from_config(config_file, overrides) as app:
-        report = build_report(app.store, window, now=now, project=project, slo_ttft_ms=slo_ttft_ms)
-        written = write_report(report, output_dir, chosen)
-        issue = post_report_issue(app.gitlab(), post_issue, report) if post_issue else None
+        report = _report_of(app, window, now, project, slo_ttft_ms)
+        written = _write_report(report, output_dir, chosen)
+        issue = _post_issue(app, post_issue, report) if post_issue else None
     _print_written(report, window, written, issue)
+
+
+def _report_of(
+    app: Any, window: Window, now: datetime, project: str | None, slo_ttft_ms: float
+) -> dict[str, Any]:
+    from reviewbot.report import build_report
+    from reviewbot.teaching import learning_figures
+
+    learnings = learning_figures(app, window.since, window.until, project)
+    return build_report(
+        app.store, window, now=now, project=project, slo_ttft_ms=slo_ttft_ms, learnings=learnings
+    )
+
+
+def _write_report(report: dict[str, Any], output_dir: Path, chosen: Any) -> list[Path]:
+    from reviewbot.report import write_report
+
+    return write_report(report, output_dir, chosen)
+
+
+def _post_issue(app: Any, project: str, report: dict[str, Any]) -> Any:
+    from reviewbot.report import post_report_issue
+
+    return post_report_issue(app.gitlab(), project, report)
 
 
 def _print_written(

@@ -1,0 +1,270 @@
+"""Teaching the reviewer: make, list and steer a project's (or a group's) learnings.
+
+The CLI (``reviewbot learnings``) and the thread command (``/reviewbot learn``) both come here:
+the text, globs and category are checked (``reviewbot.learnings``), the project is read from
+GitLab (its id, so a renamed project keeps its learnings, and its group), and the learning is
+stored (``reviewbot.store.LearningBook``). Who may teach is checked by the caller that knows
+who asks: the thread command with ``GitLabClient.can_teach``; a CLI user has the database.
+
+A review reads the learnings in force for its project once (:func:`active_learnings`): they
+go into the prompt as rules (``reviewbot.review``, budget ``learnings_tokens``) and
+:func:`suppress` drops the findings one explicitly excludes before anything is posted; those
+are stored with state ``suppressed_by_learning`` and the learning's id.
+
+After ``reviewbot feedback sync`` has recorded what became of the posted findings,
+:func:`propose_learnings` proposes a learning for each kind of finding the team turned down
+``learning_proposal_threshold`` times (``reviewbot.learnings.proposals``): 👎 in force and no
+👍, or resolved with no sign the code changed (no ``addressed``, no applied suggestion). A
+proposal is stored once per kind (its ``proposal_key``, and no near-identical proposal of the
+same category and folder before it) and applied only once accepted.
+
+Owns: :func:`add_learning`, :func:`project_learnings`, :func:`learning_book`,
+:func:`active_learnings`, :func:`suppress`, :func:`propose_learnings` and
+:func:`learning_figures` (the report's). Must not: render
+anything, or decide whether a learning applies to a finding (``reviewbot.learnings``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any
+
+from reviewbot.app import App
+from reviewbot.findings import Finding, FindingsOptions, FindingsResult, FindingState, without
+from reviewbot.learnings import (
+    Learning,
+    LearningError,
+    LearningSource,
+    LearningStatus,
+    TurnedDown,
+    ancestor_groups,
+    checked_category,
+    checked_globs,
+    checked_text,
+    learning_excludes,
+    proposals,
+    similar_titles,
+)
+from reviewbot.report_learnings import learnings_json
+from reviewbot.store import LearningBook, MergeRequestKey
+from reviewbot.stored_findings import StoredFinding
+
+__all__ = [
+    "Suppressed",
+    "active_learnings",
+    "add_learning",
+    "learning_book",
+    "learning_figures",
+    "project_learnings",
+    "propose_learnings",
+    "suppress",
+    "suppressed_stored",
+]
+
+
+THREAD_FIELDS = frozenset({"author_id", "mr_iid", "discussion_id", "note_id"})
+
+
+@dataclass(frozen=True)
+class Suppressed:
+    """A finding a team learning explicitly excludes: never posted."""
+
+    finding: Finding
+    learning_id: int
+
+
+def learning_book(app: App) -> LearningBook:
+    """The learnings of the App's database (migrated on first use)."""
+    return LearningBook(app.store.engine)
+
+
+def add_learning(
+    app: App,
+    text: str,
+    *,
+    project: str | None = None,
+    group: str | None = None,
+    globs: Sequence[str] = (),
+    category: str | None = None,
+    author: str | None = None,
+    source: LearningSource = LearningSource.CLI,
+    thread: Mapping[str, Any] | None = None,
+) -> Learning:
+    """Check and store a learning for ``project`` (id or path, read from GitLab) or for
+    ``group`` (a group path: every project under it); the stored learning. ``thread``: where
+    a thread command made it (``author_id``, ``mr_iid``, ``discussion_id``, ``note_id``)."""
+    if (project is None) == (group is None):
+        raise LearningError("name exactly one of a project or a group")
+    unknown = sorted(set(thread or {}) - THREAD_FIELDS)
+    if unknown:
+        raise LearningError(f"unknown thread field(s): {', '.join(unknown)}")
+    draft = Learning(
+        text=checked_text(text),
+        gitlab_url=app.gitlab().url,
+        path_globs=checked_globs(globs),
+        category=checked_category(category),
+        status=LearningStatus.ACTIVE,
+        source=source,
+        author=author,
+        **dict(thread or {}),
+    )
+    if project is not None:
+        identity = app.gitlab().project_identity(project)
+        draft = _for_project(draft, identity)
+    else:
+        draft = _for_group(draft, (group or "").strip("/"))
+    book = learning_book(app)
+    return book.get(book.add(draft))
+
+
+def _for_project(draft: Learning, identity: dict[str, object]) -> Learning:
+    return replace(
+        draft,
+        project_id=int(str(identity["id"])),
+        project=str(identity["path_with_namespace"]),
+        group_path=str(identity["group_path"]) if identity.get("group_path") else None,
+    )
+
+
+def _for_group(draft: Learning, group: str) -> Learning:
+    if not group:
+        raise LearningError("the group path is empty")
+    return replace(draft, project_id=None, project=None, group_path=group)
+
+
+def project_learnings(
+    app: App,
+    *,
+    project: str | None = None,
+    group: str | None = None,
+    statuses: Iterable[LearningStatus] = (),
+) -> list[Learning]:
+    """The learnings of a project (id or path, read from GitLab), of a group, or (neither
+    given) of the whole GitLab, oldest first."""
+    book = learning_book(app)
+    url = app.gitlab().url
+    if project is None:
+        return book.list(url, group_path=group.strip("/") if group else None, statuses=statuses)
+    project_id = int(app.gitlab().project_identity(project)["id"])
+    return book.list(url, project_id=project_id, statuses=statuses)
+
+
+def active_learnings(app: App, key: MergeRequestKey, project_path: str) -> list[Learning]:
+    """The learnings in force for the MR's project: its own, then its groups'."""
+    return learning_book(app).active_for_project(key.gitlab_url, key.project_id, project_path)
+
+
+def suppress(
+    result: FindingsResult, learnings: Iterable[Learning], options: FindingsOptions
+) -> tuple[FindingsResult, list[Suppressed]]:
+    """``result`` without the findings a learning explicitly excludes (the first such learning
+    is recorded with each), and those findings."""
+    excluding = [learning for learning in learnings if learning.excludes]
+    suppressed = []
+    for finding in result.findings if excluding else ():
+        for learning in excluding:
+            if learning.id is not None and learning_excludes(
+                learning, finding.path, str(finding.category)
+            ):
+                suppressed.append(Suppressed(finding, learning.id))
+                break
+    return without(result, [item.finding for item in suppressed], options), suppressed
+
+
+def suppressed_stored(suppressed: Iterable[Suppressed]) -> list[StoredFinding]:
+    """The suppressed findings as the store keeps them."""
+    return [
+        replace(
+            StoredFinding.of(item.finding, FindingState.SUPPRESSED), learning_id=item.learning_id
+        )
+        for item in suppressed
+    ]
+
+
+THUMBSDOWN, THUMBSUP = "thumbsdown", "thumbsup"
+RESOLVED_UNCHANGED = "resolved unchanged"
+CHANGED_OUTCOMES = frozenset({"addressed", "suggestion_applied"})
+
+
+def turned_down(app: App, since: datetime) -> list[TurnedDown]:
+    """The posted findings since ``since`` the team turned down (module notes)."""
+    candidates = learning_book(app).turned_down_candidates(app.gitlab().url, since)
+    ids = [row["id"] for row in candidates]
+    votes = app.store.votes_in_force(ids)
+    outcomes = app.store.outcomes_on_record(ids)
+    found = []
+    for row in candidates:
+        kinds = outcomes.get(row["id"], set())
+        down = any(v[0] == row["id"] and v[2] == THUMBSDOWN for v in votes)
+        up = any(v[0] == row["id"] and v[2] == THUMBSUP for v in votes)
+        if down and not up:
+            outcome = THUMBSDOWN
+        elif "resolution" in kinds and not kinds & CHANGED_OUTCOMES:
+            outcome = RESOLVED_UNCHANGED
+        else:
+            continue
+        found.append(
+            TurnedDown(
+                row["id"],
+                int(row["project_id"]),
+                row["project"],
+                row["mr_iid"],
+                row["path"],
+                row["line"],
+                row["category"],
+                row["title"],
+                outcome,
+            )
+        )
+    return found
+
+
+def propose_learnings(app: App, since: datetime) -> list[Learning]:
+    """Propose a learning per kind of finding turned down often enough since ``since``
+    (setting ``learning_proposal_threshold``); the proposals stored now (none twice)."""
+    book = learning_book(app)
+    url = app.gitlab().url
+    made = []
+    for proposal in proposals(
+        url, turned_down(app, since), app.settings.learning_proposal_threshold
+    ):
+        earlier = book.list(url, project_id=proposal.project_id)
+        if any(
+            _same_kind(learning, proposal.category, proposal.glob, proposal.title)
+            for learning in earlier
+        ):
+            continue
+        learning_id = book.propose(proposal.learning())
+        if learning_id is not None:
+            made.append(book.get(learning_id))
+    return made
+
+
+def _same_kind(learning: Learning, category: str, glob: str, title: str) -> bool:
+    evidence = learning.proposal_evidence or {}
+    if learning.category != category or learning.path_globs != (glob,) or "title" not in evidence:
+        return False
+    return similar_titles(str(evidence["title"]), title)
+
+
+def learning_figures(app: App, since: datetime, until: datetime, project: str | None) -> dict:
+    """The report's learnings section (reviewbot.report_learnings): the learnings in force
+    (of ``project``, by path or id, and its groups, when given) with the findings each
+    suppressed from ``since`` to ``until``, and the proposals waiting for a human."""
+    book = learning_book(app)
+    url = app.settings.gitlab_url
+    every = book.list(url, statuses=[LearningStatus.ACTIVE, LearningStatus.PROPOSED])
+    if project is not None:
+        groups = set(ancestor_groups(project))
+        every = [
+            item
+            for item in every
+            if project in (item.project, str(item.project_id))
+            or (item.project_id is None and item.group_path in groups)
+        ]
+    in_use = [item for item in every if item.status is LearningStatus.ACTIVE]
+    counts = book.suppressed_counts([item.id for item in in_use if item.id], since, until)
+    suggested = [item for item in every if item.status is LearningStatus.PROPOSED]
+    return learnings_json(in_use, counts, suggested)

@@ -1,0 +1,265 @@
+"""Team learnings end to end: ``reviewbot learnings`` against the fake GitLab and the test
+database (SQLite and PostgreSQL), then ``reviewbot run`` against the fake vLLM, which records
+every request: a learning reaches the prompt of the chunks whose files it matches, and a
+"don't flag" learning of the finding's category and path suppresses it (never posted, stored
+as ``suppressed_by_learning`` with the learning's id). Core and store: tests/test_learnings.py.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from reviewbot.app import App
+from reviewbot.commands import main
+from reviewbot.findings import FindingState
+from reviewbot.learnings import Learning, LearningError, LearningSource
+from reviewbot.mr import RunOptions, run_merge_request
+from reviewbot.store import LearningBook, Store
+from reviewbot.teaching import add_learning
+from tests.mr_world import PROJECT, World, world  # noqa: F401
+
+NONE_LEARNING = "We compare with == None on purpose in app.py; don't flag it"
+
+
+def cli(world: World, *args: str) -> Any:  # noqa: F811
+    """`reviewbot <args>` in this world's environment: (exit code, output)."""
+    result = CliRunner().invoke(main, list(args), env=world.command_env("secret"))
+    return result.exit_code, result.output  # stdout and stderr, as a terminal shows them
+
+
+def add(world: World, text: str, *options: str) -> dict[str, Any]:  # noqa: F811
+    code, output = cli(world, "learnings", "add", "--project", PROJECT, *options, "--json", text)
+    assert code == 0, output
+    return json.loads(output)
+
+
+def user_prompts(world: World) -> list[str]:  # noqa: F811
+    return [
+        next(m["content"] for m in body["messages"] if m["role"] == "user")
+        for body in world.vllm.requests
+    ]
+
+
+def posted_titles(world: World) -> list[str]:  # noqa: F811
+    return [
+        note["body"]
+        for discussion in world.gitlab.discussions(PROJECT, 1)
+        for note in discussion["notes"]
+        if "reviewbot:finding" in note["body"]
+    ]
+
+
+def stored(world: World, review_id: int) -> list[dict[str, Any]]:  # noqa: F811
+    store = Store.from_url(world.database_url)
+    try:
+        return store.findings(review_id)
+    finally:
+        store.close()
+
+
+def test_a_cli_learning_reaches_the_prompt_and_suppresses_a_matching_finding(
+    world: World,  # noqa: F811
+) -> None:
+    made = add(world, NONE_LEARNING, "--path", "app.py", "--category", "bug")
+    assert made["status"] == "active" and made["excludes"] and made["project_id"] == 7
+    report = world.run()
+    [prompt] = user_prompts(world)
+    assert f'<learning name="learning {made["id"]}" category="bug">' in prompt
+    assert "don't flag it" in prompt and prompt.index("<learnings>") < prompt.index("<file")
+    posted = posted_titles(world)
+    assert not any("None" in body for body in posted)  # suppressed: never posted
+    assert any("eval" in body for body in posted)  # another category: posted
+    findings = stored(world, report.review_id)
+    [quiet] = [f for f in findings if f["state"] == FindingState.SUPPRESSED.value]
+    assert quiet["category"] == "bug" and quiet["learning_id"] == made["id"]
+    coverage = report.review.coverage
+    assert coverage.changed_lines_covered == coverage.changed_lines_total
+
+
+def test_a_learning_of_another_path_or_category_does_not_suppress(world: World) -> None:  # noqa: F811
+    other_path = add(world, NONE_LEARNING, "--path", "tests/**", "--category", "bug")
+    other_category = add(world, NONE_LEARNING, "--path", "app.py", "--category", "style")
+    instruction = add(world, "Prefer small functions", "--path", "app.py", "--category", "bug")
+    report = world.run()
+    [prompt] = user_prompts(world)
+    assert f'name="learning {other_path["id"]}"' not in prompt  # its glob matches no file
+    assert f'name="learning {other_category["id"]}"' in prompt
+    assert f'name="learning {instruction["id"]}"' in prompt
+    assert any("None" in body for body in posted_titles(world))
+    states = {f["state"] for f in stored(world, report.review_id)}
+    assert FindingState.SUPPRESSED.value not in states
+
+
+def test_a_removed_learning_no_longer_applies(world: World) -> None:  # noqa: F811
+    made = add(world, NONE_LEARNING, "--path", "app.py", "--category", "bug")
+    code, output = cli(world, "learnings", "remove", str(made["id"]))
+    assert code == 0 and f"learning {made['id']} removed" in output
+    world.run()
+    [prompt] = user_prompts(world)
+    assert "<learnings>" not in prompt
+    assert any("None" in body for body in posted_titles(world))
+
+
+def test_learnings_past_their_budget_are_named_and_every_line_is_reviewed(
+    world: World,  # noqa: F811
+) -> None:
+    made = add(world, NONE_LEARNING, "--category", "bug")
+    report = world.run(learnings_tokens=0)
+    [prompt] = user_prompts(world)
+    assert "<learnings>" not in prompt
+    assert any(
+        f"learning `learning {made['id']}` not given to chunk(s) 1" in line
+        for line in report.warnings
+    )
+    coverage = report.review.coverage
+    assert coverage.changed_lines_covered == coverage.changed_lines_total
+    # not in the prompt, but still in force: the finding it excludes is not posted
+    assert not any("None" in body for body in posted_titles(world))
+
+
+def test_the_cli_lists_and_refuses_bad_input_with_exit_2(world: World) -> None:  # noqa: F811
+    made = add(world, NONE_LEARNING, "--path", "app.py", "--category", "bug")
+    code, output = cli(world, "learnings", "list", "--project", PROJECT, "--json")
+    assert code == 0 and [item["id"] for item in json.loads(output)] == [made["id"]]
+    code, output = cli(world, "learnings", "list", "--project", PROJECT)
+    assert code == 0 and "don't flag it" in output
+    for args, message in (
+        (("add", "--project", PROJECT, "   "), "text is empty"),
+        (("add", "--project", PROJECT, "--path", "../x", "hi"), "leads out of the repository"),
+        (("add", "--project", PROJECT, "--category", "nits", "hi"), "nits"),
+        (("add", "hi"), "exactly one of a project or a group"),
+        (("add", "--project", PROJECT, "x" * 501), "at most 500"),
+        (("accept", "999"), "learning 999 not found"),
+        (("reject", str(made["id"])), "is active: it cannot be rejected"),
+    ):
+        code, output = cli(world, "learnings", *args)
+        assert code == 2, (args, output)
+        assert message in output and len(output.strip().splitlines()) == 1, output
+
+
+# -- proposals from feedback ------------------------------------------------------------------
+
+
+def none_note(world: World, iid: int) -> int:  # noqa: F811
+    """The note id of the bot's `== None` comment on MR ``iid``."""
+    return next(
+        discussion["notes"][0]["id"]
+        for discussion in world.gitlab.discussions(PROJECT, iid)
+        if discussion["notes"][0]["type"] == "DiffNote" and "None" in discussion["notes"][0]["body"]
+    )
+
+
+def review(world: World, *iids: int) -> list[int]:  # noqa: F811
+    """`reviewbot run` of each MR (opened from the same branches as !1 when new)."""
+    ids = []
+    for iid in iids:
+        if iid != 1:
+            world.gitlab.add_mr_from_git(PROJECT, world.repo, "main", "feature", iid=iid, title="x")
+        with App(world.settings()) as app:
+            ids.append(run_merge_request(app, PROJECT, iid, RunOptions()).review_id)
+    return ids
+
+
+def test_three_thumbs_down_propose_a_learning_once_and_accepting_applies_it(
+    world: World,  # noqa: F811
+) -> None:
+    review(world, 1, 2, 3)
+    for iid in (1, 2):
+        world.gitlab.add_award_emoji(PROJECT, iid, none_note(world, iid), "thumbsdown", "alice")
+    code, output = cli(world, "feedback", "sync", "--since", "1d")
+    assert code == 0 and "proposed" not in output  # two are not enough (threshold 3)
+    world.gitlab.add_award_emoji(PROJECT, 3, none_note(world, 3), "thumbsdown", "alice")
+    code, output = cli(world, "feedback", "sync", "--since", "1d")
+    assert code == 0 and "proposed" in output, output
+    code, listed = cli(world, "learnings", "list", "--status", "proposed", "--json")
+    [proposal] = json.loads(listed)
+    assert proposal["category"] == "bug" and proposal["path_globs"] == ["*"]
+    assert proposal["source"] == "proposal" and proposal["excludes"]
+    assert proposal["proposal_evidence"]["count"] == 3
+    assert {item["mr_iid"] for item in proposal["proposal_evidence"]["findings"]} == {1, 2, 3}
+    code, output = cli(world, "feedback", "sync", "--since", "1d")
+    assert "proposed" not in output  # once per kind of finding
+    before = len(world.vllm.requests)
+    [proposed_review] = review(world, 4)  # proposed is not applied
+    assert "<learnings>" not in user_prompts(world)[before]
+    assert any(
+        f["state"] == "posted" and f["category"] == "bug" for f in stored(world, proposed_review)
+    )
+    code, output = cli(world, "learnings", "accept", str(proposal["id"]))
+    assert code == 0 and "accepted" in output
+    before = len(world.vllm.requests)
+    [accepted_review] = review(world, 5)
+    assert f'name="learning {proposal["id"]}"' in user_prompts(world)[before]
+    states = {f["category"]: f["state"] for f in stored(world, accepted_review)}
+    assert states["bug"] == FindingState.SUPPRESSED.value
+
+
+def test_the_report_lists_learnings_in_use_with_suppressions_and_suggested_ones(
+    world: World,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    made = add(world, NONE_LEARNING, "--path", "app.py", "--category", "bug")
+    unused = add(world, "Prefer pathlib", "--path", "util.py")
+    world.run()
+    review(world, 2)  # suppressed there too: two findings in all
+    store = Store.from_url(world.database_url)
+    try:
+        proposal = LearningBook(store.engine).propose(
+            Learning(
+                text="Don't flag time.sleep in scripts",
+                gitlab_url=world.gitlab.url,
+                project_id=7,
+                project=PROJECT,
+                category="performance",
+                proposal_key="k",
+                proposal_evidence={"title": "sleep", "count": 4, "findings": []},
+            )
+        )
+    finally:
+        store.close()
+    now = datetime.now(UTC)
+    window = (
+        "--since",
+        (now - timedelta(hours=1)).isoformat(),
+        "--until",
+        (now + timedelta(hours=1)).isoformat(),
+    )
+    code, output = cli(world, "report", *window, "--output", str(tmp_path), "--project", PROJECT)
+    assert code == 0, output
+    section = json.loads((tmp_path / "report.json").read_text())["learnings"]
+    suppressed = {row["id"]: row["suppressed"] for row in section["in_use"]}
+    assert suppressed == {made["id"]: 2, unused["id"]: 0}
+    [suggested] = section["suggested"]
+    assert suggested["id"] == proposal and suggested["turned_down"] == 4
+    markdown = (tmp_path / "report.md").read_text()
+    assert "## Learnings in use" in markdown and "## Suggested learnings" in markdown
+    assert "reviewbot learnings accept ID" in markdown
+    html = (tmp_path / "report.html").read_text()
+    assert "Learnings in use" in html and "Suggested learnings" in html
+    assert "time.sleep in scripts" in html
+
+
+def test_a_thread_learning_keeps_where_it_was_made(world: World) -> None:  # noqa: F811
+    """The API the `/reviewbot learn` thread command builds on (reviewbot.teaching)."""
+    thread = {"author_id": 5, "mr_iid": 1, "discussion_id": "d" * 40, "note_id": 99}
+    with App(world.settings()) as app:
+        made = add_learning(
+            app,
+            NONE_LEARNING,
+            project="7",
+            category="bug",
+            author="alice",
+            source=LearningSource.THREAD,
+            thread=thread,
+        )
+        with pytest.raises(LearningError, match="unknown thread field"):
+            add_learning(app, "x", project="7", thread={"line": 3})
+    assert made.source is LearningSource.THREAD and made.project == PROJECT
+    assert (made.author, made.author_id, made.mr_iid, made.note_id) == ("alice", 5, 1, 99)
+    assert made.group_path == "group" and made.discussion_id == "d" * 40
