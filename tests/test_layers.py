@@ -107,6 +107,7 @@ ADAPTERS = {
     "reviewbot.store.job_queries",
     "reviewbot.store.slot_queries",
     "reviewbot.store.report_queries",
+    "reviewbot.store.trend_queries",
     "reviewbot.store.eval_queries",
 }
 PIPELINE = {
@@ -117,6 +118,8 @@ PIPELINE = {
     "reviewbot.feedback",
     "reviewbot.report",
     "reviewbot.report_html",
+    "reviewbot.report_days",
+    "reviewbot.report_trend",
     "reviewbot.eval",
     "reviewbot.compare",
     # the services the commands run: the CI job, the worker, the listener, the ops tools

@@ -53,6 +53,7 @@ from reviewbot.store.models import Finding as FindingRow
 from reviewbot.store.models import LLMCall as LLMCallRow
 from reviewbot.store.models import MergeRequestRecord as MergeRequestRow
 from reviewbot.store.models import Review as ReviewRow
+from reviewbot.store.trend_queries import live_figures
 
 __all__ = [
     "DIMENSIONS",
@@ -593,12 +594,14 @@ def read_report_figures(
 
 
 def read_window_summary(connection: Connection, scope: ReportScope) -> dict[str, Any]:
-    """The headline figures only (totals, latency, outcomes): the previous window's."""
+    """The headline figures only (totals, latency, outcomes): the previous window's and each
+    trend week's, with the trend's tool calls and live versions (store.trend_queries)."""
     outcomes = roll_up(outcome_groups(connection, scope), None, OUTCOME_FIELDS)
     return {
         "totals": totals(connection, scope),
         "latency": latency(connection, scope),
         "outcomes": outcomes.get("", _no_outcomes()),
+        **live_figures(connection, scope.review_conditions()),
     }
 
 
