@@ -125,8 +125,8 @@ def _trend(report: Mapping[str, Any]) -> list[Chart]:
             TREND_CHART_ID,
             _svg(trend_draw(report), "trend", TREND_SIZE_IN[1]),
             "Last ISO weeks: acceptance, addressed and invalid-answer rates, findings per MR, "
-            "first-token p95 against the SLO; prompt versions and models named where they "
-            "came in",
+            f"first-token p95 against the SLO ({report['trend']['ttft_p95_target_ms']:.0f} ms); "
+            "prompt versions and models named where they came in",
             _table(TREND_HEADERS, trend_rows(report)),
         )
     ]
