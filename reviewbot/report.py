@@ -65,7 +65,6 @@ __all__ = [
 
 DEFAULT_SLO_TTFT_MS = 800.0
 FORMATS = ("json", "md", "html")
-TREND_WEEKS = 8  # the trend: this many ISO weeks up to the window's last (as many as stored)
 SLOWEST_REVIEWS = 5
 WORST_CATEGORIES = 5
 EVAL_RUNS_SHOWN = 20
@@ -178,19 +177,18 @@ def _summary(figures: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def _trend(
-    store: ReportStore, window: Window, project: str | None, slo_ttft_ms: float
-) -> dict[str, Any]:
-    """Per ISO week of the last TREND_WEEKS, from the first with reviews: the headline rates,
-    findings per MR, first-token p95 against the SLO, the invalid-answer rate (unreadable tool
-    calls / tool calls), and the prompt versions and models live that week."""
+def _trend(weeks: Sequence[Mapping[str, Any]], slo_ttft_ms: float) -> dict[str, Any]:
+    """Per ISO week of the trend (store.report_queries.read_trend), from the first with
+    reviews: the headline rates, findings per MR, first-token p95 against the SLO, the
+    invalid-answer rate (unreadable tool calls / tool calls), and the prompt versions and
+    models live that week."""
     rows: list[dict[str, Any]] = []
-    for week in window.iso_weeks(TREND_WEEKS):
-        figures = store.window_summary(ReportScope(week.since, week.until, project))
+    for figures in weeks:
+        week = Window(figures["since"], figures["until"])
         counts, calls = figures["totals"], figures["tool_call_totals"]
         if not rows and not counts["reviews"]:
             continue  # before the store's first week in the trend: not a week of zeros
-        ttft_p95 = figures["latency"]["ttft_ms"]["p95"]
+        ttft_p95 = figures["ttft_p95_ms"]
         rows.append(
             {
                 "week": week.iso_week,
@@ -273,7 +271,7 @@ def build_report(
             "ttft_p95_ms": ttft_p95,
             "pass": None if ttft_p95 is None else ttft_p95 <= slo_ttft_ms,
         },
-        "trend": _trend(store, window, project, slo_ttft_ms),
+        "trend": _trend(figures["trend"], slo_ttft_ms),
         "slowest_reviews": slowest,
         "eval_runs": eval_runs,
         "eval_comparison": eval_comparison(figures.get("eval_comparison")),

@@ -1,10 +1,9 @@
-"""The report trend's own figures, in SQL: per window (the report asks once per ISO week of
-the trend, through :func:`reviewbot.store.report_queries.read_window_summary`, which adds
-these to the window's totals, latency and outcomes) the tool calls and the unreadable ones
-(the invalid-answer rate), and the prompt versions and models that reviewed in it.
-
-Each is one aggregate query bounded by the window's reviews (8 weeks of a busy year: well
-under a second, tests/bench/bench_report.py).
+"""The report trend's own figures, in SQL: the week a review falls in (:func:`week_number`,
+which lets :func:`reviewbot.store.report_queries.read_trend` count the outcomes of every
+trend week in one grouped query, not one query per week), and per week the tool calls and
+the unreadable ones (the invalid-answer rate) and the prompt versions and models that
+reviewed in it, each one aggregate query bounded by the week's reviews
+(tests/bench/bench_report.py).
 
 Owns: the trend's figures beyond the window summary, as SQL. Must not: choose the weeks
 (`reviewbot.window`), shape or word the report, or loop over a table's rows in Python.
@@ -13,14 +12,30 @@ Owns: the trend's figures beyond the window summary, as SQL. Must not: choose th
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, case, func, select
+from sqlalchemy import Connection, Integer, case, cast, func, literal, select
 
 from reviewbot.store.models import LLMCall as LLMCallRow
 from reviewbot.store.models import Review as ReviewRow
 
-__all__ = ["live_figures"]
+__all__ = ["WEEK_SECONDS", "live_figures", "week_number"]
+
+WEEK_SECONDS = 7 * 24 * 3600
+DAYS_PER_WEEK = 7
+SQLITE_TIME = "%Y-%m-%d %H:%M:%S.%f"  # how SQLAlchemy stores DateTime on SQLite
+
+
+def week_number(column: Any, since: datetime, dialect: str) -> Any:
+    """The whole weeks from ``since`` to the timestamp ``column`` (0 for its first week);
+    ``column`` is never before ``since`` where it is used."""
+    if dialect == "sqlite":
+        start = since.astimezone(UTC).strftime(SQLITE_TIME)
+        days = func.julianday(column) - func.julianday(literal(start))
+        return cast(days / DAYS_PER_WEEK, Integer)
+    seconds = func.extract("epoch", column - literal(since))
+    return cast(func.floor(seconds / WEEK_SECONDS), Integer)
 
 
 def _tool_calls(connection: Connection, in_scope: Sequence[Any]) -> dict[str, int]:
