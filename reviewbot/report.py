@@ -44,7 +44,7 @@ from reviewbot.report_text import (
 )
 from reviewbot.store.report_queries import FEEDBACK_COUNT_FIELDS, ReportScope
 from reviewbot.weburl import web_url
-from reviewbot.window import Window
+from reviewbot.window import DAYS_PER_WEEK, Window
 
 __all__ = [
     "DEFAULT_SLO_TTFT_MS",
@@ -178,6 +178,40 @@ def _summary(figures: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def _trend(weeks: Sequence[Mapping[str, Any]], slo_ttft_ms: float) -> dict[str, Any]:
+    """Per ISO week of the trend (store.report_queries.read_trend), from the first with
+    reviews: the headline rates, findings per MR, first-token p95 against the SLO, the
+    invalid-answer rate (unreadable tool calls / tool calls), and the prompt versions and
+    models live that week."""
+    rows: list[dict[str, Any]] = []
+    for figures in weeks:
+        week = Window(figures["since"], figures["until"])
+        counts, calls = figures["totals"], figures["tool_call_totals"]
+        if not rows and not counts["reviews"]:
+            continue  # before the store's first week in the trend: not a week of zeros
+        ttft_p95 = figures["ttft_p95_ms"]
+        rows.append(
+            {
+                "week": week.iso_week,
+                "since": week.since.isoformat(),
+                "until": week.until.isoformat(),
+                "partial": week.length.days < DAYS_PER_WEEK,
+                "reviews": counts["reviews"],
+                "mrs": counts["mrs"],
+                "findings": counts["findings"],
+                "findings_per_mr": _ratio(counts["findings"], counts["mrs"]),
+                **_rates(figures["outcomes"]),
+                "ttft_p95_ms": ttft_p95,
+                "ttft_p95_met": None if ttft_p95 is None else ttft_p95 <= slo_ttft_ms,
+                **calls,
+                "invalid_rate": _ratio(calls["invalid_tool_calls"], calls["tool_calls"]),
+                "prompt_versions": figures["prompt_versions"],
+                "models": figures["models"],
+            }
+        )
+    return {"weeks": rows, "ttft_p95_target_ms": slo_ttft_ms}
+
+
 def mr_url(gitlab_url: str | None, project: str, iid: int | None) -> str | None:
     """The MR's web address built from its GitLab, path and iid: None for a local review, and
     when the result is not an http(s) address (a ``javascript:`` GitLab URL in the database
@@ -240,6 +274,7 @@ def build_report(
             "ttft_p95_ms": ttft_p95,
             "pass": None if ttft_p95 is None else ttft_p95 <= slo_ttft_ms,
         },
+        "trend": _trend(figures["trend"], slo_ttft_ms),
         "slowest_reviews": slowest,
         "eval_runs": eval_runs,
         "eval_comparison": eval_comparison(figures.get("eval_comparison")),
@@ -334,6 +369,7 @@ def report_markdown(report: Mapping[str, Any]) -> str:
         f"{slo['ttft_p95_target_ms']:.0f} ms: {verdict}.",
         "",
     ]
+    lines += _trend_table(report["trend"])
     lines += _worst_categories(report["by_category"])
     lines += _slowest(report["slowest_reviews"])
     lines += _group_table("By prompt version", "prompt_version", report["by_prompt_version"])
@@ -344,6 +380,32 @@ def report_markdown(report: Mapping[str, Any]) -> str:
     lines += _tool_call_table(report["tool_calls"])
     lines += learnings_markdown(report.get("learnings"))
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _trend_table(trend: Mapping[str, Any]) -> list[str]:
+    """The last ISO weeks side by side (issue 25): a change of prompt or model shows where it
+    happened."""
+    if not trend["weeks"]:
+        return []
+    lines = [
+        "## Last weeks",
+        "",
+        "| week | reviews | acceptance | addressed rate | findings per MR | first-token p95 | "
+        "invalid answers | prompt versions | models |",
+        "|---|---:|---:|---:|---:|---:|---:|---|---|",
+    ]
+    for week in trend["weeks"]:
+        per_mr = week["findings_per_mr"]
+        mark = {True: " ✅", False: " ❌", None: ""}[week["ttft_p95_met"]]
+        lines.append(
+            f"| {week['week']}{' (part)' if week['partial'] else ''} | {week['reviews']} | "
+            f"{shown(week['acceptance'], 'rate')} | {shown(week['addressed'], 'rate')} | "
+            f"{'–' if per_mr is None else f'{per_mr:.1f}'} | "
+            f"{shown(week['ttft_p95_ms'], 'ms')}{mark} | {shown(week['invalid_rate'], 'rate')} | "
+            f"{table_cell(', '.join(week['prompt_versions']) or '–')} | "
+            f"{table_cell(', '.join(week['models']) or '–')} |"
+        )
+    return [*lines, f"SLO: first-token p95 ≤ {trend['ttft_p95_target_ms']:.0f} ms.", ""]
 
 
 def _worst_categories(rows: Sequence[Mapping[str, Any]]) -> list[str]:

@@ -5,17 +5,20 @@ Safe to open whatever the database holds: the page is the Jinja2 template
 ``report_templates/report.html.j2`` rendered with autoescaping, so every string from the
 report document is escaped where it lands (text or attribute); the only markup not written by
 the template is the charts' SVG, in which matplotlib escapes the text it writes (chart labels
-are drawn as paths, their text kept in escaped comments) and reads no mathtext (``$...$`` in a
-category name is plain text). A link is made only to an http(s) address
+are SVG text, ``svg.fonttype = "none"``, so tick labels can be read from the file) and reads no
+mathtext (``$...$`` in a category name is plain text). A link is made only to an http(s) address
 (:func:`reviewbot.weburl.web_url`). The page carries a Content-Security-Policy ``<meta>``
 (:data:`CONTENT_SECURITY_POLICY`): no script at all, inline styles and ``data:`` images only,
 so even an escape that was missed could not run anything.
 
-Charts (matplotlib's SVG backend, text drawn as paths so no font is needed to view them):
+Charts (matplotlib's SVG backend, text written as SVG text in the browser's sans-serif font):
 findings per day by severity, first-token p50/p95 per day against the SLO line, and the
-acceptance and addressed rates per category. Each series has a stable SVG ``id`` (matplotlib's
-gid): ``ttft-slo``, ``ttft-p50``/``ttft-p95``, and per severity ``findings-<severity>`` (the
-stacked area of a long window) or ``findings-<severity>-<day>`` (a bar). Pure: the report
+acceptance and addressed rates per category. Every per-day chart draws on
+:class:`reviewbot.report_days.DayAxis`: exactly the window's days, one tick each. Series are told
+apart without colour: hatches per severity, markers and line styles per line. Each series has
+a stable SVG ``id`` (matplotlib's gid): ``ttft-slo``, ``ttft-p50``/``ttft-p95``, and per
+severity ``findings-<severity>`` (the stacked area of a long window) or
+``findings-<severity>-<day>`` (a bar); each day's tick ``<chart>-day-<day>``. Pure: the report
 document in, HTML out.
 
 Owns: the page: its template, tables, charts and their ids. Must not: import `reviewbot.report`,
@@ -26,21 +29,21 @@ markup).
 from __future__ import annotations
 
 import io
+import math
 import re
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import date
 from functools import cache
 from typing import Any
 
 import jinja2
 from markupsafe import Markup
 from matplotlib import rc_context
-from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
 from matplotlib.figure import Figure
 
 from reviewbot.findings import Severity
+from reviewbot.report_days import DayAxis
 from reviewbot.report_learnings import learning_tables
 from reviewbot.report_text import (
     COMPARISON_HEADERS,
@@ -55,6 +58,13 @@ from reviewbot.report_text import (
     shown,
     value_at,
 )
+from reviewbot.report_trend import (
+    TREND_CHART_ID,
+    TREND_HEADERS,
+    TREND_SIZE_IN,
+    trend_draw,
+    trend_rows,
+)
 from reviewbot.weburl import web_url
 
 __all__ = [
@@ -66,7 +76,7 @@ __all__ = [
     "ttft_line_id",
 ]
 
-CHART_IDS = ("chart-findings", "chart-ttft", "chart-rates")
+CHART_IDS = ("chart-findings", "chart-ttft", "chart-rates", TREND_CHART_ID)
 # Stable ids of the drawn series (matplotlib's gid is the SVG element's id), so a test or a
 # reader of the file can find them: the SLO line, the p50/p95 lines, each severity's series.
 SLO_LINE_ID = "ttft-slo"
@@ -84,9 +94,16 @@ SEVERITY_COLOURS = {
 }
 P50_COLOUR, P95_COLOUR, SLO_COLOUR = "#3182bd", "#e6550d", "#636363"
 ACCEPTANCE_COLOUR, ADDRESSED_COLOUR = "#31a354", "#756bb1"
+ADDRESSED_HATCH = "//"  # the two bars of a category told apart without colour
 BAR_WIDTH = 0.4
-DAY_BAR_WIDTH = 0.8  # days
-MAX_DATE_TICKS = 10
+SEVERITY_HATCHES = {  # readable without colour: a pattern per severity
+    "blocker": "xx",
+    "critical": "//",
+    "major": "..",
+    "minor": "\\\\",
+    "info": "",
+}
+DAY_BAR_WIDTH = 0.8  # of a day's position
 MAX_MARKED_DAYS = 31  # a point per day is drawn up to a month; beyond, a plain line
 SVG_START = re.compile(r"<svg\b")
 TEMPLATE_PACKAGE, TEMPLATE_FOLDER, TEMPLATE_NAME = "reviewbot", "report_templates", "report.html.j2"
@@ -100,10 +117,26 @@ CONTENT_SECURITY_POLICY = (
 MISSING_GLYPH_WARNING = r"Glyph \d+ .*missing from font"
 
 
+def _trend(report: Mapping[str, Any]) -> list[Chart]:
+    """The trend over the last weeks (none when the store holds no week)."""
+    if not report["trend"]["weeks"]:
+        return []
+    return [
+        Chart(
+            TREND_CHART_ID,
+            _svg(trend_draw(report), "trend", TREND_SIZE_IN[1]),
+            "Last ISO weeks: acceptance, addressed and invalid-answer rates, findings per MR, "
+            f"first-token p95 against the SLO ({report['trend']['ttft_p95_target_ms']:.0f} ms); "
+            "prompt versions and models named where they came in",
+            _table(TREND_HEADERS, trend_rows(report)),
+        )
+    ]
+
+
 def _svg(draw: Callable[[Figure], None], name: str, height_in: float) -> Markup:
     """A figure drawn by ``draw`` as an inline ``<svg>`` element (ids salted per chart)."""
     settings = {
-        "svg.fonttype": "path",
+        "svg.fonttype": "none",  # text as <text>: readable from the file, escaped by matplotlib
         "svg.hashsalt": f"reviewbot-{name}",
         "text.parse_math": False,  # "$x$" in a category is text, not a formula
     }
@@ -119,17 +152,6 @@ def _svg(draw: Callable[[Figure], None], name: str, height_in: float) -> Markup:
     return Markup(text[start.start() :] if start else text)
 
 
-def _date_axis(axes: Any) -> None:
-    """A few date ticks whatever the window's length (a year has 365 days, not 365 labels)."""
-    locator = AutoDateLocator(maxticks=MAX_DATE_TICKS)
-    axes.xaxis.set_major_locator(locator)
-    axes.xaxis.set_major_formatter(ConciseDateFormatter(locator))
-
-
-def _dates(days: Sequence[str]) -> list[date]:
-    return [date.fromisoformat(day) for day in days]
-
-
 def findings_series_id(severity: str, day: str | None = None) -> str:
     """The id of a severity's stacked area (``day`` None) or of its bar on ``day``."""
     series = FINDINGS_SERIES_ID.format(severity=severity)
@@ -142,50 +164,50 @@ def ttft_line_id(name: str) -> str:
 
 
 def _findings_chart(report: Mapping[str, Any]) -> Callable[[Figure], None]:
-    days = report["daily"]["days"]
+    days = DayAxis.of(CHART_IDS[0], report["daily"]["days"])
     counts: dict[str, dict[str, int]] = {}
     for row in report["daily"]["findings"]:
         counts.setdefault(row["severity"], {})[row["day"]] = row["findings"]
 
     def draw(figure: Figure) -> None:
         axes = figure.subplots()
-        dates = _dates(days)
         series = [
-            (severity, [counts.get(severity, {}).get(day, 0) for day in days])
+            (severity, days.values(counts.get(severity, {}), 0))
             for severity in (s.value for s in Severity)
         ]
         series = [(severity, heights) for severity, heights in series if any(heights)]
-        colours = [SEVERITY_COLOURS[severity] for severity, _ in series]
-        if len(days) > MAX_MARKED_DAYS and series:
+        if len(days.days) > MAX_MARKED_DAYS and series:
             # a bar per day and severity is thousands of shapes over a year: stacked areas
             areas = axes.stackplot(
-                dates,
+                days.positions,
                 *(h for _, h in series),
                 labels=[s for s, _ in series],
-                colors=colours,
+                colors=[SEVERITY_COLOURS[severity] for severity, _ in series],
+                hatch=[SEVERITY_HATCHES[severity] for severity, _ in series],
                 step="mid",
                 linewidth=0,
             )
             for (severity, _), area in zip(series, areas, strict=True):
                 area.set_gid(findings_series_id(severity))
         else:
-            bottom = [0] * len(days)
-            for (severity, heights), colour in zip(series, colours, strict=True):
+            bottom = [0] * len(days.days)
+            for severity, heights in series:
                 bars = axes.bar(
-                    dates,
+                    days.positions,
                     heights,
                     bottom=bottom,
                     width=DAY_BAR_WIDTH,
                     label=severity,
-                    color=colour,
+                    color=SEVERITY_COLOURS[severity],
+                    hatch=SEVERITY_HATCHES[severity],
                     linewidth=0,
                 )
-                for day, bar in zip(days, bars.patches, strict=True):
+                for day, bar in zip(days.days, bars.patches, strict=True):
                     bar.set_gid(findings_series_id(severity, day))
                 bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
         axes.set_title("Findings per day by severity")
         axes.set_ylabel("findings")
-        _date_axis(axes)
+        days.draw(axes)
         if series:
             axes.legend(loc="upper left", fontsize="small")
 
@@ -193,23 +215,36 @@ def _findings_chart(report: Mapping[str, Any]) -> Callable[[Figure], None]:
 
 
 def _ttft_chart(report: Mapping[str, Any]) -> Callable[[Figure], None]:
-    rows = report["daily"]["ttft"]
+    days = DayAxis.of(CHART_IDS[1], report["daily"]["days"])
+    by_day = {row["day"]: row for row in report["daily"]["ttft"]}
     target = report["slo"]["ttft_p95_target_ms"]
+    lines = (("p50", P50_COLOUR, "o", "-"), ("p95", P95_COLOUR, "s", "-."))
 
     def draw(figure: Figure) -> None:
         axes = figure.subplots()
-        days = _dates([row["day"] for row in rows])
-        marker = "o" if len(days) <= MAX_MARKED_DAYS else None
-        for name, colour in (("p50", P50_COLOUR), ("p95", P95_COLOUR)):
-            values = [row[f"{name}_ms"] for row in rows]
-            axes.plot(days, values, marker=marker, label=name, color=colour, gid=ttft_line_id(name))
+        few = len(days.days) <= MAX_MARKED_DAYS
+        for name, colour, marker, style in lines:
+            # a day without model calls is a gap in the line (NaN), not a dropped day
+            values = [
+                math.nan if row is None or row[f"{name}_ms"] is None else row[f"{name}_ms"]
+                for row in days.values(by_day, None)
+            ]
+            axes.plot(
+                days.positions,
+                values,
+                marker=marker if few else None,
+                linestyle=style,
+                label=name,
+                color=colour,
+                gid=ttft_line_id(name),
+            )
         axes.axhline(
             target, linestyle="--", color=SLO_COLOUR, label=f"SLO {target:.0f} ms", gid=SLO_LINE_ID
         )
         axes.set_title("Time to first token per day")
         axes.set_ylabel("ms")
         axes.set_ylim(bottom=0)
-        _date_axis(axes)
+        days.draw(axes)
         axes.legend(loc="upper left", fontsize="small")
 
     return draw
@@ -236,6 +271,7 @@ def _rates_chart(report: Mapping[str, Any]) -> Callable[[Figure], None]:
             height=BAR_WIDTH,
             label="addressed rate",
             color=ADDRESSED_COLOUR,
+            hatch=ADDRESSED_HATCH,
         )
         axes.set_yticks(places, [row["category"] for row in rows])
         axes.set_xlim(0, PERCENT)
@@ -345,6 +381,7 @@ def _charts(report: Mapping[str, Any]) -> list[Chart]:
     )
     rates_height = max(RATE_CHART_MIN_IN, RATE_CHART_ROW_IN * len(category_rows) + 1.2)
     return [
+        *_trend(report),
         Chart(
             CHART_IDS[0],
             _svg(_findings_chart(report), "findings", CHART_SIZE_IN[1]),
@@ -493,7 +530,7 @@ def report_html(report: Mapping[str, Any]) -> str:
         slo_p95=shown(slo["ttft_p95_ms"], "ms"),
         slo_target=f"{slo['ttft_p95_target_ms']:.0f}",
         verdict={True: "met", False: "missed", None: "no data"}[slo["pass"]],
-        charts=[] if report["empty"] else _charts(report),
+        charts=_charts(report),  # an empty window still shows its days (all zero)
         sections=[
             _slowest(report),
             _groups("By prompt version", "prompt_version", report["by_prompt_version"]),

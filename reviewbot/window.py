@@ -60,6 +60,18 @@ class Window:
         year, week, _ = (self.until - timedelta(microseconds=1)).isocalendar()
         return f"{year}-W{week:02d}"
 
+    def iso_weeks(self, count: int) -> list[Window]:
+        """The ``count`` ISO weeks (Monday to Monday, UTC) up to the one holding this window's
+        last instant, oldest first; the last one ends with this window (it may be a part)."""
+        last = (self.until - timedelta(microseconds=1)).astimezone(UTC).date()
+        monday = datetime.combine(last - timedelta(days=last.weekday()), time(), UTC)
+        weeks = []
+        for back in range(count - 1, -1, -1):
+            since = monday - timedelta(days=DAYS_PER_WEEK * back)
+            until = min(since + timedelta(days=DAYS_PER_WEEK), self.until)
+            weeks.append(Window(since, until))
+        return weeks
+
     def days(self) -> list[str]:
         """Every UTC date the window touches, ``YYYY-MM-DD``, in order."""
         first = self.since.astimezone(UTC).date()

@@ -111,6 +111,7 @@ ADAPTERS = {
     "reviewbot.store.job_queries",
     "reviewbot.store.slot_queries",
     "reviewbot.store.report_queries",
+    "reviewbot.store.trend_queries",
     "reviewbot.store.eval_queries",
     "reviewbot.ops.weights_files",
     "reviewbot.store.learning_queries",
@@ -125,6 +126,8 @@ PIPELINE = {
     "reviewbot.teaching",
     "reviewbot.report",
     "reviewbot.report_html",
+    "reviewbot.report_days",
+    "reviewbot.report_trend",
     "reviewbot.eval",
     "reviewbot.compare",
     # the services the commands run: the CI job, the worker, the listener, the ops tools

@@ -1,5 +1,6 @@
 """report.html looked at in a real browser: headless Chromium renders it offline, the DOM holds
-the three inline SVG charts and the screenshot is not blank; a page built from hostile data
+the inline SVG charts and the screenshot is not blank (also for stores with data on one day,
+on every day, on no day of the week, and across 8 weeks: issue 25); a page built from hostile data
 runs no script (its title stays the report's, no element or link comes from the data) and
 still renders; and the page's Content-Security-Policy alone stops a script that an escape
 missed (the same page without the policy shows that such a script would have run).
@@ -26,6 +27,7 @@ from reviewbot.report import build_report, write_report
 from reviewbot.report_html import CHART_IDS, CONTENT_SECURITY_POLICY
 from reviewbot.store import MergeRequestKey, Store, upgrade
 from reviewbot.window import Window
+from tests.test_report_charts import Clock, seed_review
 
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome")
 REQUIRE_ENV = "REVIEWBOT_REQUIRE_BROWSER"
@@ -208,6 +210,37 @@ def test_report_html_renders_with_its_charts_in_chromium(tmp_path: Path) -> None
     dom = _dom(browser, page)
     assert _title(dom) == TITLE
     assert dom.count('<a href="https://gitlab.example.com/group/app/-/merge_requests/') == 3
+    _assert_charts_drawn(browser, page, dom)
+
+
+def _seeded_report(tmp_path: Path, days: tuple[int, ...]) -> Path:
+    """report.html of the week of MONDAY for a store with one review on each of ``days``
+    (days after MONDAY; negative: weeks before)."""
+    url = f"sqlite:///{tmp_path / 'seeded.sqlite'}"
+    upgrade(url)
+    clock = Clock(MONDAY)
+    store = Store.from_url(url, clock=clock)
+    try:
+        for n, day in enumerate(days):
+            seed_review(store, clock, MONDAY + timedelta(days=day, hours=10), iid=n + 1)
+        window = Window(MONDAY, MONDAY + timedelta(days=7))
+        report = build_report(store, window, now=MONDAY + timedelta(days=8))
+    finally:
+        store.close()
+    (path,) = write_report(report, tmp_path / "out", ["html"])
+    return path
+
+
+@pytest.mark.parametrize(
+    "days",
+    [(2, 2, 2), tuple(range(7)), (-3, -10), tuple(range(-49, 7, 3))],
+    ids=["one-day", "every-day", "no-day", "eight-weeks"],
+)
+def test_each_kind_of_week_renders_its_charts(tmp_path: Path, days: tuple[int, ...]) -> None:
+    browser = _browser(tmp_path)
+    page = _seeded_report(tmp_path, days)
+    dom = _dom(browser, page)
+    assert _title(dom) == TITLE
     _assert_charts_drawn(browser, page, dom)
 
 

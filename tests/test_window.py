@@ -54,3 +54,19 @@ def test_ages() -> None:
 def test_an_empty_window_is_refused() -> None:
     with pytest.raises(WindowError, match="the window is empty"):
         Window(WEDNESDAY, WEDNESDAY)
+
+
+def test_iso_weeks_end_with_the_window_and_start_on_mondays() -> None:
+    monday = datetime(2026, 3, 9, tzinfo=UTC)
+    week = Window(monday, monday + timedelta(days=7))
+    weeks = week.iso_weeks(8)
+    assert [w.iso_week for w in weeks] == [f"2026-W{n:02d}" for n in range(4, 12)]
+    assert all(w.since.weekday() == 0 and w.length == timedelta(days=7) for w in weeks)
+    assert weeks[-1] == week
+    # a window ending on a Thursday noon: its last week is the part up to then
+    thursday = monday + timedelta(days=3, hours=12)
+    (part,) = Window(monday - timedelta(days=90), thursday).iso_weeks(1)
+    assert (part.since, part.until, part.iso_week) == (monday, thursday, "2026-W11")
+    # across a year's end: ISO 2026-W01 starts on Monday 2025-12-29
+    new_year = Window(datetime(2026, 1, 1, tzinfo=UTC), datetime(2026, 1, 5, tzinfo=UTC))
+    assert [w.iso_week for w in new_year.iso_weeks(2)] == ["2025-W52", "2026-W01"]

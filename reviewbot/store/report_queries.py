@@ -53,6 +53,8 @@ from reviewbot.store.models import Finding as FindingRow
 from reviewbot.store.models import LLMCall as LLMCallRow
 from reviewbot.store.models import MergeRequestRecord as MergeRequestRow
 from reviewbot.store.models import Review as ReviewRow
+from reviewbot.store.trend_queries import live_figures, week_number
+from reviewbot.window import Window
 
 __all__ = [
     "DIMENSIONS",
@@ -75,6 +77,7 @@ __all__ = [
 ]
 
 PERMILLE = 1000
+TREND_WEEKS = 8  # the trend: this many ISO weeks up to the window's last
 P50 = 500
 P95 = 950
 THUMBS_UP = "thumbsup"
@@ -283,20 +286,24 @@ def finding_groups(connection: Connection, scope: ReportScope) -> list[dict[str,
     ]
 
 
-def outcome_groups(connection: Connection, scope: ReportScope) -> list[dict[str, Any]]:
-    """What became of the window's posted findings, per combination of DIMENSIONS.
+def outcome_groups(
+    connection: Connection, scope: ReportScope, week_since: datetime | None = None
+) -> list[dict[str, Any]]:
+    """What became of the window's posted findings, per combination of DIMENSIONS (and, with
+    ``week_since``, per ``week``: whole weeks since then, for the trend).
 
     Each row holds OUTCOME_FIELDS; ``addressable`` counts the posted findings whose MR got a
     later version (a later review of another head, or a newer head seen by ``feedback sync``),
     was merged, or that were addressed (the addressed rate's denominator).
     """
+    dimensions = dict(zip(DIMENSIONS, _dimension_columns(), strict=True))
+    if week_since is not None:
+        dialect = connection.dialect.name
+        dimensions["week"] = week_number(ReviewRow.started_at, week_since, dialect)
     posted = (
         select(
             FindingRow.id.label("id"),
-            *(
-                column.label(name)
-                for name, column in zip(DIMENSIONS, _dimension_columns(), strict=True)
-            ),
+            *(column.label(name) for name, column in dimensions.items()),
             FindingRow.gitlab_url.label("gitlab_url"),
             FindingRow.project_id.label("project_id"),
             FindingRow.mr_iid.label("mr_iid"),
@@ -316,7 +323,7 @@ def outcome_groups(connection: Connection, scope: ReportScope) -> list[dict[str,
     def total(column: Any) -> Any:
         return func.coalesce(func.sum(func.coalesce(column, 0)), 0)
 
-    labels = [posted.c[name] for name in DIMENSIONS]
+    labels = [posted.c[name] for name in dimensions]
     query = (
         select(
             *labels,
@@ -339,10 +346,10 @@ def outcome_groups(connection: Connection, scope: ReportScope) -> list[dict[str,
         )
         .group_by(*labels)
     )
-    width = len(DIMENSIONS)
+    width = len(dimensions)
     return [
         {
-            **dict(zip(DIMENSIONS, row[:width], strict=True)),
+            **dict(zip(dimensions, row[:width], strict=True)),
             **dict(zip(OUTCOME_FIELDS, (int(v) for v in row[width:]), strict=True)),
         }
         for row in connection.execute(query)
@@ -589,6 +596,7 @@ def read_report_figures(
         "eval_runs": eval_runs(connection, scope.until, eval_limit),
         "eval_comparison": latest_comparison(connection, scope.until),
         "tool_calls": tool_call_groups(connection, scope),
+        "trend": read_trend(connection, scope),
     }
 
 
@@ -600,6 +608,39 @@ def read_window_summary(connection: Connection, scope: ReportScope) -> dict[str,
         "latency": latency(connection, scope),
         "outcomes": outcomes.get("", _no_outcomes()),
     }
+
+
+def read_trend(connection: Connection, scope: ReportScope) -> list[dict[str, Any]]:
+    """The last TREND_WEEKS ISO weeks up to ``scope``'s end (Window.iso_weeks), each with
+    its since/until, totals, first-token p95, outcomes, tool calls and live versions; the
+    outcomes and percentiles of all weeks in one grouped query each
+    (store.trend_queries.week_number)."""
+    weeks = Window(scope.since, scope.until).iso_weeks(TREND_WEEKS)
+    first = weeks[0].since
+    whole = ReportScope(first, scope.until, scope.project)
+    outcomes = roll_up(outcome_groups(connection, whole, first), "week", OUTCOME_FIELDS)
+    week = week_number(ReviewRow.started_at, first, connection.dialect.name)
+    calls = LLMCallRow.__table__.join(ReviewRow.__table__, LLMCallRow.review_id == ReviewRow.id)
+    p95 = {
+        int(number): _float(at_p95)
+        for number, _, at_p95, _ in _percentiles(
+            connection, LLMCallRow.ttft_ms, calls, whole.review_conditions(), week
+        )
+    }
+    trend = []
+    for number, week in enumerate(weeks):
+        in_week = ReportScope(week.since, week.until, scope.project)
+        trend.append(
+            {
+                "since": week.since,
+                "until": week.until,
+                "totals": totals(connection, in_week),
+                "ttft_p95_ms": p95.get(number),
+                "outcomes": outcomes.get(str(number), _no_outcomes()),
+                **live_figures(connection, in_week.review_conditions()),
+            }
+        )
+    return trend
 
 
 def _no_outcomes() -> dict[str, int]:

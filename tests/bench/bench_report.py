@@ -10,13 +10,16 @@ the rest duplicates, summary-only or refused), 1,000,000 model calls and 100,000
 events (votes, addressed, resolutions, replies, ignored), and the synced state of every MR.
 The database is then analysed (as autovacuum would), and each report runs in a fresh
 ``reviewbot report`` process (imports, matplotlib, all three formats): the last complete ISO
-week, and the whole year. Wall time and the process's peak RSS are printed (targets: < 10 s
-and < 300 MB; the database server's own memory is not counted).
+week, 90 days (a tick per day, labels thinned), and the whole year, each with
+its trend of the last 8 ISO weeks (issue 25; the weeks it drew are printed). Wall time and
+the process's peak RSS are printed (targets: < 10 s and < 300 MB; the database server's own
+memory is not counted).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import secrets
@@ -383,6 +386,14 @@ def run_report(url: str, args: list[str], output: Path) -> tuple[float, float]:
     return seconds, usage.ru_maxrss / KILOBYTES_PER_MEGABYTE
 
 
+def _drawn(output: Path) -> str:
+    """What the report just written drew: its days and the weeks of its trend."""
+    report = json.loads((output / "report.json").read_text(encoding="utf-8"))
+    weeks = [week["week"] for week in report["trend"]["weeks"]]
+    span = f"{weeks[0]}..{weeks[-1]}" if weeks else "none"
+    return f"{len(report['daily']['days'])} days, trend {len(weeks)} weeks ({span})"
+
+
 def _postgres_database() -> tuple[str, str]:
     server = os.environ.get("REVIEWBOT_TEST_POSTGRES_URL")
     if not server:
@@ -429,6 +440,12 @@ def main(argv: list[str] | None = None) -> None:
             week = previous_iso_week(now)
             windows = {
                 f"weekly ({week.iso_week})": ["--weekly"],
+                "90 days": [
+                    "--since",
+                    (now - timedelta(days=90)).isoformat(),
+                    "--until",
+                    now.isoformat(),
+                ],
                 "whole year": [
                     "--since",
                     (now - timedelta(days=DAYS + 1)).isoformat(),
@@ -446,7 +463,7 @@ def main(argv: list[str] | None = None) -> None:
                 print(
                     f"{options.backend} report {label}: {seconds:.2f} s, peak RSS "
                     f"{megabytes:.0f} MB (targets < {TARGET_SECONDS:.0f} s, "
-                    f"< {TARGET_MEGABYTES} MB): {verdict}"
+                    f"< {TARGET_MEGABYTES} MB): {verdict}; {_drawn(Path(scratch) / 'out')}"
                 )
         finally:
             if server is not None:

@@ -1,0 +1,269 @@
+"""The report's charts read from the SVG itself (matplotlib writes text as ``<text>``):
+every per-day chart's x axis is exactly the window's days, one tick each, for stores with
+data on one day, on every day and on no day, for a window of one day and for 90 days (every
+day keeps its tick; labels thinned to every n-th day); the trend covers the ISO weeks the
+store holds (8 at most) and names a prompt or model change on the week it happened; and a
+label matplotlib writes into the SVG is escaped.
+
+Store tests run on SQLite and, when REVIEWBOT_TEST_POSTGRES_URL is set, on PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import math
+import xml.etree.ElementTree as ElementTree
+from datetime import UTC, datetime, timedelta
+from itertools import pairwise
+
+import pytest
+
+from reviewbot.report import build_report, report_markdown
+from reviewbot.report_days import MAX_DAY_LABELS, day_tick_id
+from reviewbot.report_html import CHART_IDS, report_html
+from reviewbot.report_trend import TREND_CHART_ID, week_tick_id
+from reviewbot.store import MergeRequestKey, Store
+from reviewbot.window import Window
+from tests.store_fixtures import migrated_store, store_url  # noqa: F401
+
+MONDAY = datetime(2026, 3, 9, tzinfo=UTC)  # ISO week 2026-W11
+WEEK = Window(MONDAY, MONDAY + timedelta(days=7))
+NOW = MONDAY + timedelta(days=8)
+SVG_NS = "{http://www.w3.org/2000/svg}"
+PER_DAY_CHARTS = (CHART_IDS[0], CHART_IDS[1])  # findings per day, first token per day
+HOSTILE_LABEL = "</svg><script>x</script>&<b>"  # categories hold 32 characters
+
+
+class Clock:
+    def __init__(self, now: datetime) -> None:
+        self.now = now
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+@pytest.fixture
+def clocked(migrated_store: Store) -> tuple[Store, Clock]:  # noqa: F811
+    clock = Clock(MONDAY)
+    return Store(migrated_store.engine, clock=clock), clock
+
+
+def seed_review(
+    store: Store,
+    clock: Clock,
+    started: datetime,
+    *,
+    category: str = "bug",
+    model: str = "qwen",
+    prompt_version: str = "v1",
+    iid: int = 1,
+) -> None:
+    """One finished review with one model call and one posted finding."""
+    clock.now = started
+    review = store.start_review(
+        project="group/app",
+        mr_iid=iid,
+        head_sha="a" * 40,
+        base_sha=None,
+        start_sha=None,
+        trigger="ci",
+        model=model,
+        prompt_version=prompt_version,
+        key=MergeRequestKey("https://gitlab.example.com", 7, iid),
+    )
+    store.record_llm_calls(
+        review,
+        [{"chunk_index": 0, "mode": "tool_calls", "outcome": "ok", "ttft_ms": 300.0}],
+    )
+    store.record_findings(
+        review,
+        [
+            {
+                "fingerprint": f"{started.isoformat()}-{iid}",
+                "path": "a.py",
+                "side": "new",
+                "line": 1,
+                "severity": "major",
+                "category": category,
+                "title": "t",
+                "body": "b",
+                "anchor": "exact",
+                "state": "posted",
+            }
+        ],
+    )
+    clock.now = started + timedelta(seconds=20)
+    store.finish_review(review, status="succeeded")
+
+
+def chart_svg(html: str, chart_id: str) -> ElementTree.Element:
+    """The parsed <svg> of one chart's section."""
+    section = html.split(f'<section id="{chart_id}">', 1)[1].split("</section>", 1)[0]
+    svg = section[section.index("<svg") : section.index("</svg>") + len("</svg>")]
+    return ElementTree.fromstring(svg)
+
+
+def day_ticks(svg: ElementTree.Element, chart_id: str) -> list[tuple[str, float, str]]:
+    """(day, x, label) of each day tick on the chart's x axis, in document order."""
+    prefix = day_tick_id(chart_id, "")
+    ticks = []
+    for group in svg.iter(f"{SVG_NS}g"):
+        tick_id = group.get("id", "")
+        if not tick_id.startswith(prefix):
+            continue
+        mark = next(group.iter(f"{SVG_NS}use"))
+        label = "".join("".join(text.itertext()) for text in group.iter(f"{SVG_NS}text"))
+        ticks.append((tick_id.removeprefix(prefix), float(mark.get("x", "nan")), label))
+    return ticks
+
+
+def assert_axis_is_the_window(html: str, window: Window) -> None:
+    days = window.days()
+    step = max(1, math.ceil(len(days) / MAX_DAY_LABELS))
+    for chart_id in PER_DAY_CHARTS:
+        ticks = day_ticks(chart_svg(html, chart_id), chart_id)
+        assert [day for day, _, _ in ticks] == days, chart_id
+        places = [x for _, x, _ in ticks]
+        gaps = [b - a for a, b in pairwise(places)]
+        assert all(gap > 0 for gap in gaps), "days in order, left to right"
+        assert all(gap == pytest.approx(gaps[0], rel=1e-3) for gap in gaps), "evenly spaced"
+        labelled = [label for _, _, label in ticks if label]
+        assert labelled == days[::step], chart_id
+        assert len(labelled) <= MAX_DAY_LABELS
+
+
+def test_data_on_one_day_spans_the_whole_week(clocked: tuple[Store, Clock]) -> None:
+    store, clock = clocked
+    for hour in (9, 12, 18):  # three reviews on Wednesday
+        seed_review(store, clock, MONDAY + timedelta(days=2, hours=hour), iid=hour)
+    html = report_html(build_report(store, WEEK, now=NOW))
+    assert_axis_is_the_window(html, WEEK)
+    assert len(WEEK.days()) == 7
+
+
+def test_data_on_every_day(clocked: tuple[Store, Clock]) -> None:
+    store, clock = clocked
+    for day in range(7):
+        seed_review(store, clock, MONDAY + timedelta(days=day, hours=10), iid=day + 1)
+    assert_axis_is_the_window(report_html(build_report(store, WEEK, now=NOW)), WEEK)
+
+
+def test_data_on_no_day_still_shows_the_week(clocked: tuple[Store, Clock]) -> None:
+    store, clock = clocked
+    seed_review(store, clock, MONDAY - timedelta(days=3))  # the week before only
+    report = build_report(store, WEEK, now=NOW)
+    assert report["empty"] is True
+    assert_axis_is_the_window(report_html(report), WEEK)
+
+
+def test_a_window_of_one_day(clocked: tuple[Store, Clock]) -> None:
+    store, clock = clocked
+    seed_review(store, clock, MONDAY + timedelta(hours=10))
+    day = Window(MONDAY, MONDAY + timedelta(days=1))
+    assert_axis_is_the_window(report_html(build_report(store, day, now=NOW)), day)
+
+
+@pytest.mark.parametrize("days", [15, 31, 32, 90])
+def test_a_long_window_keeps_every_day_and_thins_its_labels(
+    clocked: tuple[Store, Clock], days: int
+) -> None:
+    store, clock = clocked
+    since = WEEK.until - timedelta(days=days)
+    seed_review(store, clock, since + timedelta(hours=1))
+    seed_review(store, clock, WEEK.until - timedelta(hours=1), iid=2)
+    window = Window(since, WEEK.until)
+    assert_axis_is_the_window(report_html(build_report(store, window, now=NOW)), window)
+
+
+def test_a_window_not_on_midnight_shows_every_day_it_touches(
+    clocked: tuple[Store, Clock],
+) -> None:
+    store, clock = clocked
+    window = Window(MONDAY + timedelta(hours=18), MONDAY + timedelta(days=2, hours=6))
+    seed_review(store, clock, MONDAY + timedelta(days=1, hours=1))
+    html = report_html(build_report(store, window, now=NOW))
+    assert window.days() == ["2026-03-09", "2026-03-10", "2026-03-11"]
+    assert_axis_is_the_window(html, window)
+
+
+def all_texts(svg: ElementTree.Element) -> list[str]:
+    return ["".join(text.itertext()) for text in svg.iter(f"{SVG_NS}text")]
+
+
+def test_matplotlib_escapes_a_hostile_label_it_writes_as_text(
+    clocked: tuple[Store, Clock],
+) -> None:
+    store, clock = clocked
+    seed_review(store, clock, MONDAY + timedelta(hours=1), category=HOSTILE_LABEL)
+    html = report_html(build_report(store, WEEK, now=NOW))
+    rates = chart_svg(html, CHART_IDS[2])  # the category is a y tick label: parses as XML
+    assert HOSTILE_LABEL in all_texts(rates)
+    assert not [element.tag for element in rates.iter() if "script" in element.tag]
+    assert "<script>" not in html and "&lt;script&gt;x" in html
+
+
+def trend_labels(html: str) -> list[list[str]]:
+    """Each week tick's label lines on the trend chart, left to right."""
+    svg = chart_svg(html, TREND_CHART_ID)
+    prefix = week_tick_id("")
+    ticks = []
+    for group in svg.iter(f"{SVG_NS}g"):
+        if group.get("id", "").startswith(prefix):
+            lines = [" ".join(text.itertext()) for text in group.iter(f"{SVG_NS}text")]
+            ticks.append((group.get("id", "").removeprefix(prefix), lines))
+    assert all(lines[0].startswith(week) for week, lines in ticks)
+    return [lines for _, lines in ticks]
+
+
+def test_the_trend_covers_eight_weeks_and_marks_a_prompt_change(
+    clocked: tuple[Store, Clock],
+) -> None:
+    store, clock = clocked
+    for back in range(10):  # ten weeks of reviews; the prompt changed three weeks ago
+        monday = MONDAY - timedelta(days=7 * back)
+        version = "v2" if back < 3 else "v1"
+        seed_review(store, clock, monday + timedelta(days=1), prompt_version=version, iid=back)
+    report = build_report(store, WEEK, now=NOW)
+    weeks = [f"2026-W{n:02d}" for n in range(4, 12)]
+    assert [w["week"] for w in report["trend"]["weeks"]] == weeks
+    labels = trend_labels(report_html(report))
+    assert [lines[0] for lines in labels] == weeks
+    changes = {week: lines[1:] for week, lines in zip(weeks, labels, strict=True)}
+    assert changes["2026-W04"] == ["prompt v1", "model qwen"]  # what was live at the start
+    assert changes["2026-W09"] == ["prompt v2"]  # where it changed
+    assert all(not came for week, came in changes.items() if week not in ("2026-W04", "2026-W09"))
+    assert "## Last weeks" in report_markdown(report)
+
+
+def test_the_trend_has_only_the_weeks_the_store_holds(clocked: tuple[Store, Clock]) -> None:
+    store, clock = clocked
+    seed_review(store, clock, MONDAY - timedelta(days=12))  # 2026-W09, then nothing in W10
+    seed_review(store, clock, MONDAY + timedelta(days=3), iid=2)
+    report = build_report(store, WEEK, now=NOW)
+    trend = report["trend"]["weeks"]
+    assert [w["week"] for w in trend] == ["2026-W09", "2026-W10", "2026-W11"]
+    assert [w["reviews"] for w in trend] == [1, 0, 1]
+    assert trend[1]["ttft_p95_ms"] is None and trend[1]["findings_per_mr"] is None  # a gap
+    assert [lines[0] for lines in trend_labels(report_html(report))] == [
+        "2026-W09",
+        "2026-W10",
+        "2026-W11",
+    ]
+
+
+def test_an_empty_store_has_no_trend(clocked: tuple[Store, Clock]) -> None:
+    store, _ = clocked
+    report = build_report(store, WEEK, now=NOW)
+    assert report["trend"]["weeks"] == []
+    html = report_html(report)
+    assert f'id="{TREND_CHART_ID}"' not in html
+    assert_axis_is_the_window(html, WEEK)  # the week's days are still drawn
+    assert "## Last weeks" not in report_markdown(report)
+
+
+def test_a_long_window_ends_its_trend_on_a_part_week(clocked: tuple[Store, Clock]) -> None:
+    store, clock = clocked
+    seed_review(store, clock, MONDAY + timedelta(days=1))
+    window = Window(MONDAY - timedelta(days=80), MONDAY + timedelta(days=3, hours=12))
+    trend = build_report(store, window, now=NOW)["trend"]["weeks"]
+    assert [(w["week"], w["partial"], w["reviews"]) for w in trend] == [("2026-W11", True, 1)]
+    assert trend[0]["until"] == window.until.isoformat()
