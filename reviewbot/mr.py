@@ -67,6 +67,7 @@ from reviewbot.store.mr_lock import hold_mr_lock
 from reviewbot.store.records import ReviewEnding
 from reviewbot.stored_findings import StoredFinding
 from reviewbot.tokens import TokenCounter, local_counter
+from reviewbot.verification import with_verdicts
 
 if TYPE_CHECKING:
     from reviewbot.app import App
@@ -214,7 +215,7 @@ def _steps(run: _Run, review_id: int) -> RunReport:
         run.say(f"head files read from the {run.source.kinds[run.head].words}")
     result = _review(run, settings, increment, contents, rules)
     run.warnings.extend(result.rule_notes)
-    run.store.record_run(review_id, calls=result.calls)
+    run.store.record_run(review_id, calls=[*result.calls, *result.verification.calls])
     report = RunReport(
         project_path=run.snapshot.project_path,
         iid=run.snapshot.iid,
@@ -228,7 +229,8 @@ def _steps(run: _Run, review_id: int) -> RunReport:
     report.published = _publish(run, review_id, settings, result)
     seen = digest(run.snapshot.files, settings_key(settings, rules))
     ending = _ending(result, report.published, seen)
-    run.store.record_run(review_id, findings=_stored_findings(report.published), ending=ending)
+    stored = with_verdicts(_stored_findings(report.published), result.verification)
+    run.store.record_run(review_id, findings=stored, ending=ending)
     if not run.options.dry_run:
         _record_outcomes(run, report.published)
     return report

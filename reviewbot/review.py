@@ -30,7 +30,13 @@ from reviewbot.chunking import (
     PlanOptions,
     plan,
 )
-from reviewbot.config import DEFAULT_TOOL_ROUNDS, DEFAULT_TOOL_TOKENS, TOOLS_ON, Settings
+from reviewbot.config import (
+    DEFAULT_TOOL_ROUNDS,
+    DEFAULT_TOOL_TOKENS,
+    TOOLS_ON,
+    VERIFY_ON,
+    Settings,
+)
 from reviewbot.diff import FileDiff, Hunk, Side
 from reviewbot.exclusions import ExclusionRules
 from reviewbot.findings import (
@@ -40,6 +46,7 @@ from reviewbot.findings import (
     FindingsResult,
     Severity,
     process,
+    reselected,
     with_carried,
 )
 from reviewbot.incremental import CarriedOver
@@ -55,6 +62,7 @@ from reviewbot.repo.tools import RepositoryTools
 from reviewbot.repo.view import RepositoryView
 from reviewbot.rules import DEFAULT_RULES_TOKENS, Rule, RuleSet, fit_rules, rules_for_paths
 from reviewbot.tokens import TokenCounter
+from reviewbot.verification import Verification, VerifyOptions, verify_findings
 
 __all__ = [
     "CarriedOver",
@@ -103,6 +111,7 @@ class ReviewOptions:
     tool_rounds: int = DEFAULT_TOOL_ROUNDS
     tool_tokens: int = DEFAULT_TOOL_TOKENS
     rules_tokens: int = DEFAULT_RULES_TOKENS  # review rules per chunk, at most
+    verify: VerifyOptions = field(default_factory=VerifyOptions)  # reviewbot.verification
 
 
 def review_options(settings: Settings) -> ReviewOptions:
@@ -125,6 +134,11 @@ def review_options(settings: Settings) -> ReviewOptions:
         tool_rounds=settings.tool_rounds,
         tool_tokens=settings.tool_tokens,
         rules_tokens=settings.rules_tokens,
+        verify=VerifyOptions(
+            enabled=settings.verify == VERIFY_ON,
+            min_severity=Severity(settings.verify_min_severity),
+            min_confidence=settings.verify_min_confidence,
+        ),
     )
 
 
@@ -251,6 +265,7 @@ class ReviewResult:
     # output mode, or the rounds they took ("" when the review had no repository to read).
     tools: str = ""
     rules: RulesApplied = field(default_factory=RulesApplied)
+    verification: Verification = field(default_factory=Verification)
 
     @property
     def rule_notes(self) -> list[str]:
@@ -522,6 +537,12 @@ def review_files(
     whole = {file.new_path: file for file in whole_files or ()}
     findings_options = dataclasses.replace(options.findings_options, rules=applied.rule_set.names)
     findings = process(answers.calls, answers.files_by_chunk, findings_options, whole)
+    verification = verify_findings(
+        findings.findings, answers.messages_of, sending.tools, llm, options.verify, max_model_len
+    )
+    if verification.dropped:
+        kept = [judged.finding for judged in verification.judged if not judged.dropped]
+        findings = reselected(findings, kept, findings_options)
     tools_line = _tools_line(options, sending.repository, answers.records)
     return ReviewResult(
         plan=review_plan,
@@ -536,6 +557,7 @@ def review_files(
         unreviewed=answers.unreviewed,
         tools=tools_line,
         rules=applied,
+        verification=verification,
     )
 
 
@@ -605,6 +627,7 @@ class _Answers:
     unreviewed: list[UnreviewedPart] = field(default_factory=list)
     invalid: list[str] = field(default_factory=list)
     files_by_chunk: dict[int, Mapping[str, FileDiff]] = field(default_factory=dict)
+    messages_of: dict[int, list[dict]] = field(default_factory=dict)  # for the verification
     reviewed: int = 0
 
     def keep(self, result: ChunkResult) -> None:
@@ -652,6 +675,7 @@ def _send_chunks(
                 parts=len(chunks),
                 rules=prompting.rules.of(chunk),
             )
+            answers.messages_of[chunk.index] = messages
             prompt_tokens = budget.overhead + chunk.tokens
             requests.append(sending.request(chunk.index, messages, prompt_tokens, budget))
         by_index = {chunk.index: chunk for chunk, _ in pending}

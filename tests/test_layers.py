@@ -55,6 +55,8 @@ CORE = {
     "reviewbot.toolcalls",
     "reviewbot.weburl",
     "reviewbot.window",
+    "reviewbot.verify",
+    "reviewbot.verification",
     "reviewbot.llm.answers",
     "reviewbot.llm.backend",
     "reviewbot.llm.rounds",
@@ -324,7 +326,10 @@ def test_the_checks_see_an_import_inside_a_function(tmp_path: Path) -> None:
 
 MAX_MODULE_LINES = 800
 MAX_FUNCTION_LINES = 80  # from the first decorator to the last line: a command's options count
-TOO_LONG_MODULES: dict[str, str] = {}
+TOO_LONG_MODULES: dict[str, str] = {
+    "reviewbot.config": "Settings is one dataclass of every setting with its help text; issue "
+    "21's settings (verify*) put it over; to split by section (model, review, GitLab)",
+}
 TOO_LONG_FUNCTIONS = {
     "reviewbot.migrations.versions.0001_initial.upgrade": "an Alembic revision creates the "
     "whole first schema in one step, and a shipped revision is never edited",

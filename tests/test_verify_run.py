@@ -1,0 +1,78 @@
+"""The verification pass end to end (issue 21): `reviewbot run` against the fake GitLab and
+the fake vLLM's verifier brain, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from reviewbot.store import Store
+from tests.fakes.vllm_server import PLANTED_TITLE, VERDICT_TOOL_NAME
+from tests.mr_world import FEATURE_APP, PROJECT, World
+
+TRUE_LINES = {"eval(", "== None", "except:"}
+
+
+def _verify_requests(world: World) -> list[dict]:
+    return [
+        body
+        for body in world.vllm.requests
+        if any(tool["function"]["name"] == VERDICT_TOOL_NAME for tool in body.get("tools") or [])
+    ]
+
+
+def _posted_lines(world: World) -> set[int]:
+    return {
+        d["notes"][0]["position"]["new_line"]
+        for d in world.gitlab.discussions(PROJECT, 1)
+        if d["notes"][0]["type"] == "DiffNote"
+    }
+
+
+def test_verification_drops_a_planted_finding_and_keeps_the_real_ones(world: World) -> None:
+    world.vllm.add_faults("planted_finding")
+    report = world.run(verify="on")
+    assert _posted_lines(world) == {world.line_of(FEATURE_APP, text) for text in TRUE_LINES}
+    [request] = _verify_requests(world)
+    review_request = world.vllm.requests[0]
+    assert request["messages"][: len(review_request["messages"])] == review_request["messages"]
+    store = Store.from_url(world.database_url)
+    findings = store.findings(report.review_id)
+    [dropped] = [f for f in findings if f["state"] == "dropped"]
+    assert dropped["title"] == PLANTED_TITLE and dropped["verdict"] == "drop"
+    assert dropped["verdict_confidence"] >= 0.7 and dropped["verdict_reason"]
+    posted = [f for f in findings if f["state"] == "posted"]
+    assert len(posted) == 3 and {f["verdict"] for f in posted} == {"keep"}
+    calls = store.llm_calls(report.review_id)
+    assert [c["purpose"] for c in calls].count("verify") == 1
+    [summary] = [n for n in world.gitlab.notes(PROJECT, 1) if "reviewbot:summary" in n["body"]]
+    assert "3 finding(s), 3 posted inline" in summary["body"]
+
+
+def test_an_unreadable_verifier_keeps_every_finding_and_is_counted(world: World) -> None:
+    world.vllm.add_faults("planted_finding", "verdicts_unreadable")
+    report = world.run(verify="on")
+    assert report.review.complete
+    assert len(_posted_lines(world)) == 4  # nothing dropped on an unreadable answer
+    verification = report.review.verification
+    assert verification.failed == 1 and verification.verified == 0
+    findings = Store.from_url(world.database_url).findings(report.review_id)
+    assert {f["verdict"] for f in findings} == {"unverified"}
+
+
+def test_missing_verdicts_and_unknown_ids_never_drop(world: World) -> None:
+    world.vllm.add_faults("planted_finding", "verdicts_missing")
+    report = world.run(verify="on")
+    assert len(_posted_lines(world)) == 4 and report.review.verification.failed == 1
+
+
+def test_a_verdict_for_an_unknown_id_is_ignored_and_counted(world: World) -> None:
+    world.vllm.add_faults("planted_finding", "verdicts_unknown_id")
+    report = world.run(verify="on")
+    assert report.review.verification.unknown_ids == 1
+    assert len(_posted_lines(world)) == 3  # the planted one still dropped
+
+
+def test_verify_off_makes_no_verification_call(world: World) -> None:
+    world.vllm.add_faults("planted_finding")
+    report = world.run(verify="off")
+    assert not _verify_requests(world) and len(_posted_lines(world)) == 4
+    calls = Store.from_url(world.database_url).llm_calls(report.review_id)
+    assert {c["purpose"] for c in calls} == {"review"}
