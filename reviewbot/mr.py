@@ -464,6 +464,7 @@ def _facts(result: ReviewResult, options: RunOptions, warnings: list[str]) -> Re
         model_tool_calls=result.tool_calls,
         repaired_model_calls=result.repaired_calls,
         tools=result.tools,
+        verification=result.verification.line() if result.verification.enabled else "",
         unreviewed=[part.describe() for part in result.unreviewed],
         errors=list(warnings),
         carried=result.carried,

@@ -3,6 +3,9 @@ the fake vLLM's verifier brain, on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+from click.testing import CliRunner
+
+from reviewbot.commands import main
 from reviewbot.store import Store
 from tests.fakes.vllm_server import PLANTED_TITLE, VERDICT_TOOL_NAME
 from tests.mr_world import FEATURE_APP, PROJECT, World
@@ -42,8 +45,16 @@ def test_verification_drops_a_planted_finding_and_keeps_the_real_ones(world: Wor
     assert len(posted) == 3 and {f["verdict"] for f in posted} == {"keep"}
     calls = store.llm_calls(report.review_id)
     assert [c["purpose"] for c in calls].count("verify") == 1
+    env = {"REVIEWBOT_DATABASE_URL": world.database_url}
+    shown = CliRunner().invoke(main, ["reviews", "show", str(report.review_id)], env=env)
+    assert shown.exit_code == 0 and "dropped by verification (1):" in shown.stdout
+    assert f"{PLANTED_TITLE}: drop (confidence 0.90): nothing of the kind" in shown.stdout
     [summary] = [n for n in world.gitlab.notes(PROJECT, 1) if "reviewbot:summary" in n["body"]]
     assert "3 finding(s), 3 posted inline" in summary["body"]
+    assert (
+        "| Verification | 4 verified, 1 dropped, 0 failed verification(s), 1 call(s) |"
+        in (summary["body"])
+    )
 
 
 def test_an_unreadable_verifier_keeps_every_finding_and_is_counted(world: World) -> None:
