@@ -4,11 +4,17 @@ the fake vLLM's verifier brain, on SQLite and PostgreSQL."""
 from __future__ import annotations
 
 from click.testing import CliRunner
+from starlette.testclient import TestClient
 
+from reviewbot.app import App
 from reviewbot.commands import main
+from reviewbot.queue import JobQueue
 from reviewbot.store import Store
+from reviewbot.webhook import create_app
+from reviewbot.worker import Worker
 from tests.fakes.vllm_server import PLANTED_TITLE, VERDICT_TOOL_NAME
 from tests.mr_world import FEATURE_APP, PROJECT, World
+from tests.test_end_to_end import SECRET, deliver, open_event
 
 TRUE_LINES = {"eval(", "== None", "except:"}
 
@@ -87,3 +93,24 @@ def test_verify_off_makes_no_verification_call(world: World) -> None:
     assert not _verify_requests(world) and len(_posted_lines(world)) == 4
     calls = Store.from_url(world.database_url).llm_calls(report.review_id)
     assert {c["purpose"] for c in calls} == {"review"}
+
+
+def test_the_webhook_worker_verifies_too(world: World) -> None:
+    """Webhook -> queue -> worker with verify=on: the planted finding is dropped there too."""
+    world.vllm.add_faults("planted_finding")
+    with App(world.settings(verify="on"), shared_model_slots=True) as worker_app:
+        queue = JobQueue(worker_app.store, backoff_base_s=0.05, backoff_max_s=0.1)
+        app = create_app(
+            worker_app.settings, worker_app.store, queue, secret=SECRET, bot_username="reviewbot"
+        )
+        with TestClient(app) as client:
+            delivery = "6f3a0c1e-0000-4000-8000-0000000000v1"
+            assert deliver(client, open_event(world), delivery) == 202
+            Worker(worker_app, queue, poll_s=0.05).run(burst=True, handle_signals=False)
+        [job] = queue.list()
+        assert job.status == "succeeded", job
+        [review] = worker_app.store.reviews()
+        findings = worker_app.store.findings(review["id"])
+    assert _posted_lines(world) == {world.line_of(FEATURE_APP, text) for text in TRUE_LINES}
+    assert [f["title"] for f in findings if f["state"] == "dropped"] == [PLANTED_TITLE]
+    assert len(_verify_requests(world)) == 1
