@@ -110,6 +110,7 @@ ADAPTERS = {
     "reviewbot.store.slot_queries",
     "reviewbot.store.report_queries",
     "reviewbot.store.eval_queries",
+    "reviewbot.store.verify_queries",
 }
 PIPELINE = {
     "reviewbot.app",

@@ -3,6 +3,8 @@ the fake vLLM's verifier brain, on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from click.testing import CliRunner
 from starlette.testclient import TestClient
 
@@ -10,6 +12,7 @@ from reviewbot.app import App
 from reviewbot.commands import main
 from reviewbot.queue import JobQueue
 from reviewbot.store import Store
+from reviewbot.store.verify_queries import verification_cost, verification_outcomes
 from reviewbot.webhook import create_app
 from reviewbot.worker import Worker
 from tests.fakes.vllm_server import PLANTED_TITLE, VERDICT_TOOL_NAME
@@ -55,6 +58,14 @@ def test_verification_drops_a_planted_finding_and_keeps_the_real_ones(world: Wor
     shown = CliRunner().invoke(main, ["reviews", "show", str(report.review_id)], env=env)
     assert shown.exit_code == 0 and "dropped by verification (1):" in shown.stdout
     assert f"{PLANTED_TITLE}: drop (confidence 0.90): nothing of the kind" in shown.stdout
+    window = (datetime(2000, 1, 1, tzinfo=UTC), datetime(2100, 1, 1, tzinfo=UTC))
+    with store.engine.connect() as connection:
+        cost = verification_cost(connection, *window)
+        outcomes = verification_outcomes(connection, *window)
+    assert (cost["calls"], cost["reviews"]) == (1, 1) and cost["tokens_per_review"] > 0
+    by_category = {row["category"]: row for row in outcomes}
+    assert by_category["bug"]["dropped"] == 1 and by_category["security"]["dropped"] == 0
+    assert sum(row["kept_posted"] for row in outcomes) == 3
     [summary] = [n for n in world.gitlab.notes(PROJECT, 1) if "reviewbot:summary" in n["body"]]
     assert "3 finding(s), 3 posted inline" in summary["body"]
     assert (
