@@ -224,6 +224,7 @@ class SummaryData:
     errors: Sequence[str] = ()  # warnings (a checkout not used, a repository config ignored)
     ci_job_url: str | None = None
     tools: str = ""  # the model's repository tools in words ("" : not shown)
+    verification: str = ""  # the verification pass's counts ("": off, not shown)
 
 
 def summary_body(summary: SummaryData) -> str:
@@ -374,6 +375,8 @@ def _run_table(summary: SummaryData) -> str:
     ]
     if summary.tools:
         rows.append(("Repository tools", summary.tools))
+    if summary.verification:
+        rows.append(("Verification", summary.verification))
     if summary.ci_job_url:
         rows.append(("CI job", f"[log]({summary.ci_job_url})"))
     table = "\n".join(["| | |", "|---|---|", *(f"| {k} | {v} |" for k, v in rows)])

@@ -64,6 +64,7 @@ __all__ = [
     "REPO_KEYS",
     "TOOLS_OFF",
     "TOOLS_ON",
+    "VERIFY_ON",
     "Bounds",
     "ConfigError",
     "SettingDoc",
@@ -103,6 +104,8 @@ DEFAULT_MAX_REPAIR_ROUNDS = 1
 TOOLS_ON = "on"
 TOOLS_OFF = "off"
 TOOLS_CHOICES = (TOOLS_ON, TOOLS_OFF)
+VERIFY_ON, VERIFY_OFF = "on", "off"  # off by default until eval --compare measures it
+VERIFY_CHOICES = (VERIFY_ON, VERIFY_OFF)
 DEFAULT_TOOL_ROUNDS = 3
 DEFAULT_TOOL_TOKENS = 8000
 MAX_TOOL_ROUNDS = 16  # each is a model call of the chunk's whole conversation
@@ -335,6 +338,19 @@ class Settings:
         "budget when `tools` is on, and never more than the model's context leaves "
         "([tools.md](tools.md)).",
     )
+    verify: str = setting(
+        VERIFY_OFF,
+        choices=VERIFY_CHOICES,
+        help="`on`: one more call per chunk asks the model to keep or drop each finding at or "
+        "above `verify_min_severity`; dropped ones are stored, never posted "
+        "([verification.md](verification.md)).",
+    )
+    verify_min_severity: str = setting(
+        Severity.MINOR.value, choices=SEVERITIES, help="Findings verified: this severity and up."
+    )
+    verify_min_confidence: float = setting(
+        0.7, bounds=Bounds(0.0, 1.0), help="A drop counts from this confidence (0 to 1) up."
+    )
     exclude: tuple[str, ...] = setting(
         (),
         help="Globs of files not to review, on top of the built-in ones (lock files, minified, "
@@ -475,6 +491,8 @@ class Settings:
         _check_choice("publish_mode", self.publish_mode, PUBLISH_MODES)
         _check_choice("llm_backend", self.llm_backend, LLM_BACKENDS)
         _check_choice("tools", self.tools, TOOLS_CHOICES)
+        _check_choice("verify", self.verify, VERIFY_CHOICES)
+        _check_choice("verify_min_severity", self.verify_min_severity, SEVERITIES)
         for item in fields(self):
             bounds = item.metadata.get(BOUNDS_KEY)
             if isinstance(bounds, Bounds):

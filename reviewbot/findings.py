@@ -58,6 +58,7 @@ __all__ = [
     "fingerprint",
     "process",
     "report_finding_parameters",
+    "reselected",
     "select",
     "validate_call",
     "with_carried",
@@ -678,6 +679,16 @@ def with_carried(
         result.duplicates,
         options,
         result.unknown_rules,
+    )
+
+
+def reselected(
+    result: FindingsResult, kept: Sequence[Finding], options: FindingsOptions = DEFAULT_OPTIONS
+) -> FindingsResult:
+    """``result`` with only ``kept`` of its findings (the verification pass dropped the
+    others), selected again so the inline limit and the counts hold for what is posted."""
+    return _kept_and_selected(
+        kept, result.rejected, result.duplicates, options, result.unknown_rules
     )
 
 

@@ -70,6 +70,7 @@ from reviewbot.store.records import ReviewEnding
 from reviewbot.stored_findings import StoredFinding
 from reviewbot.teaching import active_learnings, suppress, suppressed_stored
 from reviewbot.tokens import TokenCounter, local_counter
+from reviewbot.verification import with_verdicts
 
 if TYPE_CHECKING:
     from reviewbot.app import App
@@ -225,7 +226,7 @@ def _steps(run: _Run, review_id: int) -> RunReport:
     )
     result = dataclasses.replace(result, findings=findings)
     run.warnings.extend(result.rule_notes)
-    run.store.record_run(review_id, calls=result.calls)
+    run.store.record_run(review_id, calls=[*result.calls, *result.verification.calls])
     report = RunReport(
         project_path=run.snapshot.project_path,
         iid=run.snapshot.iid,
@@ -239,7 +240,8 @@ def _steps(run: _Run, review_id: int) -> RunReport:
     report.published = _publish(run, review_id, settings, result)
     seen = digest(run.snapshot.files, settings_key(settings, keyed))
     ending = _ending(result, report.published, seen)
-    stored = _stored_findings(report.published) + suppressed_stored(suppressed)
+    stored = with_verdicts(_stored_findings(report.published), result.verification)
+    stored += suppressed_stored(suppressed)
     run.store.record_run(review_id, findings=stored, ending=ending)
     if not run.options.dry_run:
         _record_outcomes(run, report.published)
@@ -476,6 +478,7 @@ def _facts(result: ReviewResult, options: RunOptions, warnings: list[str]) -> Re
         model_tool_calls=result.tool_calls,
         repaired_model_calls=result.repaired_calls,
         tools=result.tools,
+        verification=result.verification.line() if result.verification.enabled else "",
         unreviewed=[part.describe() for part in result.unreviewed],
         errors=list(warnings),
         carried=result.carried,

@@ -297,6 +297,7 @@ class ReviewFacts:
     ci_job_url: str | None = None
     carried: CarriedOver | None = None  # an incremental review: what was kept from before
     tools: str = ""  # the repository tools in words (ReviewResult.tools)
+    verification: str = ""  # the verification pass in words ("": off, not shown)
 
 
 @dataclass
@@ -468,6 +469,7 @@ def _summary_data(
         errors=facts.errors,
         ci_job_url=facts.ci_job_url,
         tools=facts.tools,
+        verification=facts.verification,
     )
 
 

@@ -17,7 +17,7 @@ import json
 import math
 import statistics
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,7 +30,13 @@ from reviewbot.chunking import (
     PlanOptions,
     plan,
 )
-from reviewbot.config import DEFAULT_TOOL_ROUNDS, DEFAULT_TOOL_TOKENS, TOOLS_ON, Settings
+from reviewbot.config import (
+    DEFAULT_TOOL_ROUNDS,
+    DEFAULT_TOOL_TOKENS,
+    TOOLS_ON,
+    VERIFY_ON,
+    Settings,
+)
 from reviewbot.diff import FileDiff, Hunk, Side
 from reviewbot.exclusions import ExclusionRules
 from reviewbot.findings import (
@@ -40,6 +46,7 @@ from reviewbot.findings import (
     FindingsResult,
     Severity,
     process,
+    reselected,
     with_carried,
 )
 from reviewbot.incremental import CarriedOver
@@ -48,15 +55,15 @@ from reviewbot.llm.backend import MODE_TOOL_CALLS, CallRecord, ChunkRequest, Chu
 from reviewbot.prompts import (
     ReviewContext,
     prompt_version,
-    render_learnings,
     render_messages,
-    render_rules,
     tool_schemas,
 )
 from reviewbot.repo.tools import RepositoryTools
 from reviewbot.repo.view import RepositoryView
-from reviewbot.rules import DEFAULT_RULES_TOKENS, Rule, RuleSet, fit_rules, rules_for_paths
+from reviewbot.rules import DEFAULT_RULES_TOKENS, RuleSet
+from reviewbot.rules_applied import LEARNINGS, RulesApplied
 from reviewbot.tokens import TokenCounter
+from reviewbot.verification import Verification, VerifyOptions, verify_findings
 
 __all__ = [
     "CarriedOver",
@@ -88,9 +95,6 @@ TOOL_ROUND_FRAMING_TOKENS = 160
 # The tool rounds' reserve never takes more than this share of a chunk's room for the diff.
 MAX_TOOL_SHARE = 0.5
 OUTCOME_MODE_UNSUPPORTED = "mode_unsupported"  # a call the server refused for its output mode
-# Review rules never take more than this share of a chunk's room for the diff: the rest is the
-# diff's, so rules cannot squeeze a chunk down to nothing (docs/rules.md).
-MAX_RULES_SHARE = 0.5
 
 
 @dataclass(frozen=True)
@@ -106,6 +110,7 @@ class ReviewOptions:
     tool_tokens: int = DEFAULT_TOOL_TOKENS
     rules_tokens: int = DEFAULT_RULES_TOKENS  # review rules per chunk, at most
     learnings_tokens: int = DEFAULT_LEARNINGS_TOKENS  # the team's learnings per chunk, at most
+    verify: VerifyOptions = field(default_factory=VerifyOptions)  # reviewbot.verification
 
 
 def review_options(settings: Settings) -> ReviewOptions:
@@ -129,6 +134,11 @@ def review_options(settings: Settings) -> ReviewOptions:
         tool_tokens=settings.tool_tokens,
         rules_tokens=settings.rules_tokens,
         learnings_tokens=settings.learnings_tokens,
+        verify=VerifyOptions(
+            enabled=settings.verify == VERIFY_ON,
+            min_severity=Severity(settings.verify_min_severity),
+            min_confidence=settings.verify_min_confidence,
+        ),
     )
 
 
@@ -162,101 +172,6 @@ class UnreviewedPart:
         )
 
 
-@dataclass(frozen=True)
-class RuleKind:
-    """Review rules, or the team's learnings given to the model as rules: how each is
-    rendered, budgeted (the ReviewOptions field) and named in the summary."""
-
-    noun: str
-    tokens: str
-    setting: str
-    render: Callable[[Sequence[Rule]], str]
-
-
-REVIEW_RULES = RuleKind("review rule", "rules", "rules_tokens", render_rules)
-LEARNINGS = RuleKind("learning", "learnings", "learnings_tokens", render_learnings)
-
-
-@dataclass
-class RulesApplied:
-    """Which review rules each chunk got: those whose paths match one of the chunk's files,
-    as many as fit ``reserve`` tokens (the budget kept for them in every chunk); the ones that
-    did not fit are named, never dropped silently."""
-
-    rule_set: RuleSet = field(default_factory=RuleSet)
-    reserve: int = 0
-    counter: TokenCounter | None = None
-    applied: dict[int, tuple[str, ...]] = field(default_factory=dict)  # chunk -> rule names
-    dropped: dict[str, list[int]] = field(default_factory=dict)  # rule -> chunks it missed
-    _fitted: dict[tuple[str, ...], tuple[Rule, ...]] = field(default_factory=dict, repr=False)
-    kind: RuleKind = REVIEW_RULES  # or LEARNINGS
-
-    @classmethod
-    def for_review(
-        cls,
-        rule_set: RuleSet,
-        files: Sequence[FileDiff],
-        counter: TokenCounter,
-        options: ReviewOptions,
-        budget: Budget,
-        kind: RuleKind = REVIEW_RULES,
-    ) -> RulesApplied:
-        """The rules of a review and the tokens kept for them: the rules of every file of the
-        diff rendered, capped by ``options.rules_tokens`` (``learnings_tokens`` for learnings)
-        and MAX_RULES_SHARE of the room."""
-        every = rules_for_paths(rule_set, _paths_of(files))
-        tokens = getattr(options, kind.setting)
-        if not every or tokens <= 0:
-            return cls(rule_set, 0, counter, kind=kind)
-        room = math.floor(max(0, budget.available) * MAX_RULES_SHARE)
-        needed = counter.count(kind.render(every))
-        return cls(rule_set, min(tokens, needed, room), counter, kind=kind)
-
-    def of(self, chunk: Chunk) -> tuple[Rule, ...]:
-        """The rules ``chunk`` is shown (recorded as applied to it)."""
-        matching = rules_for_paths(self.rule_set, _paths_of(chunk.files.values()))
-        key = tuple(rule.name for rule in matching)
-        if key not in self._fitted:
-            counter, render = self.counter, self.kind.render
-            kept, _ = fit_rules(
-                matching,
-                lambda rules: counter.count(render(rules)) if counter else 0,
-                self.reserve,
-            )
-            self._fitted[key] = kept
-        kept = self._fitted[key]
-        self.applied[chunk.index] = tuple(rule.name for rule in kept)
-        for rule in matching:
-            if rule not in kept:
-                self.dropped.setdefault(rule.name, []).append(chunk.index)
-        return kept
-
-    def notes(self) -> list[str]:
-        """What the summary says about the rules left out for lack of room (the problems of
-        reading them are the rule set's, said by whoever read them)."""
-        notes = []
-        for name, chunks in self.dropped.items():
-            where = ", ".join(str(index + 1) for index in sorted(set(chunks)))
-            notes.append(
-                f"{self.kind.noun} `{name}` not given to chunk(s) {where}: no room within "
-                f"{self.reserve} {self.kind.tokens} tokens (setting {self.kind.setting})"
-            )
-        return notes
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            **self.rule_set.to_dict(),
-            "reserve_tokens": self.reserve,
-            "by_chunk": {str(index + 1): list(names) for index, names in self.applied.items()},
-            "dropped": {name: [i + 1 for i in chunks] for name, chunks in self.dropped.items()},
-        }
-
-
-def _paths_of(files: Iterable[FileDiff]) -> list[str]:
-    """Both paths of every file (a rule for the old path of a renamed file still applies)."""
-    return list(dict.fromkeys(path for f in files for path in (f.new_path, f.old_path) if path))
-
-
 @dataclass
 class ReviewResult:
     plan: Plan
@@ -275,6 +190,7 @@ class ReviewResult:
     tools: str = ""
     rules: RulesApplied = field(default_factory=RulesApplied)
     learnings: RulesApplied = field(default_factory=lambda: RulesApplied(kind=LEARNINGS))
+    verification: Verification = field(default_factory=Verification)
 
     @property
     def rule_notes(self) -> list[str]:
@@ -552,6 +468,12 @@ def review_files(
     whole = {file.new_path: file for file in whole_files or ()}
     findings_options = dataclasses.replace(options.findings_options, rules=applied.rule_set.names)
     findings = process(answers.calls, answers.files_by_chunk, findings_options, whole)
+    verification = verify_findings(
+        findings.findings, answers.messages_of, sending.tools, llm, options.verify, max_model_len
+    )
+    if verification.dropped:
+        kept = [judged.finding for judged in verification.judged if not judged.dropped]
+        findings = reselected(findings, kept, findings_options)
     tools_line = _tools_line(options, sending.repository, answers.records)
     return ReviewResult(
         plan=review_plan,
@@ -567,6 +489,7 @@ def review_files(
         tools=tools_line,
         rules=applied,
         learnings=taught,
+        verification=verification,
     )
 
 
@@ -637,6 +560,7 @@ class _Answers:
     unreviewed: list[UnreviewedPart] = field(default_factory=list)
     invalid: list[str] = field(default_factory=list)
     files_by_chunk: dict[int, Mapping[str, FileDiff]] = field(default_factory=dict)
+    messages_of: dict[int, list[dict]] = field(default_factory=dict)  # for the verification
     reviewed: int = 0
 
     def keep(self, result: ChunkResult) -> None:
@@ -685,6 +609,7 @@ def _send_chunks(
                 rules=prompting.rules.of(chunk),
                 learnings=prompting.learnings.of(chunk),
             )
+            answers.messages_of[chunk.index] = messages
             prompt_tokens = budget.overhead + chunk.tokens
             requests.append(sending.request(chunk.index, messages, prompt_tokens, budget))
         by_index = {chunk.index: chunk for chunk, _ in pending}

@@ -51,6 +51,7 @@ CORE = {
     "reviewbot.report_text",
     "reviewbot.retry",
     "reviewbot.rules",
+    "reviewbot.rules_applied",
     "reviewbot.scope",
     "reviewbot.setting_fields",
     "reviewbot.stored_findings",
@@ -58,6 +59,8 @@ CORE = {
     "reviewbot.toolcalls",
     "reviewbot.weburl",
     "reviewbot.window",
+    "reviewbot.verify",
+    "reviewbot.verification",
     "reviewbot.llm.answers",
     "reviewbot.llm.backend",
     "reviewbot.llm.rounds",
@@ -115,6 +118,7 @@ ADAPTERS = {
     "reviewbot.store.eval_queries",
     "reviewbot.ops.weights_files",
     "reviewbot.store.learning_queries",
+    "reviewbot.store.verify_queries",
 }
 PIPELINE = {
     "reviewbot.ops.weights_doctor",

@@ -362,6 +362,19 @@ def print_review_record(
             f["discussion_id"] or "-",
         )
     console.print(finding_table)
+    print_dropped(findings, console)
+
+
+def print_dropped(findings: list[dict[str, Any]], console: Console) -> None:
+    """The findings the verification pass dropped (never posted), with its verdict and why."""
+    dropped = [f for f in findings if f["state"] == "dropped"]
+    if dropped:
+        console.print(data(f"dropped by verification ({len(dropped)}):"))
+    for f in dropped:
+        where = f"{f['path']}:{f['line']}" if f["line"] else f["path"]
+        confidence = f["verdict_confidence"]
+        sure = f" (confidence {confidence:.2f})" if confidence is not None else ""
+        console.print(data(f"  {where}: {f['title']}: {f['verdict']}{sure}: {f['verdict_reason']}"))
 
 
 def tool_call_line(by_chunk: list[dict[str, Any]]) -> str:

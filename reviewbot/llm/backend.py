@@ -195,6 +195,10 @@ class LLMClient(Protocol):
         on_done: Callable[[ChunkResult], None] | None = None,
     ) -> list[ChunkResult]: ...
 
+    def verify_chunk(self, request: ChunkRequest) -> tuple[ModelAnswer | None, CallRecord]:
+        """One verification call (reviewbot.verification)."""
+        ...
+
 
 # ---------------------------------------------------------------------------------------------
 # The backend's side: one request, one answer

@@ -125,6 +125,7 @@ OUTCOME_LENGTH = "length"
 OUTCOME_INVALID_CALLS = "invalid_calls"  # unreadable calls, answered with a repair turn
 OUTCOME_REPAIR = "repair"  # the answer to a repair turn
 OUTCOME_UNREADABLE_RETRY = "unreadable_retry"  # still unreadable: the chunk is asked again
+VERIFY_PURPOSE = "verify"  # reviewbot.store.models.CallPurpose.VERIFY
 OUTCOME_TOOL_ROUND = "tool_round"  # the answer called repository tools: answered, asked again
 # Tries at fitting a tool round's answers into the context, each cut to the room the last
 # count left; the last sends every call "over budget" (a few tokens each).
@@ -241,6 +242,18 @@ class ChunkRunner:
                 rest = requests
             futures.extend(pool.submit(run, request, None) for request in rest)
             return [future.result() for future in futures]
+
+    def verify_chunk(self, request: ChunkRequest) -> tuple[ModelAnswer | None, CallRecord]:
+        """One verification call (reviewbot.verify): the answer (None: lost after retries, or
+        refused) and its record, purpose "verify". No repair turn: its caller keeps findings
+        without a readable verdict."""
+        attempt = self._attempt(request, self._mode, False, PrefillGate(0), None)
+        error = str(attempt.failure) if attempt.failure is not None else None
+        outcome = OUTCOME_ERROR if error else OUTCOME_OK
+        record = self._record(request, self._mode, outcome, attempt, 0.0, None, error, 0)
+        calls = len(attempt.answer.tool_calls) if attempt.answer else 0
+        record = dataclasses.replace(record, purpose=VERIFY_PURPOSE, tool_calls=calls)
+        return attempt.answer, record
 
     # ----- one chunk
 

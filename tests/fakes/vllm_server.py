@@ -299,6 +299,10 @@ KNOWN_FAULTS = frozenset(
         "deep_json_body",
         "deep_arguments",
         "bare_json_value",
+        "planted_finding",  # one more finding, on an added line the oracle finds nothing on
+        "verdicts_unreadable",  # a verification answer: every verdict call's JSON broken
+        "verdicts_missing",  # a verification answer: prose, no verdict call
+        "verdicts_unknown_id",  # a verification answer: one more verdict, for an unknown id
     }
 )
 # deep_arguments: 3x the nesting at which Python's json.loads raises RecursionError, and 1,500
@@ -309,6 +313,13 @@ BARE_JSON_VALUE = "42"  # bare_json_value: valid JSON, not a findings object
 FINDING_FAULTS = frozenset(
     {"hallucinated_path", "hallucinated_line", "quick_action", "line_separators"}
 )
+# The verifier brain (reviewbot.verify): a request offering the verdict tool is a verification.
+VERDICT_TOOL_NAME = "verdict"
+VERDICT_CONFIDENCE = 0.9
+UNKNOWN_VERDICT_ID = 999
+PLANTED_TITLE = "Possible off-by-one"
+# A candidate line of reviewbot.verify.candidate_list: "N. [severity/category] path:line: title"
+CANDIDATE_RE = re.compile(r"^(?P<id>\d+)\. \[[^\]]*\] (?P<path>[^\s:]+):(?P<line>\d+): ", re.M)
 # How a call can be written wrong (MalformedCalls.kinds), and the faults that break the first.
 BAD_JSON = "bad_json"
 MISSING_LINE = "missing_line"
@@ -736,6 +747,8 @@ def apply_finding_fault(
     findings: list[dict[str, Any]], lines: Sequence[DiffLine], fault: str | None
 ) -> list[dict[str, Any]]:
     """Corrupt the findings the way a confused model would, for the finding faults."""
+    if fault == "planted_finding":
+        return [*findings, *_planted_finding(findings, lines)]
     if fault not in FINDING_FAULTS:
         return findings
     findings = [dict(item) for item in findings] or [_invented_finding(lines)]
@@ -752,6 +765,61 @@ def apply_finding_fault(
         for finding in findings:
             finding["body"] += QUICK_ACTION_TEXT
     return findings
+
+
+def _planted_finding(
+    findings: Sequence[dict[str, Any]], lines: Sequence[DiffLine]
+) -> list[dict[str, Any]]:
+    """A wrong finding: on the first added line no true finding is on (none if every one is)."""
+    taken = {(finding["path"], finding["line"]) for finding in findings}
+    free = [
+        line for line in lines if line.kind == "added" and (line.path, line.number) not in taken
+    ]
+    if not free:
+        return []
+    return [
+        {
+            "path": free[0].path,
+            "line": free[0].number,
+            "side": "new",
+            "severity": "major",
+            "category": "bug",
+            "title": PLANTED_TITLE,
+            "body": "This loop may read one element past the end.",
+        }
+    ]
+
+
+def verifier_answer(request: ChatRequest, lines: Sequence[DiffLine], fault: str | None) -> Answer:
+    """The verifier brain: keep a candidate on a line its oracle (the review patterns and
+    rules) finds something on, drop the others; ``fault``: the verify faults."""
+    oracle = {
+        (finding["path"], finding["line"])
+        for finding in review_diff(lines) + rule_findings(request.diff_text(), lines)
+    }
+    asked = message_text(request.messages[-1].get("content"))
+    if fault == "verdicts_missing":
+        text = "All of these findings look right to me."
+        return Answer(text, [], None, "stop", len(encode(text)) + EOS_TOKEN_COUNT)
+    verdicts = []
+    for match in CANDIDATE_RE.finditer(asked):
+        real = (match["path"], int(match["line"])) in oracle
+        verdicts.append(
+            {
+                "id": int(match["id"]),
+                "verdict": "keep" if real else "drop",
+                "reason": "the diff shows it" if real else "nothing of the kind on that line",
+                "confidence": VERDICT_CONFIDENCE,
+            }
+        )
+    if fault == "verdicts_unknown_id" and verdicts:
+        verdicts.append({**verdicts[0], "id": UNKNOWN_VERDICT_ID})
+    texts = [json.dumps(verdict) for verdict in verdicts]
+    if fault == "verdicts_unreadable":
+        texts = [text[: len(text) // 2] for text in texts]
+    calls = [_tool_call(VERDICT_TOOL_NAME, text) for text in texts]
+    tokens = sum(len(encode(text)) for text in texts) + EOS_TOKEN_COUNT
+    return Answer(None, calls, None, "tool_calls" if calls else "stop", tokens)
 
 
 def _invented_finding(lines: Sequence[DiffLine]) -> dict[str, Any]:
@@ -2052,7 +2120,9 @@ class FakeVLLM:
         lines = parse_prompt_diff(request.diff_text())
         scripted = self._scripted_calls(request)
         wanted = repository_calls(request, lines, self.needs_evidence, self.tool_loop)
-        if scripted is not None:
+        if any((t.get("function") or {}).get("name") == VERDICT_TOOL_NAME for t in request.tools):
+            answer = verifier_answer(request, lines, fault)
+        elif scripted is not None:
             calls, with_findings = scripted
             found = self._findings_to_write(request, lines, None)[0] if with_findings else []
             answer = repository_calls_answer(request, calls, lines, found)
