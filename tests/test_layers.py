@@ -108,6 +108,7 @@ ADAPTERS = {
     "reviewbot.store.slot_queries",
     "reviewbot.store.report_queries",
     "reviewbot.store.eval_queries",
+    "reviewbot.store.reply_queries",
 }
 PIPELINE = {
     "reviewbot.app",
@@ -119,6 +120,7 @@ PIPELINE = {
     "reviewbot.report_html",
     "reviewbot.eval",
     "reviewbot.compare",
+    "reviewbot.reply",
     # the services the commands run: the CI job, the worker, the listener, the ops tools
     "reviewbot.ci",
     "reviewbot.worker",
@@ -324,7 +326,10 @@ def test_the_checks_see_an_import_inside_a_function(tmp_path: Path) -> None:
 
 MAX_MODULE_LINES = 800
 MAX_FUNCTION_LINES = 80  # from the first decorator to the last line: a command's options count
-TOO_LONG_MODULES: dict[str, str] = {}
+TOO_LONG_MODULES: dict[str, str] = {
+    "reviewbot.config": "one declaration (default, bounds, help) per setting, in the one Settings "
+    "dataclass the docs are generated from; issue 21's reply settings pushed it over",
+}
 TOO_LONG_FUNCTIONS = {
     "reviewbot.migrations.versions.0001_initial.upgrade": "an Alembic revision creates the "
     "whole first schema in one step, and a shipped revision is never edited",
