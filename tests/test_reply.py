@@ -15,6 +15,8 @@ from typing import Any
 
 import httpx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sqlalchemy import select
 from starlette.testclient import TestClient
 
@@ -27,9 +29,17 @@ from reviewbot.store.models import Feedback as FeedbackRow
 from reviewbot.store.models import JobKind
 from reviewbot.store.models import Reply as ReplyRow
 from reviewbot.webhook.openapi import WEBHOOK_PATH
+from reviewbot.webhook.payloads import parse_reply_command
 from reviewbot.webhook.server import create_app
 from reviewbot.worker import Worker
-from tests.mr_world import BOT_TOKEN, PROJECT, World, world  # noqa: F401
+from tests.mr_world import (  # noqa: F401
+    BOT_TOKEN,
+    FEATURE_APP,
+    PROJECT,
+    World,
+    commit_on_feature,
+    world,
+)
 
 SECRET = "reply-secret"
 BOT = "reviewbot"
@@ -256,8 +266,6 @@ def test_fix_posts_a_suggestion_gitlab_accepts(thread: Thread) -> None:
 
 
 def test_fix_after_the_line_changed_posts_no_suggestion(thread: Thread) -> None:
-    from tests.mr_world import FEATURE_APP, commit_on_feature
-
     changed = FEATURE_APP.replace("if items == None:", "if not items:")
     head = commit_on_feature(thread.world.repo, {"app.py": changed}, "fix it")
     thread.world.gitlab.push(PROJECT, 1, head)
@@ -318,3 +326,38 @@ def test_a_reaction_on_the_answer_is_recorded_with_its_reply(thread: Thread) -> 
     with thread.store.engine.connect() as connection:
         [feedback] = connection.execute(select(FeedbackRow)).all()
     assert feedback.reply_id == thread.replies()[0].id and feedback.value == "thumbsup"
+
+
+def test_the_fake_accepts_a_reply_suggestion_only_on_the_latest_version(thread: Thread) -> None:
+    fresh = thread.say("```suggestion:-0+0\n    if items is None:\n```")
+    assert fresh["suggestions"][0]["appliable"]
+    head = commit_on_feature(thread.world.repo, {"NOTES.md": "more\n"}, "another commit")
+    thread.world.gitlab.push(PROJECT, 1, head)
+    outdated = thread.say("```suggestion:-0+0\n    if items is None:\n```")
+    assert not outdated["suggestions"][0]["appliable"]
+
+
+@given(st.text(max_size=200))
+@settings(max_examples=200, deadline=None)
+def test_any_note_parses_to_a_known_reply_command_or_none(note: str) -> None:
+    assert parse_reply_command(note, BOT) in {None, "ask", "explain", "fix", "ignore"}
+
+
+@pytest.mark.parametrize(
+    ("note", "command"),
+    [
+        ("@reviewbot why?", "ask"),
+        ("looks fine, thanks @reviewbot", "ask"),
+        ("/reviewbot fix", "fix"),
+        ("@ReviewBot Explain", "explain"),
+        ("/reviewbot ignore", "ignore"),
+        ("/reviewbot review", None),
+        ("/reviewbot help", None),
+        ("@reviewbot help", None),
+        ("/reviewbot", None),
+        ("mail me at a@reviewbot.example", None),
+        ("@reviewbots hi", None),
+    ],
+)
+def test_reply_commands(note: str, command: str | None) -> None:
+    assert parse_reply_command(note, BOT) == command

@@ -251,8 +251,8 @@ def parse_reply_command(note: str, bot_username: str) -> str | None:
         asked = words[1].casefold() if len(words) > 1 else ""
         if asked in REPLY_COMMANDS:
             return asked
-        if words[0].casefold() == COMMAND_PREFIX and asked in ("", Command.HELP.value):
-            return None  # `/reviewbot` or `/reviewbot help`: the help answer
+        if asked == Command.HELP.value or (words[0].casefold() == COMMAND_PREFIX and not asked):
+            return None  # `/reviewbot`, `/reviewbot help`, `@bot help`: the help answer
         return "ask"
     mention = re.compile(rf"(?<![\w.@-])@{re.escape(bot_username)}(?![\w.-])", re.IGNORECASE)
     return "ask" if mention.search(note) else None
