@@ -37,6 +37,7 @@ from urllib.parse import urlsplit
 
 import platformdirs
 
+from reviewbot import learnings as learning_limits
 from reviewbot.chunking import DEFAULT_SCOPE_CONTEXT_TOKENS
 from reviewbot.findings import Category, Severity
 from reviewbot.input_files import InputFileRefused, read_input_file
@@ -121,8 +122,7 @@ MAX_CACHE_BYTES = 2**50  # 1 PiB
 GIB = 2**30
 DEFAULT_REPO_CACHE_MAX_BYTES = 10 * GIB
 DEFAULT_REPO_FETCH_TIMEOUT_S = 120.0
-# A raw value shown in an error is cut to this many characters (a 5,000-digit number is not
-# worth showing whole).
+# A raw value shown in an error is cut to this many characters (5,000 digits are not shown).
 MAX_SHOWN_VALUE = 40
 BOUNDS_KEY = "reviewbot.bounds"
 HELP_KEY = "reviewbot.help"
@@ -451,6 +451,16 @@ class Settings:
         help="At most this many tokens of review rules per chunk (only the rules whose paths "
         "match the chunk's files); rules that do not fit are dropped and named in the summary, "
         "never a changed line; 0 turns rules off ([review rules](rules.md)).",
+    )
+    learnings_tokens: int = setting(
+        learning_limits.DEFAULT_LEARNINGS_TOKENS,
+        bounds=Bounds(0, MAX_TOKENS),
+        help="Tokens of team learnings per chunk, as rules_tokens ([learnings](learnings.md)).",
+    )
+    learning_proposal_threshold: int = setting(
+        learning_limits.DEFAULT_PROPOSAL_THRESHOLD,
+        bounds=Bounds(1, learning_limits.MAX_PROPOSAL_THRESHOLD),
+        help="👎 or unchanged resolutions of one kind of finding that propose a learning.",
     )
     language: str = setting("English", help="The language the comments are written in.")
     include_style: bool = setting(False, help="Also report style issues (as `info`).")

@@ -61,6 +61,7 @@ __all__ = [
     "select",
     "validate_call",
     "with_carried",
+    "without",
 ]
 
 REPORT_FINDING_TOOL = "report_finding"
@@ -646,6 +647,20 @@ def process(
     unknown = {id(f) for f in anchored if f.rule is not None and f.rule not in options.rules}
     known = [dataclasses.replace(f, rule=None) if id(f) in unknown else f for f in anchored]
     return _kept_and_selected(known, rejected, [], options, len(unknown))
+
+
+def without(
+    result: FindingsResult, dropped: Sequence[Finding], options: FindingsOptions = DEFAULT_OPTIONS
+) -> FindingsResult:
+    """``result`` without ``dropped`` (a team learning suppressed them), selected again: the
+    room they took inline goes to the next findings, the counts leave them out."""
+    if not dropped:
+        return result
+    gone = {id(finding) for finding in dropped}
+    kept = [finding for finding in result.findings if id(finding) not in gone]
+    return _kept_and_selected(
+        kept, result.rejected, result.duplicates, options, result.unknown_rules
+    )
 
 
 def with_carried(

@@ -30,6 +30,7 @@ talk to GitLab other than through the adapter and the publisher.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
@@ -44,6 +45,7 @@ from reviewbot.findings import Finding, FindingState
 from reviewbot.gitlab import GitLabClient, MergeRequestSnapshot
 from reviewbot.incremental import EarlierReview, Increment, plan_increment
 from reviewbot.interdiff import DiffDigest, digest
+from reviewbot.learnings import learning_rules
 from reviewbot.localgit import Checkout
 from reviewbot.prompts import ReviewContext, file_summaries, prompt_version
 from reviewbot.publish import PublishResult, ReviewFacts, ThreadRef, publish, publisher_for
@@ -66,6 +68,7 @@ from reviewbot.store.models import ReviewStatus
 from reviewbot.store.mr_lock import hold_mr_lock
 from reviewbot.store.records import ReviewEnding
 from reviewbot.stored_findings import StoredFinding
+from reviewbot.teaching import active_learnings, suppress, suppressed_stored
 from reviewbot.tokens import TokenCounter, local_counter
 
 if TYPE_CHECKING:
@@ -206,13 +209,21 @@ def _steps(run: _Run, review_id: int) -> RunReport:
     """Policy -> what changed -> read -> review -> publish -> record -> outcomes."""
     settings = _policy(run)
     rules = _rules(run, settings)
-    increment = _what_changed(run, settings, rules)
+    # --- team learnings (reviewbot.teaching): in the prompt, in the key, then suppressing
+    taught = active_learnings(run.app, run.key, run.snapshot.project_path)
+    learnt = learning_rules(taught)
+    keyed = RuleSet((*rules.rules, *learnt.rules))  # a new learning: a full review
+    increment = _what_changed(run, settings, keyed)
     wanted = increment.paths_to_read()
     run.say(f"fetching {len(wanted)} files at {run.head[:8]}")
     contents = run.read_head(wanted)
     if run.head in run.source.kinds:
         run.say(f"head files read from the {run.source.kinds[run.head].words}")
-    result = _review(run, settings, increment, contents, rules)
+    result = _review(run, settings, increment, contents, rules, learnt)
+    findings, suppressed = suppress(
+        result.findings, taught, review_options(settings).findings_options
+    )
+    result = dataclasses.replace(result, findings=findings)
     run.warnings.extend(result.rule_notes)
     run.store.record_run(review_id, calls=result.calls)
     report = RunReport(
@@ -226,9 +237,10 @@ def _steps(run: _Run, review_id: int) -> RunReport:
         warnings=run.warnings,
     )
     report.published = _publish(run, review_id, settings, result)
-    seen = digest(run.snapshot.files, settings_key(settings, rules))
+    seen = digest(run.snapshot.files, settings_key(settings, keyed))
     ending = _ending(result, report.published, seen)
-    run.store.record_run(review_id, findings=_stored_findings(report.published), ending=ending)
+    stored = _stored_findings(report.published) + suppressed_stored(suppressed)
+    run.store.record_run(review_id, findings=stored, ending=ending)
     if not run.options.dry_run:
         _record_outcomes(run, report.published)
     return report
@@ -379,6 +391,7 @@ def _review(
     increment: Increment,
     contents: Mapping[str, str],
     rules: RuleSet,
+    learnings: RuleSet,
 ) -> ReviewResult:
     """The model's review of what changed, plus the findings carried over (reviewbot.review)."""
     options = review_options(settings)
@@ -407,6 +420,7 @@ def _review(
             whole_files=run.snapshot.files,
             repository=run.repository() if options.tools else None,
             rules=rules,
+            learnings=learnings,
         )
     if carried_over is None:
         return result

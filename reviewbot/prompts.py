@@ -45,16 +45,17 @@ __all__ = [
     "ReviewContext",
     "file_summaries",
     "prompt_version",
+    "render_learnings",
     "render_messages",
     "render_rules",
     "tool_schemas",
 ]
 
 PROMPT_SERIES = "v1"
-TEMPLATE_NAMES = ("system.j2", "context.j2", "rules.j2", "chunk.j2")
+TEMPLATE_NAMES = ("system.j2", "context.j2", "rules.j2", "learnings.j2", "chunk.j2")
 # The prompt's own tags (context.j2, rules.j2, diffview's <file>): MR and repository text must
 # not open or close them.
-PROMPT_TAG = re.compile(r"<(\s*/?\s*(?:description|file|rules?)\b)", re.IGNORECASE)
+PROMPT_TAG = re.compile(r"<(\s*/?\s*(?:description|file|rules?|learnings?)\b)", re.IGNORECASE)
 MAX_DESCRIPTION_CHARS = 2000
 MAX_LISTED_FILES = 300
 MAX_TITLE_CHARS = 300
@@ -196,6 +197,23 @@ def render_rules(rules: Sequence[Rule]) -> str:
     return _environment().get_template("rules.j2").render(rules=shown)
 
 
+def render_learnings(learnings: Sequence[Rule]) -> str:
+    """The team's learnings for a chunk ("" without any), as prompt rules
+    (``reviewbot.learnings.learning_rules``): after the rules block, before the diff, so
+    chunks with the same learnings share that prefix. Their text was sanitised when made."""
+    if not learnings:
+        return ""
+    shown = [
+        {
+            "name": neutralise_delimiters(_one_line(learning.name)).replace('"', "'"),
+            "category": learning.category.value if learning.category else "",
+            "instructions": neutralise_delimiters(learning.instructions),
+        }
+        for learning in learnings
+    ]
+    return _environment().get_template("learnings.j2").render(learnings=shown)
+
+
 def render_messages(
     context: ReviewContext,
     chunk: Chunk | None,
@@ -203,14 +221,15 @@ def render_messages(
     part: int = 1,
     parts: int = 1,
     rules: Sequence[Rule] = (),
+    learnings: Sequence[Rule] = (),
 ) -> list[dict[str, str]]:
     """Chat messages for one chunk; ``chunk=None`` renders the shared part only (for budgets).
     ``rules``: the review rules of the chunk's files, placed between the MR context (identical
-    for every chunk) and the chunk's diff."""
+    for every chunk) and the chunk's diff; ``learnings`` (the team's) right after them."""
     system, mr = _shared_text(context)
-    rules_text = render_rules(rules)
-    if rules_text:
-        mr = mr + "\n" + rules_text
+    for block in (render_rules(rules), render_learnings(learnings)):
+        if block:
+            mr = mr + "\n" + block
     if chunk is None:
         body = (
             _environment()

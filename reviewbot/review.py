@@ -43,10 +43,12 @@ from reviewbot.findings import (
     with_carried,
 )
 from reviewbot.incremental import CarriedOver
+from reviewbot.learnings import DEFAULT_LEARNINGS_TOKENS
 from reviewbot.llm.backend import MODE_TOOL_CALLS, CallRecord, ChunkRequest, ChunkResult, LLMClient
 from reviewbot.prompts import (
     ReviewContext,
     prompt_version,
+    render_learnings,
     render_messages,
     render_rules,
     tool_schemas,
@@ -103,6 +105,7 @@ class ReviewOptions:
     tool_rounds: int = DEFAULT_TOOL_ROUNDS
     tool_tokens: int = DEFAULT_TOOL_TOKENS
     rules_tokens: int = DEFAULT_RULES_TOKENS  # review rules per chunk, at most
+    learnings_tokens: int = DEFAULT_LEARNINGS_TOKENS  # the team's learnings per chunk, at most
 
 
 def review_options(settings: Settings) -> ReviewOptions:
@@ -125,6 +128,7 @@ def review_options(settings: Settings) -> ReviewOptions:
         tool_rounds=settings.tool_rounds,
         tool_tokens=settings.tool_tokens,
         rules_tokens=settings.rules_tokens,
+        learnings_tokens=settings.learnings_tokens,
     )
 
 
@@ -158,6 +162,21 @@ class UnreviewedPart:
         )
 
 
+@dataclass(frozen=True)
+class RuleKind:
+    """Review rules, or the team's learnings given to the model as rules: how each is
+    rendered, budgeted (the ReviewOptions field) and named in the summary."""
+
+    noun: str
+    tokens: str
+    setting: str
+    render: Callable[[Sequence[Rule]], str]
+
+
+REVIEW_RULES = RuleKind("review rule", "rules", "rules_tokens", render_rules)
+LEARNINGS = RuleKind("learning", "learnings", "learnings_tokens", render_learnings)
+
+
 @dataclass
 class RulesApplied:
     """Which review rules each chunk got: those whose paths match one of the chunk's files,
@@ -170,6 +189,7 @@ class RulesApplied:
     applied: dict[int, tuple[str, ...]] = field(default_factory=dict)  # chunk -> rule names
     dropped: dict[str, list[int]] = field(default_factory=dict)  # rule -> chunks it missed
     _fitted: dict[tuple[str, ...], tuple[Rule, ...]] = field(default_factory=dict, repr=False)
+    kind: RuleKind = REVIEW_RULES  # or LEARNINGS
 
     @classmethod
     def for_review(
@@ -179,25 +199,28 @@ class RulesApplied:
         counter: TokenCounter,
         options: ReviewOptions,
         budget: Budget,
+        kind: RuleKind = REVIEW_RULES,
     ) -> RulesApplied:
         """The rules of a review and the tokens kept for them: the rules of every file of the
-        diff rendered, capped by ``options.rules_tokens`` and MAX_RULES_SHARE of the room."""
+        diff rendered, capped by ``options.rules_tokens`` (``learnings_tokens`` for learnings)
+        and MAX_RULES_SHARE of the room."""
         every = rules_for_paths(rule_set, _paths_of(files))
-        if not every or options.rules_tokens <= 0:
-            return cls(rule_set, 0, counter)
+        tokens = getattr(options, kind.setting)
+        if not every or tokens <= 0:
+            return cls(rule_set, 0, counter, kind=kind)
         room = math.floor(max(0, budget.available) * MAX_RULES_SHARE)
-        needed = counter.count(render_rules(every))
-        return cls(rule_set, min(options.rules_tokens, needed, room), counter)
+        needed = counter.count(kind.render(every))
+        return cls(rule_set, min(tokens, needed, room), counter, kind=kind)
 
     def of(self, chunk: Chunk) -> tuple[Rule, ...]:
         """The rules ``chunk`` is shown (recorded as applied to it)."""
         matching = rules_for_paths(self.rule_set, _paths_of(chunk.files.values()))
         key = tuple(rule.name for rule in matching)
         if key not in self._fitted:
-            counter = self.counter
+            counter, render = self.counter, self.kind.render
             kept, _ = fit_rules(
                 matching,
-                lambda rules: counter.count(render_rules(rules)) if counter else 0,
+                lambda rules: counter.count(render(rules)) if counter else 0,
                 self.reserve,
             )
             self._fitted[key] = kept
@@ -215,8 +238,8 @@ class RulesApplied:
         for name, chunks in self.dropped.items():
             where = ", ".join(str(index + 1) for index in sorted(set(chunks)))
             notes.append(
-                f"review rule `{name}` not given to chunk(s) {where}: no room within "
-                f"{self.reserve} rules tokens (setting rules_tokens)"
+                f"{self.kind.noun} `{name}` not given to chunk(s) {where}: no room within "
+                f"{self.reserve} {self.kind.tokens} tokens (setting {self.kind.setting})"
             )
         return notes
 
@@ -251,6 +274,7 @@ class ReviewResult:
     # output mode, or the rounds they took ("" when the review had no repository to read).
     tools: str = ""
     rules: RulesApplied = field(default_factory=RulesApplied)
+    learnings: RulesApplied = field(default_factory=lambda: RulesApplied(kind=LEARNINGS))
 
     @property
     def rule_notes(self) -> list[str]:
@@ -261,7 +285,7 @@ class ReviewResult:
             if unknown
             else []
         )
-        return self.rules.notes() + cited
+        return self.rules.notes() + self.learnings.notes() + cited
 
     @property
     def complete(self) -> bool:
@@ -490,6 +514,7 @@ def review_files(
     whole_files: Sequence[FileDiff] | None = None,
     repository: RepositoryView | None = None,
     rules: RuleSet | None = None,
+    learnings: RuleSet | None = None,
 ) -> ReviewResult:
     """Review ``files`` with the model and return anchored findings plus every call's figures.
 
@@ -499,7 +524,8 @@ def review_files(
     ``repository``: the tree at the head, for the model's repository tools (with
     ``options.tools``; see :func:`review_tools`).
     ``rules``: the review rules (reviewbot.rules); each chunk gets those of its files, within
-    a budget the chunk planner keeps for them.
+    a budget the chunk planner keeps for them; ``learnings`` (the team's, as rules:
+    reviewbot.learnings.learning_rules) likewise, within ``options.learnings_tokens``.
     """
     started = time.monotonic()
     info = llm.server_info()
@@ -508,12 +534,16 @@ def review_files(
     budget = budget_for(llm, counter, context, options, max_model_len, sending.tools)
     applied = RulesApplied.for_review(rules or RuleSet(), files, counter, options, budget)
     budget = dataclasses.replace(budget, overhead=budget.overhead + applied.reserve)
+    taught = RulesApplied.for_review(
+        learnings or RuleSet(), files, counter, options, budget, LEARNINGS
+    )
+    budget = dataclasses.replace(budget, overhead=budget.overhead + taught.reserve)
     review_plan = plan(files, budget, counter, contents=contents, options=options.plan_options)
     if on_planned:
         on_planned(review_plan)
     answers = _send_chunks(
         list(review_plan.chunks),
-        _Prompting(context, applied, counter, budget),
+        _Prompting(context, applied, counter, budget, taught),
         llm,
         on_chunk_done,
         concurrency,
@@ -536,6 +566,7 @@ def review_files(
         unreviewed=answers.unreviewed,
         tools=tools_line,
         rules=applied,
+        learnings=taught,
     )
 
 
@@ -593,6 +624,7 @@ class _Prompting:
     rules: RulesApplied
     counter: TokenCounter
     budget: Budget
+    learnings: RulesApplied = field(default_factory=lambda: RulesApplied(kind=LEARNINGS))
 
 
 @dataclass
@@ -651,6 +683,7 @@ def _send_chunks(
                 part=chunk.index + 1,
                 parts=len(chunks),
                 rules=prompting.rules.of(chunk),
+                learnings=prompting.learnings.of(chunk),
             )
             prompt_tokens = budget.overhead + chunk.tokens
             requests.append(sending.request(chunk.index, messages, prompt_tokens, budget))

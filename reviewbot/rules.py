@@ -90,6 +90,7 @@ class RuleSource(StrEnum):
     REPOSITORY = "repository"
     DUO = "duo"
     CONTEXT = "context"
+    LEARNING = "learning"  # a team learning (reviewbot.learnings), from the database
 
 
 @dataclass(frozen=True)

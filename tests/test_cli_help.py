@@ -108,5 +108,13 @@ def test_the_project_option_is_declared_once_and_means_the_same_everywhere() -> 
         for param in resolve(path).params:
             if "--project" in getattr(param, "opts", ()):
                 taking[" ".join(path)] = (type(param.type), param.metavar)
-    assert set(taking) == {"run", "doctor", "reviews list", "feedback sync", "report"}
+    assert set(taking) == {
+        "run",
+        "doctor",
+        "reviews list",
+        "feedback sync",
+        "report",
+        "learnings add",
+        "learnings list",
+    }
     assert set(taking.values()) == {(ProjectRef, "ID_OR_PATH")}

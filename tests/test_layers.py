@@ -34,6 +34,7 @@ CORE = {
     "reviewbot.incremental",
     "reviewbot.input_files",
     "reviewbot.interdiff",
+    "reviewbot.learnings",
     "reviewbot.markdown",
     "reviewbot.positions",
     "reviewbot.prompts",
@@ -109,6 +110,7 @@ ADAPTERS = {
     "reviewbot.store.report_queries",
     "reviewbot.store.eval_queries",
     "reviewbot.store.reply_queries",
+    "reviewbot.store.learning_queries",
 }
 PIPELINE = {
     "reviewbot.app",
@@ -116,6 +118,7 @@ PIPELINE = {
     "reviewbot.mr",
     "reviewbot.publish",
     "reviewbot.feedback",
+    "reviewbot.teaching",
     "reviewbot.report",
     "reviewbot.report_html",
     "reviewbot.eval",

@@ -45,6 +45,7 @@ LAZY_COMMANDS = {
     "reviews": ("reviewbot.commands.reviews", "reviews_group"),
     "db": ("reviewbot.commands.db", "db_group"),
     "feedback": ("reviewbot.commands.accuracy", "feedback_group"),
+    "learnings": ("reviewbot.commands.learnings", "learnings_group"),
     "report": ("reviewbot.commands.accuracy", "report_command"),
     "eval": ("reviewbot.commands.accuracy", "eval_command"),
     "capacity": ("reviewbot.commands.ops", "capacity_command"),

@@ -21,6 +21,7 @@ from reviewbot.store.figures import (
     MetricsSnapshot,
     TokenTotals,
 )
+from reviewbot.store.learning_queries import LearningBook
 from reviewbot.store.migrate import current_revision, ensure_schema, head_revision, upgrade
 from reviewbot.store.store import (
     DatabaseUnavailableError,
@@ -35,6 +36,7 @@ __all__ = [
     "DEFAULT_METRIC_BUCKETS",
     "DatabaseUnavailableError",
     "HistogramCounts",
+    "LearningBook",
     "MergeRequestKey",
     "MetricBuckets",
     "MetricsSnapshot",

@@ -38,6 +38,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from reviewbot.diff import Side as DiffSide
 from reviewbot.findings import AnchorKind, FindingState
+from reviewbot.learnings import LearningSource, LearningStatus
 
 # Deterministic constraint names, so migrations can refer to them on every backend.
 NAMING_CONVENTION = {
@@ -134,23 +135,6 @@ class Verdict(StrEnum):
     KEEP = "keep"
     DROP = "drop"
     UNVERIFIED = "unverified"  # the verifier's answer was unreadable or missing: kept
-
-
-class LearningStatus(StrEnum):
-    """Life cycle of a team learning."""
-
-    PROPOSED = "proposed"  # suggested from repeated 👎: applied only once a human accepts it
-    ACTIVE = "active"
-    REJECTED = "rejected"
-    REMOVED = "removed"
-
-
-class LearningSource(StrEnum):
-    """Where a learning came from."""
-
-    THREAD = "thread"  # `/reviewbot learn …` (or a confirmed intent) in a bot thread
-    CLI = "cli"  # `reviewbot learnings add`
-    PROPOSAL = "proposal"  # proposed from repeated negative feedback
 
 
 class ReplyCommand(StrEnum):

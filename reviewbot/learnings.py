@@ -1,0 +1,300 @@
+"""Team learnings (pure): a short instruction to the reviewer with a scope, how its text is
+made safe, which paths and findings it is for, and which findings it suppresses.
+
+A learning belongs to one project (``project_id``) or to a group (``group_path``, no project:
+every project under that group, subgroups included). Its ``path_globs`` use the glob
+semantics of review rules (``reviewbot.rules``: whole path from the repository root, ``*`` in
+one segment, ``**`` across segments, ``!`` excludes; none: every path), its optional
+``category`` is a finding category (``reviewbot.findings.Category``).
+
+Every active learning whose globs match one of a chunk's paths goes into the prompt as an
+instruction. A learning *explicitly excludes* a finding (the finding is dropped before
+posting, stored as ``suppressed_by_learning``) only when all three hold:
+
+- the learning names a category, and it is the finding's category;
+- the finding's path matches the learning's globs;
+- its text says not to flag something: it holds "don't flag", "do not flag", "never flag",
+  "stop flagging", "no need to flag" (or "report"/"comment on"/"mention" for "flag"),
+  case-insensitive (:data:`EXCLUSION_WORDS`).
+
+So "we use `assert` for invariants in tests; don't flag it" with category ``style`` and glob
+``tests/**`` suppresses style findings under tests/; "prefer pathlib" only instructs.
+
+Text is sanitised like findings (``reviewbot.markdown``: no quick actions, no mentions, no
+HTML), folded onto one line and capped at :data:`MAX_LEARNING_CHARS`.
+
+Owns: :class:`Learning`, the text sanitiser, the scope checks, :func:`learning_applies`,
+:func:`learning_excludes` and the caps. Must not: read or write the database
+(``reviewbot.store.learning_queries``), talk to GitLab, or decide who may teach.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from reviewbot.findings import Category
+from reviewbot.markdown import printable_text, sanitize_markdown
+from reviewbot.rules import Rule, RuleSet, RuleSource, glob_matches, glob_problem
+
+__all__ = [
+    "DEFAULT_LEARNINGS_TOKENS",
+    "DEFAULT_PROPOSAL_THRESHOLD",
+    "EXCLUSION_WORDS",
+    "MAX_LEARNINGS_PER_PROJECT",
+    "MAX_LEARNING_CHARS",
+    "MAX_LEARNING_GLOBS",
+    "MAX_PROPOSAL_THRESHOLD",
+    "Learning",
+    "LearningError",
+    "LearningLimitError",
+    "LearningSource",
+    "LearningStatus",
+    "ancestor_groups",
+    "checked_category",
+    "checked_globs",
+    "checked_text",
+    "learning_applies",
+    "learning_excludes",
+    "learning_rules",
+    "learnings_for_paths",
+    "sanitised_learning_text",
+]
+
+# A learning is a sentence or two ("we use assert in tests; don't flag it"): 500 characters
+# leave room for a reason and an example, and keep 30 learnings within ~4,000 prompt tokens.
+MAX_LEARNING_CHARS = 500
+# Learnings in force or proposed per project (and per group): a team that needs more is
+# writing review rules (reviewbot.rules), which live in the repository.
+MAX_LEARNINGS_PER_PROJECT = 100
+MAX_LEARNING_GLOBS = 20
+# Tokens of learnings per chunk (setting learnings_tokens): some 15 learnings of 60 tokens.
+DEFAULT_LEARNINGS_TOKENS = 1000
+# Negative outcomes of one kind of finding in a project before a learning is proposed.
+DEFAULT_PROPOSAL_THRESHOLD = 3
+MAX_PROPOSAL_THRESHOLD = 1_000  # a kind of finding thumbed down this often is noise anyway
+LEARNING_RULE_PREFIX = "learning "
+MAX_SHOWN_CHARS = 60
+WHITESPACE_RUN = re.compile(r"\s+")
+EXCLUSION_WORDS = re.compile(
+    r"\b(?:do\s*n[o']?t|never|stop|no\s+need\s+to)\s+"
+    r"(?:flag|report|comment\s+on|mention)(?:ging|ing|s)?\b",
+    re.IGNORECASE,
+)
+
+
+class LearningStatus(StrEnum):
+    """Life cycle of a team learning."""
+
+    PROPOSED = "proposed"  # suggested from repeated 👎: applied only once a human accepts it
+    ACTIVE = "active"
+    REJECTED = "rejected"
+    REMOVED = "removed"
+
+
+class LearningSource(StrEnum):
+    """Where a learning came from."""
+
+    THREAD = "thread"  # `/reviewbot learn …` (or a confirmed intent) in a bot thread
+    CLI = "cli"  # `reviewbot learnings add`
+    PROPOSAL = "proposal"  # proposed from repeated negative feedback
+
+
+class LearningError(ValueError):
+    """A learning that cannot be made as given (empty text, a bad glob, an unknown category)."""
+
+
+class LearningLimitError(LearningError):
+    """A project (or group) already holds :data:`MAX_LEARNINGS_PER_PROJECT` learnings."""
+
+
+@dataclass(frozen=True)
+class Learning:
+    """One learning as stored; ``id`` is None until it is."""
+
+    text: str
+    gitlab_url: str | None = None
+    project_id: int | None = None  # None: a group's learning (group_path)
+    project: str | None = None  # the project's path when it was made
+    group_path: str | None = None
+    path_globs: tuple[str, ...] = ()  # none: every path
+    category: str | None = None
+    status: LearningStatus = LearningStatus.ACTIVE
+    source: LearningSource = LearningSource.CLI
+    author: str | None = None
+    author_id: int | None = None
+    mr_iid: int | None = None
+    discussion_id: str | None = None
+    note_id: int | None = None  # the note it was made from
+    created_at: datetime | None = None
+    accepted_by: str | None = None
+    accepted_at: datetime | None = None
+    removed_at: datetime | None = None
+    proposal_key: str | None = None
+    proposal_evidence: dict[str, Any] | None = None
+    proposal_note_id: int | None = None
+    id: int | None = None
+
+    @property
+    def excludes(self) -> bool:
+        """Whether it suppresses the findings it matches (module notes), not only instructs."""
+        return self.category is not None and EXCLUSION_WORDS.search(self.text) is not None
+
+    @property
+    def scope(self) -> str:
+        """Where it applies, in words: "project group/app" or "group group"."""
+        if self.project_id is None:
+            return f"group {self.group_path}"
+        return f"project {self.project or self.project_id}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "scope": self.scope,
+            "gitlab_url": self.gitlab_url,
+            "project_id": self.project_id,
+            "project": self.project,
+            "group_path": self.group_path,
+            "path_globs": list(self.path_globs),
+            "category": self.category,
+            "text": self.text,
+            "excludes": self.excludes,
+            "status": self.status.value,
+            "source": self.source.value,
+            "author": self.author,
+            "mr_iid": self.mr_iid,
+            "discussion_id": self.discussion_id,
+            "note_id": self.note_id,
+            "created_at": _iso(self.created_at),
+            "accepted_by": self.accepted_by,
+            "accepted_at": _iso(self.accepted_at),
+            "removed_at": _iso(self.removed_at),
+            "proposal_evidence": self.proposal_evidence,
+        }
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+def sanitised_learning_text(text: str) -> str:
+    """``text`` safe to store, show on GitLab and put in a prompt: printable, on one line,
+    sanitised as findings are (no quick action, mention or HTML), at most
+    :data:`MAX_LEARNING_CHARS` characters (cut with a marker)."""
+    one_line = WHITESPACE_RUN.sub(" ", printable_text(text)).strip()
+    # A line that opens a code fence comes back closed on a second line: fold it again.
+    safe = sanitize_markdown(one_line, max_chars=MAX_LEARNING_CHARS)
+    return WHITESPACE_RUN.sub(" ", safe).strip()
+
+
+def checked_text(text: str) -> str:
+    """The sanitised text of a new learning; LearningError when empty or over the cap."""
+    one_line = WHITESPACE_RUN.sub(" ", printable_text(text)).strip()
+    if not one_line:
+        raise LearningError("the learning's text is empty: say what the reviewer should do")
+    if len(one_line) > MAX_LEARNING_CHARS:
+        raise LearningError(
+            f"the learning's text is {len(one_line)} characters long; at most "
+            f"{MAX_LEARNING_CHARS} are allowed (a sentence or two)"
+        )
+    return sanitised_learning_text(one_line)
+
+
+def checked_globs(globs: Iterable[str]) -> tuple[str, ...]:
+    """The globs of a new learning, stripped; LearningError for an unusable one or too many."""
+    cleaned = tuple(glob.strip() for glob in globs)
+    if len(cleaned) > MAX_LEARNING_GLOBS:
+        raise LearningError(
+            f"{len(cleaned)} path globs given; a learning takes at most {MAX_LEARNING_GLOBS}"
+        )
+    for glob in cleaned:
+        problem = glob_problem(glob)
+        if problem is not None:
+            raise LearningError(f"path glob {_shown(glob)} {problem}")
+    return cleaned
+
+
+def checked_category(category: str | None) -> str | None:
+    """A finding category (or None); LearningError naming the allowed ones otherwise."""
+    if category is None:
+        return None
+    value = category.strip().lower()
+    if value not in {choice.value for choice in Category}:
+        allowed = ", ".join(choice.value for choice in Category)
+        raise LearningError(f"category {_shown(category)} is not one of: {allowed}")
+    return value
+
+
+def _shown(text: str) -> str:
+    printable = printable_text(text)
+    if len(printable) > MAX_SHOWN_CHARS:
+        printable = printable[: MAX_SHOWN_CHARS - 1] + "…"
+    return repr(printable)
+
+
+def ancestor_groups(project_path: str) -> tuple[str, ...]:
+    """The groups a project is under, nearest first: "a/b/app" -> ("a/b", "a")."""
+    parts = project_path.strip("/").split("/")[:-1]
+    return tuple("/".join(parts[:count]) for count in range(len(parts), 0, -1))
+
+
+def _path_matches(globs: Sequence[str], path: str) -> bool:
+    includes = [glob for glob in globs if not glob.startswith("!")]
+    excludes = [glob[1:] for glob in globs if glob.startswith("!")]
+    included = not includes or any(glob_matches(glob, path) for glob in includes)
+    return included and not any(glob_matches(glob, path) for glob in excludes)
+
+
+def learning_applies(learning: Learning, path: str, category: str | None = None) -> bool:
+    """Whether ``learning`` is for a finding (or a chunk's file) at ``path``: its globs match
+    (review rules' semantics) and, when both name a category, the categories are the same."""
+    if category is not None and learning.category is not None and category != learning.category:
+        return False
+    return _path_matches(learning.path_globs, path)
+
+
+def learning_excludes(learning: Learning, path: str, category: str) -> bool:
+    """Whether ``learning`` explicitly excludes a finding of ``category`` at ``path`` (module
+    notes): an active "don't flag" learning of that very category whose globs match."""
+    return (
+        learning.status is LearningStatus.ACTIVE
+        and learning.excludes
+        and learning.category == category
+        and _path_matches(learning.path_globs, path)
+    )
+
+
+def learnings_for_paths(
+    learnings: Iterable[Learning], paths: Iterable[str]
+) -> tuple[Learning, ...]:
+    """The active learnings that apply to at least one of ``paths``, in the given order."""
+    wanted = list(paths)
+    return tuple(
+        learning
+        for learning in learnings
+        if learning.status is LearningStatus.ACTIVE
+        and any(learning_applies(learning, path) for path in wanted)
+    )
+
+
+def learning_rules(learnings: Iterable[Learning]) -> RuleSet:
+    """The active learnings as prompt rules (named "learning <id>", in the given order): the
+    review budgets and places them as it does review rules (``learnings_tokens``)."""
+    return RuleSet(
+        tuple(
+            Rule(
+                name=f"{LEARNING_RULE_PREFIX}{learning.id}",
+                source=RuleSource.LEARNING,
+                origin=learning.scope,
+                instructions=learning.text,
+                paths=learning.path_globs,
+                category=Category(learning.category) if learning.category else None,
+            )
+            for learning in learnings
+            if learning.status is LearningStatus.ACTIVE
+        )
+    )
