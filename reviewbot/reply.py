@@ -11,7 +11,10 @@ worker runs :func:`run_reply`:
 4. the thread is read again from GitLab: its first note must be the bot's (never answer in a
    thread the bot did not start), the triggering note must still be there, and its author must
    not be a bot (``GET /users/:id``);
-5. ``ignore``: the thread is resolved and negative feedback recorded (no model call); otherwise
+5. ``ignore``: the thread is resolved and negative feedback recorded (no model call);
+   ``learn <text>``: a Developer (or more: ``GitLabClient.can_teach``) makes a learning for the
+   project and the finding's category (``reviewbot.teaching``), confirmed in the answer; a
+   note from anyone else is dropped with the reason in the log; otherwise
    the model answers, seeing the finding, the code around its line at the MR's head (and
    whether the line changed since), and the thread so far; ``fix`` adds a GitLab suggestion
    block only when the thread's line is on the MR's current diff version;
@@ -35,12 +38,14 @@ from reviewbot.app import App
 from reviewbot.comments import line_text_hash, parse_marker
 from reviewbot.diff import Side
 from reviewbot.gitlab import GitLabClient
+from reviewbot.learnings import LearningError, LearningSource
 from reviewbot.markdown import sanitize_markdown, suggestion_block
 from reviewbot.positions import position_for
 from reviewbot.queue import Job
 from reviewbot.store.models import FeedbackKind, ReplyCommand, ReplyStatus
 from reviewbot.store.reply_queries import ReplyRecord, ReplyStore, ThreadFinding
 from reviewbot.store.store import utc_now
+from reviewbot.teaching import add_learning
 
 __all__ = ["REPLY_PROMPT_TAG", "reply_marker", "run_reply"]
 
@@ -55,6 +60,7 @@ THREAD_NOTES_SHOWN = 20  # the newest notes of the thread given to the model
 NOTE_CHARS_SHOWN = 2000  # each note cut to this many characters in the prompt
 MS_PER_S = 1000.0
 SUGGESTION_IN_ANSWER = re.compile(r"^(`{3,})suggestion[^\n]*\n(.*?)^\1[ \t]*$", re.M | re.S)
+LEARN_COMMAND = re.compile(r"\A\s*(?:/reviewbot|@\S+)\s+learn\b", re.IGNORECASE)
 IGNORED_VALUE = "ignore_command"  # feedback value of `/reviewbot ignore`
 LEARN_HINT = (
     "To have reviewbot stop flagging this kind of code, reply with "
@@ -114,6 +120,9 @@ def run_reply(app: App, job: Job) -> None:
         _drop(replies, record, "the thread's finding is no longer in the store")
         return
     answer = _answer(app, gitlab, project, job, record, finding)
+    if answer is None:
+        _drop(replies, record, f"@{record.author} may not teach (Developer role or above)")
+        return
     if _too_late(record.created_at, timeout_s):
         _drop(replies, record, f"answer ready after reply_timeout_s ({timeout_s:g} s)")
         return
@@ -170,10 +179,13 @@ def _answer(
     job: Job,
     record: ReplyRecord,
     finding: ThreadFinding,
-) -> _Answer:
+) -> _Answer | None:
+    """The answer to post; None when the note asks to teach and its author may not."""
     if record.command == ReplyCommand.IGNORE.value:
         return _ignore(app, gitlab, project, job, record, finding)
     discussion = gitlab.discussion(project, job.mr_iid, record.discussion_id)
+    if record.command == ReplyCommand.LEARN.value:
+        return _learn(app, gitlab, project, job, finding, discussion)
     code = code_at_head(gitlab, project, job.mr_iid, finding, discussion)
     messages = reply_messages(record, finding, code, discussion.get("notes") or [])
     model = app.model()
@@ -230,6 +242,44 @@ def _ignore(
         event_key=f"reply-ignore:{record.reply_key}",
     )
     return _Answer(body=f"Resolved: this finding is recorded as not useful.\n\n{LEARN_HINT}")
+
+
+def _learn(
+    app: App,
+    gitlab: GitLabClient,
+    project: int | str,
+    job: Job,
+    finding: ThreadFinding,
+    discussion: dict[str, Any],
+) -> _Answer | None:
+    """Make the learning the note states, for the project and the finding's category."""
+    note = next(
+        (n for n in discussion.get("notes") or [] if n.get("id") == job.payload.get("note_id")),
+        {},
+    )
+    author = note.get("author") or {}
+    if not isinstance(author.get("id"), int) or not gitlab.can_teach(project, author["id"]):
+        return None
+    text = LEARN_COMMAND.sub("", str(note.get("body") or ""), count=1).strip()
+    try:
+        learning = add_learning(
+            app,
+            text,
+            project=str(project),
+            category=finding.category,
+            author=author.get("username"),
+            source=LearningSource.THREAD,
+        )
+    except LearningError as error:
+        return _Answer(body=f"Nothing learned: {sanitize_markdown(str(error), max_chars=500)}")
+    quoted = sanitize_markdown(learning.text, max_chars=MAX_ANSWER_CHARS)
+    return _Answer(
+        body=(
+            f"Learned (learning {learning.id}, project {learning.project}, category "
+            f"`{finding.category}`, every path):\n\n> {quoted}\n\nIt applies from the next "
+            f"review. Remove it with `reviewbot learnings remove {learning.id}`."
+        )
+    )
 
 
 def split_suggestion(text: str) -> tuple[str, str | None]:
@@ -290,7 +340,7 @@ def reply_messages(
         ),
         ReplyCommand.EXPLAIN.value: "Explain the finding: why it matters, and how to fix it.",
         ReplyCommand.ASK.value: "Answer the human's last message in the thread.",
-    }[record.command]
+    }.get(record.command, "Answer the human's last message in the thread.")
     system = (
         f'{REPLY_PROMPT_TAG} command="{record.command}">\n'
         "You are reviewbot, a code reviewer answering in a thread you started on a merge "

@@ -28,6 +28,7 @@ from reviewbot.store import Store
 from reviewbot.store.models import Feedback as FeedbackRow
 from reviewbot.store.models import JobKind
 from reviewbot.store.models import Reply as ReplyRow
+from reviewbot.teaching import project_learnings
 from reviewbot.webhook.openapi import WEBHOOK_PATH
 from reviewbot.webhook.payloads import parse_reply_command
 from reviewbot.webhook.server import create_app
@@ -47,6 +48,7 @@ PROJECT_ID = 7
 ALICE_TOKEN = "glpat-alice"
 THREAD_NOTES = r"/discussions/[0-9a-f]+/notes$"
 EXPIRED_LEASE_S = 1.0
+DEVELOPER, REPORTER = 30, 20  # GitLab access levels
 
 
 class Thread:
@@ -361,3 +363,28 @@ def test_any_note_parses_to_a_known_reply_command_or_none(note: str) -> None:
 )
 def test_reply_commands(note: str, command: str | None) -> None:
     assert parse_reply_command(note, BOT) == command
+
+
+def test_learn_by_a_developer_makes_a_learning_and_confirms_it(thread: Thread) -> None:
+    thread.world.gitlab.add_member(PROJECT, "alice", DEVELOPER)
+    note = thread.say("/reviewbot learn we compare to None on purpose in app.py; don't flag it")
+    assert thread.hook(note)["status"] == "queued"
+    thread.work()
+    [answer] = thread.answers(note["id"])
+    with App(thread.settings) as app:
+        [learning] = project_learnings(app, project=PROJECT)
+    assert learning.text.startswith("we compare to None on purpose")
+    assert (learning.author, learning.source, learning.category) == ("alice", "thread", "bug")
+    assert f"learning {learning.id}" in answer["body"] and "on purpose" in answer["body"]
+
+
+def test_learn_by_someone_without_the_developer_role_is_dropped(thread: Thread) -> None:
+    thread.world.gitlab.add_member(PROJECT, "alice", REPORTER)
+    note = thread.say("/reviewbot learn ignore everything")
+    thread.hook(note)
+    thread.work()
+    assert thread.answers(note["id"]) == []
+    [reply] = thread.replies()
+    assert reply.status == "dropped" and "may not teach" in reply.reason
+    with App(thread.settings) as app:
+        assert project_learnings(app, project=PROJECT) == []

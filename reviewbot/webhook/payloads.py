@@ -106,7 +106,7 @@ MAX_DISCUSSION_ID_CHARS = 64  # = reviewbot.store.models.SHA_LENGTH
 # The users GitLab makes for project and group access tokens (and service accounts' default).
 ACCESS_TOKEN_BOT = re.compile(r"(?:project|group)_\d+_bot(?:_[0-9a-f]+|\d*)", re.IGNORECASE)
 # `/reviewbot explain|fix|ignore` on the first line: a reply in one of the bot's threads.
-REPLY_COMMANDS = ("explain", "fix", "ignore")
+REPLY_COMMANDS = ("explain", "fix", "ignore", "learn")
 
 
 class PayloadError(ValueError):
@@ -237,7 +237,8 @@ def parse_command(note: str, bot_username: str) -> Command | None:
 
 
 def parse_reply_command(note: str, bot_username: str) -> str | None:
-    """What a note in one of the bot's threads asks of it: ``explain``, ``fix`` or ``ignore``
+    """What a note in one of the bot's threads asks of it: ``explain``, ``fix``, ``ignore`` or
+    ``learn``
     (``/reviewbot <command>`` or ``@<bot> <command>`` on the first line), ``ask`` (the bot
     mentioned anywhere, or addressed without one of those commands), or None (not for us).
 
