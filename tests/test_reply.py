@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
@@ -24,6 +25,7 @@ from reviewbot.app import App
 from reviewbot.gitlab import GitLabClient, GitLabSettings
 from reviewbot.queue import JobQueue
 from reviewbot.reply import reply_marker
+from reviewbot.report import build_report, report_markdown
 from reviewbot.store import Store
 from reviewbot.store.models import Feedback as FeedbackRow
 from reviewbot.store.models import JobKind
@@ -32,6 +34,7 @@ from reviewbot.teaching import project_learnings
 from reviewbot.webhook.openapi import WEBHOOK_PATH
 from reviewbot.webhook.payloads import parse_reply_command
 from reviewbot.webhook.server import create_app
+from reviewbot.window import Window
 from reviewbot.worker import Worker
 from tests.mr_world import (  # noqa: F401
     BOT_TOKEN,
@@ -388,3 +391,46 @@ def test_learn_by_someone_without_the_developer_role_is_dropped(thread: Thread) 
     assert reply.status == "dropped" and "may not teach" in reply.reason
     with App(thread.settings) as app:
         assert project_learnings(app, project=PROJECT) == []
+
+
+def test_the_report_counts_answers_and_their_reception(thread: Thread) -> None:
+    asked, ignored = thread.say("@reviewbot why?"), thread.say("/reviewbot ignore")
+    thread.hook(asked)
+    thread.hook(ignored)
+    thread.work()
+    [answer] = thread.answers(asked["id"])
+    thread.world.gitlab.add_award_emoji(PROJECT, 1, answer["id"], "thumbsdown", "alice")
+    award = {
+        "object_kind": "emoji",
+        "user": {"id": 2, "username": "alice", "name": "Alice"},
+        "project": {"id": PROJECT_ID, "path_with_namespace": PROJECT},
+        "object_attributes": {
+            "name": "thumbsdown",
+            "awardable_type": "Note",
+            "awardable_id": answer["id"],
+            "action": "award",
+        },
+    }
+    headers = {"X-Gitlab-Event": "Emoji Hook", "X-Gitlab-Token": SECRET}
+    thread.client.post(WEBHOOK_PATH, json=award, headers=headers)
+    now = datetime.now(UTC)
+    report = build_report(thread.store, Window(now - timedelta(days=1), now), now=now)
+    assert report["replies"] == [
+        {
+            "command": "ask",
+            "status": "posted",
+            "replies": 1,
+            "thumbs_up": 0,
+            "thumbs_down": 1,
+            "model_calls": 1,
+        },
+        {
+            "command": "ignore",
+            "status": "posted",
+            "replies": 1,
+            "thumbs_up": 0,
+            "thumbs_down": 0,
+            "model_calls": 0,
+        },
+    ]
+    assert "| ask | posted | 1 | 0 | 1 | 1 |" in report_markdown(report)

@@ -203,8 +203,11 @@ class ReplyStore:
 
     # -- the report ---------------------------------------------------------------------
 
-    def reply_figures(self, since: datetime | None = None) -> list[dict[str, Any]]:
-        """Per command and status: how many replies, and the 👍/👎 given on them."""
+    def reply_figures(
+        self, since: datetime, until: datetime, project: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Per command and status, replies to notes that arrived in [since, until) (of
+        ``project`` when given): how many, their model calls, and the 👍/👎 given on them."""
         up = func.sum(case((FeedbackRow.value == THUMBS_UP, 1), else_=0))
         down = func.sum(case((FeedbackRow.value == THUMBS_DOWN, 1), else_=0))
         reactions = (
@@ -226,8 +229,9 @@ class ReplyStore:
             .group_by(ReplyRow.command, ReplyRow.status)
             .order_by(ReplyRow.command, ReplyRow.status)
         )
-        if since is not None:
-            query = query.where(ReplyRow.created_at >= since)
+        query = query.where(ReplyRow.created_at >= since, ReplyRow.created_at < until)
+        if project is not None:
+            query = query.where(ReplyRow.project == project)
         with self._engine.connect() as connection:
             return [
                 {
