@@ -92,6 +92,12 @@ DATABASE_SCHEMES = ("sqlite", "postgresql", "postgres")
 # GitLab.com allows 300 note creations per minute per user; stay well below. Self-managed
 # GitLab without that limit can raise it.
 DEFAULT_GITLAB_NOTES_PER_MINUTE = 120
+# Answers in threads: five minutes, then an answer is stale; 30 per MR and 20 per user an hour
+# keep a chatty thread (or a loop between two bots) from costing the model's capacity.
+DEFAULT_REPLY_TIMEOUT_S = 300.0
+DEFAULT_REPLY_MAX_PER_MR_PER_HOUR = 30
+DEFAULT_REPLY_MAX_PER_USER_PER_HOUR = 20
+MAX_REPLIES_PER_HOUR = 10_000
 # Prompt tokens of one review allowed to wait for their first token at once: one 64K context,
 # so another merge request's request queues behind at most one full-size chunk of this review
 # (reviewbot.llm.prefill). 0 turns the limit off.
@@ -456,6 +462,27 @@ class Settings:
         1_000_000,
         bounds=Bounds(1, MAX_WEBHOOK_BODY_BYTES),
         help="Larger webhook bodies are refused with 413.",
+    )
+    # -- answers in the bot's threads (issue 21, docs/conversation.md) ----------------------
+    reply_timeout_s: float = setting(
+        DEFAULT_REPLY_TIMEOUT_S,
+        bounds=Bounds(0, MAX_TIMEOUT_S, above_low=True, unit="seconds"),
+        help="An answer in a thread not ready this many seconds after the human's note is "
+        "dropped with a log line, not posted late: one answer takes the model seconds, so one "
+        "this late waited behind reviews or outages, and the thread has likely moved on "
+        "([conversation.md](conversation.md)).",
+    )
+    reply_max_per_mr_per_hour: int = setting(
+        DEFAULT_REPLY_MAX_PER_MR_PER_HOUR,
+        bounds=Bounds(1, MAX_REPLIES_PER_HOUR),
+        help="Answers in the bot's threads per merge request per hour; notes beyond are "
+        "recorded as dropped (rate limited) and not answered.",
+    )
+    reply_max_per_user_per_hour: int = setting(
+        DEFAULT_REPLY_MAX_PER_USER_PER_HOUR,
+        bounds=Bounds(1, MAX_REPLIES_PER_HOUR),
+        help="Answers to one user per project per hour; notes beyond are recorded as dropped "
+        "(rate limited) and not answered.",
     )
     repo_cache_dir: str = setting(
         default_factory=_default_repo_cache_dir,

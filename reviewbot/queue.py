@@ -9,7 +9,10 @@ Rules kept here, whatever the backend:
 - a delivery seen twice (same `dedupe_key`) gives the same job;
 - a newer head SHA of an MR supersedes its queued older job; the same head already queued is
   not queued twice;
-- at most one job per MR runs at a time (a live lease blocks the MR's other jobs).
+- at most one job per MR and kind runs at a time (a live lease blocks the MR's other jobs of
+  its kind);
+- a reply job (``JobKind.REPLY``: answer a human in one of the bot's threads) is one per
+  triggering note (its dedupe key): it never supersedes a review job nor is superseded by one.
 
 Concurrency: on PostgreSQL, `claim` picks rows with `SELECT ... FOR UPDATE SKIP LOCKED` so any
 number of workers share the queue without waiting on each other, and the per-MR rules are
@@ -33,7 +36,7 @@ from sqlalchemy.exc import IntegrityError
 
 from reviewbot.retry import backoff_s
 from reviewbot.store import RecordNotFound, Store, job_queries, scrub_secrets
-from reviewbot.store.models import JobStatus, Trigger
+from reviewbot.store.models import JobKind, JobStatus, Trigger
 from reviewbot.store.store import utc_now
 
 __all__ = [
@@ -92,6 +95,7 @@ class Job:
     created_at: datetime
     updated_at: datetime
     project_id: int | None = None  # GitLab's id: what a worker asks GitLab by (paths change)
+    kind: str = JobKind.REVIEW.value  # review | reply
 
 
 @dataclass(frozen=True)
@@ -122,6 +126,7 @@ def _job_from_row(row: Any) -> Job:
         created_at=row.created_at,
         updated_at=row.updated_at,
         project_id=row.project_id,
+        kind=row.kind,
     )
 
 
@@ -157,8 +162,12 @@ class JobQueue:
         payload: dict[str, Any] | None = None,
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
         project_id: int | None = None,
+        kind: str = JobKind.REVIEW.value,
     ) -> EnqueueResult:
         """Queue a review of one MR head, unless an equivalent job is already waiting.
+
+        ``kind="reply"``: an answer in a thread, one per ``dedupe_key`` (the triggering note):
+        the rules on heads below do not apply to it, and it never touches review jobs.
 
         - `dedupe_key` already known (a redelivered webhook): that job, created=False;
         - a pending job of the same MR and head (or any pending job when `head_sha` is None,
@@ -170,6 +179,10 @@ class JobQueue:
             raise ValueError(f"trigger={trigger!r} is not one of: {', '.join(Trigger)}")
         if max_attempts < 1:
             raise ValueError(f"max_attempts must be at least 1, got {max_attempts}")
+        if kind not in {choice.value for choice in JobKind}:
+            raise ValueError(f"kind={kind!r} is not one of: {', '.join(JobKind)}")
+        if kind == JobKind.REPLY.value and not dedupe_key:
+            raise ValueError("a reply job needs the dedupe_key of its triggering note")
         try:
             return self._enqueue_once(
                 project,
@@ -180,6 +193,7 @@ class JobQueue:
                 payload or {},
                 max_attempts,
                 project_id,
+                kind,
             )
         except IntegrityError:
             # The dedupe_key is taken: a redelivery of an event whose job already ran (or a
@@ -199,12 +213,18 @@ class JobQueue:
         payload: dict[str, Any],
         max_attempts: int,
         project_id: int | None,
+        kind: str,
     ) -> EnqueueResult:
         now = self._clock()
         with job_queries.job_transaction(self._engine, project, mr_iid) as connection:
             # A redelivery of an event whose job still waits is answered here; one whose job
             # already ran hits the unique dedupe_key on insert (handled by the caller).
-            pending = job_queries.pending_jobs(connection, project, mr_iid, now)
+            # A reply job has no pending rivals: the unique dedupe_key is its only rule.
+            pending = (
+                job_queries.pending_jobs(connection, project, mr_iid, now)
+                if kind == JobKind.REVIEW.value
+                else []
+            )
             for job_id, pending_head in pending:
                 if head_sha is None or pending_head == head_sha:
                     if payload.get(FULL_REVIEW_KEY):
@@ -230,6 +250,7 @@ class JobQueue:
                 created_at=now,
                 updated_at=now,
                 project_id=project_id,
+                kind=kind,
             )
             return EnqueueResult(job_id=job_id, created=True, superseded=replaced)
 

@@ -27,6 +27,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
+from sqlalchemy import Engine
+
 from reviewbot.markdown import link_cell, table_cell
 from reviewbot.report_learnings import EMPTY_LEARNINGS, learnings_markdown
 from reviewbot.report_text import (
@@ -42,7 +44,9 @@ from reviewbot.report_text import (
     shown,
     value_at,
 )
+from reviewbot.store.reply_queries import ReplyStore
 from reviewbot.store.report_queries import FEEDBACK_COUNT_FIELDS, ReportScope
+from reviewbot.store.store import utc_now
 from reviewbot.weburl import web_url
 from reviewbot.window import DAYS_PER_WEEK, Window
 
@@ -97,6 +101,9 @@ class ReportStore(Protocol):
     ) -> dict[str, Any]: ...
 
     def window_summary(self, scope: ReportScope) -> dict[str, Any]: ...
+
+    @property
+    def engine(self) -> Engine: ...  # the replies' figures (reviewbot.store.reply_queries)
 
 
 class IssueTracker(Protocol):
@@ -279,6 +286,10 @@ def build_report(
         "eval_runs": eval_runs,
         "eval_comparison": eval_comparison(figures.get("eval_comparison")),
         "tool_calls": _tool_calls(figures["tool_calls"]),
+        # answers in the bot's threads, per command and status, and their 👍/👎 (issue 21)
+        "replies": ReplyStore(store.engine, utc_now).reply_figures(
+            window.since, window.until, project
+        ),
         "previous": {"window": _window_json(before, project), **_summary(previous)},
         "learnings": dict(learnings or EMPTY_LEARNINGS),  # docs/learnings.md
     }
@@ -379,6 +390,7 @@ def report_markdown(report: Mapping[str, Any]) -> str:
     lines += _comparison_tables(report.get("eval_comparison"))
     lines += _tool_call_table(report["tool_calls"])
     lines += learnings_markdown(report.get("learnings"))
+    lines += _reply_table(report.get("replies") or [])
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -520,6 +532,24 @@ def _tool_call_table(rows: Sequence[Mapping[str, Any]]) -> list[str]:
             f"| {table_cell(row['model'])} | {table_cell(row['prompt_version'] or '(none)')} | "
             f"{row['tool_calls']} | {row['invalid_tool_calls']} | "
             f"{shown(row['invalid_rate'], 'rate')} | {row['repaired_tool_calls']} |"
+        )
+    return [*lines, ""]
+
+
+def _reply_table(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Answers in the bot's threads per command and status, and their reception (issue 21)."""
+    if not rows:
+        return []
+    lines = [
+        "## Answers in the bot's threads",
+        "",
+        "| command | status | answers | 👍 | 👎 | model calls |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
+    for row in rows:
+        lines.append(
+            f"| {table_cell(row['command'])} | {table_cell(row['status'])} | {row['replies']} | "
+            f"{row['thumbs_up']} | {row['thumbs_down']} | {row['model_calls']} |"
         )
     return [*lines, ""]
 

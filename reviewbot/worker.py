@@ -48,7 +48,9 @@ from reviewbot.queue import (
     JobStatus,
     LeaseLostError,
 )
+from reviewbot.reply import run_reply
 from reviewbot.retry import backoff_s
+from reviewbot.store.models import JobKind
 
 __all__ = [
     "Worker",
@@ -85,11 +87,15 @@ def is_retryable(error: BaseException) -> bool:
 
 
 def run_job(app: App, job: Job, *, concurrency: int | None = None) -> None:
-    """The default handler: review the job's MR and publish, like `reviewbot run`.
+    """The default handler: review the job's MR and publish, like `reviewbot run`; a reply
+    job (an answer in one of the bot's threads) is `reviewbot.reply.run_reply`'s.
 
     ``concurrency``: this job's share of the model requests in flight. A review with chunks
     the model could not answer is retried later (ReviewIncompleteError).
     """
+    if job.kind == JobKind.REPLY.value:
+        run_reply(app, job)
+        return
     options = RunOptions(
         trigger=job.trigger,
         concurrency=concurrency,

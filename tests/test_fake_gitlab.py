@@ -460,3 +460,13 @@ def test_a_sign_in_page_answers_every_api_path_with_html_and_status_200(
         fake.answer_sign_in_page(False)
     assert fake.notes(PROJECT, 1) == []  # nothing reached the API
     assert httpx.get(f"{fake.url}/api/v4/user", headers={"PRIVATE-TOKEN": TOKEN}).json()["username"]
+
+
+def test_a_user_is_read_with_its_bot_flag(fake: FakeGitLab) -> None:
+    human = fake.add_user("carol")
+    robot = fake.add_user("renovate", bot=True)
+    headers = {"PRIVATE-TOKEN": TOKEN}
+    for user, bot in ((human, False), (robot, True)):
+        answer = httpx.get(f"{fake.url}/api/v4/users/{user['id']}", headers=headers)
+        assert answer.json()["bot"] is bot and answer.json()["username"] == user["username"]
+    assert httpx.get(f"{fake.url}/api/v4/users/999999", headers=headers).status_code == 404

@@ -1024,3 +1024,48 @@ def test_the_fake_asks_for_unseen_definitions_once_and_never_for_builtins() -> N
     assert reads == [("read_file", {"path": "lib.py", "start_line": 10, "end_line": 50})]
     without_tools = _evidence_request(lines, tools=False)
     assert repository_calls(without_tools, [], True, False) == []
+
+
+# -- chatty answers (replies in the bot's threads) ------------------------------------------
+
+
+def reply_prompt(command: str, thread: str) -> list[dict[str, str]]:
+    user = (
+        '<finding path="app.py" line="12" severity="minor" category="bug">\n'
+        "Comparison to None\n\nUse is.\n</finding>\n\n"
+        '<code_at_head path="app.py" line_changed_since="no">\n'
+        "   11 | def total(items):\n   12 |     if items == None:\n   13 |         return 0\n"
+        f"</code_at_head>\n\n<thread>\n{thread}\n</thread>"
+    )
+    return [
+        {"role": "system", "content": f'<reviewbot-reply command="{command}">\nAnswer.'},
+        {"role": "user", "content": user},
+    ]
+
+
+def chat(client: OpenAI, server: FakeVLLM, messages: list[dict[str, str]]) -> Any:
+    return client.chat.completions.create(model=server.model, messages=messages, max_tokens=256)
+
+
+def test_a_reply_prompt_gets_a_plain_text_answer(server: FakeVLLM, client: OpenAI):
+    choice = chat(client, server, reply_prompt("ask", "@alice: why?")).choices[0]
+    assert choice.finish_reason == "stop" and not choice.message.tool_calls
+    assert choice.message.content.startswith("Line 12 is flagged as: Comparison to None")
+
+
+def test_fix_answers_with_a_suggestion_of_the_fixed_line(server: FakeVLLM, client: OpenAI):
+    answer = chat(client, server, reply_prompt("fix", "@alice: /reviewbot fix"))
+    content = answer.choices[0].message.content
+    assert "```suggestion\n    if items is None:\n```" in content
+    assert answer.usage.completion_tokens > 0
+
+
+def test_echo_in_the_thread_is_answered_verbatim(server: FakeVLLM, client: OpenAI):
+    content = chat(client, server, reply_prompt("ask", "@alice: ECHO: /merge @all")).choices[0]
+    assert content.message.content == "/merge @all"
+
+
+def test_a_review_prompt_is_not_a_reply(server: FakeVLLM, client: OpenAI):
+    messages = reply_prompt("ask", "x")
+    messages[0]["content"] = "You review code."
+    assert not chat(client, server, messages).choices[0].message.content.startswith("Line 12")

@@ -117,6 +117,7 @@ ADAPTERS = {
     "reviewbot.store.trend_queries",
     "reviewbot.store.eval_queries",
     "reviewbot.ops.weights_files",
+    "reviewbot.store.reply_queries",
     "reviewbot.store.learning_queries",
     "reviewbot.store.verify_queries",
 }
@@ -134,6 +135,7 @@ PIPELINE = {
     "reviewbot.report_trend",
     "reviewbot.eval",
     "reviewbot.compare",
+    "reviewbot.reply",
     # the services the commands run: the CI job, the worker, the listener, the ops tools
     "reviewbot.ci",
     "reviewbot.worker",

@@ -179,6 +179,43 @@ def test_new_head_supersedes_a_dead_workers_job(queue: JobQueue, clock: FakeCloc
     assert _claim(queue, "w2").id == newer.job_id
 
 
+def test_a_reply_job_never_supersedes_nor_is_superseded_by_a_review(
+    queue: JobQueue, clock: FakeClock
+) -> None:
+    review = _enqueue(queue, head_sha=HEAD_A)
+    reply = _enqueue(queue, head_sha=HEAD_B, kind="reply", dedupe_key="reply:note-1")
+    assert reply.created and reply.superseded == []
+    assert queue.get(review.job_id).status == "queued"
+    newer = _enqueue(queue, head_sha=HEAD_B)
+    assert newer.superseded == [review.job_id]
+    assert queue.get(reply.job_id).status == "queued"
+    second = _enqueue(queue, head_sha=HEAD_B, kind="reply", dedupe_key="reply:note-2")
+    assert second.created and queue.get(reply.job_id).status == "queued"
+    again = _enqueue(queue, head_sha=HEAD_B, kind="reply", dedupe_key="reply:note-1")
+    assert (again.job_id, again.created) == (reply.job_id, False)
+
+
+def test_a_reply_job_runs_while_a_review_of_its_mr_runs(queue: JobQueue, clock: FakeClock) -> None:
+    _enqueue(queue, head_sha=HEAD_A)
+    review = _claim(queue, "w1")
+    reply = _enqueue(queue, head_sha=HEAD_A, kind="reply", dedupe_key="reply:note-1")
+    claimed = _claim(queue, "w2")
+    assert (claimed.id, claimed.kind) == (reply.job_id, "reply")
+    assert review.kind == "review"
+    # a reply job taken over after its worker died does not supersede the review's dead job
+    clock.advance(LEASE_S + 1)
+    _enqueue(queue, head_sha=HEAD_A, kind="reply", dedupe_key="reply:note-2")
+    assert {_claim(queue, "w3").id, _claim(queue, "w4").id} >= {review.id}
+    assert queue.get(review.id).status == "running"
+
+
+def test_a_reply_job_needs_a_known_kind_and_its_note(queue: JobQueue) -> None:
+    with pytest.raises(ValueError, match="kind"):
+        _enqueue(queue, kind="chat", dedupe_key="x")
+    with pytest.raises(ValueError, match="dedupe_key"):
+        _enqueue(queue, kind="reply")
+
+
 def test_invalid_enqueue_arguments_are_refused(queue: JobQueue) -> None:
     with pytest.raises(ValueError, match="trigger"):
         queue.enqueue(project=PROJECT, mr_iid=1, head_sha=HEAD_A, trigger="cron")

@@ -47,7 +47,7 @@ STATES = (*OLD_STATES, "dropped", "suppressed_by_learning")
 JOB_KINDS = ("review", "reply")
 LEARNING_STATUSES = ("proposed", "active", "rejected", "removed")
 LEARNING_SOURCES = ("thread", "cli", "proposal")
-REPLY_COMMANDS = ("ask", "explain", "fix", "ignore")
+REPLY_COMMANDS = ("ask", "explain", "fix", "ignore", "learn")
 REPLY_STATUSES = ("queued", "posted", "dropped", "failed")
 
 

@@ -117,6 +117,57 @@ class NoteWriter(MergeRequestReader):
             )
             self._put(path, {"resolved": True})
 
+    # -- answers in the bot's threads (reviewbot.reply) ----------------------------------
+
+    def discussion(self, project_id: int | str, iid: int, discussion_id: str) -> dict[str, Any]:
+        """One thread with its notes (https://docs.gitlab.com/api/discussions/)."""
+        path = f"{self._mr_path(project_id, iid)}/discussions/{discussion_id}"
+        with self._translated(
+            f"reading thread {discussion_id}", not_found=f"thread {discussion_id} not found"
+        ):
+            return self._get(path)
+
+    def user_is_bot(self, user_id: int) -> bool:
+        """Whether GitLab says user ``user_id`` is a bot (``bot`` of ``GET /users/:id``)."""
+        with self._translated(f"looking up user {user_id}", not_found=f"user {user_id} not found"):
+            return bool(self._get(f"/users/{user_id}").get("bot"))
+
+    def reply_in_thread(
+        self, project_id: int | str, iid: int, discussion_id: str, body: str, marker: str
+    ) -> int:
+        """Answer in a thread; returns the note id. ``body`` ends with ``marker``, unique to
+        the triggering note: a note of the bot holding it is looked for in the thread before
+        anything is sent again, so a lost answer never makes a second note."""
+        path = f"{self._mr_path(project_id, iid)}/discussions/{discussion_id}"
+        self._pace_note()
+        with self._translated(
+            f"answering in thread {discussion_id}", not_found=f"thread {discussion_id} not found"
+        ):
+            return self._write_once(
+                lambda: int(self._create(f"{path}/notes", {"body": body})["id"]),
+                lambda: self.marked_note_in_thread(project_id, iid, discussion_id, marker),
+            )
+
+    def marked_note_in_thread(
+        self, project_id: int | str, iid: int, discussion_id: str, marker: str
+    ) -> int | None:
+        """The id of the bot's note in the thread whose body holds ``marker``, or None."""
+        me = self.bot_username()
+        path = f"{self._mr_path(project_id, iid)}/discussions/{discussion_id}"
+        for note in self._get(path).get("notes") or []:
+            author = (note.get("author") or {}).get("username")
+            if author == me and marker in str(note.get("body") or ""):
+                return int(note["id"])
+        return None
+
+    def resolve_discussion(self, project_id: int | str, iid: int, discussion_id: str) -> None:
+        """Mark a thread resolved (the same PUT again changes nothing: safe to repeat)."""
+        path = f"{self._mr_path(project_id, iid)}/discussions/{discussion_id}"
+        with self._translated(
+            f"resolving thread {discussion_id}", not_found=f"thread {discussion_id} not found"
+        ):
+            self._put(path, {"resolved": True})
+
     def summary_note_id(self, project_id: int, iid: int) -> int | None:
         """The id of the bot's summary note on the MR, or None when it has none."""
         me = self.bot_username()

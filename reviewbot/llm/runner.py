@@ -196,6 +196,21 @@ class ChunkRunner:
     def count_prompt_tokens(self, messages: list[dict], tools: list[dict]) -> int | None:
         return self.backend.count_prompt_tokens(messages, tools)
 
+    def chat(self, messages: list[dict], max_tokens: int) -> ModelAnswer:
+        """One plain-text answer (no tools), holding a slot like every request: an answer in
+        a thread (``reviewbot.reply``). Errors are this module's (not retried here: the job
+        is)."""
+        request = ModelRequest(
+            messages=messages,
+            tools=[],
+            mode=MODE_CONTENT,
+            stream=False,
+            max_tokens=max_tokens,
+            temperature=self.settings.temperature,
+        )
+        with self._hold_slots():
+            return self._execute_in_flight(request, None)
+
     def review_chunks(
         self,
         requests: Sequence[ChunkRequest],

@@ -30,7 +30,7 @@ from sqlalchemy import Connection, Engine, Row, and_, func, or_, select, update
 from sqlalchemy.orm import aliased
 
 from reviewbot.store.models import Job as JobRow
-from reviewbot.store.models import JobStatus
+from reviewbot.store.models import JobKind, JobStatus
 
 __all__ = [
     "cancel_queued",
@@ -107,17 +107,21 @@ def _held_by(job_id: int, worker_id: str) -> Any:
 
 
 def pending_jobs(
-    connection: Connection, project: str, mr_iid: int, now: datetime
+    connection: Connection,
+    project: str,
+    mr_iid: int,
+    now: datetime,
+    kind: str = JobKind.REVIEW.value,
 ) -> list[tuple[int, str | None]]:
-    """(id, head) of the MR's jobs still to run, newest first: queued, or running on an
-    expired lease."""
+    """(id, head) of the MR's jobs of ``kind`` still to run, newest first: queued, or running
+    on an expired lease (a reply job never supersedes a review, nor the other way round)."""
     pending = or_(
         JobRow.status == QUEUED,
         and_(JobRow.status == RUNNING, JobRow.lease_expires_at <= now),
     )
     query = (
         select(JobRow.id, JobRow.head_sha)
-        .where(_same_mr(project, mr_iid), pending)
+        .where(_same_mr(project, mr_iid), JobRow.kind == kind, pending)
         .order_by(JobRow.id.desc())
     )
     return [(job_id, head) for job_id, head in connection.execute(query)]
@@ -177,7 +181,8 @@ def find_by_dedupe_key(engine: Engine, dedupe_key: str) -> int | None:
 
 def _runnable(now: datetime) -> Any:
     """SELECT id of runnable jobs, oldest due first: queued and due, or running on an expired
-    lease, with no other job of the same MR on a live lease."""
+    lease, with no other job of the same MR and kind on a live lease (an answer in a thread
+    does not wait for a review of the MR to end)."""
     live = aliased(JobRow)
     mr_busy = (
         select(live.id)
@@ -185,6 +190,7 @@ def _runnable(now: datetime) -> Any:
             live.project == JobRow.project,
             live.mr_iid == JobRow.mr_iid,
             live.id != JobRow.id,
+            live.kind == JobRow.kind,
             live.status == RUNNING,
             live.lease_expires_at > now,
         )
@@ -220,11 +226,14 @@ def next_claim_candidate(
 def mr_has_live_lease(
     connection: Connection, project: str, mr_iid: int, job_id: int, now: datetime
 ) -> bool:
-    """Whether another job of the MR than ``job_id`` runs on a live lease (a fresh statement)."""
+    """Whether another job of the MR and of ``job_id``'s kind runs on a live lease (a fresh
+    statement)."""
+    kind = select(JobRow.kind).where(JobRow.id == job_id).scalar_subquery()
     live = connection.scalar(
         select(JobRow.id)
         .where(
             _same_mr(project, mr_iid),
+            JobRow.kind == kind,
             JobRow.id != job_id,
             JobRow.status == RUNNING,
             JobRow.lease_expires_at > now,
@@ -243,26 +252,28 @@ def lease_job(
     lost_reason: str,
 ) -> None:
     """Lease ``job_id`` to ``worker_id`` (running, one more attempt); the MR's older jobs still
-    running on an expired lease are superseded with ``lost_reason``, in the same transaction."""
-    project, mr_iid = connection.execute(
-        select(JobRow.project, JobRow.mr_iid).where(JobRow.id == job_id)
+    running on an expired lease are superseded with ``lost_reason``, in the same transaction.
+    Only review jobs do that: each reply job answers its own note, and is never superseded."""
+    project, mr_iid, kind = connection.execute(
+        select(JobRow.project, JobRow.mr_iid, JobRow.kind).where(JobRow.id == job_id)
     ).one()
-    connection.execute(
-        update(JobRow)
-        .where(
-            _same_mr(project, mr_iid),
-            JobRow.id < job_id,
-            JobRow.status == RUNNING,
-            JobRow.lease_expires_at <= now,
-        )
-        .values(
-            status=JobStatus.SUPERSEDED.value,
-            lease_owner=None,
-            lease_expires_at=None,
-            error=lost_reason,
-            updated_at=now,
-        )
+    lost = update(JobRow).where(
+        _same_mr(project, mr_iid),
+        JobRow.kind == JobKind.REVIEW.value,
+        JobRow.id < job_id,
+        JobRow.status == RUNNING,
+        JobRow.lease_expires_at <= now,
     )
+    if kind == JobKind.REVIEW.value:
+        connection.execute(
+            lost.values(
+                status=JobStatus.SUPERSEDED.value,
+                lease_owner=None,
+                lease_expires_at=None,
+                error=lost_reason,
+                updated_at=now,
+            )
+        )
     connection.execute(
         update(JobRow)
         .where(JobRow.id == job_id)

@@ -144,6 +144,7 @@ class ReplyCommand(StrEnum):
     EXPLAIN = "explain"
     FIX = "fix"
     IGNORE = "ignore"
+    LEARN = "learn"  # `/reviewbot learn <text>`: a learning made from the thread
 
 
 class ReplyStatus(StrEnum):

@@ -6,7 +6,8 @@ They run in a worker thread (they wait on the database) and return a `Handled`: 
 the JSON detail for GitLab, and at most one follow-up to run after the answer is sent (posting
 the help note: GitLab gives up on a hook after about 10 s, so nothing slow runs before).
 
-Owns: what each event does: which deliveries queue or cancel a review, record a vote, or answer
+Owns: what each event does: which deliveries queue or cancel a review, queue an answer in one of
+the bot's threads (a reply job, rate limited per MR and per user), record a vote, or answer
 ``/reviewbot help`` (once per delivery, throttled per MR). Must not: write SQL (the queue and
 the store do), parse a payload (`reviewbot.webhook.payloads` does), or talk to GitLab before
 the answer is sent.
@@ -19,13 +20,16 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import timedelta
 from enum import StrEnum
 from typing import Any, Protocol
 
 from reviewbot.gitlab import GitLabError
 from reviewbot.queue import FULL_REVIEW_KEY, EnqueueResult
 from reviewbot.store import NoteOwner
-from reviewbot.store.models import FeedbackKind, Trigger
+from reviewbot.store.models import FeedbackKind, JobKind, ReplyStatus, Trigger
+from reviewbot.store.reply_queries import ReplyStore, reply_key
+from reviewbot.store.store import utc_now
 from reviewbot.webhook.payloads import (
     NOTE_CREATED,
     Command,
@@ -34,6 +38,7 @@ from reviewbot.webhook.payloads import (
     MergeRequestEvent,
     NoteEvent,
     parse_command,
+    parse_reply_command,
     shown,
 )
 
@@ -59,6 +64,7 @@ RECENT_HELP_KEYS = 4096
 HELP_ANSWER_INTERVAL_S = 10 * 60.0
 SECONDS_PER_MINUTE = 60
 HELP_ACTION = "help"
+RATE_WINDOW = timedelta(hours=1)  # the window of the per-MR and per-user reply limits
 
 REVIEW_ACTIONS = {"open": "opened", "reopen": "reopened"}
 CANCEL_ACTIONS = {"close": "closed", "merge": "merged"}
@@ -103,6 +109,7 @@ class JobSink(Protocol):
         dedupe_key: str | None = None,
         payload: dict[str, Any] | None = None,
         project_id: int | None = None,
+        kind: str = JobKind.REVIEW.value,
     ) -> EnqueueResult: ...
 
     def cancel_for_mr(self, project: str, mr_iid: int, reason: str) -> int: ...
@@ -155,6 +162,16 @@ class HandlerContext:
     note_poster: NotePoster | None
     answered_help: RecentKeys = field(default_factory=lambda: RecentKeys(RECENT_HELP_KEYS))
     gitlab_url: str | None = None  # the GitLab the hooks come from (identifies MRs in feedback)
+    replies: ReplyStore | None = None  # None: no answers in threads (reply jobs)
+    reply_limits: ReplyLimits = field(default_factory=lambda: ReplyLimits())
+
+
+@dataclass(frozen=True)
+class ReplyLimits:
+    """Answers in the bot's threads allowed per hour (Settings.reply_max_per_*_per_hour)."""
+
+    per_mr: int = 30
+    per_user: int = 20
 
 
 @dataclass(frozen=True)
@@ -191,7 +208,11 @@ def help_text(bot_username: str) -> str:
         "(only what changed since the last review)\n"
         f"- `/reviewbot review --full` or `@{bot_username} review --full`: review every "
         "change again\n"
-        f"- `/reviewbot help` or `@{bot_username} help`: show this message\n\n"
+        f"- `/reviewbot help` or `@{bot_username} help`: show this message\n"
+        f"- in a thread reviewbot started: `@{bot_username}` and a question, "
+        "`/reviewbot explain`, `/reviewbot fix` (a suggestion for the lines) or "
+        "`/reviewbot ignore` (resolves the thread and notes the finding was not useful), "
+        "`/reviewbot learn <text>` (Developer role or above: remember it for next reviews)\n\n"
         "Merge requests are also reviewed when they are opened, reopened, pushed to, or marked "
         "ready (drafts are skipped unless the server enables them). React with :thumbsup: or "
         ":thumbsdown: on a reviewbot comment to say whether it helped."
@@ -290,6 +311,11 @@ def on_note(ctx: HandlerContext, delivery: Delivery, event: NoteEvent) -> Handle
         return _ignored("system note")
     if event.action != NOTE_CREATED:
         return _ignored("edited comment (commands run when a comment is created)")
+    if event.author_is_bot:
+        return _ignored("comment written by a bot user")
+    reply = _reply_request(ctx, delivery, event)
+    if reply is not None:
+        return reply
     command = parse_command(event.note, ctx.bot_username)
     if command is None:
         return _ignored("no reviewbot command on the first line")
@@ -308,6 +334,87 @@ def on_note(ctx: HandlerContext, delivery: Delivery, event: NoteEvent) -> Handle
         reason=f"requested by @{event.author}",
         full=full,
     )
+
+
+def _reply_request(ctx: HandlerContext, delivery: Delivery, event: NoteEvent) -> Handled | None:
+    """A note in a thread reviewbot started that asks it something: a reply job (or the reason
+    it gets none). None: not such a note (the other commands apply)."""
+    replies, merge_request = ctx.replies, event.merge_request
+    if replies is None or merge_request is None or event.note_id is None:
+        return None
+    command = parse_reply_command(event.note, ctx.bot_username)
+    if command is None or event.discussion_id is None:
+        return None
+    finding = replies.thread_finding(event.discussion_id, event.project_id)
+    if finding is None:
+        if command == "ask":
+            return None  # `@bot …` outside the bot's threads: the usual commands
+        return _ignored(f"/reviewbot {command} outside a thread reviewbot started")
+    if merge_request.state in INACTIVE_MR_STATES:
+        return _ignored(f"merge request is {merge_request.state}")
+    key = reply_key(ctx.gitlab_url, event.project_id, event.project, event.note_id)
+    row = {
+        "reply_key": key,
+        "gitlab_url": ctx.gitlab_url.rstrip("/") if ctx.gitlab_url else None,
+        "project_id": event.project_id,
+        "project": event.project,
+        "mr_iid": merge_request.iid,
+        "discussion_id": event.discussion_id,
+        "trigger_note_id": event.note_id,
+        "author": event.author,
+        "command": command,
+        "finding_id": finding.finding_id,
+    }
+    limited = _rate_limited(ctx, replies, event, merge_request.iid)
+    if limited is not None:
+        replies.start(**row, status=ReplyStatus.DROPPED.value, reason=limited)
+        log.info("no answer to note %d on %s: %s", event.note_id, event.project, limited)
+        return _ignored(limited)
+    reply_id, created = replies.start(**row, status=ReplyStatus.QUEUED.value)
+    if not created:
+        return Handled(Outcome.DUPLICATE, {"status": Outcome.DUPLICATE.value, "reply_id": reply_id})
+    payload = {
+        "event": delivery.hook,
+        "reason": f"{command} by @{event.author}",
+        "project_id": event.project_id,
+        "discussion_id": event.discussion_id,
+        "note_id": event.note_id,
+        "command": command,
+        "author": event.author,
+        "author_id": event.author_id,
+        "reply_id": reply_id,
+    }
+    result = ctx.queue.enqueue(
+        project=event.project,
+        mr_iid=merge_request.iid,
+        head_sha=merge_request.head_sha,
+        trigger=Trigger.NOTE.value,
+        dedupe_key=f"reply:{key}",
+        payload=payload,
+        project_id=event.project_id,
+        kind=JobKind.REPLY.value,
+    )
+    replies.set_job(reply_id, result.job_id)
+    outcome = Outcome.QUEUED if result.created else Outcome.DUPLICATE
+    detail = {"status": outcome.value, "job_id": result.job_id, "reply_id": reply_id}
+    return Handled(outcome, detail | {"reason": payload["reason"]})
+
+
+def _rate_limited(
+    ctx: HandlerContext, replies: ReplyStore, event: NoteEvent, iid: int
+) -> str | None:
+    """Why this note gets no answer (a limit reached), or None."""
+    since = utc_now() - RATE_WINDOW
+    limits = ctx.reply_limits
+    on_mr = replies.recent_replies(project=event.project, mr_iid=iid, author=None, since=since)
+    if on_mr >= limits.per_mr:
+        return f"rate limited: {on_mr} answers on this merge request in the last hour"
+    by_user = replies.recent_replies(
+        project=event.project, mr_iid=None, author=event.author, since=since
+    )
+    if by_user >= limits.per_user:
+        return f"rate limited: {by_user} answers to @{event.author} in the last hour"
+    return None
 
 
 def _answer_help(ctx: HandlerContext, delivery: Delivery, project: str, iid: int) -> Handled:
@@ -346,11 +453,15 @@ def on_emoji(ctx: HandlerContext, delivery: Delivery, event: EmojiEvent) -> Hand
     if event.username.casefold() == ctx.bot_username.casefold():
         return _ignored("reaction by reviewbot itself")
     owner = ctx.store.note_owner(event.awardable_id)
+    reply = ctx.replies.reply_for_note(event.awardable_id) if ctx.replies else None
+    if owner is None and reply is not None:
+        owner = NoteOwner(finding_id=reply[1], mr_iid=reply[2])
     if owner is None:
         return _ignored("reaction on a comment reviewbot did not write")
     revoked = event.action == EMOJI_REVOKE
     recorded = ctx.store.record_feedback(
         finding_id=owner.finding_id,
+        reply_id=reply[0] if reply is not None else None,
         project=event.project,
         mr_iid=event.mr_iid if event.mr_iid is not None else owner.mr_iid,
         gitlab_url=ctx.gitlab_url.rstrip("/") if ctx.gitlab_url else None,

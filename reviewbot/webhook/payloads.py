@@ -13,6 +13,10 @@ app/services/web_hook_service.rb in gitlabhq/gitlabhq):
   an applied suggestion); ``changes.draft`` = {previous, current} when the draft flag flips.
 * Note hooks: ``object_attributes.noteable_type`` is MergeRequest, Issue, Commit or Snippet;
   ``object_attributes.action`` is create or update (GitLab >= 16.11; absent before).
+  ``object_attributes.id`` is the note's id, ``object_attributes.discussion_id`` its thread
+  (40 hex digits) and ``user.id`` its author (the hook has no ``bot`` flag: the worker asks
+  ``GET /users/:id``; access-token bots are also known by their username,
+  ``project_<id>_bot_<hex>`` / ``group_<id>_bot_<hex>``).
   ``/reviewbot`` is not one of GitLab's quick actions, and GitLab only strips the commands it
   knows (lib/gitlab/quick_actions/extractor.rb), so the line reaches us unchanged.
 * Emoji hooks: ``object_attributes`` has name, awardable_type ("Note" for a comment),
@@ -67,6 +71,7 @@ __all__ = [
     "delivery_key",
     "parse_command",
     "parse_event",
+    "parse_reply_command",
     "shown",
 ]
 
@@ -96,6 +101,12 @@ _PROJECT_SEGMENT = rf"(?!\.\.?\Z)[A-Za-z0-9_.][A-Za-z0-9_.-]*{_NO_SUFFIX}"
 PROJECT_PATH = re.compile(rf"{_NAMESPACE_SEGMENT}(?:/{_NAMESPACE_SEGMENT})*/{_PROJECT_SEGMENT}")
 USERNAME = re.compile(_NAMESPACE_SEGMENT)
 COMMIT_SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+DISCUSSION_ID = re.compile(r"[0-9a-f]{1,64}")
+MAX_DISCUSSION_ID_CHARS = 64  # = reviewbot.store.models.SHA_LENGTH
+# The users GitLab makes for project and group access tokens (and service accounts' default).
+ACCESS_TOKEN_BOT = re.compile(r"(?:project|group)_\d+_bot(?:_[0-9a-f]+|\d*)", re.IGNORECASE)
+# `/reviewbot explain|fix|ignore` on the first line: a reply in one of the bot's threads.
+REPLY_COMMANDS = ("explain", "fix", "ignore", "learn")
 
 
 class PayloadError(ValueError):
@@ -151,6 +162,10 @@ class NoteEvent:
     action: str  # create or update ("create" when GitLab < 16.11 sends none)
     note: str
     merge_request: MergeRequestRef | None  # set when noteable_type is MergeRequest
+    note_id: int | None = None  # object_attributes.id
+    discussion_id: str | None = None  # the thread the note is in
+    author_id: int | None = None  # user.id
+    author_is_bot: bool = False  # an access-token bot's username (GitLab sends no flag)
 
 
 @dataclass(frozen=True)
@@ -221,6 +236,29 @@ def parse_command(note: str, bot_username: str) -> Command | None:
     return Command.HELP
 
 
+def parse_reply_command(note: str, bot_username: str) -> str | None:
+    """What a note in one of the bot's threads asks of it: ``explain``, ``fix``, ``ignore`` or
+    ``learn``
+    (``/reviewbot <command>`` or ``@<bot> <command>`` on the first line), ``ask`` (the bot
+    mentioned anywhere, or addressed without one of those commands), or None (not for us).
+
+    ``review`` and ``help`` keep their meaning everywhere (:func:`parse_command`)."""
+    command = parse_command(note, bot_username)
+    if command in (Command.REVIEW, Command.FULL_REVIEW):
+        return None
+    lines = note.strip().splitlines()
+    words = lines[0].split() if lines else []
+    if command is Command.HELP:
+        asked = words[1].casefold() if len(words) > 1 else ""
+        if asked in REPLY_COMMANDS:
+            return asked
+        if asked == Command.HELP.value or (words[0].casefold() == COMMAND_PREFIX and not asked):
+            return None  # `/reviewbot`, `/reviewbot help`, `@bot help`: the help answer
+        return "ask"
+    mention = re.compile(rf"(?<![\w.@-])@{re.escape(bot_username)}(?![\w.-])", re.IGNORECASE)
+    return "ask" if mention.search(note) else None
+
+
 # -- payloads -----------------------------------------------------------------------------
 
 
@@ -279,6 +317,10 @@ def _parse_note(payload: Mapping[str, Any]) -> NoteEvent:
         action=_optional_str_at(payload, "object_attributes", "action") or NOTE_CREATED,
         note=_optional_str_at(payload, "object_attributes", "note") or "",
         merge_request=merge_request,
+        note_id=_optional_id_at(payload, "object_attributes", "id"),
+        discussion_id=_optional_discussion_id(payload, "object_attributes", "discussion_id"),
+        author_id=_optional_id_at(payload, "user", "id"),
+        author_is_bot=bool(ACCESS_TOKEN_BOT.fullmatch(_username_at(payload, "user", "username"))),
     )
 
 
@@ -397,6 +439,13 @@ def _optional_sha_at(payload: Mapping[str, Any], *path: str) -> str | None:
     if value is None:
         return None
     return _matching(value, COMMIT_SHA, len(value), path, "a commit SHA (40 or 64 hex digits)")
+
+
+def _optional_discussion_id(payload: Mapping[str, Any], *path: str) -> str | None:
+    value = _optional_str_at(payload, *path)
+    if value is None:
+        return None
+    return _matching(value, DISCUSSION_ID, MAX_DISCUSSION_ID_CHARS, path, "a discussion id")
 
 
 def _object_at(payload: Mapping[str, Any], *path: str) -> Mapping[str, Any]:

@@ -35,6 +35,8 @@ from reviewbot.config import ConfigError, Settings
 from reviewbot.metrics import CONTENT_TYPE, ListenerCollector, listener_registry, render
 from reviewbot.queue import JobQueue
 from reviewbot.store import Store
+from reviewbot.store.reply_queries import ReplyStore
+from reviewbot.store.store import utc_now
 from reviewbot.webhook.handlers import (
     Delivery,
     Handled,
@@ -42,6 +44,7 @@ from reviewbot.webhook.handlers import (
     JobSink,
     NotePoster,
     Outcome,
+    ReplyLimits,
     handle,
 )
 from reviewbot.webhook.openapi import (
@@ -304,6 +307,11 @@ def create_app(
         review_drafts=settings.review_drafts,
         note_poster=note_poster,
         gitlab_url=settings.gitlab_url,
+        replies=ReplyStore(store.engine, utc_now),
+        reply_limits=ReplyLimits(
+            per_mr=settings.reply_max_per_mr_per_hour,
+            per_user=settings.reply_max_per_user_per_hour,
+        ),
     )
     deliveries = DeliveryCounter()
     registry = listener_registry(ListenerCollector(store, queue, deliveries.snapshot))

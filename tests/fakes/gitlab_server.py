@@ -33,6 +33,11 @@ References (checked against gitlabhq source):
 - lib/api/entities/note.rb: an MR DiffNote carries ``suggestions`` (lib/api/entities/
   suggestion.rb: id, from_line, to_line, appliable, applied, from_content, to_content);
   applying one (app/services/suggestions/apply_service.rb) resolves its thread by the user.
+  A reply in a diff thread is a DiffNote on the thread's position, so its suggestions apply to
+  the thread's line; one on a position older than the MR's latest version is outdated
+  (``appliable`` false, as Suggestion#appliable? says for an outdated diff note).
+- lib/api/users.rb ``GET /users/:id``: the user with its ``bot`` flag (access-token bots and
+  other bot users are ``bot: true``).
 - lib/api/repositories.rb ``GET /projects/:id/repository/compare`` (``from``, ``to``,
   ``straight``: false compares from the merge base, as ``git diff from...to``).
 - lib/api/issues.rb: ``GET/POST /projects/:id/issues`` (``search`` in title and description,
@@ -1129,6 +1134,11 @@ class FakeGitLab:
             position=copy.deepcopy(first.position),
             line_code=first.line_code,
         )
+        if first.position is not None:
+            note.suggestions = self._suggestions(body, first.position)
+            outdated = first.position.get("head_sha") != mr.latest.head_sha
+            for suggestion in note.suggestions:
+                suggestion["appliable"] = not outdated
         discussion.notes.append(note)
         discussion.individual_note = False
         mr.updated_at = when
@@ -1279,6 +1289,12 @@ class FakeGitLab:
 
     def _get_user(self, request: Request) -> Response:
         return Response(HTTPStatus.OK, copy.deepcopy(request.user))
+
+    def _get_user_by_id(self, request: Request, uid: str) -> Response:
+        user = self._users.get(int(uid))
+        if user is None:
+            raise ApiError(HTTPStatus.NOT_FOUND, {"message": "404 User Not Found"})
+        return Response(HTTPStatus.OK, copy.deepcopy(user))
 
     def _get_project(self, request: Request, pid: str) -> Response:
         return Response(HTTPStatus.OK, self._project_json(self._project(pid)))
@@ -1864,6 +1880,7 @@ _ROUTES: list[tuple[str, re.Pattern[str], str]] = [
     for m, p, h in [
         ("GET", r"/version", "_get_version"),
         ("GET", r"/user", "_get_user"),
+        ("GET", r"/users/(\d+)", "_get_user_by_id"),
         ("GET", r"/personal_access_tokens/self", "_get_token_self"),
         ("GET", _P, "_get_project"),
         ("GET", _P + r"/members/all/(\d+)", "_get_member_all"),

@@ -105,6 +105,17 @@ object (any mode but tool calls). :meth:`FakeVLLM.answer_with` replaces what one
 (a broken model card, a ``/tokenize`` answer from another server, JSON nested too deep on
 ``/v1/models`` or ``/version``...).
 
+Chatty answers (replies in the bot's threads)
+---------------------------------------------
+A request whose system message starts with ``<reviewbot-reply command="C">`` (reviewbot's
+reply prompt, ``reviewbot.reply``) gets a plain-text answer, never a tool call
+(:func:`reply_answer`): for ``fix`` one sentence and a ```` ```suggestion ```` block holding the
+``<finding line="N">``'s line from ``<code_at_head>`` with the reviewer table's fix applied
+(``== None`` -> ``is None``, ``!= None`` -> ``is not None``, ``eval(`` ->
+``ast.literal_eval(``); for ``ask``/``explain`` a sentence naming the finding's title and line.
+A thread whose last note holds ``ECHO:`` gets the rest of that note back verbatim (hostile
+text for the sanitiser).
+
 Unreadable calls and repair turns
 ---------------------------------
 ``FakeVLLM(malformed=MalformedCalls(rate, seed, kinds, repair))`` (or the ``malformed``
@@ -1197,6 +1208,40 @@ def choose_output_mode(request: ChatRequest, fault: str | None, honour_format: b
     return "xml" if request.asks_for_xml() else "text"
 
 
+REPLY_PROMPT = re.compile(r'\A<reviewbot-reply command="([a-z]+)">')
+REPLY_FINDING = re.compile(r'<finding path="[^"]*" line="(\d+)"[^>]*>\n([^\n]*)')
+REPLY_CODE_LINE = re.compile(r"^\s*(\d+) \| (.*)$", re.M)
+REPLY_FIXES = (
+    (" == None", " is None"),
+    (" != None", " is not None"),
+    ("eval(", "ast.literal_eval("),
+)
+ECHO_PREFIX = "ECHO:"
+
+
+def reply_answer(request: ChatRequest) -> Answer | None:
+    """The chatty answer to reviewbot's reply prompt, or None for any other request."""
+    system = next((m for m in request.messages if m.get("role") == "system"), None)
+    prompt = REPLY_PROMPT.match(message_text(system.get("content"))) if system else None
+    if prompt is None:
+        return None
+    user = message_text(request.messages[-1].get("content"))
+    finding = REPLY_FINDING.search(user)
+    line, title = (int(finding.group(1)), finding.group(2)) if finding else (0, "this finding")
+    code = {int(number): text for number, text in REPLY_CODE_LINE.findall(user)}
+    thread = user.rsplit("<thread>", 1)[-1]
+    if ECHO_PREFIX in thread:
+        content = thread.rsplit(ECHO_PREFIX, 1)[1].split("</thread>", 1)[0].strip()
+    elif prompt.group(1) == "fix" and line in code:
+        fixed = code[line]
+        for wrong, right in REPLY_FIXES:
+            fixed = fixed.replace(wrong, right)
+        content = f"Replace line {line} like this:\n\n```suggestion\n{fixed}\n```\n"
+    else:
+        content = f"Line {line} is flagged as: {title}. It is worth fixing before merging."
+    return Answer(content, [], None, "stop", len(encode(content)) + EOS_TOKEN_COUNT)
+
+
 def compose_answer(
     request: ChatRequest,
     findings: list[dict[str, Any]],
@@ -2120,7 +2165,10 @@ class FakeVLLM:
         lines = parse_prompt_diff(request.diff_text())
         scripted = self._scripted_calls(request)
         wanted = repository_calls(request, lines, self.needs_evidence, self.tool_loop)
-        if any((t.get("function") or {}).get("name") == VERDICT_TOOL_NAME for t in request.tools):
+        chatty = reply_answer(request)
+        if chatty is not None:
+            answer = chatty
+        elif any((t.get("function") or {}).get("name") == VERDICT_TOOL_NAME for t in request.tools):
             answer = verifier_answer(request, lines, fault)
         elif scripted is not None:
             calls, with_findings = scripted

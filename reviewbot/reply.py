@@ -1,0 +1,363 @@
+"""Answers in the bot's threads: what a reply job does (issue 21, docs/conversation.md).
+
+A human's note in a thread reviewbot started (a mention, ``/reviewbot explain|fix|ignore``)
+is queued by the webhook as a reply job (``JobKind.REPLY``, one per triggering note). The
+worker runs :func:`run_reply`:
+
+1. the reply's row says it is settled already: nothing to do;
+2. exactly once: the bot's answer to this note (its hidden marker, :func:`reply_marker`) is
+   already in the thread (an earlier attempt died after posting): recorded, not posted again;
+3. later than ``reply_timeout_s`` after the note arrived: dropped with a log line;
+4. the thread is read again from GitLab: its first note must be the bot's (never answer in a
+   thread the bot did not start), the triggering note must still be there, and its author must
+   not be a bot (``GET /users/:id``);
+5. ``ignore``: the thread is resolved and negative feedback recorded (no model call);
+   ``learn <text>``: a Developer (or more: ``GitLabClient.can_teach``) makes a learning for the
+   project and the finding's category (``reviewbot.teaching``), confirmed in the answer; a
+   note from anyone else is dropped with the reason in the log; otherwise
+   the model answers, seeing the finding, the code around its line at the MR's head (and
+   whether the line changed since), and the thread so far; ``fix`` adds a GitLab suggestion
+   block only when the thread's line is on the MR's current diff version;
+6. the answer, sanitised like findings (``reviewbot.markdown``), is posted in the thread with
+   its marker (a write whose answer is lost is found by it, not posted twice) and recorded.
+
+Owns: deciding and writing the answer to one note. Must not: write SQL (``reviewbot.store``
+does), parse webhooks, or decide queue policy (``reviewbot.queue``).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from reviewbot.app import App
+from reviewbot.comments import line_text_hash, parse_marker
+from reviewbot.diff import Side
+from reviewbot.gitlab import GitLabClient
+from reviewbot.learnings import LearningError, LearningSource
+from reviewbot.markdown import sanitize_markdown, suggestion_block
+from reviewbot.positions import position_for
+from reviewbot.queue import Job
+from reviewbot.store.models import FeedbackKind, ReplyCommand, ReplyStatus
+from reviewbot.store.reply_queries import ReplyRecord, ReplyStore, ThreadFinding
+from reviewbot.store.store import utc_now
+from reviewbot.teaching import add_learning
+
+__all__ = ["REPLY_PROMPT_TAG", "reply_marker", "run_reply"]
+
+log = logging.getLogger(__name__)
+
+# The system message of every reply prompt starts with this tag (the fake vLLM knows it).
+REPLY_PROMPT_TAG = "<reviewbot-reply"
+MAX_ANSWER_CHARS = 6000  # GitLab allows 1,000,000; a reply stays a short answer
+REPLY_MAX_TOKENS = 1024
+CODE_CONTEXT_LINES = 8  # lines shown either side of the finding's line
+THREAD_NOTES_SHOWN = 20  # the newest notes of the thread given to the model
+NOTE_CHARS_SHOWN = 2000  # each note cut to this many characters in the prompt
+MS_PER_S = 1000.0
+SUGGESTION_IN_ANSWER = re.compile(r"^(`{3,})suggestion[^\n]*\n(.*?)^\1[ \t]*$", re.M | re.S)
+LEARN_COMMAND = re.compile(r"\A\s*(?:/reviewbot|@\S+)\s+learn\b", re.IGNORECASE)
+IGNORED_VALUE = "ignore_command"  # feedback value of `/reviewbot ignore`
+LEARN_HINT = (
+    "To have reviewbot stop flagging this kind of code, reply with "
+    "`/reviewbot learn <what to allow>` (Developer role or above)."
+)
+
+
+def reply_marker(note_id: int) -> str:
+    """The hidden marker of the bot's answer to note ``note_id``: one per triggering note."""
+    return f"<!-- reviewbot:reply note={note_id} -->"
+
+
+@dataclass(frozen=True)
+class CodeAtHead:
+    """The code around the finding's line at the MR's head."""
+
+    excerpt: str  # numbered lines, "" when the file or line is gone
+    line_changed: bool  # the line's text differs from when the finding was posted (or is gone)
+    suggestable: bool  # the thread's line is on the MR's current diff version
+
+
+@dataclass
+class _Answer:
+    body: str
+    model: str | None = None
+    model_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+
+
+def run_reply(app: App, job: Job) -> None:
+    """Answer the note of reply job ``job`` once (see the module notes)."""
+    replies = ReplyStore(app.store.engine, utc_now)
+    record = replies.by_id(int(job.payload["reply_id"]))
+    if record is None or record.status != ReplyStatus.QUEUED.value:
+        return
+    started = time.monotonic()
+    gitlab = app.gitlab()
+    project: int | str = job.project_id if job.project_id is not None else job.project
+    marker = reply_marker(record.trigger_note_id)
+    found = gitlab.marked_note_in_thread(project, job.mr_iid, record.discussion_id, marker)
+    if found is not None:
+        replies.finish(record.id, ReplyStatus.POSTED.value, reply_note_id=found)
+        log.info("reply %d: already in the thread (note %d), not posted again", record.id, found)
+        return
+    timeout_s = app.settings.reply_timeout_s
+    if _too_late(record.created_at, timeout_s):
+        _drop(replies, record, f"not answered within reply_timeout_s ({timeout_s:g} s)")
+        return
+    refusal = _refusal(gitlab, project, job, record)
+    if refusal is not None:
+        _drop(replies, record, refusal)
+        return
+    finding = replies.thread_finding(record.discussion_id)
+    if finding is None:
+        _drop(replies, record, "the thread's finding is no longer in the store")
+        return
+    answer = _answer(app, gitlab, project, job, record, finding)
+    if answer is None:
+        _drop(replies, record, f"@{record.author} may not teach (Developer role or above)")
+        return
+    if _too_late(record.created_at, timeout_s):
+        _drop(replies, record, f"answer ready after reply_timeout_s ({timeout_s:g} s)")
+        return
+    note_id = gitlab.reply_in_thread(
+        project, job.mr_iid, record.discussion_id, f"{answer.body}\n\n{marker}", marker
+    )
+    replies.finish(
+        record.id,
+        ReplyStatus.POSTED.value,
+        reply_note_id=note_id,
+        model=answer.model,
+        model_calls=answer.model_calls,
+        prompt_tokens=answer.prompt_tokens,
+        completion_tokens=answer.completion_tokens,
+        cached_tokens=answer.cached_tokens,
+        latency_ms=(time.monotonic() - started) * MS_PER_S,
+    )
+    log.info("reply %d: %s answered in note %d", record.id, record.command, note_id)
+
+
+def _too_late(created_at: datetime, timeout_s: float) -> bool:
+    arrived = created_at if created_at.tzinfo else created_at.replace(tzinfo=utc_now().tzinfo)
+    return (utc_now() - arrived).total_seconds() > timeout_s
+
+
+def _drop(replies: ReplyStore, record: ReplyRecord, reason: str) -> None:
+    replies.finish(record.id, ReplyStatus.DROPPED.value, reason=reason)
+    log.warning("reply %d to note %d dropped: %s", record.id, record.trigger_note_id, reason)
+
+
+def _refusal(gitlab: GitLabClient, project: int | str, job: Job, record: ReplyRecord) -> str | None:
+    """Why the note gets no answer, read from GitLab now; None when it gets one."""
+    discussion = gitlab.discussion(project, job.mr_iid, record.discussion_id)
+    notes = discussion.get("notes") or []
+    first_author = (notes[0].get("author") or {}).get("username") if notes else None
+    if first_author != gitlab.bot_username():
+        return "not a thread reviewbot started"
+    trigger = next((n for n in notes if n.get("id") == record.trigger_note_id), None)
+    if trigger is None:
+        return "the note was deleted"
+    author_id = (trigger.get("author") or {}).get("id")
+    if isinstance(author_id, int) and gitlab.user_is_bot(author_id):
+        return "the note was written by a bot user"
+    return None
+
+
+# -- the answer ---------------------------------------------------------------------------
+
+
+def _answer(
+    app: App,
+    gitlab: GitLabClient,
+    project: int | str,
+    job: Job,
+    record: ReplyRecord,
+    finding: ThreadFinding,
+) -> _Answer | None:
+    """The answer to post; None when the note asks to teach and its author may not."""
+    if record.command == ReplyCommand.IGNORE.value:
+        return _ignore(app, gitlab, project, job, record, finding)
+    discussion = gitlab.discussion(project, job.mr_iid, record.discussion_id)
+    if record.command == ReplyCommand.LEARN.value:
+        return _learn(app, gitlab, project, job, finding, discussion)
+    code = code_at_head(gitlab, project, job.mr_iid, finding, discussion)
+    messages = reply_messages(record, finding, code, discussion.get("notes") or [])
+    model = app.model()
+    answer = model.chat(messages, REPLY_MAX_TOKENS)
+    text, suggestion = split_suggestion(answer.content or "")
+    body = sanitize_markdown(text.strip(), max_chars=MAX_ANSWER_CHARS)
+    if record.command == ReplyCommand.FIX.value:
+        body = _with_suggestion(body, suggestion, finding, code)
+    return _Answer(
+        body=body or "_(the model gave no answer)_",
+        model=app.settings.llm_model,
+        model_calls=1,
+        prompt_tokens=answer.prompt_tokens,
+        completion_tokens=answer.completion_tokens,
+        cached_tokens=answer.cached_tokens or 0,
+    )
+
+
+def _with_suggestion(
+    body: str, suggestion: str | None, finding: ThreadFinding, code: CodeAtHead
+) -> str:
+    if not code.suggestable:
+        return (
+            f"{body}\n\n_No suggestion: the line changed since this comment was posted "
+            "(a suggestion could not be applied to it)._"
+        )
+    if suggestion is None:
+        return f"{body}\n\n_No suggestion: the model proposed no replacement for the lines._"
+    below = (finding.end_line - finding.line) if finding.end_line and finding.line else 0
+    return f"{body}\n\n{suggestion_block(suggestion, lines_above=0, lines_below=max(0, below))}"
+
+
+def _ignore(
+    app: App,
+    gitlab: GitLabClient,
+    project: int | str,
+    job: Job,
+    record: ReplyRecord,
+    finding: ThreadFinding,
+) -> _Answer:
+    """Resolve the thread and record that the finding was not wanted."""
+    gitlab.resolve_discussion(project, job.mr_iid, record.discussion_id)
+    app.store.record_feedback(
+        finding_id=finding.finding_id,
+        reply_id=record.id,
+        project=job.project,
+        mr_iid=job.mr_iid,
+        gitlab_url=(app.settings.gitlab_url or "").rstrip("/") or None,
+        project_id=job.project_id,
+        note_id=record.trigger_note_id,
+        kind=FeedbackKind.IGNORED.value,
+        value=IGNORED_VALUE,
+        username=record.author,
+        event_key=f"reply-ignore:{record.reply_key}",
+    )
+    return _Answer(body=f"Resolved: this finding is recorded as not useful.\n\n{LEARN_HINT}")
+
+
+def _learn(
+    app: App,
+    gitlab: GitLabClient,
+    project: int | str,
+    job: Job,
+    finding: ThreadFinding,
+    discussion: dict[str, Any],
+) -> _Answer | None:
+    """Make the learning the note states, for the project and the finding's category."""
+    note = next(
+        (n for n in discussion.get("notes") or [] if n.get("id") == job.payload.get("note_id")),
+        {},
+    )
+    author = note.get("author") or {}
+    if not isinstance(author.get("id"), int) or not gitlab.can_teach(project, author["id"]):
+        return None
+    text = LEARN_COMMAND.sub("", str(note.get("body") or ""), count=1).strip()
+    try:
+        learning = add_learning(
+            app,
+            text,
+            project=str(project),
+            category=finding.category,
+            author=author.get("username"),
+            source=LearningSource.THREAD,
+        )
+    except LearningError as error:
+        return _Answer(body=f"Nothing learned: {sanitize_markdown(str(error), max_chars=500)}")
+    quoted = sanitize_markdown(learning.text, max_chars=MAX_ANSWER_CHARS)
+    return _Answer(
+        body=(
+            f"Learned (learning {learning.id}, project {learning.project}, category "
+            f"`{finding.category}`, every path):\n\n> {quoted}\n\nIt applies from the next "
+            f"review. Remove it with `reviewbot learnings remove {learning.id}`."
+        )
+    )
+
+
+def split_suggestion(text: str) -> tuple[str, str | None]:
+    """The model's answer without its first suggestion block, and that block's content."""
+    match = SUGGESTION_IN_ANSWER.search(text)
+    if match is None:
+        return text, None
+    return text[: match.start()] + text[match.end() :], match.group(2)
+
+
+def code_at_head(
+    gitlab: GitLabClient,
+    project: int | str,
+    iid: int,
+    finding: ThreadFinding,
+    discussion: dict[str, Any],
+) -> CodeAtHead:
+    """The finding's lines at the MR's head, whether they changed, whether a suggestion fits."""
+    snapshot = gitlab.snapshot(project, iid)
+    head = snapshot.diff_refs.head_sha
+    first = (discussion.get("notes") or [{}])[0]
+    position = first.get("position") or {}
+    marker_hash = _marker_hash(str(first.get("body") or ""))
+    if finding.side != Side.NEW.value or finding.line is None:
+        return CodeAtHead("", line_changed=True, suggestable=False)
+    text = gitlab.file_contents(snapshot.project_id, head, [finding.path]).get(finding.path)
+    if text is None:
+        return CodeAtHead("", line_changed=True, suggestable=False)
+    lines = text.splitlines()
+    line = finding.line
+    now = lines[line - 1] if 0 < line <= len(lines) else None
+    changed = now is None or (bool(marker_hash) and line_text_hash(now) != marker_hash)
+    file = snapshot.file(finding.path)
+    on_diff = file is not None and position_for(file, Side.NEW, line) is not None
+    suggestable = not changed and on_diff and position.get("head_sha") == head
+    low, high = max(1, line - CODE_CONTEXT_LINES), min(len(lines), line + CODE_CONTEXT_LINES)
+    excerpt = "\n".join(f"{n:>5} | {lines[n - 1]}" for n in range(low, high + 1))
+    return CodeAtHead(excerpt, line_changed=changed, suggestable=suggestable)
+
+
+def _marker_hash(body: str) -> str:
+    marker = parse_marker(body)
+    return marker.text_hash if marker is not None else ""
+
+
+def reply_messages(
+    record: ReplyRecord,
+    finding: ThreadFinding,
+    code: CodeAtHead,
+    notes: list[dict[str, Any]],
+) -> list[dict[str, str]]:
+    """The chat prompt of one answer (plain text; ``fix`` asks for a suggestion block)."""
+    ask = {
+        ReplyCommand.FIX.value: (
+            "Propose a fix for the finding's line(s): a short explanation, then the "
+            "replacement lines in a ```suggestion block (only the lines from line "
+            f"{finding.line} to line {finding.end_line or finding.line})."
+        ),
+        ReplyCommand.EXPLAIN.value: "Explain the finding: why it matters, and how to fix it.",
+        ReplyCommand.ASK.value: "Answer the human's last message in the thread.",
+    }.get(record.command, "Answer the human's last message in the thread.")
+    system = (
+        f'{REPLY_PROMPT_TAG} command="{record.command}">\n'
+        "You are reviewbot, a code reviewer answering in a thread you started on a merge "
+        "request. Answer briefly in Markdown, for the human who asked. Never use GitLab quick "
+        "actions (lines starting with /) or mention people. If you are not sure, say so.\n"
+        f"{ask}"
+    )
+    thread = "\n\n".join(
+        f"@{(note.get('author') or {}).get('username', '?')}: "
+        f"{str(note.get('body') or '')[:NOTE_CHARS_SHOWN]}"
+        for note in notes[-THREAD_NOTES_SHOWN:]
+    )
+    changed = "yes" if code.line_changed else "no"
+    user = (
+        f'<finding path="{finding.path}" line="{finding.line}" severity="{finding.severity}" '
+        f'category="{finding.category}">\n{finding.title}\n\n{finding.body}\n</finding>\n\n'
+        f'<code_at_head path="{finding.path}" line_changed_since="{changed}">\n'
+        f"{code.excerpt}\n</code_at_head>\n\n<thread>\n{thread}\n</thread>"
+    )
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
