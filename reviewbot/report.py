@@ -47,6 +47,7 @@ from reviewbot.report_text import (
 from reviewbot.store.reply_queries import ReplyStore
 from reviewbot.store.report_queries import FEEDBACK_COUNT_FIELDS, ReportScope
 from reviewbot.store.store import utc_now
+from reviewbot.store.verify_queries import verification_figures
 from reviewbot.weburl import web_url
 from reviewbot.window import DAYS_PER_WEEK, Window
 
@@ -290,6 +291,9 @@ def build_report(
         "replies": ReplyStore(store.engine, utc_now).reply_figures(
             window.since, window.until, project
         ),
+        # what the verification pass cost and dropped, and how the kept findings fared (issue 21;
+        # every project: docs/verification.md)
+        "verification": verification_figures(store.engine, window.since, window.until),
         "previous": {"window": _window_json(before, project), **_summary(previous)},
         "learnings": dict(learnings or EMPTY_LEARNINGS),  # docs/learnings.md
     }
@@ -391,6 +395,7 @@ def report_markdown(report: Mapping[str, Any]) -> str:
     lines += _tool_call_table(report["tool_calls"])
     lines += learnings_markdown(report.get("learnings"))
     lines += _reply_table(report.get("replies") or [])
+    lines += _verification_table(report.get("verification"))
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -550,6 +555,31 @@ def _reply_table(rows: Sequence[Mapping[str, Any]]) -> list[str]:
         lines.append(
             f"| {table_cell(row['command'])} | {table_cell(row['status'])} | {row['replies']} | "
             f"{row['thumbs_up']} | {row['thumbs_down']} | {row['model_calls']} |"
+        )
+    return [*lines, ""]
+
+
+def _verification_table(figures: Mapping[str, Any] | None) -> list[str]:
+    """What the verification pass cost and dropped, per category and prompt version, and the
+    kept findings' 👍/👎 and addressed counts: did it drop the right ones? (issue 21)"""
+    if not figures or not figures["outcomes"]:
+        return []
+    cost = figures["cost"]
+    lines = [
+        "## Verification",
+        "",
+        f"{cost['calls']} verification call(s) on {cost['reviews']} review(s): "
+        f"{cost['prompt_tokens']:,} prompt and {cost['completion_tokens']:,} completion tokens, "
+        f"{cost['seconds']:.1f} s.",
+        "",
+        "| category | prompt | judged | dropped | kept, posted | 👍 | 👎 | addressed |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for row in figures["outcomes"]:
+        lines.append(
+            f"| {table_cell(row['category'])} | {table_cell(row['prompt_version'])} | "
+            f"{row['judged']} | {row['dropped']} | {row['kept_posted']} | {row['thumbs_up']} | "
+            f"{row['thumbs_down']} | {row['addressed']} |"
         )
     return [*lines, ""]
 

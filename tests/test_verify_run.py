@@ -3,6 +3,7 @@ the fake vLLM's verifier brain, on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 
 from click.testing import CliRunner
@@ -72,6 +73,25 @@ def test_verification_drops_a_planted_finding_and_keeps_the_real_ones(world: Wor
         "| Verification | 4 verified, 1 dropped, 0 failed verification(s), 1 call(s) |"
         in (summary["body"])
     )
+
+
+def test_the_report_shows_what_verification_dropped_and_cost(world: World, tmp_path) -> None:
+    world.vllm.add_faults("planted_finding")
+    world.run(verify="on")
+    env = {"REVIEWBOT_DATABASE_URL": world.database_url}
+    since = ["--since", "2000-01-01", "--until", "2100-01-01"]
+    output = ["--output", str(tmp_path), "--format", "md,json"]
+    written = CliRunner().invoke(main, ["report", *since, *output], env=env)
+    assert written.exit_code == 0, written.output
+    markdown = (tmp_path / "report.md").read_text(encoding="utf-8")
+    assert "## Verification" in markdown
+    assert "1 verification call(s) on 1 review(s)" in markdown
+    [bug_row] = [line for line in markdown.splitlines() if line.startswith("| bug |")]
+    # judged: the planted finding and the real `== None` one; dropped: the planted one
+    assert [cell.strip() for cell in bug_row.strip("|").split("|")][2:4] == ["2", "1"]
+    figures = json.loads((tmp_path / "report.json").read_text(encoding="utf-8"))["verification"]
+    assert figures["cost"]["calls"] == 1
+    assert sum(row["dropped"] for row in figures["outcomes"]) == 1
 
 
 def test_an_unreadable_verifier_keeps_every_finding_and_is_counted(world: World) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, and_, case, distinct, func, select
+from sqlalchemy import Connection, Engine, and_, case, distinct, func, select
 
 from reviewbot.store.models import CallPurpose, FeedbackKind, FindingState
 from reviewbot.store.models import Feedback as FeedbackRow
@@ -22,7 +22,7 @@ from reviewbot.store.models import Finding as FindingRow
 from reviewbot.store.models import LLMCall as LLMCallRow
 from reviewbot.store.models import Review as ReviewRow
 
-__all__ = ["verification_cost", "verification_outcomes"]
+__all__ = ["verification_cost", "verification_figures", "verification_outcomes"]
 
 THUMBS_UP = "thumbsup"
 THUMBS_DOWN = "thumbsdown"
@@ -106,3 +106,13 @@ def verification_outcomes(
         {"category": category, "prompt_version": version, **dict(zip(names, counts, strict=True))}
         for category, version, *counts in rows
     ]
+
+
+def verification_figures(engine: Engine, since: datetime, until: datetime) -> dict[str, Any]:
+    """The report's verification section: its cost and its outcomes per category and prompt
+    version, for the reviews started in the window (every project)."""
+    with engine.connect() as connection:
+        return {
+            "cost": verification_cost(connection, since, until),
+            "outcomes": verification_outcomes(connection, since, until),
+        }
