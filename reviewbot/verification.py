@@ -42,7 +42,7 @@ class Verifier(Protocol):
 
 @dataclass(frozen=True)
 class VerifyOptions:
-    enabled: bool = True
+    enabled: bool = False  # as the VERIFY setting: off by default (docs/verification.md)
     min_severity: Severity = Severity.MINOR
     min_confidence: float = 0.7
 
