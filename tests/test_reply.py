@@ -18,7 +18,7 @@ import httpx
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sqlalchemy import select
+from sqlalchemy import select, update
 from starlette.testclient import TestClient
 
 from reviewbot.app import App
@@ -28,6 +28,7 @@ from reviewbot.reply import reply_marker
 from reviewbot.report import build_report, report_markdown
 from reviewbot.store import Store
 from reviewbot.store.models import Feedback as FeedbackRow
+from reviewbot.store.models import Job as JobRow
 from reviewbot.store.models import JobKind
 from reviewbot.store.models import Reply as ReplyRow
 from reviewbot.teaching import project_learnings
@@ -170,6 +171,21 @@ def test_a_lost_gitlab_answer_gives_one_answer(thread: Thread) -> None:
     thread.work()
     assert len(thread.answers(note["id"])) == 1
     assert thread.replies()[0].status == "posted"
+
+
+def test_a_reply_whose_job_fails_for_good_is_recorded_failed_not_left_queued(
+    thread: Thread,
+) -> None:
+    note = thread.say("@reviewbot explain please")
+    job_id = thread.hook(note)["job_id"]
+    with thread.store.engine.begin() as connection:  # the job's last attempt is this one
+        connection.execute(update(JobRow).where(JobRow.id == job_id).values(max_attempts=1))
+    thread.world.vllm.add_faults(*["http_500"] * 20)
+    thread.work()
+    assert thread.answers(note["id"]) == []
+    assert thread.queue.get(job_id).status == "failed"
+    [reply] = thread.replies()
+    assert reply.status == "failed" and reply.reason
 
 
 def test_a_worker_killed_after_posting_is_not_answered_twice(thread: Thread) -> None:
