@@ -495,6 +495,39 @@ def _template() -> jinja2.Template:
     return environment.get_template(TEMPLATE_NAME)
 
 
+VERIFICATION_HEADERS = (
+    "category",
+    "prompt version",
+    "judged",
+    "dropped",
+    "kept, posted",
+    "👍",
+    "👎",
+    "addressed",
+)
+VERIFICATION_FIELDS = ("judged", "dropped", "kept_posted", "thumbs_up", "thumbs_down", "addressed")
+REPLY_HEADERS = ("command", "status", "answers", "👍", "👎", "model calls")
+REPLY_FIELDS = ("command", "status", "replies", "thumbs_up", "thumbs_down", "model_calls")
+
+
+def _second_look(report: Mapping[str, Any]) -> list[Section]:
+    """What the verification pass dropped and how the kept findings fared, and the answers in
+    the bot's threads with their reception (issue 21); none when the window has neither."""
+    sections = []
+    outcomes = (report.get("verification") or {}).get("outcomes") or []
+    if outcomes:
+        rows = [
+            (row["category"], row["prompt_version"], *(row[name] for name in VERIFICATION_FIELDS))
+            for row in outcomes
+        ]
+        sections.append(Section("Verification", _table(VERIFICATION_HEADERS, rows)))
+    replies = report.get("replies") or []
+    if replies:
+        rows = [tuple(row[name] for name in REPLY_FIELDS) for row in replies]
+        sections.append(Section("Answers in the bot's threads", _table(REPLY_HEADERS, rows)))
+    return sections
+
+
 def _tool_calls(report: Mapping[str, Any]) -> Section:
     """Unreadable tool calls per model and prompt version."""
     table = _table(
@@ -539,6 +572,7 @@ def report_html(report: Mapping[str, Any]) -> str:
             _evals(report),
             *_comparison(report),
             _tool_calls(report),
+            *_second_look(report),
             *[
                 Section(title, _table(headers, rows))
                 for title, headers, rows in learning_tables(report.get("learnings") or {})

@@ -26,6 +26,7 @@ from reviewbot.gitlab import GitLabClient, GitLabSettings
 from reviewbot.queue import JobQueue
 from reviewbot.reply import reply_marker
 from reviewbot.report import build_report, report_markdown
+from reviewbot.report_html import report_html
 from reviewbot.store import Store
 from reviewbot.store.models import Feedback as FeedbackRow
 from reviewbot.store.models import Job as JobRow
@@ -450,3 +451,6 @@ def test_the_report_counts_answers_and_their_reception(thread: Thread) -> None:
         },
     ]
     assert "| ask | posted | 1 | 0 | 1 | 1 |" in report_markdown(report)
+    page = report_html(report)
+    assert "threads</h2>" in page
+    assert "<td>ignore</td>" in page

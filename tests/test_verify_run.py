@@ -4,7 +4,7 @@ the fake vLLM's verifier brain, on SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from click.testing import CliRunner
 from starlette.testclient import TestClient
@@ -79,8 +79,9 @@ def test_the_report_shows_what_verification_dropped_and_cost(world: World, tmp_p
     world.vllm.add_faults("planted_finding")
     world.run(verify="on")
     env = {"REVIEWBOT_DATABASE_URL": world.database_url}
-    since = ["--since", "2000-01-01", "--until", "2100-01-01"]
-    output = ["--output", str(tmp_path), "--format", "md,json"]
+    today = datetime.now(UTC).date()
+    since = ["--since", str(today - timedelta(days=1)), "--until", str(today + timedelta(days=2))]
+    output = ["--output", str(tmp_path), "--format", "md,json,html"]
     written = CliRunner().invoke(main, ["report", *since, *output], env=env)
     assert written.exit_code == 0, written.output
     markdown = (tmp_path / "report.md").read_text(encoding="utf-8")
@@ -89,6 +90,8 @@ def test_the_report_shows_what_verification_dropped_and_cost(world: World, tmp_p
     [bug_row] = [line for line in markdown.splitlines() if line.startswith("| bug |")]
     # judged: the planted finding and the real `== None` one; dropped: the planted one
     assert [cell.strip() for cell in bug_row.strip("|").split("|")][2:4] == ["2", "1"]
+    page = (tmp_path / "report.html").read_text(encoding="utf-8")
+    assert "<h2>Verification</h2>" in page
     figures = json.loads((tmp_path / "report.json").read_text(encoding="utf-8"))["verification"]
     assert figures["cost"]["calls"] == 1
     assert sum(row["dropped"] for row in figures["outcomes"]) == 1
