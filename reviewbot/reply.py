@@ -92,6 +92,13 @@ class _Answer:
     cached_tokens: int = 0
 
 
+FINISH_LENGTH = "length"  # the OpenAI finish_reason of an answer cut at max_tokens
+
+
+class AnswerCutOff(Exception):
+    """The model's answer ended at the token limit: only part of an answer, never posted."""
+
+
 def settle_failed_reply(app: App, job: Job, error: str) -> None:
     """Reply job ``job`` failed for good: its reply, still queued, is recorded as failed with
     the error (never left queued, as if an answer were still coming)."""
@@ -128,7 +135,11 @@ def run_reply(app: App, job: Job) -> None:
     if finding is None:
         _drop(replies, record, "the thread's finding is no longer in the store")
         return
-    answer = _answer(app, gitlab, project, job, record, finding)
+    try:
+        answer = _answer(app, gitlab, project, job, record, finding)
+    except AnswerCutOff as cut:
+        _drop(replies, record, str(cut))
+        return
     if answer is None:
         _drop(replies, record, f"@{record.author} may not teach (Developer role or above)")
         return
@@ -199,6 +210,8 @@ def _answer(
     messages = reply_messages(record, finding, code, discussion.get("notes") or [])
     model = app.model()
     answer = model.chat(messages, REPLY_MAX_TOKENS)
+    if answer.finish_reason == FINISH_LENGTH:
+        raise AnswerCutOff(f"the model's answer was cut at {REPLY_MAX_TOKENS} tokens")
     text, suggestion = split_suggestion(answer.content or "")
     body = sanitize_markdown(text.strip(), max_chars=MAX_ANSWER_CHARS)
     if record.command == ReplyCommand.FIX.value:

@@ -315,6 +315,15 @@ def test_ignore_resolves_the_thread_and_records_negative_feedback(thread: Thread
     assert thread.replies()[0].model_calls == 0
 
 
+def test_an_answer_cut_at_the_token_limit_is_dropped_not_posted(thread: Thread) -> None:
+    note = thread.say("@reviewbot ECHO: " + "§¤ " * 1500)  # several tokens per word
+    thread.hook(note)
+    thread.work()
+    assert thread.answers(note["id"]) == []
+    [reply] = thread.replies()
+    assert reply.status == "dropped" and "cut at" in reply.reason
+
+
 def test_the_answer_is_sanitised(thread: Thread) -> None:
     note = thread.say("@reviewbot ECHO: /merge\n@all <img src=x onerror=alert(1)>")
     thread.hook(note)

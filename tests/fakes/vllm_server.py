@@ -1219,8 +1219,9 @@ REPLY_FIXES = (
 ECHO_PREFIX = "ECHO:"
 
 
-def reply_answer(request: ChatRequest) -> Answer | None:
-    """The chatty answer to reviewbot's reply prompt, or None for any other request."""
+def reply_answer(request: ChatRequest, budget: int) -> Answer | None:
+    """The chatty answer to reviewbot's reply prompt, or None for any other request; cut at
+    ``budget`` tokens with ``finish_reason: "length"``, as vLLM cuts any text answer."""
     system = next((m for m in request.messages if m.get("role") == "system"), None)
     prompt = REPLY_PROMPT.match(message_text(system.get("content"))) if system else None
     if prompt is None:
@@ -1239,7 +1240,10 @@ def reply_answer(request: ChatRequest) -> Answer | None:
         content = f"Replace line {line} like this:\n\n```suggestion\n{fixed}\n```\n"
     else:
         content = f"Line {line} is flagged as: {title}. It is worth fixing before merging."
-    return Answer(content, [], None, "stop", len(encode(content)) + EOS_TOKEN_COUNT)
+    ids = encode(content)
+    if len(ids) + EOS_TOKEN_COUNT > budget:
+        return Answer(qwen_tokenizer().decode(ids[:budget]), [], None, "length", budget)
+    return Answer(content, [], None, "stop", len(ids) + EOS_TOKEN_COUNT)
 
 
 def compose_answer(
@@ -2165,7 +2169,7 @@ class FakeVLLM:
         lines = parse_prompt_diff(request.diff_text())
         scripted = self._scripted_calls(request)
         wanted = repository_calls(request, lines, self.needs_evidence, self.tool_loop)
-        chatty = reply_answer(request)
+        chatty = reply_answer(request, budget)
         if chatty is not None:
             answer = chatty
         elif any((t.get("function") or {}).get("name") == VERDICT_TOOL_NAME for t in request.tools):
