@@ -91,6 +91,11 @@ ROOT_FILES_GLOB = "*"  # the files at the repository root, none below
 MAX_PROPOSAL_TITLE_CHARS = 120
 MAX_EVIDENCE_FINDINGS = 20  # a proposal lists this many of the findings it was made from
 MAX_SHOWN_CHARS = 60
+# The prompt wraps each learning in <learning> tags (prompts/learnings.j2). The Markdown
+# sanitiser writes "<" as "&lt;" outside code but keeps it in code spans, where GitLab does
+# not decode entities; there it becomes this look-alike, so no learning can close its tag.
+PROMPT_TAG_OPEN = "<"
+PROMPT_TAG_OPEN_LOOKALIKE = "\u2039"  # SINGLE LEFT-POINTING ANGLE QUOTATION MARK
 WHITESPACE_RUN = re.compile(r"\s+")
 EXCLUSION_WORDS = re.compile(
     r"\b(?:do\s*n[o']?t|never|stop|no\s+need\s+to)\s+"
@@ -195,12 +200,14 @@ def _iso(value: datetime | None) -> str | None:
 
 def sanitised_learning_text(text: str) -> str:
     """``text`` safe to store, show on GitLab and put in a prompt: printable, on one line,
-    sanitised as findings are (no quick action, mention or HTML), at most
-    :data:`MAX_LEARNING_CHARS` characters (cut with a marker)."""
+    sanitised as findings are (no quick action, mention or HTML), without a "<" even in code
+    (it could close the prompt's tag), at most :data:`MAX_LEARNING_CHARS` characters (cut with
+    a marker)."""
     one_line = WHITESPACE_RUN.sub(" ", printable_text(text)).strip()
     # A line that opens a code fence comes back closed on a second line: fold it again.
     safe = sanitize_markdown(one_line, max_chars=MAX_LEARNING_CHARS)
-    return WHITESPACE_RUN.sub(" ", safe).strip()
+    folded = WHITESPACE_RUN.sub(" ", safe).strip()
+    return folded.replace(PROMPT_TAG_OPEN, PROMPT_TAG_OPEN_LOOKALIKE)
 
 
 def checked_text(text: str) -> str:
