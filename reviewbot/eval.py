@@ -411,12 +411,11 @@ def item_reviewer(llm: LLMClient, settings: Settings) -> Callable[[EvalItem], It
             raise EvalIncompleteError(f"{item.name}: part of the diff was not reviewed: {first}")
         filtered = set(map(id, result.findings.selection.filtered))
         kept = [f for f in result.findings.findings if id(f) not in filtered]
-        checks = result.verification.calls  # the verification pass costs too
-        cost = Cost(
-            model_calls=len(result.calls) + len(checks),
-            prompt_tokens=result.prompt_tokens + sum(c.prompt_tokens for c in checks),
-            cached_tokens=result.cached_tokens + sum(c.cached_tokens or 0 for c in checks),
-            completion_tokens=result.completion_tokens + sum(c.completion_tokens for c in checks),
+        cost = Cost(  # the verification pass costs too: its calls are the result's
+            model_calls=len(result.model_calls),
+            prompt_tokens=result.prompt_tokens,
+            cached_tokens=result.cached_tokens,
+            completion_tokens=result.completion_tokens,
             wall_s=time.monotonic() - started,
         )
         return ItemReview(predicted_from(kept), result.model, result.prompt_version, cost)

@@ -226,7 +226,7 @@ def _steps(run: _Run, review_id: int) -> RunReport:
     )
     result = dataclasses.replace(result, findings=findings)
     run.warnings.extend(result.rule_notes)
-    run.store.record_run(review_id, calls=[*result.calls, *result.verification.calls])
+    run.store.record_run(review_id, calls=result.model_calls)
     report = RunReport(
         project_path=run.snapshot.project_path,
         iid=run.snapshot.iid,

@@ -291,9 +291,8 @@ def build_report(
         "replies": ReplyStore(store.engine, utc_now).reply_figures(
             window.since, window.until, project
         ),
-        # what the verification pass cost and dropped, and how the kept findings fared (issue 21;
-        # every project: docs/verification.md)
-        "verification": verification_figures(store.engine, window.since, window.until),
+        # what the verification pass cost and dropped, and how the kept findings fared (issue 21)
+        "verification": verification_figures(store.engine, scope),
         "previous": {"window": _window_json(before, project), **_summary(previous)},
         "learnings": dict(learnings or EMPTY_LEARNINGS),  # docs/learnings.md
     }

@@ -250,16 +250,22 @@ class ReviewResult:
         return sum(c.repaired_tool_calls for c in self.calls)
 
     @property
+    def model_calls(self) -> list[CallRecord]:
+        """Every model call the review made: the chunks' and the verification pass's."""
+        return [*self.calls, *self.verification.calls]
+
+    @property
     def prompt_tokens(self) -> int:
-        return sum(c.prompt_tokens for c in self.calls)
+        """Prompt tokens of every model call, the verification pass's included."""
+        return sum(c.prompt_tokens for c in self.model_calls)
 
     @property
     def completion_tokens(self) -> int:
-        return sum(c.completion_tokens for c in self.calls)
+        return sum(c.completion_tokens for c in self.model_calls)
 
     @property
     def cached_tokens(self) -> int:
-        return sum(c.cached_tokens or 0 for c in self.calls)
+        return sum(c.cached_tokens or 0 for c in self.model_calls)
 
     def ttft_percentile(self, fraction: float) -> float | None:
         values = sorted(c.ttft_ms for c in self.calls if c.ttft_ms is not None)
@@ -568,6 +574,9 @@ class _Answers:
         self.records += result.records
         self.invalid += [f"chunk {result.chunk_index}: {reason}" for reason in result.invalid]
         self.calls += [(result.chunk_index, arguments) for arguments in result.calls]
+        if result.conversation is not None:
+            # verification judges with the evidence the tool rounds brought in, as the review
+            self.messages_of[result.chunk_index] = result.conversation
 
     def settle(self, result: ChunkResult, chunk: Chunk) -> None:
         """The chunk's last answer: reviewed, or not (and why)."""

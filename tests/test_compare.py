@@ -566,3 +566,19 @@ def test_tools_find_the_cross_file_bugs_at_a_higher_token_cost(tmp_path: Path) -
     tokens = [entry["cost"]["prompt_tokens"] for entry in (diff_only, scope, tools)]
     assert tokens == sorted(tokens) and len(set(tokens)) == 3
     assert tools["cost"]["model_calls"] > scope["cost"]["model_calls"]
+
+
+@pytest.mark.skipif(
+    not (NEEDS_EVIDENCE and HAS_TOOLS), reason="needs the tools setting and the fake's mode"
+)
+def test_verification_keeps_the_bugs_only_the_tools_find_and_its_cost_shows(
+    tmp_path: Path,
+) -> None:
+    document = _context_comparison(tmp_path, ("tools", "tools-verify"))
+    tools, verified = document["configurations"]
+    assert _found_by_kind(verified) == _found_by_kind(tools)
+    assert _found_by_kind(verified)["cross"] == (7, 0, 0)
+    assert verified["cost"]["model_calls"] > tools["cost"]["model_calls"]
+    assert verified["cost"]["prompt_tokens"] > tools["cost"]["prompt_tokens"]
+    (pair,) = document["pairs"]
+    assert (pair["improved"], pair["worsened"]) == (0, 0)

@@ -72,3 +72,39 @@ def test_a_planted_finding_is_on_a_line_with_no_true_finding(server: FakeVLLM, c
     )
     lines = [json.loads(c.function.arguments)["line"] for c in answer.choices[0].message.tool_calls]
     assert lines[-1] == 16 and lines[:-1] == [11, 12, 13, 14, 15, 18]
+
+
+# a line that uses a symbol, and the hazard marker a tool answer brought in (needs_evidence)
+EVIDENCE_LINES: list[tuple[str, int, str, str | None]] = [
+    ("+", 5, "    user = find_user(name)", None),
+]
+EVIDENCE_CANDIDATE = (
+    "Check each candidate finding below.\n\n"
+    "1. [major/bug] src/app.py:5: find_user may return None\n   not handled\n"
+)
+TOOL_ANSWER = "def find_user(name):  # hazard(find_user): may return None when no user has it"
+
+
+@pytest.mark.parametrize("with_marker", [True, False])
+def test_with_needs_evidence_the_verifier_keeps_what_a_tool_answer_shows(with_marker: bool):
+    messages: list[dict[str, Any]] = review_messages(EVIDENCE_LINES)
+    if with_marker:
+        call = {
+            "id": "call-1",
+            "type": "function",
+            "function": {"name": "find_definition", "arguments": '{"symbol": "find_user"}'},
+        }
+        messages += [
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "call-1", "content": TOOL_ANSWER},
+        ]
+    messages.append({"role": "user", "content": EVIDENCE_CANDIDATE})
+    with (
+        FakeVLLM(needs_evidence=True) as fake,
+        OpenAI(base_url=fake.base_url, api_key="x", max_retries=0) as openai,
+    ):
+        answer = openai.chat.completions.create(
+            model=fake.model, messages=messages, tools=[REPORT_FINDING_TOOL, verdict_schema()]
+        )
+    [said] = verdicts(answer)
+    assert said["verdict"] == ("keep" if with_marker else "drop")

@@ -26,6 +26,7 @@ from reviewbot.repo.tools import RepositoryTools
 from reviewbot.repo.view import MemoryView
 from reviewbot.review import ReviewOptions, ReviewResult, review_files
 from reviewbot.tokens import local_counter
+from reviewbot.verification import VerifyOptions
 from tests.fakes.vllm_server import FakeVLLM, MalformedCalls
 
 SHA = "ab" * 20
@@ -92,6 +93,21 @@ def offered(body: dict) -> list[str]:
 def evidence_fake() -> Iterator[FakeVLLM]:
     with FakeVLLM(needs_evidence=True) as fake:
         yield fake
+
+
+def test_verification_sees_the_evidence_the_tool_rounds_read_and_keeps_their_bug(
+    evidence_fake: FakeVLLM,
+) -> None:
+    result = review(evidence_fake, verify=VerifyOptions(enabled=True))
+    assert ("app.py", CALL_LINE, EVIDENCE_TITLE) in titles(result)
+    assert result.verification.verified == 1 and not result.verification.dropped
+    [asked] = [body for body in evidence_fake.requests if "verdict" in offered(body)]
+    # the review's conversation with the tool answer (the hazard marker), then the candidates
+    assert any(
+        message["role"] == "tool" and "hazard(find_user)" in message["content"]
+        for message in asked["messages"]
+    )
+    assert "app.py:5" in asked["messages"][-1]["content"]
 
 
 @pytest.mark.parametrize(

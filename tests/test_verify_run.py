@@ -13,6 +13,7 @@ from reviewbot.app import App
 from reviewbot.commands import main
 from reviewbot.queue import JobQueue
 from reviewbot.store import Store
+from reviewbot.store.report_queries import ReportScope
 from reviewbot.store.verify_queries import verification_cost, verification_outcomes
 from reviewbot.webhook import create_app
 from reviewbot.worker import Worker
@@ -61,8 +62,12 @@ def test_verification_drops_a_planted_finding_and_keeps_the_real_ones(world: Wor
     assert f"{PLANTED_TITLE}: drop (confidence 0.90): nothing of the kind" in shown.stdout
     window = (datetime(2000, 1, 1, tzinfo=UTC), datetime(2100, 1, 1, tzinfo=UTC))
     with store.engine.connect() as connection:
-        cost = verification_cost(connection, *window)
-        outcomes = verification_outcomes(connection, *window)
+        cost = verification_cost(connection, ReportScope(*window))
+        outcomes = verification_outcomes(connection, ReportScope(*window))
+        other = ReportScope(*window, project="other/project")
+        assert verification_cost(connection, other)["calls"] == 0
+        assert verification_outcomes(connection, other) == []
+        assert verification_cost(connection, ReportScope(*window, project=PROJECT))["calls"] == 1
     assert (cost["calls"], cost["reviews"]) == (1, 1) and cost["tokens_per_review"] > 0
     by_category = {row["category"]: row for row in outcomes}
     assert by_category["bug"]["dropped"] == 1 and by_category["security"]["dropped"] == 0
@@ -73,6 +78,17 @@ def test_verification_drops_a_planted_finding_and_keeps_the_real_ones(world: Wor
         "| Verification | 4 verified, 1 dropped, 0 failed verification(s), 1 call(s) |"
         in (summary["body"])
     )
+
+
+def test_the_review_totals_count_the_verification_tokens(world: World) -> None:
+    report = world.run(verify="on")
+    store = Store.from_url(world.database_url)
+    calls = store.llm_calls(report.review_id)
+    [check] = [c for c in calls if c["purpose"] == "verify"]
+    assert check["prompt_tokens"] > 0
+    row = store.review(report.review_id)
+    assert row["prompt_tokens"] == sum(c["prompt_tokens"] for c in calls)
+    assert row["completion_tokens"] == sum(c["completion_tokens"] for c in calls)
 
 
 def test_the_report_shows_what_verification_dropped_and_cost(world: World, tmp_path) -> None:

@@ -180,6 +180,9 @@ class ChunkResult:
     # could be read of it, to publish)
     error: str | None
     truncated: bool = False  # the answer hit max_output_tokens: the pipeline re-splits the chunk
+    # the conversation after the chunk's tool rounds (None: no round was made): the evidence
+    # the model read, which the verification pass must see too
+    conversation: list[dict] | None = None
 
 
 class LLMClient(Protocol):

@@ -114,7 +114,13 @@ class ChunkTries:
         """Not reviewed: the readable calls of the best try are kept."""
         calls = self.with_kept(self.best.calls)
         return ChunkResult(
-            self.request.chunk_index, calls, self.invalid, self.records, False, error
+            self.request.chunk_index,
+            calls,
+            self.invalid,
+            self.records,
+            False,
+            error,
+            conversation=self.messages,
         )
 
     def result(self, calls: list[dict], *, overflow: bool = False, **named: Any) -> ChunkResult:
@@ -126,5 +132,6 @@ class ChunkTries:
             self.records,
             overflow,
             named.pop("error", None),
+            conversation=self.messages,
             **named,
         )

@@ -1,17 +1,17 @@
 """The verification pass's figures (issue 21), in SQL: what verification cost, and, per
 category and prompt version, how many findings it dropped and how the kept ones fared.
 
-A review belongs to the window when it started in it (``since <= started_at < until``), as in
-``reviewbot.store.report_queries``. Cost: the ``llm_calls`` rows with ``purpose = 'verify'``.
-Votes: award events whose value is exactly ``thumbsup`` / ``thumbsdown`` (a revoked vote ends
-in ``:revoked`` and does not count); a finding counts once per kind however many events it has.
+A review belongs to the report when it started in the window (``since <= started_at < until``)
+and, with ``--project``, is of that project: the report's ``ReportScope``. Cost: the
+``llm_calls`` rows with ``purpose = 'verify'``. Votes: award events whose value is exactly
+``thumbsup`` / ``thumbsdown`` (a revoked vote ends in ``:revoked`` and does not count); a
+finding counts once per kind however many events it has.
 
 Owns: those figures as SQL. Must not: shape or word the report.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection, Engine, and_, case, distinct, func, select
@@ -21,6 +21,7 @@ from reviewbot.store.models import Feedback as FeedbackRow
 from reviewbot.store.models import Finding as FindingRow
 from reviewbot.store.models import LLMCall as LLMCallRow
 from reviewbot.store.models import Review as ReviewRow
+from reviewbot.store.report_queries import ReportScope
 
 __all__ = ["verification_cost", "verification_figures", "verification_outcomes"]
 
@@ -29,11 +30,7 @@ THUMBS_DOWN = "thumbsdown"
 MS_PER_S = 1000.0
 
 
-def _in_window(since: datetime, until: datetime) -> Any:
-    return and_(ReviewRow.started_at >= since, ReviewRow.started_at < until)
-
-
-def verification_cost(connection: Connection, since: datetime, until: datetime) -> dict:
+def verification_cost(connection: Connection, scope: ReportScope) -> dict:
     """Calls, tokens and seconds of the window's verification calls, and per verified review."""
     row = connection.execute(
         select(
@@ -45,7 +42,7 @@ def verification_cost(connection: Connection, since: datetime, until: datetime) 
             func.coalesce(func.sum(LLMCallRow.latency_ms), 0.0),
         )
         .join(ReviewRow, ReviewRow.id == LLMCallRow.review_id)
-        .where(LLMCallRow.purpose == CallPurpose.VERIFY.value, _in_window(since, until))
+        .where(LLMCallRow.purpose == CallPurpose.VERIFY.value, *scope.review_conditions())
     ).one()
     calls, reviews, prompt, completion, cached, latency_ms = row
     return {
@@ -64,9 +61,7 @@ def _per(total: float, reviews: int) -> float | None:
     return total / reviews if reviews else None
 
 
-def verification_outcomes(
-    connection: Connection, since: datetime, until: datetime
-) -> list[dict[str, Any]]:
+def verification_outcomes(connection: Connection, scope: ReportScope) -> list[dict[str, Any]]:
     """Per category and prompt version: findings judged, dropped, kept and posted, and of the
     kept posted ones how many got 👍, 👎, or were addressed."""
 
@@ -97,7 +92,7 @@ def verification_outcomes(
             count_if(and_(kept_posted, has(FeedbackKind.ADDRESSED))),
         )
         .join(ReviewRow, ReviewRow.id == FindingRow.review_id)
-        .where(FindingRow.verdict.is_not(None), _in_window(since, until))
+        .where(FindingRow.verdict.is_not(None), *scope.review_conditions())
         .group_by(FindingRow.category, ReviewRow.prompt_version)
         .order_by(FindingRow.category, ReviewRow.prompt_version)
     ).all()
@@ -108,11 +103,11 @@ def verification_outcomes(
     ]
 
 
-def verification_figures(engine: Engine, since: datetime, until: datetime) -> dict[str, Any]:
+def verification_figures(engine: Engine, scope: ReportScope) -> dict[str, Any]:
     """The report's verification section: its cost and its outcomes per category and prompt
-    version, for the reviews started in the window (every project)."""
+    version, for the reviews of ``scope``."""
     with engine.connect() as connection:
         return {
-            "cost": verification_cost(connection, since, until),
-            "outcomes": verification_outcomes(connection, since, until),
+            "cost": verification_cost(connection, scope),
+            "outcomes": verification_outcomes(connection, scope),
         }

@@ -801,13 +801,16 @@ def _planted_finding(
     ]
 
 
-def verifier_answer(request: ChatRequest, lines: Sequence[DiffLine], fault: str | None) -> Answer:
+def verifier_answer(
+    request: ChatRequest, lines: Sequence[DiffLine], fault: str | None, needs_evidence: bool
+) -> Answer:
     """The verifier brain: keep a candidate on a line its oracle (the review patterns and
-    rules) finds something on, drop the others; ``fault``: the verify faults."""
-    oracle = {
-        (finding["path"], finding["line"])
-        for finding in review_diff(lines) + rule_findings(request.diff_text(), lines)
-    }
+    rules, and with ``needs_evidence`` the hazard markers in the conversation, tool answers
+    included) finds something on, drop the others; ``fault``: the verify faults."""
+    found = review_diff(lines) + rule_findings(request.diff_text(), lines)
+    if needs_evidence:
+        found += evidence_findings(request, lines)
+    oracle = {(finding["path"], finding["line"]) for finding in found}
     asked = message_text(request.messages[-1].get("content"))
     if fault == "verdicts_missing":
         text = "All of these findings look right to me."
@@ -2173,7 +2176,7 @@ class FakeVLLM:
         if chatty is not None:
             answer = chatty
         elif any((t.get("function") or {}).get("name") == VERDICT_TOOL_NAME for t in request.tools):
-            answer = verifier_answer(request, lines, fault)
+            answer = verifier_answer(request, lines, fault, self.needs_evidence)
         elif scripted is not None:
             calls, with_findings = scripted
             found = self._findings_to_write(request, lines, None)[0] if with_findings else []
