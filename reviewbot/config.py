@@ -406,6 +406,11 @@ class Settings:
         bounds=Bounds(1, learning_limits.MAX_PROPOSAL_THRESHOLD),
         help="👎 or unchanged resolutions of one kind of finding that propose a learning.",
     )
+    learning_proposal_notes: bool = setting(
+        True,
+        help="`feedback sync` posts each proposed learning once in the thread of a finding it "
+        "was made from; a 👍 there from a Developer accepts it ([learnings](learnings.md)).",
+    )
     language: str = setting("English", help="The language the comments are written in.")
     include_style: bool = setting(False, help="Also report style issues (as `info`).")
     max_inline: int = setting(

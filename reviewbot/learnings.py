@@ -191,6 +191,7 @@ class Learning:
             "accepted_at": _iso(self.accepted_at),
             "removed_at": _iso(self.removed_at),
             "proposal_evidence": self.proposal_evidence,
+            "proposal_note_id": self.proposal_note_id,
         }
 
 
@@ -335,6 +336,7 @@ class TurnedDown:
     category: str
     title: str
     outcome: str  # "thumbsdown" or "resolved unchanged"
+    discussion_id: str | None = None  # the finding's thread, where a proposal can be posted
 
 
 @dataclass(frozen=True)
@@ -389,6 +391,7 @@ class Proposal:
                 {
                     "id": item.finding_id,
                     "mr_iid": item.mr_iid,
+                    "discussion_id": item.discussion_id,
                     "path": item.path,
                     "line": item.line,
                     "outcome": item.outcome,

@@ -216,6 +216,7 @@ def turned_down(app: App, since: datetime) -> list[TurnedDown]:
                 row["category"],
                 row["title"],
                 outcome,
+                row["discussion_id"],
             )
         )
     return found

@@ -129,6 +129,7 @@ PIPELINE = {
     "reviewbot.publish",
     "reviewbot.feedback",
     "reviewbot.teaching",
+    "reviewbot.proposal_notes",
     "reviewbot.report",
     "reviewbot.report_html",
     "reviewbot.report_days",

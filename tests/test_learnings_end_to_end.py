@@ -263,3 +263,88 @@ def test_a_thread_learning_keeps_where_it_was_made(world: World) -> None:  # noq
     assert made.source is LearningSource.THREAD and made.project == PROJECT
     assert (made.author, made.author_id, made.mr_iid, made.note_id) == ("alice", 5, 1, 99)
     assert made.group_path == "group" and made.discussion_id == "d" * 40
+
+
+# -- proposals on GitLab (reviewbot.proposal_notes) --------------------------------------------
+
+DEVELOPER_LEVEL, REPORTER_LEVEL = 30, 20  # GitLab's access levels
+PROPOSAL_MARKER = "<!-- reviewbot:learning-proposal:"
+THREAD_NOTES_POST = r"/projects/[^/]+/merge_requests/3/discussions/[^/]+/notes$"
+
+
+def proposal_notes(world: World, iid: int) -> list[dict[str, Any]]:  # noqa: F811
+    return [
+        note
+        for discussion in world.gitlab.discussions(PROJECT, iid)
+        for note in discussion["notes"]
+        if PROPOSAL_MARKER in note["body"]
+    ]
+
+
+def turn_down_three(world: World) -> None:  # noqa: F811
+    review(world, 1, 2, 3)
+    for iid in (1, 2, 3):
+        world.gitlab.add_award_emoji(PROJECT, iid, none_note(world, iid), "thumbsdown", "alice")
+
+
+def test_a_proposal_is_posted_once_where_it_was_turned_down_and_a_developers_thumbs_up_accepts_it(
+    world: World,  # noqa: F811
+) -> None:
+    turn_down_three(world)
+    world.gitlab.add_member(PROJECT, "reader", REPORTER_LEVEL)
+    world.gitlab.add_member(PROJECT, "dave", DEVELOPER_LEVEL)
+    # the note is stored but its answer lost, twice: it is still posted once
+    world.gitlab.add_fault_for("POST", THREAD_NOTES_POST, "stored:502", times=2)
+    code, output = cli(world, "feedback", "sync", "--since", "1d")
+    assert code == 0, output
+    [proposal] = json.loads(cli(world, "learnings", "list", "--status", "proposed", "--json")[1])
+    [note] = proposal_notes(world, 3)  # the latest finding's thread
+    assert proposal_notes(world, 1) == [] and proposal_notes(world, 2) == []
+    assert proposal["text"] in note["body"]
+    assert f"`reviewbot learnings accept {proposal['id']}`" in note["body"]
+    assert f"learning {proposal['id']} proposed on {PROJECT}!3 (note {note['id']})" in output
+    assert (proposal["mr_iid"], proposal["note_id"]) == (3, None)  # it came from no one's note
+    assert cli(world, "feedback", "sync", "--since", "1d")[0] == 0
+    assert len(proposal_notes(world, 3)) == 1  # never posted twice
+    # 👍 from the bot itself and from a Reporter: ignored, with the reason
+    world.gitlab.add_award_emoji(PROJECT, 3, note["id"], "thumbsup", "reviewbot")
+    world.gitlab.add_award_emoji(PROJECT, 3, note["id"], "thumbsup", "reader")
+    world.gitlab.add_award_emoji(PROJECT, 3, note["id"], "thumbsdown", "dave")
+    code, output = cli(world, "feedback", "sync", "--since", "1d")
+    assert f"learning {proposal['id']}: 👍 by @reviewbot ignored (a bot)" in output
+    assert f"learning {proposal['id']}: 👍 by @reader ignored (not Developer" in output
+    listed = json.loads(cli(world, "learnings", "list", "--status", "proposed", "--json")[1])
+    assert [item["id"] for item in listed] == [proposal["id"]]  # 👎 accepts nothing either
+    # a Developer's 👍 accepts it: the next review is taught
+    world.gitlab.add_award_emoji(PROJECT, 3, note["id"], "thumbsup", "dave")
+    code, output = cli(world, "feedback", "sync", "--since", "1d")
+    assert f"learning {proposal['id']} accepted by @dave (👍 on its note)" in output
+    [active] = json.loads(cli(world, "learnings", "list", "--status", "active", "--json")[1])
+    assert (active["id"], active["accepted_by"]) == (proposal["id"], "dave")
+    before = len(world.vllm.requests)
+    [taught] = review(world, 4)
+    assert f'name="learning {proposal["id"]}"' in user_prompts(world)[before]
+    states = {f["category"]: f["state"] for f in stored(world, taught)}
+    assert states["bug"] == FindingState.SUPPRESSED.value
+
+
+def test_with_proposal_notes_off_nothing_is_posted(world: World) -> None:  # noqa: F811
+    turn_down_three(world)
+    env = {**world.command_env("secret"), "REVIEWBOT_LEARNING_PROPOSAL_NOTES": "false"}
+    result = CliRunner().invoke(main, ["feedback", "sync", "--since", "1d"], env=env)
+    assert result.exit_code == 0 and "proposed" in result.output, result.output
+    assert all(proposal_notes(world, iid) == [] for iid in (1, 2, 3))
+
+
+def test_a_proposal_whose_thread_is_gone_stays_listed_and_the_sync_goes_on(
+    world: World,  # noqa: F811
+) -> None:
+    turn_down_three(world)
+    off = {**world.command_env("secret"), "REVIEWBOT_LEARNING_PROPOSAL_NOTES": "false"}
+    assert CliRunner().invoke(main, ["feedback", "sync", "--since", "1d"], env=off).exit_code == 0
+    world.gitlab.delete_note(PROJECT, 3, none_note(world, 3))  # its thread disappears
+    code, output = cli(world, "feedback", "sync", "--since", "1d")
+    assert code == 0 and "proposed on" not in output, output
+    [proposal] = json.loads(cli(world, "learnings", "list", "--status", "proposed", "--json")[1])
+    assert proposal["proposal_note_id"] is None
+    assert cli(world, "learnings", "accept", str(proposal["id"]))[0] == 0

@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -42,6 +42,11 @@ from reviewbot.commands.render import print_eval, progress_bar
 from reviewbot.commands.terminal import console, data, terminal_text
 from reviewbot.errors import BadInputError
 from reviewbot.window import Window, previous_iso_week
+
+if TYPE_CHECKING:  # the database layer loads only when a command runs (module notes)
+    from reviewbot.app import App
+    from reviewbot.learnings import Learning
+    from reviewbot.proposal_notes import AcceptedByVotes
 
 __all__ = ["eval_command", "feedback_group", "report_command"]
 
@@ -92,7 +97,6 @@ def feedback_sync(
     became of each posted finding. Safe to interrupt and run again (each MR is committed)."""
     from reviewbot.app import App
     from reviewbot.feedback import MergeRequestSync, sync_feedback
-    from reviewbot.teaching import propose_learnings
 
     now = _utc_now()
     since = now - since_text if isinstance(since_text, timedelta) else since_text
@@ -129,15 +133,49 @@ def feedback_sync(
                 "run the same command again to finish"
             )
             sys.exit(EXIT_INTERRUPTED)
-        proposed = propose_learnings(app, since)
+        taught = _learn_from_feedback(app, since)
     out.print(
         f"{len(report.merge_requests)} merge requests reviewed since {since:%Y-%m-%d %H:%M} UTC, "
         f"{report.requests} GitLab requests, {report.recorded} new outcomes recorded"
     )
+    _print_taught(out, *taught)
+
+
+def _learn_from_feedback(
+    app: App, since: datetime
+) -> tuple[list[Learning], list[Learning], AcceptedByVotes]:
+    """Proposals from what the team turned down, the 👍 on the posted ones, and the notes for
+    the new ones (reviewbot.teaching, reviewbot.proposal_notes)."""
+    from reviewbot.proposal_notes import accept_by_thumbs_up, post_proposal_notes
+    from reviewbot.teaching import learning_book, propose_learnings
+
+    proposed = propose_learnings(app, since)
+    book = learning_book(app)
+    voted = accept_by_thumbs_up(book, app.gitlab())
+    noted = post_proposal_notes(book, app.gitlab()) if app.settings.learning_proposal_notes else []
+    return proposed, noted, voted
+
+
+def _print_taught(
+    out: Any, proposed: list[Learning], noted: list[Learning], voted: AcceptedByVotes
+) -> None:
     for learning in proposed:  # reviewbot.teaching: kinds of finding the team turned down
         out.print(data(f"learning {learning.id} proposed ({learning.scope}): {learning.text}"))
+    for learning in noted:
+        where = f"{learning.project}!{learning.mr_iid}"
+        out.print(
+            data(f"learning {learning.id} proposed on {where} (note {learning.proposal_note_id})")
+        )
+    for learning in voted.accepted:
+        out.print(
+            data(f"learning {learning.id} accepted by @{learning.accepted_by} (👍 on its note)")
+        )
+    for reason in voted.ignored:
+        out.print(data(reason))
     if proposed:
-        out.print("accept with: reviewbot learnings accept ID (docs/learnings.md)")
+        out.print(
+            "accept with: reviewbot learnings accept ID, or 👍 on its note (docs/learnings.md)"
+        )
 
 
 # --- report ----------------------------------------------------------------------------------

@@ -133,13 +133,15 @@ class LearningBook:
         """Take a learning out of force for good (kept in the database for the record)."""
         return self._move(learning_id, LearningStatus.REMOVED, removed_at=self._clock())
 
-    def set_proposal_note(self, learning_id: int, note_id: int) -> None:
-        """Remember the GitLab note that proposes ``learning_id``."""
+    def set_proposal_note(
+        self, learning_id: int, note_id: int, *, mr_iid: int, discussion_id: str
+    ) -> None:
+        """Remember the GitLab note that proposes ``learning_id``, and its thread."""
         with self._engine.begin() as connection:
             statement = (
                 update(LearningRow)
                 .where(LearningRow.id == learning_id)
-                .values(proposal_note_id=note_id)
+                .values(proposal_note_id=note_id, mr_iid=mr_iid, discussion_id=discussion_id)
             )
             if connection.execute(statement).rowcount != 1:
                 raise RecordNotFound(f"learning {learning_id} not found")
@@ -287,6 +289,7 @@ class LearningBook:
                     FindingRow.project_id,
                     FindingRow.project,
                     FindingRow.mr_iid,
+                    FindingRow.discussion_id,
                     FindingRow.path,
                     FindingRow.line,
                     FindingRow.category,
