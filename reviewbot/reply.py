@@ -16,7 +16,9 @@ worker runs :func:`run_reply`:
    project and the finding's category (``reviewbot.teaching``), confirmed in the answer; a
    note from anyone else is dropped with the reason in the log; otherwise
    the model answers, seeing the finding, the code around its line at the MR's head (and
-   whether the line changed since), and the thread so far; ``fix`` adds a GitLab suggestion
+   whether the line changed since), the thread so far, and the review rules and learnings
+   in force for the finding's path and category (:func:`read_guidance`,
+   ``reviewbot.reply_guidance``); ``fix`` adds a GitLab suggestion
    block only when the thread's line is on the MR's current diff version;
 6. the answer, sanitised like findings (``reviewbot.markdown``), is posted in the thread with
    its marker (a write whose answer is lost is found by it, not posted twice) and recorded.
@@ -30,6 +32,7 @@ from __future__ import annotations
 import logging
 import re
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -37,15 +40,20 @@ from typing import Any
 from reviewbot.app import App
 from reviewbot.comments import line_text_hash, parse_marker
 from reviewbot.diff import Side
-from reviewbot.gitlab import GitLabClient
+from reviewbot.gitlab import GitLabClient, MergeRequestSnapshot
 from reviewbot.learnings import LearningError, LearningSource
 from reviewbot.markdown import sanitize_markdown, suggestion_block
 from reviewbot.positions import position_for
 from reviewbot.queue import Job
+from reviewbot.reply_guidance import Guidance, guidance_for
+from reviewbot.repo_policy import REPO_CONFIG_FILE, repo_policy
+from reviewbot.rule_sources import review_rules
+from reviewbot.store import MergeRequestKey
 from reviewbot.store.models import FeedbackKind, ReplyCommand, ReplyStatus
 from reviewbot.store.reply_queries import ReplyRecord, ReplyStore, ThreadFinding
 from reviewbot.store.store import utc_now
-from reviewbot.teaching import add_learning
+from reviewbot.teaching import active_learnings, add_learning
+from reviewbot.tokens import local_counter
 
 __all__ = ["REPLY_PROMPT_TAG", "reply_marker", "run_reply"]
 
@@ -206,8 +214,10 @@ def _answer(
     discussion = gitlab.discussion(project, job.mr_iid, record.discussion_id)
     if record.command == ReplyCommand.LEARN.value:
         return _learn(app, gitlab, project, job, finding, discussion)
-    code = code_at_head(gitlab, project, job.mr_iid, finding, discussion)
-    messages = reply_messages(record, finding, code, discussion.get("notes") or [])
+    snapshot = gitlab.snapshot(project, job.mr_iid)
+    code = code_at_head(gitlab, project, job.mr_iid, finding, discussion, snapshot=snapshot)
+    guidance = read_guidance(app, gitlab, snapshot, finding)
+    messages = reply_messages(record, finding, code, discussion.get("notes") or [], guidance)
     model = app.model()
     answer = model.chat(messages, REPLY_MAX_TOKENS)
     if answer.finish_reason == FINISH_LENGTH:
@@ -318,9 +328,12 @@ def code_at_head(
     iid: int,
     finding: ThreadFinding,
     discussion: dict[str, Any],
+    *,
+    snapshot: MergeRequestSnapshot | None = None,
 ) -> CodeAtHead:
-    """The finding's lines at the MR's head, whether they changed, whether a suggestion fits."""
-    snapshot = gitlab.snapshot(project, iid)
+    """The finding's lines at the MR's head, whether they changed, whether a suggestion fits
+    (``snapshot``: the MR as just read, else read now)."""
+    snapshot = snapshot if snapshot is not None else gitlab.snapshot(project, iid)
     head = snapshot.diff_refs.head_sha
     first = (discussion.get("notes") or [{}])[0]
     position = first.get("position") or {}
@@ -342,6 +355,43 @@ def code_at_head(
     return CodeAtHead(excerpt, line_changed=changed, suggestable=suggestable)
 
 
+def read_guidance(
+    app: App, gitlab: GitLabClient, snapshot: MergeRequestSnapshot, finding: ThreadFinding
+) -> Guidance:
+    """The review rules (as the target branch has them, with its ``.reviewbot.toml``) and
+    the project's learnings in force that apply to the finding (reviewbot.reply_guidance)."""
+    target = snapshot.diff_refs.start_sha
+    read_before: dict[str, str | None] = {}
+
+    def read(paths: Sequence[str]) -> dict[str, str]:
+        wanted = [path for path in paths if path not in read_before]
+        found = gitlab.file_contents(snapshot.project_id, target, wanted) if wanted else {}
+        read_before.update({path: found.get(path) for path in wanted})
+        return {path: text for path in paths if (text := read_before[path]) is not None}
+
+    policy = repo_policy(
+        app.settings, read([REPO_CONFIG_FILE]).get(REPO_CONFIG_FILE), changed_by_mr=False
+    )
+    settings = policy.settings
+    rules = review_rules(settings, read)
+    key = MergeRequestKey(gitlab.url, snapshot.project_id, snapshot.iid)
+    taught = active_learnings(app, key, snapshot.project_path)
+    guidance = guidance_for(
+        finding.path,
+        finding.category,
+        rules,
+        taught,
+        local_counter(settings.llm_model),
+        rules_tokens=settings.rules_tokens,
+        learnings_tokens=settings.learnings_tokens,
+    )
+    for problem in (*policy.warnings, *rules.problems):
+        log.info("reply on %s!%d: %s", snapshot.project_path, snapshot.iid, problem)
+    if guidance.left_out:
+        log.info("reply: no room for %s", ", ".join(guidance.left_out))
+    return guidance
+
+
 def _marker_hash(body: str) -> str:
     marker = parse_marker(body)
     return marker.text_hash if marker is not None else ""
@@ -352,8 +402,10 @@ def reply_messages(
     finding: ThreadFinding,
     code: CodeAtHead,
     notes: list[dict[str, Any]],
+    guidance: Guidance | None = None,
 ) -> list[dict[str, str]]:
-    """The chat prompt of one answer (plain text; ``fix`` asks for a suggestion block)."""
+    """The chat prompt of one answer (plain text; ``fix`` asks for a suggestion block), with
+    the team's rules and learnings for the finding (``guidance``) before the finding."""
     ask = {
         ReplyCommand.FIX.value: (
             "Propose a fix for the finding's line(s): a short explanation, then the "
@@ -367,7 +419,8 @@ def reply_messages(
         f'{REPLY_PROMPT_TAG} command="{record.command}">\n'
         "You are reviewbot, a code reviewer answering in a thread you started on a merge "
         "request. Answer briefly in Markdown, for the human who asked. Never use GitLab quick "
-        "actions (lines starting with /) or mention people. If you are not sure, say so.\n"
+        "actions (lines starting with /) or mention people. If you are not sure, say so. "
+        "Where the team's review rules or learnings below bear on the question, follow them.\n"
         f"{ask}"
     )
     thread = "\n\n".join(
@@ -376,8 +429,10 @@ def reply_messages(
         for note in notes[-THREAD_NOTES_SHOWN:]
     )
     changed = "yes" if code.line_changed else "no"
+    blocks = guidance.blocks() if guidance is not None else ""
     user = (
-        f'<finding path="{finding.path}" line="{finding.line}" severity="{finding.severity}" '
+        (f"{blocks}\n\n" if blocks else "")
+        + f'<finding path="{finding.path}" line="{finding.line}" severity="{finding.severity}" '
         f'category="{finding.category}">\n{finding.title}\n\n{finding.body}\n</finding>\n\n'
         f'<code_at_head path="{finding.path}" line_changed_since="{changed}">\n'
         f"{code.excerpt}\n</code_at_head>\n\n<thread>\n{thread}\n</thread>"

@@ -39,6 +39,7 @@ CORE = {
     "reviewbot.positions",
     "reviewbot.prompts",
     "reviewbot.redaction",
+    "reviewbot.reply_guidance",
     "reviewbot.repo",
     "reviewbot.repo.tree",
     "reviewbot.repo.view",
