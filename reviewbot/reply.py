@@ -107,15 +107,6 @@ class AnswerCutOff(Exception):
     """The model's answer ended at the token limit: only part of an answer, never posted."""
 
 
-def settle_failed_reply(app: App, job: Job, error: str) -> None:
-    """Reply job ``job`` failed for good: its reply, still queued, is recorded as failed with
-    the error (never left queued, as if an answer were still coming)."""
-    replies = ReplyStore(app.store.engine, utc_now)
-    record = replies.by_id(int(job.payload["reply_id"]))
-    if record is not None and record.status == ReplyStatus.QUEUED.value:
-        replies.finish(record.id, ReplyStatus.FAILED.value, reason=error)
-
-
 def run_reply(app: App, job: Job) -> None:
     """Answer the note of reply job ``job`` once (see the module notes)."""
     replies = ReplyStore(app.store.engine, utc_now)

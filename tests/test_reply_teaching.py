@@ -8,16 +8,20 @@ harness is tests/test_reply.py's; the intent's phrasings: tests/test_thread_inte
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import update
 
 from reviewbot.app import App
+from reviewbot.queue import WORKER_LOST_ON_LAST_ATTEMPT
+from reviewbot.store.models import Job as JobRow
 from reviewbot.teaching import add_learning
 from tests.mr_world import PROJECT, World, world  # noqa: F401
-from tests.test_reply import Thread
+from tests.test_reply import EXPIRED_LEASE_S, Thread
 
 RULES = """rules:
   - name: none-checks
@@ -101,3 +105,48 @@ def test_an_answer_gets_no_learnings_past_their_budget(world: World) -> None:  #
         assert len(thread.answers(note["id"])) == 1
     finally:
         thread.close()
+
+
+# -- a reply job that ends for good settles its reply ---------------------------------------
+
+
+@pytest.fixture
+def thread(world: World) -> Iterator[Thread]:  # noqa: F811
+    world.run()
+    opened = Thread(world, "== None")
+    yield opened
+    opened.close()
+
+
+def set_last_attempt(thread: Thread, job_id: int) -> None:
+    with thread.store.engine.begin() as connection:
+        connection.execute(update(JobRow).where(JobRow.id == job_id).values(max_attempts=1))
+
+
+def test_a_reply_whose_worker_died_on_its_last_attempt_is_settled_failed(thread: Thread) -> None:
+    note = thread.say("@reviewbot is this safe?")
+    job_id = thread.hook(note)["job_id"]
+    set_last_attempt(thread, job_id)
+    assert thread.queue.claim("worker-a", EXPIRED_LEASE_S).id == job_id  # and dies
+    time.sleep(EXPIRED_LEASE_S + 0.1)
+    thread.work()  # the next claim fails the job: no attempt left
+    assert thread.queue.get(job_id).status == "failed"
+    assert thread.answers(note["id"]) == []
+    [reply] = thread.replies()
+    assert reply.status == "failed" and reply.reason == WORKER_LOST_ON_LAST_ATTEMPT
+    assert reply.finished_at is not None
+
+
+def test_a_cancelled_reply_job_settles_its_reply_dropped(thread: Thread) -> None:
+    by_operator = thread.say("@reviewbot why?")
+    by_close = thread.say("@reviewbot and this?")
+    operator_job = thread.hook(by_operator)["job_id"]
+    thread.hook(by_close)
+    thread.queue.cancel(operator_job)
+    assert thread.queue.cancel_for_mr(PROJECT, 1, "merge request closed") == 1
+    thread.work()
+    assert thread.answers(by_operator["id"]) == [] and thread.answers(by_close["id"]) == []
+    assert [(r.status, r.reason) for r in thread.replies()] == [
+        ("dropped", "cancelled by an operator"),
+        ("dropped", "merge request closed"),
+    ]
