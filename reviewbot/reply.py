@@ -12,9 +12,11 @@ worker runs :func:`run_reply`:
    thread the bot did not start), the triggering note must still be there, and its author must
    not be a bot (``GET /users/:id``);
 5. ``ignore``: the thread is resolved and negative feedback recorded (no model call);
-   ``learn <text>``: a Developer (or more: ``GitLabClient.can_teach``) makes a learning for the
-   project and the finding's category (``reviewbot.teaching``), confirmed in the answer; a
-   note from anyone else is dropped with the reason in the log; otherwise
+   ``learn [text]``: a Developer (or more: ``GitLabClient.can_teach``) makes a learning, or
+   confirms the one the thread proposed (``reviewbot.reply_learn``), said in the answer; a
+   note from anyone else is dropped with the reason in the log; a mention that asks not to
+   flag something (``reviewbot.thread_intent``), from a Developer, is answered with a proposed
+   learning to confirm (``reviewbot.reply_learn.propose``); otherwise
    the model answers, seeing the finding, the code around its line at the MR's head (and
    whether the line changed since), the thread so far, and the review rules and learnings
    in force for the finding's path and category (:func:`read_guidance`,
@@ -41,18 +43,19 @@ from reviewbot.app import App
 from reviewbot.comments import line_text_hash, parse_marker
 from reviewbot.diff import Side
 from reviewbot.gitlab import GitLabClient, MergeRequestSnapshot
-from reviewbot.learnings import LearningError, LearningSource
 from reviewbot.markdown import sanitize_markdown, suggestion_block
 from reviewbot.positions import position_for
 from reviewbot.queue import Job
 from reviewbot.reply_guidance import Guidance, guidance_for
+from reviewbot.reply_learn import learn, propose
 from reviewbot.repo_policy import REPO_CONFIG_FILE, repo_policy
 from reviewbot.rule_sources import review_rules
 from reviewbot.store import MergeRequestKey
 from reviewbot.store.models import FeedbackKind, ReplyCommand, ReplyStatus
 from reviewbot.store.reply_queries import ReplyRecord, ReplyStore, ThreadFinding
 from reviewbot.store.store import utc_now
-from reviewbot.teaching import active_learnings, add_learning
+from reviewbot.teaching import active_learnings, learning_book
+from reviewbot.thread_intent import teaching_intent
 from reviewbot.tokens import local_counter
 
 __all__ = ["REPLY_PROMPT_TAG", "reply_marker", "run_reply"]
@@ -68,7 +71,6 @@ THREAD_NOTES_SHOWN = 20  # the newest notes of the thread given to the model
 NOTE_CHARS_SHOWN = 2000  # each note cut to this many characters in the prompt
 MS_PER_S = 1000.0
 SUGGESTION_IN_ANSWER = re.compile(r"^(`{3,})suggestion[^\n]*\n(.*?)^\1[ \t]*$", re.M | re.S)
-LEARN_COMMAND = re.compile(r"\A\s*(?:/reviewbot|@\S+)\s+learn\b", re.IGNORECASE)
 IGNORED_VALUE = "ignore_command"  # feedback value of `/reviewbot ignore`
 LEARN_HINT = (
     "To have reviewbot stop flagging this kind of code, reply with "
@@ -98,6 +100,7 @@ class _Answer:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_tokens: int = 0
+    proposal_id: int | None = None  # the learning this answer proposes
 
 
 FINISH_LENGTH = "length"  # the OpenAI finish_reason of an answer cut at max_tokens
@@ -159,6 +162,8 @@ def run_reply(app: App, job: Job) -> None:
         cached_tokens=answer.cached_tokens,
         latency_ms=(time.monotonic() - started) * MS_PER_S,
     )
+    if answer.proposal_id is not None:  # a 👍 on it, like one on any proposal note
+        learning_book(app).set_proposal_note(answer.proposal_id, note_id)
     log.info("reply %d: %s answered in note %d", record.id, record.command, note_id)
 
 
@@ -203,8 +208,22 @@ def _answer(
     if record.command == ReplyCommand.IGNORE.value:
         return _ignore(app, gitlab, project, job, record, finding)
     discussion = gitlab.discussion(project, job.mr_iid, record.discussion_id)
+    note = next(
+        (n for n in discussion.get("notes") or [] if n.get("id") == record.trigger_note_id), {}
+    )
+    lesson = None
     if record.command == ReplyCommand.LEARN.value:
-        return _learn(app, gitlab, project, job, finding, discussion)
+        lesson = learn(app, gitlab, project, job, record, finding, note)
+        return None if lesson is None else _Answer(lesson.body)
+    intent = (
+        teaching_intent(str(note.get("body") or ""), gitlab.bot_username())
+        if record.command == ReplyCommand.ASK.value
+        else None
+    )
+    if intent is not None:
+        lesson = propose(app, gitlab, project, job, record, finding, note, intent)
+    if lesson is not None:  # a proposed learning; from anyone who may not teach: an answer
+        return _Answer(lesson.body, proposal_id=lesson.proposal_id)
     snapshot = gitlab.snapshot(project, job.mr_iid)
     code = code_at_head(gitlab, project, job.mr_iid, finding, discussion, snapshot=snapshot)
     guidance = read_guidance(app, gitlab, snapshot, finding)
@@ -265,44 +284,6 @@ def _ignore(
         event_key=f"reply-ignore:{record.reply_key}",
     )
     return _Answer(body=f"Resolved: this finding is recorded as not useful.\n\n{LEARN_HINT}")
-
-
-def _learn(
-    app: App,
-    gitlab: GitLabClient,
-    project: int | str,
-    job: Job,
-    finding: ThreadFinding,
-    discussion: dict[str, Any],
-) -> _Answer | None:
-    """Make the learning the note states, for the project and the finding's category."""
-    note = next(
-        (n for n in discussion.get("notes") or [] if n.get("id") == job.payload.get("note_id")),
-        {},
-    )
-    author = note.get("author") or {}
-    if not isinstance(author.get("id"), int) or not gitlab.can_teach(project, author["id"]):
-        return None
-    text = LEARN_COMMAND.sub("", str(note.get("body") or ""), count=1).strip()
-    try:
-        learning = add_learning(
-            app,
-            text,
-            project=str(project),
-            category=finding.category,
-            author=author.get("username"),
-            source=LearningSource.THREAD,
-        )
-    except LearningError as error:
-        return _Answer(body=f"Nothing learned: {sanitize_markdown(str(error), max_chars=500)}")
-    quoted = sanitize_markdown(learning.text, max_chars=MAX_ANSWER_CHARS)
-    return _Answer(
-        body=(
-            f"Learned (learning {learning.id}, project {learning.project}, category "
-            f"`{finding.category}`, every path):\n\n> {quoted}\n\nIt applies from the next "
-            f"review. Remove it with `reviewbot learnings remove {learning.id}`."
-        )
-    )
 
 
 def split_suggestion(text: str) -> tuple[str, str | None]:

@@ -75,6 +75,7 @@ CORE = {
     "reviewbot.ops.vllm_command",
     "reviewbot.ops.weights",
     "reviewbot.templates",
+    "reviewbot.thread_intent",
     "reviewbot.webhook.openapi",
     "reviewbot.webhook.payloads",
 }
@@ -137,6 +138,7 @@ PIPELINE = {
     "reviewbot.eval",
     "reviewbot.compare",
     "reviewbot.reply",
+    "reviewbot.reply_learn",
     # the services the commands run: the CI job, the worker, the listener, the ops tools
     "reviewbot.ci",
     "reviewbot.worker",

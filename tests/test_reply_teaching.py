@@ -19,9 +19,9 @@ from sqlalchemy import update
 from reviewbot.app import App
 from reviewbot.queue import WORKER_LOST_ON_LAST_ATTEMPT
 from reviewbot.store.models import Job as JobRow
-from reviewbot.teaching import add_learning
+from reviewbot.teaching import add_learning, project_learnings
 from tests.mr_world import PROJECT, World, world  # noqa: F401
-from tests.test_reply import EXPIRED_LEASE_S, Thread
+from tests.test_reply import DEVELOPER, EXPIRED_LEASE_S, REPORTER, THREAD_NOTES, Thread
 
 RULES = """rules:
   - name: none-checks
@@ -150,3 +150,98 @@ def test_a_cancelled_reply_job_settles_its_reply_dropped(thread: Thread) -> None
         ("dropped", "cancelled by an operator"),
         ("dropped", "merge request closed"),
     ]
+
+
+# -- `@bot don't flag this …`: proposed, then confirmed by `/reviewbot learn` ----------------
+
+WISH = "@reviewbot don't flag this, we compare to None on purpose"
+
+
+def learnings_of(thread: Thread) -> list[Any]:
+    with App(thread.settings) as app:
+        return project_learnings(app, project=PROJECT)
+
+
+def test_a_wish_not_to_flag_is_proposed_and_the_authors_confirmation_makes_it_once(
+    thread: Thread,
+) -> None:
+    thread.world.gitlab.add_member(PROJECT, "alice", DEVELOPER)
+    before = len(thread.world.vllm.requests)
+    wish = thread.say(WISH)
+    assert thread.hook(wish)["status"] == "queued"
+    thread.work()
+    [proposal_answer] = thread.answers(wish["id"])
+    [proposed] = learnings_of(thread)
+    assert proposed.status.value == "proposed" and proposed.source.value == "thread"
+    assert proposed.text.startswith("don't flag this, we compare to None on purpose")
+    assert "(said of the finding “" in proposed.text  # "this", with its context
+    assert (proposed.category, proposed.path_globs) == ("bug", ("app.py",))
+    assert (proposed.discussion_id, proposed.note_id, proposed.mr_iid) == (thread.id, wish["id"], 1)
+    assert proposed.author == "alice" and proposed.author_id == wish["author"]["id"]
+    assert proposed.proposal_note_id == proposal_answer["id"]
+    body = proposal_answer["body"]
+    assert f"Proposed learning {proposed.id}" in body and "`/reviewbot learn`" in body
+    assert "category `bug`" in body and "`app.py`" in body
+    assert len(thread.world.vllm.requests) == before  # no model call for a proposal
+    confirm = thread.say("/reviewbot learn")
+    assert thread.hook(confirm)["status"] == "queued"
+    assert thread.hook(confirm)["status"] == "duplicate"  # GitLab delivered it twice
+    thread.work()
+    [confirmed_answer] = thread.answers(confirm["id"])
+    assert f"Learned (learning {proposed.id}" in confirmed_answer["body"]
+    [learning] = learnings_of(thread)
+    assert learning.status.value == "active" and learning.accepted_by == "alice"
+    again = thread.say("/reviewbot learn")
+    thread.hook(again)
+    thread.work()
+    [again_answer] = thread.answers(again["id"])
+    assert f"Already in force: learning {proposed.id}" in again_answer["body"]
+    assert len(learnings_of(thread)) == 1
+
+
+def test_a_proposal_whose_gitlab_answer_is_lost_is_made_and_answered_once(thread: Thread) -> None:
+    thread.world.gitlab.add_member(PROJECT, "alice", DEVELOPER)
+    wish = thread.say(WISH)
+    thread.hook(wish)
+    thread.world.gitlab.add_fault_for("POST", THREAD_NOTES, "stored:502", times=2)
+    thread.work()
+    assert len(thread.answers(wish["id"])) == 1
+    assert [item.status.value for item in learnings_of(thread)] == ["proposed"]
+
+
+def test_a_wish_from_someone_who_may_not_teach_gets_an_ordinary_answer(thread: Thread) -> None:
+    thread.world.gitlab.add_member(PROJECT, "alice", REPORTER)
+    wish = thread.say(WISH)
+    thread.hook(wish)
+    thread.work()
+    [answer] = thread.answers(wish["id"])
+    assert "flagged as" in answer["body"]  # the fake model's answer
+    assert learnings_of(thread) == []
+    confirm = thread.say("/reviewbot learn")
+    thread.hook(confirm)
+    thread.work()
+    assert thread.answers(confirm["id"]) == []
+    assert thread.replies()[-1].reason == "@alice may not teach (Developer role or above)"
+
+
+def test_a_bare_learn_with_nothing_proposed_makes_nothing(thread: Thread) -> None:
+    thread.world.gitlab.add_member(PROJECT, "alice", DEVELOPER)
+    confirm = thread.say("/reviewbot learn")
+    thread.hook(confirm)
+    thread.work()
+    [answer] = thread.answers(confirm["id"])
+    assert answer["body"].startswith("Nothing learned: this thread has no proposed learning")
+    assert learnings_of(thread) == []
+
+
+def test_learn_in_a_thread_keeps_its_thread_and_the_globs_it_names(thread: Thread) -> None:
+    thread.world.gitlab.add_member(PROJECT, "alice", DEVELOPER)
+    note = thread.say("/reviewbot learn don't flag == None comparisons in tests/**")
+    thread.hook(note)
+    thread.work()
+    [answer] = thread.answers(note["id"])
+    [learning] = learnings_of(thread)
+    assert learning.status.value == "active" and learning.path_globs == ("tests/**",)
+    assert (learning.discussion_id, learning.note_id, learning.mr_iid) == (thread.id, note["id"], 1)
+    assert learning.author_id == note["author"]["id"]
+    assert "`tests/**`" in answer["body"]
