@@ -39,7 +39,7 @@ from reviewbot.learnings import (
     LearningSource,
     LearningStatus,
 )
-from reviewbot.markdown import sanitize_markdown
+from reviewbot.markdown import code_span_text, sanitize_markdown
 from reviewbot.queue import Job
 from reviewbot.store.reply_queries import ReplyRecord, ThreadFinding
 from reviewbot.teaching import add_learning, learning_book
@@ -171,8 +171,9 @@ def _learned(learning: Learning) -> str:
 
 def _scope(learning: Learning) -> str:
     category = f"category `{learning.category}`" if learning.category else "every category"
-    paths = ", ".join(f"`{glob}`" for glob in learning.path_globs) or "every path"
-    return f"{learning.scope}, {category}, {paths}"
+    # A glob is a file's path at worst (the finding's): in a code span, it mentions no one.
+    paths = ", ".join(f"`{code_span_text(glob)}`" for glob in learning.path_globs)
+    return f"{learning.scope}, {category}, {paths or 'every path'}"
 
 
 def _quoted(learning: Learning) -> str:
