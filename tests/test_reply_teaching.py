@@ -152,6 +152,22 @@ def test_a_cancelled_reply_job_settles_its_reply_dropped(thread: Thread) -> None
     ]
 
 
+def test_a_retried_reply_job_answers_its_reply_after_all(thread: Thread) -> None:
+    note = thread.say("@reviewbot explain please")
+    job_id = thread.hook(note)["job_id"]
+    set_last_attempt(thread, job_id)
+    thread.world.vllm.add_faults(*["http_500"] * 20)
+    thread.work()
+    assert thread.replies()[0].status == "failed"
+    thread.world.vllm.clear_faults()
+    thread.queue.retry(job_id)  # `reviewbot jobs retry`, once the model is back
+    assert thread.replies()[0].status == "queued"
+    thread.work()
+    assert thread.queue.get(job_id).status == "succeeded"
+    assert len(thread.answers(note["id"])) == 1
+    assert thread.replies()[0].status == "posted"
+
+
 # -- `@bot don't flag this …`: proposed, then confirmed by `/reviewbot learn` ----------------
 
 WISH = "@reviewbot don't flag this, we compare to None on purpose"

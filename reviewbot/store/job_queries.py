@@ -55,6 +55,7 @@ __all__ = [
     "mr_lock_key",
     "next_claim_candidate",
     "pending_jobs",
+    "reopen_replies",
     "settle_held",
     "supersede",
     "try_lock_mr",
@@ -389,7 +390,9 @@ def update_if_status(engine: Engine, job_id: int, current_status: str, **values:
             .where(JobRow.id == job_id, JobRow.status == current_status)
             .values(**values)
         )
-        if result.rowcount == 1:
+        if result.rowcount == 1 and values.get("status") == QUEUED:
+            reopen_replies(connection, job_id)
+        elif result.rowcount == 1:
             end_replies(
                 connection,
                 [job_id],
@@ -421,6 +424,32 @@ def end_replies(
     reply_status = REPLY_WHEN_JOB_ENDS.get(job_status or "")
     if reply_status is None or not job_ids:
         return
+    connection.execute(
+        update(ReplyRow)
+        .where(ReplyRow.status == ReplyStatus.QUEUED.value, _replies_of(connection, job_ids))
+        .values(
+            status=reply_status, reason=reason or f"the reply job was {job_status}", finished_at=now
+        )
+    )
+
+
+def reopen_replies(connection: Connection, job_id: int) -> None:
+    """A reply job queued again (``reviewbot jobs retry``): its reply, failed or dropped, is
+    queued again, so the job answers it (or drops it, too late, with the reason) rather than
+    succeeding with nothing done. A posted reply stays posted."""
+    connection.execute(
+        update(ReplyRow)
+        .where(
+            ReplyRow.status.in_([ReplyStatus.FAILED.value, ReplyStatus.DROPPED.value]),
+            _replies_of(connection, [job_id]),
+        )
+        .values(status=ReplyStatus.QUEUED.value, reason=None, finished_at=None)
+    )
+
+
+def _replies_of(connection: Connection, job_ids: Sequence[int]) -> Any:
+    """The condition on ``replies`` rows of the reply jobs ``job_ids``: the row each job's
+    payload names, or whose ``job_id`` is one of them."""
     payloads = connection.execute(
         select(JobRow.payload).where(JobRow.id.in_(job_ids), JobRow.kind == JobKind.REPLY.value)
     ).scalars()
@@ -429,13 +458,4 @@ def end_replies(
         for payload in payloads
         if isinstance(named := (payload or {}).get(REPLY_ID_KEY), int)
     ]
-    connection.execute(
-        update(ReplyRow)
-        .where(
-            ReplyRow.status == ReplyStatus.QUEUED.value,
-            or_(ReplyRow.id.in_(reply_ids), ReplyRow.job_id.in_(job_ids)),
-        )
-        .values(
-            status=reply_status, reason=reason or f"the reply job was {job_status}", finished_at=now
-        )
-    )
+    return or_(ReplyRow.id.in_(reply_ids), ReplyRow.job_id.in_(job_ids))
