@@ -12,11 +12,15 @@ worker runs :func:`run_reply`:
    thread the bot did not start), the triggering note must still be there, and its author must
    not be a bot (``GET /users/:id``);
 5. ``ignore``: the thread is resolved and negative feedback recorded (no model call);
-   ``learn <text>``: a Developer (or more: ``GitLabClient.can_teach``) makes a learning for the
-   project and the finding's category (``reviewbot.teaching``), confirmed in the answer; a
-   note from anyone else is dropped with the reason in the log; otherwise
+   ``learn [text]``: a Developer (or more: ``GitLabClient.can_teach``) makes a learning, or
+   confirms the one the thread proposed (``reviewbot.reply_learn``), said in the answer; a
+   note from anyone else is dropped with the reason in the log; a mention that asks not to
+   flag something (``reviewbot.thread_intent``), from a Developer, is answered with a proposed
+   learning to confirm (``reviewbot.reply_learn.propose``); otherwise
    the model answers, seeing the finding, the code around its line at the MR's head (and
-   whether the line changed since), and the thread so far; ``fix`` adds a GitLab suggestion
+   whether the line changed since), the thread so far, and the review rules and learnings
+   in force for the finding's path and category (:func:`read_guidance`,
+   ``reviewbot.reply_guidance``); ``fix`` adds a GitLab suggestion
    block only when the thread's line is on the MR's current diff version;
 6. the answer, sanitised like findings (``reviewbot.markdown``), is posted in the thread with
    its marker (a write whose answer is lost is found by it, not posted twice) and recorded.
@@ -30,6 +34,7 @@ from __future__ import annotations
 import logging
 import re
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -37,15 +42,21 @@ from typing import Any
 from reviewbot.app import App
 from reviewbot.comments import line_text_hash, parse_marker
 from reviewbot.diff import Side
-from reviewbot.gitlab import GitLabClient
-from reviewbot.learnings import LearningError, LearningSource
+from reviewbot.gitlab import GitLabClient, MergeRequestSnapshot
 from reviewbot.markdown import sanitize_markdown, suggestion_block
 from reviewbot.positions import position_for
 from reviewbot.queue import Job
+from reviewbot.reply_guidance import Guidance, guidance_for
+from reviewbot.reply_learn import learn, propose
+from reviewbot.repo_policy import REPO_CONFIG_FILE, repo_policy
+from reviewbot.rule_sources import review_rules
+from reviewbot.store import MergeRequestKey
 from reviewbot.store.models import FeedbackKind, ReplyCommand, ReplyStatus
 from reviewbot.store.reply_queries import ReplyRecord, ReplyStore, ThreadFinding
 from reviewbot.store.store import utc_now
-from reviewbot.teaching import add_learning
+from reviewbot.teaching import active_learnings, learning_book
+from reviewbot.thread_intent import teaching_intent
+from reviewbot.tokens import local_counter
 
 __all__ = ["REPLY_PROMPT_TAG", "reply_marker", "run_reply"]
 
@@ -60,7 +71,6 @@ THREAD_NOTES_SHOWN = 20  # the newest notes of the thread given to the model
 NOTE_CHARS_SHOWN = 2000  # each note cut to this many characters in the prompt
 MS_PER_S = 1000.0
 SUGGESTION_IN_ANSWER = re.compile(r"^(`{3,})suggestion[^\n]*\n(.*?)^\1[ \t]*$", re.M | re.S)
-LEARN_COMMAND = re.compile(r"\A\s*(?:/reviewbot|@\S+)\s+learn\b", re.IGNORECASE)
 IGNORED_VALUE = "ignore_command"  # feedback value of `/reviewbot ignore`
 LEARN_HINT = (
     "To have reviewbot stop flagging this kind of code, reply with "
@@ -90,6 +100,7 @@ class _Answer:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_tokens: int = 0
+    proposal_id: int | None = None  # the learning this answer proposes
 
 
 FINISH_LENGTH = "length"  # the OpenAI finish_reason of an answer cut at max_tokens
@@ -97,15 +108,6 @@ FINISH_LENGTH = "length"  # the OpenAI finish_reason of an answer cut at max_tok
 
 class AnswerCutOff(Exception):
     """The model's answer ended at the token limit: only part of an answer, never posted."""
-
-
-def settle_failed_reply(app: App, job: Job, error: str) -> None:
-    """Reply job ``job`` failed for good: its reply, still queued, is recorded as failed with
-    the error (never left queued, as if an answer were still coming)."""
-    replies = ReplyStore(app.store.engine, utc_now)
-    record = replies.by_id(int(job.payload["reply_id"]))
-    if record is not None and record.status == ReplyStatus.QUEUED.value:
-        replies.finish(record.id, ReplyStatus.FAILED.value, reason=error)
 
 
 def run_reply(app: App, job: Job) -> None:
@@ -160,6 +162,8 @@ def run_reply(app: App, job: Job) -> None:
         cached_tokens=answer.cached_tokens,
         latency_ms=(time.monotonic() - started) * MS_PER_S,
     )
+    if answer.proposal_id is not None:  # a 👍 on it, like one on any proposal note
+        learning_book(app).set_proposal_note(answer.proposal_id, note_id)
     log.info("reply %d: %s answered in note %d", record.id, record.command, note_id)
 
 
@@ -204,10 +208,26 @@ def _answer(
     if record.command == ReplyCommand.IGNORE.value:
         return _ignore(app, gitlab, project, job, record, finding)
     discussion = gitlab.discussion(project, job.mr_iid, record.discussion_id)
+    note = next(
+        (n for n in discussion.get("notes") or [] if n.get("id") == record.trigger_note_id), {}
+    )
+    lesson = None
     if record.command == ReplyCommand.LEARN.value:
-        return _learn(app, gitlab, project, job, finding, discussion)
-    code = code_at_head(gitlab, project, job.mr_iid, finding, discussion)
-    messages = reply_messages(record, finding, code, discussion.get("notes") or [])
+        lesson = learn(app, gitlab, project, job, record, finding, note)
+        return None if lesson is None else _Answer(lesson.body)
+    intent = (
+        teaching_intent(str(note.get("body") or ""), gitlab.bot_username())
+        if record.command == ReplyCommand.ASK.value
+        else None
+    )
+    if intent is not None:
+        lesson = propose(app, gitlab, project, job, record, finding, note, intent)
+    if lesson is not None:  # a proposed learning; from anyone who may not teach: an answer
+        return _Answer(lesson.body, proposal_id=lesson.proposal_id)
+    snapshot = gitlab.snapshot(project, job.mr_iid)
+    code = code_at_head(gitlab, project, job.mr_iid, finding, discussion, snapshot=snapshot)
+    guidance = read_guidance(app, gitlab, snapshot, finding)
+    messages = reply_messages(record, finding, code, discussion.get("notes") or [], guidance)
     model = app.model()
     answer = model.chat(messages, REPLY_MAX_TOKENS)
     if answer.finish_reason == FINISH_LENGTH:
@@ -266,44 +286,6 @@ def _ignore(
     return _Answer(body=f"Resolved: this finding is recorded as not useful.\n\n{LEARN_HINT}")
 
 
-def _learn(
-    app: App,
-    gitlab: GitLabClient,
-    project: int | str,
-    job: Job,
-    finding: ThreadFinding,
-    discussion: dict[str, Any],
-) -> _Answer | None:
-    """Make the learning the note states, for the project and the finding's category."""
-    note = next(
-        (n for n in discussion.get("notes") or [] if n.get("id") == job.payload.get("note_id")),
-        {},
-    )
-    author = note.get("author") or {}
-    if not isinstance(author.get("id"), int) or not gitlab.can_teach(project, author["id"]):
-        return None
-    text = LEARN_COMMAND.sub("", str(note.get("body") or ""), count=1).strip()
-    try:
-        learning = add_learning(
-            app,
-            text,
-            project=str(project),
-            category=finding.category,
-            author=author.get("username"),
-            source=LearningSource.THREAD,
-        )
-    except LearningError as error:
-        return _Answer(body=f"Nothing learned: {sanitize_markdown(str(error), max_chars=500)}")
-    quoted = sanitize_markdown(learning.text, max_chars=MAX_ANSWER_CHARS)
-    return _Answer(
-        body=(
-            f"Learned (learning {learning.id}, project {learning.project}, category "
-            f"`{finding.category}`, every path):\n\n> {quoted}\n\nIt applies from the next "
-            f"review. Remove it with `reviewbot learnings remove {learning.id}`."
-        )
-    )
-
-
 def split_suggestion(text: str) -> tuple[str, str | None]:
     """The model's answer without its first suggestion block, and that block's content."""
     match = SUGGESTION_IN_ANSWER.search(text)
@@ -318,9 +300,12 @@ def code_at_head(
     iid: int,
     finding: ThreadFinding,
     discussion: dict[str, Any],
+    *,
+    snapshot: MergeRequestSnapshot | None = None,
 ) -> CodeAtHead:
-    """The finding's lines at the MR's head, whether they changed, whether a suggestion fits."""
-    snapshot = gitlab.snapshot(project, iid)
+    """The finding's lines at the MR's head, whether they changed, whether a suggestion fits
+    (``snapshot``: the MR as just read, else read now)."""
+    snapshot = snapshot if snapshot is not None else gitlab.snapshot(project, iid)
     head = snapshot.diff_refs.head_sha
     first = (discussion.get("notes") or [{}])[0]
     position = first.get("position") or {}
@@ -342,6 +327,43 @@ def code_at_head(
     return CodeAtHead(excerpt, line_changed=changed, suggestable=suggestable)
 
 
+def read_guidance(
+    app: App, gitlab: GitLabClient, snapshot: MergeRequestSnapshot, finding: ThreadFinding
+) -> Guidance:
+    """The review rules (as the target branch has them, with its ``.reviewbot.toml``) and
+    the project's learnings in force that apply to the finding (reviewbot.reply_guidance)."""
+    target = snapshot.diff_refs.start_sha
+    read_before: dict[str, str | None] = {}
+
+    def read(paths: Sequence[str]) -> dict[str, str]:
+        wanted = [path for path in paths if path not in read_before]
+        found = gitlab.file_contents(snapshot.project_id, target, wanted) if wanted else {}
+        read_before.update({path: found.get(path) for path in wanted})
+        return {path: text for path in paths if (text := read_before[path]) is not None}
+
+    policy = repo_policy(
+        app.settings, read([REPO_CONFIG_FILE]).get(REPO_CONFIG_FILE), changed_by_mr=False
+    )
+    settings = policy.settings
+    rules = review_rules(settings, read)
+    key = MergeRequestKey(gitlab.url, snapshot.project_id, snapshot.iid)
+    taught = active_learnings(app, key, snapshot.project_path)
+    guidance = guidance_for(
+        finding.path,
+        finding.category,
+        rules,
+        taught,
+        local_counter(settings.llm_model),
+        rules_tokens=settings.rules_tokens,
+        learnings_tokens=settings.learnings_tokens,
+    )
+    for problem in (*policy.warnings, *rules.problems):
+        log.info("reply on %s!%d: %s", snapshot.project_path, snapshot.iid, problem)
+    if guidance.left_out:
+        log.info("reply: no room for %s", ", ".join(guidance.left_out))
+    return guidance
+
+
 def _marker_hash(body: str) -> str:
     marker = parse_marker(body)
     return marker.text_hash if marker is not None else ""
@@ -352,8 +374,10 @@ def reply_messages(
     finding: ThreadFinding,
     code: CodeAtHead,
     notes: list[dict[str, Any]],
+    guidance: Guidance | None = None,
 ) -> list[dict[str, str]]:
-    """The chat prompt of one answer (plain text; ``fix`` asks for a suggestion block)."""
+    """The chat prompt of one answer (plain text; ``fix`` asks for a suggestion block), with
+    the team's rules and learnings for the finding (``guidance``) before the finding."""
     ask = {
         ReplyCommand.FIX.value: (
             "Propose a fix for the finding's line(s): a short explanation, then the "
@@ -367,7 +391,8 @@ def reply_messages(
         f'{REPLY_PROMPT_TAG} command="{record.command}">\n'
         "You are reviewbot, a code reviewer answering in a thread you started on a merge "
         "request. Answer briefly in Markdown, for the human who asked. Never use GitLab quick "
-        "actions (lines starting with /) or mention people. If you are not sure, say so.\n"
+        "actions (lines starting with /) or mention people. If you are not sure, say so. "
+        "Where the team's review rules or learnings below bear on the question, follow them.\n"
         f"{ask}"
     )
     thread = "\n\n".join(
@@ -376,8 +401,10 @@ def reply_messages(
         for note in notes[-THREAD_NOTES_SHOWN:]
     )
     changed = "yes" if code.line_changed else "no"
+    blocks = guidance.blocks() if guidance is not None else ""
     user = (
-        f'<finding path="{finding.path}" line="{finding.line}" severity="{finding.severity}" '
+        (f"{blocks}\n\n" if blocks else "")
+        + f'<finding path="{finding.path}" line="{finding.line}" severity="{finding.severity}" '
         f'category="{finding.category}">\n{finding.title}\n\n{finding.body}\n</finding>\n\n'
         f'<code_at_head path="{finding.path}" line_changed_since="{changed}">\n'
         f"{code.excerpt}\n</code_at_head>\n\n<thread>\n{thread}\n</thread>"

@@ -91,10 +91,12 @@ def add_learning(
     author: str | None = None,
     source: LearningSource = LearningSource.CLI,
     thread: Mapping[str, Any] | None = None,
+    status: LearningStatus = LearningStatus.ACTIVE,
 ) -> Learning:
     """Check and store a learning for ``project`` (id or path, read from GitLab) or for
     ``group`` (a group path: every project under it); the stored learning. ``thread``: where
-    a thread command made it (``author_id``, ``mr_iid``, ``discussion_id``, ``note_id``)."""
+    a thread command made it (``author_id``, ``mr_iid``, ``discussion_id``, ``note_id``).
+    ``status`` ``proposed``: a thread's proposal, in force only once a human confirms it."""
     if (project is None) == (group is None):
         raise LearningError("name exactly one of a project or a group")
     unknown = sorted(set(thread or {}) - THREAD_FIELDS)
@@ -105,7 +107,7 @@ def add_learning(
         gitlab_url=app.gitlab().url,
         path_globs=checked_globs(globs),
         category=checked_category(category),
-        status=LearningStatus.ACTIVE,
+        status=status,
         source=source,
         author=author,
         **dict(thread or {}),

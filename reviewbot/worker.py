@@ -48,7 +48,7 @@ from reviewbot.queue import (
     JobStatus,
     LeaseLostError,
 )
-from reviewbot.reply import run_reply, settle_failed_reply
+from reviewbot.reply import run_reply
 from reviewbot.retry import backoff_s
 from reviewbot.store.models import JobKind
 
@@ -327,9 +327,8 @@ class Worker:
             )
         else:
             self._count("failed")
+            # A reply job's reply is settled with it (reviewbot.store.job_queries.end_replies).
             log.error("job %d: failed: %s", job.id, settled.error)
-            if job.kind == JobKind.REPLY.value:
-                settle_failed_reply(self.app, job, settled.error or _describe(error))
 
     def _renew_leases(self) -> None:
         now = time.monotonic()

@@ -39,6 +39,7 @@ CORE = {
     "reviewbot.positions",
     "reviewbot.prompts",
     "reviewbot.redaction",
+    "reviewbot.reply_guidance",
     "reviewbot.repo",
     "reviewbot.repo.tree",
     "reviewbot.repo.view",
@@ -74,6 +75,7 @@ CORE = {
     "reviewbot.ops.vllm_command",
     "reviewbot.ops.weights",
     "reviewbot.templates",
+    "reviewbot.thread_intent",
     "reviewbot.webhook.openapi",
     "reviewbot.webhook.payloads",
 }
@@ -137,6 +139,7 @@ PIPELINE = {
     "reviewbot.eval",
     "reviewbot.compare",
     "reviewbot.reply",
+    "reviewbot.reply_learn",
     # the services the commands run: the CI job, the worker, the listener, the ops tools
     "reviewbot.ci",
     "reviewbot.worker",

@@ -2,7 +2,9 @@
 database (SQLite and PostgreSQL), then ``reviewbot run`` against the fake vLLM, which records
 every request: a learning reaches the prompt of the chunks whose files it matches, and a
 "don't flag" learning of the finding's category and path suppresses it (never posted, stored
-as ``suppressed_by_learning`` with the learning's id). Core and store: tests/test_learnings.py.
+as ``suppressed_by_learning`` with the learning's id); a learning made in a bot thread
+(``/reviewbot learn``, through the webhook and a worker) does the same for the next review.
+Core and store: tests/test_learnings.py.
 """
 
 from __future__ import annotations
@@ -21,8 +23,9 @@ from reviewbot.findings import FindingState
 from reviewbot.learnings import Learning, LearningError, LearningSource
 from reviewbot.mr import RunOptions, run_merge_request
 from reviewbot.store import LearningBook, Store
-from reviewbot.teaching import add_learning
-from tests.mr_world import PROJECT, World, world  # noqa: F401
+from reviewbot.teaching import add_learning, project_learnings
+from tests.mr_world import PROJECT, World, commit_on_feature, world  # noqa: F401
+from tests.test_reply import DEVELOPER, Thread
 
 NONE_LEARNING = "We compare with == None on purpose in app.py; don't flag it"
 
@@ -348,3 +351,59 @@ def test_a_proposal_whose_thread_is_gone_stays_listed_and_the_sync_goes_on(
     [proposal] = json.loads(cli(world, "learnings", "list", "--status", "proposed", "--json")[1])
     assert proposal["proposal_note_id"] is None
     assert cli(world, "learnings", "accept", str(proposal["id"]))[0] == 0
+
+
+# -- a learning made in a thread, end to end -------------------------------------------------
+
+TESTS_FILE = """def test_total():
+    result = None
+    if result == None:
+        assert True
+"""
+THREAD_LEARNING = "/reviewbot learn don't flag == None comparisons in tests/**"
+
+
+def test_a_learning_made_in_a_thread_changes_the_next_review(world: World) -> None:  # noqa: F811
+    """`/reviewbot learn …` in a bot thread, through the webhook and a worker, makes a learning
+    the next review's prompt holds and that suppresses the finding it names (only there)."""
+    (world.repo / "tests").mkdir()
+    head = commit_on_feature(world.repo, {"tests/test_app.py": TESTS_FILE}, "a test")
+    world.gitlab.push(PROJECT, 1, head)
+    world.run()
+    world.gitlab.add_member(PROJECT, "alice", DEVELOPER)
+    thread = Thread(world, "== None")
+    try:
+        thread.discussion = next(
+            d
+            for d in world.gitlab.discussions(PROJECT, 1)
+            if (d["notes"][0].get("position") or {}).get("new_path") == "tests/test_app.py"
+        )
+        thread.id = thread.discussion["id"]
+        note = thread.say(THREAD_LEARNING)
+        assert thread.hook(note)["status"] == "queued"
+        thread.work()
+        [answer] = thread.answers(note["id"])
+    finally:
+        thread.close()
+    with App(world.settings()) as app:
+        [learning] = project_learnings(app, project=PROJECT)
+    assert f"Learned (learning {learning.id}" in answer["body"]
+    assert (learning.path_globs, learning.category, learning.excludes) == (
+        ("tests/**",),
+        "bug",
+        True,
+    )
+    assert (learning.discussion_id, learning.note_id) == (thread.id, note["id"])
+    before = len(world.vllm.requests)
+    [review_id] = review(world, 2)
+    [prompt] = user_prompts(world)[before:]
+    assert f'<learning name="learning {learning.id}" category="bug">' in prompt
+    assert "don't flag == None comparisons in tests/**" in prompt
+    posted = {
+        (d["notes"][0].get("position") or {}).get("new_path")
+        for d in world.gitlab.discussions(PROJECT, 2)
+        if "None" in d["notes"][0]["body"] and d["notes"][0]["type"] == "DiffNote"
+    }
+    assert posted == {"app.py"}  # the learning's glob is tests/**: app.py's is still posted
+    [quiet] = [f for f in stored(world, review_id) if f["state"] == FindingState.SUPPRESSED.value]
+    assert (quiet["path"], quiet["learning_id"]) == ("tests/test_app.py", learning.id)

@@ -13,6 +13,10 @@ across processes:
   pick rows without waiting on each other
   (https://www.postgresql.org/docs/current/sql-select.html#SQL-FOR-UPDATE-SHARE).
 
+A reply job (an answer in one of the bot's threads) that ends for good without an answer
+(failed, its worker lost on the last attempt, cancelled) settles its ``replies`` row in the
+same transaction (:func:`end_replies`): never left ``queued`` as if an answer were coming.
+
 What the rows mean (what a claim is, when a job supersedes another, when a failure is retried
 and after how long) is the queue's policy, kept in ``reviewbot.queue``. Must not: decide it,
 only say it in SQL. docs/locking.md describes both together.
@@ -30,11 +34,13 @@ from sqlalchemy import Connection, Engine, Row, and_, func, or_, select, update
 from sqlalchemy.orm import aliased
 
 from reviewbot.store.models import Job as JobRow
-from reviewbot.store.models import JobKind, JobStatus
+from reviewbot.store.models import JobKind, JobStatus, ReplyStatus
+from reviewbot.store.models import Reply as ReplyRow
 
 __all__ = [
     "cancel_queued",
     "count_by_status",
+    "end_replies",
     "extend_lease",
     "fail_exhausted_leases",
     "find_by_dedupe_key",
@@ -49,6 +55,7 @@ __all__ = [
     "mr_lock_key",
     "next_claim_candidate",
     "pending_jobs",
+    "reopen_replies",
     "settle_held",
     "supersede",
     "try_lock_mr",
@@ -61,6 +68,13 @@ ADVISORY_KEY_BYTES = 8
 ADVISORY_KEY_PREFIX = "reviewbot-job:"
 QUEUED = JobStatus.QUEUED.value
 RUNNING = JobStatus.RUNNING.value
+# What becomes of the reply still queued of a reply job that ends for good in this status.
+REPLY_WHEN_JOB_ENDS = {
+    JobStatus.FAILED.value: ReplyStatus.FAILED.value,
+    JobStatus.CANCELLED.value: ReplyStatus.DROPPED.value,
+    JobStatus.SUPERSEDED.value: ReplyStatus.DROPPED.value,
+}
+REPLY_ID_KEY = "reply_id"  # a reply job's payload names its replies row
 
 
 def mr_lock_key(project: str, mr_iid: int) -> int:
@@ -156,18 +170,21 @@ def supersede(connection: Connection, ids: Sequence[int], reason: str, now: date
                 updated_at=now,
             )
         )
+        end_replies(connection, ids, JobStatus.SUPERSEDED.value, reason, now)
 
 
 def cancel_queued(
     connection: Connection, project: str, mr_iid: int, reason: str, now: datetime
 ) -> int:
     """Cancel the MR's queued jobs; how many."""
-    result = connection.execute(
+    cancelled = connection.scalars(
         update(JobRow)
         .where(_same_mr(project, mr_iid), JobRow.status == QUEUED)
         .values(status=JobStatus.CANCELLED.value, error=reason, updated_at=now)
-    )
-    return int(result.rowcount)
+        .returning(JobRow.id)
+    ).all()
+    end_replies(connection, cancelled, JobStatus.CANCELLED.value, reason, now)
+    return len(cancelled)
 
 
 def find_by_dedupe_key(engine: Engine, dedupe_key: str) -> int | None:
@@ -295,7 +312,7 @@ def fail_exhausted_leases(engine: Engine, reason: str, now: datetime) -> None:
         JobRow.attempts >= JobRow.max_attempts,
     )
     with engine.begin() as connection:
-        connection.execute(
+        failed = connection.scalars(
             update(JobRow)
             .where(exhausted)
             .values(
@@ -305,7 +322,9 @@ def fail_exhausted_leases(engine: Engine, reason: str, now: datetime) -> None:
                 error=reason,
                 updated_at=now,
             )
-        )
+            .returning(JobRow.id)
+        ).all()
+        end_replies(connection, failed, JobStatus.FAILED.value, reason, now)
 
 
 def extend_lease(
@@ -340,6 +359,8 @@ def settle_held(
             .where(_held_by(job_id, worker_id))
             .values(lease_owner=None, lease_expires_at=None, updated_at=now, **values)
         )
+        if result.rowcount == 1:
+            end_replies(connection, [job_id], values.get("status"), values.get("error"), now)
     return result.rowcount == 1
 
 
@@ -369,6 +390,16 @@ def update_if_status(engine: Engine, job_id: int, current_status: str, **values:
             .where(JobRow.id == job_id, JobRow.status == current_status)
             .values(**values)
         )
+        if result.rowcount == 1 and values.get("status") == QUEUED:
+            reopen_replies(connection, job_id)
+        elif result.rowcount == 1:
+            end_replies(
+                connection,
+                [job_id],
+                values.get("status"),
+                values.get("error"),
+                values["updated_at"],
+            )
     return result.rowcount == 1
 
 
@@ -377,3 +408,54 @@ def count_by_status(engine: Engine) -> dict[str, int]:
     query = select(JobRow.status, func.count()).group_by(JobRow.status)
     with engine.connect() as connection:
         return {status: int(count) for status, count in connection.execute(query)}
+
+
+def end_replies(
+    connection: Connection,
+    job_ids: Sequence[int],
+    job_status: str | None,
+    reason: str | None,
+    now: datetime,
+) -> None:
+    """The reply jobs among ``job_ids`` ended for good in ``job_status`` (failed, cancelled,
+    superseded; any other status: nothing to do): their replies still ``queued`` (the row the
+    payload names, or whose ``job_id`` is the job) are settled ``failed`` or ``dropped`` with
+    ``reason``."""
+    reply_status = REPLY_WHEN_JOB_ENDS.get(job_status or "")
+    if reply_status is None or not job_ids:
+        return
+    connection.execute(
+        update(ReplyRow)
+        .where(ReplyRow.status == ReplyStatus.QUEUED.value, _replies_of(connection, job_ids))
+        .values(
+            status=reply_status, reason=reason or f"the reply job was {job_status}", finished_at=now
+        )
+    )
+
+
+def reopen_replies(connection: Connection, job_id: int) -> None:
+    """A reply job queued again (``reviewbot jobs retry``): its reply, failed or dropped, is
+    queued again, so the job answers it (or drops it, too late, with the reason) rather than
+    succeeding with nothing done. A posted reply stays posted."""
+    connection.execute(
+        update(ReplyRow)
+        .where(
+            ReplyRow.status.in_([ReplyStatus.FAILED.value, ReplyStatus.DROPPED.value]),
+            _replies_of(connection, [job_id]),
+        )
+        .values(status=ReplyStatus.QUEUED.value, reason=None, finished_at=None)
+    )
+
+
+def _replies_of(connection: Connection, job_ids: Sequence[int]) -> Any:
+    """The condition on ``replies`` rows of the reply jobs ``job_ids``: the row each job's
+    payload names, or whose ``job_id`` is one of them."""
+    payloads = connection.execute(
+        select(JobRow.payload).where(JobRow.id.in_(job_ids), JobRow.kind == JobKind.REPLY.value)
+    ).scalars()
+    reply_ids = [
+        int(named)
+        for payload in payloads
+        if isinstance(named := (payload or {}).get(REPLY_ID_KEY), int)
+    ]
+    return or_(ReplyRow.id.in_(reply_ids), ReplyRow.job_id.in_(job_ids))

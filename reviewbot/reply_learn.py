@@ -1,0 +1,213 @@
+"""Learnings made in the bot's threads (issue 21; docs/conversation.md, docs/learnings.md).
+
+Only a member with the Developer role or above (``GitLabClient.can_teach``, cached) teaches:
+
+- ``/reviewbot learn <text>``: a learning for the project and the finding's category, scoped
+  to the path globs the text names (``reviewbot.thread_intent.mentioned_globs``: "in
+  tests/**"; none: every path), in force from the next review;
+- ``@bot don't flag this …`` (a wish ``reviewbot.thread_intent.teaching_intent`` recognises):
+  the same learning *proposed* (status ``proposed``, scoped to the globs the text names, else
+  to the finding's path, with the finding's title for context); the answer quotes it with its
+  scope and asks to confirm it with a bare ``/reviewbot learn`` in the thread;
+- a bare ``/reviewbot learn``: the thread's newest proposal is accepted (``proposed`` ->
+  ``active``, ``accepted_by`` the confirming member), as ``reviewbot learnings accept`` does.
+
+A wish from anyone else is answered as any question; a ``/reviewbot learn`` from anyone else
+is dropped with the reason (``reviewbot.reply``). Every learning made in a thread keeps where:
+the author's id, the MR's iid, the discussion and the note. Exactly once: a note whose
+learning or proposal exists already (an earlier attempt died before it answered) gets that
+one back, never a second; a confirmation that finds the proposal accepted says it is in force.
+
+Owns: :class:`Lesson`, :func:`learn`, :func:`propose`. Must not: post anything
+(``reviewbot.reply`` does), write SQL (``reviewbot.store``), or read a note's intent
+(``reviewbot.thread_intent``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from reviewbot.app import App
+from reviewbot.gitlab import GitLabClient
+from reviewbot.learnings import (
+    MAX_LEARNING_CHARS,
+    Learning,
+    LearningError,
+    LearningSource,
+    LearningStatus,
+)
+from reviewbot.markdown import code_span_text, sanitize_markdown
+from reviewbot.queue import Job
+from reviewbot.store.reply_queries import ReplyRecord, ThreadFinding
+from reviewbot.teaching import add_learning, learning_book
+from reviewbot.thread_intent import TeachingIntent, mentioned_globs
+
+__all__ = ["LEARN_COMMAND", "Lesson", "learn", "propose"]
+
+LEARN_COMMAND = re.compile(r"\A\s*(?:/reviewbot|@\S+)\s+learn\b", re.IGNORECASE)
+MAX_QUOTED_CHARS = 1000  # a learning is at most 500 characters; room for its escapes
+MAX_ERROR_CHARS = 500
+MIN_TITLE_CHARS = 20  # a proposal names the finding's title only when this much of it fits
+TITLE_CONTEXT = " (said of the finding “{title}”)"
+
+
+@dataclass(frozen=True)
+class Lesson:
+    """The answer to a note that teaches, and the learning it proposes (None: proposes none)."""
+
+    body: str
+    proposal_id: int | None = None
+
+
+def learn(
+    app: App,
+    gitlab: GitLabClient,
+    project: int | str,
+    job: Job,
+    record: ReplyRecord,
+    finding: ThreadFinding,
+    note: Mapping[str, Any],
+) -> Lesson | None:
+    """The answer to ``/reviewbot learn [text]`` (module notes); None: its author may not
+    teach."""
+    author = note.get("author") or {}
+    if not _may_teach(gitlab, project, author):
+        return None
+    text = LEARN_COMMAND.sub("", str(note.get("body") or ""), count=1).strip()
+    earlier = _thread_learnings(app, gitlab, project, record.discussion_id)
+    made = next((item for item in earlier if item.note_id == record.trigger_note_id), None)
+    if made is None and not text:
+        return _confirm(app, earlier, author.get("username"))
+    if made is None:
+        try:
+            made = add_learning(
+                app,
+                text,
+                project=str(project),
+                globs=mentioned_globs(text),
+                category=finding.category,
+                author=author.get("username"),
+                source=LearningSource.THREAD,
+                thread=_where(job, record, author),
+            )
+        except LearningError as error:
+            return Lesson(f"Nothing learned: {sanitize_markdown(str(error), MAX_ERROR_CHARS)}")
+    return Lesson(_learned(made))
+
+
+def propose(
+    app: App,
+    gitlab: GitLabClient,
+    project: int | str,
+    job: Job,
+    record: ReplyRecord,
+    finding: ThreadFinding,
+    note: Mapping[str, Any],
+    intent: TeachingIntent,
+) -> Lesson | None:
+    """The answer proposing the learning a wish states (module notes); None: its author may
+    not teach (the note gets an ordinary answer)."""
+    author = note.get("author") or {}
+    if not _may_teach(gitlab, project, author):
+        return None
+    earlier = _thread_learnings(app, gitlab, project, record.discussion_id)
+    made = next((item for item in earlier if item.note_id == record.trigger_note_id), None)
+    if made is None:
+        try:
+            made = add_learning(
+                app,
+                _with_title(intent.text, finding.title),
+                project=str(project),
+                globs=intent.globs or (finding.path,),
+                category=finding.category,
+                author=author.get("username"),
+                source=LearningSource.THREAD,
+                thread=_where(job, record, author),
+                status=LearningStatus.PROPOSED,
+            )
+        except LearningError as error:
+            return Lesson(f"Nothing proposed: {sanitize_markdown(str(error), MAX_ERROR_CHARS)}")
+    if made.status is not LearningStatus.PROPOSED:
+        return Lesson(_learned(made))  # confirmed (or removed) before this answer was posted
+    return Lesson(
+        f"Shall I remember this for the next reviews? Proposed learning {made.id} "
+        f"({_scope(made)}):\n\n> {_quoted(made)}\n\nTo confirm it, reply `/reviewbot learn` "
+        "in this thread (Developer role or above). Until then nothing changes.",
+        proposal_id=made.id,
+    )
+
+
+def _confirm(app: App, earlier: list[Learning], username: str | None) -> Lesson:
+    """Accept the thread's newest proposal; what the answer says when there is none."""
+    book = learning_book(app)
+    proposed = [item for item in earlier if item.status is LearningStatus.PROPOSED]
+    if proposed:
+        try:
+            return Lesson(_learned(book.accept(int(proposed[-1].id or 0), by=username)))
+        except LearningError:
+            earlier = [book.get(int(item.id or 0)) for item in earlier]  # accepted meanwhile
+    active = [item for item in earlier if item.status is LearningStatus.ACTIVE]
+    if active:
+        return Lesson(
+            f"Already in force: learning {active[-1].id} ({_scope(active[-1])}):\n\n"
+            f"> {_quoted(active[-1])}"
+        )
+    return Lesson(
+        "Nothing learned: this thread has no proposed learning to confirm. Say what to allow: "
+        '`/reviewbot learn <what to allow>` (name paths with "in tests/**").'
+    )
+
+
+def _learned(learning: Learning) -> str:
+    return (
+        f"Learned (learning {learning.id}, {_scope(learning)}):\n\n> {_quoted(learning)}\n\n"
+        f"It applies from the next review. Remove it with "
+        f"`reviewbot learnings remove {learning.id}`."
+    )
+
+
+def _scope(learning: Learning) -> str:
+    category = f"category `{learning.category}`" if learning.category else "every category"
+    # A glob is a file's path at worst (the finding's): in a code span, it mentions no one.
+    paths = ", ".join(f"`{code_span_text(glob)}`" for glob in learning.path_globs)
+    return f"{learning.scope}, {category}, {paths or 'every path'}"
+
+
+def _quoted(learning: Learning) -> str:
+    return sanitize_markdown(learning.text, max_chars=MAX_QUOTED_CHARS)
+
+
+def _with_title(text: str, title: str) -> str:
+    """The wish, with the finding's title when it fits (``this`` alone says nothing later)."""
+    room = MAX_LEARNING_CHARS - len(text) - len(TITLE_CONTEXT.format(title=""))
+    if room < MIN_TITLE_CHARS:
+        return text
+    shown = title if len(title) <= room else title[: room - 1] + "…"
+    return text + TITLE_CONTEXT.format(title=shown)
+
+
+def _may_teach(gitlab: GitLabClient, project: int | str, author: Mapping[str, Any]) -> bool:
+    return isinstance(author.get("id"), int) and gitlab.can_teach(project, author["id"])
+
+
+def _where(job: Job, record: ReplyRecord, author: Mapping[str, Any]) -> dict[str, Any]:
+    """The thread a learning was made in."""
+    return {
+        "author_id": author.get("id"),
+        "mr_iid": job.mr_iid,
+        "discussion_id": record.discussion_id,
+        "note_id": record.trigger_note_id,
+    }
+
+
+def _thread_learnings(
+    app: App, gitlab: GitLabClient, project: int | str, discussion_id: str
+) -> list[Learning]:
+    """The project's learnings made in the thread, oldest first (a project holds at most
+    MAX_LEARNINGS_PER_PROJECT active or proposed)."""
+    project_id = int(gitlab.project_identity(project)["id"])
+    every = learning_book(app).list(gitlab.url, project_id=project_id)
+    return [item for item in every if item.discussion_id == discussion_id]
