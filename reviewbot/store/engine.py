@@ -19,9 +19,11 @@ from reviewbot.config import ConfigError
 
 __all__ = ["SQLITE_BUSY_TIMEOUT_MS", "make_engine", "normalize_database_url"]
 
-# SQLite: wait this long for another process's write lock instead of failing at once.
+# SQLite: wait this long for another process's write lock instead of failing at once. 30 s,
+# not Python's 5: on a small box busy with a review, a migration or a worker's burst of writes
+# held the lock past 5 s and the other writer failed with "database is locked".
 # https://www.sqlite.org/pragma.html#pragma_busy_timeout
-SQLITE_BUSY_TIMEOUT_MS = 5_000
+SQLITE_BUSY_TIMEOUT_MS = 30_000
 SQLITE_MEMORY_DATABASES = {None, "", ":memory:"}
 POSTGRES_DRIVER = "postgresql+psycopg"
 POSTGRES_POOL_SIZE = 20
