@@ -261,3 +261,25 @@ def test_learn_in_a_thread_keeps_its_thread_and_the_globs_it_names(thread: Threa
     assert (learning.discussion_id, learning.note_id, learning.mr_iid) == (thread.id, note["id"], 1)
     assert learning.author_id == note["author"]["id"]
     assert "`tests/**`" in answer["body"]
+
+
+def test_a_thumbs_up_on_a_thread_proposal_accepts_it_at_the_next_feedback_sync(
+    thread: Thread,
+) -> None:
+    from click.testing import CliRunner
+
+    from reviewbot.commands import main
+
+    thread.world.gitlab.add_member(PROJECT, "alice", DEVELOPER)
+    thread.world.gitlab.add_member(PROJECT, "bob", DEVELOPER)
+    wish = thread.say(WISH)
+    thread.hook(wish)
+    thread.work()
+    [proposal_answer] = thread.answers(wish["id"])
+    thread.world.gitlab.add_award_emoji(PROJECT, 1, proposal_answer["id"], "thumbsup", "bob")
+    env = thread.world.command_env("secret")
+    synced = CliRunner().invoke(main, ["feedback", "sync", "--since", "1d"], env=env)
+    assert synced.exit_code == 0, synced.output
+    [learning] = learnings_of(thread)
+    assert (learning.status.value, learning.accepted_by) == ("active", "bob")
+    assert f"learning {learning.id} accepted by @bob (👍 on its note)" in synced.output

@@ -134,14 +134,23 @@ class LearningBook:
         return self._move(learning_id, LearningStatus.REMOVED, removed_at=self._clock())
 
     def set_proposal_note(
-        self, learning_id: int, note_id: int, *, mr_iid: int, discussion_id: str
+        self,
+        learning_id: int,
+        note_id: int,
+        *,
+        mr_iid: int | None = None,
+        discussion_id: str | None = None,
     ) -> None:
-        """Remember the GitLab note that proposes ``learning_id``, and its thread."""
+        """Remember the GitLab note that proposes ``learning_id``, and its thread when given
+        (a learning proposed in a thread has its thread already)."""
+        thread: dict[str, Any] = {}
+        if mr_iid is not None and discussion_id is not None:
+            thread = {"mr_iid": mr_iid, "discussion_id": discussion_id}
         with self._engine.begin() as connection:
             statement = (
                 update(LearningRow)
                 .where(LearningRow.id == learning_id)
-                .values(proposal_note_id=note_id, mr_iid=mr_iid, discussion_id=discussion_id)
+                .values(proposal_note_id=note_id, **thread)
             )
             if connection.execute(statement).rowcount != 1:
                 raise RecordNotFound(f"learning {learning_id} not found")

@@ -50,6 +50,7 @@ def real_world(tmp_path: Path, real_vllm: SharedServer) -> Iterator[World]:
     repo = make_repo(tmp_path / "repo")
     with FakeGitLab() as gitlab:
         gitlab.add_user("reviewbot", token=BOT_TOKEN, bot=True)
+        gitlab.add_user("alice", token="glpat-alice")  # a human who talks in the bot's threads
         gitlab.add_project(PROJECT, project_id=7)
         gitlab.add_mr_from_git(PROJECT, repo, "main", "feature", iid=1, title="Add parsing")
         yield World(repo, gitlab, real_vllm, store_url, tmp_path / "repo-cache")  # type: ignore[arg-type]

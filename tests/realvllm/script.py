@@ -18,7 +18,10 @@ see it:
   ``MISTAKE_KINDS``: ``bad_json``, ``missing_line``, ``wrong_type``, ``bad_enum``) has its finding's
   call written with that mistake, as the fake's ``MalformedCalls`` writes it;
 - a repair turn (assistant turns after the diff): the findings that no earlier answer wrote
-  correctly, resent correctly (the fake's ``repair="fix"``), or ``No issues found.``.
+  correctly, resent correctly (the fake's ``repair="fix"``), or ``No issues found.``;
+- a verification request (the ``verdict`` tool offered): one verdict call per candidate of the
+  last user turn, ``keep`` on a line the rule finds something on, else ``drop`` (the fake's
+  verifier brain).
 
 Owns: choosing the answer text. Must not: know token ids or vLLM (the logits processor does).
 """
@@ -32,9 +35,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from tests.fakes.vllm_server import (
+    CANDIDATE_RE,
     DEFAULT_TOOL_NAME,
     MISTAKE_KINDS,
     NO_ISSUES_TEXT,
+    VERDICT_CONFIDENCE,
+    VERDICT_TOOL_NAME,
     DiffLine,
     json_findings,
     parse_prompt_diff,
@@ -129,6 +135,9 @@ def answer_text(prompt_text: str, json_schema: dict[str, Any] | None = None) -> 
     diff = prompt.turns[index].text if index is not None else ""
     lines = parse_prompt_diff(diff)
     findings = review_diff(lines)
+    if VERDICT_TOOL_NAME in prompt.tool_names:
+        body = _verdicts(prompt, findings)
+        return f"{reasoning_text(lines)}\n</think>\n\n{body}" if prompt.thinking else body
     earlier = prompt.earlier_answers()
     if earlier:
         name = prompt.tool_name
@@ -144,6 +153,23 @@ def answer_text(prompt_text: str, json_schema: dict[str, Any] | None = None) -> 
     if prompt.thinking:
         return f"{reasoning_text(lines)}\n</think>\n\n{body}"
     return body
+
+
+def _verdicts(prompt: Prompt, findings: list[dict[str, Any]]) -> str:
+    """One verdict call per candidate listed in the last user turn (module notes)."""
+    oracle = {(finding["path"], finding["line"]) for finding in findings}
+    asked = next((turn.text for turn in reversed(prompt.turns) if turn.role == "user"), "")
+    calls = []
+    for match in CANDIDATE_RE.finditer(asked):
+        real = (match["path"], int(match["line"])) in oracle
+        verdict = {
+            "id": int(match["id"]),
+            "verdict": "keep" if real else "drop",
+            "reason": "the diff shows it" if real else "nothing of the kind on that line",
+            "confidence": VERDICT_CONFIDENCE,
+        }
+        calls.append(qwen_xml_call(VERDICT_TOOL_NAME, verdict))
+    return "\n".join(calls) or NO_ISSUES_TEXT
 
 
 def _body(

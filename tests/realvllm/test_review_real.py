@@ -108,3 +108,23 @@ def test_an_answer_cut_inside_a_tool_call_is_truncated(
     with runner_for(settings) as runner:
         [result] = runner.review_chunks([chunk_request()])
     assert result.truncated and [r.outcome for r in result.records] == ["length"]
+
+
+def test_run_with_verification_keeps_the_real_findings_from_the_cached_prefix(
+    real_world: World,
+) -> None:
+    result = CliRunner().invoke(
+        main,
+        ["run", "1", "--project", PROJECT, "--json"],
+        env=run_env(real_world, REVIEWBOT_ENABLE_THINKING="false", REVIEWBOT_VERIFY="on"),
+    )
+    assert result.exit_code == 0, result.output
+    assert len(diff_note_lines(real_world)) == 3  # every real finding kept and posted
+    store = Store.from_url(real_world.database_url)
+    [review] = store.reviews(project=PROJECT, mr_iid=1)
+    calls = store.llm_calls(review["id"])
+    [check] = [call for call in calls if call["purpose"] == "verify"]
+    # vLLM's qwen3_coder parser read one verdict per candidate; the review's prompt was cached
+    assert check["tool_calls"] >= 3 and (check["cached_tokens"] or 0) > 0
+    posted = [f for f in store.findings(review["id"]) if f["state"] == "posted"]
+    assert len(posted) == 3 and {f["verdict"] for f in posted} == {"keep"}

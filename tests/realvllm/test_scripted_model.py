@@ -128,3 +128,24 @@ def test_planted_mistakes_and_no_findings() -> None:
     clean = render([{"role": "user", "content": "Hello"}], tool_schemas(), False)
     assert answer_text(clean) == NO_ISSUES_TEXT
     assert read_prompt(clean).tool_names == ["report_finding"]
+
+
+def test_a_verification_request_gets_one_verdict_per_candidate() -> None:
+    from reviewbot.verify import verdict_schema
+
+    candidates = (
+        "Check each candidate finding below.\n\n"
+        "1. [critical/security] src/app.py:11: Use of eval()\n   eval is bad\n"
+        "2. [major/bug] src/app.py:10: Possible off-by-one\n   reads past the end\n"
+    )
+    messages = [*conversation()[:2], {"role": "user", "content": candidates}]
+    text = answer_text(render(messages, [*tool_schemas(), verdict_schema()], False))
+    keep = {"id": 1, "verdict": "keep", "reason": "the diff shows it", "confidence": 0.9}
+    drop = {
+        "id": 2,
+        "verdict": "drop",
+        "reason": "nothing of the kind on that line",
+        "confidence": 0.9,
+    }
+    assert text.endswith(qwen_xml_call("verdict", keep) + "\n" + qwen_xml_call("verdict", drop))
+    assert "report_finding" not in text
