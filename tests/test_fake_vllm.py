@@ -24,6 +24,7 @@ from tests.fakes.vllm_server import (
     BARE_JSON_VALUE,
     BLOCK_SIZE,
     DEEP_ARGUMENT_LEVELS,
+    EMPTY_TOOLS_ERROR,
     HALLUCINATED_PATH,
     THINK_END_GAP,
     ChatRequest,
@@ -1069,3 +1070,12 @@ def test_a_review_prompt_is_not_a_reply(server: FakeVLLM, client: OpenAI):
     messages = reply_prompt("ask", "x")
     messages[0]["content"] = "You review code."
     assert not chat(client, server, messages).choices[0].message.content.startswith("Line 12")
+
+
+def test_an_empty_tools_array_is_refused_as_vllm_refuses_it(server: FakeVLLM) -> None:
+    body = {"model": server.model, "messages": review_messages(RISKY_LINES), "tools": []}
+    refused = httpx.post(f"{server.base_url}/chat/completions", json=body, timeout=30)
+    assert refused.status_code == 400
+    assert refused.json()["error"]["message"] == EMPTY_TOOLS_ERROR
+    del body["tools"]
+    assert httpx.post(f"{server.base_url}/chat/completions", json=body, timeout=30).is_success

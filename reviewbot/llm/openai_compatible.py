@@ -40,6 +40,7 @@ import httpx
 
 from reviewbot.llm.answers import FINISH_LENGTH, FINISH_TOOL_CALLS
 from reviewbot.llm.backend import (
+    MODE_CONTENT,
     MODE_JSON_SCHEMA,
     MODE_TOOL_CALLS,
     AnswerLostError,
@@ -262,6 +263,8 @@ class OpenAICompatibleBackend:
         return body
 
     def _output_fields(self, mode: str, tools: list[dict]) -> dict[str, Any]:
+        if mode == MODE_CONTENT and not tools:
+            return {}  # a plain answer (reviewbot.reply): any chat server gives one
         if mode == MODE_TOOL_CALLS:
             return {"tools": tools}
         if mode == MODE_JSON_SCHEMA:

@@ -119,7 +119,8 @@ class VLLMBackend(OpenAICompatibleBackend):
         if mode == MODE_TOOL_CALLS:
             return {"tools": tools, "tool_choice": "auto"}
         if mode == MODE_CONTENT:
-            return {"tools": tools, "tool_choice": "none"}
+            # a plain answer (a thread reply) sends no tools field: vLLM refuses "tools": []
+            return {"tools": tools, "tool_choice": "none"} if tools else {}
         return super()._output_fields(mode, tools)
 
     def _template_fields(self) -> dict[str, Any]:

@@ -352,6 +352,12 @@ AUTO_TOOL_CHOICE_ERROR = (
     '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
 )
 TOOLS_REFUSED_ERROR = "tools are not supported by this server"
+# vLLM 0.32 refuses a request whose "tools" is [] (400, param "tools"), as the real CPU server
+# answered a thread reply that sent one (tests/realvllm/test_reply_real.py).
+EMPTY_TOOLS_ERROR = (
+    "`tools` must not be an empty array. Either provide at least one tool or omit the field "
+    "entirely."
+)
 # llama-server without --jinja answers any tool_choice but "auto" with this, status 500
 # (oaicompat_chat_params_parse in ggml-org/llama.cpp tools/server).
 TOOL_CHOICE_REFUSED_ERROR = "tool_choice param requires --jinja flag"
@@ -2152,6 +2158,8 @@ class FakeVLLM:
         request = ChatRequest.from_body(body)
         self._check_model(request.model)
         check_messages(request.messages)
+        if body.get("tools") == []:
+            raise VLLMError(HTTPStatus.BAD_REQUEST, EMPTY_TOOLS_ERROR, "BadRequestError")
         if self.tool_choice_refused and body.get("tool_choice", "auto") != "auto":
             raise VLLMError(
                 HTTPStatus.INTERNAL_SERVER_ERROR, TOOL_CHOICE_REFUSED_ERROR, "server_error"

@@ -110,7 +110,7 @@ def test_an_answer_cut_inside_a_tool_call_is_truncated(
     assert result.truncated and [r.outcome for r in result.records] == ["length"]
 
 
-def test_run_with_verification_keeps_the_real_findings_from_the_cached_prefix(
+def test_run_with_verification_reads_the_real_parsers_verdicts_and_keeps_the_real_findings(
     real_world: World,
 ) -> None:
     result = CliRunner().invoke(
@@ -124,7 +124,8 @@ def test_run_with_verification_keeps_the_real_findings_from_the_cached_prefix(
     [review] = store.reviews(project=PROJECT, mr_iid=1)
     calls = store.llm_calls(review["id"])
     [check] = [call for call in calls if call["purpose"] == "verify"]
-    # vLLM's qwen3_coder parser read one verdict per candidate; the review's prompt was cached
-    assert check["tool_calls"] >= 3 and (check["cached_tokens"] or 0) > 0
+    # vLLM's qwen3_coder parser read one verdict per candidate. (Its prompt is not served from
+    # the review's cache on this server: measured 0 cached tokens, docs/verification.md.)
+    assert check["tool_calls"] == 3 and check["prompt_tokens"] > 0
     posted = [f for f in store.findings(review["id"]) if f["state"] == "posted"]
     assert len(posted) == 3 and {f["verdict"] for f in posted} == {"keep"}
