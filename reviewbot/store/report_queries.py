@@ -74,6 +74,7 @@ __all__ = [
     "tool_call_groups",
     "tool_calls_by_chunk",
     "totals",
+    "without_jit",
 ]
 
 PERMILLE = 1000
@@ -580,6 +581,16 @@ def _float(value: Any) -> float | None:
     return None if value is None else float(value)
 
 
+def without_jit(connection: Connection) -> None:
+    """On PostgreSQL, no JIT compilation for the rest of this transaction: the report's
+    grouped queries are estimated far above ``jit_above_cost`` (the correlated EXISTS of the
+    outcomes) and LLVM compiled one for 3.5 s of its 3.9 s (EXPLAIN ANALYZE, the trend's
+    outcomes on a fifth of the benchmark's year); they run in milliseconds to a second
+    without it (https://www.postgresql.org/docs/current/jit-decision.html)."""
+    if connection.dialect.name == "postgresql":
+        connection.exec_driver_sql("SET LOCAL jit = off")
+
+
 def read_report_figures(
     connection: Connection,
     scope: ReportScope,
@@ -591,6 +602,7 @@ def read_report_figures(
     """Every figure of one window, read on one connection (see the module notes); the
     per-day figures per week counted from the Monday ``weeks_from`` when given (a long
     window's charts: reviewbot.report_days.chart_buckets)."""
+    without_jit(connection)
     found, outcomes = finding_groups(connection, scope), outcome_groups(connection, scope)
     return {
         "totals": totals(connection, scope),
@@ -618,6 +630,7 @@ def read_report_figures(
 
 def read_window_summary(connection: Connection, scope: ReportScope) -> dict[str, Any]:
     """The headline figures only (totals, latency, outcomes): the previous window's."""
+    without_jit(connection)
     outcomes = roll_up(outcome_groups(connection, scope), None, OUTCOME_FIELDS)
     return {
         "totals": totals(connection, scope),
