@@ -30,6 +30,7 @@ from typing import Any, Protocol
 from sqlalchemy import Engine
 
 from reviewbot.markdown import link_cell, table_cell
+from reviewbot.report_days import chart_buckets, daily_json
 from reviewbot.report_learnings import EMPTY_LEARNINGS, learnings_markdown
 from reviewbot.report_text import (
     COMPARISON_COSTS,
@@ -98,7 +99,12 @@ class ReportStore(Protocol):
     """The part of :class:`reviewbot.store.Store` the report reads."""
 
     def report_figures(
-        self, scope: ReportScope, *, slowest: int, eval_limit: int
+        self,
+        scope: ReportScope,
+        *,
+        slowest: int,
+        eval_limit: int,
+        weeks_from: datetime | None = None,
     ) -> dict[str, Any]: ...
 
     def window_summary(self, scope: ReportScope) -> dict[str, Any]: ...
@@ -240,8 +246,11 @@ def build_report(
 ) -> dict[str, Any]:
     """The report of ``window`` (and of the window before it, under ``previous``);
     ``learnings``: reviewbot.report_learnings.learnings_json of the window."""
+    buckets = chart_buckets(window)  # a window too long to draw is refused before any query
     scope = ReportScope(window.since, window.until, project)
-    figures = store.report_figures(scope, slowest=SLOWEST_REVIEWS, eval_limit=EVAL_RUNS_SHOWN)
+    figures = store.report_figures(
+        scope, slowest=SLOWEST_REVIEWS, eval_limit=EVAL_RUNS_SHOWN, weeks_from=buckets.weeks_from
+    )
     before = window.previous()
     previous = store.window_summary(ReportScope(before.since, before.until, project))
     ttft_p95 = figures["latency"]["ttft_ms"]["p95"]
@@ -272,10 +281,10 @@ def build_report(
         "by_severity": _groups("severity", figures["by"]["severity"]),
         # findings that cite a review rule, per rule (docs/rules.md): which rules earn their keep
         "by_rule": [row for row in _groups("rule", figures["by"]["rule"]) if row["rule"]],
+        # per day, or per ISO week for a window over MAX_DAY_TICKS days (reviewbot.report_days)
         "daily": {
             "days": window.days(),
-            "findings": figures["daily_findings"],
-            "ttft": figures["daily_ttft"],
+            **daily_json(buckets, figures["daily_findings"], figures["daily_ttft"]),
         },
         "slo": {
             "ttft_p95_target_ms": slo_ttft_ms,

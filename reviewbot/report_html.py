@@ -43,7 +43,7 @@ from matplotlib import rc_context
 from matplotlib.figure import Figure
 
 from reviewbot.findings import Severity
-from reviewbot.report_days import DayAxis
+from reviewbot.report_days import MAX_DAY_TICKS, DayAxis
 from reviewbot.report_learnings import learning_tables
 from reviewbot.report_text import (
     COMPARISON_HEADERS,
@@ -163,11 +163,31 @@ def ttft_line_id(name: str) -> str:
     return TTFT_LINE_ID.format(name=name)
 
 
+def _per(report: Mapping[str, Any]) -> str:
+    """ "day", or "ISO week" for a long window's charts (reviewbot.report_days)."""
+    return "day" if report["daily"]["unit"] == "day" else "ISO week"
+
+
+def _axis(report: Mapping[str, Any], chart: str) -> DayAxis:
+    return DayAxis.of(chart, report["daily"]["buckets"], report["daily"]["unit"])
+
+
+def _long_note(report: Mapping[str, Any]) -> str:
+    """The caption's note on a chart drawn per ISO week."""
+    if report["daily"]["unit"] == "day":
+        return ""
+    return (
+        f" (the window has {len(report['daily']['days'])} days, more than the "
+        f"{MAX_DAY_TICKS} drawn a tick per day: one tick per ISO week it touches)"
+    )
+
+
 def _findings_chart(report: Mapping[str, Any]) -> Callable[[Figure], None]:
-    days = DayAxis.of(CHART_IDS[0], report["daily"]["days"])
+    days = _axis(report, CHART_IDS[0])
+    unit = report["daily"]["unit"]
     counts: dict[str, dict[str, int]] = {}
     for row in report["daily"]["findings"]:
-        counts.setdefault(row["severity"], {})[row["day"]] = row["findings"]
+        counts.setdefault(row["severity"], {})[row[unit]] = row["findings"]
 
     def draw(figure: Figure) -> None:
         axes = figure.subplots()
@@ -205,7 +225,7 @@ def _findings_chart(report: Mapping[str, Any]) -> Callable[[Figure], None]:
                 for day, bar in zip(days.days, bars.patches, strict=True):
                     bar.set_gid(findings_series_id(severity, day))
                 bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
-        axes.set_title("Findings per day by severity")
+        axes.set_title(f"Findings per {_per(report)} by severity")
         axes.set_ylabel("findings")
         days.draw(axes)
         if series:
@@ -215,8 +235,8 @@ def _findings_chart(report: Mapping[str, Any]) -> Callable[[Figure], None]:
 
 
 def _ttft_chart(report: Mapping[str, Any]) -> Callable[[Figure], None]:
-    days = DayAxis.of(CHART_IDS[1], report["daily"]["days"])
-    by_day = {row["day"]: row for row in report["daily"]["ttft"]}
+    days = _axis(report, CHART_IDS[1])
+    by_day = {row[report["daily"]["unit"]]: row for row in report["daily"]["ttft"]}
     target = report["slo"]["ttft_p95_target_ms"]
     lines = (("p50", P50_COLOUR, "o", "-"), ("p95", P95_COLOUR, "s", "-."))
 
@@ -241,7 +261,7 @@ def _ttft_chart(report: Mapping[str, Any]) -> Callable[[Figure], None]:
         axes.axhline(
             target, linestyle="--", color=SLO_COLOUR, label=f"SLO {target:.0f} ms", gid=SLO_LINE_ID
         )
-        axes.set_title("Time to first token per day")
+        axes.set_title(f"Time to first token per {_per(report)}")
         axes.set_ylabel("ms")
         axes.set_ylim(bottom=0)
         days.draw(axes)
@@ -331,18 +351,23 @@ def _headline(report: Mapping[str, Any]) -> Table:
 
 
 def _charts(report: Mapping[str, Any]) -> list[Chart]:
-    days = report["daily"]["days"]
-    by_day = {(r["day"], r["severity"]): r["findings"] for r in report["daily"]["findings"]}
+    daily, per = report["daily"], _per(report)
+    unit = daily["unit"]
+    shown_as = {  # a part week says so
+        key: key + (" (part)" if part else "")
+        for key, part in zip(daily["buckets"], daily["partial"], strict=True)
+    }
+    by_day = {(r[unit], r["severity"]): r["findings"] for r in daily["findings"]}
     severities = [s.value for s in Severity]
     findings_table = _table(
-        ("day", *severities),
-        [(day, *(by_day.get((day, s), 0) for s in severities)) for day in days],
+        (per, *severities),
+        [(shown_as[day], *(by_day.get((day, s), 0) for s in severities)) for day in shown_as],
     )
     ttft_table = _table(
-        ("day", "p50 ms", "p95 ms", "calls", "SLO ms"),
+        (per, "p50 ms", "p95 ms", "calls", "SLO ms"),
         [
             (
-                r["day"],
+                shown_as[r[unit]],
                 shown(r["p50_ms"], "ms"),
                 shown(r["p95_ms"], "ms"),
                 r["calls"],
@@ -385,13 +410,13 @@ def _charts(report: Mapping[str, Any]) -> list[Chart]:
         Chart(
             CHART_IDS[0],
             _svg(_findings_chart(report), "findings", CHART_SIZE_IN[1]),
-            "Findings per day by severity",
+            f"Findings per {per} by severity" + _long_note(report),
             findings_table,
         ),
         Chart(
             CHART_IDS[1],
             _svg(_ttft_chart(report), "ttft", CHART_SIZE_IN[1]),
-            "Time to first token per day (p50, p95) against the SLO",
+            f"Time to first token per {per} (p50, p95) against the SLO" + _long_note(report),
             ttft_table,
         ),
         Chart(

@@ -72,6 +72,18 @@ class Window:
             weeks.append(Window(since, until))
         return weeks
 
+    def weeks(self) -> list[Window]:
+        """Every ISO week (Monday to Monday, UTC) the window touches, oldest first, each cut
+        to the window: the first and the last may be part weeks."""
+        first = self.since.astimezone(UTC).date()
+        monday = datetime.combine(first - timedelta(days=first.weekday()), time(), UTC)
+        weeks = []
+        while monday < self.until:
+            following = monday + timedelta(days=DAYS_PER_WEEK)
+            weeks.append(Window(max(monday, self.since), min(following, self.until)))
+            monday = following
+        return weeks
+
     def days(self) -> list[str]:
         """Every UTC date the window touches, ``YYYY-MM-DD``, in order."""
         first = self.since.astimezone(UTC).date()

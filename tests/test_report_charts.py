@@ -1,7 +1,9 @@
 """The report's charts read from the SVG itself (matplotlib writes text as ``<text>``):
 every per-day chart's x axis is exactly the window's days, one tick each, for stores with
-data on one day, on every day and on no day, for a window of one day and for 90 days (every
-day keeps its tick; labels thinned to every n-th day); the trend covers the ISO weeks the
+data on one day, on every day and on no day, for a window of one day and for up to 92 days
+(every day keeps its tick; labels thinned to every n-th day); a longer window is drawn one
+tick per ISO week and says so in the chart, its caption and its table, and one over three
+years is refused naming the limit; the trend covers the ISO weeks the
 store holds (8 at most) and names a prompt or model change on the week it happened; and a
 label matplotlib writes into the SVG is escaped.
 
@@ -18,11 +20,16 @@ from itertools import pairwise
 import pytest
 
 from reviewbot.report import build_report, report_markdown
-from reviewbot.report_days import MAX_DAY_LABELS, day_tick_id
+from reviewbot.report_days import (
+    MAX_DAY_LABELS,
+    MAX_DAY_TICKS,
+    MAX_WINDOW_DAYS,
+    tick_id,
+)
 from reviewbot.report_html import CHART_IDS, report_html
 from reviewbot.report_trend import TREND_CHART_ID, week_tick_id
 from reviewbot.store import MergeRequestKey, Store
-from reviewbot.window import Window
+from reviewbot.window import Window, WindowError
 from tests.store_fixtures import migrated_store, store_url  # noqa: F401
 
 MONDAY = datetime(2026, 3, 9, tzinfo=UTC)  # ISO week 2026-W11
@@ -102,17 +109,19 @@ def chart_svg(html: str, chart_id: str) -> ElementTree.Element:
     return ElementTree.fromstring(svg)
 
 
-def day_ticks(svg: ElementTree.Element, chart_id: str) -> list[tuple[str, float, str]]:
-    """(day, x, label) of each day tick on the chart's x axis, in document order."""
-    prefix = day_tick_id(chart_id, "")
+def day_ticks(
+    svg: ElementTree.Element, chart_id: str, unit: str = "day"
+) -> list[tuple[str, float, str]]:
+    """(day, x, label) of each day (or week) tick on the chart's x axis, in document order."""
+    prefix = tick_id(chart_id, unit, "")
     ticks = []
     for group in svg.iter(f"{SVG_NS}g"):
-        tick_id = group.get("id", "")
-        if not tick_id.startswith(prefix):
+        found = group.get("id", "")
+        if not found.startswith(prefix):
             continue
         mark = next(group.iter(f"{SVG_NS}use"))
         label = "".join("".join(text.itertext()) for text in group.iter(f"{SVG_NS}text"))
-        ticks.append((tick_id.removeprefix(prefix), float(mark.get("x", "nan")), label))
+        ticks.append((found.removeprefix(prefix), float(mark.get("x", "nan")), label))
     return ticks
 
 
@@ -162,7 +171,7 @@ def test_a_window_of_one_day(clocked: tuple[Store, Clock]) -> None:
     assert_axis_is_the_window(report_html(build_report(store, day, now=NOW)), day)
 
 
-@pytest.mark.parametrize("days", [15, 31, 32, 90])
+@pytest.mark.parametrize("days", [15, 31, 32, 90, MAX_DAY_TICKS])
 def test_a_long_window_keeps_every_day_and_thins_its_labels(
     clocked: tuple[Store, Clock], days: int
 ) -> None:
@@ -172,6 +181,48 @@ def test_a_long_window_keeps_every_day_and_thins_its_labels(
     seed_review(store, clock, WEEK.until - timedelta(hours=1), iid=2)
     window = Window(since, WEEK.until)
     assert_axis_is_the_window(report_html(build_report(store, window, now=NOW)), window)
+
+
+def test_a_window_over_a_quarter_is_drawn_per_iso_week_and_says_so(
+    clocked: tuple[Store, Clock],
+) -> None:
+    store, clock = clocked
+    window = Window(WEEK.until - timedelta(days=MAX_DAY_TICKS + 1, hours=12), WEEK.until)
+    weeks = [week.iso_week for week in window.weeks()]
+    assert len(window.days()) == MAX_DAY_TICKS + 2
+    seed_review(store, clock, window.since + timedelta(hours=1))  # in the first (part) week
+    seed_review(store, clock, WEEK.since + timedelta(days=2), iid=2)  # the last week: two
+    seed_review(store, clock, WEEK.since + timedelta(days=4), iid=3)
+    report = build_report(store, window, now=NOW)
+    html = report_html(report)
+    step = math.ceil(len(weeks) / MAX_DAY_LABELS)
+    for chart_id in PER_DAY_CHARTS:
+        svg = chart_svg(html, chart_id)
+        assert day_ticks(svg, chart_id) == [], "no day tick left"
+        ticks = day_ticks(svg, chart_id, "week")
+        assert [week for week, _, _ in ticks] == weeks, chart_id
+        assert [label for _, _, label in ticks if label] == weeks[::step]
+        assert any("per ISO week" in text for text in all_texts(svg)), "the title says so"
+    section = html.split(f'<section id="{CHART_IDS[0]}">', 1)[1].split("</section>", 1)[0]
+    assert "one tick per ISO week" in section and "<th>ISO week</th>" in section
+    first, last = weeks[0], weeks[-1]
+    assert f"<td>{first} (part)</td>" in section  # the window starts on a Thursday noon
+    counted = {row["week"]: row["findings"] for row in report["daily"]["findings"]}
+    assert counted == {first: 1, last: 2}, "every finding in its week, none dropped"
+    assert [row["week"] for row in report["daily"]["ttft"]] == [first, last]
+
+
+def test_a_window_over_three_years_is_refused_naming_the_limit(
+    clocked: tuple[Store, Clock],
+) -> None:
+    store, clock = clocked
+    seed_review(store, clock, MONDAY + timedelta(hours=1))
+    century = Window(WEEK.until - timedelta(days=36_525), WEEK.until)
+    with pytest.raises(WindowError, match=f"{MAX_WINDOW_DAYS:,} days"):
+        build_report(store, century, now=NOW)
+    longest = Window(WEEK.until - timedelta(days=MAX_WINDOW_DAYS), WEEK.until)
+    assert len(longest.days()) == MAX_WINDOW_DAYS
+    assert build_report(store, longest, now=NOW)["daily"]["unit"] == "week"
 
 
 def test_a_window_not_on_midnight_shows_every_day_it_touches(

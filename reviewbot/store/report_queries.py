@@ -74,6 +74,7 @@ __all__ = [
     "tool_call_groups",
     "tool_calls_by_chunk",
     "totals",
+    "without_jit",
 ]
 
 PERMILLE = 1000
@@ -235,28 +236,43 @@ def latency(connection: Connection, scope: ReportScope) -> dict[str, dict[str, f
     }
 
 
-def daily_ttft(connection: Connection, scope: ReportScope) -> list[dict[str, Any]]:
-    """Per day: TTFT p50 and p95 (ms) and how many calls had a first token."""
-    day = utc_day(ReviewRow.started_at, connection.dialect.name)
+def _bucket(dialect: str, weeks_from: datetime | None) -> tuple[str, Any, Any]:
+    """The per-day charts' bucket of a review: ("day", its UTC date, str) or, with
+    ``weeks_from`` (a Monday), ("week", the whole weeks since then, int)."""
+    if weeks_from is None:
+        return "day", utc_day(ReviewRow.started_at, dialect), str
+    return "week", week_number(ReviewRow.started_at, weeks_from, dialect), int
+
+
+def daily_ttft(
+    connection: Connection, scope: ReportScope, weeks_from: datetime | None = None
+) -> list[dict[str, Any]]:
+    """Per day (per week with ``weeks_from``): TTFT p50 and p95 (ms) and how many calls had
+    a first token."""
+    unit, bucket, kind = _bucket(connection.dialect.name, weeks_from)
     calls = LLMCallRow.__table__.join(ReviewRow.__table__, LLMCallRow.review_id == ReviewRow.id)
-    rows = _percentiles(connection, LLMCallRow.ttft_ms, calls, scope.review_conditions(), day)
+    rows = _percentiles(connection, LLMCallRow.ttft_ms, calls, scope.review_conditions(), bucket)
     return [
-        {"day": str(d), "p50_ms": _float(p50), "p95_ms": _float(p95), "calls": int(n)}
+        {unit: kind(d), "p50_ms": _float(p50), "p95_ms": _float(p95), "calls": int(n)}
         for d, p50, p95, n in rows
     ]
 
 
-def daily_findings(connection: Connection, scope: ReportScope) -> list[dict[str, Any]]:
-    """Per day and severity: findings reported (found again on a later run: not again)."""
-    day = utc_day(ReviewRow.started_at, connection.dialect.name).label("day")
+def daily_findings(
+    connection: Connection, scope: ReportScope, weeks_from: datetime | None = None
+) -> list[dict[str, Any]]:
+    """Per day (per week with ``weeks_from``) and severity: findings reported (found again on
+    a later run: not again)."""
+    unit, bucket, kind = _bucket(connection.dialect.name, weeks_from)
+    bucket = bucket.label("bucket")
     rows = connection.execute(
-        select(day, FindingRow.severity, func.count())
+        select(bucket, FindingRow.severity, func.count())
         .join(ReviewRow, FindingRow.review_id == ReviewRow.id)
         .where(*scope.review_conditions(), FindingRow.state.not_in(REFOUND_STATES))
-        .group_by(day, FindingRow.severity)
-        .order_by(day, FindingRow.severity)
+        .group_by(bucket, FindingRow.severity)
+        .order_by(bucket, FindingRow.severity)
     )
-    return [{"day": str(d), "severity": s, "findings": int(n)} for d, s, n in rows]
+    return [{unit: kind(d), "severity": s, "findings": int(n)} for d, s, n in rows]
 
 
 def _dimension_columns() -> list[Any]:
@@ -314,9 +330,8 @@ def outcome_groups(
         .where(*scope.review_conditions(), FindingRow.state.in_(POSTED_STATES))
         .cte("posted")
     )
-    about_posted = _about_posted_finding(scope)
-    votes = _current_votes(about_posted)
-    outcomes = _outcome_flags(about_posted)
+    votes = _current_votes(posted)
+    outcomes = _outcome_flags(posted)
     addressed = func.coalesce(outcomes.c.addressed, 0)
     eligible = case((or_(addressed == 1, _later_version(posted)), 1), else_=0)
 
@@ -370,23 +385,16 @@ def roll_up(
     return totals
 
 
-def _about_posted_finding(scope: ReportScope) -> Any:
-    """Feedback about a finding posted by a review of the window (a condition on feedback
-    rows: each row looks its finding up, cheaper than probing every posted finding)."""
-    return exists(
-        select(literal(1))
-        .select_from(FindingRow)
-        .join(ReviewRow, FindingRow.review_id == ReviewRow.id)
-        .where(
-            FindingRow.id == FeedbackRow.finding_id,
-            FindingRow.state.in_(POSTED_STATES),
-            *scope.review_conditions(),
-        )
-    )
+def _about(posted: Any) -> Any:
+    """The feedback rows about the ``posted`` findings: a join from them, so a week's report
+    reads its own findings' feedback through the ``finding_id`` index, not every feedback
+    row of the store (each probing its finding and review, as an EXISTS did: 3 s a query on
+    the benchmark's year of data for a one-week window)."""
+    return FeedbackRow.__table__.join(posted, posted.c.id == FeedbackRow.finding_id)
 
 
-def _current_votes(about_posted: Any) -> Any:
-    """Per finding: 👍 and 👎 in force (the newest event per finding, user and vote)."""
+def _current_votes(posted: Any) -> Any:
+    """Per posted finding: 👍 and 👎 in force (the newest event per finding, user and vote)."""
     vote = case((FeedbackRow.value.like(f"{THUMBS_UP}%"), THUMBS_UP), else_=THUMBS_DOWN)
     newest_first = func.row_number().over(
         partition_by=(FeedbackRow.finding_id, FeedbackRow.username, vote),
@@ -394,7 +402,8 @@ def _current_votes(about_posted: Any) -> Any:
     )
     ranked = (
         select(FeedbackRow.finding_id, FeedbackRow.value, newest_first.label("rank"))
-        .where(FeedbackRow.kind == FeedbackKind.AWARD.value, about_posted)
+        .select_from(_about(posted))
+        .where(FeedbackRow.kind == FeedbackKind.AWARD.value)
         .subquery()
     )
     return (
@@ -409,8 +418,8 @@ def _current_votes(about_posted: Any) -> Any:
     )
 
 
-def _outcome_flags(about_posted: Any) -> Any:
-    """Per finding: 1/0 for each outcome that happened, and the number of human replies."""
+def _outcome_flags(posted: Any) -> Any:
+    """Per posted finding: 1/0 for each outcome that happened, and the number of human replies."""
 
     def happened(kind: FeedbackKind) -> Any:
         return func.max(case((FeedbackRow.kind == kind.value, 1), else_=0))
@@ -427,7 +436,8 @@ def _outcome_flags(about_posted: Any) -> Any:
             happened(FeedbackKind.DELETED).label("deleted"),
             happened(FeedbackKind.IGNORED).label("ignored"),
         )
-        .where(FeedbackRow.kind != FeedbackKind.AWARD.value, about_posted)
+        .select_from(_about(posted))
+        .where(FeedbackRow.kind != FeedbackKind.AWARD.value)
         .group_by(FeedbackRow.finding_id)
         .subquery()
     )
@@ -571,10 +581,28 @@ def _float(value: Any) -> float | None:
     return None if value is None else float(value)
 
 
+def without_jit(connection: Connection) -> None:
+    """On PostgreSQL, no JIT compilation for the rest of this transaction: the report's
+    grouped queries are estimated far above ``jit_above_cost`` (the correlated EXISTS of the
+    outcomes) and LLVM compiled one for 3.5 s of its 3.9 s (EXPLAIN ANALYZE, the trend's
+    outcomes on a fifth of the benchmark's year); they run in milliseconds to a second
+    without it (https://www.postgresql.org/docs/current/jit-decision.html)."""
+    if connection.dialect.name == "postgresql":
+        connection.exec_driver_sql("SET LOCAL jit = off")
+
+
 def read_report_figures(
-    connection: Connection, scope: ReportScope, *, slowest: int, eval_limit: int
+    connection: Connection,
+    scope: ReportScope,
+    *,
+    slowest: int,
+    eval_limit: int,
+    weeks_from: datetime | None = None,
 ) -> dict[str, Any]:
-    """Every figure of one window, read on one connection (see the module notes)."""
+    """Every figure of one window, read on one connection (see the module notes); the
+    per-day figures per week counted from the Monday ``weeks_from`` when given (a long
+    window's charts: reviewbot.report_days.chart_buckets)."""
+    without_jit(connection)
     found, outcomes = finding_groups(connection, scope), outcome_groups(connection, scope)
     return {
         "totals": totals(connection, scope),
@@ -590,8 +618,8 @@ def read_report_figures(
             }
             for dimension in DIMENSIONS
         },
-        "daily_findings": daily_findings(connection, scope),
-        "daily_ttft": daily_ttft(connection, scope),
+        "daily_findings": daily_findings(connection, scope, weeks_from),
+        "daily_ttft": daily_ttft(connection, scope, weeks_from),
         "slowest_reviews": slowest_reviews(connection, scope, slowest),
         "eval_runs": eval_runs(connection, scope.until, eval_limit),
         "eval_comparison": latest_comparison(connection, scope.until),
@@ -602,6 +630,7 @@ def read_report_figures(
 
 def read_window_summary(connection: Connection, scope: ReportScope) -> dict[str, Any]:
     """The headline figures only (totals, latency, outcomes): the previous window's."""
+    without_jit(connection)
     outcomes = roll_up(outcome_groups(connection, scope), None, OUTCOME_FIELDS)
     return {
         "totals": totals(connection, scope),

@@ -721,12 +721,11 @@ class Store:
 
     # -- report and eval ---------------------------------------------------------------
 
-    def report_figures(
-        self, scope: ReportScope, *, slowest: int, eval_limit: int
-    ) -> dict[str, Any]:
-        """Every figure of the report's window (reviewbot.store.report_queries)."""
+    def report_figures(self, scope: ReportScope, **options: Any) -> dict[str, Any]:
+        """Every figure of the report's window: report_queries.read_report_figures, whose
+        keywords (slowest, eval_limit, weeks_from) ``options`` are."""
         with self._engine.connect() as connection:
-            return read_report_figures(connection, scope, slowest=slowest, eval_limit=eval_limit)
+            return read_report_figures(connection, scope, **options)
 
     def window_summary(self, scope: ReportScope) -> dict[str, Any]:
         """Totals, latency and outcomes of a window (the report's previous window)."""
