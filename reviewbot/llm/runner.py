@@ -649,6 +649,7 @@ class ChunkRunner:
             stream=stream,
             max_tokens=self.settings.max_output_tokens,
             temperature=self.settings.temperature,
+            session=request.session,
         )
         while True:
             try:
