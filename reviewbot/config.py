@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
@@ -51,6 +52,7 @@ from reviewbot.setting_fields import (
     HTTP_URL_WORDS,
     SECRET_KEY,
     Bounds,
+    SettingDoc,
     setting,
     shown,
 )
@@ -58,6 +60,7 @@ from reviewbot.setting_fields import (
 __all__ = [
     "DEFAULT_MAX_REPAIR_ROUNDS",
     "DEFAULT_PREFILL_TOKENS_PER_REVIEW",
+    "DEFAULT_SESSION_HEADER",
     "DEFAULT_TOOL_ROUNDS",
     "DEFAULT_TOOL_TOKENS",
     "MAX_CONFIG_FILE_BYTES",
@@ -88,6 +91,8 @@ REPO_KEYS = frozenset(
 REPO_RULES_KEY = "rules"
 PUBLISH_MODES = ("discussions", "drafts")
 HTTP_SCHEMES = ("http", "https")
+# RFC 9110 section 5.6.2: a field name is a token.
+HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 DATABASE_SCHEMES = ("sqlite", "postgresql", "postgres")
 # GitLab.com allows 300 note creations per minute per user; stay well below. Self-managed
 # GitLab without that limit can raise it.
@@ -116,6 +121,10 @@ DEFAULT_TOOL_ROUNDS = 3
 DEFAULT_TOOL_TOKENS = 8000
 MAX_TOOL_ROUNDS = 16  # each is a model call of the chunk's whole conversation
 LLM_BACKEND_VLLM = "vllm"
+# vllm-router's consistent_hash policy hashes this header first (checked on 0.1.17:
+# docs/several-boxes.md); NVIDIA Dynamo reads X-Dynamo-Session-ID, SGLang's gateway
+# x-smg-routing-key.
+DEFAULT_SESSION_HEADER = "X-Session-ID"
 LLM_BACKEND_OPENAI_COMPATIBLE = "openai-compatible"
 LLM_BACKENDS = (LLM_BACKEND_VLLM, LLM_BACKEND_OPENAI_COMPATIBLE)
 # A settings file is a few hundred bytes; a larger one is not a settings file (or a device
@@ -142,23 +151,6 @@ CATEGORIES = tuple(category.value for category in Category)
 
 class ConfigError(ValueError):
     """A setting is missing or malformed; the message names it and what is expected."""
-
-
-@dataclass(frozen=True)
-class SettingDoc:
-    """What the configuration reference says about one setting, read from its field."""
-
-    name: str
-    env: str
-    kind: str  # the value in words: "a whole number", "a list of strings", an accepts text
-    optional: bool  # may be left unset (None)
-    default: Any  # None when unset or computed: then default_text says what it means
-    default_text: str
-    bounds: Bounds | None
-    choices: tuple[str, ...]
-    help: str
-    secret: bool
-    repository: bool  # a repository's .reviewbot.toml may set it
 
 
 def setting_docs() -> list[SettingDoc]:
@@ -247,6 +239,14 @@ class Settings:
         help="`vllm`, or `openai-compatible` for a server without vLLM's `/tokenize`, "
         "`tool_choice` and prefix-cache figures (Ollama, llama.cpp): "
         "[other model servers](model-server.md#other-model-servers-ollama-llamacpp).",
+    )
+    llm_session_header: str = setting(
+        DEFAULT_SESSION_HEADER,
+        accepts="an HTTP header name, or empty",
+        help="The header every model request of one review carries with "
+        "`<gitlab host>/<project id>/<mr iid>` (also sent as the OpenAI `user` field), so a "
+        "router in front of several model servers keeps an MR on one box and its prefix cache "
+        "([several-boxes.md](several-boxes.md)); empty: neither is sent.",
     )
     database_url: str = setting(
         default_factory=_default_database_url,
@@ -531,6 +531,10 @@ class Settings:
                 _check_bounds(item.name, getattr(self, item.name), bounds, str(item.type))
         _check_http_url("gitlab_url", self.gitlab_url)
         _check_http_url("llm_base_url", self.llm_base_url)
+        if self.llm_session_header and not HEADER_NAME.fullmatch(self.llm_session_header):
+            raise ConfigError(
+                f"llm_session_header is no HTTP header name: {shown(self.llm_session_header)}"
+            )
         _check_database_url(self.database_url)
 
     def describe(self) -> dict[str, Any]:

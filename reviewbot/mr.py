@@ -46,6 +46,7 @@ from reviewbot.gitlab import GitLabClient, MergeRequestSnapshot
 from reviewbot.incremental import EarlierReview, Increment, plan_increment
 from reviewbot.interdiff import DiffDigest, digest
 from reviewbot.learnings import learning_rules
+from reviewbot.llm.backend import session_key
 from reviewbot.localgit import Checkout
 from reviewbot.prompts import ReviewContext, file_summaries, prompt_version
 from reviewbot.publish import PublishResult, ReviewFacts, ThreadRef, publish, publisher_for
@@ -423,6 +424,7 @@ def _review(
             repository=run.repository() if options.tools else None,
             rules=rules,
             learnings=learnings,
+            session=session_key(run.key.gitlab_url, run.key.project_id, run.key.iid),
         )
     if carried_over is None:
         return result

@@ -43,6 +43,7 @@ from reviewbot.app import App
 from reviewbot.comments import line_text_hash, parse_marker
 from reviewbot.diff import Side
 from reviewbot.gitlab import GitLabClient, MergeRequestSnapshot
+from reviewbot.llm.backend import session_key
 from reviewbot.markdown import sanitize_markdown, suggestion_block
 from reviewbot.positions import position_for
 from reviewbot.queue import Job
@@ -229,7 +230,10 @@ def _answer(
     guidance = read_guidance(app, gitlab, snapshot, finding)
     messages = reply_messages(record, finding, code, discussion.get("notes") or [], guidance)
     model = app.model()
-    answer = model.chat(messages, REPLY_MAX_TOKENS)
+    # the MR's key, as its reviews send it: a router answers on the box that knows the MR
+    project_id = job.project_id
+    session = session_key(gitlab.url, project_id, job.mr_iid) if project_id is not None else None
+    answer = model.chat(messages, REPLY_MAX_TOKENS, session)
     if answer.finish_reason == FINISH_LENGTH:
         raise AnswerCutOff(f"the model's answer was cut at {REPLY_MAX_TOKENS} tokens")
     text, suggestion = split_suggestion(answer.content or "")

@@ -437,6 +437,7 @@ def review_files(
     repository: RepositoryView | None = None,
     rules: RuleSet | None = None,
     learnings: RuleSet | None = None,
+    session: str | None = None,
 ) -> ReviewResult:
     """Review ``files`` with the model and return anchored findings plus every call's figures.
 
@@ -448,11 +449,13 @@ def review_files(
     ``rules``: the review rules (reviewbot.rules); each chunk gets those of its files, within
     a budget the chunk planner keeps for them; ``learnings`` (the team's, as rules:
     reviewbot.learnings.learning_rules) likewise, within ``options.learnings_tokens``.
+    ``session``: the MR's key (``<gitlab host>/<project id>/<mr iid>``), carried by every model
+    request of the review, verification included, for a router's affinity (None: none).
     """
     started = time.monotonic()
     info = llm.server_info()
     max_model_len = options.max_model_len or info.max_model_len or Budget().max_model_len
-    sending = _Sending(options, review_tools(options, repository))
+    sending = _Sending(options, review_tools(options, repository), session)
     budget = budget_for(llm, counter, context, options, max_model_len, sending.tools)
     applied = RulesApplied.for_review(rules or RuleSet(), files, counter, options, budget)
     budget = dataclasses.replace(budget, overhead=budget.overhead + applied.reserve)
@@ -474,9 +477,7 @@ def review_files(
     whole = {file.new_path: file for file in whole_files or ()}
     findings_options = dataclasses.replace(options.findings_options, rules=applied.rule_set.names)
     findings = process(answers.calls, answers.files_by_chunk, findings_options, whole)
-    verification = verify_findings(
-        findings.findings, answers.messages_of, sending.tools, llm, options.verify, max_model_len
-    )
+    verification = _verify(findings, answers, sending, llm, options, max_model_len)
     if verification.dropped:
         kept = [judged.finding for judged in verification.judged if not judged.dropped]
         findings = reselected(findings, kept, findings_options)
@@ -496,6 +497,26 @@ def review_files(
         rules=applied,
         learnings=taught,
         verification=verification,
+    )
+
+
+def _verify(
+    findings: FindingsResult,
+    answers: _Answers,
+    sending: _Sending,
+    llm: LLMClient,
+    options: ReviewOptions,
+    max_model_len: int,
+) -> Verification:
+    """The second look (reviewbot.verification), with the review's tools and session key."""
+    return verify_findings(
+        findings.findings,
+        answers.messages_of,
+        sending.tools,
+        llm,
+        options.verify,
+        max_model_len,
+        session=sending.session,
     )
 
 
@@ -519,10 +540,12 @@ def _tools_line(
 
 @dataclass(frozen=True)
 class _Sending:
-    """What every chunk request of a review carries besides its messages: the tools."""
+    """What every chunk request of a review carries besides its messages: the tools and the
+    session key."""
 
     options: ReviewOptions
     repository: RepositoryTools | None
+    session: str | None = None  # ChunkRequest.session
 
     @property
     def tools(self) -> list[dict]:
@@ -542,6 +565,7 @@ class _Sending:
             repository=self.repository,
             tool_rounds=self.options.tool_rounds,
             tool_tokens=self.options.tool_tokens,
+            session=self.session,
         )
 
 

@@ -2,7 +2,8 @@
 default means, whether it is a secret), read back by :mod:`reviewbot.config` and the generated
 configuration reference.
 
-Owns: :class:`Bounds`, :func:`setting` and the metadata keys. Must not: know any setting (they
+Owns: :class:`Bounds`, :func:`setting`, the metadata keys and :class:`SettingDoc` (what the
+reference shows of a field). Must not: know any setting (they
 are :class:`reviewbot.config.Settings`' fields).
 """
 
@@ -98,3 +99,20 @@ def shown(value: Any) -> str:
     """``value`` as an error message shows it: its repr, cut to MAX_SHOWN_VALUE characters."""
     text = repr(value)
     return text if len(text) <= MAX_SHOWN_VALUE else text[: MAX_SHOWN_VALUE - 3] + "..."
+
+
+@dataclass(frozen=True)
+class SettingDoc:
+    """What the configuration reference says about one setting, read from its field."""
+
+    name: str
+    env: str
+    kind: str  # the value in words: "a whole number", "a list of strings", an accepts text
+    optional: bool  # may be left unset (None)
+    default: Any  # None when unset or computed: then default_text says what it means
+    default_text: str
+    bounds: Bounds | None
+    choices: tuple[str, ...]
+    help: str
+    secret: bool
+    repository: bool  # a repository's .reviewbot.toml may set it

@@ -90,9 +90,12 @@ def verify_findings(
     verifier: Verifier,
     options: VerifyOptions,
     max_model_len: int | None = None,
+    *,
+    session: str | None = None,
 ) -> Verification:
     """Judge ``findings`` chunk by chunk. ``messages_of``: each chunk's review messages (the
-    cached prefix); ``tools``: the review's tools (the verdict tool goes after them)."""
+    cached prefix); ``tools``: the review's tools (the verdict tool goes after them);
+    ``session``: the review's key, so a router sends the verdict call where the prefix is."""
     verification = Verification(enabled=options.enabled)
     if not options.enabled:
         return verification
@@ -110,6 +113,7 @@ def verify_findings(
             verification_messages(messages, asked),
             [*tools, verdict_schema()],
             max_model_len=max_model_len,
+            session=session,
         )
         answer, record = verifier.verify_chunk(request)
         verification.calls.append(record)

@@ -288,3 +288,34 @@ def test_a_quantization_the_planner_cannot_size_is_refused_not_guessed(
     assert "pass --quantization" in err
     code, out, _ = plan_for_quantization(tmp_path, quant, "--quantization", "fp8")
     assert code == 0 and json.loads(out)["quantization"] == "fp8"  # the user says how to size it
+
+
+def test_replicas_print_the_router_flags_and_the_pool_settings() -> None:
+    """Three boxes of --max-num-seqs 8: the pool admits 24 requests, at the router and in
+    reviewbot's slots alike; one review's chunks fill one box."""
+    code, out, _ = run(*T10X4, "--max-num-seqs", "8", "--replicas", "3")
+    assert code == 0
+    flat = " ".join(out.split())
+    assert "--policy consistent_hash" in flat
+    assert "--max-concurrent-requests 24" in flat
+    assert "REVIEWBOT_LLM_TOTAL_CONCURRENCY=24" in flat
+    assert "REVIEWBOT_CONCURRENCY=8" in flat
+    assert "REVIEWBOT_LLM_SESSION_HEADER=X-Session-ID" in flat
+
+
+def test_replicas_in_json_and_without_a_chosen_max_num_seqs() -> None:
+    code, out, _ = run(*T10X4, "--replicas", "2", "--json")
+    assert code == 0
+    plan = json.loads(out)
+    per_box = plan["recommended"]["max_num_seqs"]
+    router = plan["router"]
+    assert router["replicas"] == 2 and router["max_num_seqs"] == per_box
+    assert router["settings"]["REVIEWBOT_LLM_TOTAL_CONCURRENCY"] == str(2 * per_box)
+    assert f"--max-concurrent-requests {2 * per_box}" in router["flags"]
+
+
+def test_no_router_without_replicas_and_zero_replicas_is_refused() -> None:
+    code, out, _ = run(*T10X4, "--json")
+    assert code == 0 and "router" not in json.loads(out)
+    code, _, err = run(*T10X4, "--replicas", "0")
+    assert code == 2 and "--replicas" in err

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -26,6 +27,7 @@ from reviewbot.ops.capacity import LaunchSettings, plan_capacity
 from reviewbot.ops.doctor_probes import DoctorTimeouts, group_deadline_s
 from reviewbot.ops.gpus import find_gpu
 from reviewbot.ops.model_shape import shipped_model
+from reviewbot.ops.router import router_plan
 from tests.deploy_files import (
     NGINX,
     ROOT,
@@ -42,8 +44,13 @@ from tests.deploy_files import (
 from tests.fakes.vllm_server import FakeVLLM
 
 PROFILES = sorted(VLLM.glob("*.env"))
-UNITS = sorted([*SYSTEMD.glob("*.service"), *SYSTEMD.glob("*.timer")])
+ROUTER = ROOT / "deploy" / "vllm-router"
+ROUTER_UNIT = ROUTER / "reviewbot-vllm-router.service"
+ROUTER_PROFILE = ROUTER / "router.env"
+UNITS = sorted([*SYSTEMD.glob("*.service"), *SYSTEMD.glob("*.timer"), ROUTER_UNIT])
 VLLM_UNIT = SYSTEMD / "reviewbot-vllm@.service"
+# The profile the router's example pool is made of (router.env's comment says which).
+ROUTER_BOX_PROFILE = VLLM / "t10x4-qwen3.5-35b-a3b-gptq-int4.env"
 # Every reviewbot model server needs these, whatever the hardware (see docs/capacity.md).
 REQUIRED_FLAGS = (
     ("--enable-prefix-caching",),
@@ -58,6 +65,13 @@ REQUIRED_FLAGS = (
 MODEL_UPSTREAM = "reviewbot_model"
 WEBHOOK_UPSTREAM = "reviewbot_webhook"
 MODEL_ZONE = "reviewbot_model"
+# deploy/vllm-router/nginx-router.conf: the model API of several boxes, through the router.
+ROUTER_NGINX = ROUTER / "nginx-router.conf"
+# (config, the upstream of its model API, that API's rate-limit zone)
+MODEL_APIS = [
+    (NGINX / "reviewbot.conf", MODEL_UPSTREAM, MODEL_ZONE),
+    (ROUTER_NGINX, "reviewbot_router", "reviewbot_router"),
+]
 WEBHOOK_ZONE = "reviewbot_webhook"
 PER_CLIENT_KEY = "$binary_remote_addr"
 CHAT_URI = "/v1/chat/completions"  # what reviews and the load test stream
@@ -191,9 +205,10 @@ def verifiable_units(tmp_path_factory: pytest.TempPathFactory) -> Path:
     bin_dir = root / "bin"
     bin_dir.mkdir()
     (bin_dir / "reviewbot").symlink_to(Path(sys.executable).parent / "reviewbot")
-    stub = bin_dir / "vllm"
-    stub.write_text("#!/bin/sh\nexit 0\n")
-    stub.chmod(0o755)
+    for program in ("vllm", "vllm-router"):
+        stub = bin_dir / program
+        stub.write_text("#!/bin/sh\nexit 0\n")
+        stub.chmod(0o755)
     for unit in UNITS:
         text = unit.read_text().replace("/opt/reviewbot/.venv/bin/", f"{bin_dir}/")
         (root / unit.name).write_text(text.replace("/opt/reviewbot/deploy/", f"{ROOT}/deploy/"))
@@ -267,6 +282,49 @@ def _unexplained_settings(unit: Path) -> list[str]:
 
 def test_every_vllm_unit_setting_says_why() -> None:
     assert _unexplained_settings(VLLM_UNIT) == []
+
+
+def test_every_router_unit_setting_says_why() -> None:
+    assert _unexplained_settings(ROUTER_UNIT) == []
+
+
+def _flag_values(argv: list[str]) -> dict[str, list[str]]:
+    """``--flag value value`` -> {flag: [values]}, the last of a repeated flag kept."""
+    flags: dict[str, list[str]] = {}
+    current = ""
+    for word in argv:
+        if word.startswith("--"):
+            current = word
+            flags[current] = []
+        elif current:
+            flags[current].append(word)
+    return flags
+
+
+def test_router_profile_is_what_capacity_prints_for_its_pool() -> None:
+    """The unit's flags with router.env are ``capacity --replicas 3``'s for three boxes of the
+    T10 profile: the pool's in-flight limit, the queue, the health check, the breaker."""
+    env = read_env_file(ROUTER_PROFILE)
+    [command] = read_unit(ROUTER_UNIT)["Service"]["ExecStart"]
+    argv = expand_command(command, env)
+    urls = env["ROUTER_WORKER_URLS"].split()
+    per_box = int(read_env_file(ROUTER_BOX_PROFILE)["PROFILE_MAX_NUM_SEQS"])
+    plan = router_plan(len(urls), per_box, urls)
+    assert argv[0] == "/opt/reviewbot/.venv/bin/vllm-router"
+    assert _flag_values(argv[1:]) == _flag_values(shlex.split(" ".join(plan.flags)))
+    assert plan.settings["REVIEWBOT_LLM_TOTAL_CONCURRENCY"] == env["ROUTER_MAX_CONCURRENT_REQUESTS"]
+
+
+def test_router_timeout_outlasts_the_longest_generation() -> None:
+    timeout = int(read_env_file(ROUTER_PROFILE)["ROUTER_REQUEST_TIMEOUT_SECS"])
+    assert timeout >= LONGEST_GENERATION_S
+    assert timeout > Settings().request_timeout_s  # reviewbot gives up and retries first
+
+
+def test_nginx_router_api_passes_what_doctor_asks_the_router() -> None:
+    server = _server_proxying_to(_nginx(ROUTER_NGINX), "reviewbot_router")
+    for uri in ("/workers", "/readiness", *VLLM_URIS):
+        assert _location_for(server, uri).own("proxy_pass") == [["http://reviewbot_router"]], uri
 
 
 def test_health_timer_probes_every_30_seconds() -> None:
@@ -412,7 +470,8 @@ def test_warmup_sends_one_tool_request_once_vllm_answers(api_key: str | None) ->
 # --- nginx -----------------------------------------------------------------------------------
 
 
-def test_nginx_accepts_the_config(tmp_path: Path) -> None:
+@pytest.mark.parametrize("conf", [NGINX / "reviewbot.conf", ROUTER_NGINX], ids=lambda p: p.name)
+def test_nginx_accepts_the_config(tmp_path: Path, conf: Path) -> None:
     nginx = shutil.which("nginx") or next(
         (p for p in ("/usr/sbin/nginx", "/usr/local/sbin/nginx") if Path(p).exists()), None
     )
@@ -439,7 +498,7 @@ def test_nginx_accepts_the_config(tmp_path: Path) -> None:
         check=True,
         capture_output=True,
     )
-    config = (NGINX / "reviewbot.conf").read_text()
+    config = conf.read_text()
     config = config.replace("/etc/ssl/reviewbot/fullchain.pem", str(certificate))
     (tmp_path / "reviewbot.conf").write_text(
         config.replace("/etc/ssl/reviewbot/privkey.pem", str(key))
@@ -457,8 +516,8 @@ def test_nginx_accepts_the_config(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
 
 
-def _nginx() -> NginxBlock:
-    return read_nginx(NGINX / "reviewbot.conf")
+def _nginx(conf: Path = NGINX / "reviewbot.conf") -> NginxBlock:
+    return read_nginx(conf)
 
 
 def _server_proxying_to(http: NginxBlock, upstream: str) -> NginxBlock:
@@ -520,24 +579,29 @@ def _access_rules(block: NginxBlock) -> list[tuple[str, str]]:
     return []
 
 
-def test_nginx_rate_limits_the_model_api_per_client() -> None:
-    http = _nginx()
-    chat = _location_for(_server_proxying_to(http, MODEL_UPSTREAM), CHAT_URI)
-    assert _zone_of(chat) == MODEL_ZONE
-    assert _zone_key(http, MODEL_ZONE) == PER_CLIENT_KEY
+@pytest.mark.parametrize(("conf", "upstream", "zone"), MODEL_APIS, ids=["one-box", "router"])
+def test_nginx_rate_limits_the_model_api_per_client(conf: Path, upstream: str, zone: str) -> None:
+    http = _nginx(conf)
+    chat = _location_for(_server_proxying_to(http, upstream), CHAT_URI)
+    assert _zone_of(chat) == zone
+    assert _zone_key(http, zone) == PER_CLIENT_KEY
 
 
-def test_nginx_model_timeouts_outlast_the_longest_generation() -> None:
-    chat = _location_for(_server_proxying_to(_nginx(), MODEL_UPSTREAM), CHAT_URI)
+@pytest.mark.parametrize(("conf", "upstream", "zone"), MODEL_APIS, ids=["one-box", "router"])
+def test_nginx_model_timeouts_outlast_the_longest_generation(
+    conf: Path, upstream: str, zone: str
+) -> None:
+    chat = _location_for(_server_proxying_to(_nginx(conf), upstream), CHAT_URI)
     for directive in ("proxy_read_timeout", "proxy_send_timeout"):
         [[value]] = chat.effective(directive)
         assert nginx_seconds(value) >= LONGEST_GENERATION_S, (directive, value)
 
 
-def test_nginx_streams_model_answers_unbuffered() -> None:
+@pytest.mark.parametrize(("conf", "upstream", "zone"), MODEL_APIS, ids=["one-box", "router"])
+def test_nginx_streams_model_answers_unbuffered(conf: Path, upstream: str, zone: str) -> None:
     """Streamed chat answers pass unbuffered: a buffered stream reaches the client at its end,
     and the client's TTFT becomes the whole answer's time."""
-    chat = _location_for(_server_proxying_to(_nginx(), MODEL_UPSTREAM), CHAT_URI)
+    chat = _location_for(_server_proxying_to(_nginx(conf), upstream), CHAT_URI)
     assert chat.effective("proxy_buffering") == [["off"]]
 
 
@@ -551,10 +615,11 @@ def test_nginx_webhook_limits_match_reviewbot() -> None:
     assert nginx_size(size) == Settings().webhook_max_body_bytes
 
 
-def test_nginx_model_api_denies_everyone_not_allowed() -> None:
+@pytest.mark.parametrize(("conf", "upstream", "zone"), MODEL_APIS, ids=["one-box", "router"])
+def test_nginx_model_api_denies_everyone_not_allowed(conf: Path, upstream: str, zone: str) -> None:
     """Every location of the model API that reaches vLLM ends its access rules with deny all
     (vLLM's API key leaves /tokenize, /metrics and more open)."""
-    server = _server_proxying_to(_nginx(), MODEL_UPSTREAM)
+    server = _server_proxying_to(_nginx(conf), upstream)
     proxied = [location for location in server.children("location") if location.own("proxy_pass")]
     assert all(_location_for(server, uri) in proxied for uri in VLLM_URIS)
     for location in proxied:

@@ -452,6 +452,37 @@ def test_cached_tokens_not_reported_and_not_cached_when_disabled():
         assert fake.stats.cached_tokens == 0
 
 
+def test_each_fake_has_its_own_prefix_cache():
+    """Several fakes stand for several GPU boxes behind a router: a prefix one box has seen is
+    no cache hit on another."""
+    with fake_and_client() as (box_a, client_a), fake_and_client() as (box_b, client_b):
+        review(client_a, box_a)
+        again_on_a = review(client_a, box_a)
+        first_on_b = review(client_b, box_b)
+    assert again_on_a.usage.prompt_tokens_details.cached_tokens > 0
+    assert first_on_b.usage.prompt_tokens_details.cached_tokens == 0
+    assert box_b.stats.cached_tokens == 0
+
+
+def test_a_box_that_dies_refuses_every_later_request():
+    with fake_and_client() as (box, other):
+        url = box.base_url
+        box.add_faults("none", "die")
+        review(other, box)
+        with pytest.raises(openai.APIConnectionError):
+            review(other, box)
+        with pytest.raises(httpx.ConnectError):
+            httpx.get(f"{url}/models", timeout=2)
+
+
+def test_chat_request_headers_are_recorded(server: FakeVLLM, client: OpenAI):
+    review(client, server, extra_headers={"X-Session-ID": "gitlab.example.com/7/3"})
+    review(client, server)
+    assert len(server.request_headers) == len(server.requests) == 2
+    assert server.request_headers[0]["x-session-id"] == "gitlab.example.com/7/3"
+    assert "x-session-id" not in server.request_headers[1]
+
+
 def test_simultaneous_identical_prefixes_do_not_both_hit():
     latency = LatencyModel(ttft_base_s=0.25, max_num_seqs=2)
     with fake_and_client(latency=latency) as (fake, other):

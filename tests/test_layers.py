@@ -71,6 +71,7 @@ CORE = {
     "reviewbot.ops.gpus",
     "reviewbot.ops.model_shape",
     "reviewbot.ops.doctor",
+    "reviewbot.ops.router",
     "reviewbot.ops.loadtest",
     "reviewbot.ops.vllm_command",
     "reviewbot.ops.weights",
@@ -147,6 +148,7 @@ PIPELINE = {
     "reviewbot.webhook.handlers",
     "reviewbot.webhook.server",
     "reviewbot.ops.doctor_probes",
+    "reviewbot.ops.router_probes",
     "reviewbot.ops.loadtest_driver",
     "reviewbot.ops.loadtest_plan",
 }

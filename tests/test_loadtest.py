@@ -396,3 +396,14 @@ def test_an_open_loop_stops_at_its_duration_even_before_the_first_arrival() -> N
         temperature=None,
     )
     assert run.samples == []
+
+
+def test_each_replayed_review_has_its_own_session_key() -> None:
+    """Behind vllm-router's consistent_hash, the load spreads over the boxes as reviews do:
+    the chunks of one replayed review share a key, the next review has another."""
+    with FakeVLLM(latency=FAST) as server:
+        code, _, _ = loadtest(server, "--synthetic", "300", "--concurrency", "1", "--requests", "3")
+        keys = [headers.get("x-session-id") for headers in server.request_headers]
+    assert code == 0 and len(keys) == 3
+    assert all(key and key.startswith("loadtest/") for key in keys)
+    assert len(set(keys)) == 3  # one chunk per synthetic review: three reviews, three keys

@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -463,3 +464,15 @@ def test_the_report_counts_answers_and_their_reception(thread: Thread) -> None:
     page = report_html(report)
     assert "threads</h2>" in page
     assert "<td>ignore</td>" in page
+
+
+def test_the_answer_carries_the_mrs_session_key(thread: Thread) -> None:
+    """A router in front of several boxes answers the thread on the box its MR's reviews went
+    to (docs/several-boxes.md)."""
+    note = thread.say("@reviewbot why is this a problem?")
+    thread.hook(note)
+    thread.work()
+    assert thread.answers(note["id"])
+    key = f"{urlsplit(thread.world.gitlab.url).netloc}/{PROJECT_ID}/1"
+    assert thread.world.vllm.request_headers[-1].get("x-session-id") == key
+    assert thread.world.vllm.requests[-1].get("user") == key

@@ -10,6 +10,7 @@ client, python-gitlab or SQLAlchemy is loaded).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 from pathlib import Path
@@ -40,7 +41,12 @@ from reviewbot.commands.common import (
     repo_option,
 )
 from reviewbot.commands.render import progress_bar
-from reviewbot.commands.render_ops import print_capacity, print_checks, print_load_report
+from reviewbot.commands.render_ops import (
+    print_capacity,
+    print_checks,
+    print_load_report,
+    print_router_plan,
+)
 from reviewbot.commands.terminal import console
 from reviewbot.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_SLO_MISSED, BadInputError
 from reviewbot.ops.capacity import (
@@ -71,6 +77,7 @@ from reviewbot.ops.model_shape import (
     shipped_model,
     shipped_model_names,
 )
+from reviewbot.ops.router import MAX_REPLICAS, router_plan
 
 __all__ = ["capacity_command", "doctor_command", "loadtest_command"]
 
@@ -180,6 +187,13 @@ CAPACITY_OPTIONS = options(
         metavar="N",
         help="Prompt length for the first-token estimate (default: --max-model-len).",
     ),
+    click.option(
+        "--replicas",
+        type=Integer(1, MAX_REPLICAS),
+        metavar="N",
+        help="Boxes of this profile behind vllm-router: also print the router's flags and "
+        "reviewbot's settings for the pool (docs/several-boxes.md).",
+    ),
     json_option("Machine-readable plan."),
 )
 
@@ -191,10 +205,12 @@ def capacity_command(
     model_name: str | None,
     config_path: Path | None,
     gpu_name: str,
+    replicas: int | None,
     as_json: bool,
     **launch: Any,
 ) -> None:
-    """Plan GPU memory for serving a model with vLLM: weights, KV cache, sequences that fit."""
+    """Plan GPU memory for serving a model with vLLM: weights, KV cache, sequences that fit;
+    with --replicas, the vllm-router flags and reviewbot settings for N such boxes."""
     if (model_name is None) == (config_path is None):
         fail(
             "give exactly one of --model NAME or --model-config config.json "
@@ -206,10 +222,14 @@ def capacity_command(
     else:
         shape = load_config_file(Path(MODEL_CONFIG.check(str(config_path), "--model-config")))
     plan = plan_capacity(shape, find_gpu(gpu_name), LaunchSettings(**launch))
+    per_box = launch.get("max_num_seqs") or plan.recommended.max_num_seqs  # what boxes run
+    pool = router_plan(replicas, per_box) if replicas else None
     if as_json:
-        emit_json(plan.to_dict())
+        emit_json({**plan.to_dict(), **({"router": dataclasses.asdict(pool)} if pool else {})})
         return
     print_capacity(plan, model_name or shape.name, shape.multimodal, console())
+    if pool is not None:
+        print_router_plan(pool, console())
 
 
 # --- doctor ----------------------------------------------------------------------------------

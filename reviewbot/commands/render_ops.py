@@ -17,6 +17,7 @@ from reviewbot.commands.terminal import cell, data
 from reviewbot.ops.capacity import CapacityPlan
 from reviewbot.ops.doctor import Check, Status
 from reviewbot.ops.loadtest import LoadReport
+from reviewbot.ops.router import RouterPlan
 from reviewbot.ops.vllm_command import vllm_serve_command
 
 __all__ = ["print_capacity", "print_checks", "print_load_report"]
@@ -89,6 +90,16 @@ def print_capacity(plan: CapacityPlan, model: str, multimodal: bool, console: Co
     for warning in plan.warnings:
         console.print(Text.assemble(("warning:", "yellow"), " ", data(warning)))
     console.print(data(f"start with: {vllm_serve_command(model, plan, multimodal)}"))
+
+
+def print_router_plan(pool: RouterPlan, console: Console) -> None:
+    """The vllm-router flags and reviewbot's settings for ``pool.replicas`` boxes."""
+    console.print(data(f"{pool.replicas} box(es) behind vllm-router (deploy/vllm-router/):"))
+    console.print(data("vllm-router " + " \\\n    ".join(pool.flags)), soft_wrap=True)
+    for name, value in pool.settings.items():
+        console.print(data(f"{name}={value}"), soft_wrap=True)
+    for note in pool.notes:
+        console.print(data(f"note: {note}"))
 
 
 # --- doctor ----------------------------------------------------------------------------------

@@ -23,10 +23,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
+from urllib.parse import urlsplit
 
 from reviewbot.config import (
     DEFAULT_MAX_REPAIR_ROUNDS,
     DEFAULT_PREFILL_TOKENS_PER_REVIEW,
+    DEFAULT_SESSION_HEADER,
     DEFAULT_TOOL_ROUNDS,
     DEFAULT_TOOL_TOKENS,
 )
@@ -59,6 +61,7 @@ __all__ = [
     "ToolCallText",
     "ToolsUnsupportedError",
     "one_line",
+    "session_key",
 ]
 
 # Structured output, in the order the runner tries them (see reviewbot.llm.runner).
@@ -103,6 +106,9 @@ class LLMSettings:
     prefill_tokens_per_review: int = DEFAULT_PREFILL_TOKENS_PER_REVIEW
     # Repair turns for an answer with unreadable calls (0: none); see reviewbot.llm.runner.
     max_repair_rounds: int = DEFAULT_MAX_REPAIR_ROUNDS
+    # The header that carries a request's session key (ModelRequest.session), also sent as
+    # the OpenAI ``user`` field, for a router's affinity ("": neither is sent).
+    session_header: str = DEFAULT_SESSION_HEADER
 
 
 @dataclass(frozen=True)
@@ -135,6 +141,10 @@ class ChunkRequest:
     # and tokens of tool answers for this chunk (the settings tool_rounds and tool_tokens).
     tool_rounds: int = DEFAULT_TOOL_ROUNDS
     tool_tokens: int = DEFAULT_TOOL_TOKENS
+    # Which review the request belongs to (``<gitlab host>/<project id>/<mr iid>``), sent with
+    # every request for it (repair turns, tool rounds, verification) so a router keeps the MR
+    # on one server; None: no affinity (a local diff).
+    session: str | None = None
 
 
 @dataclass(frozen=True)
@@ -217,6 +227,7 @@ class ModelRequest:
     stream: bool
     max_tokens: int
     temperature: float | None
+    session: str | None = None  # ChunkRequest.session
 
 
 @dataclass(frozen=True, slots=True)
@@ -318,6 +329,14 @@ class RetryableModelError(LLMError):
 
 class AnswerLostError(RetryableModelError):
     """The server accepted the request but its answer could not be read whole."""
+
+
+def session_key(gitlab_url: str, project_id: int, iid: int) -> str:
+    """``<gitlab host>/<project id>/<mr iid>``: what every model request of an MR's review
+    carries (``ChunkRequest.session``), so a router keeps the MR on one server. The host keeps
+    its port; ids, not paths, as a project may be renamed."""
+    host = urlsplit(gitlab_url).netloc or gitlab_url.rstrip("/")
+    return f"{host}/{project_id}/{iid}"
 
 
 def one_line(text: str, secret: str | None = None) -> str:

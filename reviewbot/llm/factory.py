@@ -55,6 +55,7 @@ def llm_settings_from(settings: Settings) -> LLMSettings:
         max_output_tokens=settings.max_output_tokens,
         prefill_tokens_per_review=settings.llm_prefill_tokens_per_review,
         max_repair_rounds=settings.llm_max_repair_rounds,
+        session_header=settings.llm_session_header,
     )
 
 

@@ -203,9 +203,10 @@ class OpenAICompatibleBackend:
         body = self.chat_body(request)
         url = self.base_url + CHAT_PATH
         sent = time.monotonic()
+        headers = self.session_headers(request.session)
         try:
             if request.stream:
-                with self._http.stream("POST", url, json=body) as response:
+                with self._http.stream("POST", url, json=body, headers=headers) as response:
                     if response.status_code >= HTTP_BAD_REQUEST:
                         response.read()
                         raise self._refusal(response, request.mode)
@@ -217,7 +218,7 @@ class OpenAICompatibleBackend:
                         )
                     events = sse_data(response.iter_bytes())
                     return self._read_events(events, sent, on_first_token)
-            response = self._http.post(url, json=body)
+            response = self._http.post(url, json=body, headers=headers)
             if response.status_code >= HTTP_BAD_REQUEST:
                 raise self._refusal(response, request.mode)
             return self._with_cut_told(self._read_completion(response), request)
@@ -255,12 +256,20 @@ class OpenAICompatibleBackend:
         }
         if request.temperature is not None:
             body["temperature"] = request.temperature
+        if request.session and self.settings.session_header:
+            body["user"] = request.session
         body.update(self._output_fields(request.mode, request.tools))
         body.update(self._template_fields())
         if request.stream:
             body["stream"] = True
             body["stream_options"] = {"include_usage": True}
         return body
+
+    def session_headers(self, session: str | None) -> dict[str, str]:
+        """The affinity header for a request of ``session`` (none without one, or when the
+        setting is empty): vllm-router's consistent_hash keeps one key on one server."""
+        header = self.settings.session_header
+        return {header: session} if session and header else {}
 
     def _output_fields(self, mode: str, tools: list[dict]) -> dict[str, Any]:
         if mode == MODE_CONTENT and not tools:

@@ -196,10 +196,12 @@ class ChunkRunner:
     def count_prompt_tokens(self, messages: list[dict], tools: list[dict]) -> int | None:
         return self.backend.count_prompt_tokens(messages, tools)
 
-    def chat(self, messages: list[dict], max_tokens: int) -> ModelAnswer:
+    def chat(
+        self, messages: list[dict], max_tokens: int, session: str | None = None
+    ) -> ModelAnswer:
         """One plain-text answer (no tools), holding a slot like every request: an answer in
-        a thread (``reviewbot.reply``). Errors are this module's (not retried here: the job
-        is)."""
+        a thread (``reviewbot.reply``; ``session``: its MR's key). Errors are this module's
+        (not retried here: the job is)."""
         request = ModelRequest(
             messages=messages,
             tools=[],
@@ -207,6 +209,7 @@ class ChunkRunner:
             stream=False,
             max_tokens=max_tokens,
             temperature=self.settings.temperature,
+            session=session,
         )
         with self._hold_slots():
             return self._execute_in_flight(request, None)
@@ -649,6 +652,7 @@ class ChunkRunner:
             stream=stream,
             max_tokens=self.settings.max_output_tokens,
             temperature=self.settings.temperature,
+            session=request.session,
         )
         while True:
             try:

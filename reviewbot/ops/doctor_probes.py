@@ -79,6 +79,7 @@ from reviewbot.ops.doctor import (
     vllm_argv_for,
     webhook_secret_check,
 )
+from reviewbot.ops.router_probes import router_pool_checks
 from reviewbot.ops.weights_doctor import weights_checks
 from reviewbot.prompts import tool_schemas
 from reviewbot.redaction import hide_url_password
@@ -482,6 +483,9 @@ def _model_checks(
         return [served]
     info, served_text = served
     checks = [Check("model server", Status.OK, served_text)]
+    # a vllm-router in front: its boxes, each asked directly (reviewbot.ops.router_probes)
+    step_s = deadline.step(timeouts.model_s)
+    checks += within_or(step_s, lambda: router_pool_checks(settings, http, root_url, step_s), [])
     shared_count, tokenize_error = None, None
     try:
         shared_count = within(

@@ -37,6 +37,7 @@ __all__ = ["MAX_IN_FLIGHT", "LoadRun", "Schedule", "run_load"]
 # httpx's default connection pool holds 100 connections: more requests at once would wait for
 # one inside the client and blur what is measured.
 MAX_IN_FLIGHT = 100
+LOADTEST_SESSION_PREFIX = "loadtest/"  # + the replayed review's number: its affinity key
 
 
 @dataclass(frozen=True)
@@ -187,7 +188,10 @@ def _send(
     queue: _Queue,
     due: float,
 ) -> Sample:
-    request = ModelRequest(prompt.messages, tools, mode, True, max_tokens, temperature)
+    # Each replayed review has its own session key, as each MR does: behind vllm-router's
+    # consistent_hash the load spreads over the boxes as reviews would (docs/several-boxes.md).
+    session = f"{LOADTEST_SESSION_PREFIX}{prompt.review}"
+    request = ModelRequest(prompt.messages, tools, mode, True, max_tokens, temperature, session)
     position = queue.join()
     first_output: list[float] = []
 

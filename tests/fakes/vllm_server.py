@@ -94,7 +94,9 @@ event). Faults that change findings invent one finding when the diff has none. S
 ``stream_cut_mid_call`` (the body ends cleanly in the middle of the first tool call's
 arguments: no ``finish_reason``, no ``[DONE]``), ``missing_done`` (all but ``[DONE]``) and
 ``error_event`` (``data: {"error": ...}`` after a few chunks, then ``[DONE]``, as vLLM sends
-when generation fails mid-stream). ``html_200``: a proxy's HTML page with status 200 instead of
+when generation fails mid-stream). ``die``: the box dies on this request: the connection is
+dropped and the server stops (every request in flight is cut, new ones are refused), a GPU box
+lost behind a router. ``html_200``: a proxy's HTML page with status 200 instead of
 any answer. ``deep_json_body`` (a lying server): the answer is JSON nested 100,000 deep, the
 whole body or, streamed, one ``data:`` event. ``deep_arguments``: the model writes its first
 call's arguments as ``[`` nested 3,000 deep (3x where Python's recursive ``json.loads`` gives
@@ -208,7 +210,7 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from http import HTTPStatus
@@ -306,6 +308,7 @@ KNOWN_FAULTS = frozenset(
         "missing_done",
         "error_event",
         "html_200",
+        "die",
         "http_429_date",
         "deep_json_body",
         "deep_arguments",
@@ -1873,6 +1876,8 @@ class FakeVLLM:
         self.tool_loop = tool_loop
         self._scripted: deque[tuple[list[tuple[str, dict[str, Any]]], bool, bool]] = deque()
         self.requests: list[dict[str, Any]] = []  # chat request bodies
+        # the headers of each chat request, in the order of ``requests`` (names lower-cased)
+        self.request_headers: list[dict[str, str]] = []
         self.paths: list[str] = []  # "METHOD /path" of every request, in order
         self._canned: dict[str, tuple[int, str, str]] = {}
         self._faults: deque[str] = deque()
@@ -2147,7 +2152,11 @@ class FakeVLLM:
     def _handle_chat(self, handler: _Handler) -> None:
         arrival = time.monotonic()
         body = handler.read_json()
-        fault = self._record_request(body)
+        fault = self._record_request(body, handler.headers.items())
+        if fault == "die":
+            handler.drop_connection()
+            threading.Thread(target=self.stop, name="fake-vllm-dies", daemon=True).start()
+            return
         if fault == "html_200":
             handler.send_text(HTTPStatus.OK, PROXY_LOGIN_PAGE, "text/html; charset=utf-8")
             return
@@ -2238,9 +2247,12 @@ class FakeVLLM:
             mistakes[0] = MISTAKE_OF_FAULT[fault]
         return findings, mistakes
 
-    def _record_request(self, body: dict[str, Any]) -> str | None:
+    def _record_request(
+        self, body: dict[str, Any], headers: Iterable[tuple[str, str]] = ()
+    ) -> str | None:
         with self._lock:
             self.requests.append(body)
+            self.request_headers.append({name.lower(): value for name, value in headers})
             self._stats = replace(self._stats, requests=self._stats.requests + 1)
             return self._faults.popleft() if self._faults else None
 
