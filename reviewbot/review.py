@@ -64,6 +64,7 @@ from reviewbot.rules import DEFAULT_RULES_TOKENS, RuleSet
 from reviewbot.rules_applied import LEARNINGS, RulesApplied
 from reviewbot.tokens import TokenCounter
 from reviewbot.verification import Verification, VerifyOptions, verify_findings
+from reviewbot.verify import verdict_schema
 
 __all__ = [
     "CarriedOver",
@@ -549,9 +550,13 @@ class _Sending:
 
     @property
     def tools(self) -> list[dict]:
-        """report_finding, then the repository tools when there are any."""
+        """report_finding, then the repository tools when there are any, then the verdict tool
+        when the review is verified: the verification call offers exactly these tools, so the
+        server serves its whole prompt but the candidate list from the chunk's cache (the chat
+        template renders the tools at the top of the prompt)."""
         extra = self.repository.schemas() if self.repository is not None else []
-        return [*tool_schemas(), *extra]
+        verdict = [verdict_schema()] if self.options.verify.enabled else []
+        return [*tool_schemas(), *extra, *verdict]
 
     def request(
         self, index: int, messages: list[dict], tokens: int, budget: Budget

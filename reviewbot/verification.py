@@ -22,6 +22,7 @@ from reviewbot.findings import Finding, FindingState, Severity
 from reviewbot.llm.backend import CallRecord, ChunkRequest, ModelAnswer
 from reviewbot.stored_findings import StoredFinding
 from reviewbot.verify import (
+    VERDICT_TOOL,
     Judged,
     VerifyOutcome,
     apply_verdicts,
@@ -111,7 +112,7 @@ def verify_findings(
         request = ChunkRequest(
             chunk_index,
             verification_messages(messages, asked),
-            [*tools, verdict_schema()],
+            _with_verdict_tool(tools),
             max_model_len=max_model_len,
             session=session,
         )
@@ -120,6 +121,14 @@ def verify_findings(
         checked = read_verdicts(answer, len(asked)) if answer is not None else None
         verification.add(apply_verdicts(chunk_findings, asked, checked, options.min_confidence))
     return verification
+
+
+def _with_verdict_tool(tools: list[dict]) -> list[dict]:
+    """The review's tools as they are when they offer the verdict tool (the review of a
+    verified run does: reviewbot.review), else with it last."""
+    if any((tool.get("function") or {}).get("name") == VERDICT_TOOL for tool in tools):
+        return tools
+    return [*tools, verdict_schema()]
 
 
 def with_verdicts(

@@ -59,8 +59,9 @@ def verdict_schema() -> dict[str, Any]:
         "function": {
             "name": VERDICT_TOOL,
             "description": (
-                "Give your verdict on one candidate finding: keep it if the diff shows the "
-                "problem is real, drop it if the code does not have it. Call once per finding."
+                "Only when asked to check candidate findings, never while reviewing: give "
+                "your verdict on one of them, keep it if the diff shows the problem is real, "
+                "drop it if the code does not have it. Call once per candidate."
             ),
             "parameters": {
                 "type": "object",

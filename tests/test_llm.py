@@ -790,3 +790,17 @@ def test_a_resend_that_agrees_with_no_unreadable_call_repairs_nothing() -> None:
     assert resent.repaired == [] and [c["line"] for c in resent.new] == [9]
     assert resent.duplicates == 2  # call_2 repeats call_1, call_3 the call read before
     assert [entry.call_id for entry in resent.still_unreadable] == ["call_a"]
+
+
+def test_a_verdict_call_in_a_review_answer_is_neither_a_finding_nor_unreadable() -> None:
+    from reviewbot.verify import verdict_schema
+
+    finding = finding_call("call_1")
+    verdict = ToolCallText("verdict", '{"id": 1, "verdict": "keep"}', "call_2")
+    text = (
+        "<tool_call>\n<function=verdict>\n<parameter=id>\n1\n</parameter>\n</function>\n"
+        "</tool_call>"
+    )
+    answer = ModelAnswer(content=text, tool_calls=[finding, verdict])
+    parsed = parse_answer(answer, MODE_TOOL_CALLS, [*tool_schemas(), verdict_schema()])
+    assert len(parsed.calls) == 1 and parsed.invalid == []

@@ -27,7 +27,7 @@ from reviewbot.repo.view import MemoryView
 from reviewbot.review import ReviewOptions, ReviewResult, review_files
 from reviewbot.tokens import local_counter
 from reviewbot.verification import VerifyOptions
-from tests.fakes.vllm_server import FakeVLLM, MalformedCalls
+from tests.fakes.vllm_server import CANDIDATE_LIST_START, FakeVLLM, MalformedCalls
 
 SHA = "ab" * 20
 OLD_APP = "from db import find_user\n\n\ndef greet(name):\n    return 'hi'\n"
@@ -101,7 +101,12 @@ def test_verification_sees_the_evidence_the_tool_rounds_read_and_keeps_their_bug
     result = review(evidence_fake, verify=VerifyOptions(enabled=True))
     assert ("app.py", CALL_LINE, EVIDENCE_TITLE) in titles(result)
     assert result.verification.verified == 1 and not result.verification.dropped
-    [asked] = [body for body in evidence_fake.requests if "verdict" in offered(body)]
+    [asked] = [
+        body
+        for body in evidence_fake.requests
+        if str(body["messages"][-1].get("content")).startswith(CANDIDATE_LIST_START)
+    ]
+    assert "verdict" in offered(asked)
     # the review's conversation with the tool answer (the hazard marker), then the candidates
     assert any(
         message["role"] == "tool" and "hazard(find_user)" in message["content"]

@@ -17,7 +17,12 @@ from reviewbot.store.report_queries import ReportScope
 from reviewbot.store.verify_queries import verification_cost, verification_outcomes
 from reviewbot.webhook import create_app
 from reviewbot.worker import Worker
-from tests.fakes.vllm_server import PLANTED_TITLE, VERDICT_TOOL_NAME
+from tests.fakes.vllm_server import (
+    BLOCK_SIZE,
+    CANDIDATE_LIST_START,
+    PLANTED_TITLE,
+    VERDICT_TOOL_NAME,
+)
 from tests.mr_world import FEATURE_APP, PROJECT, World
 from tests.test_end_to_end import SECRET, deliver, open_event
 
@@ -29,6 +34,7 @@ def _verify_requests(world: World) -> list[dict]:
         body
         for body in world.vllm.requests
         if any(tool["function"]["name"] == VERDICT_TOOL_NAME for tool in body.get("tools") or [])
+        and str(body["messages"][-1].get("content")).startswith(CANDIDATE_LIST_START)
     ]
 
 
@@ -47,6 +53,11 @@ def test_verification_drops_a_planted_finding_and_keeps_the_real_ones(world: Wor
     [request] = _verify_requests(world)
     review_request = world.vllm.requests[0]
     assert request["messages"][: len(review_request["messages"])] == review_request["messages"]
+    # the same tools, the verdict tool included, so the chunk's cache serves all but the list
+    assert request["tools"] == review_request["tools"]
+    assert "verdict" in [tool["function"]["name"] for tool in request["tools"]]
+    [review_call, check_call] = Store.from_url(world.database_url).llm_calls(report.review_id)
+    assert check_call["cached_tokens"] >= review_call["prompt_tokens"] - BLOCK_SIZE
     store = Store.from_url(world.database_url)
     findings = store.findings(report.review_id)
     [dropped] = [f for f in findings if f["state"] == "dropped"]

@@ -42,6 +42,7 @@ from reviewbot.toolcalls import (
     strip_reasoning,
     tool_parameters,
 )
+from reviewbot.verify import VERDICT_TOOL
 
 __all__ = [
     "FINISH_LENGTH",
@@ -131,11 +132,15 @@ def parse_answer(
     ``tools``. A tool call named in ``repository_names`` (the repository tools this request
     offered) is no finding and no unreadable call: it goes to ``repository``, to be answered.
     A call to one in ``spent_names`` (repository tools no longer offered: the chunk's tool
-    budget is spent) is unreadable with that reason, so its repair turn says so.
+    budget is spent) is unreadable with that reason, so its repair turn says so. A ``verdict``
+    call is ignored: that tool is offered with the review's tools only so that the verification
+    pass (reviewbot.verification) shares their prefix, and it holds no finding.
     """
     parameters = tool_parameters(tools).get(DEFAULT_FINDINGS_TOOL, {})
     parsed = ParsedAnswer()
     for call in answer.tool_calls:
+        if call.name == VERDICT_TOOL:
+            continue
         if call.name in repository_names:
             parsed.repository.append(call)
             continue
@@ -151,7 +156,7 @@ def parse_answer(
     for text_call in from_text.calls:
         if text_call.name == DEFAULT_FINDINGS_TOOL:
             parsed.entries.append(_checked(text_call.arguments, parameters))
-        else:
+        elif text_call.name != VERDICT_TOOL:
             parsed.entries.append(
                 AnsweredCall(None, f"call to unknown tool {text_call.name!r}", None, text_call.name)
             )

@@ -329,6 +329,7 @@ FINDING_FAULTS = frozenset(
 )
 # The verifier brain (reviewbot.verify): a request offering the verdict tool is a verification.
 VERDICT_TOOL_NAME = "verdict"
+CANDIDATE_LIST_START = "Check each candidate finding below"  # reviewbot.verify.candidate_list
 VERDICT_CONFIDENCE = 0.9
 UNKNOWN_VERDICT_ID = 999
 PLANTED_TITLE = "Possible off-by-one"
@@ -808,6 +809,16 @@ def _planted_finding(
             "body": "This loop may read one element past the end.",
         }
     ]
+
+
+def is_verification(request: ChatRequest) -> bool:
+    """A verification request: the verdict tool offered and, last, the candidate list (a
+    verified review offers the verdict tool from its first request, so the tool alone does not
+    tell)."""
+    offered = any((t.get("function") or {}).get("name") == VERDICT_TOOL_NAME for t in request.tools)
+    last = request.messages[-1] if request.messages else {}
+    asked = message_text(last.get("content")) if last.get("role") == "user" else ""
+    return offered and asked.startswith(CANDIDATE_LIST_START)
 
 
 def verifier_answer(
@@ -2192,7 +2203,7 @@ class FakeVLLM:
         chatty = reply_answer(request, budget)
         if chatty is not None:
             answer = chatty
-        elif any((t.get("function") or {}).get("name") == VERDICT_TOOL_NAME for t in request.tools):
+        elif is_verification(request):
             answer = verifier_answer(request, lines, fault, self.needs_evidence)
         elif scripted is not None:
             calls, with_findings = scripted

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tests.fakes.vllm_server import (
+    CANDIDATE_LIST_START,
     CANDIDATE_RE,
     DEFAULT_TOOL_NAME,
     MISTAKE_KINDS,
@@ -135,7 +136,8 @@ def answer_text(prompt_text: str, json_schema: dict[str, Any] | None = None) -> 
     diff = prompt.turns[index].text if index is not None else ""
     lines = parse_prompt_diff(diff)
     findings = review_diff(lines)
-    if VERDICT_TOOL_NAME in prompt.tool_names:
+    asked = next((turn.text for turn in reversed(prompt.turns) if turn.role == "user"), "")
+    if VERDICT_TOOL_NAME in prompt.tool_names and asked.startswith(CANDIDATE_LIST_START):
         body = _verdicts(prompt, findings)
         return f"{reasoning_text(lines)}\n</think>\n\n{body}" if prompt.thinking else body
     earlier = prompt.earlier_answers()
