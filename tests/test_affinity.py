@@ -17,7 +17,7 @@ from reviewbot.llm.backend import session_key
 from reviewbot.mr import RunOptions, run_merge_request
 from tests.mr_world import World, world  # noqa: F401
 
-SMALL_CONTEXT = 2600  # with SMALL_OUTPUT: a few chunks for the fake world's MR
+SMALL_CONTEXT = 2800  # with SMALL_OUTPUT and the verdict tool: a few chunks of the MR
 SMALL_OUTPUT = 512
 
 

@@ -26,7 +26,7 @@ from tests.router_pool import NO_ROUTER_REASON, ROUTER_BINARY, RouterPool, route
 
 pytestmark = pytest.mark.skipif(ROUTER_BINARY is None, reason=NO_ROUTER_REASON)
 
-SMALL_CONTEXT = 2600  # with SMALL_OUTPUT: several chunks for the world's MR
+SMALL_CONTEXT = 2800  # with SMALL_OUTPUT and the verdict tool: several chunks of the MR
 SMALL_OUTPUT = 512
 MRS = 20
 PROJECT_ID = 7  # tests.mr_world's project
