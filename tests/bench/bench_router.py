@@ -10,8 +10,12 @@ context small enough to cut it into several chunks. Three workers review MRs at 
 ``LatencyModel(ttft_base_s=0.05, prefill_tokens_per_s=20000, decode_s_per_token=0.001,
 max_num_seqs=8, prefill_in_turn=True)`` (one prefill at a time, as vLLM's chunked prefill).
 
+Four workloads: short and long MR descriptions, VERIFY=on, and the repository tools with
+VERIFY=on (bench_tools' cross-file MRs: a tool round, an answer and a verification per chunk).
+
 Figures per policy: prompt tokens prefilled (uncached) for all MRs and for MRs of 3+ chunks,
-the prefix-cache hit rate, client TTFT p50/p95 and the wall time. Goal (issue 22): with
+the prefix-cache hit rate, the follow-up calls' (later tool rounds, verifications) prompt
+and uncached tokens, client TTFT p50/p95 and the wall time. Goal (issue 22): with
 affinity, uncached prompt tokens <= 40% of round robin's on MRs of 3+ chunks.
 """
 
@@ -27,10 +31,13 @@ from reviewbot.llm.backend import CallRecord, LLMSettings, session_key
 from reviewbot.llm.factory import runner_for
 from reviewbot.llm.runner import ChunkRunner
 from reviewbot.prompts import ReviewContext, file_summaries
+from reviewbot.repo.view import MemoryView
 from reviewbot.review import ReviewOptions, review_files
+from reviewbot.store.models import CallPurpose
 from reviewbot.tokens import local_counter
 from reviewbot.verification import VerifyOptions
 from tests.bench.bench_plan import generate_diff
+from tests.bench.bench_tools import SHA, synthetic_mr
 from tests.fakes.vllm_server import LatencyModel
 from tests.router_pool import NO_ROUTER_REASON, ROUTER_BINARY, router_pool
 
@@ -56,12 +63,26 @@ POLICIES = ("consistent_hash", "round_robin")
 # The second workload: MRs whose description is long (a template with a checklist, a pasted
 # design note): about 2,000 tokens of MR context shared by the MR's chunks and no other MR's.
 LONG_DESCRIPTION_SENTENCES = 120
-# (description sentences, verification on): VERIFY=on sends each chunk's whole review prompt
-# again with the verdict tool, a prefix only the chunk's own box has cached.
+# The fourth workload: MRs that call helpers of unchanged modules, reviewed with the
+# repository tools on and VERIFY=on (tests/fixtures/eval/configs/tools-verify.toml, the
+# configuration with the best F1 in docs/verification.md). The fakes run with needs_evidence:
+# a chunk reads the helper's definition in a tool round before it reports the bug, and each
+# round resends the chunk's whole conversation, as does the verification.
+TOOL_MR_FILES = 24
+
+
+@dataclass(frozen=True)
+class Workload:
+    description_sentences: int = 0
+    verify: bool = False
+    tools: bool = False
+
+
 WORKLOADS = {
-    "short MR context": (0, False),
-    "long MR context": (LONG_DESCRIPTION_SENTENCES, False),
-    "short MR context, VERIFY=on": (0, True),
+    "short MR context": Workload(),
+    "long MR context": Workload(description_sentences=LONG_DESCRIPTION_SENTENCES),
+    "short MR context, VERIFY=on": Workload(verify=True),
+    "repository tools and VERIFY=on": Workload(verify=True, tools=True),
 }
 
 
@@ -89,19 +110,32 @@ def _description(iid: int, sentences: int) -> str:
     return "\n".join(lines)
 
 
-def _review(runner: ChunkRunner, iid: int, sentences: int, verify: bool) -> MRFigures:
-    synthetic = generate_diff(FILES_PER_MR, LINES_PER_MR, seed=iid)
-    files = parse_git_diff(synthetic.text)
+def _tool_mr(iid: int) -> tuple[str, dict[str, str]]:
+    """bench_tools' cross-file MR, its module names made this MR's own."""
+    synthetic = synthetic_mr(TOOL_MR_FILES)
+    own = f"mr{iid}_module_"
+    head = {path.replace("module_", own): text for path, text in synthetic.head.items()}
+    return synthetic.diff.replace("module_", own), head
+
+
+def _review(runner: ChunkRunner, iid: int, workload: Workload) -> MRFigures:
+    if workload.tools:
+        diff, head = _tool_mr(iid)
+        repository: MemoryView | None = MemoryView(SHA, head)
+    else:
+        diff, head, repository = generate_diff(FILES_PER_MR, LINES_PER_MR, seed=iid).text, {}, None
+    files = parse_git_diff(diff)
     context = ReviewContext(
         title=f"Change {iid}: refactor the loaders",
-        description=_description(iid, sentences),
+        description=_description(iid, workload.description_sentences),
         files=file_summaries(files, {}),
     )
     options = ReviewOptions(
         max_model_len=CONTEXT,
         max_output_tokens=OUTPUT_TOKENS,
         plan_options=PlanOptions(context_lines=3),
-        verify=VerifyOptions(enabled=verify),
+        verify=VerifyOptions(enabled=workload.verify),
+        tools=workload.tools,
     )
     result = review_files(
         files,
@@ -109,20 +143,24 @@ def _review(runner: ChunkRunner, iid: int, sentences: int, verify: bool) -> MRFi
         llm=runner,
         counter=local_counter(),
         options=options,
+        contents=head,
+        repository=repository,
         session=session_key(GITLAB, PROJECT_ID, iid),
     )
     return MRFigures(len(result.plan.chunks), [*result.calls, *result.verification.calls])
 
 
-def run_policy(policy: str, sentences: int, verify: bool) -> PolicyFigures:
-    with router_pool(3, policy=policy, latency=LATENCY) as pool:
-        settings = LLMSettings(base_url=pool.base_url, concurrency=LATENCY.max_num_seqs)
+def run_policy(policy: str, workload: Workload) -> PolicyFigures:
+    with router_pool(3, policy=policy, latency=LATENCY, needs_evidence=workload.tools) as pool:
+        settings = LLMSettings(
+            base_url=pool.base_url,
+            concurrency=LATENCY.max_num_seqs,
+            max_output_tokens=OUTPUT_TOKENS,  # as the plan reserves (one setting in the product)
+        )
         with runner_for(settings) as runner, ThreadPoolExecutor(WORKERS) as workers:
             runner.server_info()
             started = time.perf_counter()
-            reviews = workers.map(
-                lambda iid: _review(runner, iid, sentences, verify), range(1, MRS + 1)
-            )
+            reviews = workers.map(lambda iid: _review(runner, iid, workload), range(1, MRS + 1))
             mrs = list(reviews)
             wall = time.perf_counter() - started
         return PolicyFigures(policy, wall, mrs, pool.chat_counts())
@@ -137,6 +175,11 @@ def _uncached(mrs: list[MRFigures]) -> tuple[int, int]:
     calls = [call for mr in mrs for call in mr.calls]
     prompt = sum(call.prompt_tokens for call in calls)
     return prompt - sum(call.cached_tokens or 0 for call in calls), prompt
+
+
+def _is_follow_up(call: CallRecord) -> bool:
+    """A call that resends an earlier call's conversation: a later tool round, a verification."""
+    return call.tool_round > 0 or call.purpose != CallPurpose.REVIEW
 
 
 def report(figures: PolicyFigures) -> tuple[int, int]:
@@ -161,6 +204,13 @@ def report(figures: PolicyFigures) -> tuple[int, int]:
         f"prefix-cache hit rate       {1 - uncached / prompt:.1%} (MRs of {MIN_CHUNKS}+ "
         f"chunks: {1 - big_uncached / big_prompt if big_prompt else 0:.1%})"
     )
+    follow_ups = [c for mr in figures.mrs for c in mr.calls if _is_follow_up(c)]
+    follow_prompt = sum(c.prompt_tokens for c in follow_ups)
+    follow_uncached = follow_prompt - sum(c.cached_tokens or 0 for c in follow_ups)
+    print(
+        f"follow-up calls             {len(follow_ups)} (tool rounds after the first, "
+        f"verifications): prompt {follow_prompt:,}, uncached {follow_uncached:,}"
+    )
     print(
         f"TTFT p50 / p95              {_percentile(ttfts, 0.5):.0f} / "
         f"{_percentile(ttfts, 0.95):.0f} ms"
@@ -173,16 +223,16 @@ def main() -> None:
     if ROUTER_BINARY is None:
         print(f"skipped: {NO_ROUTER_REASON}")
         return
-    for workload, (sentences, verify) in WORKLOADS.items():
-        print(f"##### {workload}")
-        big = {policy: report(run_policy(policy, sentences, verify)) for policy in POLICIES}
+    for name, workload in WORKLOADS.items():
+        print(f"##### {name}")
+        big = {policy: report(run_policy(policy, workload)) for policy in POLICIES}
         hashed, robin = big["consistent_hash"][0], big["round_robin"][0]
         share = hashed / robin if robin else 0.0
         verdict = (
             "no MR of that size" if not robin else ("met" if share <= GOAL_SHARE else "NOT met")
         )
         print(
-            f"=== {workload}: uncached prompt tokens on MRs of {MIN_CHUNKS}+ chunks: "
+            f"=== {name}: uncached prompt tokens on MRs of {MIN_CHUNKS}+ chunks: "
             f"consistent_hash {hashed:,} = {share:.1%} of round_robin's {robin:,} "
             f"(goal <= {GOAL_SHARE:.0%}: {verdict})"
         )
