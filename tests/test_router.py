@@ -1,6 +1,6 @@
 """The real vllm-router (``consistent_hash``) in front of three fake vLLMs on 127.0.0.1.
 
-Shows what docs/several-boxes.md promises: all chunks of one MR reach one box; 20 MRs spread
+Shows what docs/several-boxes.md promises: all chunks of one MR reach one box; 200 MRs spread
 over all three; with a box killed mid-review every review still completes, nothing is posted
 twice, and ``reviewbot doctor`` names the dead box. The router is started with the flags
 ``reviewbot capacity --replicas 3`` prints (tests/router_pool.py).
@@ -28,7 +28,11 @@ pytestmark = pytest.mark.skipif(ROUTER_BINARY is None, reason=NO_ROUTER_REASON)
 
 SMALL_CONTEXT = 2800  # with SMALL_OUTPUT and the verdict tool: several chunks of the MR
 SMALL_OUTPUT = 512
-MRS = 20
+# Enough MRs that the hash's spread is not luck: over a ring of the three boxes' random ports,
+# 20 MRs leave a box empty about once in 1,000 runs; 200 MRs leave one under MIN_BOX_SHARE
+# less than once in 10^7 (the router's 160 virtual nodes per worker give each about a third).
+MRS = 200
+MIN_BOX_SHARE = 0.10
 PROJECT_ID = 7  # tests.mr_world's project
 
 
@@ -63,7 +67,7 @@ def test_all_chunks_of_one_mr_reach_one_box(world: World, pool: RouterPool) -> N
     assert box.stats.cached_tokens > 0, "the box served the MR's shared prefix from its cache"
 
 
-def test_twenty_mrs_spread_over_all_three_boxes(pool: RouterPool) -> None:
+def test_mrs_spread_over_all_three_boxes(pool: RouterPool) -> None:
     settings = LLMSettings(base_url=pool.base_url, max_output_tokens=64)
     messages = [{"role": "user", "content": "Review nothing."}]
     host = "gitlab.example.com"
@@ -72,7 +76,7 @@ def test_twenty_mrs_spread_over_all_three_boxes(pool: RouterPool) -> None:
             session = session_key(f"https://{host}", PROJECT_ID, iid)
             runner.review_chunks([ChunkRequest(0, messages, [], session=session)])
     counts = pool.chat_counts()
-    assert sum(counts) == MRS and all(counts), counts
+    assert sum(counts) == MRS and min(counts) >= MIN_BOX_SHARE * MRS, counts
     by_box = [
         {h["x-session-id"] for h in box.request_headers} for box in pool.boxes
     ]  # each MR on exactly one box
