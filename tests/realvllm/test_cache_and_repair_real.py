@@ -61,7 +61,7 @@ def review_tools_schemas() -> list[dict]:
     return tool_schemas() + RepositoryTools(MemoryView("0" * 40, {})).schemas()
 
 
-def warm_the_system_turn(server: SharedServer) -> None:
+def warm_the_system_turn(server: SharedServer, headers: dict[str, str] | None = None) -> None:
     """Send the system turn twice, as a server's warm-up does: this hybrid (DeltaNet) model's
     prefix cache keeps a prefix's state only once it has been seen again (a fresh server gave
     the second chunk of a first MR 0 cached tokens; the tier's earlier tests used to warm it)."""
@@ -74,7 +74,9 @@ def warm_the_system_turn(server: SharedServer) -> None:
             "max_tokens": 1,
             "chat_template_kwargs": {"enable_thinking": False},
         }
-        httpx.post(f"{server.base_url}/chat/completions", json=body, timeout=300).raise_for_status()
+        httpx.post(
+            f"{server.base_url}/chat/completions", json=body, headers=headers, timeout=300
+        ).raise_for_status()
 
 
 def two_file_world(tmp_path: Path, server: SharedServer, gitlab: FakeGitLab) -> World:

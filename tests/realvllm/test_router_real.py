@@ -1,0 +1,140 @@
+"""The real vllm-router (``consistent_hash``) in front of two real CPU vLLM servers.
+
+The tier's shared server is one box; the test starts a second (about 80-140 s) and the router
+in front of both, with the flags ``reviewbot capacity --replicas 2`` prints. A two-chunk MR is
+reviewed through the router. The MR's box is warmed first through the router, with the MR's
+``X-Session-ID``: this hybrid model's cache keeps a prefix only once it has been seen twice
+(tests/realvllm/test_cache_and_repair_real.py). Read from the two servers' own
+``vllm:request_success`` counters: the warm-up and both chunks reach one box, the other box
+serves nothing, and the second chunk reports ``cached_tokens`` from that box's prefix cache (at
+least the shared system turn with the tools, in whole blocks).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from click.testing import CliRunner
+
+from reviewbot.commands import main
+from reviewbot.config import DEFAULT_SESSION_HEADER
+from reviewbot.llm.backend import session_key
+from reviewbot.store import Store
+from tests.fakes.gitlab_server import FakeGitLab
+from tests.mr_world import PROJECT
+from tests.realvllm.server import RealVLLM, SharedServer, build_model
+from tests.realvllm.test_cache_and_repair_real import (
+    SMALL_CONTEXT,
+    block_size,
+    env,
+    system_turn_tokens,
+    two_file_world,
+    warm_the_system_turn,
+)
+from tests.realvllm.test_review_real import diff_note_lines
+from tests.realvllm.tier import OWN_SERVER, PYTHON_ENV, REAL_VLLM, model_dir
+from tests.router_pool import (
+    NO_ROUTER_REASON,
+    ROUTER_BINARY,
+    RouterPool,
+    free_port,
+    router_argv,
+)
+
+pytestmark = [
+    *REAL_VLLM,
+    OWN_SERVER,
+    pytest.mark.skipif(ROUTER_BINARY is None, reason=NO_ROUTER_REASON),
+]
+
+ROUTER_STOP_TIMEOUT_S = 10
+WARM_UPS = 2  # warm_the_system_turn's requests
+PROJECT_ID = 7  # two_file_world's project
+# vllm:request_success_total{engine="0",finished_reason="stop",model_name="..."} 3.0
+REQUEST_SUCCESS_RE = re.compile(r"^vllm:request_success_total\{[^}]*\} ([0-9.e+]+)$", re.M)
+
+
+@pytest.fixture(scope="module")
+def second_box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealVLLM]:
+    python = os.environ[PYTHON_ENV]
+    directory = build_model(python, model_dir())
+    log = tmp_path_factory.mktemp("second-vllm") / "vllm.log"
+    server = RealVLLM(python, directory, log).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def router(real_vllm: SharedServer, second_box: RealVLLM, tmp_path: Path) -> Iterator[RouterPool]:
+    assert ROUTER_BINARY is not None
+    urls = [real_vllm.root_url, second_box.root_url]
+    port = free_port()
+    with (tmp_path / "router.log").open("wb") as log:
+        process = subprocess.Popen(
+            router_argv(ROUTER_BINARY, urls, port, "consistent_hash"),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        pool = RouterPool([], urls, f"http://127.0.0.1:{port}", process)
+        pool.wait_until(healthy=len(urls))
+        yield pool
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=ROUTER_STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def finished_requests(root_url: str) -> float:
+    """The server's own count of finished requests (every finish reason)."""
+    metrics = httpx.get(f"{root_url}/metrics", timeout=30).text
+    return sum(float(value) for value in REQUEST_SUCCESS_RE.findall(metrics))
+
+
+def test_the_second_chunk_is_served_from_the_cache_of_the_same_box(
+    tmp_path: Path, real_vllm: SharedServer, second_box: RealVLLM, router: RouterPool
+) -> None:
+    boxes = [real_vllm, second_box]
+    block = block_size(real_vllm)
+    shared = system_turn_tokens(real_vllm)
+    at_start = [finished_requests(box.root_url) for box in boxes]
+    with FakeGitLab() as gitlab:
+        world = two_file_world(tmp_path, real_vllm, gitlab)
+        key = session_key(gitlab.url, PROJECT_ID, 1)
+        warm_the_system_turn(router, headers={DEFAULT_SESSION_HEADER: key})  # type: ignore[arg-type]
+        warmed = [finished_requests(box.root_url) for box in boxes]
+        ran = CliRunner().invoke(
+            main,
+            ["run", "1", "--project", PROJECT, "--json"],
+            env=env(
+                world,
+                REVIEWBOT_LLM_BASE_URL=router.base_url,
+                REVIEWBOT_MAX_MODEL_LEN=str(SMALL_CONTEXT),
+                REVIEWBOT_CONCURRENCY="1",  # the second chunk after the first one's prefill
+            ),
+        )
+        assert ran.exit_code == 0, ran.output
+        assert diff_note_lines(world) == {("a.py", 11), ("b.py", 11)}
+    store = Store.from_url(world.database_url)
+    [review] = store.reviews(project=PROJECT, mr_iid=1)
+    calls = sorted(store.llm_calls(review["id"]), key=lambda call: call["chunk_index"])
+    assert len(calls) == 2
+    warm_ups = [after - was for after, was in zip(warmed, at_start, strict=True)]
+    assert sorted(warm_ups) == [0, WARM_UPS], f"warm-ups per box: {warm_ups}"
+    box = warm_ups.index(WARM_UPS)
+    served = [finished_requests(b.root_url) - was for b, was in zip(boxes, warmed, strict=True)]
+    assert served[box] == len(calls) and served[1 - box] == 0, f"requests per box: {served}"
+    second = calls[1]
+    assert second["cached_tokens"] >= shared // block * block
+    assert second["cached_tokens"] < second["prompt_tokens"]
