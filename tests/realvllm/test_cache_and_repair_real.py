@@ -111,6 +111,28 @@ def env(world: World, **extra: str) -> dict[str, str]:
     }
 
 
+def review_two_chunks(world: World, **extra_env: str) -> tuple[int, list[dict]]:
+    """``reviewbot run`` of two_file_world's MR, one chunk after the other; both findings are
+    posted. The review's id and its model calls in chunk order."""
+    ran = CliRunner().invoke(
+        main,
+        ["run", "1", "--project", PROJECT, "--json"],
+        env=env(
+            world,
+            REVIEWBOT_MAX_MODEL_LEN=str(SMALL_CONTEXT),
+            REVIEWBOT_CONCURRENCY="1",  # the second chunk after the first one's prefill
+            **extra_env,
+        ),
+    )
+    assert ran.exit_code == 0, ran.output
+    assert diff_note_lines(world) == {("a.py", 11), ("b.py", 11)}
+    store = Store.from_url(world.database_url)
+    [review] = store.reviews(project=PROJECT, mr_iid=1)
+    calls = sorted(store.llm_calls(review["id"]), key=lambda call: call["chunk_index"])
+    assert len(calls) == 2
+    return review["id"], calls
+
+
 def test_the_second_chunk_of_an_mr_is_served_from_the_prefix_cache(
     tmp_path: Path, real_vllm: SharedServer
 ) -> None:
@@ -120,30 +142,16 @@ def test_the_second_chunk_of_an_mr_is_served_from_the_prefix_cache(
     warm_the_system_turn(real_vllm)
     with FakeGitLab() as gitlab:
         world = two_file_world(tmp_path, real_vllm, gitlab)
-        ran = CliRunner().invoke(
-            main,
-            ["run", "1", "--project", PROJECT, "--json"],
-            env=env(
-                world,
-                REVIEWBOT_MAX_MODEL_LEN=str(SMALL_CONTEXT),
-                REVIEWBOT_CONCURRENCY="1",  # the second chunk after the first one's prefill
-            ),
-        )
-        assert ran.exit_code == 0, ran.output
-        assert diff_note_lines(world) == {("a.py", 11), ("b.py", 11)}
-    store = Store.from_url(world.database_url)
-    [review] = store.reviews(project=PROJECT, mr_iid=1)
-    calls = sorted(store.llm_calls(review["id"]), key=lambda call: call["chunk_index"])
-    assert len(calls) == 2
+        review_id, calls = review_two_chunks(world)
     second = calls[1]
     assert second["cached_tokens"] >= shared // block * block
     assert all(call["cached_tokens"] % block == 0 for call in calls)
     assert second["cached_tokens"] < second["prompt_tokens"]
-    shown = CliRunner().invoke(main, ["reviews", "show", str(review["id"])], env=env(world))
+    shown = CliRunner().invoke(main, ["reviews", "show", str(review_id)], env=env(world))
     assert shown.exit_code == 0, shown.output
     assert "cached" in shown.stdout and str(second["cached_tokens"]) in shown.stdout
     as_json = CliRunner().invoke(
-        main, ["reviews", "show", str(review["id"]), "--json"], env=env(world)
+        main, ["reviews", "show", str(review_id), "--json"], env=env(world)
     )
     shown_calls = json.loads(as_json.stdout)["llm_calls"]
     assert sorted(c["cached_tokens"] for c in shown_calls) == sorted(

@@ -20,24 +20,18 @@ from pathlib import Path
 
 import httpx
 import pytest
-from click.testing import CliRunner
 
-from reviewbot.commands import main
 from reviewbot.config import DEFAULT_SESSION_HEADER
 from reviewbot.llm.backend import session_key
-from reviewbot.store import Store
 from tests.fakes.gitlab_server import FakeGitLab
-from tests.mr_world import PROJECT
 from tests.realvllm.server import RealVLLM, SharedServer, build_model
 from tests.realvllm.test_cache_and_repair_real import (
-    SMALL_CONTEXT,
     block_size,
-    env,
+    review_two_chunks,
     system_turn_tokens,
     two_file_world,
     warm_the_system_turn,
 )
-from tests.realvllm.test_review_real import diff_note_lines
 from tests.realvllm.tier import OWN_SERVER, PYTHON_ENV, REAL_VLLM, model_dir
 from tests.router_pool import (
     NO_ROUTER_REASON,
@@ -114,22 +108,7 @@ def test_the_second_chunk_is_served_from_the_cache_of_the_same_box(
         key = session_key(gitlab.url, PROJECT_ID, 1)
         warm_the_system_turn(router, headers={DEFAULT_SESSION_HEADER: key})  # type: ignore[arg-type]
         warmed = [finished_requests(box.root_url) for box in boxes]
-        ran = CliRunner().invoke(
-            main,
-            ["run", "1", "--project", PROJECT, "--json"],
-            env=env(
-                world,
-                REVIEWBOT_LLM_BASE_URL=router.base_url,
-                REVIEWBOT_MAX_MODEL_LEN=str(SMALL_CONTEXT),
-                REVIEWBOT_CONCURRENCY="1",  # the second chunk after the first one's prefill
-            ),
-        )
-        assert ran.exit_code == 0, ran.output
-        assert diff_note_lines(world) == {("a.py", 11), ("b.py", 11)}
-    store = Store.from_url(world.database_url)
-    [review] = store.reviews(project=PROJECT, mr_iid=1)
-    calls = sorted(store.llm_calls(review["id"]), key=lambda call: call["chunk_index"])
-    assert len(calls) == 2
+        _, calls = review_two_chunks(world, REVIEWBOT_LLM_BASE_URL=router.base_url)
     warm_ups = [after - was for after, was in zip(warmed, at_start, strict=True)]
     assert sorted(warm_ups) == [0, WARM_UPS], f"warm-ups per box: {warm_ups}"
     box = warm_ups.index(WARM_UPS)
