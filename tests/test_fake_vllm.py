@@ -553,7 +553,8 @@ def test_metrics_use_vllm_names_and_agree_with_stats(server: FakeVLLM, client: O
     assert metrics["vllm:generation_tokens_total"] == stats.completion_tokens
     assert metrics["vllm:prefix_cache_queries_total"] == stats.prompt_tokens
     assert metrics["vllm:prefix_cache_hits_total"] == stats.cached_tokens
-    assert metrics["vllm:prompt_tokens_total"] == stats.prompt_tokens - stats.cached_tokens
+    assert metrics["vllm:prompt_tokens_total"] == stats.prompt_tokens
+    assert metrics["vllm:prompt_tokens_cached_total"] == stats.cached_tokens
     assert metrics["vllm:time_to_first_token_seconds_count"] == stats.requests
 
 

@@ -72,6 +72,7 @@ CORE = {
     "reviewbot.ops.model_shape",
     "reviewbot.ops.doctor",
     "reviewbot.ops.router",
+    "reviewbot.ops.box_metrics",
     "reviewbot.ops.loadtest",
     "reviewbot.ops.vllm_command",
     "reviewbot.ops.weights",

@@ -435,6 +435,7 @@ def loadtest_command(
     decode tokens/s, error rate. Exit 0 when all are met, 3 when one is missed."""
     from reviewbot.app import App
     from reviewbot.chunking import Budget
+    from reviewbot.ops.router_probes import VERSION_SUFFIX, pool_load, pool_reading
     from reviewbot.review import review_options
     from reviewbot.tokens import local_counter
 
@@ -448,9 +449,13 @@ def loadtest_command(
         review = review_options(app.settings)
         max_model_len = review.max_model_len or info.max_model_len or Budget().max_model_len
         load = plan_load(inputs, runner, counter, review, max_model_len)
+        root_url = app.settings.llm_base_url.rstrip("/").removesuffix(VERSION_SUFFIX)
+        before = pool_reading(app.settings, root_url)  # None: no router in front
         run = _run_load(app, runner, load, review, schedule, quiet=as_json)
+        answered = sum(sample.error is None for sample in run.samples)
+        pool = None if before is None else pool_load(app.settings, before, answered)
     described = {**schedule.describe(), "input": load.label, "model": info.model}
-    report = summarize(run.samples, run.seconds, load.chunks_per_review, slo, described)
+    report = summarize(run.samples, run.seconds, load.chunks_per_review, slo, described, pool)
     if as_json:
         emit_json(report.to_dict())
     else:

@@ -170,9 +170,64 @@ def _load_rows(report: LoadReport) -> list[tuple[str, str]]:
         (
             "reviews per day",
             f"{report.reviews_per_day:,.0f} ({report.chunks_per_review:g} "
-            "chunks per review, around the clock at this load)",
+            f"chunks per review, around the clock at this load{_pool_words(report.pool)})",
         ),
     ]
+
+
+def _pool_words(pool: dict | None) -> str:
+    return "" if pool is None else f"; the whole pool of {pool['boxes']} box(es)"
+
+
+def _share(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.1%}"
+
+
+def print_pool(pool: dict, console: Console) -> None:
+    """Per box behind the router, from its own /metrics; a box that could not be read is named
+    with the reason, never shown as 0."""
+    table = Table(
+        "box",
+        "requests",
+        "TTFT p50 ms",
+        "TTFT p95 ms",
+        "prompt tokens",
+        "cached",
+        "prefix-cache queries / hits",
+        title=data(
+            f"{pool['boxes']} box(es) behind vllm-router at {pool['router']} (their /metrics; "
+            "TTFT at bucket resolution: the bucket's upper bound)"
+        ),
+    )
+    for box in pool["per_box"]:
+        if box["error"] is not None:
+            add_row(table, box["url"], f"unreadable: {box['error']}", "", "", "", "", "")
+            continue
+        ttft = box["ttft_ms"]
+        add_row(
+            table,
+            box["url"],
+            box["requests"],
+            _figure(ttft["p50"]),
+            _figure(ttft["p95"]),
+            _figure(box["prompt_tokens"]),
+            _share(box["cache_share"]),
+            f"{_figure(box['prefix_cache_queries'])} / {_figure(box['prefix_cache_hits'])}",
+        )
+    console.print(table)
+    share = pool["cache_share_by_boxes"]
+    cache = (
+        "the pool's cache share is unknown (a box unread, or without "
+        "vllm:prompt_tokens_cached_total)"
+        if share is None
+        else f"{share:.1%} of their prompt tokens from their caches"
+    )
+    console.print(
+        data(
+            f"pool: {pool['requests_counted_by_boxes']} requests counted by "
+            f"{pool['boxes_read']} of {pool['boxes']} box(es); {cache}"
+        )
+    )
 
 
 def print_load_report(report: LoadReport, console: Console) -> None:
@@ -189,6 +244,8 @@ def print_load_report(report: LoadReport, console: Console) -> None:
     for what, value in _load_rows(report):
         add_row(table, what, value)
     console.print(table)
+    if report.pool is not None:
+        print_pool(report.pool, console)
     positions = Table("queue position", "requests", "TTFT p50 ms", "TTFT p95 ms")
     for row in report.ttft_by_queue_position:
         add_row(

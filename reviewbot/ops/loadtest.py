@@ -226,6 +226,8 @@ class LoadReport:
     slo: list[dict[str, Any]]
     first_errors: list[str]
     load: dict[str, Any] = field(default_factory=dict)
+    # behind vllm-router: the boxes' own figures (reviewbot.ops.box_metrics.pool_figures)
+    pool: dict[str, Any] | None = None
 
     @property
     def slo_met(self) -> bool:
@@ -252,6 +254,7 @@ class LoadReport:
             "chunks_per_review": self.chunks_per_review,
             "reviews_per_day": self.reviews_per_day,
             "reviews_per_day_method": REVIEWS_PER_DAY_METHOD,
+            "pool": self.pool,
             "slo": self.slo,
             "slo_met": self.slo_met,
             "first_errors": self.first_errors,
@@ -260,7 +263,8 @@ class LoadReport:
 
 REVIEWS_PER_DAY_METHOD = (
     "successful requests per second of this run x 86400 / mean chunks per review of the "
-    "input: the reviews one day of this load completes, around the clock"
+    "input: the reviews one day of this load completes, around the clock (behind a router: "
+    "the whole pool's, pool.boxes boxes)"
 )
 FIRST_ERRORS_SHOWN = 3
 
@@ -290,8 +294,10 @@ def summarize(
     chunks_per_review: float,
     slo: SLO,
     load: Mapping[str, Any] | None = None,
+    pool: Mapping[str, Any] | None = None,
 ) -> LoadReport:
-    """The figures and SLO verdicts of a run that took ``seconds`` of wall time."""
+    """The figures and SLO verdicts of a run that took ``seconds`` of wall time; ``pool``:
+    what the boxes behind a router counted themselves."""
     answered = [s for s in samples if s.error is None]
     errors = len(samples) - len(answered)
     error_rate = errors / len(samples) if samples else 1.0
@@ -341,6 +347,7 @@ def summarize(
         slo=verdicts,
         first_errors=[s.error for s in samples if s.error][:FIRST_ERRORS_SHOWN],
         load=dict(load or {}),
+        pool=None if pool is None else dict(pool),
     )
 
 

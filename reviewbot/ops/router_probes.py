@@ -6,14 +6,21 @@ there is no router and nothing here runs). Each box is then asked directly, all 
 box without a tool parser refuses it at once). What the answers mean is
 :mod:`reviewbot.ops.router`'s job.
 
+``reviewbot loadtest`` through a router reads every box's ``/metrics`` before and after its
+run (:func:`pool_reading`, :func:`pool_load`); :mod:`reviewbot.ops.box_metrics` turns the two
+readings into per-box figures.
+
 Owns: the HTTP questions to the router and its boxes. Must not: judge the answers (the pure
-:mod:`reviewbot.ops.router` does) or print.
+:mod:`reviewbot.ops.router` and :mod:`reviewbot.ops.box_metrics` do) or print.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import time
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 import httpx
 
@@ -26,12 +33,20 @@ from reviewbot.llm.backend import (
 )
 from reviewbot.llm.factory import llm_settings_from
 from reviewbot.llm.vllm import VLLMBackend
+from reviewbot.ops.box_metrics import BoxCounters, BoxLoad, box_load, pool_figures, read_counters
 from reviewbot.ops.doctor import Check
 from reviewbot.ops.router import ROUTER_WORKERS_PATH, BoxFacts, pool_checks, router_workers
 from reviewbot.prompts import tool_schemas
 from reviewbot.redaction import hide_url_password
 
-__all__ = ["box_facts", "router_pool_checks", "workers_of"]
+__all__ = [
+    "PoolReading",
+    "box_facts",
+    "pool_load",
+    "pool_reading",
+    "router_pool_checks",
+    "workers_of",
+]
 
 VERSION_SUFFIX = "/v1"
 HEALTH_PATH = "/health"
@@ -39,6 +54,12 @@ METRICS_PATH = "/metrics"
 PING_MESSAGES = [{"role": "user", "content": "Reply with one word."}]
 PING_MAX_TOKENS = 1
 MAX_PARALLEL_BOXES = 16
+# After a load test the boxes may count its last answers a moment after sending them (vLLM
+# records a finished request's stats after its output is queued): their /metrics are read
+# again until they count every answered request, for at most this long.
+SETTLE_S = 3.0
+METRICS_TIMEOUT_S = 10.0  # one box's /metrics during a load test
+SETTLE_POLL_S = 0.1
 
 
 def workers_of(
@@ -132,3 +153,79 @@ def _takes_tools(backend: VLLMBackend) -> bool | None:
     except LLMError:
         return None
     return True
+
+
+@dataclass(frozen=True)
+class PoolReading:
+    """Every box's ``/metrics`` behind a router at one moment: counters, or why not."""
+
+    router_url: str  # shown, password hidden
+    urls: list[str]  # as the router lists them
+    readings: list[BoxCounters | str]
+
+
+def _auth_headers(settings: Settings) -> dict[str, str]:
+    return {"Authorization": f"Bearer {settings.llm_api_key}"} if settings.llm_api_key else {}
+
+
+def _read_box(http: httpx.Client, url: str) -> BoxCounters | str:
+    shown = f"{hide_url_password(url).rstrip('/')}{METRICS_PATH}"
+    try:
+        response = http.get(url.rstrip("/") + METRICS_PATH)
+    except httpx.HTTPError as error:
+        return f"{shown}: cannot reach it ({type(error).__name__})"
+    if not response.is_success:
+        return f"{shown} answered {response.status_code}"
+    try:
+        return read_counters(response.text)
+    except ValueError as error:
+        return f"{shown}: {error}"
+
+
+def _read_boxes(
+    settings: Settings, urls: Sequence[str], timeout_s: float
+) -> list[BoxCounters | str]:
+    with (
+        httpx.Client(timeout=timeout_s, headers=_auth_headers(settings)) as http,
+        ThreadPoolExecutor(min(len(urls), MAX_PARALLEL_BOXES)) as pool,
+    ):
+        return list(pool.map(lambda url: _read_box(http, url), urls))
+
+
+def pool_reading(
+    settings: Settings, root_url: str, timeout_s: float = METRICS_TIMEOUT_S
+) -> PoolReading | None:
+    """The boxes' counters behind the router at ``root_url``; None when it is no router."""
+    with httpx.Client(timeout=timeout_s, headers=_auth_headers(settings)) as http:
+        workers = workers_of(http, root_url, timeout_s)
+    if workers is None:
+        return None
+    urls = [url for url, _ in workers]
+    return PoolReading(hide_url_password(root_url), urls, _read_boxes(settings, urls, timeout_s))
+
+
+def _loads(before: PoolReading, after: Sequence[BoxCounters | str]) -> list[BoxLoad]:
+    loads = []
+    for url, start, end in zip(before.urls, before.readings, after, strict=True):
+        shown = hide_url_password(url)
+        if isinstance(start, str):
+            loads.append(BoxLoad(shown, error=f"before the run: {start}"))
+        elif isinstance(end, str):
+            loads.append(BoxLoad(shown, error=f"after the run: {end}"))
+        else:
+            loads.append(box_load(shown, start, end))
+    return loads
+
+
+def pool_load(
+    settings: Settings, before: PoolReading, answered: int, timeout_s: float = METRICS_TIMEOUT_S
+) -> dict[str, object]:
+    """Read the boxes again (until they count ``answered`` requests, or SETTLE_S) and report
+    what each served since ``before`` (:func:`reviewbot.ops.box_metrics.pool_figures`)."""
+    settle_until = time.monotonic() + SETTLE_S
+    while True:
+        loads = _loads(before, _read_boxes(settings, before.urls, timeout_s))
+        counted = sum(load.requests or 0 for load in loads if load.error is None)
+        if counted >= answered or time.monotonic() >= settle_until:
+            return pool_figures(before.router_url, loads)
+        time.sleep(SETTLE_POLL_S)  # waiting for the boxes' own count, bounded by SETTLE_S

@@ -282,6 +282,9 @@ TTFT_BUCKETS_S = (
     640.0,
     2560.0,
 )
+# vllm:request_success_total has a sample for each of these from the start, at 0 until one
+# finishes so (FINISH_REASON_STRINGS, vllm/v1/engine/__init__.py, 0.32).
+FINISH_REASONS = ("stop", "length", "abort", "error", "repetition")
 E2E_BUCKETS_S = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0)
 
 KNOWN_FAULTS = frozenset(
@@ -1583,6 +1586,7 @@ class Histogram:
 @dataclass
 class EngineCounters:
     prompt_tokens: int = 0
+    cached_prompt_tokens: int = 0
     generation_tokens: int = 0
     prefix_queries: int = 0
     prefix_hits: int = 0
@@ -1649,6 +1653,12 @@ def render_metrics(
         [("_total", "", float(counters.prompt_tokens))],
     )
     metric(
+        "vllm:prompt_tokens_cached",
+        "counter",
+        "Number of cached prompt tokens (local + external).",
+        [("_total", "", float(counters.cached_prompt_tokens))],
+    )
+    metric(
         "vllm:generation_tokens",
         "counter",
         "Number of generation tokens processed.",
@@ -1659,8 +1669,8 @@ def render_metrics(
         "counter",
         "Count of successfully processed requests.",
         [
-            ("_total", f'finished_reason="{reason}",', float(n))
-            for reason, n in sorted(counters.finished.items())
+            ("_total", f'finished_reason="{reason}",', float(counters.finished.get(reason, 0)))
+            for reason in FINISH_REASONS
         ],
     )
     _histogram(
@@ -2508,8 +2518,11 @@ class FakeVLLM:
                 completion_tokens=stats.completion_tokens + answer.completion_tokens,
             )
             counters = self._counters
-            # vLLM counts only computed (uncached) prefill tokens in prompt_tokens_total.
-            counters.prompt_tokens += prompt_tokens - cached
+            # vLLM 0.32 counts every prompt token in prompt_tokens_total (computed + cached:
+            # IterationStats.num_prompt_tokens is prompt_token_stats.total) and the cached ones
+            # again in prompt_tokens_cached_total (vllm/v1/metrics/loggers.py, stats.py).
+            counters.prompt_tokens += prompt_tokens
+            counters.cached_prompt_tokens += cached
             counters.generation_tokens += answer.completion_tokens
             counters.prefix_queries += prompt_tokens if self.prefix_caching else 0
             counters.prefix_hits += cached
