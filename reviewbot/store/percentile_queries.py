@@ -2,13 +2,14 @@
 ``ceil(p * n)`` in ascending order (p in permille, in integer arithmetic), per group or over
 all rows (SQLite has no ``percentile_cont``).
 
-Two statements, one sort: first the number of values per group (``GROUP BY``, no sort of the
-values), from which the ranks wanted in each group follow; then one ``ROW_NUMBER()`` window
-over the values ordered within their group, keeping only the rows at those ranks (a
-``(group, rank) IN (VALUES ...)`` filter: two rows per group come back). The single statement
-this replaced (``ROW_NUMBER()`` and ``COUNT()`` windows) sorted every value twice on SQLite:
-4.5 s of the benchmark's whole-year report for the weekly first-token percentiles alone
-(tests/bench/bench_report.py, docs/benchmarks.md).
+On SQLite, two statements, one sort: first the number of values per group (``GROUP BY``, no
+sort of the values), from which the ranks wanted in each group follow; then one
+``ROW_NUMBER()`` window over the values ordered within their group, keeping only the rows at
+those ranks (a ``(group, rank) IN (VALUES ...)`` filter: two rows per group come back). The
+single statement this replaced (``ROW_NUMBER()`` and ``COUNT()`` windows) sorted every value
+twice (tests/bench/bench_report.py, docs/benchmarks.md). On PostgreSQL, its own
+``percentile_disc`` (the first value whose position reaches ``p * n``: the same rank), one
+sort per group in one statement.
 
 :func:`calls_in` is the model calls of a window's reviews with the review's bucket (day or
 week) computed once per review, in a materialized CTE, not once per call (a date parse per
@@ -69,6 +70,8 @@ def percentiles(
     the order of the group (no row for a group without values; none at all without values)."""
     where = [*conditions, value.is_not(None)]
     grouping = [group] if group is not None else []
+    if connection.dialect.name == "postgresql":
+        return _postgresql_percentiles(connection, value, source, where, grouping)
     counts = {
         (row[0] if group is not None else None): int(row[-1])
         for row in connection.execute(
@@ -91,6 +94,26 @@ def percentiles(
         )
         for key, (at_p50, at_p95) in wanted.items()
     ]
+
+
+def _postgresql_percentiles(
+    connection: Connection, value: Any, source: Any, where: Sequence[Any], grouping: list[Any]
+) -> list[tuple[Any, ...]]:
+    """PostgreSQL's own ``percentile_disc``: its row is ``ceil(p * n)`` (float8 arithmetic,
+    exact for these two fractions: ``p * n`` is never within rounding of an integer it is
+    not), one sort per group in one statement."""
+
+    def at(permille: int) -> Any:
+        return func.percentile_disc(permille / PERMILLE).within_group(value)
+
+    query = (
+        select(*grouping, at(P50), at(P95), func.count())
+        .select_from(source)
+        .where(*where)
+        .group_by(*grouping)
+        .order_by(*grouping)
+    )
+    return [tuple(row) for row in connection.execute(query) if int(row[-1]) > 0]
 
 
 def _values_at(
