@@ -119,6 +119,7 @@ ADAPTERS = {
     "reviewbot.store.slot_queries",
     "reviewbot.store.report_queries",
     "reviewbot.store.trend_queries",
+    "reviewbot.store.percentile_queries",
     "reviewbot.store.eval_queries",
     "reviewbot.ops.weights_files",
     "reviewbot.store.reply_queries",
