@@ -15,26 +15,19 @@ from fractions import Fraction
 
 import pytest
 
-from reviewbot.store import MergeRequestKey, Store
+from reviewbot.store import Store
 from reviewbot.store.models import LLMCall as LLMCallRow
 from reviewbot.store.models import Review as ReviewRow
 from reviewbot.store.percentile_queries import calls_in, percentiles
 from reviewbot.store.report_queries import ReportScope, utc_day
 from tests.store_fixtures import migrated_store, store_url  # noqa: F401
+from tests.test_report import Clock
+from tests.test_report import _review as record_review
 
 MONDAY = datetime(2026, 3, 9, tzinfo=UTC)
 WEEK = ReportScope(MONDAY, MONDAY + timedelta(days=7))
-GITLAB = "https://gitlab.example.com"
 SIZES = (1, 2, 3, 19, 20, 21, 39, 40, 41, 99, 100, 101, 1000)
 SEED = 25
-
-
-class Clock:
-    def __init__(self, now: datetime) -> None:
-        self.now = now
-
-    def __call__(self) -> datetime:
-        return self.now
 
 
 @pytest.fixture
@@ -54,31 +47,7 @@ def _review(
     clocked: tuple[Store, Clock], started: datetime, ttfts: Sequence[float | None], iid: int
 ) -> None:
     store, clock = clocked
-    clock.now = started
-    review_id = store.start_review(
-        project="group/app",
-        mr_iid=iid,
-        head_sha="a" * 40,
-        base_sha=None,
-        start_sha=None,
-        trigger="ci",
-        model="qwen",
-        prompt_version="v1",
-        key=MergeRequestKey(GITLAB, 7, iid),
-    )
-    store.record_llm_calls(
-        review_id,
-        [
-            {
-                "chunk_index": i,
-                "mode": "tool_calls",
-                "outcome": "ok",
-                "ttft_ms": ttft,
-                "started_at": started,
-            }
-            for i, ttft in enumerate(ttfts)
-        ],
-    )
+    record_review(store, clock, started, iid=iid, ttfts=tuple(ttfts))
 
 
 def _ttft(store: Store, scope: ReportScope, by_day: bool) -> list[tuple[object, ...]]:

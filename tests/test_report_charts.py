@@ -31,6 +31,7 @@ from reviewbot.report_trend import TREND_CHART_ID, week_tick_id
 from reviewbot.store import MergeRequestKey, Store
 from reviewbot.window import Window, WindowError
 from tests.store_fixtures import migrated_store, store_url  # noqa: F401
+from tests.test_report import Clock
 
 MONDAY = datetime(2026, 3, 9, tzinfo=UTC)  # ISO week 2026-W11
 WEEK = Window(MONDAY, MONDAY + timedelta(days=7))
@@ -38,14 +39,6 @@ NOW = MONDAY + timedelta(days=8)
 SVG_NS = "{http://www.w3.org/2000/svg}"
 PER_DAY_CHARTS = (CHART_IDS[0], CHART_IDS[1])  # findings per day, first token per day
 HOSTILE_LABEL = "</svg><script>x</script>&<b>"  # categories hold 32 characters
-
-
-class Clock:
-    def __init__(self, now: datetime) -> None:
-        self.now = now
-
-    def __call__(self) -> datetime:
-        return self.now
 
 
 @pytest.fixture
