@@ -1930,6 +1930,16 @@ class FakeVLLM:
         self._thread.start()
         return self
 
+    def _stop_listening(self) -> None:
+        """Stop listening now, so that every later connection is refused (one that reached
+        the backlog before ``stop`` closed the socket was reset instead). On Linux a listening
+        socket's shutdown ends its listening and wakes the serving loop's poll, whose accept
+        then fails and is skipped until ``stop``'s shutdown ends the loop; closing the socket
+        would not do it while the loop's poll holds it."""
+        if self._httpd is not None:
+            with contextlib.suppress(OSError):
+                self._httpd.socket.shutdown(socket.SHUT_RDWR)
+
     def stop(self) -> None:
         if self._httpd is None:
             return
@@ -2175,6 +2185,7 @@ class FakeVLLM:
         body = handler.read_json()
         fault = self._record_request(body, handler.headers.items())
         if fault == "die":
+            self._stop_listening()  # before the drop: a dead box refuses what comes next
             handler.drop_connection()
             threading.Thread(target=self.stop, name="fake-vllm-dies", daemon=True).start()
             return
