@@ -1,0 +1,126 @@
+"""Build what users install, once per test run: the wheel, the sdist and a venv with the wheel.
+
+Every xdist worker of one run shares one build (a lock file in the run's shared directory, the
+state in a JSON file beside it), like the real-vLLM tier shares its server. The venv gets the
+wheel **without extras**: what a user gets from ``pip install reviewbot``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+# pip and the wheel build can be slow on a loaded machine with a cold cache.
+BUILD_TIMEOUT_S = 900
+
+
+@dataclass(frozen=True)
+class Installed:
+    """The built artifacts and the venv the wheel was installed into."""
+
+    wheel: Path
+    sdist: Path
+    venv: Path
+
+    @property
+    def python(self) -> Path:
+        return self.venv / "bin" / "python"
+
+    @property
+    def script(self) -> Path:
+        """The console script ``pip install`` made: what a user types."""
+        return self.venv / "bin" / "reviewbot"
+
+
+@contextlib.contextmanager
+def locked(lock_file: Path) -> Iterator[None]:
+    with lock_file.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def run_checked(argv: list[str], cwd: Path, env: dict[str, str] | None = None) -> str:
+    """Run a build step; a failure raises with the step's own output."""
+    done = subprocess.run(
+        argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S
+    )
+    if done.returncode != 0:
+        raise RuntimeError(
+            f"{' '.join(argv)} exited {done.returncode}:\n{done.stdout[-4000:]}\n"
+            f"{done.stderr[-4000:]}"
+        )
+    return done.stdout
+
+
+def clean_env() -> dict[str, str]:
+    """The environment without anything that would let the source tree leak in."""
+    env = {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "VIRTUAL_ENV"}}
+    env["PYTHONNOUSERSITE"] = "1"
+    return env
+
+
+def build_sdist_and_wheel(out: Path) -> tuple[Path, Path]:
+    """``python -m build`` from the tree: the sdist, and the wheel built from the tree."""
+    run_checked(
+        [sys.executable, "-m", "build", "--sdist", "--wheel", "--outdir", str(out), str(ROOT)],
+        cwd=out.parent,
+        env=clean_env(),
+    )
+    [wheel] = out.glob("reviewbot-*.whl")
+    [sdist] = out.glob("reviewbot-*.tar.gz")
+    return wheel, sdist
+
+
+def wheel_from_sdist(sdist: Path, out: Path) -> Path:
+    """The wheel pip builds from the sdist, as a user installing from the sdist gets it."""
+    out.mkdir(parents=True, exist_ok=True)
+    run_checked(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(sdist)],
+        cwd=out,
+        env=clean_env(),
+    )
+    [wheel] = out.glob("reviewbot-*.whl")
+    return wheel
+
+
+def install_into_fresh_venv(wheel: Path, venv: Path) -> None:
+    """A fresh venv (no system site packages) with the wheel and its runtime dependencies."""
+    run_checked([sys.executable, "-m", "venv", str(venv)], cwd=venv.parent, env=clean_env())
+    run_checked(
+        [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", str(wheel)],
+        cwd=venv.parent,
+        env=clean_env(),
+    )
+
+
+def shared_installed(run_dir: Path) -> Installed:
+    """The run's artifacts: built by the first worker to ask, read by the others."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    state_file = run_dir / "installed.json"
+    with locked(run_dir / "installed.lock"):
+        if state_file.exists():
+            state = json.loads(state_file.read_text())
+            if state.get("error"):
+                raise RuntimeError(state["error"])
+            return Installed(Path(state["wheel"]), Path(state["sdist"]), Path(state["venv"]))
+        try:
+            wheel, sdist = build_sdist_and_wheel(run_dir / "dist")
+            install_into_fresh_venv(wheel, run_dir / "venv")
+        except (RuntimeError, subprocess.TimeoutExpired) as error:
+            state_file.write_text(json.dumps({"error": str(error)}))
+            raise
+        state_file.write_text(
+            json.dumps({"wheel": str(wheel), "sdist": str(sdist), "venv": str(run_dir / "venv")})
+        )
+        return Installed(wheel, sdist, run_dir / "venv")
