@@ -102,11 +102,32 @@ def _git(repo: Path, *args: str, stdin: bytes | None = None) -> bytes:
     return done.stdout
 
 
-def _is_work_tree(repo: Path) -> bool:
-    try:
-        return _git(repo, "rev-parse", "--is-inside-work-tree").strip() == b"true"
-    except GitError:
-        return False
+FATAL = "fatal: "
+
+
+def _git_reason(stderr: bytes) -> str | None:
+    """git's own reason for a refusal: its ``fatal:`` line, and its advice (the last line)
+    when it gave some, e.g. the ``safe.directory`` command after "dubious ownership"."""
+    lines = [line.strip() for line in stderr.decode("utf-8", "replace").strip().splitlines()]
+    fatal = next(
+        (line.removeprefix("fatal: ") for line in lines if line.startswith("fatal: ")), None
+    )
+    if fatal is None:
+        return lines[-1] if lines else None
+    advice = lines[-1] if len(lines) > 1 and not lines[-1].startswith(FATAL) else None
+    return f"{fatal}; {advice}" if advice else fatal
+
+
+def work_tree_problem(repo: Path) -> str | None:
+    """None when ``repo`` is a work tree git can use, else why not, in git's words: not a
+    repository, or one git refuses (a checkout owned by another user: "dubious ownership")."""
+    done = _run_git(repo, "rev-parse", "--is-inside-work-tree")
+    if done.returncode == 0 and done.stdout.strip() == b"true":
+        return None
+    reason = _git_reason(done.stderr)
+    if reason is None or reason.startswith("not a git repository"):
+        return f"{repo} is not a git repository"
+    return f"git cannot use {repo}: {reason}"
 
 
 def read_range(spec: str, repo: str | Path = ".") -> LocalDiff:
@@ -117,8 +138,9 @@ def read_range(spec: str, repo: str | Path = ".") -> LocalDiff:
         raise GitError(f"bad range {spec!r}: expected BASE..HEAD or BASE...HEAD")
     base, head = spec.split(separator, 1)
     base, head = base or "HEAD", head or "HEAD"
-    if not (repo / ".git").exists() and not _is_work_tree(repo):
-        raise GitError(f"{repo} is not a git repository")
+    problem = work_tree_problem(repo)
+    if problem:
+        raise GitError(problem)
     for ref in (base, head):
         try:
             _git(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
@@ -176,7 +198,8 @@ class Checkout:
         self.path = path
         self.sources: dict[str, CommitSource] = {}
         self._say = say
-        self._is_repository: bool | None = None
+        self._problem: str | None = None  # why git cannot use the path, once checked
+        self._checked = False
 
     def read(self, sha: str, paths: Iterable[str]) -> dict[str, str] | None:
         """Contents of ``paths`` at ``sha`` (a path absent from the result does not exist
@@ -199,11 +222,10 @@ class Checkout:
 
     def source_of(self, sha: str) -> CommitSource:
         """Where the contents at ``sha`` come from (fetching the commit the first time)."""
-        if self._is_repository is None:
-            inside = _run_git(self.path, "rev-parse", "--is-inside-work-tree")
-            self._is_repository = inside.returncode == 0 and inside.stdout.strip() == b"true"
-        if not self._is_repository:
-            raise GitError(f"{self.path} is not a git repository")
+        if not self._checked:
+            self._problem, self._checked = work_tree_problem(self.path), True
+        if self._problem:
+            raise GitError(self._problem)
         if sha not in self.sources:
             self.sources[sha] = self._ensure_commit(sha)
         return self.sources[sha]

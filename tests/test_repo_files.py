@@ -9,12 +9,13 @@ tests/test_repo_sources.py; end to end in CI: tests/test_ci.py.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
 
-from reviewbot.localgit import MAX_CONTENT_BYTES, Checkout, CommitSource
+from reviewbot.localgit import MAX_CONTENT_BYTES, Checkout, CommitSource, GitError, read_range
 from reviewbot.repo.source import RepositorySource
 from reviewbot.repo.view import MemoryView, RepositoryView
 from reviewbot.repo_files import RepoFiles
@@ -132,6 +133,26 @@ def test_a_folder_that_is_no_checkout_is_warned_about_once(tmp_path: Path) -> No
         f"local checkout not used ({folder} is not a git repository); reading files from GitLab"
     ]
     assert [paths for _, paths in api.asked] == [("app.py",), ("util.py",)]
+
+
+OTHER_UID = 54321  # a user that owns nothing else here
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root can give a folder to another user")
+def test_a_checkout_git_refuses_is_warned_about_in_gits_words(origin: Path) -> None:
+    """A CI runner clones as one user and the reviewbot image runs as another: git refuses such
+    a checkout ("dubious ownership"), and the warning says so, with git's own advice, instead of
+    calling the checkout no repository."""
+    os.chown(origin, OTHER_UID, OTHER_UID)
+    api, warnings = RawFiles(), []
+    files = reader(api, Checkout(origin), warnings)
+    assert files.read("a" * 40, ["app.py"]) == {"app.py": API_TEXT}
+    [warning] = warnings
+    assert f"git cannot use {origin}: detected dubious ownership" in warning
+    assert f"safe.directory {origin}" in warning
+    assert "is not a git repository" not in warning
+    with pytest.raises(GitError, match="dubious ownership"):
+        read_range("main..feature", origin)
 
 
 def test_binary_and_oversized_files_give_no_contents(origin: Path) -> None:
