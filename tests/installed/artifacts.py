@@ -11,9 +11,10 @@ import contextlib
 import fcntl
 import json
 import os
+import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -70,10 +71,27 @@ def clean_env() -> dict[str, str]:
     return env
 
 
+def copy_checkout(target: Path) -> Path:
+    """The repository's files as a fresh clone has them (tracked and new, never ignored)."""
+    listed = subprocess.run(
+        ["git", "-C", str(ROOT), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        check=True,
+        capture_output=True,
+    ).stdout.decode()
+    for name in filter(None, listed.split("\0")):
+        source = ROOT / name
+        if source.is_file():
+            (target / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target / name)
+    return target
+
+
 def build_sdist_and_wheel(out: Path) -> tuple[Path, Path]:
-    """``python -m build`` from the tree: the sdist, and the wheel built from the tree."""
+    """``python -m build`` in a fresh copy of the checkout (a build folder left in the working
+    tree once hid a missing package): the sdist, and the wheel built from the tree."""
+    source = copy_checkout(out.parent / "source")
     run_checked(
-        [sys.executable, "-m", "build", "--sdist", "--wheel", "--outdir", str(out), str(ROOT)],
+        [sys.executable, "-m", "build", "--sdist", "--wheel", "--outdir", str(out), str(source)],
         cwd=out.parent,
         env=clean_env(),
     )
@@ -104,23 +122,33 @@ def install_into_fresh_venv(wheel: Path, venv: Path) -> None:
     )
 
 
-def shared_installed(run_dir: Path) -> Installed:
-    """The run's artifacts: built by the first worker to ask, read by the others."""
+def built_once(run_dir: Path, name: str, build: Callable[[], dict[str, str]]) -> dict[str, str]:
+    """What ``build`` returns, built by the first worker of the run to ask and read by the
+    others (a build that failed fails them all, with its error, without building again)."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    state_file = run_dir / "installed.json"
-    with locked(run_dir / "installed.lock"):
+    state_file = run_dir / f"{name}.json"
+    with locked(run_dir / f"{name}.lock"):
         if state_file.exists():
             state = json.loads(state_file.read_text())
-            if state.get("error"):
+            if "error" in state:
                 raise RuntimeError(state["error"])
-            return Installed(Path(state["wheel"]), Path(state["sdist"]), Path(state["venv"]))
+            return state
         try:
-            wheel, sdist = build_sdist_and_wheel(run_dir / "dist")
-            install_into_fresh_venv(wheel, run_dir / "venv")
-        except (RuntimeError, subprocess.TimeoutExpired) as error:
-            state_file.write_text(json.dumps({"error": str(error)}))
+            state = build()
+        except (RuntimeError, subprocess.SubprocessError, OSError) as error:
+            state_file.write_text(json.dumps({"error": f"{name}: {error}"}))
             raise
-        state_file.write_text(
-            json.dumps({"wheel": str(wheel), "sdist": str(sdist), "venv": str(run_dir / "venv")})
-        )
-        return Installed(wheel, sdist, run_dir / "venv")
+        state_file.write_text(json.dumps(state))
+        return state
+
+
+def shared_installed(run_dir: Path) -> Installed:
+    """The run's wheel, sdist and venv."""
+
+    def build() -> dict[str, str]:
+        wheel, sdist = build_sdist_and_wheel(run_dir / "dist")
+        install_into_fresh_venv(wheel, run_dir / "venv")
+        return {"wheel": str(wheel), "sdist": str(sdist), "venv": str(run_dir / "venv")}
+
+    state = built_once(run_dir, "installed", build)
+    return Installed(Path(state["wheel"]), Path(state["sdist"]), Path(state["venv"]))
