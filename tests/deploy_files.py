@@ -10,6 +10,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import click
+from click.testing import CliRunner
+
+from reviewbot.commands import main
+
 ROOT = Path(__file__).parent.parent
 SYSTEMD = ROOT / "deploy" / "systemd"
 VLLM = ROOT / "deploy" / "vllm"
@@ -61,6 +66,33 @@ def expand_command(command: str, env: dict[str, str]) -> list[str]:
             continue
         argv.append(UNIT_VARIABLE.sub(lambda m: env[m.group(1) or m.group(2)], word))
     return argv
+
+
+def _command_path(words: list[str]) -> list[str]:
+    """The leading words that name a command, through groups (``db upgrade``, ``feedback
+    sync``); the first word alone for a command not built yet."""
+    path: list[str] = []
+    command: click.Command = main
+    for word in words:
+        if not isinstance(command, click.Group):
+            break
+        found = command.get_command(click.Context(command), word)
+        if found is None:
+            break
+        path.append(word)
+        command = found
+    return path or words[:1]
+
+
+def check_reviewbot_args(args: list[str], where: str) -> None:
+    """``reviewbot ARGS`` names a real command, and every option it gives is one of its own."""
+    options = [a for a in args if a.startswith("--")]
+    words = [a for a in args if not a.startswith("-")]
+    command = _command_path(words)
+    help_text = CliRunner().invoke(main, [*command, "--help"]).output
+    assert "Usage:" in help_text, f"{where}: no command {command}"
+    for option in options:
+        assert option in help_text, f"{where}: {option} is not an option of {command}"
 
 
 def executable(command: str) -> str:

@@ -104,6 +104,17 @@ def store_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
 
 
 @pytest.fixture
+def postgres_url(request: pytest.FixtureRequest) -> str:
+    """URL of a blank PostgreSQL database (not migrated), for tests of what only PostgreSQL
+    serves (several processes or hosts on one queue); skipped without PostgreSQL."""
+    if not os.environ.get(POSTGRES_URL_ENV):
+        pytest.skip(f"set {POSTGRES_URL_ENV} to test PostgreSQL")
+    database_url = _module_postgres_database(request)
+    _reset_schema(database_url)
+    return database_url
+
+
+@pytest.fixture
 def migrated_store(store_url: str) -> Iterator[Store]:
     """A `Store` on a freshly migrated database of each backend."""
     upgrade(store_url)

@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from click.testing import CliRunner, Result
 from sqlalchemy import select
 
@@ -48,6 +47,7 @@ from reviewbot.store import MergeRequestKey, Store
 from reviewbot.store.models import Review
 from tests.fakes.gitlab_server import FakeGitLab
 from tests.fakes.vllm_server import FakeVLLM, MalformedCalls
+from tests.gitlab_ci import INPUT_REFERENCE, load_template
 from tests.mr_world import BOT_TOKEN, FEATURE_APP, PROJECT, git, make_repo
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -57,7 +57,6 @@ PROJECT_ID = 7
 IID = 1
 JOB_URL = "https://gitlab.example.com/group/app/-/jobs/4242"
 CODEQUALITY_SEVERITIES = {"info", "minor", "major", "critical", "blocker"}
-INPUT_REFERENCE = re.compile(r"\$\[\[\s*inputs\.([\w-]+)\s*\]\]")
 ENV_PREFIXES = ("CI_", "REVIEWBOT_", "GITLAB_")
 TEST_ENV_PREFIX = "REVIEWBOT_TEST_"  # the test suite's own settings (PostgreSQL URL)
 FAST_NOTES_PER_MINUTE = "60000"  # no note pacing sleeps in tests
@@ -68,16 +67,7 @@ CHANGED_LINES = 16  # what MR !1 (tests.mr_world) changes
 # --- templates -------------------------------------------------------------------------------
 
 
-def load_template(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(spec header, jobs): a template with inputs is two YAML documents split by ``---``."""
-    documents = list(yaml.safe_load_all(path.read_text()))
-    assert len(documents) == 2, "header with spec:inputs, then the configuration"
-    header, jobs = documents
-    assert set(header) == {"spec"}
-    return header["spec"], jobs
-
-
-REQUIRED_INPUT = "package"
+PACKAGE_INPUT = "package"
 
 
 def check_inputs(path: Path, spec: dict[str, Any]) -> None:
@@ -86,12 +76,11 @@ def check_inputs(path: Path, spec: dict[str, Any]) -> None:
     assert used <= set(inputs), f"undeclared inputs: {used - set(inputs)}"
     assert set(inputs) <= used, f"unused inputs: {set(inputs) - used}"
     for name, definition in inputs.items():
-        # everything has a default except where reviewbot is installed from: guessing a
-        # package name could install someone else's package
-        if name == REQUIRED_INPUT:
-            assert "default" not in definition and definition["description"]
-        else:
-            assert "default" in definition, f"input {name} has no default"
+        assert "default" in definition, f"input {name} has no default"
+        assert definition["description"]
+    # where reviewbot is installed from is never guessed (a guessed package name could install
+    # someone else's package): empty means the image holds reviewbot
+    assert inputs[PACKAGE_INPUT]["default"] == ""
 
 
 def check_job_shape(job: dict[str, Any]) -> None:

@@ -6,13 +6,10 @@ import shlex
 from dataclasses import fields
 from pathlib import Path
 
-import click
 import pytest
-from click.testing import CliRunner
 
-from reviewbot.commands import main
 from reviewbot.config import Settings
-from tests.deploy_files import SYSTEMD, executable, read_unit
+from tests.deploy_files import SYSTEMD, check_reviewbot_args, executable, read_unit
 
 DEPLOY = SYSTEMD
 EXEC_KEYS = ("ExecStartPre", "ExecStart", "ExecStartPost", "ExecStopPost")
@@ -56,22 +53,6 @@ def test_report_unit_syncs_feedback_then_writes_the_weekly_report() -> None:
     assert timer["Persistent"] == ["true"]
 
 
-def _command_path(words: list[str]) -> list[str]:
-    """The leading words that name a command, through groups (``db upgrade``, ``feedback
-    sync``); the first word alone for a command not built yet."""
-    path: list[str] = []
-    command: click.Command = main
-    for word in words:
-        if not isinstance(command, click.Group):
-            break
-        found = command.get_command(click.Context(command), word)
-        if found is None:
-            break
-        path.append(word)
-        command = found
-    return path or words[:1]
-
-
 @pytest.mark.parametrize("unit", UNITS_RUNNING_REVIEWBOT, ids=lambda p: p.name)
 def test_unit_commands_exist(unit: Path) -> None:
     service = read_unit(unit)["Service"]
@@ -81,13 +62,7 @@ def test_unit_commands_exist(unit: Path) -> None:
             program = executable(command)
             assert program.startswith("/opt/reviewbot/"), f"{unit.name}: {program}"
     for args in reviewbot_invocations(unit):
-        options = [a for a in args if a.startswith("--")]
-        words = [a for a in args if not a.startswith("-")]
-        command = _command_path(words)
-        help_text = CliRunner().invoke(main, [*command, "--help"]).output
-        assert "Usage:" in help_text, f"{unit.name}: no command {command}"
-        for option in options:
-            assert option in help_text, f"{unit.name}: {option} is not an option of {command}"
+        check_reviewbot_args(args, unit.name)
 
 
 def test_env_example_names_real_settings() -> None:

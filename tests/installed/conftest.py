@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.installed.artifacts import Installed, shared_installed
+from tests.installed.artifacts import Installed, built_once, shared_installed
+from tests.installed.containers import TIER_IMAGE, Podman, build_release_image
+from tests.installed.tier import IMAGE_ENV, podman_missing_reason
 
 
 def run_dir(factory: pytest.TempPathFactory) -> Path:
@@ -30,3 +32,26 @@ def outside(tmp_path: Path) -> Path:
     path = tmp_path / "elsewhere"
     path.mkdir()
     return path
+
+
+@pytest.fixture(scope="session")
+def podman(tmp_path_factory: pytest.TempPathFactory) -> Podman:
+    """Podman as it works here (see tests/installed/containers.py); skipped without podman."""
+    reason = podman_missing_reason()
+    if reason:
+        pytest.skip(reason)
+    return Podman.configured(run_dir(tmp_path_factory) / "podman")
+
+
+@pytest.fixture(scope="session")
+def image(podman: Podman, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The reviewbot image, built once per run by the image template's jobs (or the one
+    ``REVIEWBOT_TEST_IMAGE`` names, to try a test again without building again)."""
+    if os.environ.get(IMAGE_ENV):
+        return os.environ[IMAGE_ENV]
+    folder = run_dir(tmp_path_factory)
+
+    def build() -> dict[str, str]:
+        return {"image": build_release_image(podman, folder / "image-build", TIER_IMAGE)}
+
+    return built_once(folder, "image", build)["image"]

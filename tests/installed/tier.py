@@ -19,6 +19,8 @@ import pytest
 
 INSTALLED_ENV = "REVIEWBOT_TEST_INSTALLED"
 REQUIRE_CONTAINERS_ENV = "REVIEWBOT_REQUIRE_CONTAINERS"
+# An image already built by the tier (podman images), used instead of building one.
+IMAGE_ENV = "REVIEWBOT_TEST_IMAGE"
 
 CONFIGURED = bool(os.environ.get(INSTALLED_ENV))
 
