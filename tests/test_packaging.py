@@ -8,10 +8,15 @@ import sys
 import zipfile
 from pathlib import Path
 
+from tests.installed.artifacts import copy_checkout
+
 ROOT = Path(__file__).parent.parent
 
 
 def test_wheel_contains_templates_and_migrations_and_finds_them(tmp_path: Path) -> None:
+    # built in a fresh copy: pip builds in the source folder, and a build/ left there by an
+    # earlier build once hid a package missing from the wheel
+    source = copy_checkout(tmp_path / "source")
     subprocess.run(
         [
             sys.executable,
@@ -22,7 +27,7 @@ def test_wheel_contains_templates_and_migrations_and_finds_them(tmp_path: Path) 
             "-q",
             "-w",
             str(tmp_path / "dist"),
-            str(ROOT),
+            str(source),
         ],
         check=True,
         capture_output=True,
