@@ -21,6 +21,7 @@ several runs side by side:
 from __future__ import annotations
 
 import os
+from collections import Counter
 
 import pytest
 
@@ -42,3 +43,25 @@ def cache_home_in_tmp(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pyt
     """The user cache folder (platformdirs reads ``XDG_CACHE_HOME``) of every test is its own,
     so the default ``repo_cache_dir`` never writes into the home of whoever runs the suite."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("cache-home")))
+
+
+SKIP_PREFIX = "Skipped: "
+
+
+def _skip_reason(report: pytest.TestReport) -> str:
+    """The reason a skipped test gave (``pytest.skip``, ``skipif``), without pytest's prefix."""
+    longrepr = report.longrepr
+    text = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+    return text.removeprefix(SKIP_PREFIX)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """One line at the end of the run: how many tests were skipped, grouped by their reason
+    (e.g. the PostgreSQL tests without ``REVIEWBOT_TEST_POSTGRES_URL``), instead of a long list
+    of SKIPPED lines (``-r`` in pyproject.toml leaves skips out)."""
+    skipped = [r for r in terminalreporter.stats.get("skipped", []) if r.skipped]
+    if not skipped:
+        return
+    reasons = Counter(_skip_reason(report) for report in skipped)
+    grouped = ", ".join(f"{count} ({reason})" for reason, count in reasons.most_common())
+    terminalreporter.write_line(f"skipped {len(skipped)} tests: {grouped}")
