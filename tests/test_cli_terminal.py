@@ -28,6 +28,7 @@ from rich.cells import cell_len
 
 from reviewbot.commands import main
 from reviewbot.commands.render import print_eval
+from reviewbot.commands.render import shown as shown_value
 from reviewbot.commands.render_ops import print_checks
 from reviewbot.commands.terminal import console, terminal_text
 from reviewbot.ops.doctor import Check, Status
@@ -157,7 +158,9 @@ def test_hostile_text_from_the_database_is_shown_as_written(
             [first, second] = sorted(JobQueue(store).list(), key=lambda job: job.id)
             listed = [review["project"], review["model"], review["head_sha"][:8]]
             assert_shown_as_written(_shown(store_url, "reviews", "list"), listed)
-            shown = [*review.values(), call["outcome"], *(finding[n] for n in rows.finding)]
+            # strings as written; None, floats and times as `reviews show` formats them
+            fields = [shown_value(value) for value in review.values()]
+            shown = [*fields, call["outcome"], *(finding[n] for n in rows.finding)]
             assert_shown_as_written(_shown(store_url, "reviews", "show", str(review_id)), shown)
             jobs = [first.project, (first.head_sha or "")[:12], first.lease_owner]
             jobs += [(second.error or "-").splitlines()[0]]

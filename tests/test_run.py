@@ -6,6 +6,7 @@ GitLab discussion positions: https://docs.gitlab.com/api/discussions/#create-a-n
 from __future__ import annotations
 
 import json
+import re
 import threading
 from pathlib import Path
 
@@ -335,6 +336,10 @@ def test_reviews_list_and_show_what_was_recorded(world: World) -> None:
     assert all(f["discussion_id"] for f in data["findings"])
     text = CliRunner().invoke(main, ["reviews", "show", str(report.review_id)], env=env)
     assert text.exit_code == 0 and "app.py" in text.stdout and "posted" in text.stdout
+    # figures as a person reads them: no raw floats, microseconds or internal digests
+    assert not re.search(r"\d\.\d{3,}", text.stdout), text.stdout
+    assert "+00:00" not in text.stdout and "'hunks'" not in text.stdout
+    assert re.search(r"diff_digest: 2 files, 3 hunks", text.stdout)
     missing = CliRunner().invoke(main, ["reviews", "show", "999"], env=env)
     assert missing.exit_code == 2 and "no review 999" in missing.stderr
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Mapping
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
@@ -44,6 +45,7 @@ __all__ = [
     "run_json",
 ]
 
+DIGEST_FIELD = "diff_digest"  # the incremental review's fingerprint of the diff, summarised
 BLANKS = re.compile(r"[ \t]+")  # runs of spaces and tabs, one space each in a list's cell
 CALL_COLUMNS = (
     ("chunk", "chunk_index"),
@@ -334,6 +336,37 @@ def _seconds(row: dict[str, Any]) -> str:
     return f"{(row['finished_at'] - row['started_at']).total_seconds():.1f}"
 
 
+def shown(value: object) -> str:
+    """A stored value as a person reads it: milliseconds and seconds to one decimal, times to
+    the second (UTC), nothing as "-", a list as its items; everything else as written."""
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:,.1f}"
+    if isinstance(value, datetime):
+        return _time(value)
+    if isinstance(value, list):
+        return ", ".join(map(_item, value)) or "-"
+    return str(value)
+
+
+def _item(value: object) -> str:
+    """One item of a stored list: a skipped file as ``path (reason)``."""
+    if isinstance(value, Mapping) and "path" in value:
+        reason = value.get("reason")
+        return f"{value['path']} ({reason})" if reason else str(value["path"])
+    return str(value)
+
+
+def digest_line(digest: Mapping[str, Any] | None) -> str:
+    """What the incremental review compares, in a few words: ``2 files, 3 hunks``."""
+    if not digest:
+        return "-"
+    files = digest.get("files", [])
+    hunks = sum(len(entry.get("hunks", [])) for entry in files)
+    return f"{len(files)} files, {hunks} hunks"
+
+
 def print_review_record(
     review: dict[str, Any],
     calls: list[dict[str, Any]],
@@ -343,11 +376,12 @@ def print_review_record(
 ) -> None:
     """`reviewbot reviews show`: the review's fields, its model calls, its findings."""
     for key, value in review.items():
-        console.print(data(f"{key:>22}: {value}"))
+        text = digest_line(value) if key == DIGEST_FIELD else shown(value)
+        console.print(data(f"{key:>22}: {text}"))
     console.print(data(f"{'tool calls':>22}: {tool_call_line(tool_calls_by_chunk)}"))
     call_table = Table(*(title for title, _ in CALL_COLUMNS))
     for call in calls:
-        add_row(call_table, *(call[key] for _, key in CALL_COLUMNS))
+        add_row(call_table, *(shown(call[key]) for _, key in CALL_COLUMNS))
     console.print(call_table)
     finding_table = Table("severity", "category", "where", "title", "state", "discussion")
     for f in findings:
