@@ -20,6 +20,8 @@ from hypothesis import strategies as st
 from reviewbot.gitlab import GitLabClient, GitLabSettings
 from reviewbot.repo.api_view import ApiView
 from reviewbot.repo.git_view import GitTreeView
+from reviewbot.repo.search import SearchLimits
+from reviewbot.repo.tools import RepositoryTools, ToolLimits
 from reviewbot.repo.tree import Tree, checked_path
 from reviewbot.repo.view import Entry, EntryKind, PathRefused, RepositoryView
 from tests.fakes.gitlab_server import FakeGitLab
@@ -207,3 +209,46 @@ def test_an_accepted_path_has_no_part_that_climbs_or_hides(parts: list[str]) -> 
     assert not accepted.startswith("/")
     assert all(piece not in ("", ".", "..") for piece in pieces)
     assert "\\" not in accepted and all(ord(char) >= 0x20 for char in accepted)
+
+
+BIG_FILE_BYTES = 3_000_000
+BINARY_FILES = 30
+
+
+@pytest.fixture
+def heavy(tmp_path: Path) -> Iterator[tuple[FakeGitLab, GitLabClient, str]]:
+    """A tree of small binary files and one text file of 3 MB, served by the fake GitLab."""
+    repo = init_repo(tmp_path / "heavy")
+    (repo / "assets").mkdir()
+    for index in range(BINARY_FILES):
+        (repo / "assets" / f"b{index:02}.bin").write_bytes(b"\x00PNG" + bytes([index]))
+    (repo / "big.txt").write_text("x" * BIG_FILE_BYTES)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "heavy")
+    with FakeGitLab() as gitlab:
+        gitlab.add_user("reviewbot", token=BOT_TOKEN, bot=True)
+        gitlab.add_project(PROJECT, project_id=PROJECT_ID)
+        gitlab.add_mr_from_git(PROJECT, repo, "main", "main", iid=1)
+        client = GitLabClient(GitLabSettings(url=gitlab.url, token=BOT_TOKEN, max_retries=0))
+        yield gitlab, client, git(repo, "rev-parse", "HEAD")
+        client.close()
+
+
+def test_a_raw_file_is_read_no_further_than_asked(heavy) -> None:
+    _gitlab, client, sha = heavy
+    limit = 1000
+    assert len(client.raw_file(PROJECT_ID, sha, "big.txt", max_bytes=limit)) == limit + 1
+    assert len(client.raw_file(PROJECT_ID, sha, "big.txt")) == BIG_FILE_BYTES
+
+
+def test_the_tools_through_the_api_are_bounded_in_requests_and_bytes(heavy) -> None:
+    """With the cache off, one search once downloaded every file of the tree, skipped or not;
+    a file over the size limit was downloaded whole before it was refused."""
+    gitlab, client, sha = heavy
+    limits = ToolLimits(search=SearchLimits(max_files=10))
+    tools = RepositoryTools(ApiView(client, PROJECT_ID, sha), limits)
+    text = tools.answer("search_code", '{"pattern": "needle"}', 4000).text
+    assert len(raw_requests(gitlab)) == 10
+    assert "skipped 10 binary" in text and "touched the first 10 files" in text
+    answer = tools.answer("read_file", '{"path": "big.txt"}', 4000).text
+    assert "big.txt is larger than 1,000,000 bytes: not read" in answer

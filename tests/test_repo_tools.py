@@ -5,14 +5,14 @@ hostile paths and patterns (hypothesis) always get an answer, bounded, never an 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from reviewbot.repo.confine import normalise
-from reviewbot.repo.search import PatternProblem, SearchLimits, check_pattern
+from reviewbot.repo.search import PatternProblem, SearchLimits, check_pattern, search_texts
 from reviewbot.repo.tools import (
     FIND_DEFINITION,
     LIST_DIRECTORY,
@@ -59,7 +59,7 @@ class TreeWithLinks(MemoryView):
             Entry("vendor/lib", EntryKind.SUBMODULE),
         ]
 
-    def read_bytes(self, path: str) -> bytes:
+    def read_bytes(self, path: str, limit: int | None = None) -> bytes:
         if path in ("link", "vendor/lib"):
             raise PathRefused("not a regular file")
         if path == "logo.png":
@@ -213,7 +213,52 @@ def test_search_code_stops_at_its_bounds_and_says_which() -> None:
         .answer(SEARCH_CODE, '{"pattern": "needle"}', 4000)
         .text
     )
-    assert "15 hit(s)" in text and "stopped early (scanned the first 5 files)" in text
+    assert "15 hit(s)" in text and "stopped early (touched the first 5 files)" in text
+
+
+class CountingView(MemoryView):
+    """A view that counts its reads (each one is a download through the API)."""
+
+    def __init__(self, sha: str, files: dict[str, str]) -> None:
+        super().__init__(sha, files)
+        self.reads: list[str] = []
+
+    def entries(self) -> Sequence[Entry]:
+        return [Entry(e.path, e.kind, None) for e in super().entries()]  # sizes unknown: API
+
+    def read_bytes(self, path: str, limit: int | None = None) -> bytes:
+        self.reads.append(path)
+        return super().read_bytes(path, limit)
+
+
+def test_search_code_counts_every_file_it_touches_and_says_what_it_skipped() -> None:
+    """3,000 binary files once cost 3,062 GitLab requests for one search: each skipped file was
+    downloaded and none counted toward the bound."""
+    files = {f"assets/b{n:03}.bin": "\x00PNG" for n in range(40)} | {"z.py": "needle\n"}
+    view = CountingView(SHA, files)
+    limits = ToolLimits(search=SearchLimits(max_files=10))
+    text = RepositoryTools(view, limits).answer(SEARCH_CODE, '{"pattern": "needle"}', 4000).text
+    assert len(view.reads) == 10
+    assert "0 hit(s) for 'needle' in 0 file(s); skipped 10 binary" in text
+    assert "stopped early (touched the first 10 files)" in text
+
+
+def test_a_search_has_a_deadline_whatever_the_pattern() -> None:
+    """A fixed string has no regular-expression time limit: the search's own deadline (reading
+    included) stops it, and the answer says so."""
+    now = [0.0]
+
+    def slow_read(text: str) -> Callable[[], str]:
+        def read() -> str:
+            now[0] += 1.0  # each file takes a second to download
+            return text
+
+        return read
+
+    texts = [(f"f{n}.py", slow_read("nothing here\n")) for n in range(10)]
+    limits = SearchLimits(max_seconds=3.0)
+    result = search_texts("needle", texts, limits, clock=lambda: now[0])
+    assert (result.files_scanned, result.stopped) == (3, "searched for 3 s")
 
 
 @pytest.mark.parametrize(

@@ -177,6 +177,19 @@ class Expected(Enum):
     RAW_FILE = "a raw file"  # its own content type (never HTML), not parsed
 
 
+STREAM_CHUNK_BYTES = 64 * 1024
+
+
+def _read_at_most(answer: Any, limit: int) -> bytes:
+    """At most ``limit`` bytes of a streamed answer (requests' ``iter_content``)."""
+    read = bytearray()
+    for chunk in answer.iter_content(chunk_size=min(STREAM_CHUNK_BYTES, limit)):
+        read += chunk
+        if len(read) >= limit:
+            break
+    return bytes(read[:limit])
+
+
 class GitLabConnection:
     """One GitLab server, one token. Builds the python-gitlab client lazily (no I/O here)."""
 
@@ -265,15 +278,25 @@ class GitLabConnection:
             )
         )
 
-    def _raw(self, path: str, **query: Any) -> bytes:
-        """A raw file's bytes (its own content type, never HTML)."""
+    def _raw(self, path: str, *, max_bytes: int | None = None, **query: Any) -> bytes:
+        """A raw file's bytes (its own content type, never HTML). With ``max_bytes``, the answer
+        is streamed and read no further than ``max_bytes + 1`` bytes, then closed: a longer
+        result means a larger file, and a file of gigabytes costs one megabyte to refuse."""
+        streamed = max_bytes is not None
         answer = self._retrying(
             lambda: self._expecting(
                 Expected.RAW_FILE,
-                lambda: self._api.http_get(path, query_data=query, raw=True, **self._once()),
+                lambda: self._api.http_get(
+                    path, query_data=query, raw=True, streamed=streamed, **self._once()
+                ),
             )
         )
-        return bytes(getattr(answer, "content", b""))
+        if max_bytes is None:
+            return bytes(getattr(answer, "content", b""))
+        try:
+            return _read_at_most(answer, max_bytes + 1)
+        finally:
+            answer.close()
 
     def _create(self, path: str, data: dict[str, Any]) -> dict[str, Any]:
         """One POST that creates something and answers it: not retried here (the callers'

@@ -62,13 +62,16 @@ class RepositoryReader(GitLabConnection):
         with self._translated(f"reading project {project}", not_found=missing):
             return self._get(f"/projects/{quote(str(project), safe='')}")
 
-    def raw_file(self, project_id: int | str, sha: str, path: str) -> bytes | None:
-        """The bytes of the file at ``path`` at ``sha``, or None when GitLab has none there."""
+    def raw_file(
+        self, project_id: int | str, sha: str, path: str, *, max_bytes: int | None = None
+    ) -> bytes | None:
+        """The bytes of the file at ``path`` at ``sha``, or None when GitLab has none there.
+        With ``max_bytes``, at most ``max_bytes + 1`` of them (more means a larger file)."""
         project = quote(str(project_id), safe="")
         url = f"/projects/{project}/repository/files/{quote(path, safe='')}/raw"
         with self._translated(f"reading {path} at {sha[:SHORT_SHA]}"):
             try:
-                return self._raw(url, ref=sha)
+                return self._raw(url, max_bytes=max_bytes, ref=sha)
             except GitlabHttpError as error:
                 if error.response_code == HTTP_NOT_FOUND:
                     return None

@@ -34,7 +34,9 @@ class RepositoryApi(Protocol):
         self, project_id: int | str, sha: str, folder: str = "", *, recursive: bool = True
     ) -> list[dict[str, Any]]: ...
 
-    def raw_file(self, project_id: int | str, sha: str, path: str) -> bytes | None: ...
+    def raw_file(
+        self, project_id: int | str, sha: str, path: str, *, max_bytes: int | None = None
+    ) -> bytes | None: ...
 
 
 def entry_of(item: Mapping[str, Any]) -> Entry | None:
@@ -86,9 +88,9 @@ class ApiView:
                 tree = self._folders[folder] = Tree(self._sha, _entries(items))
             return tree
 
-    def read_bytes(self, path: str) -> bytes:
+    def read_bytes(self, path: str, limit: int | None = None) -> bytes:
         self._tree_for(checked_path(path)).file(path)
-        found = self._api.raw_file(self._project_id, self._sha, path)
+        found = self._api.raw_file(self._project_id, self._sha, path, max_bytes=limit)
         if found is None:
             raise PathRefused(f"no such file at {self._sha[:SHORT_SHA]}")
         return found

@@ -40,7 +40,9 @@ class GitTreeView:
     def entries(self) -> Sequence[Entry]:
         return self._listing().entries
 
-    def read_bytes(self, path: str) -> bytes:
+    def read_bytes(self, path: str, limit: int | None = None) -> bytes:
+        """The blob at ``path`` (its size is listed, so ``limit`` is checked before reading by
+        the caller)."""
         self._listing().file(path)
         found = read_blobs(self.repo, self._sha, [path]).get(path)
         if found is None:

@@ -11,10 +11,12 @@ default, and a regular expression only from a safe subset (:func:`check_pattern`
 - no back-reference (``\\1``, ``(?P=name)``, ``\\k<name>``), no look-around, no inline flags or
   other ``(?...)`` group but ``(?:...)``.
 
-The scan is bounded whatever the pattern (:class:`SearchLimits`): files scanned, bytes scanned,
-hits kept, and the characters of one hit's line; a regular expression runs in the ``regex``
-module with a time limit on top, so even a pattern the subset lets through cannot hold a review
-(the answer then says the search stopped). Every bound reached is said in the answer.
+The scan is bounded whatever the pattern (:class:`SearchLimits`): files touched and bytes read
+(a file skipped as binary or too large counts too: through the API each one is a download),
+hits kept, the characters of one hit's line, and a deadline for the whole search, reading
+included; a regular expression runs in the ``regex`` module with a time limit on top, so even a
+pattern the subset lets through cannot hold a review (the answer then says the search stopped).
+Every bound reached, and every file skipped with its reason, is said in the answer.
 
 Owns: which patterns are accepted, and finding them in given texts within the bounds. Must not:
 read a repository (the tools hand it the texts) or run a pattern outside the subset.
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import bisect
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -35,6 +38,7 @@ __all__ = [
     "PatternProblem",
     "SearchLimits",
     "SearchResult",
+    "Unread",
     "check_pattern",
     "search_texts",
 ]
@@ -57,10 +61,22 @@ class PatternProblem:
 
 @dataclass(frozen=True)
 class SearchLimits:
-    max_files: int = 2000
-    max_bytes: int = 8_000_000
+    max_files: int = 2000  # files touched: searched or skipped
+    max_bytes: int = 8_000_000  # bytes read, of searched and skipped files alike
     max_hits: int = 50
     max_line_chars: int = 200
+    max_seconds: float = 20.0  # the whole search, reading included
+
+
+@dataclass(frozen=True)
+class Unread:
+    """A file the scan touched but did not search: why in a word or two, counted ("binary",
+    "larger than 1,000,000 bytes"), why in a sentence (a tool's refusal), and the bytes reading
+    it cost."""
+
+    reason: str
+    message: str
+    bytes_read: int = 0
 
 
 @dataclass(frozen=True)
@@ -76,9 +92,21 @@ class Hit:
 @dataclass
 class SearchResult:
     hits: list[Hit] = field(default_factory=list)
-    files_scanned: int = 0
-    bytes_scanned: int = 0
+    files_scanned: int = 0  # searched
+    bytes_scanned: int = 0  # read, skipped files included
+    skipped: Counter[str] = field(default_factory=Counter)  # files touched, not searched
     stopped: str | None = None  # which bound ended the scan before every file was read
+
+    @property
+    def files_touched(self) -> int:
+        return self.files_scanned + self.skipped.total()
+
+    def skipped_text(self) -> str:
+        """``skipped 2,950 binary, 3 larger than 1,000,000 bytes`` (empty when none)."""
+        if not self.skipped:
+            return ""
+        parts = [f"{count:,} {reason}" for reason, count in self.skipped.most_common()]
+        return "skipped " + ", ".join(parts)
 
 
 def check_pattern(pattern: object, is_regex: bool) -> regex.Pattern[str] | str | PatternProblem:
@@ -176,22 +204,24 @@ def _quantifier(pattern: str, index: int) -> tuple[tuple[int, int | None] | None
 
 def search_texts(
     compiled: regex.Pattern[str] | str,
-    texts: Iterable[tuple[str, Callable[[], str | None]]],
+    texts: Iterable[tuple[str, Callable[[], str | Unread]]],
     limits: SearchLimits,
+    clock: Callable[[], float] = time.monotonic,
 ) -> SearchResult:
-    """Hits of ``compiled`` in ``texts`` ((path, a reader of its text or None to skip it), in
-    order) within ``limits``."""
+    """Hits of ``compiled`` in ``texts`` ((path, a reader of its text or of why it is not
+    searched), in order) within ``limits``; ``clock`` measures the search's deadline."""
     result = SearchResult()
+    started = clock()
     deadline = time.monotonic() + REGEX_SECONDS
     for path, read in texts:
-        if result.files_scanned >= limits.max_files:
-            result.stopped = f"scanned the first {limits.max_files} files"
-            break
-        if result.bytes_scanned >= limits.max_bytes:
-            result.stopped = f"scanned {limits.max_bytes:,} bytes"
+        stop = _bound_reached(result, limits, clock() - started)
+        if stop:
+            result.stopped = stop
             break
         text = read()
-        if text is None:
+        if isinstance(text, Unread):
+            result.skipped[text.reason] += 1
+            result.bytes_scanned += text.bytes_read
             continue
         result.files_scanned += 1
         result.bytes_scanned += len(text)
@@ -206,6 +236,17 @@ def search_texts(
                 result.stopped = f"found {limits.max_hits} hits"
                 return result
     return result
+
+
+def _bound_reached(result: SearchResult, limits: SearchLimits, elapsed_s: float) -> str | None:
+    """Which bound stops the scan before the next file, or None."""
+    if result.files_touched >= limits.max_files:
+        return f"touched the first {limits.max_files:,} files"
+    if result.bytes_scanned >= limits.max_bytes:
+        return f"read {limits.max_bytes:,} bytes"
+    if elapsed_s >= limits.max_seconds:
+        return f"searched for {limits.max_seconds:g} s"
+    return None
 
 
 def _match_lines(

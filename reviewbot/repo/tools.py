@@ -49,7 +49,13 @@ from typing import Any
 from reviewbot.prompts import neutralise_delimiters
 from reviewbot.repo.confine import PathProblem, TreeIndex, normalise
 from reviewbot.repo.definitions import MAX_SYMBOL_CHARS, SYMBOL, Definition, definitions_in
-from reviewbot.repo.search import PatternProblem, SearchLimits, check_pattern, search_texts
+from reviewbot.repo.search import (
+    PatternProblem,
+    SearchLimits,
+    Unread,
+    check_pattern,
+    search_texts,
+)
 from reviewbot.repo.view import EntryKind, PathRefused, RepositoryView
 from reviewbot.tokens import ByteEstimateCounter
 from reviewbot.toolcalls import ArgumentsError, check_arguments, parse_arguments
@@ -248,30 +254,34 @@ class RepositoryTools:
         return self._read_text(path, entry.size)
 
     def _read_text(self, path: str, size: int | None) -> tuple[str, str] | str:
+        """(path, text) of a readable file, or why it is not read (a tool's refusal)."""
+        found = self._read_checked(path, size)
+        return (path, found) if isinstance(found, str) else found.message
+
+    def _read_checked(self, path: str, size: int | None) -> str | Unread:
+        """The text of ``path``, or why it is not read and what reading it cost. A file whose
+        size the source does not list (the API) is read no further than the limit."""
         limit = self.limits.max_file_bytes
+        larger = f"larger than {limit:,} bytes"
         if size is not None and size > limit:
-            return f"{path} is larger than {limit:,} bytes ({size:,}): not read"
+            return Unread(larger, f"{path} is {larger} ({size:,}): not read")
         try:
-            data = self.view.read_bytes(path)
+            data = self.view.read_bytes(path, limit)
         except PathRefused as error:
-            return f"{path}: {error}"
+            return Unread("refused", f"{path}: {error}")
         if len(data) > limit:
-            return f"{path} is larger than {limit:,} bytes ({len(data):,}): not read"
+            return Unread(larger, f"{path} is {larger}: not read", len(data))
         if b"\x00" in data:
-            return f"{path} is a binary file: not read"
+            return Unread("binary", f"{path} is a binary file: not read", len(data))
         try:
-            return path, data.decode("utf-8")
+            return data.decode("utf-8")
         except UnicodeDecodeError:
-            return f"{path} is not UTF-8 text (binary?): not read"
+            message = f"{path} is not UTF-8 text (binary?): not read"
+            return Unread("not UTF-8", message, len(data))
 
-    def _readable(self, path: str) -> Callable[[], str | None]:
-        """A reader of ``path``'s text for a scan: None for what the scan skips."""
-
-        def read() -> str | None:
-            found = self._read_text(path, self._size(path))
-            return found[1] if isinstance(found, tuple) else None
-
-        return read
+    def _readable(self, path: str) -> Callable[[], str | Unread]:
+        """A reader of ``path``'s text for a scan, or of why the scan skips it."""
+        return lambda: self._read_checked(path, self._size(path))
 
     def _size(self, path: str) -> int | None:
         entry = self.index.entry(path)
@@ -325,6 +335,8 @@ class RepositoryTools:
         result = search_texts(compiled, texts, self.limits.search)
         lines = [hit.describe() for hit in result.hits]
         summary = f"{len(result.hits)} hit(s) for {pattern!r} in {result.files_scanned} file(s)"
+        if result.skipped:
+            summary += f"; {result.skipped_text()}"
         if result.stopped:
             summary += f"; stopped early ({result.stopped}): narrow path_glob or the pattern"
         return "\n".join([summary, *lines]), False
@@ -342,7 +354,7 @@ class RepositoryTools:
         seen_paths = list(dict.fromkeys(hit.path for hit in scan.hits))
         for path in seen_paths:
             text = self._readable(path)()
-            if text is None:
+            if isinstance(text, Unread):
                 continue
             lines = text.split("\n")
             found += [(d, lines) for d in definitions_in(path, text, symbol)]
@@ -355,6 +367,7 @@ class RepositoryTools:
     ) -> str:
         if not found:
             where = f" (searched {scan.files_scanned} files"
+            where += f"; {scan.skipped_text()}" if scan.skipped else ""
             where += f"; stopped early: {scan.stopped})" if scan.stopped else ")"
             return f"no definition of {symbol} found{where}"
         out = [f"{len(found)} definition(s) of {symbol}"]

@@ -49,9 +49,11 @@ class RepositoryView(Protocol):
         """Every file, symlink and submodule of the tree, in path order."""
         ...
 
-    def read_bytes(self, path: str) -> bytes:
+    def read_bytes(self, path: str, limit: int | None = None) -> bytes:
         """The bytes of the regular file at ``path``; PathRefused if the tree holds none there
-        (or holds a symlink or a submodule)."""
+        (or holds a symlink or a submodule). With ``limit``, a source that does not know the
+        file's size first may stop after ``limit + 1`` bytes: a longer result means a file
+        larger than ``limit``."""
         ...
 
 
@@ -71,7 +73,7 @@ class MemoryView:
             Entry(path, EntryKind.FILE, len(text.encode())) for path, text in self._files.items()
         ]
 
-    def read_bytes(self, path: str) -> bytes:
+    def read_bytes(self, path: str, limit: int | None = None) -> bytes:
         text = self._files.get(path)
         if text is None:
             raise PathRefused(f"no such file at {self._sha[:12]}")
