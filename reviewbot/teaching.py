@@ -4,7 +4,7 @@ The CLI (``reviewbot learnings``) and the thread command (``/reviewbot learn``) 
 the text, globs and category are checked (``reviewbot.learnings``), the project is read from
 GitLab (its id, so a renamed project keeps its learnings, and its group), and the learning is
 stored (``reviewbot.store.LearningBook``). Who may teach is checked by the caller that knows
-who asks: the thread command with ``GitLabClient.can_teach``; a CLI user has the database.
+who asks: the thread command with ``reviewbot.permission``; a CLI user has the database.
 
 A review reads the learnings in force for its project once (:func:`active_learnings`): they
 go into the prompt as rules (``reviewbot.review``, budget ``learnings_tokens``) and

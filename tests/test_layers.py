@@ -135,6 +135,7 @@ PIPELINE = {
     "reviewbot.feedback",
     "reviewbot.teaching",
     "reviewbot.proposal_notes",
+    "reviewbot.permission",
     "reviewbot.report",
     "reviewbot.report_html",
     "reviewbot.report_days",

@@ -236,8 +236,29 @@ def test_a_wish_from_someone_who_may_not_teach_gets_an_ordinary_answer(thread: T
     confirm = thread.say("/reviewbot learn")
     thread.hook(confirm)
     thread.work()
-    assert thread.answers(confirm["id"]) == []
-    assert thread.replies()[-1].reason == "@alice may not teach (Developer role or above)"
+    [refused] = thread.answers(confirm["id"])
+    assert refused["body"].startswith("Not done:")
+    assert thread.replies()[-1].status == "refused"
+
+
+def test_a_proposal_confirmed_by_someone_who_may_not_teach_stays_proposed(
+    thread: Thread,
+) -> None:
+    """Confirming is a change like making one: the same role, checked the same way."""
+    thread.world.gitlab.add_member(PROJECT, "alice", DEVELOPER)
+    thread.world.gitlab.add_user("carol", token="glpat-carol")
+    thread.world.gitlab.add_member(PROJECT, "carol", REPORTER)
+    wish = thread.say(WISH)
+    thread.hook(wish)
+    thread.work()
+    confirm = thread.say("/reviewbot learn", token="glpat-carol")
+    thread.hook(confirm)
+    thread.work()
+    [refused] = thread.answers(confirm["id"])
+    assert refused["body"].startswith("Not done:") and "(role Reporter)" in refused["body"]
+    [proposed] = learnings_of(thread)
+    assert proposed.status.value == "proposed" and proposed.accepted_by is None
+    assert thread.replies()[-1].status == "refused"
 
 
 def test_a_bare_learn_with_nothing_proposed_makes_nothing(thread: Thread) -> None:

@@ -24,8 +24,12 @@ from reviewbot.store.models import Reply as ReplyRow
 __all__ = ["ReplyRecord", "ReplyStore", "ThreadFinding", "reply_key"]
 
 Clock = Callable[[], datetime]
-# Replies that count against the rate limits: answered, or about to be.
-COUNTED_STATUSES = (ReplyStatus.QUEUED.value, ReplyStatus.POSTED.value)
+# Replies that count against the rate limits: answered (a refusal too), or about to be.
+COUNTED_STATUSES = (
+    ReplyStatus.QUEUED.value,
+    ReplyStatus.POSTED.value,
+    ReplyStatus.REFUSED.value,
+)
 THUMBS_UP = "thumbsup"
 THUMBS_DOWN = "thumbsdown"
 
