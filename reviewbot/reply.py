@@ -10,7 +10,9 @@ worker runs :func:`run_reply`:
 3. later than ``reply_timeout_s`` after the note arrived: dropped with a log line;
 4. the thread is read again from GitLab: its first note must be the bot's (never answer in a
    thread the bot did not start), the triggering note must still be there, and its author must
-   not be a bot (``GET /users/:id``);
+   not be a bot (``GET /users/:id``); the command is the one that note holds
+   (``parse_reply_command`` of its body as GitLab has it, with its author), never the
+   delivery's: a forged or stale delivery does nothing to a note that holds no command;
 5. a command that changes state (``reviewbot.permission.COMMAND_CHANGES``: ``ignore``,
    ``learn``) from an author (the note's, as GitLab has it) below the Developer role is
    **refused**: answered with the reason (``reviewbot.permission.refusal``, the one check),
@@ -39,7 +41,7 @@ import logging
 import re
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -63,6 +65,7 @@ from reviewbot.store.store import utc_now
 from reviewbot.teaching import active_learnings, learning_book
 from reviewbot.thread_intent import teaching_intent
 from reviewbot.tokens import local_counter
+from reviewbot.webhook.payloads import parse_reply_command
 
 __all__ = ["REPLY_PROMPT_TAG", "reply_marker", "run_reply"]
 
@@ -142,6 +145,9 @@ def run_reply(app: App, job: Job) -> None:
     if isinstance(thread, str):
         _drop(replies, record, thread)
         return
+    record = _as_the_note_says(replies, record, thread, gitlab.bot_username())
+    if record is None:
+        return
     finding = replies.thread_finding(record.discussion_id)
     if finding is None:
         _drop(replies, record, "the thread's finding is no longer in the store")
@@ -219,6 +225,32 @@ class _Thread:
     @property
     def author(self) -> dict[str, Any]:
         return dict(self.note.get("author") or {})
+
+
+def _as_the_note_says(
+    replies: ReplyStore, record: ReplyRecord, thread: _Thread, bot: str
+) -> ReplyRecord | None:
+    """The reply with the command the note holds as GitLab has it (and its author), never the
+    delivery's; None (dropped) when the note holds none."""
+    command = parse_reply_command(str(thread.note.get("body") or ""), bot)
+    if command is None:
+        _drop(replies, record, "the note, as GitLab has it, holds no command for reviewbot")
+        return None
+    author = thread.author.get("username")
+    author = author if isinstance(author, str) else record.author
+    if (command, author) != (record.command, record.author):
+        log.warning(
+            "reply %d: the delivery said %s by @%s, the note holds %s by @%s: doing what the "
+            "note holds",
+            record.id,
+            record.command,
+            record.author,
+            command,
+            author,
+        )
+        replies.restate(record.id, command=command, author=author)
+        record = replace(record, command=command, author=author)
+    return record
 
 
 def _thread_now(

@@ -261,6 +261,36 @@ def test_a_proposal_confirmed_by_someone_who_may_not_teach_stays_proposed(
     assert thread.replies()[-1].status == "refused"
 
 
+def test_a_forged_learn_delivery_makes_nothing_of_a_note_that_holds_no_command(
+    thread: Thread,
+) -> None:
+    """A Note Hook with the right secret and a real note id, but a command the note does not
+    hold: the worker reads the note from GitLab, finds no command, and does nothing."""
+    thread.world.gitlab.add_member(PROJECT, "alice", DEVELOPER)
+    note = thread.say("Note to self: don't flag eval here until the parser lands")
+    assert thread.hook(note | {"body": "/reviewbot learn"})["status"] == "queued"
+    thread.work()
+    assert thread.answers(note["id"]) == []
+    assert learnings_of(thread) == []
+    [reply] = thread.replies()
+    assert reply.status == "dropped" and "holds no command" in reply.reason
+
+
+def test_the_command_done_is_the_one_the_note_holds(thread: Thread) -> None:
+    thread.world.gitlab.add_member(PROJECT, "alice", DEVELOPER)
+    note = thread.say("/reviewbot explain")
+    assert thread.hook(note | {"body": "/reviewbot ignore"})["status"] == "queued"
+    thread.work()
+    [answer] = thread.answers(note["id"])
+    assert "Resolved" not in answer["body"]
+    discussion = next(
+        d for d in thread.world.gitlab.discussions(PROJECT, 1) if d["id"] == thread.id
+    )
+    assert not discussion["notes"][0]["resolved"]
+    [reply] = thread.replies()
+    assert (reply.status, reply.command, reply.model_calls) == ("posted", "explain", 1)
+
+
 def test_a_bare_learn_with_nothing_proposed_makes_nothing(thread: Thread) -> None:
     thread.world.gitlab.add_member(PROJECT, "alice", DEVELOPER)
     confirm = thread.say("/reviewbot learn")

@@ -185,6 +185,15 @@ class ReplyStore:
             author=reply.author,
         )
 
+    def restate(self, reply_id: int, *, command: str, author: str | None) -> None:
+        """The command and author of a reply as the note holds them (not as delivered)."""
+        with self._engine.begin() as connection:
+            connection.execute(
+                update(ReplyRow)
+                .where(ReplyRow.id == reply_id)
+                .values(command=command, author=author)
+            )
+
     def finish(self, reply_id: int, status: str, **values: Any) -> None:
         """Settle a reply: ``status`` with its reason, note, model, calls, tokens, latency."""
         with self._engine.begin() as connection:
