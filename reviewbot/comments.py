@@ -38,6 +38,7 @@ __all__ = [
     "TokenUsage",
     "UnplacedFinding",
     "UnplacedReason",
+    "Withheld",
     "finding_body",
     "finding_marker",
     "line_text_hash",
@@ -56,6 +57,7 @@ FILE_LEVEL_LINE = 0  # the marker's line number for a finding without a line
 # Lists longer than this go into a collapsible <details> block.
 DETAILS_THRESHOLD = 5
 MILLISECONDS_PER_SECOND = 1000
+WITHHELD_TEXT_CHARS = 40  # a learning's text, as the summary names it
 
 SEVERITY_BADGES: Mapping[Severity, str] = {
     Severity.BLOCKER: "🛑 **Blocker**",
@@ -199,6 +201,15 @@ class IncrementalNote:
     files_not_reviewed: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class Withheld:
+    """The findings of this review a team learning withheld (never posted)."""
+
+    learning_id: int
+    text: str  # the learning's text (the team's words: shown cut, in a code span)
+    findings: int
+
+
 @dataclass(frozen=True)
 class SummaryData:
     head_sha: str
@@ -225,6 +236,7 @@ class SummaryData:
     ci_job_url: str | None = None
     tools: str = ""  # the model's repository tools in words ("" : not shown)
     verification: str = ""  # the verification pass's counts ("": off, not shown)
+    withheld: Sequence[Withheld] = ()  # per learning, the findings it kept off the MR
 
 
 def summary_body(summary: SummaryData) -> str:
@@ -257,6 +269,7 @@ def _summary_heading(summary: SummaryData) -> str:
     heading = (
         f"### reviewbot review of `{summary.head_sha[:12]}`\n\n"
         f"{total} finding(s), {summary.inline_count} posted inline.{deleted}"
+        f"{_withheld_text(summary.withheld)}"
     )
     if summary.incremental is not None:
         heading += "\n\n" + _incremental_line(summary.incremental)
@@ -269,6 +282,29 @@ def _summary_heading(summary: SummaryData) -> str:
         f"request ({missing} changed lines) could not be reviewed; the findings cover "
         f"{coverage.changed_lines_covered} of {coverage.changed_lines_total} changed lines."
     )
+
+
+def _withheld_text(withheld: Sequence[Withheld]) -> str:
+    """`` 2 more withheld by team learnings …``: so a review whose findings a learning kept
+    off the MR never reads as clean."""
+    if not withheld:
+        return ""
+    each = ", ".join(
+        f"learning {item.learning_id} (`{code_span_text(_cut(item.text))}`): {item.findings}"
+        for item in withheld
+    )
+    total = sum(item.findings for item in withheld)
+    return (
+        f" **{total} more withheld by team learnings** (not posted): {each}. "
+        "`reviewbot learnings list` shows them; `reviewbot learnings remove ID` lifts one."
+    )
+
+
+def _cut(text: str) -> str:
+    one_line = " ".join(text.split())
+    if len(one_line) <= WITHHELD_TEXT_CHARS:
+        return one_line
+    return one_line[: WITHHELD_TEXT_CHARS - 1] + "…"
 
 
 def _counts_table(summary: SummaryData) -> str:

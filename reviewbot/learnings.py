@@ -42,7 +42,8 @@ from typing import Any
 
 from reviewbot.findings import NEAR_IDENTICAL_TITLE_RATIO, Category, normalize_title
 from reviewbot.markdown import printable_text, sanitize_markdown
-from reviewbot.rules import Rule, RuleSet, RuleSource, glob_matches, glob_problem
+from reviewbot.pathglob import glob_matches, glob_problem
+from reviewbot.rules import Rule, RuleSet, RuleSource
 
 __all__ = [
     "DEFAULT_LEARNINGS_TOKENS",

@@ -37,7 +37,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from reviewbot.comments import TokenUsage
+from reviewbot.comments import TokenUsage, Withheld
 from reviewbot.config import Settings
 from reviewbot.exclusions import skip_reason
 from reviewbot.feedback import record_next_review_outcomes, recorded_as_posted
@@ -69,7 +69,7 @@ from reviewbot.store.models import ReviewStatus
 from reviewbot.store.mr_lock import hold_mr_lock
 from reviewbot.store.records import ReviewEnding
 from reviewbot.stored_findings import StoredFinding
-from reviewbot.teaching import active_learnings, suppress, suppressed_stored
+from reviewbot.teaching import active_learnings, suppress, suppressed_stored, withheld_by
 from reviewbot.tokens import TokenCounter, local_counter
 from reviewbot.verification import with_verdicts
 
@@ -125,6 +125,7 @@ class RunReport:
     review: ReviewResult
     published: PublishResult = field(default_factory=PublishResult)
     warnings: list[str] = field(default_factory=list)
+    withheld: list[Withheld] = field(default_factory=list)  # per learning, findings kept off
 
     @property
     def findings(self) -> list[Finding]:
@@ -237,8 +238,9 @@ def _steps(run: _Run, review_id: int) -> RunReport:
         review_id=review_id,
         review=result,
         warnings=run.warnings,
+        withheld=withheld_by(taught, suppressed),
     )
-    report.published = _publish(run, review_id, settings, result)
+    report.published = _publish(run, review_id, settings, result, report.withheld)
     seen = digest(run.snapshot.files, settings_key(settings, keyed))
     ending = _ending(result, report.published, seen)
     stored = with_verdicts(_stored_findings(report.published), result.verification)
@@ -434,10 +436,16 @@ def _review(
 # --- publish, record, outcomes ---------------------------------------------------------------
 
 
-def _publish(run: _Run, review_id: int, settings: Settings, result: ReviewResult) -> PublishResult:
-    """Post the review on the MR (reviewbot.publish). When publishing fails midway, what was
-    posted goes on record before the failure is raised (the next run skips it by its marker
-    anyway)."""
+def _publish(
+    run: _Run,
+    review_id: int,
+    settings: Settings,
+    result: ReviewResult,
+    withheld: list[Withheld],
+) -> PublishResult:
+    """Post the review on the MR (reviewbot.publish), saying what learnings ``withheld``.
+    When publishing fails midway, what was posted goes on record before the failure is raised
+    (the next run skips it by its marker anyway)."""
     run.say("publishing")
     dry_run = run.options.dry_run
     publisher = publisher_for(settings.publish_mode, run.gitlab, run.snapshot, dry_run=dry_run)
@@ -454,7 +462,7 @@ def _publish(run: _Run, review_id: int, settings: Settings, result: ReviewResult
             run.snapshot,
             result.findings.selection,
             result.findings.findings,
-            _facts(result, run.options, run.warnings),
+            dataclasses.replace(_facts(result, run.options, run.warnings), withheld=withheld),
             run.read_head,
             on_posted=posted,
             recorded=recorded_as_posted(run.store.posted_findings(run.key)),

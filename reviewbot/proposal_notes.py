@@ -4,9 +4,10 @@ A proposal (``reviewbot.teaching.propose_learnings``) is made from findings the 
 down in a project. With ``learning_proposal_notes`` on (the default), ``reviewbot feedback
 sync`` posts it once as a reply in the thread of the latest of those findings, where the
 people who turned it down see it: the learning's text, its scope, and how to accept it. A 👍 on
-that note from a project member with at least the Developer role (``GitLabClient.can_teach``,
-as for ``/reviewbot learn``) puts the learning in force at the next sync; a 👍 from anyone
-else, from a bot or from reviewbot itself is ignored, with the reason in the log. The CLI
+that note from a project member with at least the Developer role (``reviewbot.permission``,
+the same check as for ``/reviewbot learn``) puts the learning in force at the next sync; a
+👍 from anyone else, from a bot or from reviewbot itself is ignored, with the reason in the
+log. The CLI
 (``reviewbot learnings accept|reject ID``) works as before, whether a note was posted or not.
 
 Exactly once: the note ends with a marker unique to the proposal (its ``proposal_key``), and
@@ -29,6 +30,7 @@ from typing import Any, Protocol
 from reviewbot.gitlab import GitLabNotFoundError
 from reviewbot.learnings import Learning, LearningStatus
 from reviewbot.markdown import code_span_text, sanitize_markdown
+from reviewbot.permission import Change, refusal
 from reviewbot.store import LearningBook
 
 __all__ = [
@@ -63,7 +65,7 @@ class ProposalGitLab(Protocol):
         self, project_id: int | str, iid: int, note_id: int
     ) -> list[dict[str, Any]]: ...
 
-    def can_teach(self, project: str | int, user_id: int) -> bool: ...
+    def member_access_level(self, project: str | int, user_id: int) -> int | None: ...
 
 
 @dataclass
@@ -181,9 +183,8 @@ def _first_teacher(
         if name == me or user.get("bot"):
             ignored.append(f"learning {learning.id}: 👍 by @{name} ignored (a bot)")
             continue
-        if gitlab.can_teach(learning.project_id, user_id):
+        refused = refusal(gitlab, learning.project_id, user_id, Change.ACCEPT)
+        if refused is None:
             return name
-        ignored.append(
-            f"learning {learning.id}: 👍 by @{name} ignored (not Developer or above on the project)"
-        )
+        ignored.append(f"learning {learning.id}: 👍 by @{name} ignored ({refused})")
     return None

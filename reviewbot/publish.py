@@ -40,6 +40,7 @@ from reviewbot.comments import (
     TokenUsage,
     UnplacedFinding,
     UnplacedReason,
+    Withheld,
     finding_body,
     line_text_hash,
     summary_body,
@@ -298,6 +299,7 @@ class ReviewFacts:
     carried: CarriedOver | None = None  # an incremental review: what was kept from before
     tools: str = ""  # the repository tools in words (ReviewResult.tools)
     verification: str = ""  # the verification pass in words ("": off, not shown)
+    withheld: Sequence[Withheld] = ()  # per learning, the findings it kept off the MR
 
 
 @dataclass
@@ -470,6 +472,7 @@ def _summary_data(
         ci_job_url=facts.ci_job_url,
         tools=facts.tools,
         verification=facts.verification,
+        withheld=facts.withheld,
     )
 
 

@@ -10,20 +10,26 @@ worker runs :func:`run_reply`:
 3. later than ``reply_timeout_s`` after the note arrived: dropped with a log line;
 4. the thread is read again from GitLab: its first note must be the bot's (never answer in a
    thread the bot did not start), the triggering note must still be there, and its author must
-   not be a bot (``GET /users/:id``);
-5. ``ignore``: the thread is resolved and negative feedback recorded (no model call);
-   ``learn [text]``: a Developer (or more: ``GitLabClient.can_teach``) makes a learning, or
-   confirms the one the thread proposed (``reviewbot.reply_learn``), said in the answer; a
-   note from anyone else is dropped with the reason in the log; a mention that asks not to
-   flag something (``reviewbot.thread_intent``), from a Developer, is answered with a proposed
+   not be a bot (``GET /users/:id``); the command is the one that note holds
+   (``parse_reply_command`` of its body as GitLab has it, with its author), never the
+   delivery's: a forged or stale delivery does nothing to a note that holds no command;
+5. a command that changes state (``reviewbot.permission.COMMAND_CHANGES``: ``ignore``,
+   ``learn``) from an author (the note's, as GitLab has it) below the Developer role is
+   **refused**: answered with the reason (``reviewbot.permission.refusal``, the one check),
+   recorded ``refused`` with it, nothing changed;
+6. ``ignore``: the thread is resolved and negative feedback recorded (no model call);
+   ``learn [text]``: a learning is made, or the one the thread proposed confirmed
+   (``reviewbot.reply_learn``), said in the answer; a mention that asks not to flag
+   something (``reviewbot.thread_intent``), from a Developer, is answered with a proposed
    learning to confirm (``reviewbot.reply_learn.propose``); otherwise
    the model answers, seeing the finding, the code around its line at the MR's head (and
    whether the line changed since), the thread so far, and the review rules and learnings
    in force for the finding's path and category (:func:`read_guidance`,
    ``reviewbot.reply_guidance``); ``fix`` adds a GitLab suggestion
    block only when the thread's line is on the MR's current diff version;
-6. the answer, sanitised like findings (``reviewbot.markdown``), is posted in the thread with
-   its marker (a write whose answer is lost is found by it, not posted twice) and recorded.
+7. the answer, sanitised like findings (``reviewbot.markdown``), is posted in the thread with
+   its marker (a write whose answer is lost is found by it, not posted twice; a refusal also
+   carries :data:`REFUSAL_MARKER`, so one found again is recorded as a refusal) and recorded.
 
 Owns: deciding and writing the answer to one note. Must not: write SQL (``reviewbot.store``
 does), parse webhooks, or decide queue policy (``reviewbot.queue``).
@@ -35,7 +41,7 @@ import logging
 import re
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -45,6 +51,7 @@ from reviewbot.diff import Side
 from reviewbot.gitlab import GitLabClient, MergeRequestSnapshot
 from reviewbot.llm.backend import session_key
 from reviewbot.markdown import sanitize_markdown, suggestion_block
+from reviewbot.permission import COMMAND_CHANGES, refusal
 from reviewbot.positions import position_for
 from reviewbot.queue import Job
 from reviewbot.reply_guidance import Guidance, guidance_for
@@ -58,6 +65,7 @@ from reviewbot.store.store import utc_now
 from reviewbot.teaching import active_learnings, learning_book
 from reviewbot.thread_intent import teaching_intent
 from reviewbot.tokens import local_counter
+from reviewbot.webhook.payloads import parse_reply_command
 
 __all__ = ["REPLY_PROMPT_TAG", "reply_marker", "run_reply"]
 
@@ -72,6 +80,8 @@ THREAD_NOTES_SHOWN = 20  # the newest notes of the thread given to the model
 NOTE_CHARS_SHOWN = 2000  # each note cut to this many characters in the prompt
 MS_PER_S = 1000.0
 SUGGESTION_IN_ANSWER = re.compile(r"^(`{3,})suggestion[^\n]*\n(.*?)^\1[ \t]*$", re.M | re.S)
+REFUSAL_PREFIX = "Not done: "
+REFUSAL_MARKER = "<!-- reviewbot:refused -->"  # with the reply marker: a refusal, found again
 IGNORED_VALUE = "ignore_command"  # feedback value of `/reviewbot ignore`
 LEARN_HINT = (
     "To have reviewbot stop flagging this kind of code, reply with "
@@ -102,6 +112,7 @@ class _Answer:
     completion_tokens: int = 0
     cached_tokens: int = 0
     proposal_id: int | None = None  # the learning this answer proposes
+    refused: str | None = None  # why the change asked for was not made (reviewbot.permission)
 
 
 FINISH_LENGTH = "length"  # the OpenAI finish_reason of an answer cut at max_tokens
@@ -121,41 +132,43 @@ def run_reply(app: App, job: Job) -> None:
     gitlab = app.gitlab()
     project: int | str = job.project_id if job.project_id is not None else job.project
     marker = reply_marker(record.trigger_note_id)
-    found = gitlab.marked_note_in_thread(project, job.mr_iid, record.discussion_id, marker)
+    discussion = gitlab.discussion(project, job.mr_iid, record.discussion_id)
+    found = _bot_note_with(discussion, gitlab.bot_username(), marker)
     if found is not None:
-        replies.finish(record.id, ReplyStatus.POSTED.value, reply_note_id=found)
-        log.info("reply %d: already in the thread (note %d), not posted again", record.id, found)
+        _record_found(replies, record, found)
         return
     timeout_s = app.settings.reply_timeout_s
     if _too_late(record.created_at, timeout_s):
         _drop(replies, record, f"not answered within reply_timeout_s ({timeout_s:g} s)")
         return
-    refusal = _refusal(gitlab, project, job, record)
-    if refusal is not None:
-        _drop(replies, record, refusal)
+    thread = _thread_now(gitlab, discussion, record)
+    if isinstance(thread, str):
+        _drop(replies, record, thread)
+        return
+    record = _as_the_note_says(replies, record, thread, gitlab.bot_username())
+    if record is None:
         return
     finding = replies.thread_finding(record.discussion_id)
     if finding is None:
         _drop(replies, record, "the thread's finding is no longer in the store")
         return
     try:
-        answer = _answer(app, gitlab, project, job, record, finding)
+        answer = _answer(app, gitlab, project, job, record, finding, thread)
     except AnswerCutOff as cut:
         _drop(replies, record, str(cut))
-        return
-    if answer is None:
-        _drop(replies, record, f"@{record.author} may not teach (Developer role or above)")
         return
     if _too_late(record.created_at, timeout_s):
         _drop(replies, record, f"answer ready after reply_timeout_s ({timeout_s:g} s)")
         return
+    ending = f"{REFUSAL_MARKER}\n{marker}" if answer.refused is not None else marker
     note_id = gitlab.reply_in_thread(
-        project, job.mr_iid, record.discussion_id, f"{answer.body}\n\n{marker}", marker
+        project, job.mr_iid, record.discussion_id, f"{answer.body}\n\n{ending}", marker
     )
     replies.finish(
         record.id,
-        ReplyStatus.POSTED.value,
+        ReplyStatus.POSTED.value if answer.refused is None else ReplyStatus.REFUSED.value,
         reply_note_id=note_id,
+        reason=answer.refused,
         model=answer.model,
         model_calls=answer.model_calls,
         prompt_tokens=answer.prompt_tokens,
@@ -178,9 +191,73 @@ def _drop(replies: ReplyStore, record: ReplyRecord, reason: str) -> None:
     log.warning("reply %d to note %d dropped: %s", record.id, record.trigger_note_id, reason)
 
 
-def _refusal(gitlab: GitLabClient, project: int | str, job: Job, record: ReplyRecord) -> str | None:
-    """Why the note gets no answer, read from GitLab now; None when it gets one."""
-    discussion = gitlab.discussion(project, job.mr_iid, record.discussion_id)
+def _bot_note_with(discussion: dict[str, Any], bot: str, marker: str) -> dict[str, Any] | None:
+    """The bot's note in the thread that holds ``marker``, or None."""
+    for note in discussion.get("notes") or []:
+        if (note.get("author") or {}).get("username") == bot and marker in str(
+            note.get("body") or ""
+        ):
+            return note
+    return None
+
+
+def _record_found(replies: ReplyStore, record: ReplyRecord, found: dict[str, Any]) -> None:
+    """An earlier attempt posted the answer and died before recording it: record it now, as
+    what it was (a refusal keeps its reason: the answer's first paragraph)."""
+    body = str(found.get("body") or "")
+    if REFUSAL_MARKER in body:
+        reason = body.split("\n\n", 1)[0].removeprefix(REFUSAL_PREFIX).rstrip(".")
+        replies.finish(
+            record.id, ReplyStatus.REFUSED.value, reply_note_id=int(found["id"]), reason=reason
+        )
+    else:
+        replies.finish(record.id, ReplyStatus.POSTED.value, reply_note_id=int(found["id"]))
+    log.info("reply %d: already in the thread (note %d), not posted again", record.id, found["id"])
+
+
+@dataclass(frozen=True)
+class _Thread:
+    """The bot's thread as GitLab has it now, and the triggering note in it."""
+
+    discussion: dict[str, Any]
+    note: dict[str, Any]
+
+    @property
+    def author(self) -> dict[str, Any]:
+        return dict(self.note.get("author") or {})
+
+
+def _as_the_note_says(
+    replies: ReplyStore, record: ReplyRecord, thread: _Thread, bot: str
+) -> ReplyRecord | None:
+    """The reply with the command the note holds as GitLab has it (and its author), never the
+    delivery's; None (dropped) when the note holds none."""
+    command = parse_reply_command(str(thread.note.get("body") or ""), bot)
+    if command is None:
+        _drop(replies, record, "the note, as GitLab has it, holds no command for reviewbot")
+        return None
+    author = thread.author.get("username")
+    author = author if isinstance(author, str) else record.author
+    if (command, author) != (record.command, record.author):
+        log.warning(
+            "reply %d: the delivery said %s by @%s, the note holds %s by @%s: doing what the "
+            "note holds",
+            record.id,
+            record.command,
+            record.author,
+            command,
+            author,
+        )
+        replies.restate(record.id, command=command, author=author)
+        record = replace(record, command=command, author=author)
+    return record
+
+
+def _thread_now(
+    gitlab: GitLabClient, discussion: dict[str, Any], record: ReplyRecord
+) -> _Thread | str:
+    """The thread and its triggering note, read from GitLab now; else why the note gets no
+    answer."""
     notes = discussion.get("notes") or []
     first_author = (notes[0].get("author") or {}).get("username") if notes else None
     if first_author != gitlab.bot_username():
@@ -191,7 +268,7 @@ def _refusal(gitlab: GitLabClient, project: int | str, job: Job, record: ReplyRe
     author_id = (trigger.get("author") or {}).get("id")
     if isinstance(author_id, int) and gitlab.user_is_bot(author_id):
         return "the note was written by a bot user"
-    return None
+    return _Thread(discussion, trigger)
 
 
 # -- the answer ---------------------------------------------------------------------------
@@ -204,23 +281,28 @@ def _answer(
     job: Job,
     record: ReplyRecord,
     finding: ThreadFinding,
-) -> _Answer | None:
-    """The answer to post; None when the note asks to teach and its author may not."""
-    if record.command == ReplyCommand.IGNORE.value:
-        return _ignore(app, gitlab, project, job, record, finding)
-    discussion = gitlab.discussion(project, job.mr_iid, record.discussion_id)
-    note = next(
-        (n for n in discussion.get("notes") or [] if n.get("id") == record.trigger_note_id), {}
-    )
-    lesson = None
-    if record.command == ReplyCommand.LEARN.value:
-        lesson = learn(app, gitlab, project, job, record, finding, note)
-        return None if lesson is None else _Answer(lesson.body)
+    thread: _Thread,
+) -> _Answer:
+    """The answer to post: a refusal when the note asks for a change its author may not make
+    (reviewbot.permission, the one check for every command that changes state)."""
+    command = ReplyCommand(record.command)
+    change = COMMAND_CHANGES[command]
+    if change is not None:
+        refused = refusal(gitlab, project, thread.author.get("id"), change)
+        if refused is not None:
+            body = f"{REFUSAL_PREFIX}{refused}.\n\nNothing was changed."
+            return _Answer(body=body, refused=refused)
+    if command is ReplyCommand.IGNORE:
+        return _ignore(app, gitlab, project, job, record, finding, thread)
+    if command is ReplyCommand.LEARN:
+        return _Answer(learn(app, gitlab, project, job, record, finding, thread.note).body)
+    discussion, note = thread.discussion, thread.note
     intent = (
         teaching_intent(str(note.get("body") or ""), gitlab.bot_username())
-        if record.command == ReplyCommand.ASK.value
+        if command is ReplyCommand.ASK
         else None
     )
+    lesson = None
     if intent is not None:
         lesson = propose(app, gitlab, project, job, record, finding, note, intent)
     if lesson is not None:  # a proposed learning; from anyone who may not teach: an answer
@@ -238,7 +320,7 @@ def _answer(
         raise AnswerCutOff(f"the model's answer was cut at {REPLY_MAX_TOKENS} tokens")
     text, suggestion = split_suggestion(answer.content or "")
     body = sanitize_markdown(text.strip(), max_chars=MAX_ANSWER_CHARS)
-    if record.command == ReplyCommand.FIX.value:
+    if command is ReplyCommand.FIX:
         body = _with_suggestion(body, suggestion, finding, code)
     return _Answer(
         body=body or "_(the model gave no answer)_",
@@ -271,8 +353,10 @@ def _ignore(
     job: Job,
     record: ReplyRecord,
     finding: ThreadFinding,
+    thread: _Thread,
 ) -> _Answer:
-    """Resolve the thread and record that the finding was not wanted."""
+    """Resolve the thread and record that the finding was not wanted, by the note's author
+    as GitLab has it."""
     gitlab.resolve_discussion(project, job.mr_iid, record.discussion_id)
     app.store.record_feedback(
         finding_id=finding.finding_id,
@@ -284,7 +368,7 @@ def _ignore(
         note_id=record.trigger_note_id,
         kind=FeedbackKind.IGNORED.value,
         value=IGNORED_VALUE,
-        username=record.author,
+        username=thread.author.get("username") or record.author,
         event_key=f"reply-ignore:{record.reply_key}",
     )
     return _Answer(body=f"Resolved: this finding is recorded as not useful.\n\n{LEARN_HINT}")

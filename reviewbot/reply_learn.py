@@ -1,6 +1,8 @@
 """Learnings made in the bot's threads (issue 21; docs/conversation.md, docs/learnings.md).
 
-Only a member with the Developer role or above (``GitLabClient.can_teach``, cached) teaches:
+Only a member with the Developer role or above teaches (``reviewbot.permission``, the one
+check of every change; ``reviewbot.reply`` makes it before :func:`learn`, :func:`propose`
+makes it itself):
 
 - ``/reviewbot learn <text>``: a learning for the project and the finding's category, scoped
   to the path globs the text names (``reviewbot.thread_intent.mentioned_globs``: "in
@@ -12,11 +14,12 @@ Only a member with the Developer role or above (``GitLabClient.can_teach``, cach
 - a bare ``/reviewbot learn``: the thread's newest proposal is accepted (``proposed`` ->
   ``active``, ``accepted_by`` the confirming member), as ``reviewbot learnings accept`` does.
 
-A wish from anyone else is answered as any question; a ``/reviewbot learn`` from anyone else
-is dropped with the reason (``reviewbot.reply``). Every learning made in a thread keeps where:
-the author's id, the MR's iid, the discussion and the note. Exactly once: a note whose
-learning or proposal exists already (an earlier attempt died before it answered) gets that
-one back, never a second; a confirmation that finds the proposal accepted says it is in force.
+A wish from anyone else is answered as any question; a ``/reviewbot learn`` from anyone else is
+refused in the thread with the reason (``reviewbot.reply``). Every learning made in a thread
+keeps where: the author's id, the MR's iid, the discussion and the note. Exactly once: a note
+whose learning or proposal exists already (an earlier attempt died before it answered) gets
+that one back, never a second; a confirmation that finds the proposal accepted says it is in
+force.
 
 Owns: :class:`Lesson`, :func:`learn`, :func:`propose`. Must not: post anything
 (``reviewbot.reply`` does), write SQL (``reviewbot.store``), or read a note's intent
@@ -40,6 +43,7 @@ from reviewbot.learnings import (
     LearningStatus,
 )
 from reviewbot.markdown import code_span_text, sanitize_markdown
+from reviewbot.permission import Change, refusal
 from reviewbot.queue import Job
 from reviewbot.store.reply_queries import ReplyRecord, ThreadFinding
 from reviewbot.teaching import add_learning, learning_book
@@ -70,12 +74,10 @@ def learn(
     record: ReplyRecord,
     finding: ThreadFinding,
     note: Mapping[str, Any],
-) -> Lesson | None:
-    """The answer to ``/reviewbot learn [text]`` (module notes); None: its author may not
-    teach."""
+) -> Lesson:
+    """The answer to ``/reviewbot learn [text]`` (module notes), from an author the caller
+    found may teach (``reviewbot.permission``)."""
     author = note.get("author") or {}
-    if not _may_teach(gitlab, project, author):
-        return None
     text = LEARN_COMMAND.sub("", str(note.get("body") or ""), count=1).strip()
     earlier = _thread_learnings(app, gitlab, project, record.discussion_id)
     made = next((item for item in earlier if item.note_id == record.trigger_note_id), None)
@@ -111,7 +113,7 @@ def propose(
     """The answer proposing the learning a wish states (module notes); None: its author may
     not teach (the note gets an ordinary answer)."""
     author = note.get("author") or {}
-    if not _may_teach(gitlab, project, author):
+    if refusal(gitlab, project, author.get("id"), Change.PROPOSE) is not None:
         return None
     earlier = _thread_learnings(app, gitlab, project, record.discussion_id)
     made = next((item for item in earlier if item.note_id == record.trigger_note_id), None)
@@ -187,10 +189,6 @@ def _with_title(text: str, title: str) -> str:
         return text
     shown = title if len(title) <= room else title[: room - 1] + "…"
     return text + TITLE_CONTEXT.format(title=shown)
-
-
-def _may_teach(gitlab: GitLabClient, project: int | str, author: Mapping[str, Any]) -> bool:
-    return isinstance(author.get("id"), int) and gitlab.can_teach(project, author["id"])
 
 
 def _where(job: Job, record: ReplyRecord, author: Mapping[str, Any]) -> dict[str, Any]:

@@ -17,12 +17,14 @@ its events that refuses aliases (no "billion laughs") and nesting deeper than MA
 (PyYAML's composer recurses).
 
 Globs are matched on the whole path from the repository root, as Duo's ``fileFilters`` are
-(``*.rb`` is a file at the root; ``**/*.rb`` anywhere): ``*`` and ``?`` stay within one path
-segment, ``**`` spans any number of segments, ``[abc]`` is a class, a trailing ``/`` means
-everything under that folder; ``!`` marks an exclude. A file matches a rule when it matches one
-of its includes (no includes: every file) and none of its excludes.
+(``*.rb`` is a file at the root; ``**/*.rb`` anywhere), by ``reviewbot.pathglob`` in time
+linear in the path's length: ``*`` and ``?`` stay within one path segment, ``**`` spans any
+number of segments, ``[abc]`` is a class, a trailing ``/`` means everything under that folder;
+``!`` marks an exclude. A glob too long or with too many ``*`` is a problem, like one that
+names no file. A file matches a rule when it matches one of its includes (no includes: every
+file) and none of its excludes.
 
-Owns: the rule formats, their validation and merge, the glob matcher, which rules a set of
+Owns: the rule formats, their validation and merge, which rules a set of
 paths gets and which of them fit a token budget. Must not: read a file (the caller hands the
 texts in), render the prompt (``reviewbot.prompts``) or count tokens itself (a counter is
 handed in).
@@ -36,12 +38,12 @@ import tomllib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from functools import lru_cache
 from typing import Any
 
 import yaml
 
 from reviewbot.findings import Category, Severity
+from reviewbot.pathglob import glob_matches, glob_problem
 
 __all__ = [
     "DEFAULT_RULES_TOKENS",
@@ -54,8 +56,6 @@ __all__ = [
     "RuleTexts",
     "context_rule",
     "fit_rules",
-    "glob_matches",
-    "glob_problem",
     "merge_rules",
     "parse_duo_rules",
     "parse_toml_rules",
@@ -429,79 +429,7 @@ def _shown(text: str) -> str:
     return "`" + cut.replace("`", "'") + "`"
 
 
-# --- globs -----------------------------------------------------------------------------------
-
-
-def glob_problem(glob: str) -> str | None:
-    """Why ``glob`` cannot match any path, or None when it is a usable glob."""
-    pattern = glob.strip().removeprefix("!")
-    if not pattern:
-        return "is empty"
-    if pattern.startswith("/") and pattern.strip("/") == "":
-        return "names no file"
-    if "\0" in pattern:
-        return "holds a NUL character"
-    if any(part == ".." for part in pattern.split("/")):
-        return "leads out of the repository (..)"
-    return None
-
-
-def glob_matches(glob: str, path: str) -> bool:
-    """``path`` (from the repository root, "/"-separated) matches ``glob`` (module notes)."""
-    return _compiled(glob.strip()).fullmatch(path) is not None
-
-
-@lru_cache(maxsize=4096)
-def _compiled(glob: str) -> re.Pattern[str]:
-    pattern = glob.lstrip("/")
-    if pattern.endswith("/"):
-        pattern += "**"
-    return re.compile(_translate(pattern), re.DOTALL)
-
-
-def _translate(glob: str) -> str:
-    out, index = [], 0
-    while index < len(glob):
-        if glob.startswith("**/", index):
-            out.append("(?:[^/]*/)*")  # zero or more whole segments
-            index += 3
-        elif glob.startswith("/**", index) and index + 3 == len(glob):
-            out.append("/.*")
-            index += 3
-        elif glob.startswith("**", index):
-            out.append(".*")
-            index += 2
-        elif glob[index] == "*":
-            out.append("[^/]*")
-            index += 1
-        elif glob[index] == "?":
-            out.append("[^/]")
-            index += 1
-        elif glob[index] == "[" and (end := _class_end(glob, index)) > 0:
-            out.append(_class(glob[index + 1 : end]))
-            index = end + 1
-        else:
-            out.append(re.escape(glob[index]))
-            index += 1
-    return "".join(out)
-
-
-def _class_end(glob: str, start: int) -> int:
-    """Where the class opened at ``start`` closes (-1: it does not, so "[" is a character)."""
-    index = start + 1
-    if index < len(glob) and glob[index] in "!^":
-        index += 1
-    if index < len(glob) and glob[index] == "]":
-        index += 1
-    end = glob.find("]", index)
-    return -1 if end < 0 or "/" in glob[start:end] else end
-
-
-def _class(body: str) -> str:
-    negated = body[:1] in ("!", "^")
-    members = body[1:] if negated else body
-    escaped = "".join("\\" + char if char in "\\^[]" else char for char in members)
-    return f"[^/{escaped}]" if negated else f"[{escaped}]"
+# --- globs (matched by reviewbot.pathglob) ---------------------------------------------------
 
 
 def unmatched_globs(rule_set: RuleSet, paths: Iterable[str]) -> list[str]:

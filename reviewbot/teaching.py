@@ -4,7 +4,7 @@ The CLI (``reviewbot learnings``) and the thread command (``/reviewbot learn``) 
 the text, globs and category are checked (``reviewbot.learnings``), the project is read from
 GitLab (its id, so a renamed project keeps its learnings, and its group), and the learning is
 stored (``reviewbot.store.LearningBook``). Who may teach is checked by the caller that knows
-who asks: the thread command with ``GitLabClient.can_teach``; a CLI user has the database.
+who asks: the thread command with ``reviewbot.permission``; a CLI user has the database.
 
 A review reads the learnings in force for its project once (:func:`active_learnings`): they
 go into the prompt as rules (``reviewbot.review``, budget ``learnings_tokens``) and
@@ -19,19 +19,21 @@ proposal is stored once per kind (its ``proposal_key``, and no near-identical pr
 same category and folder before it) and applied only once accepted.
 
 Owns: :func:`add_learning`, :func:`project_learnings`, :func:`learning_book`,
-:func:`active_learnings`, :func:`suppress`, :func:`propose_learnings` and
+:func:`active_learnings`, :func:`suppress`, :func:`withheld_by`, :func:`propose_learnings` and
 :func:`learning_figures` (the report's). Must not: render
 anything, or decide whether a learning applies to a finding (``reviewbot.learnings``).
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
 from reviewbot.app import App
+from reviewbot.comments import Withheld
 from reviewbot.findings import Finding, FindingsOptions, FindingsResult, FindingState, without
 from reviewbot.learnings import (
     Learning,
@@ -61,6 +63,7 @@ __all__ = [
     "propose_learnings",
     "suppress",
     "suppressed_stored",
+    "withheld_by",
 ]
 
 
@@ -173,6 +176,17 @@ def suppress(
                 suppressed.append(Suppressed(finding, learning.id))
                 break
     return without(result, [item.finding for item in suppressed], options), suppressed
+
+
+def withheld_by(learnings: Iterable[Learning], suppressed: Iterable[Suppressed]) -> list[Withheld]:
+    """Per learning (in id order), how many of ``suppressed`` it withheld: what the summary
+    says, so a review whose findings a learning kept off the MR never reads as clean."""
+    counts = Counter(item.learning_id for item in suppressed)
+    texts = {learning.id: learning.text for learning in learnings if learning.id is not None}
+    return [
+        Withheld(learning_id, texts.get(learning_id, ""), count)
+        for learning_id, count in sorted(counts.items())
+    ]
 
 
 def suppressed_stored(suppressed: Iterable[Suppressed]) -> list[StoredFinding]:

@@ -29,7 +29,7 @@ import re
 from dataclasses import dataclass
 
 from reviewbot.learnings import EXCLUSION_WORDS, MAX_LEARNING_CHARS
-from reviewbot.rules import glob_problem
+from reviewbot.pathglob import glob_problem
 
 __all__ = ["TeachingIntent", "mentioned_globs", "teaching_intent"]
 

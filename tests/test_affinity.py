@@ -28,6 +28,22 @@ def expected_key(world: World) -> str:  # noqa: F811
 def test_session_key_is_host_project_id_and_iid() -> None:
     assert session_key("https://gitlab.example.com/", 42, 7) == "gitlab.example.com/42/7"
     assert session_key("http://10.0.0.5:8080", 3, 1) == "10.0.0.5:8080/3/1"
+    assert session_key("http://user:pa@ss@[::1]:8080/", 3, 1) == "[::1]:8080/3/1"
+    assert session_key("https://token@gitlab.example.com", 3, 1) == "gitlab.example.com/3/1"
+
+
+def test_a_password_in_the_gitlab_url_never_reaches_the_model_server(
+    world: World,  # noqa: F811
+) -> None:
+    """REVIEWBOT_GITLAB_URL=http://user:pass@host: the key is the host alone (issue 32)."""
+    parts = urlsplit(world.gitlab.url)
+    with_password = f"{parts.scheme}://reviewbot:s3cret-pass@{parts.netloc}"
+    report = world.run(gitlab_url=with_password)
+    assert report.findings and world.vllm.requests
+    bodies, headers = world.vllm.requests, world.vllm.request_headers
+    assert [h.get("x-session-id") for h in headers] == [expected_key(world)] * len(bodies)
+    assert [b.get("user") for b in bodies] == [expected_key(world)] * len(bodies)
+    assert "s3cret-pass" not in repr(bodies) + repr(headers)
 
 
 def test_every_request_of_a_review_carries_the_mr_key(world: World) -> None:  # noqa: F811

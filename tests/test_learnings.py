@@ -26,6 +26,7 @@ from reviewbot.learnings import (
     learnings_for_paths,
     sanitised_learning_text,
 )
+from reviewbot.permission import Change, refusal
 from reviewbot.store import LearningBook, RecordNotFound, Store
 from tests.fakes.gitlab_server import FakeGitLab
 from tests.hostile_text import hostile_text
@@ -237,22 +238,25 @@ def _user_id(fake: FakeGitLab, username: str) -> int:
     return int(fake.add_user(username)["id"])
 
 
-def test_a_developer_can_teach_a_reporter_and_a_stranger_cannot(gitlab: FakeGitLab) -> None:
+def test_a_developer_may_teach_a_reporter_and_a_stranger_may_not(gitlab: FakeGitLab) -> None:
     developer, reporter, stranger = (_user_id(gitlab, name) for name in ("dev", "rep", "who"))
     gitlab.add_member(7, "dev", 30)
     gitlab.add_member(7, "rep", 20)
     now = [1000.0]
     client = GitLabClient(GitLabSettings(url=gitlab.url, token="glpat-bot"), clock=lambda: now[0])
-    assert client.member_access_level(7, developer) == 30 and client.can_teach(7, developer)
-    assert client.member_access_level(7, reporter) == 20 and not client.can_teach(7, reporter)
-    assert client.member_access_level(7, stranger) is None and not client.can_teach(7, stranger)
+    assert refusal(client, 7, developer, Change.LEARN) is None
+    assert refusal(client, 7, reporter, Change.LEARN) == (
+        "only a project member with the Developer role or above may make or confirm a "
+        "learning (role Reporter)"
+    )
+    assert refusal(client, 7, stranger, Change.LEARN).endswith("(not a member)")
     asked = _role_reads(gitlab, developer)
     assert asked == 1
-    assert client.can_teach(7, developer)  # cached: GitLab is not asked again
+    assert refusal(client, 7, developer, Change.LEARN) is None  # cached: not asked again
     assert _role_reads(gitlab, developer) == asked
     gitlab.add_member(7, "dev", 20)  # demoted
     now[0] += 301.0
-    assert not client.can_teach(7, developer)  # the cache expired: asked again
+    assert refusal(client, 7, developer, Change.LEARN) is not None  # expired: asked again
     assert _role_reads(gitlab, developer) == 2
 
 

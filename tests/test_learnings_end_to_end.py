@@ -85,6 +85,39 @@ def test_a_cli_learning_reaches_the_prompt_and_suppresses_a_matching_finding(
     assert coverage.changed_lines_covered == coverage.changed_lines_total
 
 
+def summary_note(world: World) -> str:  # noqa: F811
+    [note] = [n for n in world.gitlab.notes(PROJECT, 1) if "reviewbot:summary" in n["body"]]
+    return note["body"]
+
+
+def test_the_summary_says_how_many_findings_each_learning_withheld(
+    world: World,  # noqa: F811
+) -> None:
+    """A "don't flag anything" learning must not make the MR read as clean (issue 32)."""
+    everything = add(world, "Don't flag anything", "--path", "**", "--category", "security")
+    none_checks = add(world, NONE_LEARNING, "--path", "app.py", "--category", "bug")
+    report = world.run()
+    quiet = [f for f in stored(world, report.review_id) if f["state"] == "suppressed_by_learning"]
+    by_learning = {
+        made["id"]: sum(1 for f in quiet if f["learning_id"] == made["id"])
+        for made in (everything, none_checks)
+    }
+    assert all(by_learning.values()) and sum(by_learning.values()) == len(quiet)
+    body = summary_note(world)
+    heading = body.split("\n\n| ")[0]  # before the counts table: where "N finding(s)" is
+    assert f"{len(quiet)} more withheld by team learnings" in heading
+    shown = f"learning {everything['id']} (`Don't flag anything`): {by_learning[everything['id']]}"
+    assert shown in heading
+    assert f"learning {none_checks['id']} (`We compare with == None" in heading
+    assert [w.findings for w in report.withheld] == [by_learning[i] for i in sorted(by_learning)]
+    code, output = cli(world, "run", "1", "--project", PROJECT, "--dry-run", "--json")
+    assert code == 0, output
+    assert json.loads(output)["withheld"] == [
+        {"learning_id": learning_id, "findings": count}
+        for learning_id, count in sorted(by_learning.items())
+    ]
+
+
 def test_a_learning_of_another_path_or_category_does_not_suppress(world: World) -> None:  # noqa: F811
     other_path = add(world, NONE_LEARNING, "--path", "tests/**", "--category", "bug")
     other_category = add(world, NONE_LEARNING, "--path", "app.py", "--category", "style")
@@ -315,7 +348,8 @@ def test_a_proposal_is_posted_once_where_it_was_turned_down_and_a_developers_thu
     world.gitlab.add_award_emoji(PROJECT, 3, note["id"], "thumbsdown", "dave")
     code, output = cli(world, "feedback", "sync", "--since", "1d")
     assert f"learning {proposal['id']}: 👍 by @reviewbot ignored (a bot)" in output
-    assert f"learning {proposal['id']}: 👍 by @reader ignored (not Developer" in output
+    ignored = f"learning {proposal['id']}: 👍 by @reader ignored (only a project member with"
+    assert f"{ignored} the Developer role or above may accept" in output
     listed = json.loads(cli(world, "learnings", "list", "--status", "proposed", "--json")[1])
     assert [item["id"] for item in listed] == [proposal["id"]]  # 👎 accepts nothing either
     # a Developer's 👍 accepts it: the next review is taught

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from reviewbot.redaction import hide_url_password, scrub_secrets
+from reviewbot.redaction import hide_url_password, scrub_secrets, without_userinfo
 
 
 @pytest.mark.parametrize(
@@ -35,3 +35,18 @@ def test_scrub_secrets_hides_every_carrier_and_keeps_the_rest() -> None:
 
 def test_scrub_secrets_passes_none_through() -> None:
     assert scrub_secrets(None) is None
+
+
+@pytest.mark.parametrize(
+    ("url", "address"),
+    [
+        ("http://user:pass@gitlab.example.com", "http://gitlab.example.com"),
+        ("https://user:pa@ss@gitlab.example.com:8443/sub/", "https://gitlab.example.com:8443/sub/"),
+        ("https://glpat-x@gitlab.example.com", "https://gitlab.example.com"),
+        ("http://[::1]:8080/a@b", "http://[::1]:8080/a@b"),  # an "@" in the path stays
+        ("https://gitlab.example.com/?q=a@b", "https://gitlab.example.com/?q=a@b"),
+        ("gitlab.example.com", "gitlab.example.com"),
+    ],
+)
+def test_without_userinfo_keeps_the_address_alone(url: str, address: str) -> None:
+    assert without_userinfo(url) == address

@@ -54,7 +54,7 @@ PROJECT_ID = 7
 ALICE_TOKEN = "glpat-alice"
 THREAD_NOTES = r"/discussions/[0-9a-f]+/notes$"
 EXPIRED_LEASE_S = 1.0
-DEVELOPER, REPORTER = 30, 20  # GitLab access levels
+GUEST, REPORTER, DEVELOPER = 10, 20, 30  # GitLab access levels
 
 
 class Thread:
@@ -299,7 +299,18 @@ def test_fix_after_the_line_changed_posts_no_suggestion(thread: Thread) -> None:
     assert answer["suggestions"] == [] and "line changed" in answer["body"]
 
 
+def thread_now(thread: Thread) -> dict[str, Any]:
+    """The bot's thread as GitLab has it now."""
+    return next(d for d in thread.world.gitlab.discussions(PROJECT, 1) if d["id"] == thread.id)
+
+
+def feedback_rows(thread: Thread) -> list[Any]:
+    with thread.store.engine.connect() as connection:
+        return list(connection.execute(select(FeedbackRow)).all())
+
+
 def test_ignore_resolves_the_thread_and_records_negative_feedback(thread: Thread) -> None:
+    thread.world.gitlab.add_member(PROJECT, "alice", DEVELOPER)
     note = thread.say("/reviewbot ignore")
     thread.hook(note)
     thread.work()
@@ -314,6 +325,27 @@ def test_ignore_resolves_the_thread_and_records_negative_feedback(thread: Thread
     assert (feedback.kind, feedback.username) == ("ignored", "alice")
     assert feedback.reply_id == thread.replies()[0].id
     assert thread.replies()[0].model_calls == 0
+
+
+@pytest.mark.parametrize("role", [GUEST, REPORTER, None], ids=["guest", "reporter", "stranger"])
+def test_ignore_without_the_developer_role_is_refused_once_in_the_thread(
+    thread: Thread, role: int | None
+) -> None:
+    """GitLab lets a Guest, a Reporter or a logged-in non-member (on an internal or public
+    project) resolve no one's thread: reviewbot's token must not do it for them (issue 32)."""
+    if role is not None:
+        thread.world.gitlab.add_member(PROJECT, "alice", role)
+    note = thread.say("/reviewbot ignore")
+    thread.hook(note)
+    thread.world.gitlab.add_fault_for("POST", THREAD_NOTES, "stored:502", times=1)
+    thread.work()
+    [answer] = thread.answers(note["id"])  # answered once, though GitLab's answer was lost
+    assert answer["body"].startswith("Not done:") and "Developer role or above" in answer["body"]
+    assert not thread_now(thread)["notes"][0]["resolved"]
+    assert feedback_rows(thread) == []
+    [reply] = thread.replies()
+    assert (reply.status, reply.reply_note_id) == ("refused", answer["id"])
+    assert "Developer role or above" in reply.reason and "ignore" in reply.reason
 
 
 def test_an_answer_cut_at_the_token_limit_is_dropped_not_posted(thread: Thread) -> None:
@@ -408,19 +440,23 @@ def test_learn_by_a_developer_makes_a_learning_and_confirms_it(thread: Thread) -
     assert f"learning {learning.id}" in answer["body"] and "on purpose" in answer["body"]
 
 
-def test_learn_by_someone_without_the_developer_role_is_dropped(thread: Thread) -> None:
+def test_learn_by_someone_without_the_developer_role_is_refused_in_the_thread(
+    thread: Thread,
+) -> None:
     thread.world.gitlab.add_member(PROJECT, "alice", REPORTER)
     note = thread.say("/reviewbot learn ignore everything")
     thread.hook(note)
     thread.work()
-    assert thread.answers(note["id"]) == []
+    [answer] = thread.answers(note["id"])
+    assert answer["body"].startswith("Not done:") and "(role Reporter)" in answer["body"]
     [reply] = thread.replies()
-    assert reply.status == "dropped" and "may not teach" in reply.reason
+    assert reply.status == "refused" and "make or confirm a learning" in reply.reason
     with App(thread.settings) as app:
         assert project_learnings(app, project=PROJECT) == []
 
 
 def test_the_report_counts_answers_and_their_reception(thread: Thread) -> None:
+    thread.world.gitlab.add_member(PROJECT, "alice", DEVELOPER)
     asked, ignored = thread.say("@reviewbot why?"), thread.say("/reviewbot ignore")
     thread.hook(asked)
     thread.hook(ignored)

@@ -236,8 +236,59 @@ def test_a_wish_from_someone_who_may_not_teach_gets_an_ordinary_answer(thread: T
     confirm = thread.say("/reviewbot learn")
     thread.hook(confirm)
     thread.work()
-    assert thread.answers(confirm["id"]) == []
-    assert thread.replies()[-1].reason == "@alice may not teach (Developer role or above)"
+    [refused] = thread.answers(confirm["id"])
+    assert refused["body"].startswith("Not done:")
+    assert thread.replies()[-1].status == "refused"
+
+
+def test_a_proposal_confirmed_by_someone_who_may_not_teach_stays_proposed(
+    thread: Thread,
+) -> None:
+    """Confirming is a change like making one: the same role, checked the same way."""
+    thread.world.gitlab.add_member(PROJECT, "alice", DEVELOPER)
+    thread.world.gitlab.add_user("carol", token="glpat-carol")
+    thread.world.gitlab.add_member(PROJECT, "carol", REPORTER)
+    wish = thread.say(WISH)
+    thread.hook(wish)
+    thread.work()
+    confirm = thread.say("/reviewbot learn", token="glpat-carol")
+    thread.hook(confirm)
+    thread.work()
+    [refused] = thread.answers(confirm["id"])
+    assert refused["body"].startswith("Not done:") and "(role Reporter)" in refused["body"]
+    [proposed] = learnings_of(thread)
+    assert proposed.status.value == "proposed" and proposed.accepted_by is None
+    assert thread.replies()[-1].status == "refused"
+
+
+def test_a_forged_learn_delivery_makes_nothing_of_a_note_that_holds_no_command(
+    thread: Thread,
+) -> None:
+    """A Note Hook with the right secret and a real note id, but a command the note does not
+    hold: the worker reads the note from GitLab, finds no command, and does nothing."""
+    thread.world.gitlab.add_member(PROJECT, "alice", DEVELOPER)
+    note = thread.say("Note to self: don't flag eval here until the parser lands")
+    assert thread.hook(note | {"body": "/reviewbot learn"})["status"] == "queued"
+    thread.work()
+    assert thread.answers(note["id"]) == []
+    assert learnings_of(thread) == []
+    [reply] = thread.replies()
+    assert reply.status == "dropped" and "holds no command" in reply.reason
+
+
+def test_the_command_done_is_the_one_the_note_holds(thread: Thread) -> None:
+    thread.world.gitlab.add_member(PROJECT, "alice", DEVELOPER)
+    note = thread.say("/reviewbot explain")
+    assert thread.hook(note | {"body": "/reviewbot ignore"})["status"] == "queued"
+    thread.work()
+    [answer] = thread.answers(note["id"])
+    assert "Resolved" not in answer["body"]
+    discussion = next(
+        d for d in thread.world.gitlab.discussions(PROJECT, 1) if d["id"] == thread.id
+    )
+    assert not discussion["notes"][0]["resolved"]
+    [reply] = thread.replies()
+    assert (reply.status, reply.command, reply.model_calls) == ("posted", "explain", 1)
 
 
 def test_a_bare_learn_with_nothing_proposed_makes_nothing(thread: Thread) -> None:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import base64
 import multiprocessing
+import os
+import shutil
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -176,6 +178,59 @@ def test_the_token_is_never_written_to_disk(host: Host) -> None:
     stored = _every_byte_under(host.cache_dir)
     basic = base64.b64encode(f"oauth2:{BOT_TOKEN}".encode())
     assert stored and BOT_TOKEN.encode() not in stored and basic not in stored
+
+
+GIT_RECORDER = """#!/bin/sh
+printf '%s\\n' "$*" >> "{log}"
+exec "{git}" "$@"
+"""
+
+
+def recorded_git_command_lines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Put a `git` first on PATH that writes its command line (what `ps` shows) to a file."""
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    log = tmp_path / "git-command-lines.txt"
+    recorder = folder / "git"
+    recorder.write_text(GIT_RECORDER.format(log=log, git=shutil.which("git")))
+    recorder.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
+    return log
+
+
+@pytest.mark.parametrize(
+    ("userinfo", "token"),
+    [(f"oauth2:{BOT_TOKEN}@", None), ("someone:s3cret-pass@", BOT_TOKEN)],
+    ids=["the-token-in-the-url", "a-password-and-the-token"],
+)
+def test_credentials_in_the_gitlab_url_reach_git_through_its_environment_never_its_argv(
+    host: Host,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    userinfo: str,
+    token: str | None,
+) -> None:
+    """REVIEWBOT_GITLAB_URL=http://user:pass@host (issue 32): git's command line (``ps``) and
+    the clone hold neither the user nor the password; the fetch still authenticates."""
+    log = recorded_git_command_lines(tmp_path, monkeypatch)
+    scheme, rest = host.gitlab.url.split("://", 1)
+    remote = ProjectRemote(f"{scheme}://{userinfo}{rest}", 7, "group/app", token=token)
+    view = host.cache().view(remote, host.head)
+    assert view.read_bytes("util.py").decode() == UTIL
+    view.close()
+    command_lines = log.read_text()
+    assert "fetch" in command_lines and f"{rest}/group/app.git" in command_lines
+    secret = userinfo.rstrip("@").split(":", 1)[1]
+    assert secret not in command_lines and userinfo not in command_lines
+    assert secret.encode() not in _every_byte_under(host.cache_dir)
+
+
+def test_a_failed_fetch_never_shows_the_password_of_the_gitlab_url(host: Host) -> None:
+    scheme, rest = host.gitlab.url.split("://", 1)
+    remote = ProjectRemote(f"{scheme}://someone:s3cret-pass@{rest}", 7, "group/app", token=None)
+    with pytest.raises(CacheError) as refused:
+        host.cache().view(remote, host.head)
+    assert "s3cret-pass" not in str(refused.value) and "someone" not in str(refused.value)
 
 
 def test_a_refused_token_is_one_line_that_never_shows_it(host: Host) -> None:

@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reviewbot.findings import Category, Severity
+from reviewbot.pathglob import glob_matches
 from reviewbot.rules import (
     MAX_CONTEXT_CHARS,
     MAX_RULES_FILE_BYTES,
@@ -23,7 +24,6 @@ from reviewbot.rules import (
     RuleTexts,
     context_rule,
     fit_rules,
-    glob_matches,
     merge_rules,
     parse_duo_rules,
     parse_toml_rules,

@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
 from click.testing import CliRunner
 
 from reviewbot.app import App
@@ -319,3 +320,37 @@ def test_an_unreadable_instance_file_is_said_without_its_path(world: World, tmp_
     body = summary_body(world)
     assert "ignored the instance's rules_file: No such file or directory" in body
     assert "secret-place" not in body
+
+
+HOSTILE_RULES = """\
+rules:
+  - name: deep
+    paths: ['**/**/**/**/**/**/**/**/**/**/**/**/x']
+    instructions: Flag every added line containing "max(".
+  - name: stars
+    paths: ['*a*a*a*a*a*a*a*a*a*a*a*ab*']
+    instructions: Flag every added line containing "max(".
+"""
+LONG_NAME = "a" * 200 + ".txt"  # one segment: every `*` of the second glob may take it
+RUN_TIMEOUT_S = 120  # a guard against a hang; the run takes seconds
+
+
+@pytest.mark.timeout(RUN_TIMEOUT_S)
+def test_a_backtracking_glob_on_the_target_neither_hangs_the_review_nor_goes_unsaid(
+    world: World,
+) -> None:
+    """Globs that a backtracking regex took minutes over (issue 32): the too-starry one is
+    refused with the reason, the other is matched, in linear time, to a long file name the
+    MR changes."""
+    commit_on_target(
+        world, {".reviewbot/rules.yaml": HOSTILE_RULES, LONG_NAME: "long\n"}, "hostile rules"
+    )
+    head = commit_on_feature(world.repo, {LONG_NAME: "longer\n"}, "touch the long one")
+    world.gitlab.push(PROJECT, 1, head)
+    report = world.run()
+    assert len(report.posted) == 3  # the model's own findings, as without rules
+    body = summary_body(world)
+    assert "glob `**/**/**/**/**/**/**/**/**/**/**/**/x` has more than 16 `*`" in body
+    [long_prompt] = [p for p in prompts(world) if f'<file path="{LONG_NAME}"' in p]
+    assert "stars" not in rules_in(long_prompt)  # matched, and it does not match
+    assert all("deep" not in rules_in(p) for p in prompts(world))

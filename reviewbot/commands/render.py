@@ -259,6 +259,10 @@ def run_json(report: Any) -> dict[str, Any]:
             "summary_only": [f.fingerprint for f in report.summary_only],
             "resolved_threads": report.resolved_threads,
             "summary_note_id": report.summary_note_id,
+            "withheld": [
+                {"learning_id": item.learning_id, "findings": item.findings}
+                for item in report.withheld
+            ],
             "incremental": (
                 None
                 if report.review.carried is None
@@ -289,6 +293,7 @@ def print_run(report: Any, console: Console) -> None:
             f"{report.project_path}!{report.iid} at {report.head_sha[:8]}: posted "
             f"{len(report.posted)} new comments, {len(report.already_posted)} already there, "
             f"{len(report.summary_only) + len(report.refused)} in the summary only, "
+            f"{sum(item.findings for item in report.withheld)} withheld by team learnings, "
             f"{report.resolved_threads} stale threads resolved. {report.web_url}"
         )
     )

@@ -1,12 +1,13 @@
 """What ``reviewbot doctor`` asks GitLab about the token (version, user, scopes, role), and
-who may teach the reviewer: a member's role on a project, cached.
+a member's role on a project, cached (who may change what: ``reviewbot.permission``).
 
 ``GET /projects/:id/members/all/:user_id`` (https://docs.gitlab.com/api/members/, "Get a member
 of a group or project, including inherited and invited members") answers the member with its
 ``access_level`` (30 is Developer) or 404 for a non-member. A role is cached for
 :data:`MEMBER_ROLE_TTL_S` per client (the process holds one per GitLab URL): a burst of
-``/reviewbot learn`` notes asks GitLab once, and a role taken away stops counting within
-minutes. Only an ``active`` membership counts (an invitation awaiting acceptance does not).
+``/reviewbot learn`` or ``ignore`` notes asks GitLab once, and a role taken away stops counting
+within minutes. Only an ``active`` membership counts (an invitation awaiting acceptance does
+not).
 
 Owns: :class:`AccountReader` (read-only). Must not: read or write merge requests.
 """
@@ -21,7 +22,7 @@ from reviewbot.gitlab.connection import GitLabConnection, GitLabNotFoundError, G
 
 __all__ = ["DEVELOPER_ACCESS_LEVEL", "MEMBER_ROLE_TTL_S", "AccountReader"]
 
-DEVELOPER_ACCESS_LEVEL = 30  # Gitlab::Access::DEVELOPER: who may make or accept a learning
+DEVELOPER_ACCESS_LEVEL = 30  # Gitlab::Access::DEVELOPER: who may change state (permission)
 MEMBER_ROLE_TTL_S = 300.0  # how long a member's role is trusted without asking again
 ACTIVE_MEMBERSHIP = "active"
 
@@ -91,11 +92,6 @@ class AccountReader(GitLabConnection):
         with self._roles_lock:
             self._roles[key] = (now, level)
         return level
-
-    def can_teach(self, project: str | int, user_id: int) -> bool:
-        """Whether the user may make or accept a learning on ``project``: Developer or more."""
-        level = self.member_access_level(project, user_id)
-        return level is not None and level >= DEVELOPER_ACCESS_LEVEL
 
     def _fetch_member_access_level(self, project: str | int, user_id: int) -> int | None:
         path = f"/projects/{quote(str(project), safe='')}/members/all/{int(user_id)}"

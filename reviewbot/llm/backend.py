@@ -32,6 +32,7 @@ from reviewbot.config import (
     DEFAULT_TOOL_ROUNDS,
     DEFAULT_TOOL_TOKENS,
 )
+from reviewbot.redaction import without_userinfo
 
 if TYPE_CHECKING:
     from reviewbot.repo.tools import RepositoryTools
@@ -334,8 +335,10 @@ class AnswerLostError(RetryableModelError):
 def session_key(gitlab_url: str, project_id: int, iid: int) -> str:
     """``<gitlab host>/<project id>/<mr iid>``: what every model request of an MR's review
     carries (``ChunkRequest.session``), so a router keeps the MR on one server. The host keeps
-    its port; ids, not paths, as a project may be renamed."""
-    host = urlsplit(gitlab_url).netloc or gitlab_url.rstrip("/")
+    its port and never the URL's ``user:password@``; ids, not paths, as a project may be
+    renamed."""
+    address = without_userinfo(gitlab_url)
+    host = urlsplit(address).netloc or address.rstrip("/")
     return f"{host}/{project_id}/{iid}"
 
 

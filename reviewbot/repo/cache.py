@@ -11,6 +11,8 @@ view in use, so eviction never removes a clone while someone reads it).
   auth (user ``oauth2``, the token as password: GitLab's way for access tokens over HTTP git)
   in an ``Authorization`` header handed to git through its environment only, never written
   into the clone's config or any file, never on a command line; within ``repo_fetch_timeout_s``.
+  A GitLab URL that holds ``user:password@`` is given to git without them (``<url>`` is the
+  bare address); without a token, they go into that header instead.
 * After a fetch, clones of other projects are removed, least recently used first, until the
   cache fits ``repo_cache_max_bytes``; a clone in use (its readers lock held) or being fetched
   is skipped, and the clone just used is kept even when it alone is larger than the cap.
@@ -33,10 +35,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from reviewbot.localgit import GitError, GitTimeoutError, fetch_commit, has_commit, init_bare
-from reviewbot.redaction import scrub_secrets
+from reviewbot.redaction import scrub_secrets, without_userinfo
 from reviewbot.repo.git_view import GitTreeView
 from reviewbot.repo.tree import SHORT_SHA
 
@@ -80,13 +82,22 @@ class ProjectRemote:
 
     @property
     def url(self) -> str:
-        return f"{self.gitlab_url.rstrip('/')}/{self.path_with_namespace}{GIT_SUFFIX}"
+        """The repository's address, without the GitLab URL's ``user:password@`` (git's
+        command line is shown by ``ps``, and the address is in error messages)."""
+        address = without_userinfo(self.gitlab_url).rstrip("/")
+        return f"{address}/{self.path_with_namespace}{GIT_SUFFIX}"
 
     def header(self) -> str | None:
-        """The ``Authorization`` header git sends (HTTP basic auth, GitLab's for tokens)."""
-        if not self.token:
-            return None
-        pair = base64.b64encode(f"{GITLAB_GIT_USER}:{self.token}".encode()).decode()
+        """The ``Authorization`` header git sends (HTTP basic auth, GitLab's for tokens): the
+        token's; without one, the user and password the GitLab URL holds; else None."""
+        if self.token:
+            user, password = GITLAB_GIT_USER, self.token
+        else:
+            parts = urlsplit(self.gitlab_url)
+            if parts.username is None:
+                return None
+            user, password = unquote(parts.username), unquote(parts.password or "")
+        pair = base64.b64encode(f"{user}:{password}".encode()).decode()
         return f"Authorization: Basic {pair}"
 
 

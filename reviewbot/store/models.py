@@ -152,8 +152,9 @@ class ReplyStatus(StrEnum):
 
     QUEUED = "queued"
     POSTED = "posted"
-    DROPPED = "dropped"  # not posted: too late (REPLY_TIMEOUT_S), rate limited, or refused
+    DROPPED = "dropped"  # not posted: too late (REPLY_TIMEOUT_S), rate limited, not answerable
     FAILED = "failed"
+    REFUSED = "refused"  # answered with the reason the change asked for was not made
 
 
 class MergeRequestState(StrEnum):

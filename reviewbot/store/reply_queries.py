@@ -24,8 +24,12 @@ from reviewbot.store.models import Reply as ReplyRow
 __all__ = ["ReplyRecord", "ReplyStore", "ThreadFinding", "reply_key"]
 
 Clock = Callable[[], datetime]
-# Replies that count against the rate limits: answered, or about to be.
-COUNTED_STATUSES = (ReplyStatus.QUEUED.value, ReplyStatus.POSTED.value)
+# Replies that count against the rate limits: answered (a refusal too), or about to be.
+COUNTED_STATUSES = (
+    ReplyStatus.QUEUED.value,
+    ReplyStatus.POSTED.value,
+    ReplyStatus.REFUSED.value,
+)
 THUMBS_UP = "thumbsup"
 THUMBS_DOWN = "thumbsdown"
 
@@ -180,6 +184,15 @@ class ReplyStore:
             reason=reply.reason,
             author=reply.author,
         )
+
+    def restate(self, reply_id: int, *, command: str, author: str | None) -> None:
+        """The command and author of a reply as the note holds them (not as delivered)."""
+        with self._engine.begin() as connection:
+            connection.execute(
+                update(ReplyRow)
+                .where(ReplyRow.id == reply_id)
+                .values(command=command, author=author)
+            )
 
     def finish(self, reply_id: int, status: str, **values: Any) -> None:
         """Settle a reply: ``status`` with its reason, note, model, calls, tokens, latency."""
