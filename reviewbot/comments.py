@@ -237,6 +237,7 @@ class SummaryData:
     tools: str = ""  # the model's repository tools in words ("" : not shown)
     verification: str = ""  # the verification pass's counts ("": off, not shown)
     withheld: Sequence[Withheld] = ()  # per learning, the findings it kept off the MR
+    masked: int = 0  # findings whose text held what looked like a secret, masked before posting
 
 
 def summary_body(summary: SummaryData) -> str:
@@ -269,7 +270,7 @@ def _summary_heading(summary: SummaryData) -> str:
     heading = (
         f"### reviewbot review of `{summary.head_sha[:12]}`\n\n"
         f"{total} finding(s), {summary.inline_count} posted inline.{deleted}"
-        f"{_withheld_text(summary.withheld)}"
+        f"{_withheld_text(summary.withheld)}{_masked_text(summary.masked)}"
     )
     if summary.incremental is not None:
         heading += "\n\n" + _incremental_line(summary.incremental)
@@ -281,6 +282,16 @@ def _summary_heading(summary: SummaryData) -> str:
         f"{heading}\n\n⚠️ **Incomplete review:** {len(summary.unreviewed)} part(s) of this merge "
         f"request ({missing} changed lines) could not be reviewed; the findings cover "
         f"{coverage.changed_lines_covered} of {coverage.changed_lines_total} changed lines."
+    )
+
+
+def _masked_text(masked: int) -> str:
+    """`` 1 finding quoted what looked like a secret …``: its text on the MR is not the model's."""
+    if not masked:
+        return ""
+    return (
+        f" {masked} finding(s) quoted what looked like a secret (a token or a key): masked as"
+        " `***` before posting (a suggestion holding one is left out); check the code it names."
     )
 
 

@@ -38,6 +38,7 @@ from reviewbot.markdown import (
     sanitize_markdown,
     sanitize_title,
 )
+from reviewbot.redaction import mask_secrets
 from reviewbot.toolcalls import NON_BLANK_PATTERN, check_arguments
 
 __all__ = [
@@ -178,6 +179,9 @@ class Finding:
     reported_line: int
     reported_side: Side
     rule: str | None = None  # a rule of the review's rule set it applies (an unknown one: None)
+    # the model's text held what looked like a secret (a token, a key): masked before posting,
+    # a suggestion holding one dropped
+    masked: bool = False
 
     @property
     def is_file_level(self) -> bool:
@@ -445,6 +449,11 @@ def _build_finding(
     line = anchored.line
     side, number, end_line = _addressed(raw, file, anchored)
     line_text = line.text if line else ""
+    title, title_masked = mask_secrets(raw.title)
+    body, body_masked = mask_secrets(raw.body)
+    suggestion_masked = suggestion is not None and mask_secrets(suggestion)[1]
+    if suggestion_masked:
+        suggestion = None  # a committable change would only write the secret again
     return Finding(
         path=file.new_path,
         old_path=file.old_path,
@@ -453,8 +462,8 @@ def _build_finding(
         end_line=end_line,
         severity=raw.severity,
         category=raw.category,
-        title=sanitize_title(raw.title, max_chars=limits.title_chars),
-        body=sanitize_markdown(raw.body, max_chars=limits.body_chars),
+        title=sanitize_title(title, max_chars=limits.title_chars),
+        body=sanitize_markdown(body, max_chars=limits.body_chars),
         suggestion=suggestion,
         anchor=anchored.kind,
         anchor_note="; ".join(notes),
@@ -470,6 +479,7 @@ def _build_finding(
         reported_line=raw.line,
         reported_side=raw.side,
         rule=raw.rule,
+        masked=title_masked or body_masked or suggestion_masked,
     )
 
 

@@ -473,7 +473,14 @@ def _summary_data(
         tools=facts.tools,
         verification=facts.verification,
         withheld=facts.withheld,
+        masked=sum(finding.masked for finding in _this_reviews_findings(result)),
     )
+
+
+def _this_reviews_findings(result: PublishResult) -> list[Finding]:
+    """Every finding of the review, on the MR or in the summary only."""
+    refused = [finding for finding, _reason in result.refused]
+    return [*result.posted, *result.already_posted, *result.summary_only, *refused]
 
 
 def _incremental_note(snapshot: MergeRequestSnapshot, facts: ReviewFacts) -> IncrementalNote | None:

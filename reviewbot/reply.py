@@ -54,6 +54,7 @@ from reviewbot.markdown import sanitize_markdown, suggestion_block
 from reviewbot.permission import COMMAND_CHANGES, refusal
 from reviewbot.positions import position_for
 from reviewbot.queue import Job
+from reviewbot.redaction import mask_secrets
 from reviewbot.reply_guidance import Guidance, guidance_for
 from reviewbot.reply_learn import learn, propose
 from reviewbot.repo_policy import REPO_CONFIG_FILE, repo_policy
@@ -75,6 +76,7 @@ log = logging.getLogger(__name__)
 REPLY_PROMPT_TAG = "<reviewbot-reply"
 MAX_ANSWER_CHARS = 6000  # GitLab allows 1,000,000; a reply stays a short answer
 REPLY_MAX_TOKENS = 1024
+MASKED_NOTE = "_(What looked like a secret, a token or a key, was masked as `***`.)_"
 CODE_CONTEXT_LINES = 8  # lines shown either side of the finding's line
 THREAD_NOTES_SHOWN = 20  # the newest notes of the thread given to the model
 NOTE_CHARS_SHOWN = 2000  # each note cut to this many characters in the prompt
@@ -319,7 +321,12 @@ def _answer(
     if answer.finish_reason == FINISH_LENGTH:
         raise AnswerCutOff(f"the model's answer was cut at {REPLY_MAX_TOKENS} tokens")
     text, suggestion = split_suggestion(answer.content or "")
-    body = sanitize_markdown(text.strip(), max_chars=MAX_ANSWER_CHARS)
+    text, masked = mask_secrets(text.strip())
+    if suggestion is not None and mask_secrets(suggestion)[1]:
+        suggestion, masked = None, True  # a committable change would write the secret again
+    body = sanitize_markdown(text, max_chars=MAX_ANSWER_CHARS)
+    if masked:
+        body += f"\n\n{MASKED_NOTE}"
     if command is ReplyCommand.FIX:
         body = _with_suggestion(body, suggestion, finding, code)
     return _Answer(

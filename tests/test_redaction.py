@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from reviewbot.redaction import hide_url_password, scrub_secrets, without_userinfo
+from reviewbot.redaction import hide_url_password, mask_secrets, scrub_secrets, without_userinfo
 
 
 @pytest.mark.parametrize(
@@ -50,3 +50,39 @@ def test_scrub_secrets_passes_none_through() -> None:
 )
 def test_without_userinfo_keeps_the_address_alone(url: str, address: str) -> None:
     assert without_userinfo(url) == address
+
+
+@pytest.mark.parametrize(
+    ("secret", "shown"),
+    [
+        ("glpat-Zx8v1Qk3mN5pR7tW9yB2", "glpat-***"),
+        ("glrt-t1_Zx8v1Qk3mN5pR7tW9yB2", "glrt-***"),
+        ("AKIAIOSFODNN7EXAMPL3", "AKIA***"),
+        (
+            "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+            "aws_secret_access_key = ***",
+        ),
+        ("AIzaSyA-1234567890abcdefghijklmnopqrstu", "AIza***"),
+        ("xoxb-123456789012-abcdefghij", "xoxb-***"),
+        (
+            "-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA\n-----END RSA PRIVATE KEY-----",
+            "-----BEGIN RSA PRIVATE KEY----- *** -----END RSA PRIVATE KEY-----",
+        ),
+    ],
+)
+def test_a_secret_in_model_text_is_masked_and_said(secret: str, shown: str) -> None:
+    masked, found = mask_secrets(f"config: {secret} (from secrets.env)")
+    assert found and masked == f"config: {shown} (from secrets.env)"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "password = request.form['password']",
+        "key = os.environ['AWS_SECRET_ACCESS_KEY']",
+        "glpat tokens start with glpat-",
+        "BEGIN PRIVATE KEY handling in tls.py",
+    ],
+)
+def test_code_that_only_names_a_secret_is_left_as_written(text: str) -> None:
+    assert mask_secrets(text) == (text, False)

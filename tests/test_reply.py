@@ -367,6 +367,18 @@ def test_the_answer_is_sanitised(thread: Thread) -> None:
     assert "`@all`" in answer["body"] and "<img" not in answer["body"]  # a code span: no mention
 
 
+def test_a_secret_in_the_answer_is_masked_and_said(thread: Thread) -> None:
+    """The model repeats a token (read from the repository, or pasted in the thread): the answer
+    is posted with it masked, and says so."""
+    token = "glpat-Zx8v1Qk3mN5pR7tW9yB2"
+    note = thread.say(f"@reviewbot ECHO: the deploy uses {token} and AKIAIOSFODNN7EXAMPL3")
+    thread.hook(note)
+    thread.work()
+    [answer] = thread.answers(note["id"])
+    assert token not in answer["body"] and "AKIAIOSFODNN7EXAMPL3" not in answer["body"]
+    assert "glpat-***" in answer["body"] and "was masked" in answer["body"]
+
+
 def test_a_reaction_on_the_answer_is_recorded_with_its_reply(thread: Thread) -> None:
     note = thread.say("@reviewbot why?")
     thread.hook(note)

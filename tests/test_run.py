@@ -344,6 +344,40 @@ def test_reviews_list_and_show_what_was_recorded(world: World) -> None:
     assert missing.exit_code == 2 and "no review 999" in missing.stderr
 
 
+GITLAB_TOKEN_READ = "glpat-Zx8v1Qk3mN5pR7tW9yB2"
+AWS_KEY_READ = "AKIAIOSFODNN7EXAMPL3"
+
+
+def test_a_secret_the_model_quotes_is_masked_and_the_summary_says_so(world: World) -> None:
+    """The model read a secrets file with its tools and quoted it: the finding is posted with the
+    secret masked, its suggestion (which would commit the key again) left out, and the summary
+    says a finding's text was masked."""
+    line = world.line_of(FEATURE_APP, "eval(")
+    world.vllm.script_tool_calls(
+        (
+            "report_finding",
+            {
+                "path": "app.py",
+                "line": line,
+                "severity": "critical",
+                "category": "security",
+                "title": f"Token {GITLAB_TOKEN_READ} in use",
+                "body": f"secrets.env holds aws_access_key_id={AWS_KEY_READ}; never eval input.",
+                "suggestion": f"    return parse_literal(text, key='{AWS_KEY_READ}')",
+            },
+        ),
+        offered_or_not=True,
+    )
+    world.run()
+    posted = "".join(note["body"] for note in world.gitlab.notes(PROJECT, 1))
+    assert GITLAB_TOKEN_READ not in posted and AWS_KEY_READ not in posted
+    [note] = [n for n in diff_notes(world) if n["position"]["new_line"] == line]
+    assert "glpat-***" in note["body"] and "AKIA***" in note["body"]
+    assert "```suggestion" not in note["body"]
+    [summary] = summary_notes(world)
+    assert "1 finding(s) quoted what looked like a secret" in summary["body"]
+
+
 def test_a_repaired_call_is_recorded_and_shown_per_review(world: World) -> None:
     """The first call of the answer is not JSON; the repair turn resends it (issue 17): the
     review is complete, and the store, `reviews show` and the summary say 1 of 4 calls could
