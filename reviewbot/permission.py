@@ -30,23 +30,10 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Protocol
 
-from reviewbot.gitlab.account import DEVELOPER_ACCESS_LEVEL
+from reviewbot.gitlab.account import DEVELOPER_ACCESS_LEVEL, ROLE_NAMES
 from reviewbot.store.models import ReplyCommand
 
 __all__ = ["COMMAND_CHANGES", "Change", "MemberRoles", "refusal", "role_name"]
-
-# Gitlab::Access (https://docs.gitlab.com/api/members/#roles)
-ROLE_NAMES = MappingProxyType(
-    {
-        5: "Minimal Access",
-        10: "Guest",
-        15: "Planner",
-        20: "Reporter",
-        30: "Developer",
-        40: "Maintainer",
-        50: "Owner",
-    }
-)
 
 
 class Change(StrEnum):

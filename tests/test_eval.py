@@ -142,6 +142,22 @@ def vllm() -> Any:
         yield server
 
 
+# tests/fixtures/eval/team's run as stored: tp, fp, fn, items, tolerance
+STORED_RUN = (2, 3, 2, 4, 3)
+
+
+def check_stored_run(database_url: str) -> dict[str, Any]:
+    """The eval run of DATASET is stored with its scores (the first run of the database)."""
+    store = Store.from_url(database_url)
+    try:
+        run = store.eval_run(1)
+    finally:
+        store.close()
+    assert (run["tp"], run["fp"], run["fn"], run["items"], run["tolerance"]) == STORED_RUN
+    assert run["dataset"] == str(DATASET.resolve())
+    return run
+
+
 def _eval(vllm: Any, database_url: str, *args: str) -> Any:
     env = {"REVIEWBOT_LLM_BASE_URL": vllm.base_url, "REVIEWBOT_DATABASE_URL": database_url}
     result = CliRunner().invoke(main, ["eval", str(DATASET), *args], env=env)
@@ -191,13 +207,7 @@ def test_eval_runs_are_stored_and_shown_by_the_report(
     table = _eval(vllm, store_url).output
     assert "total (micro)" in table and "mean per item" in table and "security" in table
     upgrade(store_url)
-    store = Store.from_url(store_url)
-    try:
-        run = store.eval_run(1)
-    finally:
-        store.close()
-    assert (run["tp"], run["fp"], run["fn"], run["items"], run["tolerance"]) == (2, 3, 2, 4, 3)
-    assert run["dataset"] == str(DATASET.resolve())
+    run = check_stored_run(store_url)
     now = datetime.now(UTC)
     result = CliRunner().invoke(
         main,

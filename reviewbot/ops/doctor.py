@@ -26,6 +26,7 @@ from urllib.parse import urlsplit
 from reviewbot.chunking import Budget, plan
 from reviewbot.config import LLM_BACKEND_VLLM, Settings
 from reviewbot.diff import parse_git_diff
+from reviewbot.gitlab.account import DEVELOPER_ACCESS_LEVEL, ROLE_NAMES
 from reviewbot.llm.answers import FINISH_LENGTH, parse_answer
 from reviewbot.llm.backend import ModelAnswer
 from reviewbot.prompts import ReviewContext, file_summaries, render_messages
@@ -61,18 +62,6 @@ __all__ = [
 ]
 
 # GitLab roles (Gitlab::Access): reviewbot resolves threads and posts on MRs as a Developer.
-DEVELOPER_ACCESS_LEVEL = 30
-ROLE_NAMES = {
-    0: "no access",
-    5: "Minimal access",
-    10: "Guest",
-    15: "Planner",
-    20: "Reporter",
-    30: "Developer",
-    40: "Maintainer",
-    50: "Owner",
-    60: "Admin",
-}
 REQUIRED_SCOPE = "api"
 # A token expiring this soon gets a warning: renewing it is a job for this week.
 TOKEN_EXPIRY_WARNING_DAYS = 14

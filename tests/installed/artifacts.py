@@ -7,16 +7,16 @@ wheel **without extras**: what a user gets from ``pip install reviewbot``.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import json
 import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+from tests.run_lock import locked
 
 ROOT = Path(__file__).resolve().parents[2]
 # pip and the wheel build can be slow on a loaded machine with a cold cache.
@@ -39,16 +39,6 @@ class Installed:
     def script(self) -> Path:
         """The console script ``pip install`` made: what a user types."""
         return self.venv / "bin" / "reviewbot"
-
-
-@contextlib.contextmanager
-def locked(lock_file: Path) -> Iterator[None]:
-    with lock_file.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def run_checked(argv: list[str], cwd: Path, env: dict[str, str] | None = None) -> str:

@@ -34,7 +34,7 @@ from tests.test_doctor import (
     gitlab,  # noqa: F401  (fixture of services)
     services,  # noqa: F401  (fixture)
 )
-from tests.test_eval import DATASET
+from tests.test_eval import DATASET, check_stored_run
 from tests.test_loadtest import FAST, JSON_KEYS, SMALL_DIFF_TOKENS
 from tests.test_report_browser import _assert_charts_drawn, _browser, _dom, _title
 from tests.test_run import diff_notes
@@ -111,13 +111,7 @@ def test_eval_scores_the_labelled_dataset_and_stores_the_run(
     }
     total = document["total"]
     assert (total["tp"], total["fp"], total["fn"], total["precision"]) == (2, 3, 2, 0.4)
-    store = Store.from_url(store_url)
-    try:
-        run = store.eval_run(1)
-    finally:
-        store.close()
-    assert (run["tp"], run["fp"], run["fn"], run["items"], run["tolerance"]) == (2, 3, 2, 4, 3)
-    assert run["dataset"] == str(DATASET.resolve())
+    check_stored_run(store_url)
 
 
 def test_capacity_plans_a_box_of_four_t10(installed: Installed, outside: Path) -> None:

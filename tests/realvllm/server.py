@@ -18,7 +18,6 @@ Owns: the server process and its log. Must not: send model requests (the tests d
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import signal
@@ -33,6 +32,7 @@ from pathlib import Path
 import httpx
 
 from reviewbot.ops.vllm_command import REVIEWBOT_SERVE_FLAGS
+from tests.run_lock import locked
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 SERVED_MODEL = "Qwen/Qwen3.5-35B-A3B-GPTQ-Int4"
@@ -253,16 +253,6 @@ class SharedServer:
 
 
 @contextlib.contextmanager
-def _locked(lock_file: Path) -> Iterator[None]:
-    with lock_file.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-@contextlib.contextmanager
 def shared_server(
     python: str, run_dir: Path, model_dir: Path, worker: str
 ) -> Iterator[SharedServer]:
@@ -270,7 +260,7 @@ def shared_server(
     run_dir.mkdir(parents=True, exist_ok=True)
     lock, state_file, users = run_dir / "server.lock", run_dir / "server.json", run_dir / "users"
     users.mkdir(exist_ok=True)
-    with _locked(lock):
+    with locked(lock):
         if state_file.exists():
             state = json.loads(state_file.read_text())
             if state.get("error"):
@@ -289,7 +279,7 @@ def shared_server(
     try:
         yield SharedServer(state["root_url"], state["pid"], Path(state["log"]))
     finally:
-        with _locked(lock):
+        with locked(lock):
             (users / worker).unlink(missing_ok=True)
             if not any(users.iterdir()):
                 stop_group(state["pid"])
