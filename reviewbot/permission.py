@@ -30,7 +30,7 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Protocol
 
-from reviewbot.gitlab.account import DEVELOPER_ACCESS_LEVEL, ROLE_NAMES
+from reviewbot.roles import DEVELOPER_ACCESS_LEVEL, ROLE_NAMES
 from reviewbot.store.models import ReplyCommand
 
 __all__ = ["COMMAND_CHANGES", "Change", "MemberRoles", "refusal", "role_name"]

@@ -40,6 +40,7 @@ CORE = {
     "reviewbot.positions",
     "reviewbot.prompts",
     "reviewbot.redaction",
+    "reviewbot.roles",
     "reviewbot.reply_guidance",
     "reviewbot.repo",
     "reviewbot.repo.tree",

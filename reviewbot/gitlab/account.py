@@ -15,29 +15,14 @@ Owns: :class:`AccountReader` (read-only). Must not: read or write merge requests
 from __future__ import annotations
 
 import threading
-from types import MappingProxyType
 from typing import Any
 from urllib.parse import quote
 
 from reviewbot.gitlab.connection import GitLabConnection, GitLabNotFoundError, GitLabSettings
+from reviewbot.roles import DEVELOPER_ACCESS_LEVEL, ROLE_NAMES
 
 __all__ = ["DEVELOPER_ACCESS_LEVEL", "MEMBER_ROLE_TTL_S", "ROLE_NAMES", "AccountReader"]
 
-DEVELOPER_ACCESS_LEVEL = 30  # Gitlab::Access::DEVELOPER: who may change state (permission)
-# Gitlab::Access, by access level (https://docs.gitlab.com/api/members/#roles)
-ROLE_NAMES = MappingProxyType(
-    {
-        0: "no access",
-        5: "Minimal Access",
-        10: "Guest",
-        15: "Planner",
-        20: "Reporter",
-        30: "Developer",
-        40: "Maintainer",
-        50: "Owner",
-        60: "Admin",
-    }
-)
 MEMBER_ROLE_TTL_S = 300.0  # how long a member's role is trusted without asking again
 ACTIVE_MEMBERSHIP = "active"
 
