@@ -68,6 +68,7 @@ CORE = {
     "reviewbot.llm.tries",
     "reviewbot.ops",
     "reviewbot.ops.capacity",
+    "reviewbot.ops.alternatives",
     "reviewbot.ops.gpus",
     "reviewbot.ops.model_shape",
     "reviewbot.ops.doctor",
