@@ -44,6 +44,7 @@ from tests.fakes.gitlab_server import FakeGitLab
 from tests.fakes.silent_server import SilentServer
 from tests.fakes.vllm_server import FakeVLLM
 from tests.mr_world import make_repo
+from tests.stderr_lines import progress_lines
 from tests.store_fixtures import store_url  # noqa: F401
 
 ROOT = Path(__file__).parent.parent
@@ -186,8 +187,25 @@ def test_all_ok(db_services: Services, local_vllm_process: subprocess.Popen[byte
 def test_the_table_for_people_says_how_many_failed(services: Services) -> None:
     result = CliRunner().invoke(main, ["doctor"], env=services.env())
     assert result.exit_code == 0
-    assert "tool calls" in result.output and "0 failed" in result.output
+    assert "tool calls" in result.stdout and "0 failed" in result.stdout
     assert BOT_TOKEN not in result.output
+
+
+def test_on_a_pipe_each_group_says_its_verdicts_as_it_ends(services: Services) -> None:
+    """Issue 32 item 15: on a pipe or in a CI log the doctor printed nothing until its table;
+    now a plain line per group of checks as it ends (none with --json)."""
+    result = CliRunner().invoke(main, ["doctor"], env=services.env())
+    lines = progress_lines(result.stderr)
+    assert [line.split(":")[0] for line in lines] == [
+        "gitlab",
+        "model server",
+        "database",
+        "repository",
+        "checking the model's weights",
+    ]
+    assert all(re.fullmatch(r"[a-z ]+: \d+ ok, \d+ warnings, \d+ failed", x) for x in lines[:4])
+    quiet = CliRunner().invoke(main, ["doctor", "--json"], env=services.env())
+    assert progress_lines(quiet.stderr) == []
 
 
 def test_bad_settings_are_one_failed_check(services: Services) -> None:

@@ -40,7 +40,7 @@ from reviewbot.commands.common import (
     project_option,
     repo_option,
 )
-from reviewbot.commands.render import progress_bar
+from reviewbot.commands.progress import progress_bar, progress_steps
 from reviewbot.commands.render_ops import (
     print_capacity,
     print_checks,
@@ -299,7 +299,9 @@ def doctor_command(
             settings_source=_source(config_file),
             verify_weights=verify_weights,
         )
-        checks = run_doctor(settings, options)
+        what = "the model server" if model_only else "every dependency"
+        with progress_steps(console(stderr=True), f"checking {what}", quiet=as_json) as say:
+            checks = run_doctor(settings, options, say=say)
     if as_json:
         emit_json({"checks": [check.to_dict() for check in checks]})
     else:

@@ -16,7 +16,7 @@ from reviewbot.commands.render import add_row
 from reviewbot.commands.terminal import cell, data
 from reviewbot.ops.alternatives import MAX_SUGGESTED_GPUS, Alternative
 from reviewbot.ops.capacity import CapacityPlan
-from reviewbot.ops.doctor import Check, Status
+from reviewbot.ops.doctor import Check, Status, tally
 from reviewbot.ops.loadtest import LoadReport
 from reviewbot.ops.router import RouterPlan
 from reviewbot.ops.vllm_command import vllm_serve_lines
@@ -144,12 +144,7 @@ def print_checks(checks: list[Check], console: Console) -> None:
             cell(check.fix),
         )
     console.print(table)
-    counts = {status: sum(c.status is status for c in checks) for status in Status}
-    console.print(
-        data(
-            f"{counts[Status.OK]} ok, {counts[Status.WARN]} warnings, {counts[Status.FAIL]} failed"
-        )
-    )
+    console.print(data(tally(checks)))
 
 
 # --- loadtest --------------------------------------------------------------------------------

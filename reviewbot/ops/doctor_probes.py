@@ -72,6 +72,7 @@ from reviewbot.ops.doctor import (
     repository_fetch_check,
     repository_source_check,
     settings_check,
+    tally,
     thinking_check,
     token_scopes_check,
     tokenize_check,
@@ -206,11 +207,14 @@ def run_doctor(
     *,
     command_lines: Callable[[], Sequence[Sequence[str]]] | None = None,
     today: date | None = None,
+    say: Callable[[str], None] | None = None,
 ) -> list[Check]:
     """Every check, in a stable order: settings, GitLab, model server, database, webhook.
 
     ``command_lines``: the processes of this host (default: read from /proc), where a local
-    vLLM's ``--generation-config`` is found."""
+    vLLM's ``--generation-config`` is found. ``say`` hears each group's verdicts as the group
+    ends ("gitlab: 4 ok"), and when the weights are checked."""
+    say = say or _quiet
     timeouts = options.timeouts
     # (the check that stands for the group if it overruns, its fix, the group)
     groups: list[tuple[str, str, Callable[[], list[Check]]]] = [
@@ -243,15 +247,23 @@ def run_doctor(
     deadline = time.monotonic() + allowed_s
     for name, fix, running in started:
         try:
-            checks.extend(running.result(deadline - time.monotonic()))
+            group = running.result(deadline - time.monotonic())
         except CheckTimeoutError:
             # Every step has a deadline of its own, so this is a bug or a stuck library: still
             # one failed check, never a traceback (and never past the health unit's limit).
             detail = f"the checks did not end within {allowed_s:g} s"
-            checks.append(Check(name, Status.FAIL, detail, fix))
+            group = [Check(name, Status.FAIL, detail, fix)]
+        say(f"{name}: {tally(group)}")
+        checks.extend(group)
     if options.verify_weights or not options.model_only:  # minutes of hashing: no deadline
+        hashing = " (hashing every shard again: minutes)" if options.verify_weights else ""
+        say(f"checking the model's weights{hashing}")
         checks.extend(weights_checks(settings, verify=options.verify_weights))
     return checks
+
+
+def _quiet(_: str) -> None:
+    return None
 
 
 def group_deadline_s(timeouts: DoctorTimeouts, model_only: bool) -> float:
