@@ -151,6 +151,8 @@ PIPELINE = {
     "reviewbot.webhook.handlers",
     "reviewbot.webhook.server",
     "reviewbot.ops.doctor_probes",
+    "reviewbot.ops.deadlines",
+    "reviewbot.ops.model_probes",
     "reviewbot.ops.router_probes",
     "reviewbot.ops.loadtest_driver",
     "reviewbot.ops.loadtest_plan",
