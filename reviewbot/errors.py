@@ -9,7 +9,8 @@ free of the model client, python-gitlab and SQLAlchemy. ``tests/test_app.py`` ch
 every entry names a real exception class.
 
 Exit codes (all commands): 0 success, 1 the work failed, 2 bad input; ``reviewbot ci`` and
-``reviewbot loadtest`` add 3 (findings at or above ``--fail-on``; an SLO missed).
+``reviewbot loadtest`` and ``reviewbot capacity`` add 3 (findings at or above ``--fail-on``; an
+SLO missed; a configuration that does not fit).
 
 Owns: ``BadInputError``, the exit codes and the one table of what each failure means (exit code,
 retry or not, the message). Must not: import a module whose exceptions it names, print, or exit (the
@@ -27,6 +28,7 @@ from reviewbot.redaction import scrub_secrets
 __all__ = [
     "ERROR_TABLE",
     "EXIT_BAD_INPUT",
+    "EXIT_DOES_NOT_FIT",
     "EXIT_FAILURE",
     "EXIT_FINDINGS",
     "EXIT_OK",
@@ -42,6 +44,7 @@ EXIT_FAILURE = 1
 EXIT_BAD_INPUT = 2
 EXIT_FINDINGS = 3
 EXIT_SLO_MISSED = 3  # `reviewbot loadtest`: the same code, its own name
+EXIT_DOES_NOT_FIT = 3  # `reviewbot capacity`: the configuration as given does not fit
 
 
 class BadInputError(Exception):
@@ -135,6 +138,8 @@ ERROR_TABLE: tuple[tuple[str, str, Disposition], ...] = (
     ("reviewbot.queue", "JobStateError", FAILED),
     # `reviewbot ci`: an artifact (Code Quality report, summary) that cannot be written
     ("reviewbot.ci", "ArtifactWriteError", FAILED),
+    # `reviewbot report`: its folder cannot be made or a file written (--output /proc/x)
+    ("reviewbot.report", "ReportWriteError", FAILED),
     # the database cannot be opened, went away mid-run (DBAPIError), or refused what we asked
     ("reviewbot.store.store", "DatabaseUnavailableError", TRANSIENT),
     ("sqlalchemy.exc", "DBAPIError", Disposition(EXIT_FAILURE, True, _database)),

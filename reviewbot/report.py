@@ -58,6 +58,7 @@ __all__ = [
     "REPORT_MARKER_PREFIX",
     "IssueTracker",
     "ReportStore",
+    "ReportWriteError",
     "build_report",
     "change_text",
     "eval_comparison",
@@ -596,8 +597,21 @@ def _verification_table(figures: Mapping[str, Any] | None) -> list[str]:
 # Output
 
 
+class ReportWriteError(Exception):
+    """The report's folder cannot be made or a file in it written (one line, exit 1)."""
+
+
 def write_report(report: Mapping[str, Any], output: Path, formats: Iterable[str]) -> list[Path]:
-    """Write ``report.<format>`` for each of ``formats`` into ``output``; the paths written."""
+    """Write ``report.<format>`` for each of ``formats`` into ``output``; the paths written.
+    ReportWriteError when the folder cannot be made or a file written (``/proc/x``)."""
+    try:
+        return _write_files(report, output, formats)
+    except OSError as error:
+        reason = error.strerror or type(error).__name__
+        raise ReportWriteError(f"cannot write the report to {output}: {reason}") from None
+
+
+def _write_files(report: Mapping[str, Any], output: Path, formats: Iterable[str]) -> list[Path]:
     output.mkdir(parents=True, exist_ok=True)
     written = []
     for name in formats:

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from reviewbot.ops.alternatives import MODEL_LEN_STEP, what_would_fit
 from reviewbot.ops.capacity import (
     GIB,
     MAX_RECOMMENDED_NUM_SEQS,
@@ -267,6 +268,47 @@ def test_a_model_too_big_for_the_gpu_does_not_fit(qwen35_35b) -> None:
     assert not plan.fits
     assert plan.warnings[0].startswith("does not fit:")
     assert plan.kv_cache_blocks == 0
+    assert not plan.runnable
+
+
+def test_what_would_fit_is_each_the_smallest_change_that_fits() -> None:
+    """Issue 32 item 14: a plan that does not fit says what would. Each alternative, applied,
+    is runnable; the context offered is the longest whole step that fits (one more does not);
+    the GPUs offered are the fewest that split the heads evenly and fit."""
+    nine_b, l4 = shipped_model("Qwen/Qwen3.5-9B"), find_gpu("L4")
+    pinned = LaunchSettings(quantization="bf16", max_model_len=32768, max_num_batched_tokens=8192)
+    assert not plan_capacity(nine_b, l4, pinned).runnable
+    found = {a.flags.split()[0]: a.flags.split() for a in what_would_fit(nine_b, l4, pinned)}
+    assert list(found) == [
+        "--max-num-batched-tokens",
+        "--max-model-len",
+        "--quantization",
+        "--gpus",
+    ]
+    context = int(found["--max-model-len"][1])
+    assert plan_capacity(nine_b, l4, replace(pinned, max_model_len=context)).runnable
+    longer = replace(pinned, max_model_len=context + MODEL_LEN_STEP)
+    assert not plan_capacity(nine_b, l4, longer).runnable
+    assert plan_capacity(nine_b, l4, replace(pinned, max_num_batched_tokens=4096)).runnable
+    assert found["--quantization"] == ["--quantization", "fp8"]
+    assert plan_capacity(nine_b, l4, replace(pinned, quantization="fp8")).runnable
+    assert found["--gpus"] == ["--gpus", "2"]
+    assert plan_capacity(nine_b, l4, replace(pinned, gpus=2)).runnable
+    assert what_would_fit(nine_b, l4, replace(pinned, max_num_batched_tokens=None)) == []
+
+
+def test_when_no_one_change_fits_a_smaller_format_on_more_gpus_is_offered() -> None:
+    """Qwen3.5-122B-A10B on one L4: neither 4-bit weights nor 8 GPUs alone hold it; 4-bit
+    weights on the fewest GPUs that do are offered, and that plan is runnable. Qwen3.5-397B
+    does not fit one box of L4s even so: nothing is offered (the command says so)."""
+    big, l4 = shipped_model("Qwen/Qwen3.5-122B-A10B"), find_gpu("L4")
+    (alternative,) = what_would_fit(big, l4, LaunchSettings())
+    _, quantization, _, gpus = alternative.flags.split()
+    assert quantization == "gptq-int4"
+    assert plan_capacity(big, l4, LaunchSettings(quantization="gptq-int4", gpus=int(gpus))).runnable
+    fewer = LaunchSettings(quantization="gptq-int4", gpus=int(gpus) // 2)
+    assert not plan_capacity(big, l4, fewer).runnable
+    assert what_would_fit(shipped_model("Qwen/Qwen3.5-397B-A17B"), l4, LaunchSettings()) == []
 
 
 @pytest.mark.parametrize(

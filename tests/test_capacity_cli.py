@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import shlex
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -25,9 +27,25 @@ NINE_B_ON_4_T10 = ["--model", "Qwen/Qwen3.5-9B", "--gpu", "T10", "--gpus", "4"]
 T10X4 = ["capacity", "--model", "Qwen/Qwen3.5-35B-A3B-GPTQ-Int4", "--gpu", "T10", "--gpus", "4"]
 
 
-def run(*args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(main, list(args))
+def run(*args: str, columns: int | None = None) -> tuple[int, str, str]:
+    env = {"COLUMNS": str(columns)} if columns else None
+    result = CliRunner().invoke(main, list(args), env=env)
     return result.exit_code, result.stdout, result.stderr
+
+
+# A shell that runs a pasted command with `vllm` standing in for vLLM: it prints its arguments.
+ECHO_VLLM = 'vllm() { printf "%s\\n" "$@"; }\n'
+NARROW_TERMINAL = 40
+L4_BF16_35B = ("capacity", "--model", "Qwen/Qwen3.5-35B-A3B", "--gpu", "L4")
+
+
+def pasted(out: str) -> list[str]:
+    """What `vllm` receives when the lines after ``start with:`` are pasted into bash."""
+    command = out[out.index("start with:") + len("start with:") :].strip()
+    done = subprocess.run(
+        ["bash", "-c", ECHO_VLLM + command], capture_output=True, text=True, check=False
+    )
+    return done.stdout.splitlines()
 
 
 def test_json_has_the_documented_keys() -> None:
@@ -66,6 +84,62 @@ def test_table_shows_the_plan_and_the_start_command() -> None:
         "--generation-config vllm",
     ):
         assert flag in start
+
+
+def test_the_start_command_pastes_whole_into_a_shell_at_any_width() -> None:
+    """Issue 32 item 14: rich wrapped the command at the terminal's width without ``\\``, so
+    a paste ran ``vllm serve`` with the first line's flags only and the rest as commands."""
+    for columns in (NARROW_TERMINAL, None):
+        code, out, _ = run(*T10X4, "--max-num-seqs", "8", columns=columns)
+        assert code == 0
+        argv = pasted(out)
+        assert argv[:2] == ["serve", "Qwen/Qwen3.5-35B-A3B-GPTQ-Int4"]
+        flags = " ".join(argv)
+        for flag in (
+            "--tensor-parallel-size 4",
+            "--max-num-seqs 10",
+            "--dtype float16",
+            "--tool-call-parser qwen3_coder",
+            "--generation-config vllm",
+            "--language-model-only",
+        ):
+            assert flag in flags
+
+
+def test_a_configuration_that_does_not_fit_exits_3_and_says_what_would() -> None:
+    """Issue 32 item 14: was 'start with: vllm serve ...' and exit 0 for a model that cannot
+    load. Each change it offers is planned again here and fits."""
+    code, out, _ = run(*L4_BF16_35B, "--quantization", "bf16", columns=NARROW_TERMINAL)
+    assert code == 3
+    assert "start with" not in out and "vllm serve" not in out
+    assert "does not fit as given" in out
+    code, out, _ = run(*L4_BF16_35B, "--quantization", "bf16", "--json")
+    assert code == 3
+    would_fit = [a["flags"] for a in json.loads(out)["would_fit"]]
+    assert would_fit == ["--quantization gptq-int4", "--gpus 4"]
+    for flags in would_fit:
+        code, out, _ = run(*L4_BF16_35B, "--quantization", "bf16", *shlex.split(flags))
+        assert code == 0 and "start with:" in out
+    code, out, _ = run("capacity", "--model", "Qwen/Qwen3.5-397B-A17B", "--gpu", "L4")
+    assert code == 3 and "vllm serve" not in out
+    assert "does not fit: nor with a shorter context, a smaller quantization or up to 8 GPUs" in (
+        " ".join(out.split())
+    )
+
+
+def test_a_pinned_prefill_chunk_that_does_not_fit_is_not_overridden_silently() -> None:
+    """The planner lowers its own 8,192-token chunk to make a near miss fit (exit 0); one the
+    user chose is their configuration: exit 3, the smaller chunk offered, nothing to start."""
+    near_miss = ("capacity", "--model", "Qwen/Qwen3.5-9B", "--gpu", "L4", "--quantization")
+    near_miss += ("bf16", "--max-model-len", "32768")
+    code, out, _ = run(*near_miss)
+    assert code == 0 and "--max-num-batched-tokens 4096" in " ".join(pasted(out))
+    code, out, _ = run(*near_miss, "--max-num-batched-tokens", "8192", "--json")
+    assert code == 3
+    plan = json.loads(out)
+    assert not plan["runnable"]
+    assert plan["would_fit"][0]["flags"] == "--max-num-batched-tokens 4096"
+    assert "--max-model-len 29696" in [a["flags"] for a in plan["would_fit"]]
 
 
 def test_model_config_takes_any_hugging_face_config(tmp_path: Path) -> None:

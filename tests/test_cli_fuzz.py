@@ -34,6 +34,7 @@ from reviewbot.commands import main
 from reviewbot.commands.common import Integer, Number
 from reviewbot.store import upgrade
 from tests.fakes.gitlab_server import FakeGitLab
+from tests.stderr_lines import error_lines
 
 EVAL_DATASET = Path(__file__).parent / "fixtures" / "eval" / "team"
 TINY_MODEL = Path(__file__).parent / "fixtures" / "weights" / "tiny-model"
@@ -278,7 +279,7 @@ def check(world: World, command_name: str, param: click.Parameter, label: str) -
         os.chdir(world.workdir)
     name = param_name(param)
     where = f"{command_name} {name}={value!a}"
-    errors = result.stderr.strip().splitlines()
+    errors = error_lines(result.stderr)
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         return f"{where}: {type(result.exception).__name__}: {result.exception}"
     if "Traceback" in result.output:

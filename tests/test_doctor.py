@@ -13,6 +13,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import date
@@ -44,6 +45,7 @@ from tests.fakes.gitlab_server import FakeGitLab
 from tests.fakes.silent_server import SilentServer
 from tests.fakes.vllm_server import FakeVLLM
 from tests.mr_world import make_repo
+from tests.stderr_lines import progress_lines
 from tests.store_fixtures import store_url  # noqa: F401
 
 ROOT = Path(__file__).parent.parent
@@ -186,8 +188,25 @@ def test_all_ok(db_services: Services, local_vllm_process: subprocess.Popen[byte
 def test_the_table_for_people_says_how_many_failed(services: Services) -> None:
     result = CliRunner().invoke(main, ["doctor"], env=services.env())
     assert result.exit_code == 0
-    assert "tool calls" in result.output and "0 failed" in result.output
+    assert "tool calls" in result.stdout and "0 failed" in result.stdout
     assert BOT_TOKEN not in result.output
+
+
+def test_on_a_pipe_each_group_says_its_verdicts_as_it_ends(services: Services) -> None:
+    """Issue 32 item 15: on a pipe or in a CI log the doctor printed nothing until its table;
+    now a plain line per group of checks as it ends (none with --json)."""
+    result = CliRunner().invoke(main, ["doctor"], env=services.env())
+    lines = progress_lines(result.stderr)
+    assert [line.split(":")[0] for line in lines] == [
+        "gitlab",
+        "model server",
+        "database",
+        "repository",
+        "checking the model's weights",
+    ]
+    assert all(re.fullmatch(r"[a-z ]+: \d+ ok, \d+ warnings, \d+ failed", x) for x in lines[:4])
+    quiet = CliRunner().invoke(main, ["doctor", "--json"], env=services.env())
+    assert progress_lines(quiet.stderr) == []
 
 
 def test_bad_settings_are_one_failed_check(services: Services) -> None:
@@ -623,6 +642,41 @@ def test_a_server_that_lists_its_model_then_hangs_is_failed_checks_not_a_traceba
     assert by_name["model server"].status is Status.OK
     assert by_name["tool calls"].status is Status.FAIL
     assert by_name["prefix caching"].detail.startswith("cannot tell")
+
+
+# The model group's time when one of its checks never ends: it is waited for, whole.
+STUCK_GROUP_TIMEOUTS = DoctorTimeouts(model_s=3.0, tool_probe_s=6.0, model_total_s=8.0)
+
+
+@pytest.mark.timeout(WITHIN_THE_GROUP_TEST_S)
+def test_a_check_that_never_ends_fails_alone_and_the_others_keep_their_verdicts(
+    services: Services,
+) -> None:
+    """Issue 32 item 12: the model checks shared one grace; one step past it (a stalled probe
+    on a loaded host, here the process list of the generation-config check, which never
+    returns) turned every model check into one failure, 'the checks did not end within ...'.
+    Now each check has its own deadline and verdict: the stuck one fails by name, every
+    other check says what it says when nothing is stuck."""
+    release = threading.Event()
+
+    def stuck_process_list() -> list[list[str]]:
+        release.wait()
+        return []
+
+    settings = Settings(llm_base_url=services.vllm.base_url, enable_thinking=False)
+    options = DoctorOptions(model_only=True, timeouts=STUCK_GROUP_TIMEOUTS)
+    try:
+        stuck = run_doctor(settings, options, command_lines=stuck_process_list)
+    finally:
+        release.set()
+    free = run_doctor(settings, options, command_lines=list)
+    assert [c.name for c in stuck] == [c.name for c in free] == ["settings", *MODEL_CHECKS]
+    unfinished = stuck[-1]
+    assert unfinished.name == "generation config" and unfinished.status is Status.FAIL
+    assert unfinished.detail == "no verdict within the model checks' 8 s"
+    assert [(c.name, c.status) for c in stuck[:-1]] == [(c.name, c.status) for c in free[:-1]]
+    assert not any("no verdict" in c.detail for c in stuck[:-1])
+    assert free[-1].status is not Status.FAIL
 
 
 def test_a_probe_that_never_ends_fails_within_its_timeout(services: Services) -> None:

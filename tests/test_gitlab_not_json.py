@@ -28,6 +28,7 @@ from reviewbot.commands import main
 from reviewbot.queue import Job, JobQueue
 from reviewbot.worker import Worker, run_job
 from tests.mr_world import BOT_TOKEN, PROJECT, World, git, world  # noqa: F401
+from tests.stderr_lines import error_lines
 
 NESTING = 100_000
 URL_FIX = "set REVIEWBOT_GITLAB_URL to the instance root"
@@ -121,7 +122,7 @@ def _answer_everything_with(world: World, answer: Answer) -> None:  # noqa: F811
 def _assert_one_line(result: Result, answer: Answer, url: str) -> None:
     assert result.exit_code == answer.exit_code, result.output
     assert "Traceback" not in result.output
-    [line] = result.stderr.strip().splitlines()
+    [line] = error_lines(result.stderr)
     prefix = "reviewbot: error: "
     assert line.startswith(prefix), line
     assert answer.expected(url).fullmatch(line[len(prefix) :]), line
@@ -207,11 +208,11 @@ def test_an_object_where_a_list_is_answered_is_refused_once(world: World) -> Non
     result = CliRunner().invoke(main, ["run", "1", "--project", PROJECT], env=_env(world))
     world.gitlab.clear_answers()
     assert result.exit_code == EXIT_FAILURE, result.output
-    assert result.stderr.strip() == (
+    assert error_lines(result.stderr) == [
         f"reviewbot: error: GitLab at {world.gitlab.url} answered GET "
         "/api/v4/projects/7/merge_requests/1/discussions with a JSON object where the API "
         "answers an array of objects"
-    )
+    ]
     discussions = [path for method, path in world.gitlab.requests if path.endswith("/discussions")]
     assert len(discussions) == 1
     assert world.gitlab.discussions(PROJECT, 1) == []
@@ -283,8 +284,8 @@ def test_a_field_of_the_wrong_shape_inside_an_answer_is_one_line(
     world.gitlab.clear_answers()
     assert result.exit_code == EXIT_FAILURE, result.output
     assert "Traceback" not in result.output
-    assert result.stderr.strip() == (
+    assert error_lines(result.stderr) == [
         f"reviewbot: error: GitLab at {world.gitlab.url} answered a field of the wrong shape "
         f"while reading merge request !1: {detail}"
-    )
+    ]
     assert world.gitlab.notes(PROJECT, 1) == [] and world.gitlab.discussions(PROJECT, 1) == []

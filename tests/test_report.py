@@ -440,6 +440,20 @@ def test_report_command_writes_the_files_asked_for(store_url: str, tmp_path: Pat
     assert sorted(p.name for p in output.iterdir()) == ["report.json", "report.md"]
 
 
+@pytest.mark.parametrize("output", ["/proc/reviewbot-report", "/sys/reviewbot-report"])
+def test_an_output_folder_that_cannot_be_made_is_one_line_and_exit_1(
+    store_url: str,  # noqa: F811
+    output: str,
+) -> None:
+    """Issue 32 item 13: /proc and /sys exist, so --output passed its check, and making the
+    folder in them was a FileNotFoundError or PermissionError traceback."""
+    result = _invoke("--weekly", "--output", output, "--format", "md", database_url=store_url)
+    assert result.exit_code == 1, result.output
+    assert isinstance(result.exception, SystemExit)  # not an OSError's traceback
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith(f"reviewbot: error: cannot write the report to {output}: ")
+
+
 def _review_with_calls(
     store: Store, clock: Clock, model: str, version: str, calls: list[dict[str, Any]]
 ) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -13,6 +14,7 @@ from click.testing import CliRunner
 
 from reviewbot.chunking import ContextKind
 from reviewbot.commands import main
+from reviewbot.commands.progress import PLAIN_STEPS_PER_TASK
 from reviewbot.diff import parse_git_diff
 from reviewbot.llm import LLMClient, LLMSettings
 from reviewbot.llm.factory import runner_for
@@ -28,6 +30,7 @@ from reviewbot.review import (
 from reviewbot.tokens import local_counter
 from tests.fakes.vllm_server import FakeVLLM, MalformedCalls
 from tests.mr_world import git, init_repo
+from tests.stderr_lines import error_lines, progress_lines
 
 RISKY = """import subprocess
 
@@ -103,6 +106,37 @@ def test_review_text_output_and_threshold(repo: Path, vllm: FakeVLLM) -> None:
     assert "3 findings" in out and "1 chunks" in out
 
 
+# Twelve files of eighty functions: with a 6,000-token context each file is a chunk or more.
+PIPED_FILES = 12
+FUNCTIONS_PER_FILE = 80
+
+
+def test_a_review_on_a_pipe_says_how_far_it_is(repo: Path, vllm: FakeVLLM) -> None:
+    """Issue 32 item 15: on a pipe or in a CI log (no terminal) rich's bar prints nothing; a
+    plain line says the chunks planned, then each tenth done, and the last says all."""
+    for index in range(PIPED_FILES):
+        body = "".join(
+            f"def f{i}(x):\n    return eval(x) + {i}\n\n" for i in range(FUNCTIONS_PER_FILE)
+        )
+        (repo / f"m{index}.py").write_text(body)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "many")
+    small = ("--context-tokens", "6000", "--max-output-tokens", "1024")
+    code, _, err = review(repo, vllm.base_url, *small)
+    assert code == 0, err
+    lines = [line for line in progress_lines(err) if line.startswith("reviewing chunks: ")]
+    counts = [re.fullmatch(r"reviewing chunks: (\d+)/(\d+) \(\d+ s\)", line) for line in lines]
+    assert all(counts), lines
+    done = [int(match[1]) for match in counts]
+    totals = {int(match[2]) for match in counts}
+    (total,) = totals
+    assert total >= PIPED_FILES
+    assert done[0] == 0 and done[-1] == total and done == sorted(set(done))
+    assert len(done) == PLAIN_STEPS_PER_TASK + 1  # the plan, then each tenth: not every chunk
+    code, _, err = review(repo, vllm.base_url, *small, "--json")
+    assert code == 0 and progress_lines(err) == []  # --json stays quiet, as on a terminal
+
+
 def test_context_overflow_resplits_instead_of_dropping(repo: Path) -> None:
     many = "".join(f"def f{i}(x):\n    return eval(x) + {i}\n\n" for i in range(400))
     (repo / "big.py").write_text(many)
@@ -135,7 +169,7 @@ def test_unreachable_server_is_a_clear_error(repo: Path) -> None:
     code, _, err = review(repo, "http://127.0.0.1:9/v1")
     assert code == 1
     assert "127.0.0.1:9" in err and "vllm serve" in err
-    assert len(err.strip().splitlines()) == 1
+    assert len(error_lines(err)) == 1
 
 
 def test_unknown_model_names_the_served_ones(repo: Path, vllm: FakeVLLM) -> None:
@@ -155,7 +189,7 @@ def test_server_without_tool_parser_falls_back(repo: Path) -> None:
 def test_server_without_any_tool_support_is_a_clear_error(repo: Path) -> None:
     with FakeVLLM(tool_parser=False, honour_response_format=False, accept_tools=False) as server:
         code, _, err = review(repo, server.base_url)
-    assert code == 1 and len(err.strip().splitlines()) == 1
+    assert code == 1 and len(error_lines(err)) == 1
     assert "accepts neither tool calls, nor a JSON schema, nor tool calls in text" in err
     assert "--enable-auto-tool-choice" in err  # says how to start vLLM with tool support
 
@@ -234,7 +268,7 @@ def test_a_proxy_page_instead_of_the_model_server_is_one_error_line(repo: Path) 
     with FakeVLLM() as server:
         server.answer_with("GET /v1/models", "<html>Sign in</html>", content_type="text/html")
         code, _, err = review(repo, server.base_url)
-    assert code == 1 and len(err.strip().splitlines()) == 1
+    assert code == 1 and len(error_lines(err)) == 1
     assert "text/html" in err and "REVIEWBOT_LLM_BASE_URL" in err
 
 

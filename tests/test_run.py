@@ -23,6 +23,7 @@ from reviewbot.store import MergeRequestKey, Store, upgrade
 from tests.fakes.gitlab_server import FakeGitLab
 from tests.fakes.vllm_server import LatencyModel
 from tests.mr_world import BOT_TOKEN, FEATURE_APP, PROJECT, World, commit_on_feature, git
+from tests.stderr_lines import error_lines, progress_lines
 
 
 def diff_notes(world: World) -> list[dict]:
@@ -142,6 +143,16 @@ def test_dry_run_posts_nothing(world: World) -> None:
     assert world.gitlab.discussions(PROJECT, 1) == []
 
 
+def test_a_run_on_a_pipe_says_each_step(world: World) -> None:
+    """Issue 32 item 15: rich's spinner shows nothing on a pipe; each step is a plain line."""
+    env = world.command_env(webhook_secret="not-used")
+    result = CliRunner().invoke(main, ["run", "1", "--project", PROJECT, "--dry-run"], env=env)
+    assert result.exit_code == 0, result.stderr
+    steps = progress_lines(result.stderr)
+    assert steps[0] == "reading merge request !1"
+    assert "reviewing 1 chunks" in steps and steps[-1] == "publishing"
+
+
 def test_two_runs_at_once_never_double_post(world: World) -> None:
     world.vllm.latency = LatencyModel(ttft_base_s=0.3)
     outcomes: list[object] = []
@@ -185,7 +196,7 @@ def test_failures_are_one_line(
         },
     )
     assert result.exit_code == 1
-    assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert message in result.stderr and len(error_lines(result.stderr)) == 1
     assert "wrong-token" not in result.stderr
 
 

@@ -15,7 +15,7 @@ than through `reviewbot.errors` and the codes documented there.
 
 Exit codes: 0 success (findings or not), 1 the work failed (model or GitLab unreachable, a chunk
 could not be reviewed), 2 bad input (not a diff, bad range, bad setting, budget too small);
-`reviewbot ci` and `reviewbot loadtest` add 3.
+`reviewbot ci`, `reviewbot loadtest` and `reviewbot capacity` add 3.
 """
 
 from __future__ import annotations

@@ -38,7 +38,8 @@ from reviewbot.commands.common import (
     options,
     project_option,
 )
-from reviewbot.commands.render import print_eval, progress_bar
+from reviewbot.commands.progress import progress_bar
+from reviewbot.commands.render import print_eval
 from reviewbot.commands.terminal import console, data, terminal_text
 from reviewbot.errors import BadInputError
 from reviewbot.window import Window, previous_iso_week

@@ -20,7 +20,8 @@ from rich.console import Console
 from rich.table import Table
 
 from reviewbot.commands.common import emit_json
-from reviewbot.commands.render import add_row, progress_bar, ratio, score_cells
+from reviewbot.commands.progress import progress_bar
+from reviewbot.commands.render import add_row, ratio, score_cells
 from reviewbot.commands.terminal import console, data
 
 __all__ = ["compare_command_run", "print_comparison"]

@@ -40,7 +40,7 @@ from reviewbot.commands.common import (
     project_option,
     repo_option,
 )
-from reviewbot.commands.render import progress_bar
+from reviewbot.commands.progress import progress_bar, progress_steps
 from reviewbot.commands.render_ops import (
     print_capacity,
     print_checks,
@@ -48,7 +48,14 @@ from reviewbot.commands.render_ops import (
     print_router_plan,
 )
 from reviewbot.commands.terminal import console
-from reviewbot.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_SLO_MISSED, BadInputError
+from reviewbot.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_DOES_NOT_FIT,
+    EXIT_OK,
+    EXIT_SLO_MISSED,
+    BadInputError,
+)
+from reviewbot.ops.alternatives import what_would_fit
 from reviewbot.ops.capacity import (
     DEFAULT_MAX_MODEL_LEN,
     KV_CACHE_DTYPES,
@@ -209,8 +216,9 @@ def capacity_command(
     as_json: bool,
     **launch: Any,
 ) -> None:
-    """Plan GPU memory for serving a model with vLLM: weights, KV cache, sequences that fit;
-    with --replicas, the vllm-router flags and reviewbot settings for N such boxes."""
+    """Plan GPU memory for serving a model with vLLM: weights, KV cache, sequences that fit,
+    the vllm serve command; with --replicas, the vllm-router flags and reviewbot settings for N
+    such boxes. Exit 3 when the configuration does not fit, with what would."""
     if (model_name is None) == (config_path is None):
         fail(
             "give exactly one of --model NAME or --model-config config.json "
@@ -221,15 +229,24 @@ def capacity_command(
         shape = shipped_model(model_name)
     else:
         shape = load_config_file(Path(MODEL_CONFIG.check(str(config_path), "--model-config")))
-    plan = plan_capacity(shape, find_gpu(gpu_name), LaunchSettings(**launch))
+    gpu, settings = find_gpu(gpu_name), LaunchSettings(**launch)
+    plan = plan_capacity(shape, gpu, settings)
+    alternatives = [] if plan.runnable else what_would_fit(shape, gpu, settings)
     per_box = launch.get("max_num_seqs") or plan.recommended.max_num_seqs  # what boxes run
-    pool = router_plan(replicas, per_box) if replicas else None
+    pool = router_plan(replicas, per_box) if replicas and plan.runnable else None
     if as_json:
-        emit_json({**plan.to_dict(), **({"router": dataclasses.asdict(pool)} if pool else {})})
-        return
-    print_capacity(plan, model_name or shape.name, shape.multimodal, console())
-    if pool is not None:
-        print_router_plan(pool, console())
+        emit_json(
+            {
+                **plan.to_dict(),
+                "would_fit": [dataclasses.asdict(a) for a in alternatives],
+                **({"router": dataclasses.asdict(pool)} if pool else {}),
+            }
+        )
+    else:
+        print_capacity(plan, model_name or shape.name, shape.multimodal, alternatives, console())
+        if pool is not None:
+            print_router_plan(pool, console())
+    sys.exit(EXIT_OK if plan.runnable else EXIT_DOES_NOT_FIT)
 
 
 # --- doctor ----------------------------------------------------------------------------------
@@ -282,7 +299,9 @@ def doctor_command(
             settings_source=_source(config_file),
             verify_weights=verify_weights,
         )
-        checks = run_doctor(settings, options)
+        what = "the model server" if model_only else "every dependency"
+        with progress_steps(console(stderr=True), f"checking {what}", quiet=as_json) as say:
+            checks = run_doctor(settings, options, say=say)
     if as_json:
         emit_json({"checks": [check.to_dict() for check in checks]})
     else:

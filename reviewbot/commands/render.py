@@ -19,7 +19,6 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
@@ -70,20 +69,6 @@ CALL_COLUMNS = (
 def add_row(table: Table, *cells: object) -> None:
     """One row of data: every cell as `terminal.cell`."""
     table.add_row(*(cell(value) for value in cells))
-
-
-def progress_bar(console: Console, *, quiet: bool = False) -> Progress:
-    """The one progress bar of every long command: what, a bar, done/total, time so far; shown
-    only on a terminal (never in a pipe or a CI log) and gone when the work ends."""
-    return Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        disable=quiet or not console.is_terminal,
-        transient=True,
-    )
 
 
 # --- plan ------------------------------------------------------------------------------------

@@ -14,11 +14,12 @@ from rich.text import Text
 
 from reviewbot.commands.render import add_row
 from reviewbot.commands.terminal import cell, data
+from reviewbot.ops.alternatives import MAX_SUGGESTED_GPUS, Alternative
 from reviewbot.ops.capacity import CapacityPlan
-from reviewbot.ops.doctor import Check, Status
+from reviewbot.ops.doctor import Check, Status, tally
 from reviewbot.ops.loadtest import LoadReport
 from reviewbot.ops.router import RouterPlan
-from reviewbot.ops.vllm_command import vllm_serve_command
+from reviewbot.ops.vllm_command import vllm_serve_lines
 
 __all__ = ["print_capacity", "print_checks", "print_load_report"]
 
@@ -77,8 +78,15 @@ def _capacity_rows(plan: CapacityPlan) -> list[tuple[str, str | Text]]:
     return rows
 
 
-def print_capacity(plan: CapacityPlan, model: str, multimodal: bool, console: Console) -> None:
-    """The plan as a table, its warnings, and the ``vllm serve`` line to start with."""
+def print_capacity(
+    plan: CapacityPlan,
+    model: str,
+    multimodal: bool,
+    alternatives: list[Alternative],
+    console: Console,
+) -> None:
+    """The plan as a table, its warnings, and the ``vllm serve`` command to start with (one
+    flag a line, pasteable); when the plan is not runnable, what would fit instead."""
     table = Table(
         title=data(f"{plan.model} on {plan.tensor_parallel_size}x {plan.gpu}"), show_header=False
     )
@@ -89,7 +97,27 @@ def print_capacity(plan: CapacityPlan, model: str, multimodal: bool, console: Co
     console.print(table)
     for warning in plan.warnings:
         console.print(Text.assemble(("warning:", "yellow"), " ", data(warning)))
-    console.print(data(f"start with: {vllm_serve_command(model, plan, multimodal)}"))
+    if plan.runnable:
+        console.print(data("start with:"))
+        console.print(data(vllm_serve_lines(model, plan, multimodal)), soft_wrap=True)
+        return
+    if not alternatives:
+        console.print(
+            Text.assemble(
+                ("does not fit:", "bold red"),
+                " nor with a shorter context, a smaller quantization or up to "
+                f"{MAX_SUGGESTED_GPUS} GPUs of this kind",
+            )
+        )
+        return
+    console.print(
+        Text.assemble(
+            ("does not fit as given;", "bold red"),
+            " it would fit with one of these changes (run reviewbot capacity with it):",
+        )
+    )
+    for alternative in alternatives:
+        console.print(data(f"  {alternative.flags}  ({alternative.why})"), soft_wrap=True)
 
 
 def print_router_plan(pool: RouterPlan, console: Console) -> None:
@@ -116,12 +144,7 @@ def print_checks(checks: list[Check], console: Console) -> None:
             cell(check.fix),
         )
     console.print(table)
-    counts = {status: sum(c.status is status for c in checks) for status in Status}
-    console.print(
-        data(
-            f"{counts[Status.OK]} ok, {counts[Status.WARN]} warnings, {counts[Status.FAIL]} failed"
-        )
-    )
+    console.print(data(tally(checks)))
 
 
 # --- loadtest --------------------------------------------------------------------------------

@@ -38,15 +38,15 @@ from reviewbot.commands.common import (
     repo_option,
     setting_integer,
 )
+from reviewbot.commands.progress import progress_bar, progress_steps
 from reviewbot.commands.render import (
     print_findings,
     print_plan,
     print_run,
-    progress_bar,
     review_json,
     run_json,
 )
-from reviewbot.commands.terminal import console, data
+from reviewbot.commands.terminal import console
 from reviewbot.config import Settings, load_settings
 from reviewbot.errors import EXIT_FAILURE
 from reviewbot.findings import Severity
@@ -316,14 +316,14 @@ def run_command(
     }
     with (
         App.from_config(config_file, overrides) as app,
-        console(stderr=True).status("starting", spinner="dots") as status,
+        progress_steps(console(stderr=True), "starting", quiet=as_json) as say,
     ):
         report = run_merge_request(
             app,
             project,
             mr_iid,
             RunOptions(trigger="cli", dry_run=dry_run, full=full),
-            progress=(lambda _: None) if as_json else lambda step: status.update(data(step)),
+            progress=say,
         )
     if as_json:
         emit_json(run_json(report))

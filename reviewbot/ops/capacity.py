@@ -219,6 +219,11 @@ class CapacityPlan:
     recommended: Recommended
     ttft_estimate_s: dict[str, Any] | None
     fits: bool
+    # The recommended settings hold one sequence of max_model_len and keep every value the user
+    # chose (a smaller prefill chunk the user did not ask for is the planner's own choice): the
+    # ``vllm serve`` command of this plan starts. False: `reviewbot.ops.alternatives` says
+    # what would fit instead.
+    runnable: bool
     warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -491,29 +496,38 @@ def _check_split(shape: ModelShape, tp: int) -> None:
             )
 
 
-def _layout_warnings(shape: ModelShape, settings: LaunchSettings, tp: int) -> list[str]:
-    warnings = []
+def split_refusals(shape: ModelShape, tp: int) -> list[str]:
+    """Why vLLM refuses to start ``shape`` at tensor parallel size ``tp`` (heads it cannot
+    split evenly); empty when it can."""
+    refusals = []
     if shape.num_attention_heads % tp:
-        warnings.append(
+        refusals.append(
             f"tensor parallel size {tp} does not divide the {shape.num_attention_heads} attention "
             "heads: vLLM refuses to start"
         )
     kv = shape.num_key_value_heads
     if kv % tp and tp % kv:
-        warnings.append(
+        refusals.append(
             f"tensor parallel size {tp} and the {kv} KV heads do not divide each other: "
             "vLLM refuses to start"
         )
-    elif tp > kv:
-        warnings.append(
-            f"{kv} KV heads on {tp} ranks: each rank keeps a full copy of one KV head "
-            f"(KV cache per token is {tp // kv}x what a naive split suggests)"
-        )
     deltanet_heads = (shape.linear_num_key_heads, shape.linear_num_value_heads)
     if shape.is_hybrid and any(heads % tp for heads in deltanet_heads):
-        warnings.append(
+        refusals.append(
             f"tensor parallel size {tp} does not divide the DeltaNet heads ({deltanet_heads[0]} "
             f"key, {deltanet_heads[1]} value): vLLM refuses to start"
+        )
+    return refusals
+
+
+def _layout_warnings(shape: ModelShape, settings: LaunchSettings, tp: int) -> list[str]:
+    warnings = split_refusals(shape, tp)
+    kv = shape.num_key_value_heads
+    if tp > kv and not (kv % tp and tp % kv):
+        warnings.insert(
+            1 if shape.num_attention_heads % tp else 0,
+            f"{kv} KV heads on {tp} ranks: each rank keeps a full copy of one KV head "
+            f"(KV cache per token is {tp // kv}x what a naive split suggests)",
         )
     if settings.gpus % tp:
         warnings.append(
@@ -715,6 +729,8 @@ def plan_capacity(shape: ModelShape, gpu: Gpu, settings: LaunchSettings) -> Capa
         ),
         ttft_estimate_s=estimate,
         fits=fits,
+        runnable=advised.sequences >= 1
+        and settings.max_num_batched_tokens in (None, advised.batched_tokens),
         warnings=warnings,
     )
 

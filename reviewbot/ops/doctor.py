@@ -53,6 +53,7 @@ __all__ = [
     "repository_fetch_check",
     "repository_source_check",
     "settings_check",
+    "tally",
     "thinking_check",
     "token_scopes_check",
     "tokenize_check",
@@ -163,6 +164,12 @@ class Check:
             "detail": self.detail,
             "fix": self.fix,
         }
+
+
+def tally(checks: Sequence[Check]) -> str:
+    """How many checks ended each way: ``4 ok, 1 warnings, 0 failed``."""
+    counts = {status: sum(c.status is status for c in checks) for status in Status}
+    return f"{counts[Status.OK]} ok, {counts[Status.WARN]} warnings, {counts[Status.FAIL]} failed"
 
 
 def exit_code(checks: Sequence[Check]) -> int:

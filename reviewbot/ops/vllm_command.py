@@ -2,7 +2,7 @@
 
 Owns: the flags every reviewbot model server needs, whatever the hardware (see deploy/vllm/),
 and the sized ones from a `reviewbot.ops.capacity.CapacityPlan`. Pure: a plan in, a shell
-command line out.
+command out, one flag a line, each line but the last ending in a backslash.
 
 Must not: plan anything itself (`reviewbot.ops.capacity` does) or print.
 """
@@ -13,7 +13,12 @@ import shlex
 
 from reviewbot.ops.capacity import CapacityPlan
 
-__all__ = ["REVIEWBOT_SERVE_FLAGS", "TEXT_ONLY_FLAG", "vllm_serve_command"]
+__all__ = [
+    "CONTINUATION",
+    "REVIEWBOT_SERVE_FLAGS",
+    "TEXT_ONLY_FLAG",
+    "vllm_serve_lines",
+]
 
 # Flags every reviewbot model server needs, whatever the hardware (see deploy/vllm/).
 REVIEWBOT_SERVE_FLAGS = (
@@ -29,10 +34,23 @@ REVIEWBOT_SERVE_FLAGS = (
 )
 # reviewbot sends text only: skip a vision-language model's encoder (weights and profiling).
 TEXT_ONLY_FLAG = "--language-model-only"
+# Between the lines of a command printed for pasting: a shell reads it as one command.
+CONTINUATION = " \\\n    "
 
 
-def vllm_serve_command(model: str, plan: CapacityPlan, multimodal: bool) -> str:
-    """The ``vllm serve`` command line for a plan."""
+def vllm_serve_lines(model: str, plan: CapacityPlan, multimodal: bool) -> str:
+    """The ``vllm serve`` command for a plan as printed: one flag (with its value) a line, each
+    line but the last ending in `` \\``, so a paste into a shell runs it whole at any terminal
+    width."""
+    groups: list[list[str]] = []
+    for word in _argv(model, plan, multimodal):
+        if word.startswith("--") or not groups:
+            groups.append([])
+        groups[-1].append(shlex.quote(word))
+    return CONTINUATION.join(" ".join(group) for group in groups)
+
+
+def _argv(model: str, plan: CapacityPlan, multimodal: bool) -> list[str]:
     recommended = plan.recommended
     argv = [
         "vllm",
@@ -58,4 +76,4 @@ def vllm_serve_command(model: str, plan: CapacityPlan, multimodal: bool) -> str:
         argv.append(TEXT_ONLY_FLAG)
     if plan.quantization == "fp8" and "fp8" not in model.lower():
         argv += ["--quantization", "fp8"]
-    return shlex.join(argv)
+    return argv
