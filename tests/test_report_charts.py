@@ -518,3 +518,27 @@ def test_findings_are_counted_in_whole_numbers_on_the_axis(
     labels = y_tick_labels(chart_svg(report_html(report), CHART_IDS[0]))
     assert labels and all(re.fullmatch(r"\d+", label) for label in labels), labels
     assert labels[0] == "0" and int(labels[-1]) <= max(findings, 1)
+
+
+def test_a_month_and_more_is_drawn_clear_of_the_frame_too(clocked: tuple[Store, Clock]) -> None:
+    """Over MAX_MARKED_DAYS days the findings are stacked areas and the lines have no
+    markers: the highest day (the first, under where a legend stood) still has headroom."""
+    store, clock = clocked
+    since = WEEK.until - timedelta(days=40)
+    for day in range(0, 40, 3):
+        seed_review(store, clock, since + timedelta(days=day, hours=10), iid=day + 1)
+    report = build_report(store, Window(since, WEEK.until), now=NOW)
+    target = report["slo"]["ttft_p95_target_ms"]
+    first = report["daily"]["days"][0]
+    for row in report["daily"]["ttft"]:
+        row.update(p50_ms=target / 2, p95_ms=target * (1.5 if row["day"] == first else 0.9))
+    for row in report["daily"]["findings"]:
+        row["findings"] = 9 if row["day"] == first else 1
+    html = report_html(report)
+    for chart_id in PER_DAY_CHARTS:
+        svg = chart_svg(html, chart_id)
+        ((frame, series),) = plots(svg)
+        assert series
+        for name, element in series.items():
+            assert_drawn_clear_of_the_frame(chart_id, frame, name, element)
+        assert not any(overlap(legend, frame) for legend in legends(svg))
