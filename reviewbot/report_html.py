@@ -16,10 +16,13 @@ findings per day by severity, first-token p50/p95 per day against the SLO line, 
 acceptance and addressed rates per category. Every per-day chart draws on
 :class:`reviewbot.report_days.DayAxis`: exactly the window's days, one tick each. Series are told
 apart without colour: hatches per severity, markers and line styles per line. Each series has
-a stable SVG ``id`` (matplotlib's gid): ``ttft-slo``, ``ttft-p50``/``ttft-p95``, and per
+a stable SVG ``id`` (matplotlib's gid): ``ttft-slo``, ``ttft-p50``/``ttft-p95``, per
 severity ``findings-<severity>`` (the stacked area of a long window) or
-``findings-<severity>-<day>`` (a bar); each day's tick ``<chart>-day-<day>``. Pure: the report
-document in, HTML out.
+``findings-<severity>-<day>`` (a bar), and ``rates-acceptance-<row>``/``rates-addressed-<row>``
+(the bars of the category in that row of the rates table, from 0); each day's tick
+``<chart>-day-<day>``. Nothing drawn is hidden (:mod:`reviewbot.report_plot`): headroom above
+the highest value, the legend beside the plotted area, "no findings in this window" on an
+empty chart, whole-number ticks on the findings axis. Pure: the report document in, HTML out.
 
 Owns: the page: its template, tables, charts and their ids. Must not: import `reviewbot.report`,
 reach the network, or mark a string of the document safe (only the charts' SVG is put on the page as
@@ -45,6 +48,7 @@ from matplotlib.figure import Figure
 from reviewbot.findings import Severity
 from reviewbot.report_days import MAX_DAY_TICKS, DayAxis
 from reviewbot.report_learnings import learning_tables
+from reviewbot.report_plot import highest, legend_beside, no_data, value_axis
 from reviewbot.report_text import (
     COMPARISON_HEADERS,
     HEADLINE,
@@ -72,6 +76,7 @@ __all__ = [
     "CONTENT_SECURITY_POLICY",
     "SLO_LINE_ID",
     "findings_series_id",
+    "rates_bar_id",
     "report_html",
     "ttft_line_id",
 ]
@@ -94,7 +99,12 @@ SEVERITY_COLOURS = {
 }
 P50_COLOUR, P95_COLOUR, SLO_COLOUR = "#3182bd", "#e6550d", "#636363"
 ACCEPTANCE_COLOUR, ADDRESSED_COLOUR = "#31a354", "#756bb1"
-ADDRESSED_HATCH = "//"  # the two bars of a category told apart without colour
+RATES_SERIES = ("acceptance", "addressed")
+RATES_COLOURS = dict(zip(RATES_SERIES, (ACCEPTANCE_COLOUR, ADDRESSED_COLOUR), strict=True))
+RATES_BAR_ID = "rates-{series}-{row}"  # row: the category's row in the table, from 0
+ADDRESSED_LOOK = {"hatch": "//"}  # the two bars of a category told apart without colour
+NO_FINDINGS = "no findings in this window"
+NO_MODEL_CALLS = "no model calls in this window"
 BAR_WIDTH = 0.4
 SEVERITY_HATCHES = {  # readable without colour: a pattern per severity
     "blocker": "xx",
@@ -156,6 +166,12 @@ def findings_series_id(severity: str, day: str | None = None) -> str:
     """The id of a severity's stacked area (``day`` None) or of its bar on ``day``."""
     series = FINDINGS_SERIES_ID.format(severity=severity)
     return series if day is None else f"{series}-{day}"
+
+
+def rates_bar_id(series: str, row: int) -> str:
+    """The id of the ``acceptance`` or ``addressed`` bar of the category in ``row`` (from 0)
+    of the rates table."""
+    return RATES_BAR_ID.format(series=series, row=row)
 
 
 def ttft_line_id(name: str) -> str:
@@ -228,8 +244,12 @@ def _findings_chart(report: Mapping[str, Any]) -> Callable[[Figure], None]:
         axes.set_title(f"Findings per {_per(report)} by severity")
         axes.set_ylabel("findings")
         days.draw(axes)
+        totals = [sum(day) for day in zip(*(h for _, h in series), strict=True)]
+        value_axis(axes, highest(totals), bars=True, count=True)
         if series:
-            axes.legend(loc="upper left", fontsize="small")
+            legend_beside(axes)
+        else:
+            no_data(axes, NO_FINDINGS)
 
     return draw
 
@@ -243,12 +263,14 @@ def _ttft_chart(report: Mapping[str, Any]) -> Callable[[Figure], None]:
     def draw(figure: Figure) -> None:
         axes = figure.subplots()
         few = len(days.days) <= MAX_MARKED_DAYS
+        drawn: list[list[float]] = []
         for name, colour, marker, style in lines:
             # a day without model calls is a gap in the line (NaN), not a dropped day
             values = [
                 math.nan if row is None or row[f"{name}_ms"] is None else row[f"{name}_ms"]
                 for row in days.values(by_day, None)
             ]
+            drawn.append(values)
             axes.plot(
                 days.positions,
                 values,
@@ -263,9 +285,11 @@ def _ttft_chart(report: Mapping[str, Any]) -> Callable[[Figure], None]:
         )
         axes.set_title(f"Time to first token per {_per(report)}")
         axes.set_ylabel("ms")
-        axes.set_ylim(bottom=0)
+        value_axis(axes, highest(*drawn, [target]), bars=False)  # the SLO line included
         days.draw(axes)
-        axes.legend(loc="upper left", fontsize="small")
+        legend_beside(axes)
+        if not highest(*drawn):
+            no_data(axes, NO_MODEL_CALLS)
 
     return draw
 
@@ -278,26 +302,30 @@ def _rates_chart(report: Mapping[str, Any]) -> Callable[[Figure], None]:
         places = list(range(len(rows)))
         acceptance = [(row["acceptance"] or 0.0) * PERCENT for row in rows]
         addressed = [(row["addressed_rate"] or 0.0) * PERCENT for row in rows]
-        axes.barh(
-            [p + BAR_WIDTH / 2 for p in places],
-            acceptance,
-            height=BAR_WIDTH,
-            label="acceptance: up / (up + down)",
-            color=ACCEPTANCE_COLOUR,
+        bars = (
+            (RATES_SERIES[0], acceptance, BAR_WIDTH / 2, "acceptance: up / (up + down)", {}),
+            (RATES_SERIES[1], addressed, -BAR_WIDTH / 2, "addressed rate", ADDRESSED_LOOK),
         )
-        axes.barh(
-            [p - BAR_WIDTH / 2 for p in places],
-            addressed,
-            height=BAR_WIDTH,
-            label="addressed rate",
-            color=ADDRESSED_COLOUR,
-            hatch=ADDRESSED_HATCH,
-        )
+        for series, widths, offset, label, look in bars:
+            drawn = axes.barh(
+                [p + offset for p in places],
+                widths,
+                height=BAR_WIDTH,
+                label=label,
+                color=RATES_COLOURS[series],
+                **look,
+            )
+            # the row of the table (by_category's order; the chart draws it bottom up)
+            for place, bar in zip(places, drawn.patches, strict=True):
+                bar.set_gid(rates_bar_id(series, len(rows) - 1 - place))
         axes.set_yticks(places, [row["category"] for row in rows])
-        axes.set_xlim(0, PERCENT)
+        value_axis(axes, PERCENT, bars=True, axis="x")
         axes.set_xlabel("%")
         axes.set_title("Acceptance and addressed rate per category")
-        axes.legend(loc="lower right", fontsize="small")
+        if rows:
+            legend_beside(axes)
+        else:
+            no_data(axes, NO_FINDINGS)
 
     return draw
 

@@ -3,7 +3,10 @@ panels sharing the week axis, and its table.
 
 Panels: acceptance, addressed and invalid-answer rates (%); findings per MR; first-token p95
 against the SLO line. Each line has its own marker and line style and a legend label, so the
-chart reads without colour; a week without data is a gap. The week axis has one tick per week
+chart reads without colour; a week without data is a gap. As on every chart of the report
+(:mod:`reviewbot.report_plot`), each panel keeps headroom above its highest value (a week that
+missed the SLO is drawn clear of the top edge), its legend stands beside it, and a panel with
+no value in any week says so. The week axis has one tick per week
 (SVG id ``chart-trend-week-<ISO week>``), labelled with the week and, where the prompt
 versions or models live that week differ from the last week with reviews, what came in
 (``prompt v2``, ``model Qwen3.5-9B``), with a dotted line across the panels: a change is seen
@@ -21,6 +24,7 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
+from reviewbot.report_plot import highest, legend_beside, no_data, value_axis
 from reviewbot.report_text import PERCENT, shown
 
 __all__ = [
@@ -44,6 +48,9 @@ RATE_LINES = (
 )
 FINDINGS_COLOUR, P95_COLOUR, SLO_COLOUR = "#3182bd", "#e6550d", "#636363"
 CHANGE_COLOUR = "#969696"
+NO_RATES = "no votes, addressable findings or tool calls in these weeks"
+NO_REVIEWS = "no reviews in these weeks"
+NO_MODEL_CALLS = "no model calls in these weeks"
 TREND_HEADERS = (
     "week",
     "reviews",
@@ -102,6 +109,16 @@ def _week_axis(axes: Any, weeks: Sequence[Mapping[str, Any]], changes: list[list
         tick.set_gid(week_tick_id(week["week"]))
 
 
+def _finish(axes: Any, *drawn: Sequence[float], note: str, line: bool = False) -> None:
+    """A panel's legend beside it, or ``note`` in it when none of ``drawn`` has a value (the
+    legend then only when the panel has a ``line``: the SLO's)."""
+    empty = all(math.isnan(value) for values in drawn for value in values)
+    if line or not empty:
+        legend_beside(axes)
+    if empty:
+        no_data(axes, note)
+
+
 def trend_draw(report: Mapping[str, Any]) -> Callable[[Figure], None]:
     """The trend chart of ``report["trend"]`` (at least one week)."""
     weeks = report["trend"]["weeks"]
@@ -111,45 +128,43 @@ def trend_draw(report: Mapping[str, Any]) -> Callable[[Figure], None]:
     def draw(figure: Figure) -> None:
         rates, findings, ttft = figure.subplots(3, 1, sharex=True)
         places = list(range(len(weeks)))
-        for key, label, marker, style, colour in RATE_LINES:
+        drawn = [_values(weeks, key, PERCENT) for key, *_ in RATE_LINES]
+        for values, (key, label, marker, style, colour) in zip(drawn, RATE_LINES, strict=True):
             rates.plot(
                 places,
-                _values(weeks, key, PERCENT),
+                values,
                 marker=marker,
                 linestyle=style,
                 color=colour,
                 label=label,
                 gid=f"trend-{key}",
             )
-        rates.set_ylim(0, PERCENT)
+        value_axis(rates, PERCENT, bars=False)  # 0 to 100 %, a 0 % or 100 % week clear of the frame
         rates.set_ylabel("%")
         rates.set_title("Last weeks: rates, findings per MR, first-token p95")
-        rates.legend(loc="best", fontsize="small", ncols=len(RATE_LINES))
+        _finish(rates, *drawn, note=NO_RATES)
+        per_mr = _values(weeks, "findings_per_mr")
         findings.plot(
             places,
-            _values(weeks, "findings_per_mr"),
+            per_mr,
             marker="D",
             color=FINDINGS_COLOUR,
             label="findings per MR",
             gid="trend-findings-per-mr",
         )
-        findings.set_ylim(bottom=0)
+        value_axis(findings, highest(per_mr), bars=False)
         findings.set_ylabel("per MR")
-        findings.legend(loc="best", fontsize="small")
+        _finish(findings, per_mr, note=NO_REVIEWS)
+        p95 = _values(weeks, "ttft_p95_ms")
         ttft.plot(
-            places,
-            _values(weeks, "ttft_p95_ms"),
-            marker="o",
-            color=P95_COLOUR,
-            label="first-token p95",
-            gid="trend-ttft-p95",
+            places, p95, marker="o", color=P95_COLOUR, label="first-token p95", gid="trend-ttft-p95"
         )
         ttft.axhline(
             target, linestyle="--", color=SLO_COLOUR, label=f"SLO {target:.0f} ms", gid="trend-slo"
         )
-        ttft.set_ylim(bottom=0)
+        value_axis(ttft, highest(p95, [target]), bars=False)  # a missed week above the SLO line
         ttft.set_ylabel("ms")
-        ttft.legend(loc="best", fontsize="small")
+        _finish(ttft, p95, note=NO_MODEL_CALLS, line=True)
         for place, came in enumerate(changes):
             if came and place > 0:
                 for axes in (rates, findings, ttft):

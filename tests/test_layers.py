@@ -143,6 +143,7 @@ PIPELINE = {
     "reviewbot.report_html",
     "reviewbot.report_days",
     "reviewbot.report_trend",
+    "reviewbot.report_plot",
     "reviewbot.eval",
     "reviewbot.compare",
     "reviewbot.reply",

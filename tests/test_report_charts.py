@@ -4,8 +4,12 @@ data on one day, on every day and on no day, for a window of one day and for up 
 (every day keeps its tick; labels thinned to every n-th day); a longer window is drawn one
 tick per ISO week and says so in the chart, its caption and its table, and one over three
 years is refused naming the limit; the trend covers the ISO weeks the
-store holds (8 at most) and names a prompt or model change on the week it happened; and a
-label matplotlib writes into the SVG is escaped.
+store holds (8 at most) and names a prompt or model change on the week it happened; a
+label matplotlib writes into the SVG is escaped; and nothing drawn is hidden, read from the
+SVG's geometry: on a week whose key points sit where a frame edge or a legend was (a missed
+SLO, a 100 % week, the highest day first), every point, line and bar is inside its plotted
+area with headroom above it, no legend box overlaps a plotted area, an empty chart (and trend
+panel) says "no ..." in it, and the findings axis has whole-number ticks only.
 
 Store tests run on SQLite and, when REVIEWBOT_TEST_POSTGRES_URL is set, on PostgreSQL.
 """
@@ -13,6 +17,7 @@ Store tests run on SQLite and, when REVIEWBOT_TEST_POSTGRES_URL is set, on Postg
 from __future__ import annotations
 
 import math
+import re
 import xml.etree.ElementTree as ElementTree
 from datetime import UTC, datetime, timedelta
 from itertools import pairwise
@@ -311,3 +316,229 @@ def test_a_long_window_ends_its_trend_on_a_part_week(clocked: tuple[Store, Clock
     trend = build_report(store, window, now=NOW)["trend"]["weeks"]
     assert [(w["week"], w["partial"], w["reviews"]) for w in trend] == [("2026-W11", True, 1)]
     assert trend[0]["until"] == window.until.isoformat()
+
+
+# --- nothing drawn is hidden: read from each chart's SVG geometry (issue 32) ------------------
+
+# matplotlib's own ids: a plotted area is an <g id="axes_N"> whose first group is its
+# background (the frame's box), a legend an <g id="legend_N"> whose first path is its box.
+AXES_ID = re.compile(r"axes_\d+")
+LEGEND_ID = re.compile(r"legend_\d+")
+SERIES_PREFIXES = ("findings-", "ttft-", "trend-", "rates-")  # the ids of what is drawn
+PATH_NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:e[-+]?\d+)?")
+MIN_HEADROOM = 0.05  # of a plot's height (width for horizontal bars) clear above the highest
+PIXEL = 0.01  # SVG units: slack for a value drawn exactly on a bound (a bar standing on 0)
+Box = tuple[float, float, float, float]  # left, top, right, bottom (SVG y grows downwards)
+
+
+def _points(
+    element: ElementTree.Element,
+) -> tuple[list[tuple[float, float]], list[tuple[float, float]]]:
+    """The (x, y) of every path vertex and of every marker (<use>) drawn under ``element``,
+    leaving out <defs> (a marker's shape is defined there, at the origin)."""
+    vertices: list[tuple[float, float]] = []
+    markers: list[tuple[float, float]] = []
+
+    def visit(node: ElementTree.Element) -> None:
+        for child in node:
+            if child.tag == f"{SVG_NS}defs":
+                continue
+            if child.tag == f"{SVG_NS}path":
+                numbers = [float(n) for n in PATH_NUMBER.findall(child.get("d", ""))]
+                vertices.extend(zip(numbers[::2], numbers[1::2], strict=True))
+            elif child.tag == f"{SVG_NS}use":
+                markers.append((float(child.get("x", "nan")), float(child.get("y", "nan"))))
+            visit(child)
+
+    visit(element)
+    return vertices, markers
+
+
+def _box(points: list[tuple[float, float]]) -> Box:
+    xs, ys = [x for x, _ in points], [y for _, y in points]
+    return min(xs), min(ys), max(xs), max(ys)
+
+
+def _first_box(group: ElementTree.Element) -> Box:
+    """The box of the first path under ``group`` (a frame's or a legend's outline)."""
+    holder = ElementTree.Element(f"{SVG_NS}g")
+    holder.append(next(group.iter(f"{SVG_NS}path")))
+    return _box(_points(holder)[0])
+
+
+def plots(svg: ElementTree.Element) -> list[tuple[Box, dict[str, ElementTree.Element]]]:
+    """Each plotted area of a chart: its frame's box and the drawn series in it, by id."""
+    found = []
+    for group in svg.iter(f"{SVG_NS}g"):
+        if AXES_ID.fullmatch(group.get("id", "")):
+            background = next(group.iter(f"{SVG_NS}g"))
+            series = {
+                inner.get("id", ""): inner
+                for inner in group.iter(f"{SVG_NS}g")
+                if inner.get("id", "").startswith(SERIES_PREFIXES)
+            }
+            found.append((_first_box(background), series))
+    return found
+
+
+def legends(svg: ElementTree.Element) -> list[Box]:
+    return [
+        _first_box(group)
+        for group in svg.iter(f"{SVG_NS}g")
+        if LEGEND_ID.fullmatch(group.get("id", ""))
+    ]
+
+
+def overlap(a: Box, b: Box) -> bool:
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+
+
+def assert_drawn_clear_of_the_frame(
+    chart_id: str, frame: Box, series: str, element: ElementTree.Element
+) -> None:
+    """Every vertex within the frame, HEADROOM clear of its top (of its right edge for the
+    horizontal bars of the rates chart); every marker strictly inside, clear of the bottom."""
+    left, top, right, bottom = frame
+    vertices, markers = _points(element)
+    assert vertices or markers, f"{chart_id}: {series} draws nothing"
+    where = f"{chart_id}: {series}"
+    if chart_id == CHART_IDS[2]:  # bars grow to the right: the room is left of the right edge
+        room = MIN_HEADROOM * (right - left)
+        for x, y in vertices:
+            assert left - PIXEL <= x <= right - room, f"{where} reaches the right edge at {x}"
+            assert top - PIXEL <= y <= bottom + PIXEL, where
+        return
+    room = MIN_HEADROOM * (bottom - top)
+    for x, y in vertices:
+        assert left - PIXEL <= x <= right + PIXEL, f"{where} leaves the plot at x={x}"
+        assert top + room <= y <= bottom + PIXEL, f"{where} at y={y}: frame {top}..{bottom}"
+    for x, y in markers:
+        assert left < x < right, f"{where}: a point on the left or right edge"
+        assert top + room <= y < bottom - PIXEL, f"{where}: a point at y={y}, {top}..{bottom}"
+
+
+@pytest.fixture
+def crowded(clocked: tuple[Store, Clock]) -> str:
+    """report.html of a week whose key points sit where a frame or a legend was: the last
+    week missed the SLO, one week's acceptance is 100 % and its invalid answers 0 %, the
+    first day's p95 and its findings are the week's highest (top left, where a legend stood),
+    every category's rates are 100 % (bottom right, the rates chart's legend)."""
+    store, clock = clocked
+    for back in range(1, 8):
+        seed_review(store, clock, MONDAY - timedelta(days=7 * back - 1), iid=100 + back)
+    for day in range(7):
+        seed_review(store, clock, MONDAY + timedelta(days=day, hours=10), iid=day + 1)
+    report = build_report(store, WEEK, now=NOW)
+    target = report["slo"]["ttft_p95_target_ms"]
+    weeks = report["trend"]["weeks"]
+    weeks[-1].update(ttft_p95_ms=target * 1.05, ttft_p95_met=False, findings_per_mr=7.0)
+    for week in weeks:
+        week["addressed"] = 0.5  # no finding here had a later version to be addressed in
+    weeks[-2].update(acceptance=1.0, invalid_rate=0.0)
+    first = report["daily"]["days"][0]
+    for row in report["daily"]["ttft"]:
+        row.update(p50_ms=target / 2, p95_ms=target * (1.5 if row["day"] == first else 0.9))
+    for row in report["daily"]["findings"]:
+        row["findings"] = 9 if row["day"] == first else 1
+    for row in report["by_category"]:
+        row.update(acceptance=1.0, addressed_rate=1.0)
+    return report_html(report)
+
+
+@pytest.mark.parametrize("chart_id", CHART_IDS)
+def test_every_point_line_and_bar_is_drawn_clear_of_its_frame(crowded: str, chart_id: str) -> None:
+    svg = chart_svg(crowded, chart_id)
+    found = plots(svg)
+    assert len(found) == (3 if chart_id == TREND_CHART_ID else 1)
+    for frame, series in found:
+        assert series, f"{chart_id}: a plotted area without a series id"
+        for name, element in series.items():
+            assert_drawn_clear_of_the_frame(chart_id, frame, name, element)
+
+
+@pytest.mark.parametrize("chart_id", CHART_IDS)
+def test_no_legend_covers_a_plotted_area(crowded: str, chart_id: str) -> None:
+    svg = chart_svg(crowded, chart_id)
+    boxes = legends(svg)
+    assert boxes, f"{chart_id} has a legend"
+    for legend in boxes:
+        for frame, _ in plots(svg):
+            assert not overlap(legend, frame), f"{chart_id}: legend {legend} on {frame}"
+
+
+def test_an_empty_chart_says_it_has_no_data(clocked: tuple[Store, Clock]) -> None:
+    store, clock = clocked
+    seed_review(store, clock, MONDAY - timedelta(days=3))  # the week before only
+    report = build_report(store, WEEK, now=NOW)
+    for week in report["trend"]["weeks"]:  # weeks whose figures are all gaps
+        week.update(acceptance=None, addressed=None, invalid_rate=None, findings_per_mr=None)
+        week["ttft_p95_ms"] = None
+    html = report_html(report)
+    notes = {
+        CHART_IDS[0]: ["no findings in this window"],
+        CHART_IDS[1]: ["no model calls in this window"],
+        CHART_IDS[2]: ["no findings in this window"],
+        TREND_CHART_ID: [
+            "no votes, addressable findings or tool calls in these weeks",
+            "no reviews in these weeks",
+            "no model calls in these weeks",
+        ],
+    }
+    for chart_id, expected in notes.items():
+        svg = chart_svg(html, chart_id)
+        assert [text for text in all_texts(svg) if text.startswith("no ")] == expected
+        # a legend only where a line is still drawn: the SLO's
+        slo = chart_id in (CHART_IDS[1], TREND_CHART_ID)
+        assert len(legends(svg)) == (1 if slo else 0), f"{chart_id}: a legend of nothing"
+
+
+def test_a_chart_with_data_has_no_empty_note(crowded: str) -> None:
+    for chart_id in CHART_IDS:
+        assert not [t for t in all_texts(chart_svg(crowded, chart_id)) if t.startswith("no ")]
+
+
+def y_tick_labels(svg: ElementTree.Element) -> list[str]:
+    return [
+        "".join("".join(text.itertext()) for text in group.iter(f"{SVG_NS}text"))
+        for group in svg.iter(f"{SVG_NS}g")
+        if re.fullmatch(r"ytick_\d+", group.get("id", ""))
+    ]
+
+
+@pytest.mark.parametrize("findings", [0, 1, 3, 7])
+def test_findings_are_counted_in_whole_numbers_on_the_axis(
+    clocked: tuple[Store, Clock], findings: int
+) -> None:
+    store, clock = clocked
+    seed_review(store, clock, MONDAY + timedelta(hours=10))
+    report = build_report(store, WEEK, now=NOW)
+    report["daily"]["findings"] = [
+        {"day": MONDAY.date().isoformat(), "severity": "major", "findings": findings}
+    ][: 1 if findings else 0]
+    labels = y_tick_labels(chart_svg(report_html(report), CHART_IDS[0]))
+    assert labels and all(re.fullmatch(r"\d+", label) for label in labels), labels
+    assert labels[0] == "0" and int(labels[-1]) <= max(findings, 1)
+
+
+def test_a_month_and_more_is_drawn_clear_of_the_frame_too(clocked: tuple[Store, Clock]) -> None:
+    """Over MAX_MARKED_DAYS days the findings are stacked areas and the lines have no
+    markers: the highest day (the first, under where a legend stood) still has headroom."""
+    store, clock = clocked
+    since = WEEK.until - timedelta(days=40)
+    for day in range(0, 40, 3):
+        seed_review(store, clock, since + timedelta(days=day, hours=10), iid=day + 1)
+    report = build_report(store, Window(since, WEEK.until), now=NOW)
+    target = report["slo"]["ttft_p95_target_ms"]
+    first = report["daily"]["days"][0]
+    for row in report["daily"]["ttft"]:
+        row.update(p50_ms=target / 2, p95_ms=target * (1.5 if row["day"] == first else 0.9))
+    for row in report["daily"]["findings"]:
+        row["findings"] = 9 if row["day"] == first else 1
+    html = report_html(report)
+    for chart_id in PER_DAY_CHARTS:
+        svg = chart_svg(html, chart_id)
+        ((frame, series),) = plots(svg)
+        assert series
+        for name, element in series.items():
+            assert_drawn_clear_of_the_frame(chart_id, frame, name, element)
+        assert not any(overlap(legend, frame) for legend in legends(svg))

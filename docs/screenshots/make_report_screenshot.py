@@ -1,12 +1,21 @@
 """The README's picture of a weekly report: seed a store that looks like a team's (ten weeks
 of reviews on weekdays, a prompt change three weeks ago that lifted acceptance, votes,
 addressed findings, unreadable tool calls now and then), build the report of the last week,
-open it in headless Chromium and save the top of the page as a small PNG.
+open it in headless Chromium and save the whole page, from its title to its last table, as a
+PNG in the charts' own colours.
 
 Run: ``.venv/bin/python docs/screenshots/make_report_screenshot.py [--out docs/screenshots]``
 (needs Chromium: chromium, chromium-browser or google-chrome on PATH). Writes
 ``report.png`` (and keeps ``report.html`` beside it when ``--keep-html``). Deterministic: the
 same seed gives the same store and the same page.
+
+Chromium draws the page in a window taller than the page (:data:`WINDOW_SIZE`); the picture is
+cut :data:`BOTTOM_MARGIN_PX` below the last thing drawn, and a page that reaches the window's
+bottom edge is an error (make the window taller), never a picture cut mid-chart. The PNG keeps
+a palette of :data:`PALETTE_COLOURS` chosen by octree quantisation, which gives the charts'
+small areas of colour (lines, markers, legend keys) their own entries: median cut, Pillow's
+default, had merged them into the page's greys (green, purple and red came out teal, grey and
+brown).
 """
 
 from __future__ import annotations
@@ -21,7 +30,7 @@ import tempfile
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from PIL import Image
+from PIL import Image, ImageChops
 
 from reviewbot.report import build_report, write_report
 from reviewbot.store import MergeRequestKey, Store, upgrade
@@ -44,11 +53,13 @@ TTFT_MEDIAN_MS, TTFT_SIGMA = 360.0, 0.4
 UP_RATE = {OLD_PROMPT: 0.55, NEW_PROMPT: 0.75}  # share of votes that are 👍
 VOTE_RATE, ADDRESSED_RATE, PUSHED_AGAIN_RATE = 0.45, 0.25, 0.6
 INVALID_CALL_RATE = {OLD_PROMPT: 0.06, NEW_PROMPT: 0.02}
-WINDOW_SIZE = "1100,2100"
+WINDOW_SIZE = "1100,8000"  # taller than the page: the whole of it is drawn
+BOTTOM_MARGIN_PX = 32  # below the last thing drawn (the page's own margin: 2rem)
+BACKGROUND = (255, 255, 255)
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome")
 CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars")
 SHOWN_WIDTH = 900  # pixels of the PNG the README shows
-PALETTE_COLOURS = 128  # a quantised PNG stays well under 300 KB
+PALETTE_COLOURS = 256  # a quantised PNG of the whole page stays well under 300 KB
 BROWSER_TIMEOUT_S = 120
 
 
@@ -180,8 +191,20 @@ def _chromium() -> str:
     return found
 
 
+def _whole_page(image: Image.Image) -> Image.Image:
+    """``image`` (the window) cut BOTTOM_MARGIN_PX below the last thing drawn; SystemExit when
+    the page reaches the window's bottom edge (it would be cut)."""
+    drawn = ImageChops.difference(image, Image.new("RGB", image.size, BACKGROUND)).getbbox()
+    if drawn is None:
+        sys.exit("Chromium drew a blank page")
+    bottom = drawn[3] + BOTTOM_MARGIN_PX
+    if bottom > image.height:
+        sys.exit(f"the page is taller than the window ({WINDOW_SIZE}): make WINDOW_SIZE taller")
+    return image.crop((0, 0, image.width, bottom))
+
+
 def screenshot(page: Path, png: Path, profile: Path) -> None:
-    """The top of ``page`` as Chromium draws it, scaled and quantised into ``png``."""
+    """The whole of ``page`` as Chromium draws it, scaled and quantised into ``png``."""
     raw = png.with_suffix(".raw.png")
     subprocess.run(
         [
@@ -197,9 +220,10 @@ def screenshot(page: Path, png: Path, profile: Path) -> None:
         check=True,
     )
     with Image.open(raw) as image:
-        height = round(image.height * SHOWN_WIDTH / image.width)
-        small = image.convert("RGB").resize((SHOWN_WIDTH, height), Image.Resampling.LANCZOS)
-        small.quantize(PALETTE_COLOURS).save(png, optimize=True)
+        whole = _whole_page(image.convert("RGB"))
+    height = round(whole.height * SHOWN_WIDTH / whole.width)
+    small = whole.resize((SHOWN_WIDTH, height), Image.Resampling.LANCZOS)
+    small.quantize(PALETTE_COLOURS, method=Image.Quantize.FASTOCTREE).save(png, optimize=True)
     raw.unlink()
 
 
