@@ -337,6 +337,7 @@ def _start(run: _Run) -> int:
         model=run.app.settings.llm_model or "",
         prompt_version="",
         key=run.key,
+        dry_run=run.options.dry_run,
     )
 
 

@@ -318,7 +318,7 @@ def print_reviews(rows: list[dict[str, Any]], console: Console) -> None:
             f"!{row['mr_iid']}" if row["mr_iid"] else "-",
             (row["head_sha"] or "")[:8],
             row["trigger"],
-            row["status"],
+            f"{row['status']} (dry run)" if row["dry_run"] else row["status"],
             row["model"],
             f"{row['started_at']:%Y-%m-%d %H:%M}",
             _seconds(row),
