@@ -486,6 +486,7 @@ def _facts(result: ReviewResult, options: RunOptions, warnings: list[str]) -> Re
         errors=list(warnings),
         carried=result.carried,
         ci_job_url=options.ci_job_url,
+        unknown_rules=result.findings.unknown_rules,
     )
 
 

@@ -298,6 +298,7 @@ class ReviewFacts:
     carried: CarriedOver | None = None  # an incremental review: what was kept from before
     tools: str = ""  # the repository tools in words (ReviewResult.tools)
     verification: str = ""  # the verification pass in words ("": off, not shown)
+    unknown_rules: int = 0  # findings that named a rule the review does not have (name dropped)
 
 
 @dataclass
@@ -470,6 +471,7 @@ def _summary_data(
         ci_job_url=facts.ci_job_url,
         tools=facts.tools,
         verification=facts.verification,
+        unknown_rules=facts.unknown_rules,
     )
 
 

@@ -195,14 +195,11 @@ class ReviewResult:
 
     @property
     def rule_notes(self) -> list[str]:
-        """The rules left out for lack of room, and findings citing an unknown rule."""
-        unknown = self.findings.unknown_rules
-        cited = (
-            [f"{unknown} finding(s) cited a rule this review does not have: kept without a rule"]
-            if unknown
-            else []
-        )
-        return self.rules.notes() + self.learnings.notes() + cited
+        """The rules and learnings left out for lack of room (warnings). Findings that named a
+        rule the review does not have are no warning: the model filled an optional field, the
+        finding is kept without the name and the run details count it
+        (``findings.unknown_rules``)."""
+        return self.rules.notes() + self.learnings.notes()
 
     @property
     def complete(self) -> bool:
