@@ -26,7 +26,7 @@ from reviewbot.chunking import ContextKind, Plan
 from reviewbot.commands.terminal import cell, data, terminal_text
 
 if TYPE_CHECKING:
-    from reviewbot.review import RulesApplied
+    from reviewbot.review import ModelContext, RulesApplied
 
 __all__ = [
     "add_row",
@@ -87,8 +87,17 @@ def progress_bar(console: Console, *, quiet: bool = False) -> Progress:
 # --- plan ------------------------------------------------------------------------------------
 
 
-def print_plan(result: Plan, console: Console, rules: RulesApplied | None = None) -> None:
+def print_plan(
+    result: Plan,
+    console: Console,
+    rules: RulesApplied | None = None,
+    model_context: ModelContext | None = None,
+) -> None:
     budget = result.budget
+    if model_context is not None:
+        console.print(
+            data(f"Model context: {model_context.max_model_len} tokens, {model_context.source}")
+        )
     console.print(
         data(
             f"Budget: {budget.available} tokens per chunk = context {budget.max_model_len} "

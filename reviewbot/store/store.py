@@ -220,11 +220,9 @@ class Store:
         key: MergeRequestKey | None = None,
         dry_run: bool = False,
     ) -> int:
-        """Record a review that starts now, in state `running`; return its id.
-
-        ``project`` is the path at review time (for people); ``key`` identifies the MR;
-        ``dry_run``: a review that posts nothing (reports leave it out).
-        """
+        """Record a review that starts now, in state `running`; return its id. ``project`` is
+        the path at review time (for people); ``key`` identifies the MR; ``dry_run``: the review
+        posts nothing (reports leave it out)."""
         values = {
             "project": project,
             "mr_iid": mr_iid,
