@@ -238,6 +238,7 @@ class SummaryData:
     verification: str = ""  # the verification pass's counts ("": off, not shown)
     withheld: Sequence[Withheld] = ()  # per learning, the findings it kept off the MR
     masked: int = 0  # findings whose text held what looked like a secret, masked before posting
+    unknown_rules: int = 0  # findings that named a rule the review does not have (name dropped)
 
 
 def summary_body(summary: SummaryData) -> str:
@@ -424,6 +425,14 @@ def _run_table(summary: SummaryData) -> str:
         rows.append(("Repository tools", summary.tools))
     if summary.verification:
         rows.append(("Verification", summary.verification))
+    if summary.unknown_rules:
+        rows.append(
+            (
+                "Unknown rule names",
+                f"{summary.unknown_rules} finding(s) named a rule this review does not have: "
+                "kept, without the name",
+            )
+        )
     if summary.ci_job_url:
         rows.append(("CI job", f"[log]({summary.ci_job_url})"))
     table = "\n".join(["| | |", "|---|---|", *(f"| {k} | {v} |" for k, v in rows)])

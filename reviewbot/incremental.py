@@ -40,8 +40,8 @@ class CarriedOver:
 
     since_head: str  # the head the earlier review saw
     review_id: int  # the earlier review
-    files: int  # files whose every hunk is unchanged (not in this review's plan)
-    lines: int  # changed lines of unchanged hunks
+    files: int  # reviewed files whose every hunk is unchanged (skipped files never count)
+    lines: int  # changed lines of those unchanged hunks
     findings: int  # findings carried over
 
 
@@ -94,10 +94,10 @@ def plan_increment(
     previous = DiffDigest.from_json(earlier.digest or {}) if earlier is not None else None
     if earlier is None or previous is None or previous.settings_key != settings_key:
         return Increment(list(files), skipped)
-    inter = compare(previous, files)
-    to_review = list(inter.to_review)
-    present = {f.new_path for f in to_review}
-    to_review += [f for f in files if f.path in skipped and f.new_path not in present]
+    # A skipped file was not reviewed before and is not now: the plan lists it (whole) with its
+    # reason, and it is never counted as carried over too (it would count twice).
+    inter = compare(previous, [f for f in files if f.path not in skipped])
+    to_review = [*inter.to_review, *(f for f in files if f.path in skipped)]
     carried = _carried(earlier.findings, inter, files)
     return Increment(
         to_review,

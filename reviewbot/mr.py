@@ -339,6 +339,7 @@ def _start(run: _Run) -> int:
         model=run.app.settings.llm_model or "",
         prompt_version="",
         key=run.key,
+        dry_run=run.options.dry_run,
     )
 
 
@@ -493,6 +494,7 @@ def _facts(result: ReviewResult, options: RunOptions, warnings: list[str]) -> Re
         errors=list(warnings),
         carried=result.carried,
         ci_job_url=options.ci_job_url,
+        unknown_rules=result.findings.unknown_rules,
     )
 
 

@@ -300,6 +300,7 @@ class ReviewFacts:
     tools: str = ""  # the repository tools in words (ReviewResult.tools)
     verification: str = ""  # the verification pass in words ("": off, not shown)
     withheld: Sequence[Withheld] = ()  # per learning, the findings it kept off the MR
+    unknown_rules: int = 0  # findings that named a rule the review does not have (name dropped)
 
 
 @dataclass
@@ -474,6 +475,7 @@ def _summary_data(
         verification=facts.verification,
         withheld=facts.withheld,
         masked=sum(finding.masked for finding in _this_reviews_findings(result)),
+        unknown_rules=facts.unknown_rules,
     )
 
 

@@ -37,7 +37,7 @@ from reviewbot.config import (
     VERIFY_ON,
     Settings,
 )
-from reviewbot.diff import FileDiff, Hunk, Side
+from reviewbot.diff import FileDiff
 from reviewbot.exclusions import ExclusionRules
 from reviewbot.findings import (
     Category,
@@ -51,29 +51,40 @@ from reviewbot.findings import (
 )
 from reviewbot.incremental import CarriedOver
 from reviewbot.learnings import DEFAULT_LEARNINGS_TOKENS
-from reviewbot.llm.backend import MODE_TOOL_CALLS, CallRecord, ChunkRequest, ChunkResult, LLMClient
+from reviewbot.llm.backend import (
+    MODE_TOOL_CALLS,
+    CallRecord,
+    ChunkRequest,
+    ChunkResult,
+    LLMClient,
+    ServerInfo,
+)
 from reviewbot.prompts import (
     ReviewContext,
     prompt_version,
     render_messages,
     tool_schemas,
 )
-from reviewbot.repo.tools import RepositoryTools
+from reviewbot.repo.tools import TOOL_NAMES, RepositoryTools, repository_tool_schemas
 from reviewbot.repo.view import RepositoryView
 from reviewbot.rules import DEFAULT_RULES_TOKENS, RuleSet
 from reviewbot.rules_applied import LEARNINGS, RulesApplied
 from reviewbot.tokens import TokenCounter
+from reviewbot.unreviewed import UnreviewedPart, changed_lines_by_path, unreviewed_part
 from reviewbot.verification import Verification, VerifyOptions, verify_findings
 from reviewbot.verify import verdict_schema
 
 __all__ = [
     "CarriedOver",
+    "ModelContext",
     "ReviewOptions",
     "ReviewResult",
     "RulesApplied",
     "UnreviewedPart",
     "budget_for",
     "local_overhead",
+    "model_context",
+    "offered_tools",
     "plan_offline",
     "plan_with_rules",
     "review_files",
@@ -143,36 +154,6 @@ def review_options(settings: Settings) -> ReviewOptions:
     )
 
 
-@dataclass(frozen=True)
-class UnreviewedPart:
-    """A chunk the model never answered readably (after retries): what it held, and why."""
-
-    chunk_index: int
-    lines_by_path: tuple[tuple[str, int], ...]  # (path, changed lines this chunk owned)
-    reason: str
-    # (path, "lines 12-18, 40-44"): the hunks the chunk showed (removed-only: "old lines 3-5")
-    ranges_by_path: tuple[tuple[str, str], ...] = ()
-
-    @property
-    def changed_lines(self) -> int:
-        return sum(lines for _, lines in self.lines_by_path)
-
-    def describe(self) -> str:
-        """``chunk 3 (app.py lines 4-9; util.py lines 1-3, 20: 17 changed lines): <reason>``
-        (1-based chunk)."""
-        ranges: dict[str, list[str]] = {path: [] for path, _ in self.lines_by_path}
-        for path, where in self.ranges_by_path:
-            ranges.setdefault(path, []).append(where)
-        places = "; ".join(
-            " ".join((path, ", ".join(wheres))) if wheres else path
-            for path, wheres in ranges.items()
-        )
-        return (
-            f"chunk {self.chunk_index + 1} ({places}: {self.changed_lines} changed lines): "
-            f"{self.reason}"
-        )
-
-
 @dataclass
 class ReviewResult:
     plan: Plan
@@ -195,14 +176,11 @@ class ReviewResult:
 
     @property
     def rule_notes(self) -> list[str]:
-        """The rules left out for lack of room, and findings citing an unknown rule."""
-        unknown = self.findings.unknown_rules
-        cited = (
-            [f"{unknown} finding(s) cited a rule this review does not have: kept without a rule"]
-            if unknown
-            else []
-        )
-        return self.rules.notes() + self.learnings.notes() + cited
+        """The rules and learnings left out for lack of room (warnings). Findings that named a
+        rule the review does not have are no warning: the model filled an optional field, the
+        finding is kept without the name and the run details count it
+        (``findings.unknown_rules``)."""
+        return self.rules.notes() + self.learnings.notes()
 
     @property
     def complete(self) -> bool:
@@ -232,7 +210,7 @@ class ReviewResult:
         for part in self.unreviewed:
             for path, lines in part.lines_by_path:
                 missed[path] = missed.get(path, 0) + lines
-        owned = _changed_lines_by_path(self.plan)
+        owned = changed_lines_by_path(self.plan)
         lost_files = sum(1 for path, lines in missed.items() if lines >= owned.get(path, 0))
         return dataclasses.replace(
             planned,
@@ -336,7 +314,7 @@ def tool_reserve(options: ReviewOptions) -> int:
 
 
 def budget_for(
-    llm: LLMClient,
+    llm: LLMClient | None,
     counter: TokenCounter,
     context: ReviewContext,
     options: ReviewOptions,
@@ -344,15 +322,70 @@ def budget_for(
     tools: list[dict] | None = None,
 ) -> Budget:
     """The chunk budget: context - output reserve - the rendered shared prompt - margin, and,
-    with ``tools`` holding repository tools, their rounds' reserve (:func:`tool_reserve`)."""
+    with ``tools`` holding repository tools, their rounds' reserve (:func:`tool_reserve`).
+    The shared prompt is counted by the server (``llm``'s /tokenize) when it can, else
+    locally (``llm`` None: no server)."""
     schemas = tool_schemas() if tools is None else tools
-    overhead = llm.count_prompt_tokens(render_messages(context, None), schemas)
+    overhead = (
+        llm.count_prompt_tokens(render_messages(context, None), schemas)
+        if llm is not None
+        else None
+    )
     if overhead is None:
         overhead = local_overhead(counter, context, schemas)
     budget = _budget(counter, options, max_model_len, overhead)
-    if tools is not None and len(tools) > len(tool_schemas()):
+    if any(schema.get("function", {}).get("name") in TOOL_NAMES for schema in schemas):
         return _with_tool_reserve(budget, options)
     return budget
+
+
+def offered_tools(options: ReviewOptions, with_repository: bool) -> list[dict]:
+    """The tools every chunk request of a review offers: report_finding, then the repository
+    tools when the review reads a repository (``with_repository``, ``options.tools``, rounds),
+    then the verdict tool when the review is verified: the verification call offers exactly
+    these, so the server serves its whole prompt but the candidate list from the chunk's cache
+    (the chat template renders the tools at the top of the prompt)."""
+    repository = (
+        repository_tool_schemas()
+        if with_repository and options.tools and options.tool_rounds
+        else []
+    )
+    verdict = [verdict_schema()] if options.verify.enabled else []
+    return [*tool_schemas(), *repository, *verdict]
+
+
+@dataclass(frozen=True)
+class ModelContext:
+    """The context length a review's chunks are cut for, and where it comes from in words."""
+
+    max_model_len: int
+    source: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"max_model_len": self.max_model_len, "source": self.source}
+
+
+ASK_FOR_ANOTHER = "--context-tokens N to plan for another"
+
+
+def model_context(
+    options: ReviewOptions,
+    info: ServerInfo | None,
+    server: str,
+    unanswered: str | None = None,
+) -> ModelContext:
+    """The context a review with ``options`` uses, as :func:`review_files` picks it: the
+    setting, else the server's ``max_model_len`` (``info``: what ``server`` answered, None when
+    it was not asked or did not answer: ``unanswered`` says why), else the default."""
+    if options.max_model_len:
+        return ModelContext(options.max_model_len, "the setting max_model_len")
+    if info is not None and info.max_model_len:
+        return ModelContext(info.max_model_len, f"the model server's max_model_len ({server})")
+    if info is not None:
+        why = f"the model server at {server} does not say its max_model_len"
+    else:
+        why = unanswered or f"the model server at {server} was not asked"
+    return ModelContext(Budget().max_model_len, f"assumed: {why}; {ASK_FOR_ANOTHER}")
 
 
 def _with_tool_reserve(budget: Budget, options: ReviewOptions) -> Budget:
@@ -385,10 +418,10 @@ def plan_offline(
     with_tools: bool = False,
     rules: RuleSet | None = None,
 ) -> Plan:
-    """How ``files`` would be cut into chunks with no model server (``reviewbot plan``): the
-    shared prompt is counted with ``counter``, the context is ``options.max_model_len`` or the
-    default, so the chunks are the ones a review with the same settings would plan.
-    ``with_tools``: as a review with repository tools (each chunk keeps their reserve)."""
+    """How ``files`` would be cut into chunks with no model server: the shared prompt is
+    counted with ``counter``, the context is ``options.max_model_len`` or the default.
+    ``with_tools``: as a review with a repository (each chunk offers the repository tools and
+    keeps their reserve)."""
     return plan_with_rules(
         files,
         context=context,
@@ -409,18 +442,53 @@ def plan_with_rules(
     contents: Mapping[str, str] | None = None,
     rules: RuleSet | None = None,
     with_tools: bool = False,
+    llm: LLMClient | None = None,
+    max_model_len: int | None = None,
 ) -> tuple[Plan, RulesApplied]:
-    """:func:`plan_offline`, and the review rules each chunk would be given."""
-    max_model_len = options.max_model_len or Budget().max_model_len
-    budget = _budget(counter, options, max_model_len, local_overhead(counter, context))
-    if with_tools:
-        budget = _with_tool_reserve(budget, options)
+    """The chunks :func:`review_files` would send (``reviewbot plan``), and the review rules
+    each is given: the same budget (``max_model_len``: the context :func:`model_context`
+    found, else the setting or the default; ``llm``: the server that counts the shared prompt,
+    None: counted locally), the same tools and their reserve (``with_tools``: as a review
+    with a repository, which ``run`` and ``ci`` always have)."""
+    length = max_model_len or options.max_model_len or Budget().max_model_len
+    planned = _chunk_budget(
+        files,
+        context,
+        counter,
+        llm,
+        options,
+        length,
+        offered_tools(options, with_tools),
+        rules,
+        None,
+    )
+    made = plan(files, planned.budget, counter, contents=contents, options=options.plan_options)
+    for chunk in made.chunks:
+        planned.rules.of(chunk)
+    return made, planned.rules
+
+
+def _chunk_budget(
+    files: Sequence[FileDiff],
+    context: ReviewContext,
+    counter: TokenCounter,
+    llm: LLMClient | None,
+    options: ReviewOptions,
+    max_model_len: int,
+    tools: list[dict],
+    rules: RuleSet | None,
+    learnings: RuleSet | None,
+) -> _Prompting:
+    """The budget every chunk is cut for, the review rules' and the learnings' reserves in
+    it: the one of :func:`review_files` and of :func:`plan_with_rules`."""
+    budget = budget_for(llm, counter, context, options, max_model_len, tools)
     applied = RulesApplied.for_review(rules or RuleSet(), files, counter, options, budget)
     budget = dataclasses.replace(budget, overhead=budget.overhead + applied.reserve)
-    offline = plan(files, budget, counter, contents=contents, options=options.plan_options)
-    for chunk in offline.chunks:
-        applied.of(chunk)
-    return offline, applied
+    taught = RulesApplied.for_review(
+        learnings or RuleSet(), files, counter, options, budget, LEARNINGS
+    )
+    budget = dataclasses.replace(budget, overhead=budget.overhead + taught.reserve)
+    return _Prompting(context, applied, counter, budget, taught)
 
 
 def review_files(
@@ -455,26 +523,18 @@ def review_files(
     """
     started = time.monotonic()
     info = llm.server_info()
-    max_model_len = options.max_model_len or info.max_model_len or Budget().max_model_len
+    max_model_len = model_context(options, info, "").max_model_len
     sending = _Sending(options, review_tools(options, repository), session)
-    budget = budget_for(llm, counter, context, options, max_model_len, sending.tools)
-    applied = RulesApplied.for_review(rules or RuleSet(), files, counter, options, budget)
-    budget = dataclasses.replace(budget, overhead=budget.overhead + applied.reserve)
-    taught = RulesApplied.for_review(
-        learnings or RuleSet(), files, counter, options, budget, LEARNINGS
+    prompting = _chunk_budget(
+        files, context, counter, llm, options, max_model_len, sending.tools, rules, learnings
     )
-    budget = dataclasses.replace(budget, overhead=budget.overhead + taught.reserve)
+    applied, taught = prompting.rules, prompting.learnings
+    budget = prompting.budget
     review_plan = plan(files, budget, counter, contents=contents, options=options.plan_options)
     if on_planned:
         on_planned(review_plan)
-    answers = _send_chunks(
-        list(review_plan.chunks),
-        _Prompting(context, applied, counter, budget, taught),
-        llm,
-        on_chunk_done,
-        concurrency,
-        sending,
-    )
+    chunks = list(review_plan.chunks)
+    answers = _send_chunks(chunks, prompting, llm, on_chunk_done, concurrency, sending)
     whole = {file.new_path: file for file in whole_files or ()}
     findings_options = dataclasses.replace(options.findings_options, rules=applied.rule_set.names)
     findings = process(answers.calls, answers.files_by_chunk, findings_options, whole)
@@ -550,13 +610,8 @@ class _Sending:
 
     @property
     def tools(self) -> list[dict]:
-        """report_finding, then the repository tools when there are any, then the verdict tool
-        when the review is verified: the verification call offers exactly these tools, so the
-        server serves its whole prompt but the candidate list from the chunk's cache (the chat
-        template renders the tools at the top of the prompt)."""
-        extra = self.repository.schemas() if self.repository is not None else []
-        verdict = [verdict_schema()] if self.options.verify.enabled else []
-        return [*tool_schemas(), *extra, *verdict]
+        """The tools every chunk request offers (:func:`offered_tools`)."""
+        return offered_tools(self.options, self.repository is not None)
 
     def request(
         self, index: int, messages: list[dict], tokens: int, budget: Budget
@@ -616,7 +671,7 @@ class _Answers:
         else:
             self.reviewed += 1
             return
-        self.unreviewed.append(_unreviewed_part(chunk, self.errors[result.chunk_index]))
+        self.unreviewed.append(unreviewed_part(chunk, self.errors[result.chunk_index]))
 
 
 def _send_chunks(
@@ -688,37 +743,6 @@ def review_without_model(
         seconds=0.0,
         chunks_reviewed=0,
     )
-
-
-def _changed_lines_by_path(review_plan: Plan) -> dict[str, int]:
-    owned: dict[str, int] = {}
-    for chunk in review_plan.chunks:
-        for segment in chunk.segments:
-            owned[segment.path] = owned.get(segment.path, 0) + segment.owned_changed
-    return owned
-
-
-def _unreviewed_part(chunk: Chunk, reason: str) -> UnreviewedPart:
-    return UnreviewedPart(
-        chunk.index,
-        tuple((segment.path, segment.owned_changed) for segment in chunk.segments),
-        reason,
-        tuple((segment.path, _line_ranges(segment.view.hunks)) for segment in chunk.segments),
-    )
-
-
-def _line_ranges(hunks: Sequence[Hunk]) -> str:
-    """``lines 12-18, 40`` on the new side; hunks that only remove lines: ``old lines 3-5``."""
-    new, old = [], []
-    for hunk in hunks:
-        side = Side.NEW if hunk.new_count else Side.OLD
-        first, last = hunk.range_on(side)
-        (new if side is Side.NEW else old).append(
-            str(first) if first == last else f"{first}-{last}"
-        )
-    parts = [f"lines {', '.join(new)}"] if new else []
-    parts += [f"old lines {', '.join(old)}"] if old else []
-    return ", ".join(parts)
 
 
 def _resplit(chunk: Chunk, counter: TokenCounter, first_index: int) -> list[Chunk]:

@@ -279,3 +279,28 @@ def test_sync_of_one_project_leaves_the_others_alone(world: World) -> None:
         assert f"{other}!1: " in theirs and f"{PROJECT}!1" not in theirs
         assert [f["value"] for f in store.feedback(project=other)] == ["thumbsup"]
         assert len(store.feedback(project=PROJECT)) == 1
+
+
+def test_a_dry_run_is_marked_and_never_counted_in_the_report(world: World, tmp_path: Path) -> None:
+    """`run --dry-run` posts nothing: its review is recorded as a dry run, and the report
+    counts only what reviews that post found (issue 32 item 8: 2 findings shown for 1, 2.0 per
+    MR)."""
+    with App(world.settings()) as app:
+        dry = run_merge_request(app, PROJECT, 1, RunOptions(dry_run=True))
+        assert dry.dry_run and len(dry.posted) == 3
+        assert world.gitlab.discussions(PROJECT, 1) == []  # nothing posted
+        run_merge_request(app, PROJECT, 1, RunOptions())
+        rows = sorted(app.store.reviews(project=PROJECT), key=lambda row: row["id"])
+        assert [(row["status"], row["dry_run"]) for row in rows] == [
+            ("succeeded", True),
+            ("succeeded", False),
+        ]
+    threads = world.gitlab.discussions(PROJECT, 1)
+    assert len([d for d in threads if d["notes"][0]["type"] == "DiffNote"]) == 3
+    report = _report(world, tmp_path / "report")
+    totals = report["totals"]
+    assert (totals["reviews"], totals["mrs"]) == (1, 1)
+    assert (totals["findings"], totals["findings_posted"]) == (3, 3)
+    assert [week["findings_per_mr"] for week in report["trend"]["weeks"]] == [3.0]
+    listed = _cli(world, "reviews", "list", "--project", PROJECT).output
+    assert "dry run" in listed

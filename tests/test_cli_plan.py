@@ -12,7 +12,15 @@ import pytest
 from click.testing import CliRunner
 
 from reviewbot.commands import main
-from tests.mr_world import git, init_repo
+from tests.mr_world import (  # noqa: F401
+    PROJECT,
+    World,
+    commit_on_feature,
+    git,
+    init_repo,
+    world,
+)
+from tests.store_fixtures import store_url  # noqa: F401
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 # What `reviewbot plan` must not load: the model client, the adapters, the service, the charts.
@@ -48,8 +56,13 @@ def repo(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def run(*args: str, stdin: str | None = None) -> tuple[int, str, str]:
-    result = CliRunner().invoke(main, list(args), input=stdin)
+def run(
+    *args: str, stdin: str | None = None, env: dict[str, str] | None = None
+) -> tuple[int, str, str]:
+    """The command's exit code, stdout and stderr; `plan` with --offline (these tests are about
+    cutting a diff, not about the model server: see the tests at the end)."""
+    offline = ["--offline"] if args and args[0] == "plan" else []
+    result = CliRunner().invoke(main, [*args, *offline], input=stdin, env=env)
     return result.exit_code, result.stdout, result.stderr
 
 
@@ -57,7 +70,8 @@ def test_plan_json_from_git_range(repo: Path) -> None:
     code, out, _ = run("plan", "--git", "HEAD~1..HEAD", "--repo", str(repo), "--json")
     assert code == 0
     data = json.loads(out)
-    assert data["budget_tokens"] == data["budget"]["available"] > 50_000
+    # 65,536 less the answer, the prompt with the repository tools, their rounds' reserve
+    assert data["budget_tokens"] == data["budget"]["available"] > 45_000
     [chunk] = data["chunks"]
     assert chunk["tokens"] > 0
     assert [f["path"] for f in chunk["files"]] == ["src/app.py", "tests/test_app.py"]
@@ -141,7 +155,8 @@ def test_plan_text_and_stdin(repo: Path) -> None:
 
 def test_small_context_splits_into_more_chunks(repo: Path) -> None:
     base = ["plan", "--git", "HEAD~1..HEAD", "--repo", str(repo), "--json"]
-    code, out, _ = run(*base, "--context-tokens", "5700", "--context-lines", "30")
+    # (with the repository tools' schemas and their reserve, as `run` sends it)
+    code, out, _ = run(*base, "--context-tokens", "7000", "--context-lines", "30")
     assert code == 0, out
     data = json.loads(out)
     assert len(data["chunks"]) >= 2
@@ -171,9 +186,10 @@ def test_bad_input_is_one_line_and_exit_2(repo: Path, args: list[str], message: 
 
 def test_budget_below_one_line(repo: Path) -> None:
     base = ["plan", "--git", "HEAD~1..HEAD", "--repo", str(repo)]
-    budget = json.loads(run(*base, "--json")[1])["budget"]
+    no_tools = {"REVIEWBOT_TOOLS": "off"}  # no reserve for tool rounds: the room is all the diff's
+    budget = json.loads(run(*base, "--json", env=no_tools)[1])["budget"]
     tiny = budget["output_reserve"] + budget["overhead"] + 256 + 60  # margin + room for ~60 tokens
-    code, _, err = run(*base, "--context-tokens", str(tiny), "--context-lines", "0")
+    code, _, err = run(*base, "--context-tokens", str(tiny), "--context-lines", "0", env=no_tools)
     assert code == 2 and "even one line" in err and len(err.strip().splitlines()) == 1
 
 
@@ -182,7 +198,9 @@ def test_not_a_diff_on_stdin() -> None:
     assert code == 2 and "not a unified diff" in err
 
 
-def test_plan_loads_neither_the_model_client_nor_any_adapter(repo: Path, tmp_path: Path) -> None:
+def test_plan_offline_loads_neither_the_model_client_nor_any_adapter(
+    repo: Path, tmp_path: Path
+) -> None:
     diff = tmp_path / "change.diff"
     diff.write_text(git(repo, "diff", "HEAD~1", "HEAD") + "\n")
     config = tmp_path / "empty.toml"
@@ -190,7 +208,7 @@ def test_plan_loads_neither_the_model_client_nor_any_adapter(repo: Path, tmp_pat
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "REVIEWBOT_CONFIG": str(config)}
     watched = json.dumps(ADAPTER_MODULES)
     result = subprocess.run(
-        [sys.executable, "-c", LOADED_AT_EXIT, watched, "plan", "--diff", str(diff)],
+        [sys.executable, "-c", LOADED_AT_EXIT, watched, "plan", "--offline", "--diff", str(diff)],
         capture_output=True,
         text=True,
         env=env,
@@ -222,7 +240,7 @@ def test_plan_shows_the_rules_of_base_and_the_chunks_they_are_given_to(tmp_path:
     git(tmp_path, "add", "-A")
     git(tmp_path, "commit", "-qm", "change")
     args = ["plan", "--git", "HEAD~1..HEAD", "--repo", str(tmp_path)]
-    result = CliRunner().invoke(main, [*args, "--json"])
+    result = CliRunner().invoke(main, [*args, "--offline", "--json"])
     assert result.exit_code == 0, result.output
     rules = json.loads(result.output)["rules"]
     assert [rule["name"] for rule in rules["rules"]] == ["python", "typo"]
@@ -232,3 +250,58 @@ def test_plan_shows_the_rules_of_base_and_the_chunks_they_are_given_to(tmp_path:
     assert "this merge request changes .reviewbot/rules.yaml" in problems
     text = CliRunner().invoke(main, args)
     assert text.exit_code == 0 and "Review rules: 2" in text.output
+
+
+def module(n: int) -> str:
+    """A module of 60 small functions (about 3,000 tokens)."""
+    return "".join(
+        f"def handler_{n}_{i}(request, limit):\n"
+        f"    values = [item.value for item in request.items if item.value < limit + {i}]\n"
+        "    return sum(values) / max(1, len(values))\n\n"
+        for i in range(60)
+    )
+
+
+def test_plan_shows_the_chunks_run_sends(world: World) -> None:  # noqa: F811
+    """Issue 32 item 7: `plan` cuts a diff as `run` does: the model server's (smaller) context,
+    the repository tools' schemas and the reserve their rounds keep in every chunk."""
+    world.vllm.max_model_len = 16384
+    modules = {f"mod{n}.py": module(n) for n in range(6)}
+    world.gitlab.push(PROJECT, 1, commit_on_feature(world.repo, modules, "six modules"))
+    report = world.run()
+    sent = len(report.review.plan.chunks)
+    assert sent >= 3 and len(world.vllm.requests) >= sent
+    args = ["plan", "--git", "main...feature", "--repo", str(world.repo)]
+    env = world.command_env("secret")
+    planned = CliRunner().invoke(main, [*args, "--json"], env=env)
+    assert planned.exit_code == 0, planned.output
+    data = json.loads(planned.stdout)
+    assert len(data["chunks"]) == sent
+    assert data["budget"]["max_model_len"] == 16384
+    assert data["model_context"] == {
+        "max_model_len": 16384,
+        "source": f"the model server's max_model_len ({world.vllm.base_url})",
+    }
+    text = " ".join(CliRunner().invoke(main, args, env=env).stdout.split())  # unwrapped
+    expected = (
+        f"Model context: 16384 tokens, the model server's max_model_len ({world.vllm.base_url})"
+    )
+    assert expected in text
+
+
+def test_plan_says_which_context_it_assumed_when_no_server_answers(repo: Path) -> None:
+    env = {"REVIEWBOT_CONFIG": "", "REVIEWBOT_LLM_BASE_URL": "http://127.0.0.1:9/v1"}
+    args = ["plan", "--git", "HEAD~1..HEAD", "--repo", str(repo)]
+    result = CliRunner().invoke(main, args, env=env)
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.stdout.split())  # unwrapped
+    assert (
+        "Model context: 65536 tokens, assumed: the model server at http://127.0.0.1:9/v1 did not "
+        "answer (" in said
+    )
+    assert "--context-tokens N to plan for another" in said
+    offline = CliRunner().invoke(main, [*args, "--offline"], env=env)
+    assert offline.exit_code == 0, offline.output
+    assert "Model context: 65536 tokens, assumed: --offline" in " ".join(offline.stdout.split())
+    given = CliRunner().invoke(main, [*args, "--offline", "--context-tokens", "32768"], env=env)
+    assert "Model context: 32768 tokens, the setting max_model_len" in given.stdout

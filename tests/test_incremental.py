@@ -553,3 +553,18 @@ def test_an_answer_read_wrong_before_is_not_a_review_and_is_sent_again(
     assert sorted(on_util) == sorted(risky)  # each once
     assert {f.line for f in report.posted if f.path == "util.py"} == risky - posted_before
     assert "could not be read" not in summary(world)
+
+
+def test_the_same_head_again_counts_a_skipped_file_once(world: World) -> None:  # noqa: F811
+    """A skipped file (a lock file here) is neither reviewed earlier nor now: the summary of the
+    same head again says what the first one said (2/3 files), never 3/4 (issue 32 item 8)."""
+    lock = "left-pad@1.0.0:\n  version 1.0.0\n"
+    head = commit_on_feature(world.repo, {"yarn.lock": lock}, "a lock file")
+    world.gitlab.push(PROJECT, 1, head)
+    first = world.run()
+    assert "**Coverage:** 2/3 files, 16/18 changed lines." in summary(world)
+    again = world.run()
+    assert "**Coverage:** 2/3 files, 16/18 changed lines." in summary(world)
+    assert again.review.coverage == first.review.coverage
+    # app.py and util.py were reviewed before; the lock file is skipped again, not carried
+    assert again.review.carried is not None and again.review.carried.files == 2

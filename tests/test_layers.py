@@ -81,6 +81,7 @@ CORE = {
     "reviewbot.ops.weights",
     "reviewbot.templates",
     "reviewbot.thread_intent",
+    "reviewbot.unreviewed",
     "reviewbot.webhook.openapi",
     "reviewbot.webhook.payloads",
 }

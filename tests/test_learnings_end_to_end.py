@@ -441,3 +441,25 @@ def test_a_learning_made_in_a_thread_changes_the_next_review(world: World) -> No
     assert posted == {"app.py"}  # the learning's glob is tests/**: app.py's is still posted
     [quiet] = [f for f in stored(world, review_id) if f["state"] == FindingState.SUPPRESSED.value]
     assert (quiet["path"], quiet["learning_id"]) == ("tests/test_app.py", learning.id)
+
+
+def test_a_dry_run_suppression_is_not_counted_in_the_report(
+    world: World,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """A dry run posts nothing: what its learnings held back is not counted either (issue 32
+    item 8); the review that posts counts its one suppression."""
+    made = add(world, NONE_LEARNING, "--path", "app.py", "--category", "bug")
+    world.run(RunOptions(dry_run=True))
+    world.run(RunOptions(full=True))
+    now = datetime.now(UTC)
+    window = (
+        "--since",
+        (now - timedelta(hours=1)).isoformat(),
+        "--until",
+        (now + timedelta(hours=1)).isoformat(),
+    )
+    code, output = cli(world, "report", *window, "--output", str(tmp_path), "--project", PROJECT)
+    assert code == 0, output
+    section = json.loads((tmp_path / "report.json").read_text())["learnings"]
+    assert {row["id"]: row["suppressed"] for row in section["in_use"]} == {made["id"]: 1}

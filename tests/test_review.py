@@ -23,6 +23,8 @@ from reviewbot.review import (
     MAX_TOOL_SHARE,
     ReviewOptions,
     ReviewResult,
+    local_overhead,
+    offered_tools,
     plan_offline,
     review_files,
     tool_reserve,
@@ -444,8 +446,12 @@ def test_the_tool_rounds_reserve_never_takes_more_than_half_the_room_of_a_small_
         contents=contents,
         with_tools=True,
     )
-    assert tool_reserve(options) > without.budget.available
-    kept = with_tools.budget.overhead - without.budget.overhead
-    assert 0 < kept <= without.budget.available * MAX_TOOL_SHARE
+    # the room the diff has with the repository tools' schemas in the prompt (as `run` offers
+    # them), before their rounds' reserve
+    schemas = local_overhead(local_counter(), context, offered_tools(options, True))
+    room = replace(without.budget, overhead=schemas).available
+    assert tool_reserve(options) > room
+    kept = with_tools.budget.overhead - schemas
+    assert 0 < kept <= room * MAX_TOOL_SHARE
     assert with_tools.coverage.changed_lines_covered == with_tools.coverage.changed_lines_total
     assert with_tools.coverage.changed_lines_total == without.coverage.changed_lines_total

@@ -354,3 +354,24 @@ def test_a_backtracking_glob_on_the_target_neither_hangs_the_review_nor_goes_uns
     [long_prompt] = [p for p in prompts(world) if f'<file path="{LONG_NAME}"' in p]
     assert "stars" not in rules_in(long_prompt)  # matched, and it does not match
     assert all("deep" not in rules_in(p) for p in prompts(world))
+
+
+def test_a_rule_name_the_model_made_up_is_dropped_and_counted_in_the_run_details_only(
+    world: World,
+) -> None:
+    """The review has no rules; the model fills every finding's ``rule`` anyway. The findings
+    are posted without the name, stored without it, and the summary counts them in its run
+    details, never as a warning (issue 32 item 8)."""
+    world.vllm.add_faults("invented_rule")
+    report = world.run()
+    assert len(report.posted) == 3 and not any(f.rule for f in report.posted)
+    store = Store.from_url(world.database_url)
+    try:
+        assert [row["rule"] for row in store.findings(report.review_id)] == [None] * 3
+    finally:
+        store.close()
+    body = summary_body(world)
+    assert "Warnings" not in body
+    details = body.split("Run details", 1)[1]
+    assert "| Unknown rule names | 3 finding(s) named a rule this review does not have: " in details
+    assert "pep8-strict" not in body

@@ -26,7 +26,7 @@ from reviewbot.chunking import ContextKind, Plan
 from reviewbot.commands.terminal import cell, data, terminal_text
 
 if TYPE_CHECKING:
-    from reviewbot.review import RulesApplied
+    from reviewbot.review import ModelContext, RulesApplied
 
 __all__ = [
     "add_row",
@@ -74,8 +74,17 @@ def add_row(table: Table, *cells: object) -> None:
 # --- plan ------------------------------------------------------------------------------------
 
 
-def print_plan(result: Plan, console: Console, rules: RulesApplied | None = None) -> None:
+def print_plan(
+    result: Plan,
+    console: Console,
+    rules: RulesApplied | None = None,
+    model_context: ModelContext | None = None,
+) -> None:
     budget = result.budget
+    if model_context is not None:
+        console.print(
+            data(f"Model context: {model_context.max_model_len} tokens, {model_context.source}")
+        )
     console.print(
         data(
             f"Budget: {budget.available} tokens per chunk = context {budget.max_model_len} "
@@ -310,7 +319,7 @@ def print_reviews(rows: list[dict[str, Any]], console: Console) -> None:
             f"!{row['mr_iid']}" if row["mr_iid"] else "-",
             (row["head_sha"] or "")[:8],
             row["trigger"],
-            row["status"],
+            f"{row['status']} (dry run)" if row["dry_run"] else row["status"],
             row["model"],
             f"{row['started_at']:%Y-%m-%d %H:%M}",
             _seconds(row),

@@ -10,8 +10,10 @@ load time (they load inside the command that needs them).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.console import Console
@@ -58,7 +60,12 @@ from reviewbot.localdiff import (
     local_rules,
     wants_head_contents,
 )
+from reviewbot.redaction import hide_url_password
 from reviewbot.tokens import TokenCounter, local_counter
+
+if TYPE_CHECKING:
+    from reviewbot.llm.backend import LLMClient
+    from reviewbot.review import ModelContext
 
 __all__ = ["plan_command", "review_command", "run_command"]
 
@@ -148,6 +155,12 @@ def _incomplete(result: Any, first_only: bool = False) -> str:
 
 @click.command("plan")
 @DIFF_SOURCE_OPTIONS
+@click.option(
+    "--offline",
+    is_flag=True,
+    help="Ask the model server nothing: plan for --context-tokens (or max_model_len, or "
+    "65536) with the prompt counted locally.",
+)
 @one_line_errors
 def plan_command(
     diff_path: str | None,
@@ -156,9 +169,10 @@ def plan_command(
     head_dir: Path | None,
     config_file: str | None,
     as_json: bool,
+    offline: bool,
     **budget: Any,
 ) -> None:
-    """Show how a diff would be cut into prompts, with token counts and coverage (offline)."""
+    """Show the chunks `run` would send for a diff, with token counts and coverage."""
     from reviewbot.review import plan_with_rules, review_options
 
     settings = _settings(config_file, **_budget_overrides(**budget))
@@ -166,18 +180,54 @@ def plan_command(
     loaded = load_diff(diff_path, git_range, repo, with_contents, head_dir=head_dir)
     options = review_options(settings)
     context = local_context(loaded.label, loaded.files, options.plan_options.exclusions)
-    result, rules = plan_with_rules(
-        loaded.files,
-        context=context,
-        counter=local_counter(settings.llm_model),
-        options=options,
-        contents=loaded.contents,
-        rules=local_rules(settings, loaded),
-    )
+    with _model_server(settings, offline) as (llm, model_context):
+        result, rules = plan_with_rules(
+            loaded.files,
+            context=context,
+            counter=local_counter(settings.llm_model),
+            options=options,
+            contents=loaded.contents,
+            rules=local_rules(settings, loaded),
+            with_tools=True,
+            llm=llm,
+            max_model_len=model_context.max_model_len,
+        )
     if as_json:
-        emit_json({**result.to_dict(), "rules": rules.to_dict()})
+        emit_json(
+            {**result.to_dict(), "model_context": model_context.to_dict(), "rules": rules.to_dict()}
+        )
         return
-    print_plan(result, console(), rules)
+    print_plan(result, console(), rules, model_context)
+
+
+@contextmanager
+def _model_server(
+    settings: Settings, offline: bool
+) -> Iterator[tuple[LLMClient | None, ModelContext]]:
+    """The model server `run` would use, and the context it gives (``reviewbot.review.
+    model_context``): (None, the assumed context) when ``offline`` or when it gives none."""
+    from reviewbot.review import model_context, review_options
+
+    options = review_options(settings)
+    shown = hide_url_password(settings.llm_base_url)
+    if offline:
+        yield None, model_context(options, None, shown, "--offline")
+        return
+    from reviewbot.llm.backend import LLMError, LLMUnavailableError
+    from reviewbot.llm.factory import model_from_settings
+
+    with model_from_settings(settings) as llm:
+        try:
+            info = llm.server_info()
+        except LLMUnavailableError as error:
+            why = f"the model server at {shown} did not answer ({error})"
+            yield None, model_context(options, None, shown, why)
+            return
+        except LLMError as error:
+            why = f"the model server at {shown} gave no context ({error})"
+            yield None, model_context(options, None, shown, why)
+            return
+        yield llm, model_context(options, info, shown)
 
 
 # --- review ----------------------------------------------------------------------------------

@@ -71,6 +71,7 @@ __all__ = [
     "ToolAnswer",
     "ToolLimits",
     "escape_tool_text",
+    "repository_tool_schemas",
 ]
 
 READ_FILE = "read_file"
@@ -185,7 +186,7 @@ class RepositoryTools:
 
     def schemas(self) -> list[dict[str, Any]]:
         """The four tools' OpenAI schemas (identical for every chunk: the prefix cache)."""
-        return [json.loads(json.dumps(schema)) for schema in SCHEMAS]
+        return repository_tool_schemas()
 
     @property
     def index(self) -> TreeIndex:
@@ -443,3 +444,9 @@ def _glob_matches(path: str, glob: str) -> bool:
     if fnmatch.fnmatchcase(path, glob):
         return True
     return "/" not in glob and fnmatch.fnmatchcase(path.rsplit("/", 1)[-1], glob)
+
+
+def repository_tool_schemas() -> list[dict[str, Any]]:
+    """The four tools' OpenAI schemas, a fresh copy (what a review offers with a repository;
+    ``reviewbot plan`` counts them without one)."""
+    return [json.loads(json.dumps(schema)) for schema in SCHEMAS]

@@ -17,7 +17,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Engine, func, insert, or_, select, update
+from sqlalchemy import Engine, false, func, insert, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from reviewbot.findings import FindingState
@@ -34,6 +34,7 @@ from reviewbot.store.models import PUBLISHED_STATES, FeedbackKind
 from reviewbot.store.models import Feedback as FeedbackRow
 from reviewbot.store.models import Finding as FindingRow
 from reviewbot.store.models import Learning as LearningRow
+from reviewbot.store.models import Review as ReviewRow
 from reviewbot.store.store import RecordNotFound, utc_now
 
 __all__ = ["LearningBook"]
@@ -255,13 +256,15 @@ class LearningBook:
         since: datetime | None = None,
         until: datetime | None = None,
     ) -> dict[int, int]:
-        """How many findings each learning suppressed (from ``since``, before ``until``)."""
+        """How many findings each learning suppressed (from ``since``, before ``until``), in
+        reviews that post: a dry run's are not counted (the review that posts counts them)."""
         ids = list(learning_ids)
         if not ids:
             return {}
         conditions = [
             FindingRow.learning_id.in_(ids),
             FindingRow.state == FindingState.SUPPRESSED.value,
+            ReviewRow.dry_run.is_(false()),
         ]
         if since is not None:
             conditions.append(FindingRow.created_at >= since)
@@ -270,6 +273,7 @@ class LearningBook:
         with self._engine.connect() as connection:
             rows = connection.execute(
                 select(FindingRow.learning_id, func.count())
+                .join(ReviewRow, FindingRow.review_id == ReviewRow.id)
                 .where(*conditions)
                 .group_by(FindingRow.learning_id)
             )

@@ -279,6 +279,8 @@ class Review(Base):
     error: Mapped[str | None] = mapped_column(StoredText)
     # What the review saw, hunk by hunk (reviewbot.interdiff): the next one compares with it.
     diff_digest: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    # A dry run (`--dry-run`): reviewed, nothing posted; never counted in reports.
+    dry_run: Mapped[bool] = mapped_column(default=False)
 
 
 class LLMCall(Base):

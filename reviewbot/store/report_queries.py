@@ -3,6 +3,7 @@ looping over rows in Python: a year of data reports in seconds (tests/bench/benc
 
 Which rows a window holds:
 
+- a dry run (``run --dry-run``, ``ci --dry-run``) is in no window: it posted nothing;
 - a review belongs to a window when it *started* in it: ``since <= started_at < until`` (UTC,
   ``until`` exclusive: a review at 23:59:59.999999 on Sunday is in that week, one at 00:00:00
   on Monday is not); its model calls and findings go with it;
@@ -37,6 +38,7 @@ from sqlalchemy import (
     case,
     cast,
     exists,
+    false,
     func,
     literal,
     or_,
@@ -111,7 +113,13 @@ class ReportScope:
     project: str | None = None
 
     def review_conditions(self) -> list[Any]:
-        conditions = [ReviewRow.started_at >= self.since, ReviewRow.started_at < self.until]
+        """The window's reviews, a dry run's never (it posted nothing: no finding of it is on
+        an MR, and the review that posts them is counted)."""
+        conditions = [
+            ReviewRow.started_at >= self.since,
+            ReviewRow.started_at < self.until,
+            ReviewRow.dry_run.is_(false()),
+        ]
         if self.project is not None:
             by_path = ReviewRow.project == self.project
             if self.project.isdigit():

@@ -218,11 +218,11 @@ class Store:
         model: str,
         prompt_version: str,
         key: MergeRequestKey | None = None,
+        dry_run: bool = False,
     ) -> int:
-        """Record a review that starts now, in state `running`; return its id.
-
-        ``project`` is the path at review time (for people); ``key`` identifies the MR.
-        """
+        """Record a review that starts now, in state `running`; return its id. ``project`` is
+        the path at review time (for people); ``key`` identifies the MR; ``dry_run``: the review
+        posts nothing (reports leave it out)."""
         values = {
             "project": project,
             "mr_iid": mr_iid,
@@ -234,6 +234,7 @@ class Store:
             "prompt_version": prompt_version,
             "status": ReviewStatus.RUNNING.value,
             "started_at": self._clock(),
+            "dry_run": dry_run,
             **(key.columns() if key else {}),
         }
         _check_choices(values)

@@ -89,7 +89,9 @@ into ``content``), ``empty_tool_calls_stream``
 ``hermes_content`` (Hermes ``<tool_call>{json}</tool_call>`` text in ``content``) and
 ``line_separators`` (finding bodies hold U+2028 and U+0085, sent raw in the stream's JSON as
 vLLM's pydantic serialiser does: a client that splits lines with ``str.splitlines`` breaks the
-event). Faults that change findings invent one finding when the diff has none. Streams only:
+event), ``invented_rule`` (every finding's ``rule`` is a name no prompt held, as a model fills
+an optional field). Faults that change findings invent one finding when the diff has none.
+Streams only:
 ``invalid_json_stream`` (every ``data:`` line but ``[DONE]`` cut one character short),
 ``stream_cut_mid_call`` (the body ends cleanly in the middle of the first tool call's
 arguments: no ``finish_reason``, no ``[DONE]``), ``missing_done`` (all but ``[DONE]``) and
@@ -317,6 +319,7 @@ KNOWN_FAULTS = frozenset(
         "deep_arguments",
         "bare_json_value",
         "planted_finding",  # one more finding, on an added line the oracle finds nothing on
+        "invented_rule",  # every finding cites a rule the prompt does not hold (a made-up name)
         "verdicts_unreadable",  # a verification answer: every verdict call's JSON broken
         "verdicts_missing",  # a verification answer: prose, no verdict call
         "verdicts_unknown_id",  # a verification answer: one more verdict, for an unknown id
@@ -328,8 +331,9 @@ DEEP_ARGUMENT_LEVELS = 3000
 DEEP_BODY_LEVELS = 100_000
 BARE_JSON_VALUE = "42"  # bare_json_value: valid JSON, not a findings object
 FINDING_FAULTS = frozenset(
-    {"hallucinated_path", "hallucinated_line", "quick_action", "line_separators"}
+    {"hallucinated_path", "hallucinated_line", "quick_action", "line_separators", "invented_rule"}
 )
+INVENTED_RULE = "pep8-strict"  # invented_rule: a rule name no prompt gave the model
 # The verifier brain (reviewbot.verify): a request offering the verdict tool is a verification.
 VERDICT_TOOL_NAME = "verdict"
 CANDIDATE_LIST_START = "Check each candidate finding below"  # reviewbot.verify.candidate_list
@@ -785,6 +789,9 @@ def apply_finding_fault(
     elif fault == "line_separators":
         for finding in findings:
             finding["body"] += LINE_SEPARATORS_TEXT
+    elif fault == "invented_rule":
+        for finding in findings:
+            finding["rule"] = INVENTED_RULE
     else:
         for finding in findings:
             finding["body"] += QUICK_ACTION_TEXT
