@@ -39,6 +39,7 @@ from reviewbot.ops.doctor import (
     vllm_argv_for,
 )
 from reviewbot.ops.doctor_probes import DoctorOptions, DoctorTimeouts, run_doctor
+from reviewbot.ops.model_probes import MODEL_CHECKS as SHOWN_MODEL_CHECKS
 from reviewbot.prompts import tool_schemas
 from reviewbot.store import normalize_database_url, upgrade
 from tests.fakes.gitlab_server import FakeGitLab
@@ -62,16 +63,8 @@ DEVELOPER, REPORTER = 30, 20
 FAST_TIMEOUTS = DoctorTimeouts(
     gitlab_s=0.5, model_s=0.5, tool_probe_s=1.0, model_total_s=3.0, database_s=0.5
 )
-MODEL_CHECKS = [
-    "model server",
-    "context length",
-    "tool calls",
-    "tokenize",
-    "prefix caching",
-    "cached tokens",
-    "thinking",
-    "generation config",
-]
+# the model group's checks as the doctor shows them, then vLLM's generation config
+MODEL_CHECKS = [*SHOWN_MODEL_CHECKS, "generation config"]
 ALL_CHECKS = [
     "settings",
     "gitlab",
