@@ -239,6 +239,7 @@ class SummaryData:
     withheld: Sequence[Withheld] = ()  # per learning, the findings it kept off the MR
     masked: int = 0  # findings whose text held what looked like a secret, masked before posting
     unknown_rules: int = 0  # findings that named a rule the review does not have (name dropped)
+    missing_context: Sequence[str] = ()  # context the review meant to show and could not read
 
 
 def summary_body(summary: SummaryData) -> str:
@@ -432,6 +433,10 @@ def _run_table(summary: SummaryData) -> str:
                 f"{summary.unknown_rules} finding(s) named a rule this review does not have: "
                 "kept, without the name",
             )
+        )
+    if summary.missing_context:
+        rows.append(
+            ("Context not read", table_cell("; ".join(summary.missing_context)) + " (see warnings)")
         )
     if summary.ci_job_url:
         rows.append(("CI job", f"[log]({summary.ci_job_url})"))

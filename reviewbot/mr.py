@@ -51,10 +51,11 @@ from reviewbot.localgit import Checkout
 from reviewbot.prompts import ReviewContext, file_summaries, prompt_version
 from reviewbot.publish import PublishResult, ReviewFacts, ThreadRef, publish, publisher_for
 from reviewbot.repo.source import RepositorySource, open_repository
-from reviewbot.repo.view import RepositoryView
+from reviewbot.repo.view import RepositoryView, TreeUnavailable
 from reviewbot.repo_files import RepoFiles
 from reviewbot.repo_policy import REPO_CONFIG_FILE, repo_policy
 from reviewbot.review import (
+    ReviewOptions,
     ReviewResult,
     review_files,
     review_options,
@@ -297,6 +298,7 @@ class _Run:
     warnings: list[str] = field(default_factory=list)
     source: RepositorySource = field(init=False)  # the repository at any of the run's SHAs
     files: RepoFiles = field(init=False)  # every file read of the run, at any of its SHAs
+    tools_withheld: bool = False  # the tools were on, but the head's tree could not be listed
 
     def __post_init__(self) -> None:
         self.source = open_repository(
@@ -322,8 +324,16 @@ class _Run:
         return self.snapshot.diff_refs.head_sha
 
     def read_head(self, paths: list[str]) -> Mapping[str, str]:
-        """Head contents of ``paths`` (each read once per run)."""
-        return self.files.read(self.head, paths)
+        """Head contents of ``paths`` (each read once per run); none, and the run details say
+        so, when the head's tree cannot be listed."""
+        try:
+            return self.files.read(self.head, paths)
+        except TreeUnavailable as unlisted:
+            self.warnings.append(
+                f"the {len(paths)} changed file(s) were not read at the head ({unlisted}): the "
+                "model saw the diff alone, without the files' enclosing-scope context"
+            )
+            return {}
 
 
 def _start(run: _Run) -> int:
@@ -349,7 +359,14 @@ def _start(run: _Run) -> int:
 def _policy(run: _Run) -> Settings:
     """The settings with the target branch's ``.reviewbot.toml`` applied (reviewbot.repo_policy)."""
     target = run.snapshot.diff_refs.start_sha
-    text = run.files.read(target, [REPO_CONFIG_FILE]).get(REPO_CONFIG_FILE)
+    try:
+        text = run.files.read(target, [REPO_CONFIG_FILE]).get(REPO_CONFIG_FILE)
+    except TreeUnavailable as unlisted:
+        run.warnings.append(
+            f"{REPO_CONFIG_FILE} was not read at the target branch ({unlisted}): the instance's "
+            "settings were used"
+        )
+        text = None
     changed = run.snapshot.file(REPO_CONFIG_FILE) is not None
     policy = repo_policy(run.app.settings, text, changed_by_mr=changed)
     run.warnings.extend(policy.warnings)
@@ -424,7 +441,7 @@ def _review(
             on_planned=lambda plan: run.say(f"reviewing {len(plan.chunks)} chunks"),
             concurrency=run.options.concurrency,
             whole_files=run.snapshot.files,
-            repository=run.repository() if options.tools else None,
+            repository=_tools_repository(run, options),
             rules=rules,
             learnings=learnings,
             session=session_key(run.key.gitlab_url, run.key.project_id, run.key.iid),
@@ -432,6 +449,19 @@ def _review(
     if carried_over is None:
         return result
     return with_carried_over(result, increment.carried, carried_over, options)
+
+
+def _tools_repository(run: _Run, options: ReviewOptions) -> RepositoryView | None:
+    """The repository the model's tools read: none when the tools are off, or when the head's
+    tree could not be listed (then the run details say the tools were not offered)."""
+    if not options.tools:
+        return None
+    unlisted = run.files.unlisted(run.head)
+    if unlisted:
+        run.warnings.append(f"the repository tools were not offered: {unlisted}")
+        run.tools_withheld = True
+        return None
+    return run.repository()
 
 
 # --- publish, record, outcomes ---------------------------------------------------------------
@@ -463,7 +493,11 @@ def _publish(
             run.snapshot,
             result.findings.selection,
             result.findings.findings,
-            dataclasses.replace(_facts(result, run.options, run.warnings), withheld=withheld),
+            dataclasses.replace(
+                _facts(result, run.options, run.warnings),
+                withheld=withheld,
+                missing_context=_missing_context(run),
+            ),
             run.read_head,
             on_posted=posted,
             recorded=recorded_as_posted(run.store.posted_findings(run.key)),
@@ -471,6 +505,19 @@ def _publish(
     except BaseException:
         run.store.record_run(review_id, findings=_stored_findings(so_far))
         raise
+
+
+def _missing_context(run: _Run) -> list[str]:
+    """The context the review meant to show and could not read, for the run details (the
+    warnings say why)."""
+    missing = []
+    if run.files.unlisted(run.snapshot.diff_refs.start_sha):
+        missing.append(f"{REPO_CONFIG_FILE} and the rules files of the target branch")
+    if run.files.unlisted(run.head):
+        missing.append("the changed files at the head and their enclosing scope")
+    if run.tools_withheld:
+        missing.append("the repository tools")
+    return missing
 
 
 def _facts(result: ReviewResult, options: RunOptions, warnings: list[str]) -> ReviewFacts:

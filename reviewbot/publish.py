@@ -301,6 +301,7 @@ class ReviewFacts:
     verification: str = ""  # the verification pass in words ("": off, not shown)
     withheld: Sequence[Withheld] = ()  # per learning, the findings it kept off the MR
     unknown_rules: int = 0  # findings that named a rule the review does not have (name dropped)
+    missing_context: Sequence[str] = ()  # context the review meant to show and could not read
 
 
 @dataclass
@@ -476,6 +477,7 @@ def _summary_data(
         withheld=facts.withheld,
         masked=sum(finding.masked for finding in _this_reviews_findings(result)),
         unknown_rules=facts.unknown_rules,
+        missing_context=facts.missing_context,
     )
 
 

@@ -7,7 +7,8 @@ GitLab API, whichever serves it), in one batch where the view reads several file
 what counts as text worth showing (not binary, not larger than
 :data:`~reviewbot.localgit.MAX_CONTENT_BYTES`). Must not: know about merge requests, settings
 or the database; choose the source or fetch commits (`reviewbot.repo.source` does) or retry
-the API (the GitLab adapter does).
+the API (the GitLab adapter does), or hide a tree it could not list (the caller says what that
+left out).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from reviewbot.localgit import MAX_CONTENT_BYTES
-from reviewbot.repo.view import PathRefused, RepositoryView
+from reviewbot.repo.view import PathRefused, RepositoryView, TreeUnavailable
 
 __all__ = ["BINARY_SNIFF_BYTES", "RepoFiles", "read_files", "text_of"]
 
@@ -49,13 +50,28 @@ class RepoFiles:
     def __init__(self, views: Callable[[str], RepositoryView]) -> None:
         self._views = views
         self._at: dict[str, dict[str, str | None]] = {}  # sha -> path -> text (None: absent)
+        self._unlisted: dict[str, TreeUnavailable] = {}  # sha -> why its tree is not listed
+
+    def unlisted(self, sha: str) -> str:
+        """Why the tree of ``sha`` could not be listed when a read found so ("": it could, or
+        nothing was read at ``sha``)."""
+        unlisted = self._unlisted.get(sha)
+        return "" if unlisted is None else str(unlisted)
 
     def read(self, sha: str, paths: Sequence[str]) -> dict[str, str]:
-        """The paths of ``paths`` that exist at ``sha`` as text files, with their text."""
+        """The paths of ``paths`` that exist at ``sha`` as text files, with their text.
+        :class:`~reviewbot.repo.view.TreeUnavailable` when the source cannot list the tree of
+        ``sha`` (asked once: later reads at ``sha`` raise it again without asking)."""
         known = self._at.setdefault(sha, {})
         wanted = [path for path in dict.fromkeys(paths) if path not in known]
+        if wanted and sha in self._unlisted:
+            raise self._unlisted[sha]
         if wanted:
-            found = read_files(self._views(sha), wanted)
+            try:
+                found = read_files(self._views(sha), wanted)
+            except TreeUnavailable as unlisted:
+                self._unlisted[sha] = unlisted
+                raise
             for path in wanted:
                 data = found.get(path)
                 known[path] = None if data is None else text_of(data)

@@ -18,6 +18,7 @@ from dataclasses import replace
 
 from reviewbot.config import Settings
 from reviewbot.input_files import InputFileRefused, read_input_file
+from reviewbot.repo.view import TreeUnavailable
 from reviewbot.rules import (
     DUO_RULES_FILE,
     MAX_RULES_FILE_BYTES,
@@ -35,7 +36,8 @@ __all__ = ["ReadAtTarget", "review_rules"]
 # How the instance's file is named in what the summary says: the setting, not the path (the
 # server's file system is none of the MR's readers' business).
 INSTANCE_ORIGIN = "the instance's rules_file"
-# paths -> {path: text} of those that exist at the target branch
+# paths -> {path: text} of those that exist at the target branch; TreeUnavailable when the
+# target's tree cannot be listed at all
 ReadAtTarget = Callable[[Sequence[str]], Mapping[str, str]]
 
 
@@ -53,7 +55,7 @@ def review_rules(
         return RuleSet()
     instance, instance_problems = _instance_text(settings.rules_file)
     wanted = repository_rule_files(settings.rules_context_files)
-    found = read(wanted)
+    found, unlisted = _read_rule_files(read, wanted)
     texts = RuleTexts(
         instance=instance,
         instance_origin=INSTANCE_ORIGIN,
@@ -70,10 +72,11 @@ def review_rules(
     missing = [
         f"rules_context_files: {entry.split('#', 1)[0]} does not exist at the target branch"
         for entry in settings.rules_context_files
-        if entry.split("#", 1)[0] not in found
+        if entry.split("#", 1)[0] not in found and not unlisted
     ]
     unmatched = unmatched_globs(merged, repository_paths) if repository_paths is not None else []
     problems = [
+        *unlisted,
         *instance_problems,
         *_changed_by_mr(wanted, changed_paths),
         *merged.problems,
@@ -81,6 +84,18 @@ def review_rules(
         *unmatched,
     ]
     return replace(merged, problems=tuple(problems))
+
+
+def _read_rule_files(
+    read: ReadAtTarget, wanted: Sequence[str]
+) -> tuple[Mapping[str, str], list[str]]:
+    """The repository's rules files that exist at the target branch, and the problem when its
+    tree could not be listed (then no file is known to be missing: none was looked at)."""
+    try:
+        return read(wanted), []
+    except TreeUnavailable as unlisted:
+        names = ", ".join(wanted)
+        return {}, [f"the repository's rules files were not read ({names}): {unlisted}"]
 
 
 def _instance_text(path: str | None) -> tuple[str | None, list[str]]:

@@ -35,10 +35,11 @@ class RepositoryReader(GitLabConnection):
 
     def repository_tree(
         self, project_id: int | str, sha: str, folder: str = "", *, recursive: bool = True
-    ) -> list[dict[str, Any]]:
+    ) -> list[dict[str, Any]] | None:
         """The entries of the tree at ``sha`` under ``folder`` (the root: ""), every level
         below it or only its own, all pages (blobs, trees, submodules). A folder that is not
-        there is an empty list."""
+        there is an empty list; None when GitLab lists no tree at all: a 404 for the root (a
+        proxy that blocks the endpoint, a narrower token, an older GitLab, a commit it lacks)."""
         url = f"/projects/{quote(str(project_id), safe='')}/repository/tree"
         query: dict[str, Any] = {
             "recursive": "true" if recursive else "false",
@@ -53,7 +54,7 @@ class RepositoryReader(GitLabConnection):
                 return self._list(url, **query)
             except GitlabHttpError as error:
                 if error.response_code == HTTP_NOT_FOUND:
-                    return []
+                    return [] if folder else None
                 raise
 
     def project(self, project: int | str) -> dict[str, Any]:

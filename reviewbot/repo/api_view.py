@@ -3,7 +3,9 @@ when git cannot fetch the commit (no git on the host, the cache off, a fetch tha
 
 Everything is asked lazily: :meth:`ApiView.entries` lists the whole tree (recursive, every
 page) on first use; reading a file asks only for the folder that holds it (one listing per
-folder, to know a symlink or a submodule from a file) and then its raw bytes.
+folder, to know a symlink or a submodule from a file) and then its raw bytes. A GitLab that
+lists no tree at all (a 404 for the root) makes every read raise
+:class:`~reviewbot.repo.view.TreeUnavailable`, never a quiet "no such file".
 
 Owns: turning the API's tree entries into :class:`~reviewbot.repo.view.Entry` (``mode``
 120000 a symlink, ``type`` commit a submodule, ``tree`` implied) and reading through the one
@@ -19,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
 from reviewbot.repo.tree import SHORT_SHA, Tree, checked_path
-from reviewbot.repo.view import Entry, EntryKind, PathRefused
+from reviewbot.repo.view import Entry, EntryKind, PathRefused, TreeUnavailable
 
 __all__ = ["ApiView", "RepositoryApi"]
 
@@ -32,7 +34,7 @@ class RepositoryApi(Protocol):
 
     def repository_tree(
         self, project_id: int | str, sha: str, folder: str = "", *, recursive: bool = True
-    ) -> list[dict[str, Any]]: ...
+    ) -> list[dict[str, Any]] | None: ...
 
     def raw_file(
         self, project_id: int | str, sha: str, path: str, *, max_bytes: int | None = None
@@ -70,8 +72,7 @@ class ApiView:
     def _whole_tree(self) -> Tree:
         with self._lock:
             if self._whole is None:
-                items = self._api.repository_tree(self._project_id, self._sha)
-                self._whole = Tree(self._sha, _entries(items))
+                self._whole = Tree(self._sha, self._listing("", recursive=True))
             return self._whole
 
     def _tree_for(self, path: str) -> Tree:
@@ -80,13 +81,25 @@ class ApiView:
         with self._lock:  # each folder listed once, even when asked from several threads
             if self._whole is not None:
                 return self._whole
-            tree = self._folders.get(folder)
-            if tree is None:
-                items = self._api.repository_tree(
-                    self._project_id, self._sha, folder, recursive=False
-                )
-                tree = self._folders[folder] = Tree(self._sha, _entries(items))
+            tree = self._folder(folder)
+            if folder and not tree.entries:
+                self._folder("")  # a folder that is not there, or no tree listed at all?
             return tree
+
+    def _folder(self, folder: str) -> Tree:
+        """One level of ``folder``, listed once (lock held)."""
+        tree = self._folders.get(folder)
+        if tree is None:
+            tree = self._folders[folder] = Tree(self._sha, self._listing(folder, recursive=False))
+        return tree
+
+    def _listing(self, folder: str, *, recursive: bool) -> list[Entry]:
+        items = self._api.repository_tree(self._project_id, self._sha, folder, recursive=recursive)
+        if items is None:
+            raise TreeUnavailable(
+                f"GitLab answered 404 when listing the repository tree at {self._sha[:SHORT_SHA]}"
+            )
+        return _entries(items)
 
     def read_bytes(self, path: str, limit: int | None = None) -> bytes:
         self._tree_for(checked_path(path)).file(path)

@@ -56,7 +56,7 @@ from reviewbot.repo.search import (
     check_pattern,
     search_texts,
 )
-from reviewbot.repo.view import EntryKind, PathRefused, RepositoryView
+from reviewbot.repo.view import EntryKind, PathRefused, RepositoryView, TreeUnavailable
 from reviewbot.tokens import ByteEstimateCounter
 from reviewbot.toolcalls import ArgumentsError, check_arguments, parse_arguments
 
@@ -210,7 +210,10 @@ class RepositoryTools:
         reasons = check_arguments(decoded, parameters)
         if reasons:
             return self._delimited(name, f"{REFUSED}{'; '.join(reasons)}", max_tokens, True)
-        body, refused = HANDLERS[name](self, decoded)
+        try:
+            body, refused = HANDLERS[name](self, decoded)
+        except TreeUnavailable as unlisted:
+            body, refused = f"{REFUSED}the repository cannot be read: {unlisted}", True
         return self._delimited(name, body, max_tokens, refused)
 
     def _delimited(self, name: str, body: str, max_tokens: int, refused: bool) -> ToolAnswer:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
 
-__all__ = ["Entry", "EntryKind", "MemoryView", "PathRefused", "RepositoryView"]
+__all__ = ["Entry", "EntryKind", "MemoryView", "PathRefused", "RepositoryView", "TreeUnavailable"]
 
 
 class EntryKind(StrEnum):
@@ -37,6 +37,13 @@ class Entry:
 class PathRefused(ValueError):
     """A path that is not read, and why in words a model and a person understand ("no such
     file at <sha>", "a symbolic link", "a submodule", "binary", "larger than N bytes")."""
+
+
+class TreeUnavailable(RuntimeError):
+    """The source cannot list the commit's tree at all (GitLab answered 404 on
+    ``/repository/tree``: a proxy in front of it, a token of narrower scope, an older GitLab).
+    Without the listing no file can be told from a symbolic link or a submodule, so none is
+    read; the message says so in words for the summary's run details."""
 
 
 class RepositoryView(Protocol):
