@@ -143,6 +143,20 @@ def test_dry_run_posts_nothing(world: World) -> None:
     assert world.gitlab.discussions(PROJECT, 1) == []
 
 
+def test_a_real_run_after_a_dry_run_reviews_afresh_and_posts(world: World) -> None:
+    """A dry run is no earlier review: the real run asks the model and posts its comments,
+    instead of carrying over findings nobody saw."""
+    dry = world.run(RunOptions(dry_run=True))
+    assert len(dry.published.posted) == 3 and world.gitlab.discussions(PROJECT, 1) == []
+    calls_after_dry_run = len(world.vllm.requests)
+    real = world.run()
+    assert real.review.carried is None
+    assert len(world.vllm.requests) > calls_after_dry_run
+    assert len(real.published.posted) == 3
+    threads = world.gitlab.discussions(PROJECT, 1)
+    assert sum(thread["notes"][0]["type"] == "DiffNote" for thread in threads) == 3
+
+
 def test_a_run_on_a_pipe_says_each_step(world: World) -> None:
     """Issue 32 item 15: rich's spinner shows nothing on a pipe; each step is a plain line."""
     env = world.command_env(webhook_secret="not-used")

@@ -358,12 +358,14 @@ class Store:
         self, key: MergeRequestKey, *, model: str, prompt_version: str
     ) -> dict[str, Any] | None:
         """The MR's newest succeeded review by ``model`` and ``prompt_version`` that recorded
-        what it saw (a digest): the one an incremental review compares with."""
+        what it saw (a digest): the one an incremental review compares with. Never a dry run:
+        its findings were never on the MR."""
         query = (
             select(ReviewRow)
             .where(
                 *self._mr_is(ReviewRow, key),
                 ReviewRow.status == ReviewStatus.SUCCEEDED.value,
+                ReviewRow.dry_run.is_(False),
                 ReviewRow.model == model,
                 ReviewRow.prompt_version == prompt_version,
                 ReviewRow.diff_digest.is_not(None),
