@@ -18,7 +18,13 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["hide_url_password", "mask_secrets", "scrub_secrets", "without_userinfo"]
+__all__ = [
+    "hide_url_password",
+    "instance_url",
+    "mask_secrets",
+    "scrub_secrets",
+    "without_userinfo",
+]
 
 REDACTED = "***"
 URL_PASSWORD = re.compile(r"(://[^/\s:@]*:)[^@\s/]*@")  # scheme://user:password@host
@@ -64,6 +70,12 @@ def without_userinfo(url: str) -> str:
     """``url`` without its ``user[:password]@``: the address alone, for whatever leaves the
     process (a model request's session key, git's command line, a message)."""
     return URL_USERINFO.sub(r"\1", url, count=1)
+
+
+def instance_url(url: str) -> str:
+    """The GitLab instance's address as the store identifies it: without userinfo (a password
+    in the configured URL never reaches a database row) and without a trailing slash."""
+    return without_userinfo(url).rstrip("/")
 
 
 def mask_secrets(text: str) -> tuple[str, bool]:

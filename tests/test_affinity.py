@@ -10,6 +10,7 @@ from __future__ import annotations
 from urllib.parse import urlsplit
 
 import pytest
+from sqlalchemy import MetaData, create_engine, select
 
 from reviewbot.app import App
 from reviewbot.config import ConfigError, Settings
@@ -44,6 +45,34 @@ def test_a_password_in_the_gitlab_url_never_reaches_the_model_server(
     assert [h.get("x-session-id") for h in headers] == [expected_key(world)] * len(bodies)
     assert [b.get("user") for b in bodies] == [expected_key(world)] * len(bodies)
     assert "s3cret-pass" not in repr(bodies) + repr(headers)
+
+
+def every_stored_value(store_url: str) -> str:
+    """Every value of every table of the database, as one text to search."""
+    engine = create_engine(store_url)
+    try:
+        with engine.connect() as connection:
+            tables = MetaData()
+            tables.reflect(connection)
+            return repr([list(connection.execute(select(t))) for t in tables.sorted_tables])
+    finally:
+        engine.dispose()
+
+
+def test_a_password_in_the_gitlab_url_never_reaches_the_database(
+    world: World,  # noqa: F811
+) -> None:
+    """The MR's key in reviews, findings and outcomes is the instance without userinfo: a
+    second run with the plain URL finds the first one's review (issue 32)."""
+    parts = urlsplit(world.gitlab.url)
+    with_password = f"{parts.scheme}://reviewbot:s3cret-pass@{parts.netloc}/"
+    first = world.run(gitlab_url=with_password)
+    assert first.findings
+    stored = every_stored_value(world.database_url)
+    assert world.gitlab.url in stored
+    assert "s3cret-pass" not in stored and "reviewbot:s3cret" not in stored
+    again = world.run()  # the same MR at the same head, the URL as most configure it
+    assert again.review.carried is not None  # one MR, whichever way its instance was spelled
 
 
 def test_every_request_of_a_review_carries_the_mr_key(world: World) -> None:  # noqa: F811

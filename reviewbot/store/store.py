@@ -31,7 +31,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from reviewbot.llm.backend import CallRecord
-from reviewbot.redaction import scrub_secrets
+from reviewbot.redaction import instance_url, scrub_secrets
 from reviewbot.store import feedback_queries
 from reviewbot.store.engine import make_engine
 from reviewbot.store.eval_queries import insert_comparison, insert_run, latest_comparison
@@ -131,17 +131,20 @@ class MergeRequestKey:
     """Which merge request: GitLab instance + project id + iid (a path changes on rename, and
     two instances may both have ``group/app!1``)."""
 
-    gitlab_url: str
+    gitlab_url: str  # kept as instance_url() makes it: no userinfo, no trailing slash
     project_id: int
     iid: int
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "gitlab_url", instance_url(self.gitlab_url))
+
     def __str__(self) -> str:
-        return f"{self.gitlab_url.rstrip('/')}|{self.project_id}|{self.iid}"
+        return f"{self.gitlab_url}|{self.project_id}|{self.iid}"
 
     def columns(self) -> dict[str, Any]:
         """The columns that identify the MR in reviews, findings and feedback."""
         return {
-            "gitlab_url": self.gitlab_url.rstrip("/"),
+            "gitlab_url": self.gitlab_url,
             "project_id": self.project_id,
             "mr_iid": self.iid,
         }

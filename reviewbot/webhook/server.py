@@ -34,6 +34,7 @@ from reviewbot.app import App
 from reviewbot.config import ConfigError, Settings
 from reviewbot.metrics import CONTENT_TYPE, ListenerCollector, listener_registry, render
 from reviewbot.queue import JobQueue
+from reviewbot.redaction import instance_url
 from reviewbot.store import Store
 from reviewbot.store.reply_queries import ReplyStore
 from reviewbot.store.store import utc_now
@@ -306,7 +307,7 @@ def create_app(
         bot_username=bot_username,
         review_drafts=settings.review_drafts,
         note_poster=note_poster,
-        gitlab_url=settings.gitlab_url,
+        gitlab_url=instance_url(settings.gitlab_url) if settings.gitlab_url else None,
         replies=ReplyStore(store.engine, utc_now),
         reply_limits=ReplyLimits(
             per_mr=settings.reply_max_per_mr_per_hour,
