@@ -546,7 +546,7 @@ def _with_context(
     return dataclasses.replace(
         candidate,
         context=ContextKind.SCOPE,
-        context_tokens=extra,
+        context_tokens=max(0, extra),
         scoped_hunks=scoped.scoped,
         parser="+".join(scoped.methods),
     )
@@ -566,7 +566,9 @@ def _whole_segment(
     extra = candidate.tokens - segment.tokens
     if extra > allowance:
         return None
-    return dataclasses.replace(candidate, context=ContextKind.WHOLE, context_tokens=extra)
+    # The whole file can cost less than its hunks (one header instead of several): no context
+    # cost then, never a negative one.
+    return dataclasses.replace(candidate, context=ContextKind.WHOLE, context_tokens=max(0, extra))
 
 
 # --- ordering and packing --------------------------------------------------------------------
