@@ -126,9 +126,9 @@ ERROR_TABLE: tuple[tuple[str, str, Disposition], ...] = (
     ("reviewbot.gitlab", "GitLabError", FAILED),
     # the model server: down or overloaded passes; misconfigured (no such model, no tool
     # parser, an answer that is not what the API promises) stays so
-    ("reviewbot.llm.backend", "LLMUnavailableError", TRANSIENT),
-    ("reviewbot.llm.backend", "RetryableModelError", TRANSIENT),
-    ("reviewbot.llm.backend", "LLMError", FAILED),
+    ("reviewbot.model", "LLMUnavailableError", TRANSIENT),
+    ("reviewbot.model", "RetryableModelError", TRANSIENT),
+    ("reviewbot.model", "LLMError", FAILED),
     # another run holds the MR, part of the diff was not reviewed, the worker is stopping
     ("reviewbot.mr", "MergeRequestBusyError", WAIT),
     ("reviewbot.mr", "ReviewIncompleteError", TRANSIENT),

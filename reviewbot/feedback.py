@@ -46,9 +46,10 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from reviewbot.diff import FileDiff, FileStatus, LineKind, Side
+from reviewbot.findings import FindingState
 from reviewbot.gitlab import GitLabNotFoundError, RequestCounter
+from reviewbot.states import FeedbackKind, MergeRequestState
 from reviewbot.store import MergeRequestKey
-from reviewbot.store.models import FeedbackKind, FindingState, MergeRequestState
 
 __all__ = [
     "FeedbackGitLab",

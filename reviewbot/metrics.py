@@ -26,8 +26,8 @@ from prometheus_client.metrics_core import (
 from prometheus_client.registry import Collector, CollectorRegistry
 from prometheus_client.utils import floatToGoString
 
+from reviewbot.states import JobStatus
 from reviewbot.store import HistogramCounts, MetricsSnapshot
-from reviewbot.store.models import JobStatus
 
 __all__ = [
     "CONTENT_TYPE",

@@ -42,12 +42,13 @@ from reviewbot.config import Settings
 from reviewbot.exclusions import skip_reason
 from reviewbot.feedback import record_next_review_outcomes, recorded_as_posted
 from reviewbot.findings import Finding, FindingState
-from reviewbot.gitlab import GitLabClient, MergeRequestSnapshot
+from reviewbot.gitlab import GitLabClient
 from reviewbot.incremental import EarlierReview, Increment, plan_increment
 from reviewbot.interdiff import DiffDigest, digest
 from reviewbot.learnings import learning_rules
-from reviewbot.llm.backend import session_key
 from reviewbot.localgit import Checkout
+from reviewbot.mergerequest import MergeRequestSnapshot
+from reviewbot.model import session_key
 from reviewbot.prompts import ReviewContext, file_summaries, prompt_version
 from reviewbot.publish import PublishResult, ReviewFacts, ThreadRef, publish, publisher_for
 from reviewbot.repo.source import RepositorySource, open_repository
@@ -65,8 +66,8 @@ from reviewbot.review import (
 )
 from reviewbot.rule_sources import review_rules
 from reviewbot.rules import RuleSet
+from reviewbot.states import ReviewStatus
 from reviewbot.store import MergeRequestKey
-from reviewbot.store.models import ReviewStatus
 from reviewbot.store.mr_lock import hold_mr_lock
 from reviewbot.store.records import ReviewEnding
 from reviewbot.stored_findings import StoredFinding

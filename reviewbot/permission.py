@@ -31,7 +31,7 @@ from types import MappingProxyType
 from typing import Protocol
 
 from reviewbot.roles import DEVELOPER_ACCESS_LEVEL, ROLE_NAMES
-from reviewbot.store.models import ReplyCommand
+from reviewbot.states import ReplyCommand
 
 __all__ = ["COMMAND_CHANGES", "Change", "MemberRoles", "refusal", "role_name"]
 

@@ -34,10 +34,10 @@ from typing import Any
 
 from reviewbot.diff import FileDiff, LineKind, Side
 from reviewbot.findings import Finding
+from reviewbot.mergerequest import DiffRefs
 
 __all__ = [
     "POSITION_TYPE_TEXT",
-    "DiffRefs",
     "LinePosition",
     "diff_link",
     "line_code",
@@ -48,15 +48,6 @@ __all__ = [
 
 POSITION_TYPE_TEXT = "text"
 LINE_RANGE_ENDS = ("start", "end")
-
-
-@dataclass(frozen=True)
-class DiffRefs:
-    """The SHAs of one diff version of an MR: every position names them."""
-
-    base_sha: str
-    start_sha: str
-    head_sha: str
 
 
 @dataclass(frozen=True, slots=True)

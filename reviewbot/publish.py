@@ -47,12 +47,8 @@ from reviewbot.comments import (
 )
 from reviewbot.diff import LineKind, Side
 from reviewbot.findings import Finding, Selection, Severity
-from reviewbot.gitlab import (
-    BotThread,
-    GitLabClient,
-    MergeRequestSnapshot,
-    PositionRefusedError,
-)
+from reviewbot.gitlab import GitLabClient, PositionRefusedError
+from reviewbot.mergerequest import BotThread, MergeRequestSnapshot
 from reviewbot.positions import diff_link
 from reviewbot.review import CarriedOver
 

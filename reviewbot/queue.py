@@ -35,8 +35,8 @@ from sqlalchemy import Connection
 from sqlalchemy.exc import IntegrityError
 
 from reviewbot.retry import backoff_s
+from reviewbot.states import JobKind, JobStatus, Trigger
 from reviewbot.store import RecordNotFound, Store, job_queries, scrub_secrets
-from reviewbot.store.models import JobKind, JobStatus, Trigger
 from reviewbot.store.store import utc_now
 
 __all__ = [

@@ -48,9 +48,10 @@ from typing import Any
 from reviewbot.app import App
 from reviewbot.comments import line_text_hash, parse_marker
 from reviewbot.diff import Side
-from reviewbot.gitlab import GitLabClient, MergeRequestSnapshot
-from reviewbot.llm.backend import session_key
+from reviewbot.gitlab import GitLabClient
 from reviewbot.markdown import sanitize_markdown, suggestion_block
+from reviewbot.mergerequest import MergeRequestSnapshot
+from reviewbot.model import session_key
 from reviewbot.permission import COMMAND_CHANGES, refusal
 from reviewbot.positions import position_for
 from reviewbot.queue import Job
@@ -59,8 +60,8 @@ from reviewbot.reply_guidance import Guidance, guidance_for
 from reviewbot.reply_learn import learn, propose
 from reviewbot.repo_policy import REPO_CONFIG_FILE, repo_policy
 from reviewbot.rule_sources import review_rules
+from reviewbot.states import FeedbackKind, ReplyCommand, ReplyStatus
 from reviewbot.store import MergeRequestKey
-from reviewbot.store.models import FeedbackKind, ReplyCommand, ReplyStatus
 from reviewbot.store.reply_queries import ReplyRecord, ReplyStore, ThreadFinding
 from reviewbot.store.store import utc_now
 from reviewbot.teaching import active_learnings, learning_book

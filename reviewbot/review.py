@@ -51,7 +51,7 @@ from reviewbot.findings import (
 )
 from reviewbot.incremental import CarriedOver
 from reviewbot.learnings import DEFAULT_LEARNINGS_TOKENS
-from reviewbot.llm.backend import (
+from reviewbot.model import (
     MODE_TOOL_CALLS,
     CallRecord,
     ChunkRequest,

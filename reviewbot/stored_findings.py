@@ -42,7 +42,7 @@ class StoredFinding:
     discussion_id: str | None = None
     note_id: int | None = None
     rule: str | None = None  # the review rule the finding applies, as the model named it
-    verdict: str | None = None  # the verification pass's (reviewbot.store.models.Verdict)
+    verdict: str | None = None  # the verification pass's (reviewbot.states.Verdict)
     verdict_reason: str | None = None
     verdict_confidence: float | None = None
     learning_id: int | None = None  # the learning that suppressed it

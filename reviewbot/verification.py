@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from reviewbot.findings import Finding, FindingState, Severity
-from reviewbot.llm.backend import CallRecord, ChunkRequest, ModelAnswer
+from reviewbot.model import CallRecord, ChunkRequest, ModelAnswer
 from reviewbot.stored_findings import StoredFinding
 from reviewbot.verify import (
     VERDICT_TOOL,

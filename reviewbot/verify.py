@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reviewbot.findings import Finding, Severity
-from reviewbot.llm.backend import ModelAnswer
+from reviewbot.model import ModelAnswer
+from reviewbot.states import Verdict
 
 __all__ = [
     "DEFAULT_MIN_CONFIDENCE",
@@ -42,7 +43,6 @@ __all__ = [
 VERDICT_TOOL = "verdict"
 KEEP = "keep"
 DROP = "drop"
-UNVERIFIED = "unverified"  # reviewbot.store.models.Verdict.UNVERIFIED
 DEFAULT_MIN_SEVERITY = Severity.MINOR
 # A drop counts from this confidence up. 0.7: the verifier must be clearly more sure than not
 # that a finding is wrong before it is withheld; a doubtful verifier (0.5..0.7) keeps the
@@ -213,7 +213,7 @@ def apply_verdicts(
         said = checked.verdicts.get(number) if checked else None
         if said is None:
             outcome.failed = True
-            outcome.judged.append(Judged(finding, UNVERIFIED))
+            outcome.judged.append(Judged(finding, Verdict.UNVERIFIED))
             continue
         outcome.verified += 1
         verdict = DROP if said.verdict == DROP and said.confidence >= min_confidence else KEEP

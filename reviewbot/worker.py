@@ -50,7 +50,7 @@ from reviewbot.queue import (
 )
 from reviewbot.reply import run_reply
 from reviewbot.retry import backoff_s
-from reviewbot.store.models import JobKind
+from reviewbot.states import JobKind
 
 __all__ = [
     "Worker",

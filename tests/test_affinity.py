@@ -14,7 +14,7 @@ from sqlalchemy import MetaData, create_engine, select
 
 from reviewbot.app import App
 from reviewbot.config import ConfigError, Settings
-from reviewbot.llm.backend import session_key
+from reviewbot.model import session_key
 from reviewbot.mr import RunOptions, run_merge_request
 from tests.mr_world import World, world  # noqa: F401
 

@@ -26,7 +26,7 @@ from sqlalchemy import create_engine, text
 
 from reviewbot.commands import main
 from reviewbot.config import Settings
-from reviewbot.llm.backend import ModelAnswer
+from reviewbot.model import ModelAnswer
 from reviewbot.ops.doctor import (
     MODEL_API_KEY_FIX,
     TOOL_PARSER_FIX,

@@ -17,8 +17,8 @@ from reviewbot.feedback import (
     outcome_key,
     recorded_as_posted,
 )
+from reviewbot.states import FeedbackKind
 from reviewbot.store import MergeRequestKey
-from reviewbot.store.models import FeedbackKind
 
 KEY = MergeRequestKey("https://gitlab.example.com", 7, 3)
 NOW = datetime(2026, 3, 12, 9, 0, tzinfo=UTC)

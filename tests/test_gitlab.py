@@ -22,9 +22,9 @@ from reviewbot.gitlab import (
     GitLabNotFoundError,
     GitLabSettings,
     GitLabUnavailableError,
-    MergeRequestSnapshot,
     PositionRefusedError,
 )
+from reviewbot.mergerequest import MergeRequestSnapshot
 from reviewbot.positions import diff_link, line_code, line_code_for, position_for
 from tests.fakes.gitlab_server import FakeGitLab
 

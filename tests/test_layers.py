@@ -22,6 +22,8 @@ PACKAGE = Path(__file__).resolve().parent.parent / "reviewbot"
 
 CORE = {
     "reviewbot",
+    "reviewbot.states",
+    "reviewbot.mergerequest",
     "reviewbot.chunking",
     "reviewbot.codequality",
     "reviewbot.comments",
@@ -65,7 +67,7 @@ CORE = {
     "reviewbot.verify",
     "reviewbot.verification",
     "reviewbot.llm.answers",
-    "reviewbot.llm.backend",
+    "reviewbot.model",
     "reviewbot.llm.rounds",
     "reviewbot.llm.tries",
     "reviewbot.ops",

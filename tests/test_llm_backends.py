@@ -168,7 +168,7 @@ def test_the_pipeline_does_not_import_the_model_transport() -> None:
 
 
 def test_the_settings_own_their_defaults_and_import_no_model_code() -> None:
-    # config.py imported two defaults from reviewbot.llm.backend (issue 18): the settings
+    # config.py imported two defaults from reviewbot.model (issue 18): the settings
     # depended on the adapter they configure.
     code = (
         "import sys, reviewbot.config\n"

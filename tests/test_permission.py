@@ -4,7 +4,7 @@ anything, so a new command cannot skip the role check by being forgotten (issue 
 from __future__ import annotations
 
 from reviewbot.permission import COMMAND_CHANGES, Change
-from reviewbot.store.models import ReplyCommand
+from reviewbot.states import ReplyCommand
 
 
 def test_every_reply_command_says_whether_it_changes_state() -> None:

@@ -19,14 +19,8 @@ from hypothesis import strategies as st
 
 from reviewbot.diff import DiffLine, FileDiff, Hunk, LineKind, Side, parse_gitlab_diffs
 from reviewbot.findings import AnchorKind, Category, Finding, Severity
-from reviewbot.positions import (
-    DiffRefs,
-    diff_link,
-    line_code,
-    line_code_for,
-    note_position,
-    position_for,
-)
+from reviewbot.mergerequest import DiffRefs
+from reviewbot.positions import diff_link, line_code, line_code_for, note_position, position_for
 from tests.fakes.gitlab_server import parse_diff_lines
 
 REFS = DiffRefs("b" * 40, "s" * 40, "h" * 40)

@@ -16,7 +16,8 @@ import pytest
 from reviewbot.chunking import Coverage
 from reviewbot.comments import parse_marker
 from reviewbot.findings import Finding, FindingsOptions, Selection, Severity, process
-from reviewbot.gitlab import GitLabClient, GitLabSettings, MergeRequestSnapshot
+from reviewbot.gitlab import GitLabClient, GitLabSettings
+from reviewbot.mergerequest import MergeRequestSnapshot
 from reviewbot.publish import (
     DROPPED_DRAFT,
     STALE_REPLY,

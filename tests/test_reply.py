@@ -28,10 +28,10 @@ from reviewbot.queue import JobQueue
 from reviewbot.reply import reply_marker
 from reviewbot.report import build_report, report_markdown
 from reviewbot.report_html import report_html
+from reviewbot.states import JobKind
 from reviewbot.store import Store
 from reviewbot.store.models import Feedback as FeedbackRow
 from reviewbot.store.models import Job as JobRow
-from reviewbot.store.models import JobKind
 from reviewbot.store.models import Reply as ReplyRow
 from reviewbot.teaching import project_learnings
 from reviewbot.webhook.openapi import WEBHOOK_PATH

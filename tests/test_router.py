@@ -16,8 +16,8 @@ import pytest
 
 from reviewbot.app import App
 from reviewbot.comments import parse_marker
-from reviewbot.llm.backend import ChunkRequest, LLMSettings, session_key
 from reviewbot.llm.factory import runner_for
+from reviewbot.model import ChunkRequest, LLMSettings, session_key
 from reviewbot.mr import RunOptions, run_merge_request
 from reviewbot.ops.doctor import Status
 from reviewbot.ops.doctor_probes import DoctorOptions, run_doctor

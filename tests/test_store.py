@@ -21,7 +21,8 @@ from sqlalchemy.exc import IntegrityError, StatementError
 from reviewbot.config import Settings
 from reviewbot.diff import Side
 from reviewbot.findings import AnchorKind, Category, FindingState, Severity
-from reviewbot.llm.backend import CallRecord
+from reviewbot.model import CallRecord
+from reviewbot.states import ReviewStatus
 from reviewbot.store import (
     MergeRequestKey,
     RecordNotFound,
@@ -33,7 +34,7 @@ from reviewbot.store import (
     redact_url,
     upgrade,
 )
-from reviewbot.store.models import Base, ReviewStatus
+from reviewbot.store.models import Base
 from reviewbot.store.records import ReviewEnding
 from reviewbot.store.store import FINDING_FIELDS, LLM_CALL_FIELDS
 from reviewbot.stored_findings import StoredFinding

@@ -18,9 +18,9 @@ import pytest
 
 from reviewbot.diff import parse_git_diff
 from reviewbot.llm import LLMSettings
-from reviewbot.llm.backend import ChunkRequest
 from reviewbot.llm.factory import runner_for
 from reviewbot.llm.rounds import MIN_SHARE_TOKENS
+from reviewbot.model import ChunkRequest
 from reviewbot.prompts import ReviewContext, file_summaries, render_messages, tool_schemas
 from reviewbot.repo.tools import RepositoryTools
 from reviewbot.repo.view import MemoryView

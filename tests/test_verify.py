@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from reviewbot.diff import Side
 from reviewbot.findings import AnchorKind, Category, Finding, Severity
-from reviewbot.llm.backend import ModelAnswer, ToolCallText
+from reviewbot.model import ModelAnswer, ToolCallText
 from reviewbot.verify import (
     apply_verdicts,
     candidate_list,

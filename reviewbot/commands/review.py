@@ -64,7 +64,7 @@ from reviewbot.redaction import hide_url_password
 from reviewbot.tokens import TokenCounter, local_counter
 
 if TYPE_CHECKING:
-    from reviewbot.llm.backend import LLMClient
+    from reviewbot.model import LLMClient
     from reviewbot.review import ModelContext
 
 __all__ = ["plan_command", "review_command", "run_command"]
@@ -213,8 +213,8 @@ def _model_server(
     if offline:
         yield None, model_context(options, None, shown, "--offline")
         return
-    from reviewbot.llm.backend import LLMError, LLMUnavailableError
     from reviewbot.llm.factory import model_from_settings
+    from reviewbot.model import LLMError, LLMUnavailableError
 
     with model_from_settings(settings) as llm:
         try:

@@ -41,18 +41,15 @@ from reviewbot.gitlab.connection import (
     PositionRefusedError,
     RequestCounter,
 )
-from reviewbot.gitlab.merge_requests import BotThread, MergeRequestReader, MergeRequestSnapshot
+from reviewbot.gitlab.merge_requests import MergeRequestReader
 from reviewbot.gitlab.notes import DraftPublishReport, NoteWriter, write_marker
 from reviewbot.gitlab.repository import RepositoryReader
-from reviewbot.positions import DiffRefs
 
 __all__ = [
     "RETRY_AFTER_CAP_S",
     "RETRY_BACKOFF_BASE_S",
     "AccountReader",
     "AccuracyReader",
-    "BotThread",
-    "DiffRefs",
     "DraftPublishReport",
     "GitLabAuthError",
     "GitLabBadAnswerError",
@@ -65,7 +62,6 @@ __all__ = [
     "GitLabSettings",
     "GitLabUnavailableError",
     "MergeRequestReader",
-    "MergeRequestSnapshot",
     "NoteWriter",
     "PositionRefusedError",
     "RepositoryReader",

@@ -15,52 +15,21 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
 from gitlab.exceptions import GitlabHttpError
 
-from reviewbot.comments import Marker, MarkerKind, parse_marker
+from reviewbot.comments import MarkerKind, parse_marker
 from reviewbot.diff import FileDiff, needs_rebuild, parse_gitlab_diffs, rebuild_diff
 from reviewbot.gitlab.connection import HTTP_NOT_FOUND, GitLabConnection, GitLabError
-from reviewbot.positions import DiffRefs
+from reviewbot.mergerequest import BotThread, DiffRefs, MergeRequestSnapshot
 from reviewbot.retry import backoff_s
 
 __all__ = ["BotThread", "MergeRequestReader", "MergeRequestSnapshot"]
 
 DIFF_REFS_FIRST_DELAY_S = 0.1
 DIFF_REFS_MAX_DELAY_S = 2.0
-
-
-@dataclass
-class MergeRequestSnapshot:
-    project_id: int
-    project_path: str
-    iid: int
-    title: str
-    description: str
-    web_url: str
-    author_username: str
-    draft: bool
-    source_branch: str
-    target_branch: str
-    diff_refs: DiffRefs
-    files: list[FileDiff]
-
-    def file(self, path: str) -> FileDiff | None:
-        return next((f for f in self.files if path in (f.new_path, f.old_path)), None)
-
-
-@dataclass(frozen=True)
-class BotThread:
-    discussion_id: str
-    note_id: int
-    marker: Marker
-    resolved: bool
-    path: str
-    new_line: int | None
-    old_line: int | None
 
 
 class MergeRequestReader(GitLabConnection):

@@ -30,7 +30,8 @@ from reviewbot.gitlab.connection import (
     PositionRefusedError,
     error_text,
 )
-from reviewbot.gitlab.merge_requests import BotThread, MergeRequestReader, MergeRequestSnapshot
+from reviewbot.gitlab.merge_requests import MergeRequestReader
+from reviewbot.mergerequest import BotThread, MergeRequestSnapshot
 from reviewbot.positions import note_position
 
 __all__ = ["DraftPublishReport", "NoteWriter", "write_marker"]

@@ -18,7 +18,7 @@ the factory (an HTTP client would load with the data).
 
 from __future__ import annotations
 
-from reviewbot.llm.backend import (
+from reviewbot.model import (
     MODE_CONTENT,
     MODE_JSON_SCHEMA,
     MODE_TOOL_CALLS,

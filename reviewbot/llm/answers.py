@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from reviewbot.llm.backend import MODE_TOOL_CALLS, ModelAnswer, ToolCallText
+from reviewbot.model import MODE_TOOL_CALLS, ModelAnswer, ToolCallText
 from reviewbot.toolcalls import (
     DEFAULT_FINDINGS_TOOL,
     ArgumentsError,

@@ -10,10 +10,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from reviewbot.config import LLM_BACKEND_OPENAI_COMPATIBLE, LLM_BACKEND_VLLM, Settings
-from reviewbot.llm.backend import LLMSettings, ModelBackend
 from reviewbot.llm.openai_compatible import OpenAICompatibleBackend
 from reviewbot.llm.runner import ChunkRunner
 from reviewbot.llm.vllm import VLLMBackend
+from reviewbot.model import LLMSettings, ModelBackend
 
 if TYPE_CHECKING:
     from reviewbot.slots import ModelSlots

@@ -1,10 +1,10 @@
 """The HTTP transport to an OpenAI-compatible chat server: Ollama, llama.cpp's llama-server...
 
-:class:`OpenAICompatibleBackend` implements :class:`reviewbot.llm.backend.ModelBackend` with
+:class:`OpenAICompatibleBackend` implements :class:`reviewbot.model.ModelBackend` with
 httpx: one ``POST /chat/completions`` per :meth:`~OpenAICompatibleBackend.execute`, the event
 stream decoded with ``json.loads`` line by line (an SDK's typed stream builds an object per
 token, which tripled the client's CPU per chunk), and every failure mapped to the typed errors
-of ``reviewbot.llm.backend``. :class:`reviewbot.llm.vllm.VLLMBackend` adds what only vLLM has.
+of ``reviewbot.model``. :class:`reviewbot.llm.vllm.VLLMBackend` adds what only vLLM has.
 
 What this backend does not expect of the server:
 
@@ -39,7 +39,7 @@ from typing import Any
 import httpx
 
 from reviewbot.llm.answers import FINISH_LENGTH, FINISH_TOOL_CALLS
-from reviewbot.llm.backend import (
+from reviewbot.model import (
     MODE_CONTENT,
     MODE_JSON_SCHEMA,
     MODE_TOOL_CALLS,

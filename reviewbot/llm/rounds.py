@@ -1,6 +1,6 @@
 """A chunk's tool rounds: what the repository tools answer, and what the model is told (pure).
 
-When a :class:`~reviewbot.llm.backend.ChunkRequest` carries ``repository`` (the model's
+When a :class:`~reviewbot.model.ChunkRequest` carries ``repository`` (the model's
 repository tools, :class:`reviewbot.repo.tools.RepositoryTools`) and the answer to the chunk
 calls some of them, the chunk runner executes the calls and asks the chunk again: a **tool
 round**. :class:`ToolRounds` holds one chunk's rounds: how many were sent, the tokens of tool
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from reviewbot.llm.answers import RECORDED_TEXT, AnsweredCall, ParsedAnswer, echoed, error_text
-from reviewbot.llm.backend import ModelAnswer, ToolCallText
+from reviewbot.model import ModelAnswer, ToolCallText
 from reviewbot.toolcalls import DEFAULT_FINDINGS_TOOL
 
 if TYPE_CHECKING:

@@ -1,7 +1,7 @@
 """The chunk runner: reviews the chunks of merge requests through one model backend.
 
-:class:`ChunkRunner` implements :class:`reviewbot.llm.backend.LLMClient` on top of a
-:class:`~reviewbot.llm.backend.ModelBackend` and owns everything between "review these chunks"
+:class:`ChunkRunner` implements :class:`reviewbot.model.LLMClient` on top of a
+:class:`~reviewbot.model.ModelBackend` and owns everything between "review these chunks"
 and "send this one request":
 
 - concurrency: at most ``concurrency`` requests of one ``review_chunks`` call in flight, and at
@@ -52,7 +52,7 @@ and "send this one request":
   repairs) starts from the last round's conversation, not the first prompt; an output-mode
   downgrade starts from the prompt without tools. Rounds are bounded by ``tool_rounds``,
   repairs by ``max_repair_rounds``, tries by ``max_retries``: a chunk always ends;
-- timing: one :class:`~reviewbot.llm.backend.CallRecord` per attempt series (tokens, cached
+- timing: one :class:`~reviewbot.model.CallRecord` per attempt series (tokens, cached
   tokens, TTFT, latency, slot wait, retries; ``tool_round``, and for a round's answer its
   ``repo_tool_calls`` and ``tool_answer_tokens``).
 
@@ -84,7 +84,10 @@ from reviewbot.llm.answers import (
     parse_answer,
     repair_messages,
 )
-from reviewbot.llm.backend import (
+from reviewbot.llm.prefill import PrefillGate, PrefillTicket, check_prefill_limit
+from reviewbot.llm.rounds import Continuation, ToolBudget, ToolRounds, without_tools
+from reviewbot.llm.tries import Attempt, ChunkTries, Reading
+from reviewbot.model import (
     MODE_CONTENT,
     MODE_JSON_SCHEMA,
     MODE_TOOL_CALLS,
@@ -104,10 +107,8 @@ from reviewbot.llm.backend import (
     ToolsUnsupportedError,
     one_line,
 )
-from reviewbot.llm.prefill import PrefillGate, PrefillTicket, check_prefill_limit
-from reviewbot.llm.rounds import Continuation, ToolBudget, ToolRounds, without_tools
-from reviewbot.llm.tries import Attempt, ChunkTries, Reading
 from reviewbot.retry import backoff_s
+from reviewbot.states import CallPurpose
 from reviewbot.tokens import ByteEstimateCounter
 
 if TYPE_CHECKING:
@@ -125,7 +126,6 @@ OUTCOME_LENGTH = "length"
 OUTCOME_INVALID_CALLS = "invalid_calls"  # unreadable calls, answered with a repair turn
 OUTCOME_REPAIR = "repair"  # the answer to a repair turn
 OUTCOME_UNREADABLE_RETRY = "unreadable_retry"  # still unreadable: the chunk is asked again
-VERIFY_PURPOSE = "verify"  # reviewbot.store.models.CallPurpose.VERIFY
 OUTCOME_TOOL_ROUND = "tool_round"  # the answer called repository tools: answered, asked again
 # Tries at fitting a tool round's answers into the context, each cut to the room the last
 # count left; the last sends every call "over budget" (a few tokens each).
@@ -270,7 +270,7 @@ class ChunkRunner:
         outcome = OUTCOME_ERROR if error else OUTCOME_OK
         record = self._record(request, self._mode, outcome, attempt, 0.0, None, error, 0)
         calls = len(attempt.answer.tool_calls) if attempt.answer else 0
-        record = dataclasses.replace(record, purpose=VERIFY_PURPOSE, tool_calls=calls)
+        record = dataclasses.replace(record, purpose=CallPurpose.VERIFY, tool_calls=calls)
         return attempt.answer, record
 
     # ----- one chunk

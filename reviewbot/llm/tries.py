@@ -17,7 +17,8 @@ from datetime import datetime
 from typing import Any
 
 from reviewbot.llm.answers import AnsweredCall, finding_key
-from reviewbot.llm.backend import (
+from reviewbot.llm.rounds import ToolRounds, without_tools
+from reviewbot.model import (
     MODE_TOOL_CALLS,
     CallRecord,
     ChunkRequest,
@@ -25,7 +26,6 @@ from reviewbot.llm.backend import (
     LLMError,
     ModelAnswer,
 )
-from reviewbot.llm.rounds import ToolRounds, without_tools
 
 __all__ = ["Attempt", "ChunkTries", "Reading"]
 

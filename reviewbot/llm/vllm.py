@@ -25,18 +25,18 @@ from typing import Any
 
 import httpx
 
-from reviewbot.llm.backend import (
+from reviewbot.llm.openai_compatible import (
+    HTTP_BAD_REQUEST,
+    SNIPPET_CHARS,
+    OpenAICompatibleBackend,
+)
+from reviewbot.model import (
     MODE_CONTENT,
     MODE_JSON_SCHEMA,
     MODE_TOOL_CALLS,
     LLMError,
     LLMSettings,
     ServerAnswerError,
-)
-from reviewbot.llm.openai_compatible import (
-    HTTP_BAD_REQUEST,
-    SNIPPET_CHARS,
-    OpenAICompatibleBackend,
 )
 from reviewbot.redaction import hide_url_password
 

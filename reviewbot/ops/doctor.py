@@ -27,7 +27,7 @@ from reviewbot.chunking import Budget, plan
 from reviewbot.config import LLM_BACKEND_VLLM, Settings
 from reviewbot.diff import parse_git_diff
 from reviewbot.llm.answers import FINISH_LENGTH, parse_answer
-from reviewbot.llm.backend import ModelAnswer
+from reviewbot.model import ModelAnswer
 from reviewbot.prompts import ReviewContext, file_summaries, render_messages
 from reviewbot.roles import DEVELOPER_ACCESS_LEVEL, ROLE_NAMES
 from reviewbot.tokens import TokenCounter

@@ -1,6 +1,6 @@
 """The sending half of ``reviewbot loadtest``: the prompts to the model server, timed.
 
-Requests go through the configured :class:`~reviewbot.llm.backend.ModelBackend` (the transport
+Requests go through the configured :class:`~reviewbot.model.ModelBackend` (the transport
 reviews use), streamed, in its first output mode (tool calls), one HTTP request each and never
 retried: a failure is an error of the run, which the error-rate SLO judges.
 
@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from reviewbot.llm.backend import LLMError, ModelBackend, ModelRequest
+from reviewbot.model import LLMError, ModelBackend, ModelRequest
 from reviewbot.ops.loadtest import LoadPrompt, Sample
 
 __all__ = ["MAX_IN_FLIGHT", "LoadRun", "Schedule", "run_load"]

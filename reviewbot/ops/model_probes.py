@@ -23,7 +23,8 @@ from pathlib import Path
 import httpx
 
 from reviewbot.config import LLM_BACKEND_VLLM, Settings
-from reviewbot.llm.backend import (
+from reviewbot.llm.factory import BACKENDS, llm_settings_from
+from reviewbot.model import (
     LLMError,
     LLMUnavailableError,
     ModelAnswer,
@@ -33,7 +34,6 @@ from reviewbot.llm.backend import (
     OutputModeRefusedError,
     ServerInfo,
 )
-from reviewbot.llm.factory import BACKENDS, llm_settings_from
 from reviewbot.ops.deadlines import (
     DEADLINE_GRACE_S,
     Background,

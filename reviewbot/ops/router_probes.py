@@ -25,14 +25,14 @@ from dataclasses import dataclass
 import httpx
 
 from reviewbot.config import Settings
-from reviewbot.llm.backend import (
+from reviewbot.llm.factory import llm_settings_from
+from reviewbot.llm.vllm import VLLMBackend
+from reviewbot.model import (
     MODE_TOOL_CALLS,
     LLMError,
     ModelRequest,
     OutputModeRefusedError,
 )
-from reviewbot.llm.factory import llm_settings_from
-from reviewbot.llm.vllm import VLLMBackend
 from reviewbot.ops.box_metrics import BoxCounters, BoxLoad, box_load, pool_figures, read_counters
 from reviewbot.ops.doctor import Check
 from reviewbot.ops.router import ROUTER_WORKERS_PATH, BoxFacts, pool_checks, router_workers

@@ -13,7 +13,8 @@ from typing import Any
 
 from sqlalchemy import Connection, case, func, or_, select
 
-from reviewbot.store.models import PUBLISHED_STATES, FeedbackKind
+from reviewbot.states import FeedbackKind
+from reviewbot.store.models import PUBLISHED_STATES
 from reviewbot.store.models import Feedback as FeedbackRow
 from reviewbot.store.models import Finding as FindingRow
 from reviewbot.store.models import Review as ReviewRow

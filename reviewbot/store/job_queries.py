@@ -33,8 +33,8 @@ from typing import Any
 from sqlalchemy import Connection, Engine, Row, and_, func, or_, select, update
 from sqlalchemy.orm import aliased
 
+from reviewbot.states import JobKind, JobStatus, ReplyStatus
 from reviewbot.store.models import Job as JobRow
-from reviewbot.store.models import JobKind, JobStatus, ReplyStatus
 from reviewbot.store.models import Reply as ReplyRow
 
 __all__ = [

@@ -30,7 +30,8 @@ from reviewbot.learnings import (
     LearningStatus,
     ancestor_groups,
 )
-from reviewbot.store.models import PUBLISHED_STATES, FeedbackKind
+from reviewbot.states import FeedbackKind
+from reviewbot.store.models import PUBLISHED_STATES
 from reviewbot.store.models import Feedback as FeedbackRow
 from reviewbot.store.models import Finding as FindingRow
 from reviewbot.store.models import Learning as LearningRow

@@ -10,8 +10,8 @@ folder; the database is never created from this module directly (no `create_all`
 A test migrates a blank database and compares it with this metadata, so the two never drift.
 
 Owns: every table, column and allowed value, declared once (what the store accepts is read
-from here). Must not: query, or define the enums the pipeline produces (Side, AnchorKind and
-FindingState are the core's, used here).
+from here). Must not: query, or define the enums the pipeline produces (the states of
+reviewbot.states; Side, AnchorKind and FindingState are the core's, used here).
 """
 
 from __future__ import annotations
@@ -39,6 +39,18 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from reviewbot.diff import Side as DiffSide
 from reviewbot.findings import AnchorKind, FindingState
 from reviewbot.learnings import LearningSource, LearningStatus
+from reviewbot.states import (
+    CallMode,
+    CallPurpose,
+    FeedbackKind,
+    JobKind,
+    JobStatus,
+    MergeRequestState,
+    ReplyCommand,
+    ReplyStatus,
+    ReviewStatus,
+    Trigger,
+)
 
 # Deterministic constraint names, so migrations can refer to them on every backend.
 NAMING_CONVENTION = {
@@ -59,111 +71,10 @@ URL_LENGTH = 2048
 MR_KEY_LENGTH = 2200  # "<gitlab url>|<project id>|<iid>"
 
 
-class Trigger(StrEnum):
-    """What started a review."""
-
-    CLI = "cli"
-    CI = "ci"
-    WEBHOOK = "webhook"
-    NOTE = "note"
-    LOCAL = "local"
-
-
-class ReviewStatus(StrEnum):
-    """Life cycle of a review."""
-
-    RUNNING = "running"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    SUPERSEDED = "superseded"
-
-
-class CallMode(StrEnum):
-    """How structured output was obtained from the model for one call."""
-
-    TOOL_CALLS = "tool_calls"
-    JSON_SCHEMA = "json_schema"
-    CONTENT = "content"
-
-
 # Which side of the diff a finding is on, how precisely it could be placed and what happened to
 # it on GitLab: the core's own enums, so the stored values are the ones the pipeline produces.
 Side = DiffSide
 Anchor = AnchorKind
-
-
-class JobStatus(StrEnum):
-    """Life cycle of a queued review job (reviewbot.queue)."""
-
-    QUEUED = "queued"
-    RUNNING = "running"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    SUPERSEDED = "superseded"
-    CANCELLED = "cancelled"
-
-
-class FeedbackKind(StrEnum):
-    """What became of a posted finding: a human's reaction, or what the code did."""
-
-    AWARD = "award"  # value: thumbsup / thumbsdown (":revoked" when taken back)
-    RESOLUTION = "resolution"  # a human resolved the thread
-    REPLY = "reply"  # a human replied in the thread
-    ADDRESSED = "addressed"  # a later version changed the finding's line
-    DELETED = "deleted"  # the bot's comment is gone from the MR
-    SUGGESTION_APPLIED = "suggestion_applied"
-    IGNORED = "ignored"  # merged with the thread open and the line unchanged
-
-
-class JobKind(StrEnum):
-    """What a queued job does: review an MR head, or answer a human in one of the bot's threads."""
-
-    REVIEW = "review"
-    REPLY = "reply"
-
-
-class CallPurpose(StrEnum):
-    """Why a model request of a review was made."""
-
-    REVIEW = "review"  # a chunk's review (first request, repair turns, tool rounds)
-    VERIFY = "verify"  # the verification pass over a chunk's candidate findings
-
-
-class Verdict(StrEnum):
-    """What the verification pass said of one finding."""
-
-    KEEP = "keep"
-    DROP = "drop"
-    UNVERIFIED = "unverified"  # the verifier's answer was unreadable or missing: kept
-
-
-class ReplyCommand(StrEnum):
-    """What a human asked for in one of the bot's threads."""
-
-    ASK = "ask"  # the bot mentioned, no command: answer the question
-    EXPLAIN = "explain"
-    FIX = "fix"
-    IGNORE = "ignore"
-    LEARN = "learn"  # `/reviewbot learn <text>`: a learning made from the thread
-
-
-class ReplyStatus(StrEnum):
-    """Life cycle of an answer in a thread."""
-
-    QUEUED = "queued"
-    POSTED = "posted"
-    DROPPED = "dropped"  # not posted: too late (REPLY_TIMEOUT_S), rate limited, not answerable
-    FAILED = "failed"
-    REFUSED = "refused"  # answered with the reason the change asked for was not made
-
-
-class MergeRequestState(StrEnum):
-    """A merge request's state on GitLab (the ``state`` field of the MR API)."""
-
-    OPENED = "opened"
-    CLOSED = "closed"
-    MERGED = "merged"
-    LOCKED = "locked"
 
 
 # Findings in these states have a discussion on GitLab: a re-run must not post them again.

@@ -1,7 +1,7 @@
 """The typed records the pipeline hands the store, and the one mapping of each to its row.
 
 Owns: :class:`ReviewEnding` (how a review ended: its status, figures and what it saw), the
-columns of a :class:`~reviewbot.llm.backend.CallRecord`, a
+columns of a :class:`~reviewbot.model.CallRecord`, a
 :class:`~reviewbot.findings.StoredFinding` and a ``ReviewEnding``, a findings row read back as
 a ``StoredFinding``, and the writable columns of a table. The columns themselves are declared
 once, in `reviewbot.store.models`. Must not: open connections or run queries
@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, get_type_hints
 
-from reviewbot.llm.backend import CallRecord
-from reviewbot.store.models import Base, ReviewStatus
+from reviewbot.model import CallRecord
+from reviewbot.states import ReviewStatus
+from reviewbot.store.models import Base
 from reviewbot.stored_findings import StoredFinding
 
 __all__ = [

@@ -16,8 +16,8 @@ from typing import Any
 from sqlalchemy import Engine, and_, case, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
+from reviewbot.states import FeedbackKind, ReplyStatus
 from reviewbot.store.models import Feedback as FeedbackRow
-from reviewbot.store.models import FeedbackKind, ReplyStatus
 from reviewbot.store.models import Finding as FindingRow
 from reviewbot.store.models import Reply as ReplyRow
 

@@ -47,9 +47,10 @@ from sqlalchemy import (
 from sqlalchemy import String as SqlString
 from sqlalchemy.orm import aliased
 
+from reviewbot.states import FeedbackKind, MergeRequestState
 from reviewbot.store.eval_queries import latest_comparison
 from reviewbot.store.figures import review_seconds
-from reviewbot.store.models import PUBLISHED_STATES, FeedbackKind, FindingState, MergeRequestState
+from reviewbot.store.models import PUBLISHED_STATES, FindingState
 from reviewbot.store.models import EvalRun as EvalRunRow
 from reviewbot.store.models import Feedback as FeedbackRow
 from reviewbot.store.models import Finding as FindingRow

@@ -30,8 +30,9 @@ from sqlalchemy import Connection, Engine, delete, insert, or_, select, text, up
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
-from reviewbot.llm.backend import CallRecord
+from reviewbot.model import CallRecord
 from reviewbot.redaction import instance_url, scrub_secrets
+from reviewbot.states import CallMode, FeedbackKind, MergeRequestState, ReviewStatus, Trigger
 from reviewbot.store import feedback_queries
 from reviewbot.store.engine import make_engine
 from reviewbot.store.eval_queries import insert_comparison, insert_run, latest_comparison
@@ -41,18 +42,7 @@ from reviewbot.store.figures import (
     MetricsSnapshot,
     read_metrics_snapshot,
 )
-from reviewbot.store.models import (
-    PUBLISHED_STATES,
-    Anchor,
-    Base,
-    CallMode,
-    FeedbackKind,
-    FindingState,
-    MergeRequestState,
-    ReviewStatus,
-    Side,
-    Trigger,
-)
+from reviewbot.store.models import PUBLISHED_STATES, Anchor, Base, FindingState, Side
 from reviewbot.store.models import EvalRun as EvalRunRow
 from reviewbot.store.models import Feedback as FeedbackRow
 from reviewbot.store.models import Finding as FindingRow

@@ -16,9 +16,10 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, and_, case, distinct, func, select
 
-from reviewbot.store.models import CallPurpose, FeedbackKind, FindingState
+from reviewbot.states import CallPurpose, FeedbackKind
 from reviewbot.store.models import Feedback as FeedbackRow
 from reviewbot.store.models import Finding as FindingRow
+from reviewbot.store.models import FindingState
 from reviewbot.store.models import LLMCall as LLMCallRow
 from reviewbot.store.models import Review as ReviewRow
 from reviewbot.store.report_queries import ReportScope

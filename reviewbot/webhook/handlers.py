@@ -26,8 +26,8 @@ from typing import Any, Protocol
 
 from reviewbot.gitlab import GitLabError
 from reviewbot.queue import FULL_REVIEW_KEY, EnqueueResult
+from reviewbot.states import FeedbackKind, JobKind, ReplyStatus, Trigger
 from reviewbot.store import NoteOwner
-from reviewbot.store.models import FeedbackKind, JobKind, ReplyStatus, Trigger
 from reviewbot.store.reply_queries import ReplyStore, reply_key
 from reviewbot.store.store import utc_now
 from reviewbot.webhook.payloads import (

@@ -72,10 +72,10 @@ from sqlalchemy.pool import NullPool
 
 from reviewbot.comments import MarkerKind, parse_marker
 from reviewbot.queue import JobQueue
+from reviewbot.states import ReviewStatus
 from reviewbot.store import Store, normalize_database_url, upgrade
 from reviewbot.store.models import LLMCall as LLMCallRow
 from reviewbot.store.models import Review as ReviewRow
-from reviewbot.store.models import ReviewStatus
 from reviewbot.webhook import WEBHOOK_PATH
 from tests.fakes.gitlab_server import FakeGitLab
 from tests.fakes.vllm_server import FakeStats, FakeVLLM, LatencyModel

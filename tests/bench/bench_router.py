@@ -27,13 +27,13 @@ from dataclasses import dataclass
 
 from reviewbot.chunking import PlanOptions
 from reviewbot.diff import parse_git_diff
-from reviewbot.llm.backend import CallRecord, LLMSettings, session_key
 from reviewbot.llm.factory import runner_for
 from reviewbot.llm.runner import ChunkRunner
+from reviewbot.model import CallRecord, LLMSettings, session_key
 from reviewbot.prompts import ReviewContext, file_summaries
 from reviewbot.repo.view import MemoryView
 from reviewbot.review import ReviewOptions, review_files
-from reviewbot.store.models import CallPurpose
+from reviewbot.states import CallPurpose
 from reviewbot.tokens import local_counter
 from reviewbot.verification import VerifyOptions
 from tests.bench.bench_plan import generate_diff

@@ -26,7 +26,7 @@ from click.testing import CliRunner
 
 from reviewbot.commands import main
 from reviewbot.config import DEFAULT_SESSION_HEADER
-from reviewbot.llm.backend import session_key
+from reviewbot.model import session_key
 from tests.fakes.gitlab_server import FakeGitLab
 from tests.realvllm.server import RealVLLM, SharedServer, build_model
 from tests.realvllm.test_cache_and_repair_real import (

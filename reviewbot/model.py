@@ -33,6 +33,7 @@ from reviewbot.config import (
     DEFAULT_TOOL_TOKENS,
 )
 from reviewbot.redaction import without_userinfo
+from reviewbot.states import CallPurpose
 
 if TYPE_CHECKING:
     from reviewbot.repo.tools import RepositoryTools
@@ -177,7 +178,7 @@ class CallRecord:
     tool_round: int = 0
     repo_tool_calls: int = 0
     tool_answer_tokens: int = 0
-    purpose: str = "review"  # reviewbot.store.models.CallPurpose: review, or verify
+    purpose: str = CallPurpose.REVIEW  # or CallPurpose.VERIFY
 
 
 @dataclass(frozen=True)
