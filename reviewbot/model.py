@@ -211,7 +211,7 @@ class LLMClient(Protocol):
     ) -> list[ChunkResult]: ...
 
     def verify_chunk(self, request: ChunkRequest) -> tuple[ModelAnswer | None, CallRecord]:
-        """One verification call (reviewbot.verification)."""
+        """One verification call (reviewbot.verify)."""
         ...
 
 

@@ -73,7 +73,7 @@ from reviewbot.store.records import ReviewEnding
 from reviewbot.stored_findings import StoredFinding
 from reviewbot.teaching import active_learnings, suppress, suppressed_stored, withheld_by
 from reviewbot.tokens import TokenCounter, local_counter
-from reviewbot.verification import with_verdicts
+from reviewbot.verify import with_verdicts
 
 if TYPE_CHECKING:
     from reviewbot.app import App

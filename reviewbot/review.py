@@ -71,8 +71,7 @@ from reviewbot.rules import DEFAULT_RULES_TOKENS, RuleSet
 from reviewbot.rules_applied import LEARNINGS, RulesApplied
 from reviewbot.tokens import TokenCounter
 from reviewbot.unreviewed import UnreviewedPart, changed_lines_by_path, unreviewed_part
-from reviewbot.verification import Verification, VerifyOptions, verify_findings
-from reviewbot.verify import verdict_schema
+from reviewbot.verify import Verification, VerifyOptions, verdict_schema, verify_findings
 
 __all__ = [
     "CarriedOver",
@@ -122,7 +121,7 @@ class ReviewOptions:
     tool_tokens: int = DEFAULT_TOOL_TOKENS
     rules_tokens: int = DEFAULT_RULES_TOKENS  # review rules per chunk, at most
     learnings_tokens: int = DEFAULT_LEARNINGS_TOKENS  # the team's learnings per chunk, at most
-    verify: VerifyOptions = field(default_factory=VerifyOptions)  # reviewbot.verification
+    verify: VerifyOptions = field(default_factory=VerifyOptions)  # reviewbot.verify
 
 
 def review_options(settings: Settings) -> ReviewOptions:
@@ -569,7 +568,7 @@ def _verify(
     options: ReviewOptions,
     max_model_len: int,
 ) -> Verification:
-    """The second look (reviewbot.verification), with the review's tools and session key."""
+    """The second look (reviewbot.verify), with the review's tools and session key."""
     return verify_findings(
         findings.findings,
         answers.messages_of,

@@ -22,6 +22,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "reviewbot"
 
 CORE = {
     "reviewbot",
+    "reviewbot.verify",
     "reviewbot.states",
     "reviewbot.mergerequest",
     "reviewbot.chunking",
@@ -64,8 +65,6 @@ CORE = {
     "reviewbot.toolcalls",
     "reviewbot.weburl",
     "reviewbot.window",
-    "reviewbot.verify",
-    "reviewbot.verification",
     "reviewbot.llm.answers",
     "reviewbot.model",
     "reviewbot.llm.rounds",

@@ -26,7 +26,7 @@ from reviewbot.repo.tools import RepositoryTools
 from reviewbot.repo.view import MemoryView
 from reviewbot.review import ReviewOptions, ReviewResult, review_files
 from reviewbot.tokens import local_counter
-from reviewbot.verification import VerifyOptions
+from reviewbot.verify import VerifyOptions
 from tests.fakes.vllm_server import CANDIDATE_LIST_START, FakeVLLM, MalformedCalls
 
 SHA = "ab" * 20

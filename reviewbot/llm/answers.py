@@ -134,7 +134,7 @@ def parse_answer(
     A call to one in ``spent_names`` (repository tools no longer offered: the chunk's tool
     budget is spent) is unreadable with that reason, so its repair turn says so. A ``verdict``
     call is ignored: that tool is offered with the review's tools only so that the verification
-    pass (reviewbot.verification) shares their prefix, and it holds no finding.
+    pass (reviewbot.verify) shares their prefix, and it holds no finding.
     """
     parameters = tool_parameters(tools).get(DEFAULT_FINDINGS_TOOL, {})
     parsed = ParsedAnswer()

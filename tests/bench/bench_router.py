@@ -35,7 +35,7 @@ from reviewbot.repo.view import MemoryView
 from reviewbot.review import ReviewOptions, review_files
 from reviewbot.states import CallPurpose
 from reviewbot.tokens import local_counter
-from reviewbot.verification import VerifyOptions
+from reviewbot.verify import VerifyOptions
 from tests.bench.bench_plan import generate_diff
 from tests.bench.bench_tools import SHA, synthetic_mr
 from tests.fakes.vllm_server import LatencyModel
