@@ -10,7 +10,7 @@ report so findings show in the MR widget even when posting is disabled.
 SHAs and positions always come from the MR's latest diff version in the API: in a
 merged-results pipeline ``CI_COMMIT_SHA`` is a merge commit of source and target, not the MR
 head (https://docs.gitlab.com/ci/pipelines/merged_results_pipelines/). The checkout
-(:class:`reviewbot.localgit.Checkout`) is only a faster source of file contents, the first one
+(:class:`reviewbot.repo.localgit.Checkout`) is only a faster source of file contents, the first one
 the run's repository source asks (:func:`reviewbot.repo.source.open_repository`); when it lacks
 a commit (shallow clone) the commit is fetched with ``git fetch --depth=1 origin <sha>``, and
 if that fails the host's repository cache, else the API, serves the files.
@@ -40,7 +40,7 @@ from reviewbot.codequality import codequality_report
 from reviewbot.config import ConfigError, Settings, load_settings
 from reviewbot.errors import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_FINDINGS, EXIT_OK
 from reviewbot.findings import Finding, Severity
-from reviewbot.localgit import Checkout
+from reviewbot.repo.localgit import Checkout
 
 if TYPE_CHECKING:  # reviewbot.mr pulls in the model client and the database: imported lazily
     from reviewbot.mr import RunReport

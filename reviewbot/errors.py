@@ -100,7 +100,7 @@ ERROR_TABLE: tuple[tuple[str, str, Disposition], ...] = (
     # the user's input cannot be used
     ("reviewbot.config", "ConfigError", BAD_INPUT),
     ("reviewbot.errors", "BadInputError", BAD_INPUT),
-    ("reviewbot.localgit", "GitError", BAD_INPUT),
+    ("reviewbot.repo.localgit", "GitError", BAD_INPUT),
     ("reviewbot.chunking", "BudgetTooSmallError", BAD_INPUT),
     ("reviewbot.window", "WindowError", BAD_INPUT),
     ("reviewbot.eval", "DatasetError", BAD_INPUT),

@@ -27,8 +27,8 @@ from reviewbot.config import Settings
 from reviewbot.diff import FileDiff, parse_git_diff
 from reviewbot.errors import BadInputError
 from reviewbot.exclusions import ExclusionRules, skip_reason
-from reviewbot.localgit import MAX_CONTENT_BYTES, Checkout, read_files_at, read_range
 from reviewbot.prompts import ReviewContext, file_summaries
+from reviewbot.repo.localgit import MAX_CONTENT_BYTES, Checkout, read_files_at, read_range
 from reviewbot.rule_sources import review_rules
 from reviewbot.rules import RuleSet
 

@@ -7,7 +7,7 @@ order, each done by the module that owns it:
    the review rules as the target branch has them (:mod:`reviewbot.rule_sources`);
 2. **what changed** since the MR's last complete review, and what carries over
    (:mod:`reviewbot.incremental`);
-3. **read** the head files the review shows (:class:`reviewbot.repo_files.RepoFiles`, through
+3. **read** the head files the review shows (:class:`reviewbot.repo.files.RepoFiles`, through
    the run's :class:`reviewbot.repo.source.RepositorySource`: the CI checkout when
    ``checkout`` is given and has the commit, else the host's repository cache, else the GitLab
    API; every read of the run goes through it, and ``_Run.repository()`` is the head's view);
@@ -46,14 +46,14 @@ from reviewbot.gitlab import GitLabClient
 from reviewbot.incremental import EarlierReview, Increment, plan_increment
 from reviewbot.interdiff import DiffDigest, digest
 from reviewbot.learnings import learning_rules
-from reviewbot.localgit import Checkout
 from reviewbot.mergerequest import MergeRequestSnapshot
 from reviewbot.model import session_key
 from reviewbot.prompts import ReviewContext, file_summaries, prompt_version
 from reviewbot.publish import PublishResult, ReviewFacts, ThreadRef, publish, publisher_for
+from reviewbot.repo.files import RepoFiles
+from reviewbot.repo.localgit import Checkout
 from reviewbot.repo.source import RepositorySource, open_repository
 from reviewbot.repo.view import RepositoryView, TreeUnavailable
-from reviewbot.repo_files import RepoFiles
 from reviewbot.repo_policy import REPO_CONFIG_FILE, repo_policy
 from reviewbot.review import (
     ReviewOptions,

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 from reviewbot.localdiff import read_head_tree
-from reviewbot.localgit import MAX_CONTENT_BYTES
+from reviewbot.repo.localgit import MAX_CONTENT_BYTES
 
 
 def test_a_head_tree_is_read_only_inside_its_folder(tmp_path: Path) -> None:

@@ -18,9 +18,9 @@ import pytest
 
 from reviewbot.gitlab import GitLabClient, GitLabSettings
 from reviewbot.repo.api_view import ApiView
+from reviewbot.repo.files import RepoFiles
 from reviewbot.repo.tools import RepositoryTools
 from reviewbot.repo.view import PathRefused, TreeUnavailable
-from reviewbot.repo_files import RepoFiles
 from tests.fakes.gitlab_server import FakeGitLab
 from tests.fakes.vllm_server import FakeVLLM
 from tests.mr_world import BASE_APP, BOT_TOKEN, FEATURE_APP, PROJECT, World, git, init_repo

@@ -1,6 +1,6 @@
-"""The one reader of repository files at a commit (reviewbot.repo_files.RepoFiles) through the
+"""The one reader of repository files at a commit (reviewbot.repo.files.RepoFiles) through the
 run's repository source (reviewbot.repo.source.RepositorySource) over a local checkout
-(reviewbot.localgit.Checkout): real git repositories (full and shallow clones), and a stand-in
+(reviewbot.repo.localgit.Checkout): real git repositories (full and shallow clones), and a stand-in
 for GitLab's repository API that records what it was asked.
 
 The API view's own behaviour (folders, symlinks, 404) is tested with the fake GitLab in
@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from reviewbot.localgit import MAX_CONTENT_BYTES, Checkout, CommitSource, GitError, read_range
+from reviewbot.repo.files import RepoFiles
+from reviewbot.repo.localgit import MAX_CONTENT_BYTES, Checkout, CommitSource, GitError, read_range
 from reviewbot.repo.source import RepositorySource
 from reviewbot.repo.view import MemoryView, RepositoryView
-from reviewbot.repo_files import RepoFiles
 from tests.mr_world import BASE_APP, FEATURE_APP, UTIL, git, make_repo
 
 API_TEXT = "from the API\n"

@@ -31,7 +31,6 @@ from starlette.testclient import TestClient
 from reviewbot.commands.serve import serve_command
 from reviewbot.config import ConfigError, Settings
 from reviewbot.gitlab import GitLabClient, GitLabSettings
-from reviewbot.metrics import ListenerCollector, listener_registry, render
 from reviewbot.queue import JobQueue
 from reviewbot.store import Store, upgrade
 from reviewbot.store.models import NAME_LENGTH, PROJECT_LENGTH, SHA_LENGTH
@@ -45,6 +44,7 @@ from reviewbot.webhook import (
     parse_command,
     payloads,
 )
+from reviewbot.webhook.metrics import ListenerCollector, listener_registry, render
 from tests.fakes.gitlab_server import FakeGitLab
 from tests.store_fixtures import store_url, terminate_other_sessions  # noqa: F401
 

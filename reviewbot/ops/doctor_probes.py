@@ -40,7 +40,6 @@ from reviewbot.gitlab import (
     GitLabNotFoundError,
     GitLabSettings,
 )
-from reviewbot.localgit import GitError, git_version
 from reviewbot.ops.deadlines import (
     DEADLINE_GRACE_S,
     Background,
@@ -72,6 +71,7 @@ from reviewbot.ops.model_probes import (
 )
 from reviewbot.ops.weights_doctor import weights_checks
 from reviewbot.repo.cache import CacheError, ProjectRemote, cache_size, probe_fetch
+from reviewbot.repo.localgit import GitError, git_version
 
 __all__ = [
     "CheckTimeoutError",

@@ -37,9 +37,9 @@ from pathlib import Path
 from typing import IO
 from urllib.parse import unquote, urlsplit
 
-from reviewbot.localgit import GitError, GitTimeoutError, fetch_commit, has_commit, init_bare
 from reviewbot.redaction import scrub_secrets, without_userinfo
 from reviewbot.repo.git_view import GitTreeView
+from reviewbot.repo.localgit import GitError, GitTimeoutError, fetch_commit, has_commit, init_bare
 from reviewbot.repo.tree import SHORT_SHA
 
 __all__ = [

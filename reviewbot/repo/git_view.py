@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from reviewbot.localgit import COMMIT_TYPE, SYMLINK_MODE, TreeLine, list_tree, read_blobs
+from reviewbot.repo.localgit import COMMIT_TYPE, SYMLINK_MODE, TreeLine, list_tree, read_blobs
 from reviewbot.repo.tree import SHORT_SHA, Tree
 from reviewbot.repo.view import Entry, EntryKind, PathRefused
 

@@ -5,7 +5,7 @@ answers a :class:`~reviewbot.repo.view.RepositoryView` of any commit of the run 
 the tools and the scope context, the target for the policy file), each from the first source
 that serves it:
 
-1. the CI job's checkout (:class:`reviewbot.localgit.Checkout`) when it has the commit (or
+1. the CI job's checkout (:class:`reviewbot.repo.localgit.Checkout`) when it has the commit (or
    fetches it);
 2. the host's repository cache (:mod:`reviewbot.repo.cache`) when ``git`` is on ``PATH``, the
    cache is on (``repo_cache_max_bytes`` above 0) and a token is set;
@@ -30,10 +30,10 @@ from enum import StrEnum
 from pathlib import Path
 
 from reviewbot.config import Settings
-from reviewbot.localgit import Checkout, CommitSource, GitError
 from reviewbot.repo.api_view import ApiView, RepositoryApi
 from reviewbot.repo.cache import CachedView, CacheError, ProjectRemote, RepoCache
 from reviewbot.repo.git_view import GitTreeView
+from reviewbot.repo.localgit import Checkout, CommitSource, GitError
 from reviewbot.repo.view import RepositoryView
 
 __all__ = ["RepositorySource", "SourceKind", "open_repository", "repo_cache_from"]

@@ -8,9 +8,9 @@ Review durations are computed in SQL on both backends: SQLite keeps datetimes as
 with ``julianday()`` (https://sqlite.org/lang_datefunc.html); PostgreSQL subtracts two
 ``timestamptz`` values and takes the interval's ``epoch``.
 
-Owns: the snapshot's queries and types, and the SQL of a review's duration (the report's queries use
-it too). Must not: render a figure for Prometheus (`reviewbot.metrics` does) or loop over rows in
-Python.
+Owns: the snapshot's queries and types, and the SQL of a review's duration (the report's queries
+use it too). Must not: render a figure for Prometheus (`reviewbot.webhook.metrics` does) or loop
+over rows in Python.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ it: `reviewbot.commands.serve`).
 `POST /webhook/gitlab` checks the token, the event header and the body size, parses the
 payload (`payloads`), hands the event to its handler (`handlers`, in a worker thread) and
 answers in milliseconds; `GET /healthz` pings the database; `GET /metrics` renders the
-collector of `reviewbot.metrics`; `GET /openapi.json` describes all of it (`openapi`).
+collector of `reviewbot.webhook.metrics`; `GET /openapi.json` describes all of it (`openapi`).
 The database is reached only through the `Store` and the `JobQueue`: no SQL here.
 
 Owns: the ASGI app and what each endpoint answers. Must not: parse command-line options,
@@ -32,7 +32,6 @@ from starlette.routing import Route
 
 from reviewbot.app import App
 from reviewbot.config import ConfigError, Settings
-from reviewbot.metrics import CONTENT_TYPE, ListenerCollector, listener_registry, render
 from reviewbot.queue import JobQueue
 from reviewbot.redaction import instance_url
 from reviewbot.store import Store
@@ -48,6 +47,7 @@ from reviewbot.webhook.handlers import (
     ReplyLimits,
     handle,
 )
+from reviewbot.webhook.metrics import CONTENT_TYPE, ListenerCollector, listener_registry, render
 from reviewbot.webhook.openapi import (
     HEALTH_PATH,
     METRICS_PATH,

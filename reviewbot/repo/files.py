@@ -5,7 +5,7 @@ change), through the run's repository view of that commit (``views``:
 :meth:`reviewbot.repo.source.RepositorySource.at`: the CI checkout, the host's cache or the
 GitLab API, whichever serves it), in one batch where the view reads several files at once; and
 what counts as text worth showing (not binary, not larger than
-:data:`~reviewbot.localgit.MAX_CONTENT_BYTES`). Must not: know about merge requests, settings
+:data:`~reviewbot.repo.localgit.MAX_CONTENT_BYTES`). Must not: know about merge requests, settings
 or the database; choose the source or fetch commits (`reviewbot.repo.source` does) or retry
 the API (the GitLab adapter does), or hide a tree it could not list (the caller says what that
 left out).
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from reviewbot.localgit import MAX_CONTENT_BYTES
+from reviewbot.repo.localgit import MAX_CONTENT_BYTES
 from reviewbot.repo.view import PathRefused, RepositoryView, TreeUnavailable
 
 __all__ = ["BINARY_SNIFF_BYTES", "RepoFiles", "read_files", "text_of"]

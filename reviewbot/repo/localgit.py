@@ -6,7 +6,7 @@ SHA with the token in the environment only: :func:`fetch_commit`).
 
 Owns: every ``git`` command reviewbot runs, each bounded by a timeout, never asking for
 credentials. Must not: know about GitLab, merge requests or the database; decide where
-contents come from when the checkout cannot serve them (that is `reviewbot.repo_files`).
+contents come from when the checkout cannot serve them (that is `reviewbot.repo.files`).
 """
 
 from __future__ import annotations
