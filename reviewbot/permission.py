@@ -16,7 +16,7 @@ or above** (``GET /projects/:id/members/all/:user_id``, inherited roles included
 - a 👍 on a proposal's note accepts it (``reviewbot.proposal_notes``).
 
 :func:`refusal` is the check: None when the change may be made, else the reason, which the
-caller says where the human asked (``reviewbot.reply`` answers it once in the thread and
+caller says where the human asked (``reviewbot.replies.answer`` answers it once in the thread and
 stores it) or logs.
 
 Owns: :class:`Change`, :data:`COMMAND_CHANGES`, :func:`refusal`, :func:`role_name`. Must not:
@@ -46,7 +46,8 @@ class Change(StrEnum):
 
 
 # Every thread command, and the change it makes (None: it only answers). A mention that
-# states a wish to teach is a PROPOSE, checked where the wish is recognised (reviewbot.reply).
+# states a wish to teach is a PROPOSE, checked where the wish is recognised
+# (reviewbot.replies.answer).
 COMMAND_CHANGES: Mapping[ReplyCommand, Change | None] = MappingProxyType(
     {
         ReplyCommand.ASK: None,

@@ -48,7 +48,7 @@ from reviewbot.queue import (
     JobStatus,
     LeaseLostError,
 )
-from reviewbot.reply import run_reply
+from reviewbot.replies.answer import run_reply
 from reviewbot.retry import backoff_s
 from reviewbot.states import JobKind
 
@@ -88,7 +88,7 @@ def is_retryable(error: BaseException) -> bool:
 
 def run_job(app: App, job: Job, *, concurrency: int | None = None) -> None:
     """The default handler: review the job's MR and publish, like `reviewbot run`; a reply
-    job (an answer in one of the bot's threads) is `reviewbot.reply.run_reply`'s.
+    job (an answer in one of the bot's threads) is `reviewbot.replies.answer.run_reply`'s.
 
     ``concurrency``: this job's share of the model requests in flight. A review with chunks
     the model could not answer is retried later (ReviewIncompleteError).

@@ -22,6 +22,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "reviewbot"
 
 CORE = {
     "reviewbot",
+    "reviewbot.replies",
     "reviewbot.verify",
     "reviewbot.states",
     "reviewbot.mergerequest",
@@ -44,7 +45,7 @@ CORE = {
     "reviewbot.prompts",
     "reviewbot.redaction",
     "reviewbot.roles",
-    "reviewbot.reply_guidance",
+    "reviewbot.replies.guidance",
     "reviewbot.repo",
     "reviewbot.repo.tree",
     "reviewbot.repo.view",
@@ -81,7 +82,7 @@ CORE = {
     "reviewbot.ops.vllm_command",
     "reviewbot.ops.weights",
     "reviewbot.templates",
-    "reviewbot.thread_intent",
+    "reviewbot.replies.intent",
     "reviewbot.unreviewed",
     "reviewbot.webhook.openapi",
     "reviewbot.webhook.payloads",
@@ -148,8 +149,8 @@ PIPELINE = {
     "reviewbot.report_plot",
     "reviewbot.eval",
     "reviewbot.compare",
-    "reviewbot.reply",
-    "reviewbot.reply_learn",
+    "reviewbot.replies.answer",
+    "reviewbot.replies.teach",
     # the services the commands run: the CI job, the worker, the listener, the ops tools
     "reviewbot.ci",
     "reviewbot.worker",

@@ -25,7 +25,7 @@ from starlette.testclient import TestClient
 from reviewbot.app import App
 from reviewbot.gitlab import GitLabClient, GitLabSettings
 from reviewbot.queue import JobQueue
-from reviewbot.reply import reply_marker
+from reviewbot.replies.answer import reply_marker
 from reviewbot.report import build_report, report_markdown
 from reviewbot.report_html import report_html
 from reviewbot.states import JobKind

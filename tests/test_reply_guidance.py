@@ -1,4 +1,4 @@
-"""Which rules and learnings an answer in a bot thread is given (reviewbot.reply_guidance,
+"""Which rules and learnings an answer in a bot thread is given (reviewbot.replies.guidance,
 pure): those of the finding's path and category, in order, within their token budgets, and
 the names of those with no room. End to end at the fake vLLM: tests/test_reply_teaching.py.
 """
@@ -8,7 +8,7 @@ from __future__ import annotations
 from reviewbot.findings import Category
 from reviewbot.learnings import Learning, LearningStatus
 from reviewbot.prompts import render_rules
-from reviewbot.reply_guidance import guidance_for
+from reviewbot.replies.guidance import guidance_for
 from reviewbot.rules import Rule, RuleSet, RuleSource
 from reviewbot.tokens import ByteEstimateCounter
 

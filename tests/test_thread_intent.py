@@ -1,4 +1,4 @@
-"""The wish to teach the bot in one of its threads (reviewbot.thread_intent), on many
+"""The wish to teach the bot in one of its threads (reviewbot.replies.intent), on many
 phrasings: recognised when it is one, conservatively (a question, a condition, a quote, code
 or a negated wish is none); the globs a wish names. End to end: tests/test_reply_teaching.py.
 """
@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reviewbot.learnings import EXCLUSION_WORDS, MAX_LEARNING_CHARS
-from reviewbot.thread_intent import mentioned_globs, teaching_intent
+from reviewbot.replies.intent import mentioned_globs, teaching_intent
 
 BOT = "reviewbot"
 

@@ -118,7 +118,7 @@ class NoteWriter(MergeRequestReader):
             )
             self._put(path, {"resolved": True})
 
-    # -- answers in the bot's threads (reviewbot.reply) ----------------------------------
+    # -- answers in the bot's threads (reviewbot.replies.answer) ----------------------------------
 
     def discussion(self, project_id: int | str, iid: int, discussion_id: str) -> dict[str, Any]:
         """One thread with its notes (https://docs.gitlab.com/api/discussions/)."""

@@ -273,7 +273,7 @@ class OpenAICompatibleBackend:
 
     def _output_fields(self, mode: str, tools: list[dict]) -> dict[str, Any]:
         if mode == MODE_CONTENT and not tools:
-            return {}  # a plain answer (reviewbot.reply): any chat server gives one
+            return {}  # a plain answer (reviewbot.replies.answer): any chat server gives one
         if mode == MODE_TOOL_CALLS:
             return {"tools": tools}
         if mode == MODE_JSON_SCHEMA:

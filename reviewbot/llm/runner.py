@@ -200,7 +200,7 @@ class ChunkRunner:
         self, messages: list[dict], max_tokens: int, session: str | None = None
     ) -> ModelAnswer:
         """One plain-text answer (no tools), holding a slot like every request: an answer in
-        a thread (``reviewbot.reply``; ``session``: its MR's key). Errors are this module's
+        a thread (``reviewbot.replies.answer``; ``session``: its MR's key). Errors are this module's
         (not retried here: the job is)."""
         request = ModelRequest(
             messages=messages,

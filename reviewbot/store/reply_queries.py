@@ -3,7 +3,7 @@
 Owns: :class:`ReplyStore`: which finding a thread belongs to, the one ``replies`` row per
 triggering note (its ``reply_key``), its settling, the rate-limit counts, the reply a reaction
 is on, and the report's figures on replies. Must not: decide what a reply says or when it is
-dropped (``reviewbot.reply`` does), or talk to GitLab.
+dropped (``reviewbot.replies.answer`` does), or talk to GitLab.
 """
 
 from __future__ import annotations

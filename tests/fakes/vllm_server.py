@@ -112,7 +112,7 @@ object (any mode but tool calls). :meth:`FakeVLLM.answer_with` replaces what one
 Chatty answers (replies in the bot's threads)
 ---------------------------------------------
 A request whose system message starts with ``<reviewbot-reply command="C">`` (reviewbot's
-reply prompt, ``reviewbot.reply``) gets a plain-text answer, never a tool call
+reply prompt, ``reviewbot.replies.answer``) gets a plain-text answer, never a tool call
 (:func:`reply_answer`): for ``fix`` one sentence and a ```` ```suggestion ```` block holding the
 ``<finding line="N">``'s line from ``<code_at_head>`` with the reviewer table's fix applied
 (``== None`` -> ``is None``, ``!= None`` -> ``is not None``, ``eval(`` ->

@@ -1,13 +1,13 @@
 """Learnings made in the bot's threads (issue 21; docs/conversation.md, docs/learnings.md).
 
 Only a member with the Developer role or above teaches (``reviewbot.permission``, the one
-check of every change; ``reviewbot.reply`` makes it before :func:`learn`, :func:`propose`
+check of every change; ``reviewbot.replies.answer`` makes it before :func:`learn`, :func:`propose`
 makes it itself):
 
 - ``/reviewbot learn <text>``: a learning for the project and the finding's category, scoped
-  to the path globs the text names (``reviewbot.thread_intent.mentioned_globs``: "in
+  to the path globs the text names (``reviewbot.replies.intent.mentioned_globs``: "in
   tests/**"; none: every path), in force from the next review;
-- ``@bot don't flag this …`` (a wish ``reviewbot.thread_intent.teaching_intent`` recognises):
+- ``@bot don't flag this …`` (a wish ``reviewbot.replies.intent.teaching_intent`` recognises):
   the same learning *proposed* (status ``proposed``, scoped to the globs the text names, else
   to the finding's path, with the finding's title for context); the answer quotes it with its
   scope and asks to confirm it with a bare ``/reviewbot learn`` in the thread;
@@ -15,15 +15,15 @@ makes it itself):
   ``active``, ``accepted_by`` the confirming member), as ``reviewbot learnings accept`` does.
 
 A wish from anyone else is answered as any question; a ``/reviewbot learn`` from anyone else is
-refused in the thread with the reason (``reviewbot.reply``). Every learning made in a thread
-keeps where: the author's id, the MR's iid, the discussion and the note. Exactly once: a note
+refused in the thread with the reason (``reviewbot.replies.answer``). Every learning made in a
+thread keeps where: the author's id, the MR's iid, the discussion and the note. Exactly once: a note
 whose learning or proposal exists already (an earlier attempt died before it answered) gets
 that one back, never a second; a confirmation that finds the proposal accepted says it is in
 force.
 
 Owns: :class:`Lesson`, :func:`learn`, :func:`propose`. Must not: post anything
-(``reviewbot.reply`` does), write SQL (``reviewbot.store``), or read a note's intent
-(``reviewbot.thread_intent``).
+(``reviewbot.replies.answer`` does), write SQL (``reviewbot.store``), or read a note's intent
+(``reviewbot.replies.intent``).
 """
 
 from __future__ import annotations
@@ -45,9 +45,9 @@ from reviewbot.learnings import (
 from reviewbot.markdown import code_span_text, sanitize_markdown
 from reviewbot.permission import Change, refusal
 from reviewbot.queue import Job
+from reviewbot.replies.intent import TeachingIntent, mentioned_globs
 from reviewbot.store.reply_queries import ReplyRecord, ThreadFinding
 from reviewbot.teaching import add_learning, learning_book
-from reviewbot.thread_intent import TeachingIntent, mentioned_globs
 
 __all__ = ["LEARN_COMMAND", "Lesson", "learn", "propose"]
 

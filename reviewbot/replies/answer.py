@@ -19,13 +19,13 @@ worker runs :func:`run_reply`:
    recorded ``refused`` with it, nothing changed;
 6. ``ignore``: the thread is resolved and negative feedback recorded (no model call);
    ``learn [text]``: a learning is made, or the one the thread proposed confirmed
-   (``reviewbot.reply_learn``), said in the answer; a mention that asks not to flag
-   something (``reviewbot.thread_intent``), from a Developer, is answered with a proposed
-   learning to confirm (``reviewbot.reply_learn.propose``); otherwise
+   (``reviewbot.replies.teach``), said in the answer; a mention that asks not to flag
+   something (``reviewbot.replies.intent``), from a Developer, is answered with a proposed
+   learning to confirm (``reviewbot.replies.teach.propose``); otherwise
    the model answers, seeing the finding, the code around its line at the MR's head (and
    whether the line changed since), the thread so far, and the review rules and learnings
    in force for the finding's path and category (:func:`read_guidance`,
-   ``reviewbot.reply_guidance``); ``fix`` adds a GitLab suggestion
+   ``reviewbot.replies.guidance``); ``fix`` adds a GitLab suggestion
    block only when the thread's line is on the MR's current diff version;
 7. the answer, sanitised like findings (``reviewbot.markdown``), is posted in the thread with
    its marker (a write whose answer is lost is found by it, not posted twice; a refusal also
@@ -56,8 +56,9 @@ from reviewbot.permission import COMMAND_CHANGES, refusal
 from reviewbot.positions import position_for
 from reviewbot.queue import Job
 from reviewbot.redaction import mask_secrets
-from reviewbot.reply_guidance import Guidance, guidance_for
-from reviewbot.reply_learn import learn, propose
+from reviewbot.replies.guidance import Guidance, guidance_for
+from reviewbot.replies.intent import teaching_intent
+from reviewbot.replies.teach import learn, propose
 from reviewbot.repo_policy import REPO_CONFIG_FILE, repo_policy
 from reviewbot.rule_sources import review_rules
 from reviewbot.states import FeedbackKind, ReplyCommand, ReplyStatus
@@ -65,7 +66,6 @@ from reviewbot.store import MergeRequestKey
 from reviewbot.store.reply_queries import ReplyRecord, ReplyStore, ThreadFinding
 from reviewbot.store.store import utc_now
 from reviewbot.teaching import active_learnings, learning_book
-from reviewbot.thread_intent import teaching_intent
 from reviewbot.tokens import local_counter
 from reviewbot.webhook.payloads import parse_reply_command
 
@@ -427,7 +427,7 @@ def read_guidance(
     app: App, gitlab: GitLabClient, snapshot: MergeRequestSnapshot, finding: ThreadFinding
 ) -> Guidance:
     """The review rules (as the target branch has them, with its ``.reviewbot.toml``) and
-    the project's learnings in force that apply to the finding (reviewbot.reply_guidance)."""
+    the project's learnings in force that apply to the finding (reviewbot.replies.guidance)."""
     target = snapshot.diff_refs.start_sha
     read_before: dict[str, str | None] = {}
 
