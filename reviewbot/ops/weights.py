@@ -262,6 +262,34 @@ def _tensor_problem(name: str, entry: Any, data_bytes: int) -> str | None:
     return None
 
 
+def _layout_problem(tensors: Mapping[str, Any]) -> str | None:
+    """Where the tensors' byte ranges fail to tile the data from its first byte: two that
+    overlap (a write that corrupts the other), or bytes between them no tensor holds. The
+    safetensors library refuses both; ``tensors`` passed ``_tensor_problem`` already."""
+    ordered = sorted((tuple(entry["data_offsets"]), name) for name, entry in tensors.items())
+    previous: tuple[str, int, int] | None = None  # the name, begin and end of the one before
+    for (begin, end), name in ordered:
+        previous_end = previous[2] if previous is not None else 0
+        if previous is not None and begin < previous_end:
+            earlier, earlier_begin, _ = previous
+            return (
+                f"overlapping tensors: {earlier!r} (bytes {earlier_begin:,}-{previous_end:,} of "
+                f"the data) and {name!r} (bytes {begin:,}-{end:,})"
+            )
+        if begin > previous_end:
+            where = (
+                f"between {previous[0]!r} (ends at byte {previous_end:,}) and"
+                if previous is not None
+                else "before"
+            )
+            return (
+                f"{begin - previous_end:,} bytes no tensor holds: {where} {name!r} "
+                f"(begins at byte {begin:,})"
+            )
+        previous = (name, begin, end)
+    return None
+
+
 def _parsed_header(header: bytes) -> dict[str, Any] | str:
     try:
         parsed = json.loads(header.decode("utf-8"))
@@ -274,8 +302,9 @@ def _parsed_header(header: bytes) -> dict[str, Any] | str:
 
 def parse_safetensors_header(length: int | None, header: bytes, file_size: int) -> ShardHeader:
     """Check a safetensors file from its header length, its header bytes and its size: the
-    header fits the file, every tensor's byte range lies in the data, the data ends where the
-    last tensor does (a longer file has bytes nothing reads: a resumed download's leftovers)."""
+    header fits the file, every tensor's byte range lies in the data, the ranges neither overlap
+    nor leave a gap between them, the data ends where the last tensor does (a longer file has
+    bytes nothing reads: a resumed download's leftovers)."""
     if length is None:
         return ShardHeader(problem=f"truncated: {file_size} bytes, not even a header length")
     if length > MAX_HEADER_BYTES:
@@ -294,6 +323,9 @@ def parse_safetensors_header(length: int | None, header: bytes, file_size: int) 
         problem = _tensor_problem(name, entry, data_bytes)
         if problem is not None:
             return ShardHeader(problem=problem)
+    layout = _layout_problem(tensors)
+    if layout is not None:
+        return ShardHeader(problem=layout)
     data_end = max((entry["data_offsets"][1] for entry in tensors.values()), default=0)
     if data_end < data_bytes:
         return ShardHeader(
