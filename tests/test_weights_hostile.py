@@ -5,14 +5,17 @@ silence. The model directories are built in ``tmp_path`` as in tests/test_weight
 from __future__ import annotations
 
 import json
+import os
 import struct
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from reviewbot.commands import main
-from tests.test_weights import model_files
+from reviewbot.ops.weights_files import hash_file
+from tests.test_weights import SHARD_2, model_files
 
 
 def run(*args: str | Path, env: dict[str, str] | None = None) -> tuple[int, str, str]:
@@ -77,3 +80,79 @@ def test_tensors_whose_bytes_overlap_or_leave_gaps_are_a_damaged_shard(
     code, out, _ = run("weights", "verify", folder)
     assert code == 1
     assert f"DAMAGED: model.safetensors: {says}" in out
+
+
+# --- 5. a FIFO, a device: refused, never opened ------------------------------------------------
+
+# Opening a FIFO for reading blocks until a writer comes: a test that hangs here has opened it.
+NEVER_BLOCKS = pytest.mark.timeout(60)
+
+
+def make_fifo(path: Path) -> str:
+    os.mkfifo(path)
+    return "a FIFO"
+
+
+def link_to_dev_zero(path: Path) -> str:
+    path.symlink_to("/dev/zero")
+    return "a device"
+
+
+@NEVER_BLOCKS
+@pytest.mark.parametrize("make", [make_fifo, link_to_dev_zero])
+def test_a_shard_that_is_not_a_regular_file_is_refused_by_name(
+    model_dir: Path, make: Callable[[Path], str]
+) -> None:
+    kind = make(model_dir / "extra.safetensors")
+    code, out, _ = run("weights", "verify", model_dir)
+    assert code == 1
+    assert f"REFUSED: extra.safetensors: not a regular file ({kind}): never opened" in out
+
+
+@NEVER_BLOCKS
+def test_a_fifo_in_place_of_an_indexed_shard_is_refused_not_missing(model_dir: Path) -> None:
+    shard = model_dir / SHARD_2
+    shard.unlink()
+    os.mkfifo(shard)
+    code, out, _ = run("weights", "verify", model_dir, "--json")
+    assert code == 1
+    files = {f["path"]: f for f in json.loads(out)["files"]}
+    assert files[SHARD_2]["status"] == "refused"
+    assert files[SHARD_2]["detail"] == "not a regular file (a FIFO): never opened"
+
+
+@NEVER_BLOCKS
+def test_a_fifo_the_manifest_lists_is_refused_and_no_manifest_is_written_of_one(
+    model_dir: Path, tmp_path: Path
+) -> None:
+    os.mkfifo(model_dir / "data.raw")
+    manifest = tmp_path / "weights.sha256"
+    manifest.write_text(f"{'0' * 64}  data.raw\n")
+    code, out, _ = run("weights", "verify", model_dir, "--manifest", manifest)
+    assert code == 1 and "REFUSED: data.raw: not a regular file (a FIFO)" in out
+    os.mkfifo(model_dir / "extra.safetensors")
+    code, out, err = run("weights", "manifest", model_dir)
+    assert code == 1 and out == ""
+    assert "refused: extra.safetensors: not a regular file (a FIFO)" in err
+
+
+@NEVER_BLOCKS
+def test_a_file_replaced_by_a_fifo_after_it_was_listed_is_not_waited_on(tmp_path: Path) -> None:
+    fifo = tmp_path / "model.safetensors"
+    os.mkfifo(fifo)
+    assert hash_file(fifo).error == "cannot read: not a regular file (a FIFO)"
+
+
+def test_a_link_to_itself_is_unreadable_by_name(model_dir: Path) -> None:
+    (model_dir / "loop.safetensors").symlink_to("loop.safetensors")
+    code, out, _ = run("weights", "verify", model_dir)
+    assert code == 1
+    assert "UNREADABLE: loop.safetensors: cannot look at it: Too many levels of symbolic" in out
+
+
+def test_a_manifest_path_below_a_file_is_missing(model_dir: Path, tmp_path: Path) -> None:
+    manifest = tmp_path / "weights.sha256"
+    manifest.write_text(f"{'0' * 64}  config.json/model.safetensors\n")
+    code, out, _ = run("weights", "verify", model_dir, "--manifest", manifest)
+    assert code == 1
+    assert "MISSING: config.json/model.safetensors: missing: the manifest lists it" in out

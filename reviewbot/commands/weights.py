@@ -56,6 +56,7 @@ NOT_HASHED = {
     FileStatus.DAMAGED: "(not hashed: the consistency check failed)",
     FileStatus.CHANGED: "(not trusted: it changed while hashed)",
     FileStatus.UNREADABLE: "(not readable)",
+    FileStatus.REFUSED: "(never opened: not a regular file)",
 }
 
 MODEL_DIR = click.argument("model_dir", type=InputDir(), metavar="MODEL_DIR")

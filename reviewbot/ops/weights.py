@@ -395,6 +395,7 @@ class FileStatus(StrEnum):
     DAMAGED = "damaged"  # the consistency check failed (truncated, bad header): not hashed
     CHANGED = "changed"  # it changed while it was hashed: not trusted
     UNREADABLE = "unreadable"
+    REFUSED = "refused"  # not a regular file (a FIFO, a device, a socket): never opened
     UNCOMPARED = "uncompared"  # hashed, no reference for it
 
 
@@ -405,6 +406,7 @@ FAILED_STATUSES = frozenset(
         FileStatus.DAMAGED,
         FileStatus.CHANGED,
         FileStatus.UNREADABLE,
+        FileStatus.REFUSED,
     }
 )
 

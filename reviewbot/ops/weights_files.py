@@ -4,8 +4,10 @@ their hashes (in parallel, bounded), the hub cache's links, and the verification
 A file is hashed from one open descriptor; it is trusted only when its size, modification time
 and inode are the same after the last byte as before the first, both on the descriptor and by
 its name (a download still writing, a file replaced under the same name), and when as many
-bytes were read as it had. ``after_read`` runs between the last read and that second look (the
-tests change a file there).
+bytes were read as it had. A file that is not a regular file (a FIFO, a device, a socket) is
+found by ``stat`` and never opened, and every open is non-blocking and checked on its
+descriptor: a FIFO never holds a reader. ``after_read`` runs between the last read and that
+second look (the tests change a file there).
 
 Owns: every read of the model directory and the state file's reading and writing. Must not:
 decide what a file should hash to or what a header means (`reviewbot.ops.weights`), print or
@@ -14,6 +16,7 @@ exit.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -24,10 +27,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from reviewbot.errors import BadInputError
-from reviewbot.input_files import InputFileRefused, read_input_file
+from reviewbot.input_files import InputFileRefused, file_kind, read_input_file
 from reviewbot.ops.weights import (
     GIT_SHA1,
     HEADER_LENGTH_BYTES,
@@ -84,13 +87,21 @@ AfterRead = Callable[[Path], None]
 @dataclass(frozen=True)
 class ModelFile:
     """A file of the model directory: its path relative to it, its size, and what its
-    hub-cache blob promises (``expected``), ``dangling`` when its link leads nowhere."""
+    hub-cache blob promises (``expected``), ``dangling`` when its link leads nowhere;
+    ``not_opened`` (REFUSED, UNREADABLE) when it is never to be opened, ``reason`` why."""
 
     relative: str
     path: Path
     size: int
     expected: Expected | None = None
     dangling: bool = False
+    not_opened: FileStatus | None = None
+    reason: str = ""
+
+    @property
+    def readable(self) -> bool:
+        """Whether it is a regular file that is there: one that may be opened."""
+        return not self.dangling and self.not_opened is None
 
 
 @dataclass(frozen=True)
@@ -115,18 +126,30 @@ def _hub_blobs(model_dir: Path) -> Path | None:
     return None
 
 
-def _found(path: Path, relative: str, blobs: Path | None) -> ModelFile | None:
-    expected = None
-    if blobs is not None and path.is_symlink():
-        target = path.resolve()
-        if target.parent == blobs:
-            expected = blob_expectation(target.name)
+def _blob_expected(path: Path, blobs: Path | None) -> Expected | None:
+    """What a snapshot's link promises when it leads into the hub cache's blobs folder."""
+    if blobs is None or not path.is_symlink():
+        return None
+    target = Path(os.path.realpath(path))  # never raises, not even for a loop of links
+    return blob_expectation(target.name) if target.parent == blobs else None
+
+
+def _found(path: Path, relative: str, blobs: Path | None) -> ModelFile:
+    """What ``path`` is, from ``stat`` alone (never opened here): a regular file, a link to
+    nothing, or a file never to be opened (a FIFO blocks its reader, a device never ends)."""
+    expected = _blob_expected(path, blobs)
     try:
         found = path.stat()
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         return ModelFile(relative, path, 0, expected, dangling=True)
+    except OSError as error:  # a loop of links, a folder without permission
+        reason = f"cannot look at it: {error.strerror}"
+        return ModelFile(
+            relative, path, 0, expected, not_opened=FileStatus.UNREADABLE, reason=reason
+        )
     if not stat.S_ISREG(found.st_mode):
-        return None
+        reason = f"not a regular file ({file_kind(found.st_mode)}): never opened"
+        return ModelFile(relative, path, 0, expected, not_opened=FileStatus.REFUSED, reason=reason)
     return ModelFile(relative, path, found.st_size, expected)
 
 
@@ -146,9 +169,7 @@ def list_model_files(model_dir: Path) -> tuple[dict[str, ModelFile], bool]:
             relative = path.relative_to(model_dir).as_posix()
             if not is_model_file(relative):
                 continue
-            found = _found(path, relative, blobs)
-            if found is not None:
-                files[relative] = found
+            files[relative] = _found(path, relative, blobs)
     return files, blobs is not None
 
 
@@ -170,10 +191,27 @@ def read_manifest(path: Path) -> dict[str, str]:
 # --- consistency, without hashing --------------------------------------------------------------
 
 
+class _NotRegularFile(OSError):
+    """Opened, and found not to be a regular file: it was replaced since it was listed."""
+
+
+def _open_regular(path: Path, buffering: int = -1) -> IO[bytes]:
+    """``path`` opened for reading when it is a regular file, else _NotRegularFile. The open
+    never blocks (a FIFO put in the file's place since it was listed would wait for a writer
+    for ever) and what is checked is the open descriptor, so what is checked is what is read."""
+    descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    handle = os.fdopen(descriptor, "rb", buffering=buffering)
+    mode = os.fstat(descriptor).st_mode
+    if not stat.S_ISREG(mode):
+        handle.close()
+        raise _NotRegularFile(errno.EINVAL, f"not a regular file ({file_kind(mode)})")
+    return handle
+
+
 def read_shard_header(path: Path) -> ShardHeader:
     """Check a safetensors file from its first bytes and its size (never the data)."""
     try:
-        with path.open("rb") as handle:
+        with _open_regular(path) as handle:
             size = os.fstat(handle.fileno()).st_size
             length = header_length(handle.read(HEADER_LENGTH_BYTES))
             wanted = min(length or 0, MAX_HEADER_BYTES, size)
@@ -186,7 +224,7 @@ def read_shard_header(path: Path) -> ShardHeader:
 def _index_problems(files: Mapping[str, ModelFile], shards: dict[str, ShardHeader]) -> dict:
     problems: dict[str, str] = {}
     for relative, found in files.items():
-        if Path(relative).name != INDEX_FILE:
+        if Path(relative).name != INDEX_FILE or not found.readable:
             continue
         try:
             weight_map = parse_index(read_input_file(found.path, MAX_INDEX_BYTES).decode())
@@ -210,7 +248,7 @@ def consistency_problems(files: Mapping[str, ModelFile]) -> dict[str, str]:
     shards = {
         relative: read_shard_header(found.path)
         for relative, found in files.items()
-        if relative.endswith(SAFETENSORS_SUFFIX) and not found.dangling
+        if relative.endswith(SAFETENSORS_SUFFIX) and found.readable
     }
     problems = {k: v.problem for k, v in shards.items() if v.problem is not None}
     for relative, problem in _index_problems(files, shards).items():
@@ -235,7 +273,7 @@ def hash_file(
     """SHA-256 of ``path`` (and its git blob id with ``git_blob``), read once; a file that
     changed while it was read is reported (``changed``), never given a hash."""
     try:
-        with path.open("rb", buffering=0) as handle:
+        with _open_regular(path, buffering=0) as handle:
             before = os.fstat(handle.fileno())
             sha256 = hashlib.sha256()
             sha1 = hashlib.sha1(f"blob {before.st_size}\0".encode()) if git_blob else None
@@ -338,7 +376,7 @@ def verify_model(
     files, in_hub = list_model_files(model_dir)
     for relative in sorted(set(manifest or ()) - set(files)):  # listed, not a model file name
         found = _found(model_dir / relative, relative, None)
-        if found is not None and not found.dangling:
+        if not found.dangling:
             files[relative] = found
     if not files and manifest is None:
         raise BadInputError(f"{model_dir}: no model files (*.safetensors, config.json, ...)")
@@ -356,6 +394,10 @@ def verify_model(
             )
             results.append(
                 FileResult(relative, FileStatus.MISSING, 0, None, expected, None, detail)
+            )
+        elif found.not_opened is not None:
+            results.append(
+                FileResult(relative, found.not_opened, 0, None, expected, None, found.reason)
             )
         elif relative in problems:
             detail = problems[relative]
