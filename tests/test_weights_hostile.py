@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from reviewbot.commands import main
 from reviewbot.ops.weights_files import hash_file
-from tests.test_weights import SHARD_2, model_files
+from tests.test_weights import CONFIG, SHARD_2, make_hub_snapshot, model_files
 
 
 def run(*args: str | Path, env: dict[str, str] | None = None) -> tuple[int, str, str]:
@@ -156,3 +156,42 @@ def test_a_manifest_path_below_a_file_is_missing(model_dir: Path, tmp_path: Path
     code, out, _ = run("weights", "verify", model_dir, "--manifest", manifest)
     assert code == 1
     assert "MISSING: config.json/model.safetensors: missing: the manifest lists it" in out
+
+
+# --- 4. links that lead out of the model folder ------------------------------------------------
+
+
+def move_out_and_link(folder: Path, name: str, elsewhere: Path) -> Path:
+    elsewhere.mkdir(exist_ok=True)
+    target = elsewhere / name
+    target.write_bytes((folder / name).read_bytes())
+    (folder / name).unlink()
+    (folder / name).symlink_to(target)
+    return target.resolve()
+
+
+def test_a_shard_linked_from_outside_the_model_folder_is_named(
+    model_dir: Path, tmp_path: Path
+) -> None:
+    target = move_out_and_link(model_dir, SHARD_2, tmp_path / "elsewhere")
+    code, out, err = run("weights", "verify", model_dir)
+    assert code == 0  # its bytes are checked where they are: a warning, not a failure
+    assert (
+        "warning: links that lead out of MODEL_DIR (checked where they lead; "
+        f"MODEL_DIR does not hold them, so another copy there can change them): {SHARD_2} -> "
+        f"{target}"
+    ) in err
+    code, out, err = run("weights", "manifest", model_dir)
+    assert code == 0 and SHARD_2 in out
+    assert "warning: links that lead out of MODEL_DIR" in err
+    assert "nothing was compared" not in err
+
+
+def test_hub_cache_links_into_its_blobs_are_not_named_but_others_are(tmp_path: Path) -> None:
+    snapshot = make_hub_snapshot(tmp_path)
+    code, _, err = run("weights", "verify", snapshot)
+    assert code == 0 and "lead out of" not in err
+    target = move_out_and_link(snapshot, CONFIG, tmp_path / "elsewhere")
+    code, _, err = run("weights", "verify", snapshot)
+    assert "links that lead out of the hub cache's models--Qwen--Tiny folder" in err
+    assert f"{CONFIG} -> {target}" in err

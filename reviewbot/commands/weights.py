@@ -37,7 +37,13 @@ from reviewbot.commands.common import (
 )
 from reviewbot.commands.terminal import console, terminal_text
 from reviewbot.errors import EXIT_FAILURE, EXIT_OK
-from reviewbot.ops.weights import FileStatus, Reference, Verdict, format_manifest
+from reviewbot.ops.weights import (
+    NO_REFERENCE_WARNING,
+    FileStatus,
+    Reference,
+    Verdict,
+    format_manifest,
+)
 from reviewbot.ops.weights_files import (
     DEFAULT_HASH_WORKERS,
     MAX_HASH_WORKERS,
@@ -179,5 +185,8 @@ def manifest_command(model_dir: Path, jobs: int) -> None:
             _say(f"{failed.status.value}: {failed.path}: {failed.detail}")
         _say(f"error: no manifest written: {result.summary()}")
         sys.exit(EXIT_FAILURE)
+    for warning in result.warnings:
+        if warning != NO_REFERENCE_WARNING:  # a manifest is written to be the reference
+            _say(f"warning: {warning}")
     hashed = {r.path: r.sha256 for r in result.results if r.sha256 is not None}
     click.echo(format_manifest(hashed), nl=False)

@@ -37,6 +37,7 @@ __all__ = [
     "HEADER_LENGTH_BYTES",
     "INDEX_FILE",
     "MAX_HEADER_BYTES",
+    "NO_REFERENCE_WARNING",
     "SHA256",
     "Expected",
     "FileResult",
@@ -64,6 +65,10 @@ HEADER_LENGTH_BYTES = 8  # safetensors: a little-endian unsigned 64-bit header l
 # The safetensors library refuses headers over 100 MB; the largest real ones are a few MB.
 MAX_HEADER_BYTES = 100_000_000
 INDEX_FILE = "model.safetensors.index.json"
+NO_REFERENCE_WARNING = (
+    "nothing was compared: give --manifest FILE (sha256sum format) or verify a "
+    "snapshot in the Hugging Face cache; the hashes above are not proof of anything"
+)
 METADATA_KEY = "__metadata__"
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf", ".pt", ".pth")
 # The files besides the weights that change what the model computes or reads.
@@ -486,8 +491,5 @@ def verdict(
     ordered = sorted(results, key=lambda result: result.path)
     said = list(warnings)
     if reference is Reference.NONE:
-        said.append(
-            "nothing was compared: give --manifest FILE (sha256sum format) or verify a "
-            "snapshot in the Hugging Face cache; the hashes above are not proof of anything"
-        )
+        said.append(NO_REFERENCE_WARNING)
     return Verdict(reference, tuple(ordered), tuple(said))

@@ -61,6 +61,7 @@ __all__ = [
     "ModelFile",
     "hash_file",
     "hash_model",
+    "links_out_warning",
     "list_model_files",
     "read_manifest",
     "read_state",
@@ -79,6 +80,7 @@ MAX_STATE_BYTES = 1024 * 1024
 SAFETENSORS_SUFFIX = ".safetensors"
 HUB_SNAPSHOTS = "snapshots"
 HUB_BLOBS = "blobs"
+SHOWN_LINKS = 5  # links out of the model folder named in the warning
 
 Progress = Callable[[int], None]
 AfterRead = Callable[[Path], None]
@@ -151,6 +153,36 @@ def _found(path: Path, relative: str, blobs: Path | None) -> ModelFile:
         reason = f"not a regular file ({file_kind(found.st_mode)}): never opened"
         return ModelFile(relative, path, 0, expected, not_opened=FileStatus.REFUSED, reason=reason)
     return ModelFile(relative, path, found.st_size, expected)
+
+
+def _link_homes(model_dir: Path) -> tuple[list[Path], str]:
+    """Where the model's files may lead without a word, and how the warning names it: a hub
+    snapshot's ``models--org--name`` folder and its blobs (its files are links to
+    ``../../blobs/<id>``), else MODEL_DIR itself."""
+    blobs = _hub_blobs(model_dir)
+    if blobs is None:
+        return [Path(os.path.realpath(model_dir))], "MODEL_DIR"
+    repository = Path(os.path.realpath(model_dir.absolute().parent.parent))
+    return [repository, blobs], f"the hub cache's {repository.name} folder"
+
+
+def links_out_warning(model_dir: Path, files: Mapping[str, ModelFile]) -> str | None:
+    """The warning that names each model file whose link (or linked folder) leads out of
+    MODEL_DIR, or of the hub cache's repository folder for a snapshot, with where it leads;
+    None when none does. Its bytes are checked where they lead, so it is not a failure."""
+    homes, home = _link_homes(model_dir)
+    leaving = []
+    for relative, found in sorted(files.items()):
+        target = Path(os.path.realpath(found.path))
+        if found.readable and not any(target.is_relative_to(h) for h in homes):
+            leaving.append(f"{relative} -> {target}")
+    if not leaving:
+        return None
+    more = f" and {len(leaving) - SHOWN_LINKS} more" if len(leaving) > SHOWN_LINKS else ""
+    return (
+        f"links that lead out of {home} (checked where they lead; {home} does not hold them, "
+        f"so another copy there can change them): {', '.join(leaving[:SHOWN_LINKS])}{more}"
+    )
 
 
 def _unlistable(error: OSError) -> None:
@@ -381,6 +413,9 @@ def verify_model(
     if not files and manifest is None:
         raise BadInputError(f"{model_dir}: no model files (*.safetensors, config.json, ...)")
     reference, wanted, warnings = _expectations(files, manifest, in_hub)
+    links_out = links_out_warning(model_dir, files)
+    if links_out is not None:
+        warnings.append(links_out)
     problems = consistency_problems(files)
     results: list[FileResult] = []
     jobs: dict[str, tuple[ModelFile, Expected | None]] = {}
