@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import os
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -15,7 +15,8 @@ from click.testing import CliRunner
 
 from reviewbot.commands import main
 from reviewbot.ops.weights_files import hash_file
-from tests.test_weights import CONFIG, SHARD_2, make_hub_snapshot, model_files
+from tests.fakes.vllm_server import FakeVLLM
+from tests.test_weights import CONFIG, INDEX, SHARD_2, make_hub_snapshot, model_files
 
 
 def run(*args: str | Path, env: dict[str, str] | None = None) -> tuple[int, str, str]:
@@ -195,3 +196,76 @@ def test_hub_cache_links_into_its_blobs_are_not_named_but_others_are(tmp_path: P
     code, _, err = run("weights", "verify", snapshot)
     assert "links that lead out of the hub cache's models--Qwen--Tiny folder" in err
     assert f"{CONFIG} -> {target}" in err
+
+
+# --- 1. a NUL byte in a path a manifest names --------------------------------------------------
+
+
+def test_a_nul_byte_in_a_manifest_path_is_bad_input(model_dir: Path, tmp_path: Path) -> None:
+    manifest = tmp_path / "weights.sha256"
+    manifest.write_bytes(b"0" * 64 + b"  model\0.safetensors\n")
+    code, out, err = run("weights", "verify", model_dir, "--manifest", manifest)
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1
+    assert "line 1: 'model\\x00.safetensors' is not a file name: it holds a NUL byte" in err
+
+
+@pytest.mark.parametrize(
+    ("shard", "says"),
+    [
+        ("x\0y.safetensors", "'x\\x00y.safetensors' for tensor 'head': it holds a NUL byte"),
+        (
+            "../outside.safetensors",
+            "'../outside.safetensors' for tensor 'head': outside its folder",
+        ),
+        ("/etc/passwd", "'/etc/passwd' for tensor 'head': outside its folder"),
+        ("", "'' for tensor 'head': not a file name"),
+    ],
+)
+def test_an_index_naming_a_shard_by_an_impossible_name_is_damaged(
+    model_dir: Path, shard: str, says: str
+) -> None:
+    index = json.loads((model_dir / INDEX).read_text())
+    index["weight_map"]["head"] = shard
+    (model_dir / INDEX).write_text(json.dumps(index))
+    code, out, _ = run("weights", "verify", model_dir)
+    assert code == 1
+    assert f"DAMAGED: {INDEX}: {INDEX} names {says}" in out
+    assert "MISSING" not in out
+
+
+def doctor_env(vllm: FakeVLLM, state: Path) -> dict[str, str]:
+    return {
+        "REVIEWBOT_CONFIG": "",
+        "REVIEWBOT_LLM_BASE_URL": vllm.base_url,
+        "REVIEWBOT_ENABLE_THINKING": "false",
+        "REVIEWBOT_WEIGHTS_STATE_FILE": str(state),
+    }
+
+
+@pytest.fixture(scope="module")
+def vllm() -> Iterator[FakeVLLM]:
+    with FakeVLLM() as fake:
+        yield fake
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "says"),
+    [
+        ("manifest", "/tmp/a\0b", "manifest holds a NUL byte"),
+        ("model_dir", "/tmp/a\0b", "model_dir holds a NUL byte"),
+        ("model_dir", 5, "model_dir is not text"),
+    ],
+)
+def test_a_recorded_path_no_file_can_have_is_a_failed_weights_check(
+    model_dir: Path, tmp_path: Path, vllm: FakeVLLM, field: str, value: object, says: str
+) -> None:
+    state = tmp_path / "weights-verify.json"
+    record = {"ok": True, "model_dir": str(model_dir), "manifest": None}
+    state.write_text(json.dumps({**record, field: value}))
+    env = doctor_env(vllm, state)
+    code, out, _ = run("doctor", "--json", "--model-only", "--verify-weights", env=env)
+    checks = {c["name"]: c for c in json.loads(out)["checks"]}
+    assert code == 1 and checks["weights"]["status"] == "fail"
+    assert f"not a verification record: {says}" in checks["weights"]["detail"]
+    assert checks["model server"]["status"] == "ok"  # the other checks ran

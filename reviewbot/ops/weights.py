@@ -38,6 +38,7 @@ __all__ = [
     "INDEX_FILE",
     "MAX_HEADER_BYTES",
     "NO_REFERENCE_WARNING",
+    "NUL",
     "SHA256",
     "Expected",
     "FileResult",
@@ -89,6 +90,7 @@ MODEL_SIDE_FILES = frozenset(
         "chat_template.json",
     }
 )
+NUL = "\0"  # the one character no file name holds (the system cuts a name there)
 INDEX_SUFFIX = ".index.json"  # model.safetensors.index.json, pytorch_model.bin.index.json
 # Bytes per element of each safetensors dtype (the library's table); sub-byte types are left out.
 DTYPE_BYTES = {
@@ -151,6 +153,8 @@ def _escape(name: str) -> tuple[str, str]:
 
 def _relative(name: str, number: int) -> str:
     """``name`` as a clean relative path inside the model directory, else ManifestError."""
+    if NUL in name:
+        raise ManifestError(f"line {number}: {name!r} is not a file name: it holds a NUL byte")
     path = PurePosixPath(name)
     if not name or path.is_absolute() or name.startswith("/"):
         raise ManifestError(f"line {number}: {name!r} is not a path inside MODEL_DIR")
@@ -343,8 +347,22 @@ def parse_safetensors_header(length: int | None, header: bytes, file_size: int) 
 # --- the index -------------------------------------------------------------------------------
 
 
+def _shard_name_problem(name: str) -> str | None:
+    """Why an index's shard name cannot name a file in the index's folder, or None."""
+    if NUL in name:
+        return "it holds a NUL byte"
+    path = PurePosixPath(name)
+    if path.is_absolute() or ".." in path.parts:
+        return "outside its folder"
+    if not [part for part in path.parts if part != "."]:
+        return "not a file name"
+    return None
+
+
 def parse_index(text: str) -> dict[str, str] | str:
-    """``{tensor: shard}`` from a ``model.safetensors.index.json``, or why it is unusable."""
+    """``{tensor: shard}`` from a ``model.safetensors.index.json``, or why it is unusable: not
+    JSON, no weight_map, or a shard named by a path no file of its folder can have (a NUL byte,
+    absolute, ``..``)."""
     try:
         parsed = json.loads(text)
     except (json.JSONDecodeError, RecursionError) as error:
@@ -354,6 +372,10 @@ def parse_index(text: str) -> dict[str, str] | str:
         isinstance(k, str) and isinstance(v, str) for k, v in weight_map.items()
     ):
         return f"{INDEX_FILE} has no weight_map of tensor names to shard files"
+    for tensor, shard in weight_map.items():
+        problem = _shard_name_problem(shard)
+        if problem is not None:
+            return f"{INDEX_FILE} names {shard!r} for tensor {tensor!r}: {problem}"
     return dict(weight_map)
 
 

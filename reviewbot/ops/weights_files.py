@@ -36,6 +36,7 @@ from reviewbot.ops.weights import (
     HEADER_LENGTH_BYTES,
     INDEX_FILE,
     MAX_HEADER_BYTES,
+    NUL,
     Expected,
     FileResult,
     FileStatus,
@@ -77,6 +78,7 @@ READ_CHUNK_BYTES = 8 * 1024 * 1024  # per worker in memory at once
 MAX_MANIFEST_BYTES = 16 * 1024 * 1024  # a line per file: far more than any model has
 MAX_INDEX_BYTES = 64 * 1024 * 1024  # the largest real indexes are a few MB
 MAX_STATE_BYTES = 1024 * 1024
+RECORDED_PATHS = ("model_dir", "manifest")  # what `doctor --verify-weights` opens again
 SAFETENSORS_SUFFIX = ".safetensors"
 HUB_SNAPSHOTS = "snapshots"
 HUB_BLOBS = "blobs"
@@ -499,4 +501,19 @@ def read_state(path: Path) -> dict[str, Any] | None:
         raise ValueError(f"{path}: not JSON ({error})") from None
     if not isinstance(state, dict) or not isinstance(state.get("ok"), bool):
         raise ValueError(f"{path}: not a verification record")
+    for key in RECORDED_PATHS:
+        problem = _recorded_path_problem(state.get(key))
+        if problem is not None:
+            raise ValueError(f"{path}: not a verification record: {key} {problem}")
     return state
+
+
+def _recorded_path_problem(value: Any) -> str | None:
+    """Why a path the record holds cannot name a file (None when absent or fine)."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        return "is not text"
+    if NUL in value:
+        return "holds a NUL byte"
+    return None
