@@ -4,6 +4,7 @@ silence. The model directories are built in ``tmp_path`` as in tests/test_weight
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import struct
@@ -269,3 +270,48 @@ def test_a_recorded_path_no_file_can_have_is_a_failed_weights_check(
     assert code == 1 and checks["weights"]["status"] == "fail"
     assert f"not a verification record: {says}" in checks["weights"]["detail"]
     assert checks["model server"]["status"] == "ok"  # the other checks ran
+
+
+# --- 2. a state file that cannot be written ----------------------------------------------------
+
+ON_LINUX = pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc")
+
+
+@ON_LINUX
+@pytest.mark.parametrize("state", ["/proc/x.json", "/proc/self/status", "/sys/x.json"])
+def test_a_state_file_that_cannot_be_written_is_bad_input_before_anything_is_hashed(
+    model_dir: Path, state: str
+) -> None:
+    code, out, err = run("weights", "verify", model_dir, "--state-file", state)
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1
+    assert err.startswith(f"reviewbot: error: --state-file {state}: cannot be written (")
+
+
+def test_a_directory_as_the_state_file_is_bad_input(model_dir: Path, tmp_path: Path) -> None:
+    code, out, err = run("weights", "verify", model_dir, "--state-file", tmp_path)
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert f"--state-file {tmp_path} is not a regular file" in err
+
+
+def test_a_state_file_that_fails_after_the_run_is_one_line_and_exit_1(
+    model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The disk fills between the check before hashing and the record after it."""
+    state = tmp_path / "weights-verify.json"
+    replace = os.replace
+
+    def disk_full(source: str | Path, target: str | Path) -> None:
+        if Path(target) == state:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        replace(source, target)
+
+    monkeypatch.setattr(os, "replace", disk_full)
+    code, out, err = run("weights", "verify", model_dir, "--state-file", state)
+    assert code == 1
+    assert "ok: 5 files hashed" in out  # the verdict is shown all the same
+    assert err.splitlines()[-1] == (
+        f"reviewbot: error: --state-file {state}: the result was not recorded: "
+        "No space left on device"
+    )
+    assert not state.exists() and list(tmp_path.glob(".weights-verify.json.*")) == []

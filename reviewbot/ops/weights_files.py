@@ -66,6 +66,7 @@ __all__ = [
     "list_model_files",
     "read_manifest",
     "read_state",
+    "state_file_problem",
     "verify_model",
     "write_state",
 ]
@@ -462,6 +463,20 @@ def manifest_hashes(
 
 
 # --- the state file --------------------------------------------------------------------------
+
+
+def state_file_problem(path: Path) -> str | None:
+    """Why the verification could not be recorded in ``path``, else None: a file is made and
+    removed in its folder, as write_state makes its own, so a folder that takes no new file
+    (/proc, /sys, a read-only disk, no permission) is found before minutes of hashing."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+        os.close(descriptor)
+        Path(temporary).unlink()
+    except OSError as error:
+        return f"cannot be written (a new file in {path.parent}: {error.strerror or error})"
+    return None
 
 
 def write_state(path: Path, model_dir: Path, manifest: Path | None, result: Verdict) -> None:
