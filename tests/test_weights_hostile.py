@@ -315,3 +315,32 @@ def test_a_state_file_that_fails_after_the_run_is_one_line_and_exit_1(
         "No space left on device"
     )
     assert not state.exists() and list(tmp_path.glob(".weights-verify.json.*")) == []
+
+
+# --- 3. a state file nested deeper than JSON can be read ---------------------------------------
+
+NESTED_TOO_DEEP = "[" * 100_000 + "]" * 100_000
+
+
+def test_doctor_names_a_state_file_nested_too_deep_and_runs_the_other_checks(
+    tmp_path: Path, vllm: FakeVLLM
+) -> None:
+    state = tmp_path / "weights-verify.json"
+    state.write_text(NESTED_TOO_DEEP)
+    env = {
+        **doctor_env(vllm, state),
+        "REVIEWBOT_GITLAB_URL": "",
+        "REVIEWBOT_DATABASE_URL": f"sqlite:///{tmp_path / 'reviewbot.db'}",
+    }
+    code, out, _ = run("doctor", "--json", env=env)
+    checks = {c["name"]: c for c in json.loads(out)["checks"]}
+    assert code == 1  # GitLab is not configured here
+    assert checks["weights"]["status"] == "warn"
+    assert checks["weights"]["detail"] == (
+        f"weights state file {state}: unreadable: JSON nested too deep"
+    )
+    assert checks["model server"]["status"] == "ok" and "database" in checks  # the others ran
+    code, out, _ = run("doctor", "--json", "--model-only", "--verify-weights", env=env)
+    checks = {c["name"]: c for c in json.loads(out)["checks"]}
+    assert checks["weights"]["status"] == "fail"
+    assert "unreadable: JSON nested too deep" in checks["weights"]["detail"]

@@ -503,23 +503,27 @@ def write_state(path: Path, model_dir: Path, manifest: Path | None, result: Verd
 
 
 def read_state(path: Path) -> dict[str, Any] | None:
-    """The last verification's record; None when there is none; ValueError when unusable."""
+    """The last verification's record; None when there is none; ValueError when unusable,
+    its message naming the file and why."""
+    shown = f"weights state file {path}"
     try:
         text = read_input_file(path, MAX_STATE_BYTES).decode("utf-8")
     except FileNotFoundError:
         return None
     except (OSError, InputFileRefused, UnicodeDecodeError) as error:
-        raise ValueError(f"{path}: cannot read ({error})") from None
+        raise ValueError(f"{shown}: cannot read ({error})") from None
     try:
         state = json.loads(text)
     except json.JSONDecodeError as error:
-        raise ValueError(f"{path}: not JSON ({error})") from None
+        raise ValueError(f"{shown}: not JSON ({error})") from None
+    except RecursionError:  # json.loads recurses once per level of [ or {
+        raise ValueError(f"{shown}: unreadable: JSON nested too deep") from None
     if not isinstance(state, dict) or not isinstance(state.get("ok"), bool):
-        raise ValueError(f"{path}: not a verification record")
+        raise ValueError(f"{shown}: not a verification record")
     for key in RECORDED_PATHS:
         problem = _recorded_path_problem(state.get(key))
         if problem is not None:
-            raise ValueError(f"{path}: not a verification record: {key} {problem}")
+            raise ValueError(f"{shown}: not a verification record: {key} {problem}")
     return state
 
 
