@@ -344,3 +344,26 @@ def test_doctor_names_a_state_file_nested_too_deep_and_runs_the_other_checks(
     checks = {c["name"]: c for c in json.loads(out)["checks"]}
     assert checks["weights"]["status"] == "fail"
     assert "unreadable: JSON nested too deep" in checks["weights"]["detail"]
+
+
+@pytest.mark.parametrize(
+    ("record", "status", "says"),
+    [
+        ({"ok": False, "failed": 5}, "warn", "not a verification record: failed is not a list"),
+        ({"ok": True, "finished_at": "2026-01-01T00:00:00"}, "ok", "(no time zone)"),
+        ({"ok": True, "finished_at": 5, "summary": [1]}, "ok", "last verified at '5'"),
+    ],
+)
+def test_doctor_reads_a_hand_made_state_file_without_a_traceback(
+    tmp_path: Path, vllm: FakeVLLM, record: dict[str, object], status: str, says: str
+) -> None:
+    state = tmp_path / "weights-verify.json"
+    state.write_text(json.dumps(record))
+    env = {
+        **doctor_env(vllm, state),
+        "REVIEWBOT_GITLAB_URL": "",
+        "REVIEWBOT_DATABASE_URL": f"sqlite:///{tmp_path / 'reviewbot.db'}",
+    }
+    _, out, _ = run("doctor", "--json", env=env)
+    checks = {c["name"]: c for c in json.loads(out)["checks"]}
+    assert checks["weights"]["status"] == status and says in checks["weights"]["detail"]

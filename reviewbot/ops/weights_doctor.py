@@ -46,6 +46,8 @@ def _age(finished_at: str, now: datetime) -> str:
         finished = datetime.fromisoformat(finished_at)
     except (TypeError, ValueError):
         return f"at {finished_at!r}"
+    if finished.tzinfo is None:  # `weights verify` writes UTC with its offset: a hand-made one
+        return f"at {finished_at!r} (no time zone)"
     hours = (now - finished).total_seconds() / 3600
     return f"{finished_at} ({hours:.1f} h ago)"
 

@@ -520,6 +520,8 @@ def read_state(path: Path) -> dict[str, Any] | None:
         raise ValueError(f"{shown}: unreadable: JSON nested too deep") from None
     if not isinstance(state, dict) or not isinstance(state.get("ok"), bool):
         raise ValueError(f"{shown}: not a verification record")
+    if not isinstance(state.get("failed", []), list):
+        raise ValueError(f"{shown}: not a verification record: failed is not a list")
     for key in RECORDED_PATHS:
         problem = _recorded_path_problem(state.get(key))
         if problem is not None:
