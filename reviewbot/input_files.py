@@ -18,7 +18,7 @@ import os
 import stat
 from pathlib import Path
 
-__all__ = ["InputFileRefused", "read_input_file"]
+__all__ = ["InputFileRefused", "file_kind", "read_input_file"]
 
 
 class InputFileRefused(ValueError):
@@ -36,7 +36,7 @@ def read_input_file(path: Path | str, max_bytes: int) -> bytes:
             return b""
         mode = opened.st_mode
         if not stat.S_ISREG(mode):
-            raise InputFileRefused(f"is not a regular file ({_kind(mode)})")
+            raise InputFileRefused(f"is not a regular file ({file_kind(mode)})")
         data = handle.read(max_bytes + 1)
     if len(data) > max_bytes:
         raise InputFileRefused(f"is larger than {max_bytes:,} bytes")
@@ -53,7 +53,8 @@ def _is_null_device(opened: os.stat_result) -> bool:
     return os.path.samestat(opened, null)
 
 
-def _kind(mode: int) -> str:
+def file_kind(mode: int) -> str:
+    """What a file that is not a regular file is, in words ("a FIFO", "a device")."""
     if stat.S_ISDIR(mode):
         return "a directory"
     if stat.S_ISFIFO(mode):

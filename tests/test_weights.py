@@ -72,6 +72,10 @@ def git_blob_id(data: bytes) -> str:
 
 @pytest.fixture
 def hub_snapshot(tmp_path: Path) -> Path:
+    return make_hub_snapshot(tmp_path)
+
+
+def make_hub_snapshot(tmp_path: Path) -> Path:
     """models--org--name/{blobs,snapshots/<rev>}: weights by SHA-256, small files by git id."""
     repository = tmp_path / "hub" / "models--Qwen--Tiny"
     blobs, snapshot = repository / "blobs", repository / "snapshots" / ("a" * 40)

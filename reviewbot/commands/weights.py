@@ -3,7 +3,8 @@ checked against a manifest or the Hugging Face cache's record before vLLM loads 
 
 Owns: their options, their output (a line per failed file naming the expected and the actual
 hash, the hashes when nothing could be compared, a bytes/s progress bar on a terminal) and their
-exit codes: 0 all verified (or nothing to compare with: a warning), 1 a file failed, 2 bad input.
+exit codes: 0 all verified (or nothing to compare with: a warning), 1 a file failed (or the
+result could not be recorded), 2 bad input.
 
 Must not: hash, parse a manifest or a header itself (`reviewbot.ops.weights_files`,
 `reviewbot.ops.weights`).
@@ -36,14 +37,21 @@ from reviewbot.commands.common import (
     one_line_errors,
 )
 from reviewbot.commands.terminal import console, terminal_text
-from reviewbot.errors import EXIT_FAILURE, EXIT_OK
-from reviewbot.ops.weights import FileStatus, Reference, Verdict, format_manifest
+from reviewbot.errors import EXIT_FAILURE, EXIT_OK, BadInputError
+from reviewbot.ops.weights import (
+    NO_REFERENCE_WARNING,
+    FileStatus,
+    Reference,
+    Verdict,
+    format_manifest,
+)
 from reviewbot.ops.weights_files import (
     DEFAULT_HASH_WORKERS,
     MAX_HASH_WORKERS,
     MAX_MANIFEST_BYTES,
     manifest_hashes,
     read_manifest,
+    state_file_problem,
     verify_model,
     write_state,
 )
@@ -56,6 +64,7 @@ NOT_HASHED = {
     FileStatus.DAMAGED: "(not hashed: the consistency check failed)",
     FileStatus.CHANGED: "(not trusted: it changed while hashed)",
     FileStatus.UNREADABLE: "(not readable)",
+    FileStatus.REFUSED: "(never opened: not a regular file)",
 }
 
 MODEL_DIR = click.argument("model_dir", type=InputDir(), metavar="MODEL_DIR")
@@ -151,17 +160,37 @@ def verify_command(
 ) -> None:
     """Check every weight, config and tokenizer file of MODEL_DIR: shard headers and the index
     first (a truncated shard is found without hashing), then SHA-256 against the manifest or
-    the hub cache. Exit 0 all verified (or no reference: a warning), 1 a file failed."""
+    the hub cache. Exit 0 all verified (or no reference: a warning), 1 a file failed (or the
+    result could not be recorded in --state-file), 2 bad input (a --state-file that cannot be
+    written is found before anything is hashed)."""
     manifest = read_manifest(Path(manifest_path)) if manifest_path is not None else None
+    if state_file is not None and (problem := state_file_problem(state_file)) is not None:
+        raise BadInputError(f"--state-file {state_file}: {problem}")
     result = _hashed(as_json, verify_model, model_dir, manifest, workers=jobs)
-    if state_file is not None:
-        shown = Path(manifest_path) if manifest_path is not None else None
-        write_state(state_file, model_dir, shown, result)
+    shown = Path(manifest_path) if manifest_path is not None else None
+    unrecorded = _recorded(state_file, model_dir, shown, result)
     if as_json:
         emit_json(result.to_dict())
     else:
         print_verdict(result)
+    if unrecorded is not None:
+        _say(f"error: --state-file {state_file}: the result was not recorded: {unrecorded}")
+        sys.exit(EXIT_FAILURE)
     sys.exit(EXIT_OK if result.ok else EXIT_FAILURE)
+
+
+def _recorded(
+    state_file: Path | None, model_dir: Path, manifest: Path | None, result: Verdict
+) -> str | None:
+    """Why the result could not be recorded in the state file (checked before the hashing, it
+    can still fail: a disk that filled up meanwhile), else None."""
+    if state_file is None:
+        return None
+    try:
+        write_state(state_file, model_dir, manifest, result)
+    except OSError as error:
+        return error.strerror or str(error)
+    return None
 
 
 @weights_group.command("manifest")
@@ -178,5 +207,8 @@ def manifest_command(model_dir: Path, jobs: int) -> None:
             _say(f"{failed.status.value}: {failed.path}: {failed.detail}")
         _say(f"error: no manifest written: {result.summary()}")
         sys.exit(EXIT_FAILURE)
+    for warning in result.warnings:
+        if warning != NO_REFERENCE_WARNING:  # a manifest is written to be the reference
+            _say(f"warning: {warning}")
     hashed = {r.path: r.sha256 for r in result.results if r.sha256 is not None}
     click.echo(format_manifest(hashed), nl=False)

@@ -37,6 +37,8 @@ __all__ = [
     "HEADER_LENGTH_BYTES",
     "INDEX_FILE",
     "MAX_HEADER_BYTES",
+    "NO_REFERENCE_WARNING",
+    "NUL",
     "SHA256",
     "Expected",
     "FileResult",
@@ -64,6 +66,10 @@ HEADER_LENGTH_BYTES = 8  # safetensors: a little-endian unsigned 64-bit header l
 # The safetensors library refuses headers over 100 MB; the largest real ones are a few MB.
 MAX_HEADER_BYTES = 100_000_000
 INDEX_FILE = "model.safetensors.index.json"
+NO_REFERENCE_WARNING = (
+    "nothing was compared: give --manifest FILE (sha256sum format) or verify a "
+    "snapshot in the Hugging Face cache; the hashes above are not proof of anything"
+)
 METADATA_KEY = "__metadata__"
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf", ".pt", ".pth")
 # The files besides the weights that change what the model computes or reads.
@@ -84,6 +90,7 @@ MODEL_SIDE_FILES = frozenset(
         "chat_template.json",
     }
 )
+NUL = "\0"  # the one character no file name holds (the system cuts a name there)
 INDEX_SUFFIX = ".index.json"  # model.safetensors.index.json, pytorch_model.bin.index.json
 # Bytes per element of each safetensors dtype (the library's table); sub-byte types are left out.
 DTYPE_BYTES = {
@@ -146,6 +153,8 @@ def _escape(name: str) -> tuple[str, str]:
 
 def _relative(name: str, number: int) -> str:
     """``name`` as a clean relative path inside the model directory, else ManifestError."""
+    if NUL in name:
+        raise ManifestError(f"line {number}: {name!r} is not a file name: it holds a NUL byte")
     path = PurePosixPath(name)
     if not name or path.is_absolute() or name.startswith("/"):
         raise ManifestError(f"line {number}: {name!r} is not a path inside MODEL_DIR")
@@ -262,6 +271,34 @@ def _tensor_problem(name: str, entry: Any, data_bytes: int) -> str | None:
     return None
 
 
+def _layout_problem(tensors: Mapping[str, Any]) -> str | None:
+    """Where the tensors' byte ranges fail to tile the data from its first byte: two that
+    overlap (a write that corrupts the other), or bytes between them no tensor holds. The
+    safetensors library refuses both; ``tensors`` passed ``_tensor_problem`` already."""
+    ordered = sorted((tuple(entry["data_offsets"]), name) for name, entry in tensors.items())
+    previous: tuple[str, int, int] | None = None  # the name, begin and end of the one before
+    for (begin, end), name in ordered:
+        previous_end = previous[2] if previous is not None else 0
+        if previous is not None and begin < previous_end:
+            earlier, earlier_begin, _ = previous
+            return (
+                f"overlapping tensors: {earlier!r} (bytes {earlier_begin:,}-{previous_end:,} of "
+                f"the data) and {name!r} (bytes {begin:,}-{end:,})"
+            )
+        if begin > previous_end:
+            where = (
+                f"between {previous[0]!r} (ends at byte {previous_end:,}) and"
+                if previous is not None
+                else "before"
+            )
+            return (
+                f"{begin - previous_end:,} bytes no tensor holds: {where} {name!r} "
+                f"(begins at byte {begin:,})"
+            )
+        previous = (name, begin, end)
+    return None
+
+
 def _parsed_header(header: bytes) -> dict[str, Any] | str:
     try:
         parsed = json.loads(header.decode("utf-8"))
@@ -274,8 +311,9 @@ def _parsed_header(header: bytes) -> dict[str, Any] | str:
 
 def parse_safetensors_header(length: int | None, header: bytes, file_size: int) -> ShardHeader:
     """Check a safetensors file from its header length, its header bytes and its size: the
-    header fits the file, every tensor's byte range lies in the data, the data ends where the
-    last tensor does (a longer file has bytes nothing reads: a resumed download's leftovers)."""
+    header fits the file, every tensor's byte range lies in the data, the ranges neither overlap
+    nor leave a gap between them, the data ends where the last tensor does (a longer file has
+    bytes nothing reads: a resumed download's leftovers)."""
     if length is None:
         return ShardHeader(problem=f"truncated: {file_size} bytes, not even a header length")
     if length > MAX_HEADER_BYTES:
@@ -294,6 +332,9 @@ def parse_safetensors_header(length: int | None, header: bytes, file_size: int) 
         problem = _tensor_problem(name, entry, data_bytes)
         if problem is not None:
             return ShardHeader(problem=problem)
+    layout = _layout_problem(tensors)
+    if layout is not None:
+        return ShardHeader(problem=layout)
     data_end = max((entry["data_offsets"][1] for entry in tensors.values()), default=0)
     if data_end < data_bytes:
         return ShardHeader(
@@ -306,8 +347,22 @@ def parse_safetensors_header(length: int | None, header: bytes, file_size: int) 
 # --- the index -------------------------------------------------------------------------------
 
 
+def _shard_name_problem(name: str) -> str | None:
+    """Why an index's shard name cannot name a file in the index's folder, or None."""
+    if NUL in name:
+        return "it holds a NUL byte"
+    path = PurePosixPath(name)
+    if path.is_absolute() or ".." in path.parts:
+        return "outside its folder"
+    if not [part for part in path.parts if part != "."]:
+        return "not a file name"
+    return None
+
+
 def parse_index(text: str) -> dict[str, str] | str:
-    """``{tensor: shard}`` from a ``model.safetensors.index.json``, or why it is unusable."""
+    """``{tensor: shard}`` from a ``model.safetensors.index.json``, or why it is unusable: not
+    JSON, no weight_map, or a shard named by a path no file of its folder can have (a NUL byte,
+    absolute, ``..``)."""
     try:
         parsed = json.loads(text)
     except (json.JSONDecodeError, RecursionError) as error:
@@ -317,6 +372,10 @@ def parse_index(text: str) -> dict[str, str] | str:
         isinstance(k, str) and isinstance(v, str) for k, v in weight_map.items()
     ):
         return f"{INDEX_FILE} has no weight_map of tensor names to shard files"
+    for tensor, shard in weight_map.items():
+        problem = _shard_name_problem(shard)
+        if problem is not None:
+            return f"{INDEX_FILE} names {shard!r} for tensor {tensor!r}: {problem}"
     return dict(weight_map)
 
 
@@ -363,6 +422,7 @@ class FileStatus(StrEnum):
     DAMAGED = "damaged"  # the consistency check failed (truncated, bad header): not hashed
     CHANGED = "changed"  # it changed while it was hashed: not trusted
     UNREADABLE = "unreadable"
+    REFUSED = "refused"  # not a regular file (a FIFO, a device, a socket): never opened
     UNCOMPARED = "uncompared"  # hashed, no reference for it
 
 
@@ -373,6 +433,7 @@ FAILED_STATUSES = frozenset(
         FileStatus.DAMAGED,
         FileStatus.CHANGED,
         FileStatus.UNREADABLE,
+        FileStatus.REFUSED,
     }
 )
 
@@ -452,8 +513,5 @@ def verdict(
     ordered = sorted(results, key=lambda result: result.path)
     said = list(warnings)
     if reference is Reference.NONE:
-        said.append(
-            "nothing was compared: give --manifest FILE (sha256sum format) or verify a "
-            "snapshot in the Hugging Face cache; the hashes above are not proof of anything"
-        )
+        said.append(NO_REFERENCE_WARNING)
     return Verdict(reference, tuple(ordered), tuple(said))

@@ -46,6 +46,8 @@ def _age(finished_at: str, now: datetime) -> str:
         finished = datetime.fromisoformat(finished_at)
     except (TypeError, ValueError):
         return f"at {finished_at!r}"
+    if finished.tzinfo is None:  # `weights verify` writes UTC with its offset: a hand-made one
+        return f"at {finished_at!r} (no time zone)"
     hours = (now - finished).total_seconds() / 3600
     return f"{finished_at} ({hours:.1f} h ago)"
 
@@ -94,15 +96,17 @@ def _verify_now(settings: Settings, state: dict[str, Any] | None, now: datetime)
 
 def weights_checks(settings: Settings, verify: bool, now: datetime | None = None) -> list[Check]:
     """The weights check: the recorded verification (nothing when none was ever recorded), or
-    with ``verify`` that verification run again now (same directory and manifest), recorded."""
+    with ``verify`` that verification run again now (same directory and manifest), recorded.
+    A record that cannot be used warns, and fails with ``verify`` (nothing to run again)."""
     moment = now or datetime.now(UTC)
     path = Path(settings.weights_state_file)
     try:
         state = read_state(path)
     except ValueError as error:
-        if not verify:
-            return [Check(WEIGHTS_CHECK, Status.WARN, str(error), NOT_RECORDED_FIX)]
-        state = None
+        if verify:  # nothing it can be run again from: a failure, as with no record at all
+            detail = f"--verify-weights: {error}"
+            return [Check(WEIGHTS_CHECK, Status.FAIL, detail, NOTHING_TO_VERIFY_FIX)]
+        return [Check(WEIGHTS_CHECK, Status.WARN, str(error), NOT_RECORDED_FIX)]
     if verify:
         return [_verify_now(settings, state, moment)]
     if state is None:

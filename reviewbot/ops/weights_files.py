@@ -4,8 +4,10 @@ their hashes (in parallel, bounded), the hub cache's links, and the verification
 A file is hashed from one open descriptor; it is trusted only when its size, modification time
 and inode are the same after the last byte as before the first, both on the descriptor and by
 its name (a download still writing, a file replaced under the same name), and when as many
-bytes were read as it had. ``after_read`` runs between the last read and that second look (the
-tests change a file there).
+bytes were read as it had. A file that is not a regular file (a FIFO, a device, a socket) is
+found by ``stat`` and never opened, and every open is non-blocking and checked on its
+descriptor: a FIFO never holds a reader. ``after_read`` runs between the last read and that
+second look (the tests change a file there).
 
 Owns: every read of the model directory and the state file's reading and writing. Must not:
 decide what a file should hash to or what a header means (`reviewbot.ops.weights`), print or
@@ -14,6 +16,7 @@ exit.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -24,15 +27,16 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from reviewbot.errors import BadInputError
-from reviewbot.input_files import InputFileRefused, read_input_file
+from reviewbot.input_files import InputFileRefused, file_kind, read_input_file
 from reviewbot.ops.weights import (
     GIT_SHA1,
     HEADER_LENGTH_BYTES,
     INDEX_FILE,
     MAX_HEADER_BYTES,
+    NUL,
     Expected,
     FileResult,
     FileStatus,
@@ -58,9 +62,11 @@ __all__ = [
     "ModelFile",
     "hash_file",
     "hash_model",
+    "links_out_warning",
     "list_model_files",
     "read_manifest",
     "read_state",
+    "state_file_problem",
     "verify_model",
     "write_state",
 ]
@@ -73,9 +79,11 @@ READ_CHUNK_BYTES = 8 * 1024 * 1024  # per worker in memory at once
 MAX_MANIFEST_BYTES = 16 * 1024 * 1024  # a line per file: far more than any model has
 MAX_INDEX_BYTES = 64 * 1024 * 1024  # the largest real indexes are a few MB
 MAX_STATE_BYTES = 1024 * 1024
+RECORDED_PATHS = ("model_dir", "manifest")  # what `doctor --verify-weights` opens again
 SAFETENSORS_SUFFIX = ".safetensors"
 HUB_SNAPSHOTS = "snapshots"
 HUB_BLOBS = "blobs"
+SHOWN_LINKS = 5  # links out of the model folder named in the warning
 
 Progress = Callable[[int], None]
 AfterRead = Callable[[Path], None]
@@ -84,13 +92,21 @@ AfterRead = Callable[[Path], None]
 @dataclass(frozen=True)
 class ModelFile:
     """A file of the model directory: its path relative to it, its size, and what its
-    hub-cache blob promises (``expected``), ``dangling`` when its link leads nowhere."""
+    hub-cache blob promises (``expected``), ``dangling`` when its link leads nowhere;
+    ``not_opened`` (REFUSED, UNREADABLE) when it is never to be opened, ``reason`` why."""
 
     relative: str
     path: Path
     size: int
     expected: Expected | None = None
     dangling: bool = False
+    not_opened: FileStatus | None = None
+    reason: str = ""
+
+    @property
+    def readable(self) -> bool:
+        """Whether it is a regular file that is there: one that may be opened."""
+        return not self.dangling and self.not_opened is None
 
 
 @dataclass(frozen=True)
@@ -115,19 +131,61 @@ def _hub_blobs(model_dir: Path) -> Path | None:
     return None
 
 
-def _found(path: Path, relative: str, blobs: Path | None) -> ModelFile | None:
-    expected = None
-    if blobs is not None and path.is_symlink():
-        target = path.resolve()
-        if target.parent == blobs:
-            expected = blob_expectation(target.name)
+def _blob_expected(path: Path, blobs: Path | None) -> Expected | None:
+    """What a snapshot's link promises when it leads into the hub cache's blobs folder."""
+    if blobs is None or not path.is_symlink():
+        return None
+    target = Path(os.path.realpath(path))  # never raises, not even for a loop of links
+    return blob_expectation(target.name) if target.parent == blobs else None
+
+
+def _found(path: Path, relative: str, blobs: Path | None) -> ModelFile:
+    """What ``path`` is, from ``stat`` alone (never opened here): a regular file, a link to
+    nothing, or a file never to be opened (a FIFO blocks its reader, a device never ends)."""
+    expected = _blob_expected(path, blobs)
     try:
         found = path.stat()
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         return ModelFile(relative, path, 0, expected, dangling=True)
+    except OSError as error:  # a loop of links, a folder without permission
+        reason = f"cannot look at it: {error.strerror}"
+        return ModelFile(
+            relative, path, 0, expected, not_opened=FileStatus.UNREADABLE, reason=reason
+        )
     if not stat.S_ISREG(found.st_mode):
-        return None
+        reason = f"not a regular file ({file_kind(found.st_mode)}): never opened"
+        return ModelFile(relative, path, 0, expected, not_opened=FileStatus.REFUSED, reason=reason)
     return ModelFile(relative, path, found.st_size, expected)
+
+
+def _link_homes(model_dir: Path) -> tuple[list[Path], str]:
+    """Where the model's files may lead without a word, and how the warning names it: a hub
+    snapshot's ``models--org--name`` folder and its blobs (its files are links to
+    ``../../blobs/<id>``), else MODEL_DIR itself."""
+    blobs = _hub_blobs(model_dir)
+    if blobs is None:
+        return [Path(os.path.realpath(model_dir))], "MODEL_DIR"
+    repository = Path(os.path.realpath(model_dir.absolute().parent.parent))
+    return [repository, blobs], f"the hub cache's {repository.name} folder"
+
+
+def links_out_warning(model_dir: Path, files: Mapping[str, ModelFile]) -> str | None:
+    """The warning that names each model file whose link (or linked folder) leads out of
+    MODEL_DIR, or of the hub cache's repository folder for a snapshot, with where it leads;
+    None when none does. Its bytes are checked where they lead, so it is not a failure."""
+    homes, home = _link_homes(model_dir)
+    leaving = []
+    for relative, found in sorted(files.items()):
+        target = Path(os.path.realpath(found.path))
+        if found.readable and not any(target.is_relative_to(h) for h in homes):
+            leaving.append(f"{relative} -> {target}")
+    if not leaving:
+        return None
+    more = f" and {len(leaving) - SHOWN_LINKS} more" if len(leaving) > SHOWN_LINKS else ""
+    return (
+        f"links that lead out of {home} (checked where they lead; {home} does not hold them, "
+        f"so another copy there can change them): {', '.join(leaving[:SHOWN_LINKS])}{more}"
+    )
 
 
 def _unlistable(error: OSError) -> None:
@@ -146,9 +204,7 @@ def list_model_files(model_dir: Path) -> tuple[dict[str, ModelFile], bool]:
             relative = path.relative_to(model_dir).as_posix()
             if not is_model_file(relative):
                 continue
-            found = _found(path, relative, blobs)
-            if found is not None:
-                files[relative] = found
+            files[relative] = _found(path, relative, blobs)
     return files, blobs is not None
 
 
@@ -170,10 +226,27 @@ def read_manifest(path: Path) -> dict[str, str]:
 # --- consistency, without hashing --------------------------------------------------------------
 
 
+class _NotRegularFile(OSError):
+    """Opened, and found not to be a regular file: it was replaced since it was listed."""
+
+
+def _open_regular(path: Path, buffering: int = -1) -> IO[bytes]:
+    """``path`` opened for reading when it is a regular file, else _NotRegularFile. The open
+    never blocks (a FIFO put in the file's place since it was listed would wait for a writer
+    for ever) and what is checked is the open descriptor, so what is checked is what is read."""
+    descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    handle = os.fdopen(descriptor, "rb", buffering=buffering)
+    mode = os.fstat(descriptor).st_mode
+    if not stat.S_ISREG(mode):
+        handle.close()
+        raise _NotRegularFile(errno.EINVAL, f"not a regular file ({file_kind(mode)})")
+    return handle
+
+
 def read_shard_header(path: Path) -> ShardHeader:
     """Check a safetensors file from its first bytes and its size (never the data)."""
     try:
-        with path.open("rb") as handle:
+        with _open_regular(path) as handle:
             size = os.fstat(handle.fileno()).st_size
             length = header_length(handle.read(HEADER_LENGTH_BYTES))
             wanted = min(length or 0, MAX_HEADER_BYTES, size)
@@ -186,7 +259,7 @@ def read_shard_header(path: Path) -> ShardHeader:
 def _index_problems(files: Mapping[str, ModelFile], shards: dict[str, ShardHeader]) -> dict:
     problems: dict[str, str] = {}
     for relative, found in files.items():
-        if Path(relative).name != INDEX_FILE:
+        if Path(relative).name != INDEX_FILE or not found.readable:
             continue
         try:
             weight_map = parse_index(read_input_file(found.path, MAX_INDEX_BYTES).decode())
@@ -210,7 +283,7 @@ def consistency_problems(files: Mapping[str, ModelFile]) -> dict[str, str]:
     shards = {
         relative: read_shard_header(found.path)
         for relative, found in files.items()
-        if relative.endswith(SAFETENSORS_SUFFIX) and not found.dangling
+        if relative.endswith(SAFETENSORS_SUFFIX) and found.readable
     }
     problems = {k: v.problem for k, v in shards.items() if v.problem is not None}
     for relative, problem in _index_problems(files, shards).items():
@@ -235,7 +308,7 @@ def hash_file(
     """SHA-256 of ``path`` (and its git blob id with ``git_blob``), read once; a file that
     changed while it was read is reported (``changed``), never given a hash."""
     try:
-        with path.open("rb", buffering=0) as handle:
+        with _open_regular(path, buffering=0) as handle:
             before = os.fstat(handle.fileno())
             sha256 = hashlib.sha256()
             sha1 = hashlib.sha1(f"blob {before.st_size}\0".encode()) if git_blob else None
@@ -338,11 +411,14 @@ def verify_model(
     files, in_hub = list_model_files(model_dir)
     for relative in sorted(set(manifest or ()) - set(files)):  # listed, not a model file name
         found = _found(model_dir / relative, relative, None)
-        if found is not None and not found.dangling:
+        if not found.dangling:
             files[relative] = found
     if not files and manifest is None:
         raise BadInputError(f"{model_dir}: no model files (*.safetensors, config.json, ...)")
     reference, wanted, warnings = _expectations(files, manifest, in_hub)
+    links_out = links_out_warning(model_dir, files)
+    if links_out is not None:
+        warnings.append(links_out)
     problems = consistency_problems(files)
     results: list[FileResult] = []
     jobs: dict[str, tuple[ModelFile, Expected | None]] = {}
@@ -356,6 +432,10 @@ def verify_model(
             )
             results.append(
                 FileResult(relative, FileStatus.MISSING, 0, None, expected, None, detail)
+            )
+        elif found.not_opened is not None:
+            results.append(
+                FileResult(relative, found.not_opened, 0, None, expected, None, found.reason)
             )
         elif relative in problems:
             detail = problems[relative]
@@ -385,6 +465,20 @@ def manifest_hashes(
 # --- the state file --------------------------------------------------------------------------
 
 
+def state_file_problem(path: Path) -> str | None:
+    """Why the verification could not be recorded in ``path``, else None: a file is made and
+    removed in its folder, as write_state makes its own, so a folder that takes no new file
+    (/proc, /sys, a read-only disk, no permission) is found before minutes of hashing."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+        os.close(descriptor)
+        Path(temporary).unlink()
+    except OSError as error:
+        return f"cannot be written (a new file in {path.parent}: {error.strerror or error})"
+    return None
+
+
 def write_state(path: Path, model_dir: Path, manifest: Path | None, result: Verdict) -> None:
     """Record the verification for `reviewbot doctor`: written whole or not at all."""
     state = {
@@ -409,17 +503,38 @@ def write_state(path: Path, model_dir: Path, manifest: Path | None, result: Verd
 
 
 def read_state(path: Path) -> dict[str, Any] | None:
-    """The last verification's record; None when there is none; ValueError when unusable."""
+    """The last verification's record; None when there is none; ValueError when unusable,
+    its message naming the file and why."""
+    shown = f"weights state file {path}"
     try:
         text = read_input_file(path, MAX_STATE_BYTES).decode("utf-8")
     except FileNotFoundError:
         return None
     except (OSError, InputFileRefused, UnicodeDecodeError) as error:
-        raise ValueError(f"{path}: cannot read ({error})") from None
+        raise ValueError(f"{shown}: cannot read ({error})") from None
     try:
         state = json.loads(text)
     except json.JSONDecodeError as error:
-        raise ValueError(f"{path}: not JSON ({error})") from None
+        raise ValueError(f"{shown}: not JSON ({error})") from None
+    except RecursionError:  # json.loads recurses once per level of [ or {
+        raise ValueError(f"{shown}: unreadable: JSON nested too deep") from None
     if not isinstance(state, dict) or not isinstance(state.get("ok"), bool):
-        raise ValueError(f"{path}: not a verification record")
+        raise ValueError(f"{shown}: not a verification record")
+    if not isinstance(state.get("failed", []), list):
+        raise ValueError(f"{shown}: not a verification record: failed is not a list")
+    for key in RECORDED_PATHS:
+        problem = _recorded_path_problem(state.get(key))
+        if problem is not None:
+            raise ValueError(f"{shown}: not a verification record: {key} {problem}")
     return state
+
+
+def _recorded_path_problem(value: Any) -> str | None:
+    """Why a path the record holds cannot name a file (None when absent or fine)."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        return "is not text"
+    if NUL in value:
+        return "holds a NUL byte"
+    return None
