@@ -139,7 +139,7 @@ ERROR_TABLE: tuple[tuple[str, str, Disposition], ...] = (
     # `reviewbot ci`: an artifact (Code Quality report, summary) that cannot be written
     ("reviewbot.ci", "ArtifactWriteError", FAILED),
     # `reviewbot report`: its folder cannot be made or a file written (--output /proc/x)
-    ("reviewbot.report", "ReportWriteError", FAILED),
+    ("reviewbot.report.document", "ReportWriteError", FAILED),
     # the database cannot be opened, went away mid-run (DBAPIError), or refused what we asked
     ("reviewbot.store.store", "DatabaseUnavailableError", TRANSIENT),
     ("sqlalchemy.exc", "DBAPIError", Disposition(EXIT_FAILURE, True, _database)),

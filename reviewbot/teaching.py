@@ -49,7 +49,7 @@ from reviewbot.learnings import (
     proposals,
     similar_titles,
 )
-from reviewbot.report_learnings import learnings_json
+from reviewbot.report.learnings import learnings_json
 from reviewbot.store import LearningBook, MergeRequestKey
 from reviewbot.stored_findings import StoredFinding
 
@@ -267,7 +267,7 @@ def _same_kind(learning: Learning, category: str, glob: str, title: str) -> bool
 
 
 def learning_figures(app: App, since: datetime, until: datetime, project: str | None) -> dict:
-    """The report's learnings section (reviewbot.report_learnings): the learnings in force
+    """The report's learnings section (reviewbot.report.learnings): the learnings in force
     (of ``project``, by path or id, and its groups, when given) with the findings each
     suppressed from ``since`` to ``until``, and the proposals waiting for a human."""
     book = learning_book(app)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from reviewbot.report import build_report
+from reviewbot.report.document import build_report
 from reviewbot.store import Store, upgrade
 from reviewbot.window import Window
 from tests.bench.bench_report import CALLS_PER_REVIEW, FINDINGS_PER_REVIEW, Generator, load

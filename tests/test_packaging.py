@@ -36,7 +36,7 @@ def test_wheel_contains_templates_and_migrations_and_finds_them(tmp_path: Path) 
     names = set(zipfile.ZipFile(wheel).namelist())
     for template in ("system.j2", "context.j2", "chunk.j2"):
         assert f"reviewbot/templates/{template}" in names
-    assert "reviewbot/report_templates/report.html.j2" in names
+    assert "reviewbot/report/templates/report.html.j2" in names
     assert "reviewbot/migrations/env.py" in names
     shipped = {p.name for p in (ROOT / "reviewbot" / "ops" / "models").glob("*.json")}
     assert {f"reviewbot/ops/models/{name}" for name in shipped} <= names
@@ -49,7 +49,7 @@ def test_wheel_contains_templates_and_migrations_and_finds_them(tmp_path: Path) 
         "print(reviewbot.__file__); print(p._template_dir()); print(m.MIGRATIONS_DIR);"
         "print(m.head_revision()); print(p.prompt_version());"
         "import reviewbot.ops.model_shape as s; print(len(s.shipped_model_names()));"
-        "import reviewbot.report_html as h; print(h._template().filename)"
+        "import reviewbot.report.html as h; print(h._template().filename)"
     )
     env = {**os.environ, "PYTHONPATH": str(installed)}
     out = subprocess.run(

@@ -26,8 +26,8 @@ from reviewbot.app import App
 from reviewbot.gitlab import GitLabClient, GitLabSettings
 from reviewbot.queue import JobQueue
 from reviewbot.replies.answer import reply_marker
-from reviewbot.report import build_report, report_markdown
-from reviewbot.report_html import report_html
+from reviewbot.report.document import build_report, report_markdown
+from reviewbot.report.html import report_html
 from reviewbot.states import JobKind
 from reviewbot.store import Store
 from reviewbot.store.models import Feedback as FeedbackRow

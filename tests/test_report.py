@@ -24,21 +24,21 @@ from markdown_it import MarkdownIt
 from reviewbot.commands import main
 from reviewbot.findings import Severity
 from reviewbot.gitlab import GitLabClient, GitLabSettings
-from reviewbot.report import (
+from reviewbot.report.document import (
     REPORT_MARKER_PREFIX,
     build_report,
     post_report_issue,
     report_markdown,
     write_report,
 )
-from reviewbot.report_html import (
+from reviewbot.report.html import (
     CHART_IDS,
     SLO_LINE_ID,
     findings_series_id,
     report_html,
     ttft_line_id,
 )
-from reviewbot.report_text import printable
+from reviewbot.report.text import printable
 from reviewbot.store import MergeRequestKey, Store, upgrade
 from reviewbot.store.models import Base
 from reviewbot.store.models import EvalRun as EvalRunRow

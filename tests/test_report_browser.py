@@ -23,8 +23,8 @@ from typing import Any
 import pytest
 from PIL import Image, ImageStat
 
-from reviewbot.report import build_report, write_report
-from reviewbot.report_html import CHART_IDS, CONTENT_SECURITY_POLICY
+from reviewbot.report.document import build_report, write_report
+from reviewbot.report.html import CHART_IDS, CONTENT_SECURITY_POLICY
 from reviewbot.store import MergeRequestKey, Store, upgrade
 from reviewbot.window import Window
 from tests.test_report_charts import Clock, seed_review

@@ -24,15 +24,15 @@ from itertools import pairwise
 
 import pytest
 
-from reviewbot.report import build_report, report_markdown
-from reviewbot.report_days import (
+from reviewbot.report.days import (
     MAX_DAY_LABELS,
     MAX_DAY_TICKS,
     MAX_WINDOW_DAYS,
     tick_id,
 )
-from reviewbot.report_html import CHART_IDS, report_html
-from reviewbot.report_trend import TREND_CHART_ID, week_tick_id
+from reviewbot.report.document import build_report, report_markdown
+from reviewbot.report.html import CHART_IDS, report_html
+from reviewbot.report.trend import TREND_CHART_ID, week_tick_id
 from reviewbot.store import MergeRequestKey, Store
 from reviewbot.window import Window, WindowError
 from tests.store_fixtures import migrated_store, store_url  # noqa: F401

@@ -27,15 +27,15 @@ from types import ModuleType
 import pytest
 from PIL import Image, ImageStat
 
-from reviewbot.report import build_report
-from reviewbot.report_html import (
+from reviewbot.report.document import build_report
+from reviewbot.report.html import (
     ACCEPTANCE_COLOUR,
     ADDRESSED_COLOUR,
     P50_COLOUR,
     P95_COLOUR,
     SEVERITY_COLOURS,
 )
-from reviewbot.report_trend import FINDINGS_COLOUR, RATE_LINES, trend_changes
+from reviewbot.report.trend import FINDINGS_COLOUR, RATE_LINES, trend_changes
 from reviewbot.window import Window
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from PIL import Image, ImageChops
 
-from reviewbot.report import build_report, write_report
+from reviewbot.report.document import build_report, write_report
 from reviewbot.store import MergeRequestKey, Store, upgrade
 from reviewbot.window import Window
 

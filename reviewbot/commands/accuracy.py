@@ -1,7 +1,7 @@
 """Accuracy tracking: `reviewbot feedback sync`, `reviewbot report`, `reviewbot eval`.
 
 Owns: their options, progress bars and output. The work is `reviewbot.feedback.sync_feedback`,
-`reviewbot.report` (build, write, post) and `reviewbot.eval.evaluate`, each handed its
+`reviewbot.report.document` (build, write, post) and `reviewbot.eval.evaluate`, each handed its
 progress callbacks.
 
 Must not: compute outcomes, figures or scores itself, or load the database layer at import
@@ -193,7 +193,7 @@ def _window(weekly: bool, since: datetime | None, until: datetime | None, now: d
 
 
 def _formats(text: str) -> list[str]:
-    from reviewbot.report import FORMATS
+    from reviewbot.report.document import FORMATS
 
     chosen = [name.strip() for name in text.split(",") if name.strip()]
     unknown = [name for name in chosen if name not in FORMATS]
@@ -278,7 +278,7 @@ def report_command(
 def _report_of(
     app: Any, window: Window, now: datetime, project: str | None, slo_ttft_ms: float
 ) -> dict[str, Any]:
-    from reviewbot.report import build_report
+    from reviewbot.report.document import build_report
     from reviewbot.teaching import learning_figures
 
     learnings = learning_figures(app, window.since, window.until, project)
@@ -288,13 +288,13 @@ def _report_of(
 
 
 def _write_report(report: dict[str, Any], output_dir: Path, chosen: Any) -> list[Path]:
-    from reviewbot.report import write_report
+    from reviewbot.report.document import write_report
 
     return write_report(report, output_dir, chosen)
 
 
 def _post_issue(app: Any, project: str, report: dict[str, Any]) -> Any:
-    from reviewbot.report import post_report_issue
+    from reviewbot.report.document import post_report_issue
 
     return post_report_issue(app.gitlab(), project, report)
 

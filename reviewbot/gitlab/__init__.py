@@ -15,7 +15,7 @@ decision. One module per thing it talks to GitLab about:
 :class:`GitLabClient` is all of them on one connection: the App holds one per GitLab URL, so
 every caller shares its session pool, its note pace (GitLab's limit is per user) and the
 token's cached username. A caller that needs less declares a Protocol for its part
-(``reviewbot.feedback.FeedbackGitLab``, ``reviewbot.report``'s issue client).
+(``reviewbot.feedback.FeedbackGitLab``, ``reviewbot.report.document``'s issue client).
 
 Owns: :class:`GitLabClient`, the readers and the writer of this package on one connection, and the
 package's public names. Must not: decide what to post, build a position or a wait, or parse a diff

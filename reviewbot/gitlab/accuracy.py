@@ -1,8 +1,8 @@
 """What accuracy needs from GitLab: what became of the bot's comments, and the report issue.
 
 Owns: :class:`AccuracyReader`: the MR's state, its discussions and award emoji for feedback
-sync (``reviewbot.feedback``), and the weekly report's issue (``reviewbot.report``: found by
-its marker, created once, edited in place). Must not: post on a merge request.
+sync (``reviewbot.feedback``), and the weekly report's issue (``reviewbot.report.document``:
+found by its marker, created once, edited in place). Must not: post on a merge request.
 """
 
 from __future__ import annotations

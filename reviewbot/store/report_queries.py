@@ -20,9 +20,9 @@ ascending order, found with grouped counts and one ``ROW_NUMBER()`` window
 (`reviewbot.store.percentile_queries`; SQLite has no ``percentile_cont``). Days are UTC dates
 of the review's start.
 
-Owns: every figure of the report, as SQL. Must not: shape or word the report (`reviewbot.report`,
-`reviewbot.report_text`), or loop over a table's rows in Python (``roll_up`` sums only the few
-aggregated groups).
+Owns: every figure of the report, as SQL. Must not: shape or word the report
+(`reviewbot.report.document`, `reviewbot.report.text`), or loop over a table's rows in Python
+(``roll_up`` sums only the few aggregated groups).
 """
 
 from __future__ import annotations
@@ -597,7 +597,7 @@ def read_report_figures(
 ) -> dict[str, Any]:
     """Every figure of one window, read on one connection (see the module notes); the
     per-day figures per week counted from the Monday ``weeks_from`` when given (a long
-    window's charts: reviewbot.report_days.chart_buckets)."""
+    window's charts: reviewbot.report.days.chart_buckets)."""
     without_jit(connection)
     found, outcomes = finding_groups(connection, scope), outcome_groups(connection, scope)
     return {

@@ -1,8 +1,8 @@
 """The report's learnings (pure): those in use, with how many findings each suppressed in the
 window, and the suggested ones (proposals waiting for a human), as JSON rows and as tables.
 
-``reviewbot.teaching.learning_figures`` reads them; ``reviewbot.report`` (Markdown) and
-``reviewbot.report_html`` place the tables. Every string from the database goes through
+``reviewbot.teaching.learning_figures`` reads them; ``reviewbot.report.document`` (Markdown) and
+``reviewbot.report.html`` place the tables. Every string from the database goes through
 :func:`reviewbot.markdown.table_cell` in Markdown (the HTML template escapes its cells).
 
 Owns: the rows and headers of the two learnings tables. Must not: read the database, or lay

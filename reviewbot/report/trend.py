@@ -4,7 +4,7 @@ panels sharing the week axis, and its table.
 Panels: acceptance, addressed and invalid-answer rates (%); findings per MR; first-token p95
 against the SLO line. Each line has its own marker and line style and a legend label, so the
 chart reads without colour; a week without data is a gap. As on every chart of the report
-(:mod:`reviewbot.report_plot`), each panel keeps headroom above its highest value (a week that
+(:mod:`reviewbot.report.plot`), each panel keeps headroom above its highest value (a week that
 missed the SLO is drawn clear of the top edge), its legend stands beside it, and a panel with
 no value in any week says so. The week axis has one tick per week
 (SVG id ``chart-trend-week-<ISO week>``), labelled with the week and, where the prompt
@@ -12,7 +12,7 @@ versions or models live that week differ from the last week with reviews, what c
 (``prompt v2``, ``model Qwen3.5-9B``), with a dotted line across the panels: a change is seen
 where it happened. Pure: the report document in, a chart out.
 
-Owns: the trend chart, its ids and its table. Must not: import `reviewbot.report`, query
+Owns: the trend chart, its ids and its table. Must not: import `reviewbot.report.document`, query
 anything, or mark a string of the document safe (matplotlib escapes the text it writes).
 """
 
@@ -24,8 +24,8 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
-from reviewbot.report_plot import highest, legend_beside, no_data, value_axis
-from reviewbot.report_text import PERCENT, shown
+from reviewbot.report.plot import highest, legend_beside, no_data, value_axis
+from reviewbot.report.text import PERCENT, shown
 
 __all__ = [
     "TREND_CHART_ID",

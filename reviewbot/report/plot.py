@@ -14,7 +14,7 @@ numbers on a count axis.
 - A count axis (findings) has whole-number ticks only: no "0.5 findings".
 
 Owns: the limits, ticks, legend place and empty-chart note of the report's charts. Must not:
-choose what a chart draws, import `reviewbot.report`, or read anything.
+choose what a chart draws, import `reviewbot.report.document`, or read anything.
 """
 
 from __future__ import annotations

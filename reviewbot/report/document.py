@@ -2,12 +2,12 @@
 
 :func:`build_report` asks the store for the window's figures (all computed in SQL, see
 :mod:`reviewbot.store.report_queries`) and those of the window before it, and shapes them into
-the JSON document; :func:`report_markdown` and :func:`reviewbot.report_html.report_html` render
+the JSON document; :func:`report_markdown` and :func:`reviewbot.report.html.report_html` render
 that document (pure: data in, text out). :func:`post_report_issue` creates or edits the GitLab
 issue ``reviewbot report <ISO week>``.
 
-Imports go one way: this module loads :mod:`reviewbot.report_html` (and matplotlib with it) only
-when HTML is written; report_html and this module share :mod:`reviewbot.report_text` and
+Imports go one way: this module loads :mod:`reviewbot.report.html` (and matplotlib with it) only
+when HTML is written; report_html and this module share :mod:`reviewbot.report.text` and
 report_html imports nothing from here.
 
 Rates: acceptance = 👍 / (👍 + 👎), addressed = addressed / posted findings whose MR got a
@@ -15,7 +15,7 @@ later version or was merged (``addressable``); both are null when their denomina
 
 Owns: the report document (its shape and rates), its Markdown, the files written, and the report
 issue's title and marker. Must not: count or aggregate rows in Python (the SQL of
-`reviewbot.store.report_queries` does), or load `reviewbot.report_html` before HTML is asked for.
+`reviewbot.store.report_queries` does), or load `reviewbot.report.html` before HTML is asked for.
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ from typing import Any, Protocol
 from sqlalchemy import Engine
 
 from reviewbot.markdown import link_cell, table_cell
-from reviewbot.report_days import chart_buckets, daily_json
-from reviewbot.report_learnings import EMPTY_LEARNINGS, learnings_markdown
-from reviewbot.report_text import (
+from reviewbot.report.days import chart_buckets, daily_json
+from reviewbot.report.learnings import EMPTY_LEARNINGS, learnings_markdown
+from reviewbot.report.text import (
     COMPARISON_COSTS,
     COMPARISON_HEADERS,
     HEADLINE,
@@ -246,7 +246,7 @@ def build_report(
     learnings: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The report of ``window`` (and of the window before it, under ``previous``);
-    ``learnings``: reviewbot.report_learnings.learnings_json of the window."""
+    ``learnings``: reviewbot.report.learnings.learnings_json of the window."""
     buckets = chart_buckets(window)  # a window too long to draw is refused before any query
     scope = ReportScope(window.since, window.until, project)
     figures = store.report_figures(
@@ -282,7 +282,7 @@ def build_report(
         "by_severity": _groups("severity", figures["by"]["severity"]),
         # findings that cite a review rule, per rule (docs/rules.md): which rules earn their keep
         "by_rule": [row for row in _groups("rule", figures["by"]["rule"]) if row["rule"]],
-        # per day, or per ISO week for a window over MAX_DAY_TICKS days (reviewbot.report_days)
+        # per day, or per ISO week for a window over MAX_DAY_TICKS days (reviewbot.report.days)
         "daily": {
             "days": window.days(),
             **daily_json(buckets, figures["daily_findings"], figures["daily_ttft"]),
@@ -622,7 +622,7 @@ def _write_files(report: Mapping[str, Any], output: Path, formats: Iterable[str]
         elif name == "md":
             text = report_markdown(report)
         elif name == "html":
-            from reviewbot.report_html import report_html  # loads matplotlib: only when asked
+            from reviewbot.report.html import report_html  # loads matplotlib: only when asked
 
             text = report_html(report)
         else:

@@ -2,7 +2,7 @@
 tables behind them. No script, no stylesheet or font from the network: it opens offline.
 
 Safe to open whatever the database holds: the page is the Jinja2 template
-``report_templates/report.html.j2`` rendered with autoescaping, so every string from the
+``templates/report.html.j2`` rendered with autoescaping, so every string from the
 report document is escaped where it lands (text or attribute); the only markup not written by
 the template is the charts' SVG, in which matplotlib escapes the text it writes (chart labels
 are SVG text, ``svg.fonttype = "none"``, so tick labels can be read from the file) and reads no
@@ -14,19 +14,19 @@ so even an escape that was missed could not run anything.
 Charts (matplotlib's SVG backend, text written as SVG text in the browser's sans-serif font):
 findings per day by severity, first-token p50/p95 per day against the SLO line, and the
 acceptance and addressed rates per category. Every per-day chart draws on
-:class:`reviewbot.report_days.DayAxis`: exactly the window's days, one tick each. Series are told
+:class:`reviewbot.report.days.DayAxis`: exactly the window's days, one tick each. Series are told
 apart without colour: hatches per severity, markers and line styles per line. Each series has
 a stable SVG ``id`` (matplotlib's gid): ``ttft-slo``, ``ttft-p50``/``ttft-p95``, per
 severity ``findings-<severity>`` (the stacked area of a long window) or
 ``findings-<severity>-<day>`` (a bar), and ``rates-acceptance-<row>``/``rates-addressed-<row>``
 (the bars of the category in that row of the rates table, from 0); each day's tick
-``<chart>-day-<day>``. Nothing drawn is hidden (:mod:`reviewbot.report_plot`): headroom above
+``<chart>-day-<day>``. Nothing drawn is hidden (:mod:`reviewbot.report.plot`): headroom above
 the highest value, the legend beside the plotted area, "no findings in this window" on an
 empty chart, whole-number ticks on the findings axis. Pure: the report document in, HTML out.
 
-Owns: the page: its template, tables, charts and their ids. Must not: import `reviewbot.report`,
-reach the network, or mark a string of the document safe (only the charts' SVG is put on the page as
-markup).
+Owns: the page: its template, tables, charts and their ids. Must not: import
+`reviewbot.report.document`, reach the network, or mark a string of the document safe (only the
+charts' SVG is put on the page as markup).
 """
 
 from __future__ import annotations
@@ -46,10 +46,10 @@ from matplotlib import rc_context
 from matplotlib.figure import Figure
 
 from reviewbot.findings import Severity
-from reviewbot.report_days import MAX_DAY_TICKS, DayAxis
-from reviewbot.report_learnings import learning_tables
-from reviewbot.report_plot import highest, legend_beside, no_data, value_axis
-from reviewbot.report_text import (
+from reviewbot.report.days import MAX_DAY_TICKS, DayAxis
+from reviewbot.report.learnings import learning_tables
+from reviewbot.report.plot import highest, legend_beside, no_data, value_axis
+from reviewbot.report.text import (
     COMPARISON_HEADERS,
     HEADLINE,
     PAIR_HEADERS,
@@ -62,7 +62,7 @@ from reviewbot.report_text import (
     shown,
     value_at,
 )
-from reviewbot.report_trend import (
+from reviewbot.report.trend import (
     TREND_CHART_ID,
     TREND_HEADERS,
     TREND_SIZE_IN,
@@ -116,7 +116,7 @@ SEVERITY_HATCHES = {  # readable without colour: a pattern per severity
 DAY_BAR_WIDTH = 0.8  # of a day's position
 MAX_MARKED_DAYS = 31  # a point per day is drawn up to a month; beyond, a plain line
 SVG_START = re.compile(r"<svg\b")
-TEMPLATE_PACKAGE, TEMPLATE_FOLDER, TEMPLATE_NAME = "reviewbot", "report_templates", "report.html.j2"
+TEMPLATE_PACKAGE, TEMPLATE_FOLDER, TEMPLATE_NAME = "reviewbot.report", "templates", "report.html.j2"
 # Nothing may run, load or be sent: no script of any kind, no fetch, frame, font, form or base
 # URL; the template's <style> and the charts' inline styles, and data: images, are allowed.
 CONTENT_SECURITY_POLICY = (
@@ -180,7 +180,7 @@ def ttft_line_id(name: str) -> str:
 
 
 def _per(report: Mapping[str, Any]) -> str:
-    """ "day", or "ISO week" for a long window's charts (reviewbot.report_days)."""
+    """ "day", or "ISO week" for a long window's charts (reviewbot.report.days)."""
     return "day" if report["daily"]["unit"] == "day" else "ISO week"
 
 

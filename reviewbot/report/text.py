@@ -1,13 +1,14 @@
 """The report's values as people read them, shared by the Markdown and the HTML renderer.
 
-:mod:`reviewbot.report` builds the report document and writes its Markdown;
-:mod:`reviewbot.report_html` writes its HTML. Both take their wording from here (the headline
+:mod:`reviewbot.report.document` builds the report document and writes its Markdown;
+:mod:`reviewbot.report.html` writes its HTML. Both take their wording from here (the headline
 rows, figures with units, week-over-week arrows, minutes, the title) and :func:`printable`
-makes a document's text writable whatever the database held. Imports point one way: report
-and report_html import this module, report_html imports nothing of report. Pure.
+makes a document's text writable whatever the database held. Imports point one way: document
+and html import this module, html imports nothing of document. Pure.
 
-Owns: the report's wording and how each value is shown. Must not: import `reviewbot.report` or
-`reviewbot.report_html` (both import it), or read the store (it words the document's values).
+Owns: the report's wording and how each value is shown. Must not: import
+`reviewbot.report.document` or `reviewbot.report.html` (both import it), or read the store (it
+words the document's values).
 """
 
 from __future__ import annotations
