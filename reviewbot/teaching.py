@@ -260,10 +260,10 @@ def propose_learnings(app: App, since: datetime) -> list[Learning]:
 
 
 def _same_kind(learning: Learning, category: str, glob: str, title: str) -> bool:
-    evidence = learning.proposal_evidence or {}
-    if learning.category != category or learning.path_globs != (glob,) or "title" not in evidence:
+    known = learning.evidence.title
+    if learning.category != category or learning.path_globs != (glob,) or known is None:
         return False
-    return similar_titles(str(evidence["title"]), title)
+    return similar_titles(known, title)
 
 
 def learning_figures(app: App, since: datetime, until: datetime, project: str | None) -> dict:
