@@ -42,6 +42,7 @@ from typing import Any
 
 from reviewbot.findings import NEAR_IDENTICAL_TITLE_RATIO, Category, normalize_title
 from reviewbot.markdown import printable_text, sanitize_markdown
+from reviewbot.namespaces import group_path_problem
 from reviewbot.pathglob import glob_matches, glob_problem
 from reviewbot.rules import Rule, RuleSet, RuleSource
 
@@ -65,6 +66,7 @@ __all__ = [
     "ancestor_groups",
     "checked_category",
     "checked_globs",
+    "checked_group",
     "checked_text",
     "learning_applies",
     "learning_excludes",
@@ -296,6 +298,17 @@ def checked_category(category: str | None) -> str | None:
     if value not in {choice.value for choice in Category}:
         allowed = ", ".join(choice.value for choice in Category)
         raise LearningError(f"category {_shown(category)} is not one of: {allowed}")
+    return value
+
+
+def checked_group(group: str) -> str:
+    """The path of a group learning's group, stripped; LearningError when it is not a GitLab
+    group path (``reviewbot.namespaces``, the rule the webhook checks project paths by: no
+    ``..``, no leading ``/``, so it can match a project's groups)."""
+    value = group.strip()
+    problem = group_path_problem(value)
+    if problem is not None:
+        raise LearningError(f"group {_shown(value)} {problem}")
     return value
 
 

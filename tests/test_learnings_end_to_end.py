@@ -179,6 +179,46 @@ def test_the_cli_lists_and_refuses_bad_input_with_exit_2(world: World) -> None: 
         assert message in output and len(output.strip().splitlines()) == 1, output
 
 
+# Paths GitLab never gives a group or project (reviewbot.namespaces): the webhook refuses them
+# in a payload with 422, and the command line with exit 2 before anything is stored.
+NOT_GROUP_PATHS = ("../x", "group/../x", "/etc", "group/", "a/./b", "group.", "g\u00e9")
+
+
+@pytest.mark.parametrize("group", NOT_GROUP_PATHS)
+def test_a_group_path_gitlab_never_has_is_refused_with_exit_2_and_nothing_is_stored(
+    world: World,  # noqa: F811
+    group: str,
+) -> None:
+    """`learnings add --group ../x` was stored (a learning no project's groups ever match)."""
+    code, output = cli(world, "learnings", "add", "--group", group, "Prefer pathlib")
+    assert code == 2, output
+    [line] = output.strip().splitlines()
+    assert line.startswith("reviewbot: error: --group: group ") and "is not a group path" in line
+    with App(world.settings()) as app:
+        assert project_learnings(app) == []
+
+
+def test_a_project_path_gitlab_never_has_is_refused_as_the_webhook_refuses_it(
+    world: World,  # noqa: F811
+) -> None:
+    code, output = cli(world, "learnings", "add", "--project", "../x", "Prefer pathlib")
+    assert code == 2 and "is not a project path like group/name" in output, output
+    assert not [path for _, path in world.gitlab.requests if "/projects/" in path]
+
+
+def test_a_project_gitlab_does_not_show_is_exit_1_as_in_every_command(
+    world: World,  # noqa: F811
+) -> None:
+    """GitLab answers 404 for a project that is not there and for one the token cannot see:
+    that is GitLab's answer, exit 1 (docs/cli.md), not input the command can refuse."""
+    code, output = cli(world, "learnings", "add", "--project", "group/gone", "Prefer pathlib")
+    assert code == 1, output
+    [line] = output.strip().splitlines()
+    assert line == (
+        "reviewbot: error: project group/gone not found (or the token's user cannot see it)"
+    )
+
+
 # -- proposals from feedback ------------------------------------------------------------------
 
 
