@@ -1,7 +1,8 @@
 """The repository's files at the commits of one review run: the one reader every step uses.
 
-Owns: reading paths at a SHA as text, each path once per SHA (contents at a commit never
-change), through the run's repository view of that commit (``views``:
+Owns: reading paths at a SHA as text (or as bytes, for a reader that decodes them itself), each
+path once per SHA (contents at a commit never change), through the run's repository view of
+that commit (``views``:
 :meth:`reviewbot.repo.source.RepositorySource.at`: the CI checkout, the host's cache or the
 GitLab API, whichever serves it), in one batch where the view reads several files at once; and
 what counts as text worth showing (not binary, not larger than
@@ -49,6 +50,17 @@ class RepoFiles:
     def __init__(self, views: Callable[[str], RepositoryView]) -> None:
         self._views = views
         self._at: dict[str, dict[str, str | None]] = {}  # sha -> path -> text (None: absent)
+        self._bytes_at: dict[str, dict[str, bytes | None]] = {}  # sha -> path -> bytes
+
+    def read_bytes(self, sha: str, paths: Sequence[str]) -> dict[str, bytes]:
+        """The paths of ``paths`` that are regular files at ``sha``, with their bytes, whatever
+        they hold (a rules file is decoded by its reader: reviewbot.rules.rules_file_text)."""
+        known = self._bytes_at.setdefault(sha, {})
+        wanted = [path for path in dict.fromkeys(paths) if path not in known]
+        if wanted:
+            found = read_files(self._views(sha), wanted)
+            known.update({path: found.get(path) for path in wanted})
+        return {path: data for path in paths if (data := known.get(path)) is not None}
 
     def read(self, sha: str, paths: Sequence[str]) -> dict[str, str]:
         """The paths of ``paths`` that exist at ``sha`` as text files, with their text."""
