@@ -34,7 +34,7 @@ import difflib
 import hashlib
 import posixpath
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -42,12 +42,14 @@ from typing import Any
 
 from reviewbot.findings import NEAR_IDENTICAL_TITLE_RATIO, Category, normalize_title
 from reviewbot.markdown import printable_text, sanitize_markdown
+from reviewbot.namespaces import group_path_problem
 from reviewbot.pathglob import glob_matches, glob_problem
 from reviewbot.rules import Rule, RuleSet, RuleSource
 
 __all__ = [
     "DEFAULT_LEARNINGS_TOKENS",
     "DEFAULT_PROPOSAL_THRESHOLD",
+    "EVIDENCE_UNREADABLE",
     "EXCLUSION_WORDS",
     "MAX_LEARNINGS_PER_PROJECT",
     "MAX_LEARNING_CHARS",
@@ -59,15 +61,18 @@ __all__ = [
     "LearningSource",
     "LearningStatus",
     "Proposal",
+    "ProposalEvidence",
     "TurnedDown",
     "ancestor_groups",
     "checked_category",
     "checked_globs",
+    "checked_group",
     "checked_text",
     "learning_applies",
     "learning_excludes",
     "learning_rules",
     "learnings_for_paths",
+    "proposal_evidence",
     "proposals",
     "sanitised_learning_text",
     "similar_titles",
@@ -92,6 +97,9 @@ ROOT_FILES_GLOB = "*"  # the files at the repository root, none below
 MAX_PROPOSAL_TITLE_CHARS = 120
 MAX_EVIDENCE_FINDINGS = 20  # a proposal lists this many of the findings it was made from
 MAX_SHOWN_CHARS = 60
+# What the report and the log say of a proposal whose stored evidence is not the object
+# Proposal.evidence writes (a JSON list, a string, a count that is no whole number).
+EVIDENCE_UNREADABLE = "evidence unreadable"
 # The prompt wraps each learning in <learning> tags (prompts/learnings.j2). The Markdown
 # sanitiser writes "<" as "&lt;" outside code but keeps it in code spans, where GitLab does
 # not decode entities; there it becomes this look-alike, so no learning can close its tag.
@@ -153,7 +161,9 @@ class Learning:
     accepted_at: datetime | None = None
     removed_at: datetime | None = None
     proposal_key: str | None = None
-    proposal_evidence: dict[str, Any] | None = None
+    # JSON as the database holds it: Proposal.evidence writes an object; read it through
+    # :attr:`evidence`, which says when it is something else
+    proposal_evidence: Any = None
     proposal_note_id: int | None = None
     id: int | None = None
 
@@ -161,6 +171,11 @@ class Learning:
     def excludes(self) -> bool:
         """Whether it suppresses the findings it matches (module notes), not only instructs."""
         return self.category is not None and EXCLUSION_WORDS.search(self.text) is not None
+
+    @property
+    def evidence(self) -> ProposalEvidence:
+        """Its proposal evidence as read back (:func:`proposal_evidence`)."""
+        return proposal_evidence(self.proposal_evidence)
 
     @property
     def scope(self) -> str:
@@ -194,6 +209,42 @@ class Learning:
             "proposal_evidence": self.proposal_evidence,
             "proposal_note_id": self.proposal_note_id,
         }
+
+
+@dataclass(frozen=True)
+class ProposalEvidence:
+    """A proposal's evidence as read back from the database: the first finding's title, how
+    many findings were turned down, some of them (``id``, ``mr_iid``, ``discussion_id``, ...).
+    ``readable`` is False when what is stored is not the object :meth:`Proposal.evidence`
+    writes: then nothing of it is used, and what shows it says :data:`EVIDENCE_UNREADABLE`."""
+
+    title: str | None = None
+    count: int = 0
+    findings: tuple[Mapping[str, Any], ...] = ()
+    readable: bool = True
+
+
+UNREADABLE = ProposalEvidence(readable=False)
+
+
+def proposal_evidence(stored: object) -> ProposalEvidence:
+    """``stored`` (a learning's ``proposal_evidence`` JSON; None: it has none) as evidence;
+    :data:`UNREADABLE` when it is not an object with a text ``title``, a whole ``count`` and a
+    list of objects as ``findings`` (each may be missing; no count: the findings listed)."""
+    if stored is None:
+        return ProposalEvidence()
+    if not isinstance(stored, Mapping):
+        return UNREADABLE
+    title, count, findings = stored.get("title"), stored.get("count"), stored.get("findings")
+    findings = [] if findings is None else findings
+    if not isinstance(findings, list) or not all(isinstance(item, Mapping) for item in findings):
+        return UNREADABLE
+    count = len(findings) if count is None else count
+    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+        return UNREADABLE
+    if title is not None and not isinstance(title, str):
+        return UNREADABLE
+    return ProposalEvidence(title, count, tuple(findings))
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -247,6 +298,17 @@ def checked_category(category: str | None) -> str | None:
     if value not in {choice.value for choice in Category}:
         allowed = ", ".join(choice.value for choice in Category)
         raise LearningError(f"category {_shown(category)} is not one of: {allowed}")
+    return value
+
+
+def checked_group(group: str) -> str:
+    """The path of a group learning's group, stripped; LearningError when it is not a GitLab
+    group path (``reviewbot.namespaces``, the rule the webhook checks project paths by: no
+    ``..``, no leading ``/``, so it can match a project's groups)."""
+    value = group.strip()
+    problem = group_path_problem(value)
+    if problem is not None:
+        raise LearningError(f"group {_shown(value)} {problem}")
     return value
 
 

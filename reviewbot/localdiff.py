@@ -28,7 +28,13 @@ from reviewbot.diff import FileDiff, parse_git_diff
 from reviewbot.errors import BadInputError
 from reviewbot.exclusions import ExclusionRules, skip_reason
 from reviewbot.prompts import ReviewContext, file_summaries
-from reviewbot.repo.localgit import MAX_CONTENT_BYTES, Checkout, read_files_at, read_range
+from reviewbot.repo.localgit import (
+    MAX_CONTENT_BYTES,
+    Checkout,
+    read_blobs,
+    read_files_at,
+    read_range,
+)
 from reviewbot.rule_sources import review_rules
 from reviewbot.rules import RuleSet
 
@@ -39,6 +45,7 @@ __all__ = [
     "local_context",
     "local_rules",
     "read_head_tree",
+    "read_head_tree_bytes",
     "wants_head_contents",
 ]
 
@@ -108,16 +115,23 @@ def _read_diff_file(diff_path: str, stdin: BinaryIO | None) -> list[FileDiff]:
 def read_head_tree(head_dir: Path, paths: Iterable[str]) -> dict[str, str]:
     """The text of each of ``paths`` under ``head_dir``; a path that leads out of it, or a
     file that is missing, not regular, binary or larger than MAX_CONTENT_BYTES, is absent."""
+    return {
+        path: data.decode("utf-8", errors="replace")
+        for path, data in read_head_tree_bytes(head_dir, paths).items()
+        if b"\0" not in data[:BINARY_SNIFF_BYTES]
+    }
+
+
+def read_head_tree_bytes(head_dir: Path, paths: Iterable[str]) -> dict[str, bytes]:
+    """The bytes of each of ``paths`` under ``head_dir``, whatever they hold; a path that
+    leads out of it, or a file that is missing, not regular or larger than MAX_CONTENT_BYTES,
+    is absent."""
     root = head_dir.resolve(strict=True)
-    contents: dict[str, str] = {}
-    for path in dict.fromkeys(paths):
-        text = _read_inside(root, path)
-        if text is not None:
-            contents[path] = text
-    return contents
+    found = {path: _bytes_inside(root, path) for path in dict.fromkeys(paths)}
+    return {path: data for path, data in found.items() if data is not None}
 
 
-def _read_inside(root: Path, path: str) -> str | None:
+def _bytes_inside(root: Path, path: str) -> bytes | None:
     try:
         found = (root / path).resolve(strict=True)
         if not found.is_relative_to(root):
@@ -125,12 +139,9 @@ def _read_inside(root: Path, path: str) -> str | None:
         details = found.stat()
         if not stat.S_ISREG(details.st_mode) or details.st_size > MAX_CONTENT_BYTES:
             return None
-        data = found.read_bytes()
+        return found.read_bytes()
     except (OSError, RuntimeError, ValueError):  # missing, a link loop, a NUL in the name
         return None
-    if b"\0" in data[:BINARY_SNIFF_BYTES]:
-        return None
-    return data.decode("utf-8", errors="replace")
 
 
 def changed_head_paths(files: list[FileDiff]) -> list[str]:
@@ -159,11 +170,11 @@ def local_rules(settings: Settings, loaded: LoadedDiff) -> RuleSet:
     repo, base = loaded.repo, loaded.base
     if base is None:
         return review_rules(
-            settings, lambda paths: read_head_tree(repo, paths), changed_paths=changed
+            settings, lambda paths: read_head_tree_bytes(repo, paths), changed_paths=changed
         )
     return review_rules(
         settings,
-        lambda paths: read_files_at(repo, base, paths),
+        lambda paths: read_blobs(repo, base, list(paths)),
         changed_paths=changed,
         repository_paths=Checkout(repo).paths(base),
     )

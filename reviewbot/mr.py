@@ -361,15 +361,15 @@ def _policy(run: _Run) -> Settings:
     """The settings with the target branch's ``.reviewbot.toml`` applied (reviewbot.repo_policy)."""
     target = run.snapshot.diff_refs.start_sha
     try:
-        text = run.files.read(target, [REPO_CONFIG_FILE]).get(REPO_CONFIG_FILE)
+        data = run.files.read_bytes(target, [REPO_CONFIG_FILE]).get(REPO_CONFIG_FILE)
     except TreeUnavailable as unlisted:
         run.warnings.append(
             f"{REPO_CONFIG_FILE} was not read at the target branch ({unlisted}): the instance's "
             "settings were used"
         )
-        text = None
+        data = None
     changed = run.snapshot.file(REPO_CONFIG_FILE) is not None
-    policy = repo_policy(run.app.settings, text, changed_by_mr=changed)
+    policy = repo_policy(run.app.settings, data, changed_by_mr=changed)
     run.warnings.extend(policy.warnings)
     return policy.settings
 
@@ -382,7 +382,7 @@ def _rules(run: _Run, settings: Settings) -> RuleSet:
     checkout = run.options.checkout
     rules = review_rules(
         settings,
-        lambda paths: run.files.read(target, paths),
+        lambda paths: run.files.read_bytes(target, paths),
         changed_paths=changed,
         repository_paths=checkout.paths(target) if checkout is not None else None,
     )

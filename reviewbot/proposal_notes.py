@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from reviewbot.gitlab import GitLabNotFoundError
-from reviewbot.learnings import Learning, LearningStatus
+from reviewbot.learnings import EVIDENCE_UNREADABLE, Learning, LearningStatus
 from reviewbot.markdown import code_span_text, sanitize_markdown
 from reviewbot.permission import Change, refusal
 from reviewbot.store import LearningBook
@@ -83,23 +83,26 @@ def proposal_marker(learning: Learning) -> str:
 
 def proposal_thread(learning: Learning) -> tuple[int, str] | None:
     """The MR and thread to post ``learning``'s proposal in: those of the latest finding of its
-    evidence that has a thread (None: none has)."""
-    findings: Sequence[Mapping[str, Any]] = (learning.proposal_evidence or {}).get("findings") or ()
+    evidence that has a thread (None: none has, or the evidence is unreadable)."""
     threaded = [
         item
-        for item in findings
+        for item in learning.evidence.findings
         if isinstance(item.get("mr_iid"), int) and isinstance(item.get("discussion_id"), str)
     ]
     if not threaded:
         return None
-    latest = max(threaded, key=lambda item: int(item.get("id") or 0))
+    latest = max(threaded, key=lambda item: _finding_id(item.get("id")))
     return int(latest["mr_iid"]), str(latest["discussion_id"])
+
+
+def _finding_id(value: object) -> int:
+    """A finding id of the evidence, to order by (0: none, or not a whole number)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def proposal_note_body(learning: Learning) -> str:
     """The note that proposes ``learning`` (its text is sanitised when it is made)."""
-    evidence = learning.proposal_evidence or {}
-    count = int(evidence.get("count") or len(evidence.get("findings") or ()))
+    count = learning.evidence.count
     globs = ", ".join(f"`{code_span_text(glob)}`" for glob in learning.path_globs)
     category = f"`{code_span_text(learning.category)}`" if learning.category else "every category"
     lines = [
@@ -125,6 +128,15 @@ def post_proposal_notes(book: LearningBook, gitlab: ProposalGitLab) -> list[Lear
     posted = []
     for learning in book.list(gitlab.url, statuses=[LearningStatus.PROPOSED]):
         if learning.proposal_note_id is not None or learning.id is None:
+            continue
+        if not learning.evidence.readable:
+            log.info(
+                "learning %d: not proposed on GitLab: %s (its proposal_evidence is not the "
+                "object reviewbot writes); `reviewbot learnings accept %d` still accepts it",
+                learning.id,
+                EVIDENCE_UNREADABLE,
+                learning.id,
+            )
             continue
         where = proposal_thread(learning)
         if where is None or learning.project_id is None:

@@ -5,10 +5,11 @@ The file is read from the target branch (the start commit of the MR's latest dif
 from the MR's head: an author cannot silence the review of their own MR. A change to it in the
 MR applies once merged; the summary says so.
 
-Owns: applying the file's text to the settings (through `reviewbot.config.apply_repo_overrides`,
+Owns: applying the file to the settings (through `reviewbot.config.apply_repo_overrides`,
 which says which keys a repository may set), and the warnings the summary shows about it (a
-broken file is ignored, never fatal). Must not: read the file (the run hands its text in) or
-know where the review goes.
+broken file, or one that is not text by ``reviewbot.rules.rules_file_text``, is ignored and
+named, never fatal). Must not: read the file (the run hands its bytes in) or know where the
+review goes.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from reviewbot.config import ConfigError, Settings, apply_repo_overrides
+from reviewbot.rules import NOT_TEXT, rules_file_text
 
 __all__ = ["REPO_CONFIG_FILE", "RepoPolicy", "repo_policy"]
 
@@ -30,16 +32,20 @@ class RepoPolicy:
     warnings: tuple[str, ...] = ()
 
 
-def repo_policy(settings: Settings, target_text: str | None, *, changed_by_mr: bool) -> RepoPolicy:
-    """``settings`` with the target branch's file (``target_text``; None: it has none) applied
-    when it is valid; ``changed_by_mr``: the MR's diff touches the file."""
+def repo_policy(settings: Settings, target: bytes | None, *, changed_by_mr: bool) -> RepoPolicy:
+    """``settings`` with the target branch's file (``target``, its bytes; None: it has none)
+    applied when it is valid text; ``changed_by_mr``: the MR's diff touches the file."""
     warnings = []
     if changed_by_mr:
         warnings.append(
             f"this merge request changes {REPO_CONFIG_FILE}: the review used the target "
             "branch's version; the change applies once it is merged"
         )
+    if target is None:
+        return RepoPolicy(settings, tuple(warnings))
+    target_text = rules_file_text(target)
     if target_text is None:
+        warnings.append(f"{REPO_CONFIG_FILE} {NOT_TEXT}")
         return RepoPolicy(settings, tuple(warnings))
     try:
         return RepoPolicy(apply_repo_overrides(settings, target_text), tuple(warnings))

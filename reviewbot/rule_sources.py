@@ -4,11 +4,15 @@ files at the target branch (reviewbot.rules parses and merges them).
 Every repository file is read through the ``read`` callable the caller hands in, at the commit
 the caller chose: the MR's start SHA (the target branch), never its head, so an MR cannot
 rewrite the rules that review it. An MR that changes a rules file is told so in the summary.
+``read`` gives each file's bytes; a file that is there but is not text
+(``reviewbot.rules.rules_file_text``) is named in the summary as such ("AGENTS.md is not
+UTF-8 text; not used"), never as missing; ``.reviewbot.toml``'s is said by
+``reviewbot.repo_policy``, which reads the same bytes for the settings.
 
 Owns: which files a review reads its rules from, reading the instance file (a regular file of
 bounded size, through reviewbot.input_files), and the warnings about rules files the MR
-changes. Must not: parse a rules format (reviewbot.rules does), choose the commit, or know
-about GitLab or the database.
+changes, that are missing or that are not text. Must not: parse a rules format or decode a
+file (reviewbot.rules does), choose the commit, or know about GitLab or the database.
 """
 
 from __future__ import annotations
@@ -22,12 +26,14 @@ from reviewbot.repo.view import TreeUnavailable
 from reviewbot.rules import (
     DUO_RULES_FILE,
     MAX_RULES_FILE_BYTES,
+    NOT_TEXT,
     REPO_CONFIG_FILE,
     REPO_RULES_FILE,
     RuleSet,
     RuleTexts,
     merge_rules,
     repository_rule_files,
+    rules_file_text,
     unmatched_globs,
 )
 
@@ -36,9 +42,9 @@ __all__ = ["ReadAtTarget", "review_rules"]
 # How the instance's file is named in what the summary says: the setting, not the path (the
 # server's file system is none of the MR's readers' business).
 INSTANCE_ORIGIN = "the instance's rules_file"
-# paths -> {path: text} of those that exist at the target branch; TreeUnavailable when the
+# paths -> {path: bytes} of those that exist at the target branch; TreeUnavailable when the
 # target's tree cannot be listed at all
-ReadAtTarget = Callable[[Sequence[str]], Mapping[str, str]]
+ReadAtTarget = Callable[[Sequence[str]], Mapping[str, bytes]]
 
 
 def review_rules(
@@ -56,31 +62,18 @@ def review_rules(
     instance, instance_problems = _instance_text(settings.rules_file)
     wanted = repository_rule_files(settings.rules_context_files)
     found, unlisted = _read_rule_files(read, wanted)
-    texts = RuleTexts(
-        instance=instance,
-        instance_origin=INSTANCE_ORIGIN,
-        repo_toml=found.get(REPO_CONFIG_FILE),
-        repo_yaml=found.get(REPO_RULES_FILE),
-        duo_yaml=found.get(DUO_RULES_FILE),
-        context={
-            entry: found[path]
-            for entry in settings.rules_context_files
-            if (path := entry.split("#", 1)[0]) in found
-        },
-    )
-    merged = merge_rules(texts)
-    missing = [
-        f"rules_context_files: {entry.split('#', 1)[0]} does not exist at the target branch"
-        for entry in settings.rules_context_files
-        if entry.split("#", 1)[0] not in found and not unlisted
-    ]
+    texts = {
+        path: text for path, data in found.items() if (text := rules_file_text(data)) is not None
+    }
+    merged = merge_rules(_rule_texts(instance, texts, settings.rules_context_files))
     unmatched = unmatched_globs(merged, repository_paths) if repository_paths is not None else []
     problems = [
         *unlisted,
         *instance_problems,
         *_changed_by_mr(wanted, changed_paths),
         *merged.problems,
-        *missing,
+        *([] if unlisted else _not_there(settings.rules_context_files, found)),
+        *_not_text(wanted, found, texts),
         *unmatched,
     ]
     return replace(merged, problems=tuple(problems))
@@ -88,7 +81,7 @@ def review_rules(
 
 def _read_rule_files(
     read: ReadAtTarget, wanted: Sequence[str]
-) -> tuple[Mapping[str, str], list[str]]:
+) -> tuple[Mapping[str, bytes], list[str]]:
     """The repository's rules files that exist at the target branch, and the problem when its
     tree could not be listed (then no file is known to be missing: none was looked at)."""
     try:
@@ -96,6 +89,46 @@ def _read_rule_files(
     except TreeUnavailable as unlisted:
         names = ", ".join(wanted)
         return {}, [f"the repository's rules files were not read ({names}): {unlisted}"]
+
+
+def _document(entry: str) -> str:
+    """The file of a ``rules_context_files`` entry ("CONTRIBUTING.md#Review checklist")."""
+    return entry.split("#", 1)[0]
+
+
+def _rule_texts(
+    instance: str | None, texts: Mapping[str, str], context_files: Sequence[str]
+) -> RuleTexts:
+    return RuleTexts(
+        instance=instance,
+        instance_origin=INSTANCE_ORIGIN,
+        repo_toml=texts.get(REPO_CONFIG_FILE),
+        repo_yaml=texts.get(REPO_RULES_FILE),
+        duo_yaml=texts.get(DUO_RULES_FILE),
+        context={
+            entry: texts[path] for entry in context_files if (path := _document(entry)) in texts
+        },
+    )
+
+
+def _not_there(context_files: Sequence[str], found: Mapping[str, bytes]) -> list[str]:
+    return [
+        f"rules_context_files: {path} does not exist at the target branch"
+        for entry in context_files
+        if (path := _document(entry)) not in found
+    ]
+
+
+def _not_text(
+    wanted: Sequence[str], found: Mapping[str, bytes], texts: Mapping[str, str]
+) -> list[str]:
+    """A problem per rules file that is there but is not text (``.reviewbot.toml``'s is
+    reviewbot.repo_policy's to say)."""
+    return [
+        f"{path} {NOT_TEXT}"
+        for path in wanted
+        if path in found and path not in texts and path != REPO_CONFIG_FILE
+    ]
 
 
 def _instance_text(path: str | None) -> tuple[str | None, list[str]]:
@@ -107,7 +140,10 @@ def _instance_text(path: str | None) -> tuple[str | None, list[str]]:
         return None, [f"ignored {INSTANCE_ORIGIN}: it {refused}"]
     except OSError as error:
         return None, [f"ignored {INSTANCE_ORIGIN}: {error.strerror or type(error).__name__}"]
-    return data.decode("utf-8", errors="replace"), []
+    text = rules_file_text(data)
+    if text is None:
+        return None, [f"{INSTANCE_ORIGIN} {NOT_TEXT}"]
+    return text, []
 
 
 def _changed_by_mr(wanted: Sequence[str], changed_paths: Collection[str]) -> list[str]:

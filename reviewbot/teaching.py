@@ -44,6 +44,7 @@ from reviewbot.learnings import (
     ancestor_groups,
     checked_category,
     checked_globs,
+    checked_group,
     checked_text,
     learning_excludes,
     proposals,
@@ -119,7 +120,7 @@ def add_learning(
         identity = app.gitlab().project_identity(project)
         draft = _for_project(draft, identity)
     else:
-        draft = _for_group(draft, (group or "").strip("/"))
+        draft = _for_group(draft, group or "")
     book = learning_book(app)
     return book.get(book.add(draft))
 
@@ -134,9 +135,7 @@ def _for_project(draft: Learning, identity: dict[str, object]) -> Learning:
 
 
 def _for_group(draft: Learning, group: str) -> Learning:
-    if not group:
-        raise LearningError("the group path is empty")
-    return replace(draft, project_id=None, project=None, group_path=group)
+    return replace(draft, project_id=None, project=None, group_path=checked_group(group))
 
 
 def project_learnings(
@@ -260,10 +259,10 @@ def propose_learnings(app: App, since: datetime) -> list[Learning]:
 
 
 def _same_kind(learning: Learning, category: str, glob: str, title: str) -> bool:
-    evidence = learning.proposal_evidence or {}
-    if learning.category != category or learning.path_globs != (glob,) or "title" not in evidence:
+    known = learning.evidence.title
+    if learning.category != category or learning.path_globs != (glob,) or known is None:
         return False
-    return similar_titles(str(evidence["title"]), title)
+    return similar_titles(known, title)
 
 
 def learning_figures(app: App, since: datetime, until: datetime, project: str | None) -> dict:

@@ -252,6 +252,29 @@ def test_plan_shows_the_rules_of_base_and_the_chunks_they_are_given_to(tmp_path:
     assert text.exit_code == 0 and "Review rules: 2" in text.output
 
 
+def test_plan_reads_rules_saved_with_a_byte_order_mark_and_names_those_that_are_not_text(
+    tmp_path: Path,
+) -> None:
+    """The local readers (git at BASE) decode rules files as the review's own do."""
+    init_repo(tmp_path)
+    (tmp_path / ".reviewbot").mkdir()
+    rules = "rules:\n  - name: python\n    paths: ['**/*.py']\n    instructions: Types.\n"
+    (tmp_path / ".reviewbot" / "rules.yaml").write_bytes(rules.encode("utf-16"))
+    (tmp_path / "AGENTS.md").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR")
+    (tmp_path / "app.py").write_text("x = 1\n")
+    git(tmp_path, "add", "-A")
+    git(tmp_path, "commit", "-qm", "base")
+    (tmp_path / "app.py").write_text("x = 2\n")
+    git(tmp_path, "commit", "-qam", "change")
+    args = ["plan", "--git", "HEAD~1..HEAD", "--repo", str(tmp_path), "--offline", "--json"]
+    env = {"REVIEWBOT_RULES_CONTEXT_FILES": "AGENTS.md", "REVIEWBOT_CONFIG": ""}
+    result = CliRunner().invoke(main, args, env=env)
+    assert result.exit_code == 0, result.output
+    found = json.loads(result.output)["rules"]
+    assert [rule["name"] for rule in found["rules"]] == ["python"]
+    assert found["problems"] == ["AGENTS.md is not UTF-8 text; not used"]
+
+
 def module(n: int) -> str:
     """A module of 60 small functions (about 3,000 tokens)."""
     return "".join(

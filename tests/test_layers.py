@@ -41,6 +41,7 @@ CORE = {
     "reviewbot.interdiff",
     "reviewbot.learnings",
     "reviewbot.markdown",
+    "reviewbot.namespaces",
     "reviewbot.pathglob",
     "reviewbot.positions",
     "reviewbot.prompts",

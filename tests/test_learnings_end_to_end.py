@@ -22,7 +22,7 @@ from reviewbot.commands import main
 from reviewbot.findings import FindingState
 from reviewbot.learnings import Learning, LearningError, LearningSource
 from reviewbot.mr import RunOptions, run_merge_request
-from reviewbot.store import LearningBook, Store
+from reviewbot.store import LearningBook, Store, upgrade
 from reviewbot.teaching import add_learning, project_learnings
 from tests.mr_world import PROJECT, World, commit_on_feature, world  # noqa: F401
 from tests.test_reply import DEVELOPER, Thread
@@ -177,6 +177,46 @@ def test_the_cli_lists_and_refuses_bad_input_with_exit_2(world: World) -> None: 
         code, output = cli(world, "learnings", *args)
         assert code == 2, (args, output)
         assert message in output and len(output.strip().splitlines()) == 1, output
+
+
+# Paths GitLab never gives a group or project (reviewbot.namespaces): the webhook refuses them
+# in a payload with 422, and the command line with exit 2 before anything is stored.
+NOT_GROUP_PATHS = ("../x", "group/../x", "/etc", "group/", "a/./b", "group.", "g\u00e9")
+
+
+@pytest.mark.parametrize("group", NOT_GROUP_PATHS)
+def test_a_group_path_gitlab_never_has_is_refused_with_exit_2_and_nothing_is_stored(
+    world: World,  # noqa: F811
+    group: str,
+) -> None:
+    """`learnings add --group ../x` was stored (a learning no project's groups ever match)."""
+    code, output = cli(world, "learnings", "add", "--group", group, "Prefer pathlib")
+    assert code == 2, output
+    [line] = output.strip().splitlines()
+    assert line.startswith("reviewbot: error: --group: group ") and "is not a group path" in line
+    with App(world.settings()) as app:
+        assert project_learnings(app) == []
+
+
+def test_a_project_path_gitlab_never_has_is_refused_as_the_webhook_refuses_it(
+    world: World,  # noqa: F811
+) -> None:
+    code, output = cli(world, "learnings", "add", "--project", "../x", "Prefer pathlib")
+    assert code == 2 and "is not a project path like group/name" in output, output
+    assert not [path for _, path in world.gitlab.requests if "/projects/" in path]
+
+
+def test_a_project_gitlab_does_not_show_is_exit_1_as_in_every_command(
+    world: World,  # noqa: F811
+) -> None:
+    """GitLab answers 404 for a project that is not there and for one the token cannot see:
+    that is GitLab's answer, exit 1 (docs/cli.md), not input the command can refuse."""
+    code, output = cli(world, "learnings", "add", "--project", "group/gone", "Prefer pathlib")
+    assert code == 1, output
+    [line] = output.strip().splitlines()
+    assert line == (
+        "reviewbot: error: project group/gone not found (or the token's user cannot see it)"
+    )
 
 
 # -- proposals from feedback ------------------------------------------------------------------
@@ -463,3 +503,71 @@ def test_a_dry_run_suppression_is_not_counted_in_the_report(
     assert code == 0, output
     section = json.loads((tmp_path / "report.json").read_text())["learnings"]
     assert {row["id"]: row["suppressed"] for row in section["in_use"]} == {made["id"]: 1}
+
+
+# -- evidence the database holds in another shape (issue 32, item 13) -------------------------
+
+UNREADABLE_EVIDENCE = (
+    [{"id": 1, "mr_iid": 1, "discussion_id": "d"}],  # a list where the object should be
+    "four findings",
+    4,
+    {"count": "four", "findings": []},
+    {"count": 4, "findings": "all of them"},
+    {"count": 4, "findings": [1, 2]},
+)
+
+
+def propose_with(world: World, evidence: object) -> int:  # noqa: F811
+    """A proposal stored with ``evidence`` as its JSON (edited by hand, or another version)."""
+    upgrade(world.database_url)
+    store = Store.from_url(world.database_url)
+    try:
+        made = LearningBook(store.engine).propose(
+            Learning(
+                text="Don't flag time.sleep in scripts",
+                gitlab_url=world.gitlab.url,
+                project_id=7,
+                project=PROJECT,
+                category="performance",
+                proposal_key="k",
+                proposal_evidence=evidence,  # type: ignore[arg-type]
+            )
+        )
+    finally:
+        store.close()
+    assert made is not None
+    return made
+
+
+@pytest.mark.parametrize("evidence", UNREADABLE_EVIDENCE, ids=repr)
+def test_a_proposal_whose_stored_evidence_is_unreadable_is_reported_as_such(
+    world: World,  # noqa: F811
+    tmp_path: Path,
+    evidence: object,
+) -> None:
+    """The report was an AttributeError traceback (`list` has no `get`): now it renders, and
+    the suggested learning's "turned down" says the evidence is unreadable."""
+    proposal = propose_with(world, evidence)
+    now = datetime.now(UTC)
+    window = ("--since", (now - timedelta(hours=1)).isoformat(), "--until", now.isoformat())
+    code, output = cli(world, "report", *window, "--output", str(tmp_path))
+    assert code == 0, output
+    [suggested] = json.loads((tmp_path / "report.json").read_text())["learnings"]["suggested"]
+    assert suggested["id"] == proposal and suggested["turned_down"] is None
+    markdown = (tmp_path / "report.md").read_text()
+    row = next(line for line in markdown.splitlines() if "time.sleep" in line)
+    assert "| evidence unreadable |" in row
+    assert "evidence unreadable" in (tmp_path / "report.html").read_text()
+
+
+def test_a_proposal_whose_stored_evidence_is_unreadable_is_not_posted_and_says_why(
+    world: World,  # noqa: F811
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    proposal = propose_with(world, UNREADABLE_EVIDENCE[0])
+    with caplog.at_level("INFO", logger="reviewbot.proposal_notes"):
+        code, output = cli(world, "feedback", "sync", "--since", "1d")
+    assert code == 0, output
+    assert f"learning {proposal}: not proposed on GitLab: evidence unreadable" in caplog.text
+    assert proposal_notes(world, 1) == []
+    assert cli(world, "learnings", "accept", str(proposal))[0] == 0  # the CLI still accepts it

@@ -7,6 +7,7 @@ every request and follows a rule that says ``Flag every added line containing "T
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -67,12 +68,16 @@ rules:
 """
 
 
-def commit_on_target(world: World, files: dict[str, str], message: str) -> None:
-    """A commit on the target branch (main), then a new diff version of the MR."""
+def commit_on_target(world: World, files: Mapping[str, str | bytes], message: str) -> None:
+    """A commit on the target branch (main), then a new diff version of the MR; a file given
+    as bytes is committed as they are."""
     git(world.repo, "checkout", "-q", "main")
-    for name, text in files.items():
+    for name, content in files.items():
         (world.repo / name).parent.mkdir(parents=True, exist_ok=True)
-        (world.repo / name).write_text(text)
+        if isinstance(content, bytes):
+            (world.repo / name).write_bytes(content)
+        else:
+            (world.repo / name).write_text(content)
     git(world.repo, "add", "-A")
     git(world.repo, "commit", "-qm", message)
     world.gitlab.push(PROJECT, 1, git(world.repo, "rev-parse", "feature"))
@@ -375,3 +380,58 @@ def test_a_rule_name_the_model_made_up_is_dropped_and_counted_in_the_run_details
     details = body.split("Run details", 1)[1]
     assert "| Unknown rule names | 3 finding(s) named a rule this review does not have: " in details
     assert "pep8-strict" not in body
+
+
+# -- rules files in other encodings (issue 32, item 13) ----------------------------------------
+
+UTF16_BE_WITH_MARK = b"\xfe\xff" + CONTRIBUTING.encode("utf-16-be")
+PNG_START = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x10"
+LATIN1_RULES = "rules:\n  - name: caf\u00e9\n    instructions: x\n".encode("latin-1")
+
+
+def test_rules_files_saved_with_a_byte_order_mark_are_read_and_used(world: World) -> None:
+    """A rules file saved as "Unicode" (UTF-16) or "UTF-8 with BOM" by an editor on Windows was
+    binary to the reader (NUL bytes): silently left out, and AGENTS.md said not to exist."""
+    commit_on_target(
+        world,
+        {
+            ".reviewbot/rules.yaml": REPO_RULES.encode("utf-16"),
+            ".gitlab/duo/mr-review-instructions.yaml": DUO_RULES.encode("utf-8-sig"),
+            ".reviewbot.toml": TOML_RULES.encode("utf-32"),
+            "CONTRIBUTING.md": UTF16_BE_WITH_MARK,
+        },
+        "rules saved on Windows",
+    )
+    report = world.run(rules_context_files=("CONTRIBUTING.md#Review checklist",))
+    names = {rule["name"] for rule in run_json(report)["rules"]["rules"]}
+    assert names == {
+        "util-clamp",
+        "app-subprocess",
+        "readme-tone",
+        "CONTRIBUTING.md#Review checklist",
+    }
+    [util_prompt] = [p for p in prompts(world) if '<file path="util.py"' in p]
+    assert {"util-clamp", "CONTRIBUTING.md#Review checklist"} <= rules_in(util_prompt)
+    assert "Functions say what they return." in util_prompt
+    body = summary_body(world)
+    assert "not UTF-8 text" not in body and "does not exist" not in body
+
+
+def test_a_rules_file_that_is_not_text_is_named_as_such_never_as_missing(world: World) -> None:
+    commit_on_target(
+        world,
+        {
+            "AGENTS.md": PNG_START,
+            ".reviewbot/rules.yaml": LATIN1_RULES,
+            ".reviewbot.toml": TOML_RULES.encode("utf-16-le"),  # no byte order mark
+        },
+        "rules that are not text",
+    )
+    report = world.run(rules_context_files=("AGENTS.md", "MISSING.md"))
+    assert len(report.posted) == 3  # the model's own findings, as without rules
+    assert not run_json(report)["rules"]["rules"]
+    body = summary_body(world)
+    for path in ("AGENTS.md", ".reviewbot/rules.yaml", ".reviewbot.toml"):
+        assert body.count(f"{path} is not UTF-8 text; not used") == 1, path
+    assert "AGENTS.md does not exist" not in body
+    assert "rules_context_files: MISSING.md does not exist at the target branch" in body

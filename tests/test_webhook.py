@@ -28,6 +28,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
+from reviewbot import namespaces
 from reviewbot.commands.serve import serve_command
 from reviewbot.config import ConfigError, Settings
 from reviewbot.gitlab import GitLabClient, GitLabSettings
@@ -303,8 +304,8 @@ def test_values_at_gitlabs_limits_are_accepted(listener: Listener) -> None:
 
 
 def test_payload_limits_match_the_columns() -> None:
-    assert payloads.MAX_PROJECT_PATH_CHARS == PROJECT_LENGTH
-    assert payloads.MAX_USERNAME_CHARS == NAME_LENGTH
+    assert namespaces.MAX_PATH_CHARS == PROJECT_LENGTH  # project and group_path columns
+    assert namespaces.MAX_USERNAME_CHARS == NAME_LENGTH
     assert payloads.COMMIT_SHA.fullmatch("f" * SHA_LENGTH)
 
 

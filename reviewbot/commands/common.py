@@ -38,6 +38,7 @@ from reviewbot.config import (
     setting_bounds,
 )
 from reviewbot.errors import disposition
+from reviewbot.namespaces import project_path_problem
 from reviewbot.window import AGE, AGE_UNITS, WindowError, parse_instant
 
 __all__ = [
@@ -291,12 +292,6 @@ class Text(_Checked):
         return self.text(value, param, ctx)
 
 
-# A GitLab project path: namespace/name, each part letters, digits, '_', '-' and '.', not
-# starting with '-' (https://docs.gitlab.com/ee/user/reserved_names: today's slugs are stricter,
-# older projects may still start with '_' or '.').
-PROJECT_PATH = re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_.-]*(?:/[A-Za-z0-9_.][A-Za-z0-9_.-]*)+")
-
-
 class ProjectRef(_Checked):
     """A GitLab project: its numeric id or its path ``group/name``."""
 
@@ -307,9 +302,10 @@ class ProjectRef(_Checked):
         if text.isascii() and text.isdigit():
             Integer(1).convert(text, param, ctx)
             return text
-        if not PROJECT_PATH.fullmatch(text):
+        problem = project_path_problem(text)  # the webhook's rule (reviewbot.namespaces)
+        if problem is not None:
             self.refuse(
-                f"must be a project id (a positive number) or a path like group/name, got {text!a}",
+                f"must be a project id (a positive number) or a path: {text!a} {problem}",
                 param,
                 ctx,
             )

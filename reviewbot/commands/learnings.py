@@ -9,7 +9,6 @@ database itself, or catch an error to print it.
 from __future__ import annotations
 
 import getpass
-import re
 
 import click
 from rich.table import Table
@@ -31,24 +30,16 @@ from reviewbot.commands.common import (
 from reviewbot.commands.render import add_row
 from reviewbot.commands.terminal import console
 from reviewbot.findings import Category
-from reviewbot.learnings import Learning, LearningStatus, checked_globs
+from reviewbot.learnings import Learning, LearningStatus, checked_globs, checked_group
 from reviewbot.teaching import add_learning, learning_book, project_learnings
 
 __all__ = ["learnings_group"]
 
 LEARNING_ID = Integer(1, INT32_MAX)
 DATABASE_OPTIONS = options(config_option, database_url_option)
-GROUP_PATH = re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_.-]*(?:/[A-Za-z0-9_.][A-Za-z0-9_.-]*)*")
-
-
-def _group_path(text: str) -> None:
-    if not GROUP_PATH.fullmatch(text):
-        raise ValueError(f"must be a group path like group or group/subgroup, got {text!a}")
-
-
 GROUP_OPTION = click.option(
     "--group",
-    type=Checked(_group_path),
+    type=Checked(checked_group),
     metavar="PATH",
     help="A group's learning (every project under it) instead of one project's.",
 )

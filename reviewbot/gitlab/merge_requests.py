@@ -123,13 +123,20 @@ class MergeRequestReader(GitLabConnection):
         )
 
     def file_contents(self, project_id: int, sha: str, paths: Sequence[str]) -> dict[str, str]:
-        """Raw files at ``sha``, fetched concurrently; a missing file is absent from the result."""
+        """Raw files at ``sha`` as text (bytes that are not UTF-8 replaced), fetched
+        concurrently; a missing file is absent from the result."""
+        found = self.file_bytes(project_id, sha, paths)
+        return {path: data.decode("utf-8", errors="replace") for path, data in found.items()}
+
+    def file_bytes(self, project_id: int, sha: str, paths: Sequence[str]) -> dict[str, bytes]:
+        """Raw files at ``sha`` as GitLab holds them, fetched concurrently; a missing file is
+        absent from the result."""
         workers = max(1, min(self._settings.contents_concurrency, len(paths)))
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="gitlab-raw") as pool:
             results = pool.map(lambda p: (p, self._raw_file(project_id, sha, p)), paths)
-            return {path: text for path, text in results if text is not None}
+            return {path: data for path, data in results if data is not None}
 
-    def _raw_file(self, project_id: int, sha: str, path: str) -> str | None:
+    def _raw_file(self, project_id: int, sha: str, path: str) -> bytes | None:
         url = f"/projects/{project_id}/repository/files/{quote(path, safe='')}/raw"
         with self._translated(f"reading {path} at {sha[:12]}"):
             try:
@@ -138,7 +145,7 @@ class MergeRequestReader(GitLabConnection):
                 if error.response_code == HTTP_NOT_FOUND:
                     return None
                 raise
-        return content.decode("utf-8", errors="replace")
+        return content
 
     def bot_threads(self, project_id: int, iid: int) -> list[BotThread]:
         """Every discussion the bot started with a finding marker (all pages)."""

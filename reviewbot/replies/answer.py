@@ -429,13 +429,13 @@ def read_guidance(
     """The review rules (as the target branch has them, with its ``.reviewbot.toml``) and
     the project's learnings in force that apply to the finding (reviewbot.replies.guidance)."""
     target = snapshot.diff_refs.start_sha
-    read_before: dict[str, str | None] = {}
+    read_before: dict[str, bytes | None] = {}
 
-    def read(paths: Sequence[str]) -> dict[str, str]:
+    def read(paths: Sequence[str]) -> dict[str, bytes]:
         wanted = [path for path in paths if path not in read_before]
-        found = gitlab.file_contents(snapshot.project_id, target, wanted) if wanted else {}
+        found = gitlab.file_bytes(snapshot.project_id, target, wanted) if wanted else {}
         read_before.update({path: found.get(path) for path in wanted})
-        return {path: text for path in paths if (text := read_before[path]) is not None}
+        return {path: data for path in paths if (data := read_before[path]) is not None}
 
     policy = repo_policy(
         app.settings, read([REPO_CONFIG_FILE]).get(REPO_CONFIG_FILE), changed_by_mr=False

@@ -1,7 +1,8 @@
 """The repository's files at the commits of one review run: the one reader every step uses.
 
-Owns: reading paths at a SHA as text, each path once per SHA (contents at a commit never
-change), through the run's repository view of that commit (``views``:
+Owns: reading paths at a SHA as text (or as bytes, for a reader that decodes them itself), each
+path once per SHA (contents at a commit never change), through the run's repository view of
+that commit (``views``:
 :meth:`reviewbot.repo.source.RepositorySource.at`: the CI checkout, the host's cache or the
 GitLab API, whichever serves it), in one batch where the view reads several files at once; and
 what counts as text worth showing (not binary, not larger than
@@ -50,6 +51,7 @@ class RepoFiles:
     def __init__(self, views: Callable[[str], RepositoryView]) -> None:
         self._views = views
         self._at: dict[str, dict[str, str | None]] = {}  # sha -> path -> text (None: absent)
+        self._bytes_at: dict[str, dict[str, bytes | None]] = {}  # sha -> path -> bytes
         self._unlisted: dict[str, TreeUnavailable] = {}  # sha -> why its tree is not listed
 
     def unlisted(self, sha: str) -> str:
@@ -58,20 +60,36 @@ class RepoFiles:
         unlisted = self._unlisted.get(sha)
         return "" if unlisted is None else str(unlisted)
 
+    def read_bytes(self, sha: str, paths: Sequence[str]) -> dict[str, bytes]:
+        """The paths of ``paths`` that are regular files at ``sha``, with their bytes, whatever
+        they hold (a rules file is decoded by its reader: reviewbot.rules.rules_file_text).
+        :class:`~reviewbot.repo.view.TreeUnavailable` as :meth:`read`."""
+        known = self._bytes_at.setdefault(sha, {})
+        wanted = [path for path in dict.fromkeys(paths) if path not in known]
+        if wanted:
+            found = self._fetch(sha, wanted)
+            known.update({path: found.get(path) for path in wanted})
+        return {path: data for path in paths if (data := known.get(path)) is not None}
+
+    def _fetch(self, sha: str, wanted: Sequence[str]) -> dict[str, bytes]:
+        """The regular files among ``wanted`` at ``sha``; TreeUnavailable, remembered, when the
+        tree of ``sha`` cannot be listed."""
+        if sha in self._unlisted:
+            raise self._unlisted[sha]
+        try:
+            return read_files(self._views(sha), wanted)
+        except TreeUnavailable as unlisted:
+            self._unlisted[sha] = unlisted
+            raise
+
     def read(self, sha: str, paths: Sequence[str]) -> dict[str, str]:
         """The paths of ``paths`` that exist at ``sha`` as text files, with their text.
         :class:`~reviewbot.repo.view.TreeUnavailable` when the source cannot list the tree of
         ``sha`` (asked once: later reads at ``sha`` raise it again without asking)."""
         known = self._at.setdefault(sha, {})
         wanted = [path for path in dict.fromkeys(paths) if path not in known]
-        if wanted and sha in self._unlisted:
-            raise self._unlisted[sha]
         if wanted:
-            try:
-                found = read_files(self._views(sha), wanted)
-            except TreeUnavailable as unlisted:
-                self._unlisted[sha] = unlisted
-                raise
+            found = self._fetch(sha, wanted)
             for path in wanted:
                 data = found.get(path)
                 known[path] = None if data is None else text_of(data)

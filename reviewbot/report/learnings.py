@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from reviewbot.learnings import Learning
+from reviewbot.learnings import EVIDENCE_UNREADABLE, Learning
 from reviewbot.markdown import table_cell
 
 __all__ = ["EMPTY_LEARNINGS", "learning_tables", "learnings_json", "learnings_markdown"]
@@ -39,20 +39,28 @@ def _row(learning: Learning) -> dict[str, Any]:
     }
 
 
+def _turned_down(learning: Learning) -> int | None:
+    """How often its kind of finding was turned down; None when its evidence is unreadable."""
+    evidence = learning.evidence
+    return evidence.count if evidence.readable else None
+
+
 def learnings_json(
     in_use: Iterable[Learning], suppressed: Mapping[int, int], suggested: Iterable[Learning]
 ) -> dict[str, list[dict[str, Any]]]:
     """The report's ``learnings`` section: ``in_use`` with the findings each suppressed,
-    ``suggested`` with how often the kind of finding was turned down."""
+    ``suggested`` with how often the kind of finding was turned down (None: its stored
+    evidence is unreadable)."""
     return {
         "in_use": [
             {**_row(item), "suppressed": suppressed.get(item.id or 0, 0)} for item in in_use
         ],
-        "suggested": [
-            {**_row(item), "turned_down": (item.proposal_evidence or {}).get("count", 0)}
-            for item in suggested
-        ],
+        "suggested": [{**_row(item), "turned_down": _turned_down(item)} for item in suggested],
     }
+
+
+def _or_unreadable(count: int | None) -> int | str:
+    return EVIDENCE_UNREADABLE if count is None else count
 
 
 def learning_tables(
@@ -81,7 +89,7 @@ def learning_tables(
             SUGGESTED_TITLE,
             SUGGESTED_HEADERS,
             [
-                (*common(row), row["turned_down"], row["text"])
+                (*common(row), _or_unreadable(row["turned_down"]), row["text"])
                 for row in section.get("suggested", ())
             ],
         ),

@@ -28,17 +28,10 @@ refused by the database (503) or breaking the encoder (500):
 
 * iids are GitLab's per-project numbers, from 1 to 2**31 - 1 (PostgreSQL ``integer`` columns,
   in GitLab and in our tables); note and project ids are positive ``bigint``.
-* Project paths and usernames are ASCII (lib/gitlab/path_regex.rb), so no NUL, no control
-  character, no lone surrogate, no space. ``path_with_namespace`` is one or more namespace
-  segments and the project's own, joined by single ``/`` (no empty segment, no leading or
-  trailing ``/``): a namespace segment (a group, a user: usernames too) is letters, digits,
-  ``_``, ``.`` and ``-``, starts with none of ``-``, ends with neither ``.`` nor ``.git`` nor
-  ``.atom`` (``NAMESPACE_FORMAT_REGEX``), so ``.`` and ``..`` are never one; the project's
-  segment has the same characters, does not start with ``-`` and does not end in ``.git`` or
-  ``.atom`` (``PROJECT_PATH_FORMAT_REGEX``). GitLab's format alone would let a project be
-  named ``.`` or ``..``; they are refused here too, as what they mean to anything that joins
-  paths is the folder or its parent. A project path is at most 512 characters (our
-  ``project`` columns), a username at most 255.
+* Project paths and usernames have GitLab's formats (lib/gitlab/path_regex.rb): checked by
+  the one rule in ``reviewbot.namespaces``, which the command line's ``--project`` and
+  ``--group`` share (no ``.`` or ``..`` segment, no leading ``/``, ASCII only); a project path
+  is at most 512 characters (our ``project`` columns), a username at most 255.
 * Commit SHAs are 40 (SHA-1) or 64 (SHA-256 repositories) lowercase hex digits.
 
 Owns: reading a delivery's headers and body into a typed event, the checks above, the command on a
@@ -54,6 +47,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
+
+from reviewbot.namespaces import MAX_PATH_CHARS, MAX_USERNAME_CHARS, PROJECT_PATH, USERNAME
 
 __all__ = [
     "EMOJI_HOOK",
@@ -93,13 +88,6 @@ MIN_IID = 1
 MAX_IID = 2**31 - 1  # PostgreSQL integer
 MIN_ID = 1
 MAX_ID = 2**63 - 1  # PostgreSQL bigint
-MAX_PROJECT_PATH_CHARS = 512  # = reviewbot.store.models.PROJECT_LENGTH
-MAX_USERNAME_CHARS = 255  # GitLab's limit, = reviewbot.store.models.NAME_LENGTH
-_NO_SUFFIX = r"(?<!\.git)(?<!\.atom)"
-_NAMESPACE_SEGMENT = rf"(?:[A-Za-z0-9_.][A-Za-z0-9_.-]*[A-Za-z0-9_-]|[A-Za-z0-9_]){_NO_SUFFIX}"
-_PROJECT_SEGMENT = rf"(?!\.\.?\Z)[A-Za-z0-9_.][A-Za-z0-9_.-]*{_NO_SUFFIX}"
-PROJECT_PATH = re.compile(rf"{_NAMESPACE_SEGMENT}(?:/{_NAMESPACE_SEGMENT})*/{_PROJECT_SEGMENT}")
-USERNAME = re.compile(_NAMESPACE_SEGMENT)
 COMMIT_SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 DISCUSSION_ID = re.compile(r"[0-9a-f]{1,64}")
 MAX_DISCUSSION_ID_CHARS = 64  # = reviewbot.store.models.SHA_LENGTH
@@ -424,7 +412,7 @@ def _matching(
 
 def _project_path_at(payload: Mapping[str, Any], *path: str) -> str:
     return _matching(
-        _str_at(payload, *path), PROJECT_PATH, MAX_PROJECT_PATH_CHARS, path, "a GitLab project path"
+        _str_at(payload, *path), PROJECT_PATH, MAX_PATH_CHARS, path, "a GitLab project path"
     )
 
 
