@@ -37,12 +37,12 @@ from urllib.parse import urlsplit
 
 import platformdirs
 
-from reviewbot import learnings as learning_limits
 from reviewbot.chunking import DEFAULT_SCOPE_CONTEXT_TOKENS
 from reviewbot.findings import Category, Severity
 from reviewbot.input_files import InputFileRefused, read_input_file
+from reviewbot.learnings import learning as learning_limits
 from reviewbot.redaction import hide_url_password, scrub_secrets
-from reviewbot.rules import DEFAULT_RULES_TOKENS
+from reviewbot.rules.ruleset import DEFAULT_RULES_TOKENS
 from reviewbot.setting_fields import (
     ACCEPTS_KEY,
     BOUNDS_KEY,
@@ -774,7 +774,7 @@ def apply_repo_overrides(
 ) -> Settings:
     """Apply a repository's ``.reviewbot.toml`` (review-policy keys only; secrets are refused)."""
     data = _settings_table(_parse_toml(toml_text, source), source)
-    # [[rules]] are review rules, read by reviewbot.rules, not settings
+    # [[rules]] are review rules, read by reviewbot.rules.ruleset, not settings
     not_allowed = sorted(set(data) - REPO_KEYS - {REPO_RULES_KEY})
     if not_allowed:
         raise ConfigError(

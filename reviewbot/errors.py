@@ -104,7 +104,7 @@ ERROR_TABLE: tuple[tuple[str, str, Disposition], ...] = (
     ("reviewbot.chunking", "BudgetTooSmallError", BAD_INPUT),
     ("reviewbot.window", "WindowError", BAD_INPUT),
     ("reviewbot.eval", "DatasetError", BAD_INPUT),
-    ("reviewbot.learnings", "LearningError", BAD_INPUT),
+    ("reviewbot.learnings.learning", "LearningError", BAD_INPUT),
     ("sqlalchemy.exc", "ArgumentError", Disposition(EXIT_BAD_INPUT, False, _database_url)),
     # an id given on the command line that is not in the database (`jobs show 7`)
     ("reviewbot.store.store", "RecordNotFound", BAD_INPUT),

@@ -35,8 +35,8 @@ from reviewbot.repo.localgit import (
     read_files_at,
     read_range,
 )
-from reviewbot.rule_sources import review_rules
-from reviewbot.rules import RuleSet
+from reviewbot.rules.ruleset import RuleSet
+from reviewbot.rules.sources import review_rules
 
 __all__ = [
     "MAX_DIFF_BYTES",

@@ -4,7 +4,7 @@
 order, each done by the module that owns it:
 
 1. **policy**: the target branch's ``.reviewbot.toml`` (:mod:`reviewbot.repo_policy`), and
-   the review rules as the target branch has them (:mod:`reviewbot.rule_sources`);
+   the review rules as the target branch has them (:mod:`reviewbot.rules.sources`);
 2. **what changed** since the MR's last complete review, and what carries over
    (:mod:`reviewbot.incremental`);
 3. **read** the head files the review shows (:class:`reviewbot.repo.files.RepoFiles`, through
@@ -45,7 +45,8 @@ from reviewbot.findings import Finding, FindingState
 from reviewbot.gitlab import GitLabClient
 from reviewbot.incremental import EarlierReview, Increment, plan_increment
 from reviewbot.interdiff import DiffDigest, digest
-from reviewbot.learnings import learning_rules
+from reviewbot.learnings.learning import learning_rules
+from reviewbot.learnings.teaching import active_learnings, suppress, suppressed_stored, withheld_by
 from reviewbot.mergerequest import MergeRequestSnapshot
 from reviewbot.model import session_key
 from reviewbot.prompts import ReviewContext, file_summaries, prompt_version
@@ -64,14 +65,13 @@ from reviewbot.review import (
     settings_key,
     with_carried_over,
 )
-from reviewbot.rule_sources import review_rules
-from reviewbot.rules import RuleSet
+from reviewbot.rules.ruleset import RuleSet
+from reviewbot.rules.sources import review_rules
 from reviewbot.states import ReviewStatus
 from reviewbot.store import MergeRequestKey
 from reviewbot.store.mr_lock import hold_mr_lock
 from reviewbot.store.records import ReviewEnding
 from reviewbot.stored_findings import StoredFinding
-from reviewbot.teaching import active_learnings, suppress, suppressed_stored, withheld_by
 from reviewbot.tokens import TokenCounter, local_counter
 from reviewbot.verify import with_verdicts
 
@@ -214,7 +214,7 @@ def _steps(run: _Run, review_id: int) -> RunReport:
     """Policy -> what changed -> read -> review -> publish -> record -> outcomes."""
     settings = _policy(run)
     rules = _rules(run, settings)
-    # --- team learnings (reviewbot.teaching): in the prompt, in the key, then suppressing
+    # --- team learnings (reviewbot.learnings.teaching): in the prompt, in the key, then suppressing
     taught = active_learnings(run.app, run.key, run.snapshot.project_path)
     learnt = learning_rules(taught)
     keyed = RuleSet((*rules.rules, *learnt.rules))  # a new learning: a full review
@@ -376,7 +376,7 @@ def _policy(run: _Run) -> Settings:
 
 def _rules(run: _Run, settings: Settings) -> RuleSet:
     """The review rules: the instance's, and the repository's as the target branch has them
-    (reviewbot.rule_sources); their problems go to the summary."""
+    (reviewbot.rules.sources); their problems go to the summary."""
     target = run.snapshot.diff_refs.start_sha
     changed = {path for f in run.snapshot.files for path in (f.new_path, f.old_path)}
     checkout = run.options.checkout

@@ -13,7 +13,7 @@ or above** (``GET /projects/:id/members/all/:user_id``, inherited roles included
   records the finding as not useful; ``/reviewbot learn <text>`` makes a learning and a bare
   ``/reviewbot learn`` confirms the thread's proposal;
 - ``@bot don't flag this …`` proposes a learning (from anyone else: an ordinary answer);
-- a 👍 on a proposal's note accepts it (``reviewbot.proposal_notes``).
+- a 👍 on a proposal's note accepts it (``reviewbot.learnings.proposals``).
 
 :func:`refusal` is the check: None when the change may be made, else the reason, which the
 caller says where the human asked (``reviewbot.replies.answer`` answers it once in the thread and

@@ -37,7 +37,7 @@ import jinja2
 from reviewbot.chunking import Chunk
 from reviewbot.diff import FileDiff
 from reviewbot.findings import REPORT_FINDING_TOOL, report_finding_parameters
-from reviewbot.rules import Rule
+from reviewbot.rules.ruleset import Rule
 
 __all__ = [
     "PROMPT_VERSION",

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from reviewbot.config import ConfigError, Settings, apply_repo_overrides
-from reviewbot.rules import NOT_TEXT, rules_file_text
+from reviewbot.rules.ruleset import NOT_TEXT, rules_file_text
 
 __all__ = ["REPO_CONFIG_FILE", "RepoPolicy", "repo_policy"]
 

@@ -50,7 +50,7 @@ from reviewbot.findings import (
     with_carried,
 )
 from reviewbot.incremental import CarriedOver
-from reviewbot.learnings import DEFAULT_LEARNINGS_TOKENS
+from reviewbot.learnings.learning import DEFAULT_LEARNINGS_TOKENS
 from reviewbot.model import (
     MODE_TOOL_CALLS,
     CallRecord,
@@ -67,8 +67,8 @@ from reviewbot.prompts import (
 )
 from reviewbot.repo.tools import TOOL_NAMES, RepositoryTools, repository_tool_schemas
 from reviewbot.repo.view import RepositoryView
-from reviewbot.rules import DEFAULT_RULES_TOKENS, RuleSet
-from reviewbot.rules_applied import LEARNINGS, RulesApplied
+from reviewbot.rules.applied import LEARNINGS, RulesApplied
+from reviewbot.rules.ruleset import DEFAULT_RULES_TOKENS, RuleSet
 from reviewbot.tokens import TokenCounter
 from reviewbot.unreviewed import UnreviewedPart, changed_lines_by_path, unreviewed_part
 from reviewbot.verify import Verification, VerifyOptions, verdict_schema, verify_findings
@@ -514,8 +514,8 @@ def review_files(
     an earlier review, so findings get the fingerprints a full review would give them.
     ``repository``: the tree at the head, for the model's repository tools (with
     ``options.tools``; see :func:`review_tools`).
-    ``rules``: the review rules (reviewbot.rules); each chunk gets those of its files, within
-    a budget the chunk planner keeps for them; ``learnings`` (the team's, as rules:
+    ``rules``: the review rules (reviewbot.rules.ruleset); each chunk gets those of its files,
+    within a budget the chunk planner keeps for them; ``learnings`` (the team's, as rules:
     reviewbot.learnings.learning_rules) likewise, within ``options.learnings_tokens``.
     ``session``: the MR's key (``<gitlab host>/<project id>/<mr iid>``), carried by every model
     request of the review, verification included, for a router's affinity (None: none).

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import example, given, settings
 
 from reviewbot.gitlab import GitLabClient, GitLabSettings
-from reviewbot.learnings import (
+from reviewbot.learnings.learning import (
     MAX_LEARNING_CHARS,
     MAX_LEARNINGS_PER_PROJECT,
     Learning,
@@ -269,7 +269,7 @@ def _role_reads(fake: FakeGitLab, user_id: int) -> int:
 
 
 def _down(finding_id: int, title: str = "Comparison to None uses ==", **fields: object):
-    from reviewbot.learnings import TurnedDown
+    from reviewbot.learnings.learning import TurnedDown
 
     values: dict[str, object] = {
         "finding_id": finding_id,
@@ -287,7 +287,7 @@ def _down(finding_id: int, title: str = "Comparison to None uses ==", **fields: 
 
 
 def test_a_kind_turned_down_threshold_times_is_proposed_with_its_evidence() -> None:
-    from reviewbot.learnings import proposals
+    from reviewbot.learnings.learning import proposals
 
     downs = [_down(1), _down(2, "Comparison to None uses == ."), _down(3, path="src/b.py")]
     [proposal] = proposals(GITLAB, downs, 3)
@@ -301,7 +301,7 @@ def test_a_kind_turned_down_threshold_times_is_proposed_with_its_evidence() -> N
 
 
 def test_other_titles_folders_categories_or_projects_are_other_kinds() -> None:
-    from reviewbot.learnings import proposals
+    from reviewbot.learnings.learning import proposals
 
     downs = [
         _down(1),
@@ -319,7 +319,7 @@ def test_other_titles_folders_categories_or_projects_are_other_kinds() -> None:
 @given(hostile_text)
 @example("`<`")  # found by CI: a "<" in a code span was kept (it could close the prompt's tag)
 def test_a_proposal_from_a_hostile_title_is_sanitised(title: str) -> None:
-    from reviewbot.learnings import proposals
+    from reviewbot.learnings.learning import proposals
 
     [proposal] = proposals(GITLAB, [_down(i, title) for i in (1, 2)], 2)
     text = proposal.learning().text

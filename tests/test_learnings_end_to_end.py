@@ -20,10 +20,10 @@ from click.testing import CliRunner
 from reviewbot.app import App
 from reviewbot.commands import main
 from reviewbot.findings import FindingState
-from reviewbot.learnings import Learning, LearningError, LearningSource
+from reviewbot.learnings.learning import Learning, LearningError, LearningSource
+from reviewbot.learnings.teaching import add_learning, project_learnings
 from reviewbot.mr import RunOptions, run_merge_request
 from reviewbot.store import LearningBook, Store, upgrade
-from reviewbot.teaching import add_learning, project_learnings
 from tests.mr_world import PROJECT, World, commit_on_feature, world  # noqa: F401
 from tests.test_reply import DEVELOPER, Thread
 
@@ -322,7 +322,7 @@ def test_the_report_lists_learnings_in_use_with_suppressions_and_suggested_ones(
 
 
 def test_a_thread_learning_keeps_where_it_was_made(world: World) -> None:  # noqa: F811
-    """The API the `/reviewbot learn` thread command builds on (reviewbot.teaching)."""
+    """The API the `/reviewbot learn` thread command builds on (reviewbot.learnings.teaching)."""
     thread = {"author_id": 5, "mr_iid": 1, "discussion_id": "d" * 40, "note_id": 99}
     with App(world.settings()) as app:
         made = add_learning(
@@ -341,7 +341,7 @@ def test_a_thread_learning_keeps_where_it_was_made(world: World) -> None:  # noq
     assert made.group_path == "group" and made.discussion_id == "d" * 40
 
 
-# -- proposals on GitLab (reviewbot.proposal_notes) --------------------------------------------
+# -- proposals on GitLab (reviewbot.learnings.proposals) -------------------------------------------
 
 DEVELOPER_LEVEL, REPORTER_LEVEL = 30, 20  # GitLab's access levels
 PROPOSAL_MARKER = "<!-- reviewbot:learning-proposal:"
@@ -565,7 +565,7 @@ def test_a_proposal_whose_stored_evidence_is_unreadable_is_not_posted_and_says_w
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     proposal = propose_with(world, UNREADABLE_EVIDENCE[0])
-    with caplog.at_level("INFO", logger="reviewbot.proposal_notes"):
+    with caplog.at_level("INFO", logger="reviewbot.learnings.proposals"):
         code, output = cli(world, "feedback", "sync", "--since", "1d")
     assert code == 0, output
     assert f"learning {proposal}: not proposed on GitLab: evidence unreadable" in caplog.text

@@ -1,4 +1,4 @@
-"""Path globs (reviewbot.pathglob): the same answers as the regular expressions they used to
+"""Path globs (reviewbot.rules.pathglob): the same answers as the regular expressions they used to
 be translated into, in time linear in the path's length (issue 32).
 
 The reference below is the translation reviewbot used before (``rules._translate``), kept
@@ -16,15 +16,15 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from reviewbot.learnings import LearningError, checked_globs
-from reviewbot.pathglob import (
+from reviewbot.learnings.learning import LearningError, checked_globs
+from reviewbot.rules.pathglob import (
     MAX_GLOB_CHARS,
     MAX_GLOB_STARS,
     compiled_glob,
     glob_matches,
     glob_problem,
 )
-from reviewbot.rules import RuleSource, parse_yaml_rules
+from reviewbot.rules.ruleset import RuleSource, parse_yaml_rules
 
 HOSTILE_SEGMENTS = "**/" * 12 + "x?"  # 12 `**/`: the old regex nests 12 `(?:[^/]*/)*`
 HOSTILE_STARS = "*a" * 12 + "b*"  # 12 `[^/]*a`, and no "b" in the path

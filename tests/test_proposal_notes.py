@@ -1,10 +1,10 @@
-"""The pure parts of reviewbot.proposal_notes: where a proposal is posted and what its note
+"""The pure parts of reviewbot.learnings.proposals: where a proposal is posted and what its note
 says (the GitLab round trip is in tests/test_learnings_end_to_end.py)."""
 
 from __future__ import annotations
 
-from reviewbot.learnings import Learning, LearningSource, LearningStatus
-from reviewbot.proposal_notes import proposal_marker, proposal_note_body, proposal_thread
+from reviewbot.learnings.learning import Learning, LearningSource, LearningStatus
+from reviewbot.learnings.proposals import proposal_marker, proposal_note_body, proposal_thread
 
 
 def _proposal(findings: list[dict[str, object]], **fields: object) -> Learning:

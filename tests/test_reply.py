@@ -24,6 +24,7 @@ from starlette.testclient import TestClient
 
 from reviewbot.app import App
 from reviewbot.gitlab import GitLabClient, GitLabSettings
+from reviewbot.learnings.teaching import project_learnings
 from reviewbot.queue import JobQueue
 from reviewbot.replies.answer import reply_marker
 from reviewbot.report.document import build_report, report_markdown
@@ -33,7 +34,6 @@ from reviewbot.store import Store
 from reviewbot.store.models import Feedback as FeedbackRow
 from reviewbot.store.models import Job as JobRow
 from reviewbot.store.models import Reply as ReplyRow
-from reviewbot.teaching import project_learnings
 from reviewbot.webhook.openapi import WEBHOOK_PATH
 from reviewbot.webhook.payloads import parse_reply_command
 from reviewbot.webhook.server import create_app

@@ -6,10 +6,10 @@ the names of those with no room. End to end at the fake vLLM: tests/test_reply_t
 from __future__ import annotations
 
 from reviewbot.findings import Category
-from reviewbot.learnings import Learning, LearningStatus
+from reviewbot.learnings.learning import Learning, LearningStatus
 from reviewbot.prompts import render_rules
 from reviewbot.replies.guidance import guidance_for
-from reviewbot.rules import Rule, RuleSet, RuleSource
+from reviewbot.rules.ruleset import Rule, RuleSet, RuleSource
 from reviewbot.tokens import ByteEstimateCounter
 
 COUNTER = ByteEstimateCounter()

@@ -17,9 +17,9 @@ import pytest
 from sqlalchemy import update
 
 from reviewbot.app import App
+from reviewbot.learnings.teaching import add_learning, project_learnings
 from reviewbot.queue import WORKER_LOST_ON_LAST_ATTEMPT
 from reviewbot.store.models import Job as JobRow
-from reviewbot.teaching import add_learning, project_learnings
 from tests.mr_world import PROJECT, World, world  # noqa: F401
 from tests.test_reply import DEVELOPER, EXPIRED_LEASE_S, REPORTER, THREAD_NOTES, Thread
 

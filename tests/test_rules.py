@@ -1,4 +1,4 @@
-"""Review rules on plain data (reviewbot.rules): the four formats, their merge, the glob
+"""Review rules on plain data (reviewbot.rules.ruleset): the four formats, their merge, the glob
 matcher, which rules a chunk's paths get and the token budget. Hostile files (aliases,
 nesting, size) and the matcher are property-tested. End to end: tests/test_run_rules.py.
 
@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reviewbot.findings import Category, Severity
-from reviewbot.pathglob import glob_matches
-from reviewbot.rules import (
+from reviewbot.rules.pathglob import glob_matches
+from reviewbot.rules.ruleset import (
     MAX_CONTEXT_CHARS,
     MAX_RULES_FILE_BYTES,
     MAX_YAML_DEPTH,

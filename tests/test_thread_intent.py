@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reviewbot.learnings import EXCLUSION_WORDS, MAX_LEARNING_CHARS
+from reviewbot.learnings.learning import EXCLUSION_WORDS, MAX_LEARNING_CHARS
 from reviewbot.replies.intent import mentioned_globs, teaching_intent
 
 BOT = "reviewbot"

@@ -46,8 +46,8 @@ from reviewbot.window import Window, previous_iso_week
 
 if TYPE_CHECKING:  # the database layer loads only when a command runs (module notes)
     from reviewbot.app import App
-    from reviewbot.learnings import Learning
-    from reviewbot.proposal_notes import AcceptedByVotes
+    from reviewbot.learnings.learning import Learning
+    from reviewbot.learnings.proposals import AcceptedByVotes
 
 __all__ = ["eval_command", "feedback_group", "report_command"]
 
@@ -146,9 +146,9 @@ def _learn_from_feedback(
     app: App, since: datetime
 ) -> tuple[list[Learning], list[Learning], AcceptedByVotes]:
     """Proposals from what the team turned down, the 👍 on the posted ones, and the notes for
-    the new ones (reviewbot.teaching, reviewbot.proposal_notes)."""
-    from reviewbot.proposal_notes import accept_by_thumbs_up, post_proposal_notes
-    from reviewbot.teaching import learning_book, propose_learnings
+    the new ones (reviewbot.learnings.teaching, reviewbot.learnings.proposals)."""
+    from reviewbot.learnings.proposals import accept_by_thumbs_up, post_proposal_notes
+    from reviewbot.learnings.teaching import learning_book, propose_learnings
 
     proposed = propose_learnings(app, since)
     book = learning_book(app)
@@ -160,7 +160,7 @@ def _learn_from_feedback(
 def _print_taught(
     out: Any, proposed: list[Learning], noted: list[Learning], voted: AcceptedByVotes
 ) -> None:
-    for learning in proposed:  # reviewbot.teaching: kinds of finding the team turned down
+    for learning in proposed:  # reviewbot.learnings.teaching: kinds of finding the team turned down
         out.print(data(f"learning {learning.id} proposed ({learning.scope}): {learning.text}"))
     for learning in noted:
         where = f"{learning.project}!{learning.mr_iid}"
@@ -278,8 +278,8 @@ def report_command(
 def _report_of(
     app: Any, window: Window, now: datetime, project: str | None, slo_ttft_ms: float
 ) -> dict[str, Any]:
+    from reviewbot.learnings.teaching import learning_figures
     from reviewbot.report.document import build_report
-    from reviewbot.teaching import learning_figures
 
     learnings = learning_figures(app, window.since, window.until, project)
     return build_report(

@@ -1,9 +1,9 @@
 """`reviewbot learnings add|list|remove|accept|reject`: the team's instructions to the reviewer.
 
 Owns: the commands' options and their table. Making and listing is
-``reviewbot.teaching``; the checks of text, globs and category are ``reviewbot.learnings``
-(a LearningError is bad input, exit 2, as is an id not in the database). Must not: query the
-database itself, or catch an error to print it.
+``reviewbot.learnings.teaching``; the checks of text, globs and category are
+``reviewbot.learnings.learning`` (a LearningError is bad input, exit 2, as is an id not in the
+database). Must not: query the database itself, or catch an error to print it.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from reviewbot.commands.common import (
 from reviewbot.commands.render import add_row
 from reviewbot.commands.terminal import console
 from reviewbot.findings import Category
-from reviewbot.learnings import Learning, LearningStatus, checked_globs, checked_group
-from reviewbot.teaching import add_learning, learning_book, project_learnings
+from reviewbot.learnings.learning import Learning, LearningStatus, checked_globs, checked_group
+from reviewbot.learnings.teaching import add_learning, learning_book, project_learnings
 
 __all__ = ["learnings_group"]
 

@@ -49,6 +49,7 @@ from reviewbot.app import App
 from reviewbot.comments import line_text_hash, parse_marker
 from reviewbot.diff import Side
 from reviewbot.gitlab import GitLabClient
+from reviewbot.learnings.teaching import active_learnings, learning_book
 from reviewbot.markdown import sanitize_markdown, suggestion_block
 from reviewbot.mergerequest import MergeRequestSnapshot
 from reviewbot.model import session_key
@@ -60,12 +61,11 @@ from reviewbot.replies.guidance import Guidance, guidance_for
 from reviewbot.replies.intent import teaching_intent
 from reviewbot.replies.teach import learn, propose
 from reviewbot.repo_policy import REPO_CONFIG_FILE, repo_policy
-from reviewbot.rule_sources import review_rules
+from reviewbot.rules.sources import review_rules
 from reviewbot.states import FeedbackKind, ReplyCommand, ReplyStatus
 from reviewbot.store import MergeRequestKey
 from reviewbot.store.reply_queries import ReplyRecord, ReplyStore, ThreadFinding
 from reviewbot.store.store import utc_now
-from reviewbot.teaching import active_learnings, learning_book
 from reviewbot.tokens import local_counter
 from reviewbot.webhook.payloads import parse_reply_command
 

@@ -2,15 +2,15 @@
 and the team's learnings that apply to the thread's finding, within the review's budgets.
 
 A review gives each chunk the rules and learnings whose globs match one of the chunk's files
-(``reviewbot.rules_applied``); an answer is about one finding, so it gets those whose globs
+(``reviewbot.rules.applied``); an answer is about one finding, so it gets those whose globs
 match the finding's path and whose category (when they name one) is the finding's, in their
 order, as many as fit ``rules_tokens`` and ``learnings_tokens`` (the same settings, the same
 rendering: ``prompts/rules.j2``, ``prompts/learnings.j2``). What did not fit is named, never
 dropped silently.
 
 Owns: :class:`Guidance`, :func:`guidance_for`. Pure: plain data in, plain data out. Must not:
-read rules or learnings from anywhere (``reviewbot.rule_sources``, ``reviewbot.teaching``) or
-talk to the model.
+read rules or learnings from anywhere (``reviewbot.rules.sources``,
+``reviewbot.learnings.teaching``) or talk to the model.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from reviewbot.learnings import Learning, learning_applies, learning_rules
+from reviewbot.learnings.learning import Learning, learning_applies, learning_rules
 from reviewbot.prompts import render_learnings, render_rules
-from reviewbot.rules import Rule, RuleSet, fit_rules, rules_for_paths
+from reviewbot.rules.ruleset import Rule, RuleSet, fit_rules, rules_for_paths
 from reviewbot.tokens import TokenCounter
 
 __all__ = ["Guidance", "guidance_for"]

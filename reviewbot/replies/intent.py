@@ -17,10 +17,10 @@ asked for, so it would rather miss):
 
 The wish's text is what the human wrote, on one line; :func:`mentioned_globs` reads the path
 globs it names ("in tests/**", "under src/legacy/"), those with a ``/`` or ``*`` that are
-usable globs (``reviewbot.rules``), so a learning can be scoped as the human said.
+usable globs (``reviewbot.rules.ruleset``), so a learning can be scoped as the human said.
 
 Owns: :class:`TeachingIntent`, :func:`teaching_intent`, :func:`mentioned_globs`. Pure: text in,
-data out. Must not: make a learning (``reviewbot.teaching``) or decide who may.
+data out. Must not: make a learning (``reviewbot.learnings.teaching``) or decide who may.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from reviewbot.learnings import EXCLUSION_WORDS, MAX_LEARNING_CHARS
-from reviewbot.pathglob import glob_problem
+from reviewbot.learnings.learning import EXCLUSION_WORDS, MAX_LEARNING_CHARS
+from reviewbot.rules.pathglob import glob_problem
 
 __all__ = ["TeachingIntent", "mentioned_globs", "teaching_intent"]
 

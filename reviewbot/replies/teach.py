@@ -35,19 +35,19 @@ from typing import Any
 
 from reviewbot.app import App
 from reviewbot.gitlab import GitLabClient
-from reviewbot.learnings import (
+from reviewbot.learnings.learning import (
     MAX_LEARNING_CHARS,
     Learning,
     LearningError,
     LearningSource,
     LearningStatus,
 )
+from reviewbot.learnings.teaching import add_learning, learning_book
 from reviewbot.markdown import code_span_text, sanitize_markdown
 from reviewbot.permission import Change, refusal
 from reviewbot.queue import Job
 from reviewbot.replies.intent import TeachingIntent, mentioned_globs
 from reviewbot.store.reply_queries import ReplyRecord, ThreadFinding
-from reviewbot.teaching import add_learning, learning_book
 
 __all__ = ["LEARN_COMMAND", "Lesson", "learn", "propose"]
 

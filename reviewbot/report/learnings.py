@@ -1,9 +1,9 @@
 """The report's learnings (pure): those in use, with how many findings each suppressed in the
 window, and the suggested ones (proposals waiting for a human), as JSON rows and as tables.
 
-``reviewbot.teaching.learning_figures`` reads them; ``reviewbot.report.document`` (Markdown) and
-``reviewbot.report.html`` place the tables. Every string from the database goes through
-:func:`reviewbot.markdown.table_cell` in Markdown (the HTML template escapes its cells).
+``reviewbot.learnings.teaching.learning_figures`` reads them; ``reviewbot.report.document``
+(Markdown) and ``reviewbot.report.html`` place the tables. Every string from the database goes
+through :func:`reviewbot.markdown.table_cell` in Markdown (the HTML template escapes its cells).
 
 Owns: the rows and headers of the two learnings tables. Must not: read the database, or lay
 out the rest of the report.
@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from reviewbot.learnings import EVIDENCE_UNREADABLE, Learning
+from reviewbot.learnings.learning import EVIDENCE_UNREADABLE, Learning
 from reviewbot.markdown import table_cell
 
 __all__ = ["EMPTY_LEARNINGS", "learning_tables", "learnings_json", "learnings_markdown"]

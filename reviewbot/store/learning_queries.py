@@ -7,7 +7,7 @@ or proposed; ``add`` refuses one more with :class:`~reviewbot.learnings.Learning
 proposal carries a unique ``proposal_key``: proposing the same thing twice stores it once.
 
 Owns: the SQL of the ``learnings`` table and of the findings it suppressed. Must not: decide
-what a learning says or whether it applies (``reviewbot.learnings``), or who may make one.
+what a learning says or whether it applies (``reviewbot.learnings.learning``), or who may make one.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from sqlalchemy import Engine, false, func, insert, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from reviewbot.findings import FindingState
-from reviewbot.learnings import (
+from reviewbot.learnings.learning import (
     MAX_LEARNINGS_PER_PROJECT,
     Learning,
     LearningError,

@@ -38,7 +38,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from reviewbot.diff import Side as DiffSide
 from reviewbot.findings import AnchorKind, FindingState
-from reviewbot.learnings import LearningSource, LearningStatus
+from reviewbot.learnings.learning import LearningSource, LearningStatus
 from reviewbot.states import (
     CallMode,
     CallPurpose,

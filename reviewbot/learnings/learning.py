@@ -3,8 +3,8 @@ made safe, which paths and findings it is for, and which findings it suppresses.
 
 A learning belongs to one project (``project_id``) or to a group (``group_path``, no project:
 every project under that group, subgroups included). Its ``path_globs`` use the glob
-semantics of review rules (``reviewbot.rules``: whole path from the repository root, ``*`` in
-one segment, ``**`` across segments, ``!`` excludes; none: every path), its optional
+semantics of review rules (``reviewbot.rules.ruleset``: whole path from the repository root, ``*``
+in one segment, ``**`` across segments, ``!`` excludes; none: every path), its optional
 ``category`` is a finding category (``reviewbot.findings.Category``).
 
 Every active learning whose globs match one of a chunk's paths goes into the prompt as an
@@ -43,8 +43,8 @@ from typing import Any
 from reviewbot.findings import NEAR_IDENTICAL_TITLE_RATIO, Category, normalize_title
 from reviewbot.markdown import printable_text, sanitize_markdown
 from reviewbot.namespaces import group_path_problem
-from reviewbot.pathglob import glob_matches, glob_problem
-from reviewbot.rules import Rule, RuleSet, RuleSource
+from reviewbot.rules.pathglob import glob_matches, glob_problem
+from reviewbot.rules.ruleset import Rule, RuleSet, RuleSource
 
 __all__ = [
     "DEFAULT_LEARNINGS_TOKENS",
@@ -82,7 +82,7 @@ __all__ = [
 # leave room for a reason and an example, and keep 30 learnings within ~4,000 prompt tokens.
 MAX_LEARNING_CHARS = 500
 # Learnings in force or proposed per project (and per group): a team that needs more is
-# writing review rules (reviewbot.rules), which live in the repository.
+# writing review rules (reviewbot.rules.ruleset), which live in the repository.
 MAX_LEARNINGS_PER_PROJECT = 100
 MAX_LEARNING_GLOBS = 20
 # Tokens of learnings per chunk (setting learnings_tokens): some 15 learnings of 60 tokens.

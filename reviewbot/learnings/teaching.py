@@ -1,8 +1,8 @@
 """Teaching the reviewer: make, list and steer a project's (or a group's) learnings.
 
 The CLI (``reviewbot learnings``) and the thread command (``/reviewbot learn``) both come here:
-the text, globs and category are checked (``reviewbot.learnings``), the project is read from
-GitLab (its id, so a renamed project keeps its learnings, and its group), and the learning is
+the text, globs and category are checked (``reviewbot.learnings.learning``), the project is read
+from GitLab (its id, so a renamed project keeps its learnings, and its group), and the learning is
 stored (``reviewbot.store.LearningBook``). Who may teach is checked by the caller that knows
 who asks: the thread command with ``reviewbot.permission``; a CLI user has the database.
 
@@ -21,7 +21,7 @@ same category and folder before it) and applied only once accepted.
 Owns: :func:`add_learning`, :func:`project_learnings`, :func:`learning_book`,
 :func:`active_learnings`, :func:`suppress`, :func:`withheld_by`, :func:`propose_learnings` and
 :func:`learning_figures` (the report's). Must not: render
-anything, or decide whether a learning applies to a finding (``reviewbot.learnings``).
+anything, or decide whether a learning applies to a finding (``reviewbot.learnings.learning``).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from typing import Any
 from reviewbot.app import App
 from reviewbot.comments import Withheld
 from reviewbot.findings import Finding, FindingsOptions, FindingsResult, FindingState, without
-from reviewbot.learnings import (
+from reviewbot.learnings.learning import (
     Learning,
     LearningError,
     LearningSource,

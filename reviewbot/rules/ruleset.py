@@ -20,7 +20,7 @@ a scan of its events that refuses aliases (no "billion laughs") and nesting deep
 MAX_YAML_DEPTH (PyYAML's composer recurses).
 
 Globs are matched on the whole path from the repository root, as Duo's ``fileFilters`` are
-(``*.rb`` is a file at the root; ``**/*.rb`` anywhere), by ``reviewbot.pathglob`` in time
+(``*.rb`` is a file at the root; ``**/*.rb`` anywhere), by ``reviewbot.rules.pathglob`` in time
 linear in the path's length: ``*`` and ``?`` stay within one path segment, ``**`` spans any
 number of segments, ``[abc]`` is a class, a trailing ``/`` means everything under that folder;
 ``!`` marks an exclude. A glob too long or with too many ``*`` is a problem, like one that
@@ -47,7 +47,7 @@ from typing import Any
 import yaml
 
 from reviewbot.findings import Category, Severity
-from reviewbot.pathglob import glob_matches, glob_problem
+from reviewbot.rules.pathglob import glob_matches, glob_problem
 
 __all__ = [
     "DEFAULT_RULES_TOKENS",
@@ -108,7 +108,7 @@ class RuleSource(StrEnum):
     REPOSITORY = "repository"
     DUO = "duo"
     CONTEXT = "context"
-    LEARNING = "learning"  # a team learning (reviewbot.learnings), from the database
+    LEARNING = "learning"  # a team learning (reviewbot.learnings.learning), from the database
 
 
 @dataclass(frozen=True)
@@ -458,7 +458,7 @@ def _shown(text: str) -> str:
     return "`" + cut.replace("`", "'") + "`"
 
 
-# --- globs (matched by reviewbot.pathglob) ---------------------------------------------------
+# --- globs (matched by reviewbot.rules.pathglob) --------------------------------------------------
 
 
 def unmatched_globs(rule_set: RuleSet, paths: Iterable[str]) -> list[str]:

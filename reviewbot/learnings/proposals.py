@@ -1,7 +1,7 @@
 """Proposed learnings on GitLab: a note where the team turned the findings down, and 👍 on it.
 
-A proposal (``reviewbot.teaching.propose_learnings``) is made from findings the team turned
-down in a project. With ``learning_proposal_notes`` on (the default), ``reviewbot feedback
+A proposal (``reviewbot.learnings.teaching.propose_learnings``) is made from findings the team
+turned down in a project. With ``learning_proposal_notes`` on (the default), ``reviewbot feedback
 sync`` posts it once as a reply in the thread of the latest of those findings, where the
 people who turned it down see it: the learning's text, its scope, and how to accept it. A 👍 on
 that note from a project member with at least the Developer role (``reviewbot.permission``,
@@ -16,8 +16,8 @@ or a sync killed between the post and the database write never posts a second no
 id and thread are stored with the learning.
 
 Owns: :func:`proposal_note_body` (pure), :func:`post_proposal_notes` and
-:func:`accept_by_thumbs_up`. Must not: make proposals (``reviewbot.teaching``) or decide what a
-learning suppresses (``reviewbot.learnings``).
+:func:`accept_by_thumbs_up`. Must not: make proposals (``reviewbot.learnings.teaching``) or decide
+what a learning suppresses (``reviewbot.learnings.learning``).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from reviewbot.gitlab import GitLabNotFoundError
-from reviewbot.learnings import EVIDENCE_UNREADABLE, Learning, LearningStatus
+from reviewbot.learnings.learning import EVIDENCE_UNREADABLE, Learning, LearningStatus
 from reviewbot.markdown import code_span_text, sanitize_markdown
 from reviewbot.permission import Change, refusal
 from reviewbot.store import LearningBook

@@ -1,5 +1,5 @@
 """Where a review's rules are read from: the instance's rules file, and the repository's rule
-files at the target branch (reviewbot.rules parses and merges them).
+files at the target branch (reviewbot.rules.ruleset parses and merges them).
 
 Every repository file is read through the ``read`` callable the caller hands in, at the commit
 the caller chose: the MR's start SHA (the target branch), never its head, so an MR cannot
@@ -12,7 +12,7 @@ UTF-8 text; not used"), never as missing; ``.reviewbot.toml``'s is said by
 Owns: which files a review reads its rules from, reading the instance file (a regular file of
 bounded size, through reviewbot.input_files), and the warnings about rules files the MR
 changes, that are missing or that are not text. Must not: parse a rules format or decode a
-file (reviewbot.rules does), choose the commit, or know about GitLab or the database.
+file (reviewbot.rules.ruleset does), choose the commit, or know about GitLab or the database.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from dataclasses import replace
 from reviewbot.config import Settings
 from reviewbot.input_files import InputFileRefused, read_input_file
 from reviewbot.repo.view import TreeUnavailable
-from reviewbot.rules import (
+from reviewbot.rules.ruleset import (
     DUO_RULES_FILE,
     MAX_RULES_FILE_BYTES,
     NOT_TEXT,

@@ -3,7 +3,7 @@ review is shown, within the tokens kept for them, and which did not fit.
 
 Owns: :class:`RuleKind` (review rules or learnings: how each is rendered, budgeted and named),
 :class:`RulesApplied`. Pure: plain data in, plain data out. Must not: read rules from anywhere
-(reviewbot.rule_sources does) or send anything to the model.
+(reviewbot.rules.sources does) or send anything to the model.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 from reviewbot.chunking import Budget, Chunk
 from reviewbot.diff import FileDiff
 from reviewbot.prompts import render_learnings, render_rules
-from reviewbot.rules import Rule, RuleSet, fit_rules, rules_for_paths
+from reviewbot.rules.ruleset import Rule, RuleSet, fit_rules, rules_for_paths
 from reviewbot.tokens import TokenCounter
 
 # Review rules never take more than this share of a chunk's room for the diff: the rest is the

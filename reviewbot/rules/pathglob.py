@@ -6,8 +6,8 @@ stay within one path segment, ``**/`` is any number of whole segments (none incl
 elsewhere is any text (``/`` included), ``[abc]`` and ``[!abc]`` are one character of a class
 (never ``/``; ``[`` with no ``]`` in its segment is a plain character), a leading ``/`` is
 dropped and a trailing ``/`` means everything under that folder. Review rules, learnings and
-the check that a rule's glob matches some file (``reviewbot.rules``, ``reviewbot.learnings``)
-all match with :func:`glob_matches`.
+the check that a rule's glob matches some file (``reviewbot.rules.ruleset``,
+``reviewbot.learnings.learning``) all match with :func:`glob_matches`.
 
 These were once translated into regular expressions, which Python's ``re`` matches by
 backtracking: ``**/**/**/…/x`` or ``*a*a*a…ab`` over a long path took minutes, holding the
