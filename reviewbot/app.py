@@ -36,6 +36,8 @@ if TYPE_CHECKING:  # the adapters are imported when first used, not with this mo
     from reviewbot.llm.runner import ChunkRunner
     from reviewbot.slots import ModelSlots
     from reviewbot.store import Store
+    from reviewbot.store.learning_queries import LearningBook
+    from reviewbot.store.reply_queries import ReplyStore
 
 __all__ = ["App", "GitLabFactory", "require_gitlab_settings"]
 
@@ -126,6 +128,18 @@ class App:
                 self.schema_checks += 1
                 self._store = Store(engine)
             return self._store
+
+    def learnings(self) -> LearningBook:
+        """The team's learnings in the App's database (reviewbot.store.books)."""
+        from reviewbot.store.books import learning_book
+
+        return learning_book(self.store)
+
+    def replies(self) -> ReplyStore:
+        """The answers in the bot's threads in the App's database (reviewbot.store.books)."""
+        from reviewbot.store.books import reply_book
+
+        return reply_book(self.store)
 
     # ---- GitLab
 

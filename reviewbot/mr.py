@@ -3,8 +3,8 @@
 :func:`run_merge_request` reads the MR snapshot, holds the MR's lease, then runs the steps in
 order, each done by the module that owns it:
 
-1. **policy**: the target branch's ``.reviewbot.toml`` (:mod:`reviewbot.repo_policy`), and
-   the review rules as the target branch has them (:mod:`reviewbot.rules.sources`);
+1. **the team's wishes** (:mod:`reviewbot.guidance`): the target branch's ``.reviewbot.toml``,
+   the review rules as the target branch has them and the learnings in force;
 2. **what changed** since the MR's last complete review, and what carries over
    (:mod:`reviewbot.incremental`);
 3. **read** the head files the review shows (:class:`reviewbot.repo.files.RepoFiles`, through
@@ -43,10 +43,11 @@ from reviewbot.exclusions import skip_reason
 from reviewbot.feedback import record_next_review_outcomes, recorded_as_posted
 from reviewbot.findings import Finding, FindingState
 from reviewbot.gitlab import GitLabClient
+from reviewbot.guidance import TeamGuidance, read_team_guidance
 from reviewbot.incremental import EarlierReview, Increment, plan_increment
 from reviewbot.interdiff import DiffDigest, digest
 from reviewbot.learnings.learning import learning_rules
-from reviewbot.learnings.teaching import active_learnings, suppress, suppressed_stored, withheld_by
+from reviewbot.learnings.teaching import suppress, suppressed_stored, withheld_by
 from reviewbot.mergerequest import MergeRequestSnapshot
 from reviewbot.model import session_key
 from reviewbot.prompts import ReviewContext, file_summaries, prompt_version
@@ -55,7 +56,7 @@ from reviewbot.repo.files import RepoFiles
 from reviewbot.repo.localgit import Checkout
 from reviewbot.repo.source import RepositorySource, open_repository
 from reviewbot.repo.view import RepositoryView, TreeUnavailable
-from reviewbot.repo_policy import REPO_CONFIG_FILE, repo_policy
+from reviewbot.repo_policy import REPO_CONFIG_FILE
 from reviewbot.review import (
     ReviewOptions,
     ReviewResult,
@@ -66,7 +67,6 @@ from reviewbot.review import (
     with_carried_over,
 )
 from reviewbot.rules.ruleset import RuleSet
-from reviewbot.rules.sources import review_rules
 from reviewbot.states import ReviewStatus
 from reviewbot.store import MergeRequestKey
 from reviewbot.store.mr_lock import hold_mr_lock
@@ -212,10 +212,9 @@ def run_merge_request(
 
 def _steps(run: _Run, review_id: int) -> RunReport:
     """Policy -> what changed -> read -> review -> publish -> record -> outcomes."""
-    settings = _policy(run)
-    rules = _rules(run, settings)
+    guidance = _team_guidance(run)
+    settings, rules, taught = guidance.settings, guidance.rules, guidance.learnings
     # --- team learnings (reviewbot.learnings.teaching): in the prompt, in the key, then suppressing
-    taught = active_learnings(run.app, run.key, run.snapshot.project_path)
     learnt = learning_rules(taught)
     keyed = RuleSet((*rules.rules, *learnt.rules))  # a new learning: a full review
     increment = _what_changed(run, settings, keyed)
@@ -357,37 +356,23 @@ def _start(run: _Run) -> int:
 # --- policy, what changed, review ------------------------------------------------------------
 
 
-def _policy(run: _Run) -> Settings:
-    """The settings with the target branch's ``.reviewbot.toml`` applied (reviewbot.repo_policy)."""
+def _team_guidance(run: _Run) -> TeamGuidance:
+    """The settings with the target branch's ``.reviewbot.toml`` applied, the review rules and
+    the learnings in force (reviewbot.guidance); what could not be read goes to the summary."""
     target = run.snapshot.diff_refs.start_sha
-    try:
-        data = run.files.read_bytes(target, [REPO_CONFIG_FILE]).get(REPO_CONFIG_FILE)
-    except TreeUnavailable as unlisted:
-        run.warnings.append(
-            f"{REPO_CONFIG_FILE} was not read at the target branch ({unlisted}): the instance's "
-            "settings were used"
-        )
-        data = None
-    changed = run.snapshot.file(REPO_CONFIG_FILE) is not None
-    policy = repo_policy(run.app.settings, data, changed_by_mr=changed)
-    run.warnings.extend(policy.warnings)
-    return policy.settings
-
-
-def _rules(run: _Run, settings: Settings) -> RuleSet:
-    """The review rules: the instance's, and the repository's as the target branch has them
-    (reviewbot.rules.sources); their problems go to the summary."""
-    target = run.snapshot.diff_refs.start_sha
-    changed = {path for f in run.snapshot.files for path in (f.new_path, f.old_path)}
     checkout = run.options.checkout
-    rules = review_rules(
-        settings,
-        lambda paths: run.files.read_bytes(target, paths),
-        changed_paths=changed,
+    guidance = read_team_guidance(
+        run.app.settings,
+        run.files,
+        target,
+        run.app.learnings(),
+        run.key,
+        run.snapshot.project_path,
+        changed_paths={path for f in run.snapshot.files for path in (f.new_path, f.old_path)},
         repository_paths=checkout.paths(target) if checkout is not None else None,
     )
-    run.warnings.extend(f"review rules: {problem}" for problem in rules.problems)
-    return rules
+    run.warnings.extend(guidance.warnings)
+    return guidance
 
 
 def _what_changed(run: _Run, settings: Settings, rules: RuleSet) -> Increment:

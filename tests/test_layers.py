@@ -92,6 +92,7 @@ CORE = {
     "reviewbot.webhook.payloads",
 }
 ADAPTERS = {
+    "reviewbot.store.books",
     "reviewbot.gitlab",
     "reviewbot.localdiff",
     "reviewbot.gitlab.account",
@@ -137,6 +138,8 @@ ADAPTERS = {
     "reviewbot.store.verify_queries",
 }
 PIPELINE = {
+    "reviewbot.guidance",
+    "reviewbot.replies.thread",
     "reviewbot.ops.weights_doctor",
     "reviewbot.app",
     "reviewbot.review",

@@ -195,7 +195,7 @@ def test_a_group_path_gitlab_never_has_is_refused_with_exit_2_and_nothing_is_sto
     [line] = output.strip().splitlines()
     assert line.startswith("reviewbot: error: --group: group ") and "is not a group path" in line
     with App(world.settings()) as app:
-        assert project_learnings(app) == []
+        assert project_learnings(app.learnings(), app.gitlab()) == []
 
 
 def test_a_project_path_gitlab_never_has_is_refused_as_the_webhook_refuses_it(
@@ -326,7 +326,8 @@ def test_a_thread_learning_keeps_where_it_was_made(world: World) -> None:  # noq
     thread = {"author_id": 5, "mr_iid": 1, "discussion_id": "d" * 40, "note_id": 99}
     with App(world.settings()) as app:
         made = add_learning(
-            app,
+            app.learnings(),
+            app.gitlab(),
             NONE_LEARNING,
             project="7",
             category="bug",
@@ -335,7 +336,7 @@ def test_a_thread_learning_keeps_where_it_was_made(world: World) -> None:  # noq
             thread=thread,
         )
         with pytest.raises(LearningError, match="unknown thread field"):
-            add_learning(app, "x", project="7", thread={"line": 3})
+            add_learning(app.learnings(), app.gitlab(), "x", project="7", thread={"line": 3})
     assert made.source is LearningSource.THREAD and made.project == PROJECT
     assert (made.author, made.author_id, made.mr_iid, made.note_id) == ("alice", 5, 1, 99)
     assert made.group_path == "group" and made.discussion_id == "d" * 40
@@ -460,7 +461,7 @@ def test_a_learning_made_in_a_thread_changes_the_next_review(world: World) -> No
     finally:
         thread.close()
     with App(world.settings()) as app:
-        [learning] = project_learnings(app, project=PROJECT)
+        [learning] = project_learnings(app.learnings(), app.gitlab(), project=PROJECT)
     assert f"Learned (learning {learning.id}" in answer["body"]
     assert (learning.path_globs, learning.category, learning.excludes) == (
         ("tests/**",),

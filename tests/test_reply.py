@@ -446,7 +446,7 @@ def test_learn_by_a_developer_makes_a_learning_and_confirms_it(thread: Thread) -
     thread.work()
     [answer] = thread.answers(note["id"])
     with App(thread.settings) as app:
-        [learning] = project_learnings(app, project=PROJECT)
+        [learning] = project_learnings(app.learnings(), app.gitlab(), project=PROJECT)
     assert learning.text.startswith("we compare to None on purpose")
     assert (learning.author, learning.source, learning.category) == ("alice", "thread", "bug")
     assert f"learning {learning.id}" in answer["body"] and "on purpose" in answer["body"]
@@ -464,7 +464,7 @@ def test_learn_by_someone_without_the_developer_role_is_refused_in_the_thread(
     [reply] = thread.replies()
     assert reply.status == "refused" and "make or confirm a learning" in reply.reason
     with App(thread.settings) as app:
-        assert project_learnings(app, project=PROJECT) == []
+        assert project_learnings(app.learnings(), app.gitlab(), project=PROJECT) == []
 
 
 def test_the_report_counts_answers_and_their_reception(thread: Thread) -> None:

@@ -57,13 +57,25 @@ def guided(world: World, tmp_path: Path) -> Iterator[tuple[Thread, dict[str, Any
     with App(world.settings()) as app:
         made = {
             "here": add_learning(
-                app, "None checks in app.py are fine", project=PROJECT, globs=["app.py"]
+                app.learnings(),
+                app.gitlab(),
+                "None checks in app.py are fine",
+                project=PROJECT,
+                globs=["app.py"],
             ),
             "elsewhere": add_learning(
-                app, "Tests may use sleep", project=PROJECT, globs=["tests/**"]
+                app.learnings(),
+                app.gitlab(),
+                "Tests may use sleep",
+                project=PROJECT,
+                globs=["tests/**"],
             ),
             "other_category": add_learning(
-                app, "Long names are fine", project=PROJECT, category="style"
+                app.learnings(),
+                app.gitlab(),
+                "Long names are fine",
+                project=PROJECT,
+                category="style",
             ),
         }
     opened = Thread(world, "== None", rules_file=str(rules))
@@ -93,7 +105,9 @@ def test_an_answer_is_given_the_rules_and_learnings_of_its_finding(
 def test_an_answer_gets_no_learnings_past_their_budget(world: World) -> None:  # noqa: F811
     world.run()
     with App(world.settings()) as app:
-        add_learning(app, "None checks are fine", project=PROJECT, globs=["app.py"])
+        add_learning(
+            app.learnings(), app.gitlab(), "None checks are fine", project=PROJECT, globs=["app.py"]
+        )
     thread = Thread(world, "== None", learnings_tokens=0, rules_tokens=0)
     try:
         before = len(world.vllm.requests)
@@ -175,7 +189,7 @@ WISH = "@reviewbot don't flag this, we compare to None on purpose"
 
 def learnings_of(thread: Thread) -> list[Any]:
     with App(thread.settings) as app:
-        return project_learnings(app, project=PROJECT)
+        return project_learnings(app.learnings(), app.gitlab(), project=PROJECT)
 
 
 def test_a_wish_not_to_flag_is_proposed_and_the_authors_confirmation_makes_it_once(

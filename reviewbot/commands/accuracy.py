@@ -42,6 +42,7 @@ from reviewbot.commands.progress import progress_bar
 from reviewbot.commands.render import print_eval
 from reviewbot.commands.terminal import console, data, terminal_text
 from reviewbot.errors import BadInputError
+from reviewbot.redaction import instance_url
 from reviewbot.window import Window, previous_iso_week
 
 if TYPE_CHECKING:  # the database layer loads only when a command runs (module notes)
@@ -148,10 +149,11 @@ def _learn_from_feedback(
     """Proposals from what the team turned down, the 👍 on the posted ones, and the notes for
     the new ones (reviewbot.learnings.teaching, reviewbot.learnings.proposals)."""
     from reviewbot.learnings.proposals import accept_by_thumbs_up, post_proposal_notes
-    from reviewbot.learnings.teaching import learning_book, propose_learnings
+    from reviewbot.learnings.teaching import propose_learnings
 
-    proposed = propose_learnings(app, since)
-    book = learning_book(app)
+    book = app.learnings()
+    threshold = app.settings.learning_proposal_threshold
+    proposed = propose_learnings(book, app.store, app.gitlab().url, threshold, since)
     voted = accept_by_thumbs_up(book, app.gitlab())
     noted = post_proposal_notes(book, app.gitlab()) if app.settings.learning_proposal_notes else []
     return proposed, noted, voted
@@ -281,7 +283,9 @@ def _report_of(
     from reviewbot.learnings.teaching import learning_figures
     from reviewbot.report.document import build_report
 
-    learnings = learning_figures(app, window.since, window.until, project)
+    url = app.settings.gitlab_url
+    instance = instance_url(url) if url else None
+    learnings = learning_figures(app.learnings(), instance, window.since, window.until, project)
     return build_report(
         app.store, window, now=now, project=project, slo_ttft_ms=slo_ttft_ms, learnings=learnings
     )

@@ -31,7 +31,7 @@ from reviewbot.commands.render import add_row
 from reviewbot.commands.terminal import console
 from reviewbot.findings import Category
 from reviewbot.learnings.learning import Learning, LearningStatus, checked_globs, checked_group
-from reviewbot.learnings.teaching import add_learning, learning_book, project_learnings
+from reviewbot.learnings.teaching import add_learning, project_learnings
 
 __all__ = ["learnings_group"]
 
@@ -119,7 +119,8 @@ def learnings_add(
     """Teach the reviewer TEXT for a project (or a group); in force from the next review."""
     with _open_app(config_file, database_url) as app:
         learning = add_learning(
-            app,
+            app.learnings(),
+            app.gitlab(),
             text,
             project=project,
             group=group,
@@ -154,7 +155,9 @@ def learnings_list(
     """The learnings, oldest first, proposals included."""
     wanted = [LearningStatus(status) for status in statuses]
     with _open_app(config_file, database_url) as app:
-        learnings = project_learnings(app, project=project, group=group, statuses=wanted)
+        learnings = project_learnings(
+            app.learnings(), app.gitlab(), project=project, group=group, statuses=wanted
+        )
     if as_json:
         emit_json([learning.to_dict() for learning in learnings])
         return
@@ -171,7 +174,7 @@ def _steer(verb: str, what: str, help_text: str) -> None:
         learning_id: int, config_file: str | None, database_url: str | None, as_json: bool
     ) -> None:
         with _open_app(config_file, database_url) as app:
-            book = learning_book(app)
+            book = app.learnings()
             if verb == "remove":
                 learning = book.remove(learning_id)
             elif verb == "accept":

@@ -50,7 +50,7 @@ import requests
 from gitlab.exceptions import GitlabAuthenticationError, GitlabError, GitlabHttpError
 
 from reviewbot.config import DEFAULT_GITLAB_NOTES_PER_MINUTE
-from reviewbot.redaction import hide_url_password
+from reviewbot.redaction import hide_url_password, instance_url
 from reviewbot.retry import backoff_s, retry_after_seconds
 
 __all__ = [
@@ -216,8 +216,9 @@ class GitLabConnection:
 
     @property
     def url(self) -> str:
-        """The GitLab instance's URL (part of what identifies an MR in the database)."""
-        return self._settings.url.rstrip("/")
+        """The GitLab instance's URL as it identifies an MR in the database: without a
+        password or user name the configured URL may hold, without a trailing slash."""
+        return instance_url(self._settings.url)
 
     def close(self) -> None:
         """Close the HTTP session and its pooled connections; a later request opens another."""

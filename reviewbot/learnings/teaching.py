@@ -18,7 +18,7 @@ After ``reviewbot feedback sync`` has recorded what became of the posted finding
 proposal is stored once per kind (its ``proposal_key``, and no near-identical proposal of the
 same category and folder before it) and applied only once accepted.
 
-Owns: :func:`add_learning`, :func:`project_learnings`, :func:`learning_book`,
+Owns: :func:`add_learning`, :func:`project_learnings`,
 :func:`active_learnings`, :func:`suppress`, :func:`withheld_by`, :func:`propose_learnings` and
 :func:`learning_figures` (the report's). Must not: render
 anything, or decide whether a learning applies to a finding (``reviewbot.learnings.learning``).
@@ -32,9 +32,9 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from reviewbot.app import App
 from reviewbot.comments import Withheld
 from reviewbot.findings import Finding, FindingsOptions, FindingsResult, FindingState, without
+from reviewbot.gitlab import GitLabClient
 from reviewbot.learnings.learning import (
     Learning,
     LearningError,
@@ -51,14 +51,13 @@ from reviewbot.learnings.learning import (
     similar_titles,
 )
 from reviewbot.report.learnings import learnings_json
-from reviewbot.store import LearningBook, MergeRequestKey
+from reviewbot.store import LearningBook, MergeRequestKey, Store
 from reviewbot.stored_findings import StoredFinding
 
 __all__ = [
     "Suppressed",
     "active_learnings",
     "add_learning",
-    "learning_book",
     "learning_figures",
     "project_learnings",
     "propose_learnings",
@@ -79,13 +78,9 @@ class Suppressed:
     learning_id: int
 
 
-def learning_book(app: App) -> LearningBook:
-    """The learnings of the App's database (migrated on first use)."""
-    return LearningBook(app.store.engine)
-
-
 def add_learning(
-    app: App,
+    book: LearningBook,
+    gitlab: GitLabClient,
     text: str,
     *,
     project: str | None = None,
@@ -108,7 +103,7 @@ def add_learning(
         raise LearningError(f"unknown thread field(s): {', '.join(unknown)}")
     draft = Learning(
         text=checked_text(text),
-        gitlab_url=app.gitlab().url,
+        gitlab_url=gitlab.url,
         path_globs=checked_globs(globs),
         category=checked_category(category),
         status=status,
@@ -117,11 +112,10 @@ def add_learning(
         **dict(thread or {}),
     )
     if project is not None:
-        identity = app.gitlab().project_identity(project)
+        identity = gitlab.project_identity(project)
         draft = _for_project(draft, identity)
     else:
         draft = _for_group(draft, group or "")
-    book = learning_book(app)
     return book.get(book.add(draft))
 
 
@@ -139,7 +133,8 @@ def _for_group(draft: Learning, group: str) -> Learning:
 
 
 def project_learnings(
-    app: App,
+    book: LearningBook,
+    gitlab: GitLabClient,
     *,
     project: str | None = None,
     group: str | None = None,
@@ -147,17 +142,16 @@ def project_learnings(
 ) -> list[Learning]:
     """The learnings of a project (id or path, read from GitLab), of a group, or (neither
     given) of the whole GitLab, oldest first."""
-    book = learning_book(app)
-    url = app.gitlab().url
+    url = gitlab.url
     if project is None:
         return book.list(url, group_path=group.strip("/") if group else None, statuses=statuses)
-    project_id = int(app.gitlab().project_identity(project)["id"])
+    project_id = int(gitlab.project_identity(project)["id"])
     return book.list(url, project_id=project_id, statuses=statuses)
 
 
-def active_learnings(app: App, key: MergeRequestKey, project_path: str) -> list[Learning]:
+def active_learnings(book: LearningBook, key: MergeRequestKey, project_path: str) -> list[Learning]:
     """The learnings in force for the MR's project: its own, then its groups'."""
-    return learning_book(app).active_for_project(key.gitlab_url, key.project_id, project_path)
+    return book.active_for_project(key.gitlab_url, key.project_id, project_path)
 
 
 def suppress(
@@ -203,12 +197,15 @@ RESOLVED_UNCHANGED = "resolved unchanged"
 CHANGED_OUTCOMES = frozenset({"addressed", "suggestion_applied"})
 
 
-def turned_down(app: App, since: datetime) -> list[TurnedDown]:
-    """The posted findings since ``since`` the team turned down (module notes)."""
-    candidates = learning_book(app).turned_down_candidates(app.gitlab().url, since)
+def turned_down(
+    book: LearningBook, store: Store, gitlab_url: str, since: datetime
+) -> list[TurnedDown]:
+    """The posted findings of ``gitlab_url`` since ``since`` the team turned down (module
+    notes)."""
+    candidates = book.turned_down_candidates(gitlab_url, since)
     ids = [row["id"] for row in candidates]
-    votes = app.store.votes_in_force(ids)
-    outcomes = app.store.outcomes_on_record(ids)
+    votes = store.votes_in_force(ids)
+    outcomes = store.outcomes_on_record(ids)
     found = []
     for row in candidates:
         kinds = outcomes.get(row["id"], set())
@@ -237,15 +234,14 @@ def turned_down(app: App, since: datetime) -> list[TurnedDown]:
     return found
 
 
-def propose_learnings(app: App, since: datetime) -> list[Learning]:
-    """Propose a learning per kind of finding turned down often enough since ``since``
+def propose_learnings(
+    book: LearningBook, store: Store, gitlab_url: str, threshold: int, since: datetime
+) -> list[Learning]:
+    """Propose a learning per kind of finding turned down ``threshold`` times since ``since``
     (setting ``learning_proposal_threshold``); the proposals stored now (none twice)."""
-    book = learning_book(app)
-    url = app.gitlab().url
+    url = gitlab_url
     made = []
-    for proposal in proposals(
-        url, turned_down(app, since), app.settings.learning_proposal_threshold
-    ):
+    for proposal in proposals(url, turned_down(book, store, url, since), threshold):
         earlier = book.list(url, project_id=proposal.project_id)
         if any(
             _same_kind(learning, proposal.category, proposal.glob, proposal.title)
@@ -265,13 +261,17 @@ def _same_kind(learning: Learning, category: str, glob: str, title: str) -> bool
     return similar_titles(known, title)
 
 
-def learning_figures(app: App, since: datetime, until: datetime, project: str | None) -> dict:
+def learning_figures(
+    book: LearningBook,
+    gitlab_url: str | None,
+    since: datetime,
+    until: datetime,
+    project: str | None,
+) -> dict:
     """The report's learnings section (reviewbot.report.learnings): the learnings in force
     (of ``project``, by path or id, and its groups, when given) with the findings each
     suppressed from ``since`` to ``until``, and the proposals waiting for a human."""
-    book = learning_book(app)
-    url = app.settings.gitlab_url
-    every = book.list(url, statuses=[LearningStatus.ACTIVE, LearningStatus.PROPOSED])
+    every = book.list(gitlab_url, statuses=[LearningStatus.ACTIVE, LearningStatus.PROPOSED])
     if project is not None:
         groups = set(ancestor_groups(project))
         every = [

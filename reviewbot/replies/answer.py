@@ -40,16 +40,18 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
 from reviewbot.app import App
 from reviewbot.comments import line_text_hash, parse_marker
+from reviewbot.config import Settings
 from reviewbot.diff import Side
 from reviewbot.gitlab import GitLabClient
-from reviewbot.learnings.teaching import active_learnings, learning_book
+from reviewbot.guidance import read_team_guidance
+from reviewbot.llm.runner import ChunkRunner
 from reviewbot.markdown import sanitize_markdown, suggestion_block
 from reviewbot.mergerequest import MergeRequestSnapshot
 from reviewbot.model import session_key
@@ -60,10 +62,13 @@ from reviewbot.redaction import mask_secrets
 from reviewbot.replies.guidance import Guidance, guidance_for
 from reviewbot.replies.intent import teaching_intent
 from reviewbot.replies.teach import learn, propose
-from reviewbot.repo_policy import REPO_CONFIG_FILE, repo_policy
-from reviewbot.rules.sources import review_rules
+from reviewbot.replies.thread import Thread
+from reviewbot.repo.api_view import ApiView
+from reviewbot.repo.files import RepoFiles
+from reviewbot.repo.tree import SHORT_SHA
+from reviewbot.repo.view import TreeUnavailable
 from reviewbot.states import FeedbackKind, ReplyCommand, ReplyStatus
-from reviewbot.store import MergeRequestKey
+from reviewbot.store import LearningBook, MergeRequestKey, Store
 from reviewbot.store.reply_queries import ReplyRecord, ReplyStore, ThreadFinding
 from reviewbot.store.store import utc_now
 from reviewbot.tokens import local_counter
@@ -125,9 +130,21 @@ class AnswerCutOff(Exception):
     """The model's answer ended at the token limit: only part of an answer, never posted."""
 
 
+@dataclass(frozen=True)
+class Answering:
+    """What answering a note works with: the App's adapters and books, handed down instead of
+    the App."""
+
+    gitlab: GitLabClient
+    learnings: LearningBook
+    store: Store
+    settings: Settings
+    model: Callable[[], ChunkRunner]  # made on first use: ignore and learn never ask the model
+
+
 def run_reply(app: App, job: Job) -> None:
     """Answer the note of reply job ``job`` once (see the module notes)."""
-    replies = ReplyStore(app.store.engine, utc_now)
+    replies = app.replies()
     record = replies.by_id(int(job.payload["reply_id"]))
     if record is None or record.status != ReplyStatus.QUEUED.value:
         return
@@ -144,19 +161,22 @@ def run_reply(app: App, job: Job) -> None:
     if _too_late(record.created_at, timeout_s):
         _drop(replies, record, f"not answered within reply_timeout_s ({timeout_s:g} s)")
         return
-    thread = _thread_now(gitlab, discussion, record)
-    if isinstance(thread, str):
-        _drop(replies, record, thread)
+    now = _thread_now(gitlab, discussion, record)
+    if isinstance(now, str):
+        _drop(replies, record, now)
         return
-    record = _as_the_note_says(replies, record, thread, gitlab.bot_username())
+    discussion, note = now
+    record = _as_the_note_says(replies, record, note, gitlab.bot_username())
     if record is None:
         return
     finding = replies.thread_finding(record.discussion_id)
     if finding is None:
         _drop(replies, record, "the thread's finding is no longer in the store")
         return
+    thread = Thread(project, job, record, finding, discussion, note)
+    desk = Answering(gitlab, app.learnings(), app.store, app.settings, app.model)
     try:
-        answer = _answer(app, gitlab, project, job, record, finding, thread)
+        answer = _answer(desk, thread)
     except AnswerCutOff as cut:
         _drop(replies, record, str(cut))
         return
@@ -180,7 +200,7 @@ def run_reply(app: App, job: Job) -> None:
         latency_ms=(time.monotonic() - started) * MS_PER_S,
     )
     if answer.proposal_id is not None:  # a 👍 on it, like one on any proposal note
-        learning_book(app).set_proposal_note(answer.proposal_id, note_id)
+        desk.learnings.set_proposal_note(answer.proposal_id, note_id)
     log.info("reply %d: %s answered in note %d", record.id, record.command, note_id)
 
 
@@ -218,28 +238,16 @@ def _record_found(replies: ReplyStore, record: ReplyRecord, found: dict[str, Any
     log.info("reply %d: already in the thread (note %d), not posted again", record.id, found["id"])
 
 
-@dataclass(frozen=True)
-class _Thread:
-    """The bot's thread as GitLab has it now, and the triggering note in it."""
-
-    discussion: dict[str, Any]
-    note: dict[str, Any]
-
-    @property
-    def author(self) -> dict[str, Any]:
-        return dict(self.note.get("author") or {})
-
-
 def _as_the_note_says(
-    replies: ReplyStore, record: ReplyRecord, thread: _Thread, bot: str
+    replies: ReplyStore, record: ReplyRecord, note: dict[str, Any], bot: str
 ) -> ReplyRecord | None:
     """The reply with the command the note holds as GitLab has it (and its author), never the
     delivery's; None (dropped) when the note holds none."""
-    command = parse_reply_command(str(thread.note.get("body") or ""), bot)
+    command = parse_reply_command(str(note.get("body") or ""), bot)
     if command is None:
         _drop(replies, record, "the note, as GitLab has it, holds no command for reviewbot")
         return None
-    author = thread.author.get("username")
+    author = (note.get("author") or {}).get("username")
     author = author if isinstance(author, str) else record.author
     if (command, author) != (record.command, record.author):
         log.warning(
@@ -258,7 +266,7 @@ def _as_the_note_says(
 
 def _thread_now(
     gitlab: GitLabClient, discussion: dict[str, Any], record: ReplyRecord
-) -> _Thread | str:
+) -> tuple[dict[str, Any], dict[str, Any]] | str:
     """The thread and its triggering note, read from GitLab now; else why the note gets no
     answer."""
     notes = discussion.get("notes") or []
@@ -271,54 +279,46 @@ def _thread_now(
     author_id = (trigger.get("author") or {}).get("id")
     if isinstance(author_id, int) and gitlab.user_is_bot(author_id):
         return "the note was written by a bot user"
-    return _Thread(discussion, trigger)
+    return discussion, trigger
 
 
 # -- the answer ---------------------------------------------------------------------------
 
 
-def _answer(
-    app: App,
-    gitlab: GitLabClient,
-    project: int | str,
-    job: Job,
-    record: ReplyRecord,
-    finding: ThreadFinding,
-    thread: _Thread,
-) -> _Answer:
+def _answer(desk: Answering, thread: Thread) -> _Answer:
     """The answer to post: a refusal when the note asks for a change its author may not make
     (reviewbot.permission, the one check for every command that changes state)."""
+    gitlab, record, finding = desk.gitlab, thread.record, thread.finding
     command = ReplyCommand(record.command)
     change = COMMAND_CHANGES[command]
     if change is not None:
-        refused = refusal(gitlab, project, thread.author.get("id"), change)
+        refused = refusal(gitlab, thread.project, thread.author.get("id"), change)
         if refused is not None:
             body = f"{REFUSAL_PREFIX}{refused}.\n\nNothing was changed."
             return _Answer(body=body, refused=refused)
     if command is ReplyCommand.IGNORE:
-        return _ignore(app, gitlab, project, job, record, finding, thread)
+        return _ignore(desk, thread)
     if command is ReplyCommand.LEARN:
-        return _Answer(learn(app, gitlab, project, job, record, finding, thread.note).body)
-    discussion, note = thread.discussion, thread.note
+        return _Answer(learn(desk.learnings, gitlab, thread).body)
     intent = (
-        teaching_intent(str(note.get("body") or ""), gitlab.bot_username())
+        teaching_intent(str(thread.note.get("body") or ""), gitlab.bot_username())
         if command is ReplyCommand.ASK
         else None
     )
     lesson = None
     if intent is not None:
-        lesson = propose(app, gitlab, project, job, record, finding, note, intent)
+        lesson = propose(desk.learnings, gitlab, thread, intent)
     if lesson is not None:  # a proposed learning; from anyone who may not teach: an answer
         return _Answer(lesson.body, proposal_id=lesson.proposal_id)
-    snapshot = gitlab.snapshot(project, job.mr_iid)
-    code = code_at_head(gitlab, project, job.mr_iid, finding, discussion, snapshot=snapshot)
-    guidance = read_guidance(app, gitlab, snapshot, finding)
-    messages = reply_messages(record, finding, code, discussion.get("notes") or [], guidance)
-    model = app.model()
+    snapshot = gitlab.snapshot(thread.project, thread.mr_iid)
+    files = RepoFiles(lambda sha: ApiView(gitlab, snapshot.project_id, sha))
+    code = code_at_head(files, snapshot, finding, thread.discussion)
+    guidance = read_guidance(desk, files, snapshot, finding)
+    messages = reply_messages(record, finding, code, thread.notes, guidance)
     # the MR's key, as its reviews send it: a router answers on the box that knows the MR
-    project_id = job.project_id
-    session = session_key(gitlab.url, project_id, job.mr_iid) if project_id is not None else None
-    answer = model.chat(messages, REPLY_MAX_TOKENS, session)
+    project_id = thread.job.project_id
+    session = session_key(gitlab.url, project_id, thread.mr_iid) if project_id is not None else None
+    answer = desk.model().chat(messages, REPLY_MAX_TOKENS, session)
     if answer.finish_reason == FINISH_LENGTH:
         raise AnswerCutOff(f"the model's answer was cut at {REPLY_MAX_TOKENS} tokens")
     text, suggestion = split_suggestion(answer.content or "")
@@ -332,7 +332,7 @@ def _answer(
         body = _with_suggestion(body, suggestion, finding, code)
     return _Answer(
         body=body or "_(the model gave no answer)_",
-        model=app.settings.llm_model,
+        model=desk.settings.llm_model,
         model_calls=1,
         prompt_tokens=answer.prompt_tokens,
         completion_tokens=answer.completion_tokens,
@@ -354,24 +354,17 @@ def _with_suggestion(
     return f"{body}\n\n{suggestion_block(suggestion, lines_above=0, lines_below=max(0, below))}"
 
 
-def _ignore(
-    app: App,
-    gitlab: GitLabClient,
-    project: int | str,
-    job: Job,
-    record: ReplyRecord,
-    finding: ThreadFinding,
-    thread: _Thread,
-) -> _Answer:
+def _ignore(desk: Answering, thread: Thread) -> _Answer:
     """Resolve the thread and record that the finding was not wanted, by the note's author
     as GitLab has it."""
-    gitlab.resolve_discussion(project, job.mr_iid, record.discussion_id)
-    app.store.record_feedback(
-        finding_id=finding.finding_id,
+    record, job = thread.record, thread.job
+    desk.gitlab.resolve_discussion(thread.project, job.mr_iid, record.discussion_id)
+    desk.store.record_feedback(
+        finding_id=thread.finding.finding_id,
         reply_id=record.id,
         project=job.project,
         mr_iid=job.mr_iid,
-        gitlab_url=(app.settings.gitlab_url or "").rstrip("/") or None,
+        gitlab_url=desk.gitlab.url,
         project_id=job.project_id,
         note_id=record.trigger_note_id,
         kind=FeedbackKind.IGNORED.value,
@@ -391,24 +384,20 @@ def split_suggestion(text: str) -> tuple[str, str | None]:
 
 
 def code_at_head(
-    gitlab: GitLabClient,
-    project: int | str,
-    iid: int,
+    files: RepoFiles,
+    snapshot: MergeRequestSnapshot,
     finding: ThreadFinding,
     discussion: dict[str, Any],
-    *,
-    snapshot: MergeRequestSnapshot | None = None,
 ) -> CodeAtHead:
-    """The finding's lines at the MR's head, whether they changed, whether a suggestion fits
-    (``snapshot``: the MR as just read, else read now)."""
-    snapshot = snapshot if snapshot is not None else gitlab.snapshot(project, iid)
+    """The finding's lines at the MR's head (``snapshot``: the MR as just read), whether they
+    changed, whether a suggestion fits."""
     head = snapshot.diff_refs.head_sha
     first = (discussion.get("notes") or [{}])[0]
     position = first.get("position") or {}
     marker_hash = _marker_hash(str(first.get("body") or ""))
     if finding.side != Side.NEW.value or finding.line is None:
         return CodeAtHead("", line_changed=True, suggestable=False)
-    text = gitlab.file_contents(snapshot.project_id, head, [finding.path]).get(finding.path)
+    text = _head_text(files, head, finding.path)
     if text is None:
         return CodeAtHead("", line_changed=True, suggestable=False)
     lines = text.splitlines()
@@ -423,38 +412,42 @@ def code_at_head(
     return CodeAtHead(excerpt, line_changed=changed, suggestable=suggestable)
 
 
+def _head_text(files: RepoFiles, head: str, path: str) -> str | None:
+    """The file's text at the head; None when it is not there, not text, or the head's tree
+    cannot be listed (the answer then shows no code, as for a file that is gone)."""
+    try:
+        return files.read(head, [path]).get(path)
+    except TreeUnavailable as unlisted:
+        log.warning("reply: %s not read at %s: %s", path, head[:SHORT_SHA], unlisted)
+        return None
+
+
 def read_guidance(
-    app: App, gitlab: GitLabClient, snapshot: MergeRequestSnapshot, finding: ThreadFinding
+    desk: Answering, files: RepoFiles, snapshot: MergeRequestSnapshot, finding: ThreadFinding
 ) -> Guidance:
-    """The review rules (as the target branch has them, with its ``.reviewbot.toml``) and
-    the project's learnings in force that apply to the finding (reviewbot.replies.guidance)."""
-    target = snapshot.diff_refs.start_sha
-    read_before: dict[str, bytes | None] = {}
-
-    def read(paths: Sequence[str]) -> dict[str, bytes]:
-        wanted = [path for path in paths if path not in read_before]
-        found = gitlab.file_bytes(snapshot.project_id, target, wanted) if wanted else {}
-        read_before.update({path: found.get(path) for path in wanted})
-        return {path: data for path in paths if (data := read_before[path]) is not None}
-
-    policy = repo_policy(
-        app.settings, read([REPO_CONFIG_FILE]).get(REPO_CONFIG_FILE), changed_by_mr=False
+    """The review rules and the project's learnings in force (reviewbot.guidance, as a review
+    of the MR reads them) that apply to the finding (reviewbot.replies.guidance)."""
+    key = MergeRequestKey(desk.gitlab.url, snapshot.project_id, snapshot.iid)
+    team = read_team_guidance(
+        desk.settings,
+        files,
+        snapshot.diff_refs.start_sha,
+        desk.learnings,
+        key,
+        snapshot.project_path,
     )
-    settings = policy.settings
-    rules = review_rules(settings, read)
-    key = MergeRequestKey(gitlab.url, snapshot.project_id, snapshot.iid)
-    taught = active_learnings(app, key, snapshot.project_path)
+    settings = team.settings
     guidance = guidance_for(
         finding.path,
         finding.category,
-        rules,
-        taught,
+        team.rules,
+        team.learnings,
         local_counter(settings.llm_model),
         rules_tokens=settings.rules_tokens,
         learnings_tokens=settings.learnings_tokens,
     )
-    for problem in (*policy.warnings, *rules.problems):
-        log.info("reply on %s!%d: %s", snapshot.project_path, snapshot.iid, problem)
+    for warning in team.warnings:
+        log.info("reply on %s!%d: %s", snapshot.project_path, snapshot.iid, warning)
     if guidance.left_out:
         log.info("reply: no room for %s", ", ".join(guidance.left_out))
     return guidance

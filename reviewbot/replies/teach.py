@@ -29,11 +29,8 @@ Owns: :class:`Lesson`, :func:`learn`, :func:`propose`. Must not: post anything
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
-from reviewbot.app import App
 from reviewbot.gitlab import GitLabClient
 from reviewbot.learnings.learning import (
     MAX_LEARNING_CHARS,
@@ -42,12 +39,12 @@ from reviewbot.learnings.learning import (
     LearningSource,
     LearningStatus,
 )
-from reviewbot.learnings.teaching import add_learning, learning_book
+from reviewbot.learnings.teaching import add_learning
 from reviewbot.markdown import code_span_text, sanitize_markdown
 from reviewbot.permission import Change, refusal
-from reviewbot.queue import Job
 from reviewbot.replies.intent import TeachingIntent, mentioned_globs
-from reviewbot.store.reply_queries import ReplyRecord, ThreadFinding
+from reviewbot.replies.thread import Thread
+from reviewbot.store import LearningBook
 
 __all__ = ["LEARN_COMMAND", "Lesson", "learn", "propose"]
 
@@ -66,34 +63,27 @@ class Lesson:
     proposal_id: int | None = None
 
 
-def learn(
-    app: App,
-    gitlab: GitLabClient,
-    project: int | str,
-    job: Job,
-    record: ReplyRecord,
-    finding: ThreadFinding,
-    note: Mapping[str, Any],
-) -> Lesson:
+def learn(book: LearningBook, gitlab: GitLabClient, thread: Thread) -> Lesson:
     """The answer to ``/reviewbot learn [text]`` (module notes), from an author the caller
     found may teach (``reviewbot.permission``)."""
-    author = note.get("author") or {}
-    text = LEARN_COMMAND.sub("", str(note.get("body") or ""), count=1).strip()
-    earlier = _thread_learnings(app, gitlab, project, record.discussion_id)
+    author, record = thread.author, thread.record
+    text = LEARN_COMMAND.sub("", str(thread.note.get("body") or ""), count=1).strip()
+    earlier = _thread_learnings(book, gitlab, thread)
     made = next((item for item in earlier if item.note_id == record.trigger_note_id), None)
     if made is None and not text:
-        return _confirm(app, earlier, author.get("username"))
+        return _confirm(book, earlier, author.get("username"))
     if made is None:
         try:
             made = add_learning(
-                app,
+                book,
+                gitlab,
                 text,
-                project=str(project),
+                project=str(thread.project),
                 globs=mentioned_globs(text),
-                category=finding.category,
+                category=thread.finding.category,
                 author=author.get("username"),
                 source=LearningSource.THREAD,
-                thread=_where(job, record, author),
+                thread=thread.where(),
             )
         except LearningError as error:
             return Lesson(f"Nothing learned: {sanitize_markdown(str(error), MAX_ERROR_CHARS)}")
@@ -101,33 +91,27 @@ def learn(
 
 
 def propose(
-    app: App,
-    gitlab: GitLabClient,
-    project: int | str,
-    job: Job,
-    record: ReplyRecord,
-    finding: ThreadFinding,
-    note: Mapping[str, Any],
-    intent: TeachingIntent,
+    book: LearningBook, gitlab: GitLabClient, thread: Thread, intent: TeachingIntent
 ) -> Lesson | None:
     """The answer proposing the learning a wish states (module notes); None: its author may
     not teach (the note gets an ordinary answer)."""
-    author = note.get("author") or {}
-    if refusal(gitlab, project, author.get("id"), Change.PROPOSE) is not None:
+    author, finding = thread.author, thread.finding
+    if refusal(gitlab, thread.project, author.get("id"), Change.PROPOSE) is not None:
         return None
-    earlier = _thread_learnings(app, gitlab, project, record.discussion_id)
-    made = next((item for item in earlier if item.note_id == record.trigger_note_id), None)
+    earlier = _thread_learnings(book, gitlab, thread)
+    made = next((item for item in earlier if item.note_id == thread.record.trigger_note_id), None)
     if made is None:
         try:
             made = add_learning(
-                app,
+                book,
+                gitlab,
                 _with_title(intent.text, finding.title),
-                project=str(project),
+                project=str(thread.project),
                 globs=intent.globs or (finding.path,),
                 category=finding.category,
                 author=author.get("username"),
                 source=LearningSource.THREAD,
-                thread=_where(job, record, author),
+                thread=thread.where(),
                 status=LearningStatus.PROPOSED,
             )
         except LearningError as error:
@@ -142,9 +126,8 @@ def propose(
     )
 
 
-def _confirm(app: App, earlier: list[Learning], username: str | None) -> Lesson:
+def _confirm(book: LearningBook, earlier: list[Learning], username: str | None) -> Lesson:
     """Accept the thread's newest proposal; what the answer says when there is none."""
-    book = learning_book(app)
     proposed = [item for item in earlier if item.status is LearningStatus.PROPOSED]
     if proposed:
         try:
@@ -191,21 +174,9 @@ def _with_title(text: str, title: str) -> str:
     return text + TITLE_CONTEXT.format(title=shown)
 
 
-def _where(job: Job, record: ReplyRecord, author: Mapping[str, Any]) -> dict[str, Any]:
-    """The thread a learning was made in."""
-    return {
-        "author_id": author.get("id"),
-        "mr_iid": job.mr_iid,
-        "discussion_id": record.discussion_id,
-        "note_id": record.trigger_note_id,
-    }
-
-
-def _thread_learnings(
-    app: App, gitlab: GitLabClient, project: int | str, discussion_id: str
-) -> list[Learning]:
+def _thread_learnings(book: LearningBook, gitlab: GitLabClient, thread: Thread) -> list[Learning]:
     """The project's learnings made in the thread, oldest first (a project holds at most
     MAX_LEARNINGS_PER_PROJECT active or proposed)."""
-    project_id = int(gitlab.project_identity(project)["id"])
-    every = learning_book(app).list(gitlab.url, project_id=project_id)
-    return [item for item in every if item.discussion_id == discussion_id]
+    project_id = int(gitlab.project_identity(thread.project)["id"])
+    every = book.list(gitlab.url, project_id=project_id)
+    return [item for item in every if item.discussion_id == thread.record.discussion_id]

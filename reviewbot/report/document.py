@@ -45,9 +45,8 @@ from reviewbot.report.text import (
     shown,
     value_at,
 )
-from reviewbot.store.reply_queries import ReplyStore
+from reviewbot.store.books import reply_book
 from reviewbot.store.report_queries import FEEDBACK_COUNT_FIELDS, ReportScope
-from reviewbot.store.store import utc_now
 from reviewbot.store.verify_queries import verification_figures
 from reviewbot.weburl import web_url
 from reviewbot.window import DAYS_PER_WEEK, Window
@@ -298,11 +297,9 @@ def build_report(
         "eval_comparison": eval_comparison(figures.get("eval_comparison")),
         "tool_calls": _tool_calls(figures["tool_calls"]),
         # answers in the bot's threads, per command and status, and their 👍/👎 (issue 21)
-        "replies": ReplyStore(store.engine, utc_now).reply_figures(
-            window.since, window.until, project
-        ),
+        "replies": reply_book(store).reply_figures(window.since, window.until, project),
         # what the verification pass cost and dropped, and how the kept findings fared (issue 21)
-        "verification": verification_figures(store.engine, scope),
+        "verification": verification_figures(store, scope),
         "previous": {"window": _window_json(before, project), **_summary(previous)},
         "learnings": dict(learnings or EMPTY_LEARNINGS),  # docs/learnings.md
     }

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Connection, Engine, and_, case, distinct, func, select
+from sqlalchemy import Connection, and_, case, distinct, func, select
 
 from reviewbot.states import CallPurpose, FeedbackKind
 from reviewbot.store.models import Feedback as FeedbackRow
@@ -23,6 +23,7 @@ from reviewbot.store.models import FindingState
 from reviewbot.store.models import LLMCall as LLMCallRow
 from reviewbot.store.models import Review as ReviewRow
 from reviewbot.store.report_queries import ReportScope
+from reviewbot.store.store import Store
 
 __all__ = ["verification_cost", "verification_figures", "verification_outcomes"]
 
@@ -104,10 +105,10 @@ def verification_outcomes(connection: Connection, scope: ReportScope) -> list[di
     ]
 
 
-def verification_figures(engine: Engine, scope: ReportScope) -> dict[str, Any]:
+def verification_figures(store: Store, scope: ReportScope) -> dict[str, Any]:
     """The report's verification section: its cost and its outcomes per category and prompt
     version, for the reviews of ``scope``."""
-    with engine.connect() as connection:
+    with store.engine.connect() as connection:
         return {
             "cost": verification_cost(connection, scope),
             "outcomes": verification_outcomes(connection, scope),

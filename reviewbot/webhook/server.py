@@ -35,8 +35,7 @@ from reviewbot.config import ConfigError, Settings
 from reviewbot.queue import JobQueue
 from reviewbot.redaction import instance_url
 from reviewbot.store import Store
-from reviewbot.store.reply_queries import ReplyStore
-from reviewbot.store.store import utc_now
+from reviewbot.store.books import reply_book
 from reviewbot.webhook.handlers import (
     Delivery,
     Handled,
@@ -308,7 +307,7 @@ def create_app(
         review_drafts=settings.review_drafts,
         note_poster=note_poster,
         gitlab_url=instance_url(settings.gitlab_url) if settings.gitlab_url else None,
-        replies=ReplyStore(store.engine, utc_now),
+        replies=reply_book(store),
         reply_limits=ReplyLimits(
             per_mr=settings.reply_max_per_mr_per_hour,
             per_user=settings.reply_max_per_user_per_hour,
