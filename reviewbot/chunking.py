@@ -35,6 +35,7 @@ from enum import StrEnum
 from functools import cached_property
 from typing import Any
 
+from reviewbot.config import DEFAULT_SCOPE_CONTEXT_TOKENS
 from reviewbot.diff import DiffLine, FileDiff, FileStatus, Hunk
 from reviewbot.diffview import (
     MIN_TOKENS_PER_LINE,
@@ -69,8 +70,6 @@ DEFAULT_OUTPUT_RESERVE = 4096
 SAFETY_MARGIN_TOKENS = 256
 DEFAULT_CONTEXT_LINES = 3
 DEFAULT_OVERLAP_LINES = 5
-# Enclosing-scope context per hunk, at most (tokens): about 50 lines of code.
-DEFAULT_SCOPE_CONTEXT_TOKENS = 600
 # A chunk whose spare room gives each hunk less than this adds no context (and parses nothing):
 # a signature and a couple of lines.
 MIN_SCOPE_SHARE_TOKENS = 64

@@ -37,12 +37,9 @@ from urllib.parse import urlsplit
 
 import platformdirs
 
-from reviewbot.chunking import DEFAULT_SCOPE_CONTEXT_TOKENS
 from reviewbot.findings import Category, Severity
 from reviewbot.input_files import InputFileRefused, read_input_file
-from reviewbot.learnings import learning as learning_limits
 from reviewbot.redaction import hide_url_password, scrub_secrets
-from reviewbot.rules.ruleset import DEFAULT_RULES_TOKENS
 from reviewbot.setting_fields import (
     ACCEPTS_KEY,
     BOUNDS_KEY,
@@ -58,12 +55,17 @@ from reviewbot.setting_fields import (
 )
 
 __all__ = [
+    "DEFAULT_LEARNINGS_TOKENS",
     "DEFAULT_MAX_REPAIR_ROUNDS",
     "DEFAULT_PREFILL_TOKENS_PER_REVIEW",
+    "DEFAULT_PROPOSAL_THRESHOLD",
+    "DEFAULT_RULES_TOKENS",
+    "DEFAULT_SCOPE_CONTEXT_TOKENS",
     "DEFAULT_SESSION_HEADER",
     "DEFAULT_TOOL_ROUNDS",
     "DEFAULT_TOOL_TOKENS",
     "MAX_CONFIG_FILE_BYTES",
+    "MAX_PROPOSAL_THRESHOLD",
     "REPO_KEYS",
     "TOOLS_OFF",
     "TOOLS_ON",
@@ -82,6 +84,17 @@ __all__ = [
     "settings_values",
     "with_values",
 ]
+
+# Defaults of settings the core's modules also use (they import them from here).
+# Enclosing-scope context per hunk, at most (tokens): about 50 lines of code.
+DEFAULT_SCOPE_CONTEXT_TOKENS = 600
+# Tokens of review rules per chunk (setting rules_tokens): a dozen rules of a few lines each.
+DEFAULT_RULES_TOKENS = 1500
+# Tokens of learnings per chunk (setting learnings_tokens): some 15 learnings of 60 tokens.
+DEFAULT_LEARNINGS_TOKENS = 1000
+# Negative outcomes of one kind of finding in a project before a learning is proposed.
+DEFAULT_PROPOSAL_THRESHOLD = 3
+MAX_PROPOSAL_THRESHOLD = 1_000  # a kind of finding thumbed down this often is noise anyway
 
 ENV_PREFIX = "REVIEWBOT_"
 DEFAULT_LLM_BASE_URL = "http://127.0.0.1:8000/v1"
@@ -397,13 +410,13 @@ class Settings:
         "never a changed line; 0 turns rules off ([review rules](rules.md)).",
     )
     learnings_tokens: int = setting(
-        learning_limits.DEFAULT_LEARNINGS_TOKENS,
+        DEFAULT_LEARNINGS_TOKENS,
         bounds=Bounds(0, MAX_TOKENS),
         help="Tokens of team learnings per chunk, as rules_tokens ([learnings](learnings.md)).",
     )
     learning_proposal_threshold: int = setting(
-        learning_limits.DEFAULT_PROPOSAL_THRESHOLD,
-        bounds=Bounds(1, learning_limits.MAX_PROPOSAL_THRESHOLD),
+        DEFAULT_PROPOSAL_THRESHOLD,
+        bounds=Bounds(1, MAX_PROPOSAL_THRESHOLD),
         help="👎 or unchanged resolutions of one kind of finding that propose a learning.",
     )
     learning_proposal_notes: bool = setting(

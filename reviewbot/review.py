@@ -31,6 +31,8 @@ from reviewbot.chunking import (
     plan,
 )
 from reviewbot.config import (
+    DEFAULT_LEARNINGS_TOKENS,
+    DEFAULT_RULES_TOKENS,
     DEFAULT_TOOL_ROUNDS,
     DEFAULT_TOOL_TOKENS,
     TOOLS_ON,
@@ -50,7 +52,6 @@ from reviewbot.findings import (
     with_carried,
 )
 from reviewbot.incremental import CarriedOver
-from reviewbot.learnings.learning import DEFAULT_LEARNINGS_TOKENS
 from reviewbot.model import (
     MODE_TOOL_CALLS,
     CallRecord,
@@ -68,7 +69,7 @@ from reviewbot.prompts import (
 from reviewbot.repo.tools import TOOL_NAMES, RepositoryTools, repository_tool_schemas
 from reviewbot.repo.view import RepositoryView
 from reviewbot.rules.applied import LEARNINGS, RulesApplied
-from reviewbot.rules.ruleset import DEFAULT_RULES_TOKENS, RuleSet
+from reviewbot.rules.ruleset import RuleSet
 from reviewbot.tokens import TokenCounter
 from reviewbot.unreviewed import UnreviewedPart, changed_lines_by_path, unreviewed_part
 from reviewbot.verify import Verification, VerifyOptions, verdict_schema, verify_findings

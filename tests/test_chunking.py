@@ -12,7 +12,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reviewbot.chunking import (
-    DEFAULT_SCOPE_CONTEXT_TOKENS,
     Budget,
     BudgetTooSmallError,
     ContextKind,
@@ -21,6 +20,7 @@ from reviewbot.chunking import (
     Segment,
     plan,
 )
+from reviewbot.config import DEFAULT_SCOPE_CONTEXT_TOKENS
 from reviewbot.diff import FileDiff, FileStatus, Side, parse_git_diff
 from reviewbot.diffview import expand_context
 from reviewbot.exclusions import ExclusionRules

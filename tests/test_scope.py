@@ -19,7 +19,8 @@ from typing import Any
 
 import pytest
 
-from reviewbot.chunking import DEFAULT_SCOPE_CONTEXT_TOKENS, Budget, plan
+from reviewbot.chunking import Budget, plan
+from reviewbot.config import DEFAULT_SCOPE_CONTEXT_TOKENS
 from reviewbot.diff import FileDiff, Hunk, LineKind, Side, parse_git_diff
 from reviewbot.diffview import (
     FileView,

@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 import click
 from rich.console import Console
 
-from reviewbot.chunking import DEFAULT_SCOPE_CONTEXT_TOKENS
 from reviewbot.commands.common import (
     INT32_MAX,
     InputDir,
@@ -49,7 +48,7 @@ from reviewbot.commands.render import (
     run_json,
 )
 from reviewbot.commands.terminal import console
-from reviewbot.config import Settings, load_settings
+from reviewbot.config import DEFAULT_SCOPE_CONTEXT_TOKENS, Settings, load_settings
 from reviewbot.errors import EXIT_FAILURE
 from reviewbot.findings import Severity
 from reviewbot.localdiff import (

@@ -47,14 +47,11 @@ from reviewbot.rules.pathglob import glob_matches, glob_problem
 from reviewbot.rules.ruleset import Rule, RuleSet, RuleSource
 
 __all__ = [
-    "DEFAULT_LEARNINGS_TOKENS",
-    "DEFAULT_PROPOSAL_THRESHOLD",
     "EVIDENCE_UNREADABLE",
     "EXCLUSION_WORDS",
     "MAX_LEARNINGS_PER_PROJECT",
     "MAX_LEARNING_CHARS",
     "MAX_LEARNING_GLOBS",
-    "MAX_PROPOSAL_THRESHOLD",
     "Learning",
     "LearningError",
     "LearningLimitError",
@@ -85,11 +82,6 @@ MAX_LEARNING_CHARS = 500
 # writing review rules (reviewbot.rules.ruleset), which live in the repository.
 MAX_LEARNINGS_PER_PROJECT = 100
 MAX_LEARNING_GLOBS = 20
-# Tokens of learnings per chunk (setting learnings_tokens): some 15 learnings of 60 tokens.
-DEFAULT_LEARNINGS_TOKENS = 1000
-# Negative outcomes of one kind of finding in a project before a learning is proposed.
-DEFAULT_PROPOSAL_THRESHOLD = 3
-MAX_PROPOSAL_THRESHOLD = 1_000  # a kind of finding thumbed down this often is noise anyway
 LEARNING_RULE_PREFIX = "learning "
 PROPOSAL_KEY_PREFIX = "learning-proposal:"
 PROPOSAL_KEY_HEX_CHARS = 40

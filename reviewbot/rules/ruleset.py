@@ -50,7 +50,6 @@ from reviewbot.findings import Category, Severity
 from reviewbot.rules.pathglob import glob_matches, glob_problem
 
 __all__ = [
-    "DEFAULT_RULES_TOKENS",
     "DUO_RULES_FILE",
     "MAX_RULES_FILE_BYTES",
     "NOT_TEXT",
@@ -74,8 +73,6 @@ __all__ = [
 REPO_RULES_FILE = ".reviewbot/rules.yaml"
 DUO_RULES_FILE = ".gitlab/duo/mr-review-instructions.yaml"
 REPO_CONFIG_FILE = ".reviewbot.toml"  # the [[rules]] array (reviewbot.repo_policy reads the rest)
-# Tokens of review rules per chunk (setting rules_tokens): a dozen rules of a few lines each.
-DEFAULT_RULES_TOKENS = 1500
 MAX_RULES_FILE_BYTES = 262_144  # a rules file is a few KB; 256 KiB is far past any real one
 MAX_CONTEXT_CHARS = 8_000  # a section of AGENTS.md/CONTRIBUTING.md given as a rule
 MAX_RULE_CHARS = 4_000  # one rule's instructions
