@@ -198,7 +198,8 @@ def run_merge_request(
     say(f"reading merge request !{iid}")
     snapshot = gitlab.snapshot(project, iid)
     key = MergeRequestKey(gitlab.url, snapshot.project_id, snapshot.iid)
-    with _lease(app, key, snapshot, options):
+    ttl_s = options.lock_ttl_s or app.settings.mr_lock_seconds
+    with _lease(app.store, key, snapshot, ttl_s):
         run = _Run(app, snapshot, key, options, gitlab, say, counter)
         review_id = _start(run)
         try:
@@ -269,18 +270,18 @@ def _load_tokenizer_meanwhile(model: str | None) -> Future[TokenCounter]:
 
 @contextmanager
 def _lease(
-    app: App, key: MergeRequestKey, snapshot: MergeRequestSnapshot, options: RunOptions
+    store: Store, key: MergeRequestKey, snapshot: MergeRequestSnapshot, ttl_s: float
 ) -> Iterator[None]:
-    """Hold the MR for this run (MergeRequestBusyError when another run does)."""
-    ttl = options.lock_ttl_s or app.settings.mr_lock_seconds
-    with hold_mr_lock(app.store, str(key), ttl) as held:
+    """Hold the MR for this run for ``ttl_s`` at a time (MergeRequestBusyError when another
+    run does)."""
+    with hold_mr_lock(store, str(key), ttl_s) as held:
         if not held:
             raise MergeRequestBusyError(
                 f"another reviewbot run is reviewing {snapshot.project_path}!{snapshot.iid}; "
                 "try again when it finishes"
             )
         # This run holds the MR: a review still `running` was interrupted.
-        app.store.close_interrupted_reviews(key, INTERRUPTED)
+        store.close_interrupted_reviews(key, INTERRUPTED)
         yield
 
 
