@@ -297,8 +297,8 @@ def test_an_item_is_reviewed_as_reviewbot_review_reviews_a_local_diff() -> None:
     """eval.item_reviewer: the item's findings above the threshold, as scoring sees them."""
     from reviewbot.config import Settings
     from reviewbot.eval import item_reviewer
-    from reviewbot.llm import LLMSettings
     from reviewbot.llm.factory import runner_for
+    from reviewbot.model import LLMSettings
 
     item = load_dataset(DATASET, limit=2)[1]  # one with head files
     folder = DATASET / item.name
@@ -328,8 +328,8 @@ def test_an_item_is_reviewed_as_reviewbot_review_reviews_a_local_diff() -> None:
 def test_an_item_whose_answers_cannot_be_read_is_not_scored() -> None:
     from reviewbot.config import Settings
     from reviewbot.eval import EvalIncompleteError, item_reviewer
-    from reviewbot.llm import LLMSettings
     from reviewbot.llm.factory import runner_for
+    from reviewbot.model import LLMSettings
     from tests.fakes.vllm_server import MalformedCalls
 
     first = load_dataset(DATASET, limit=1)[0]

@@ -16,7 +16,10 @@ import pytest
 
 from reviewbot.config import ConfigError, load_settings
 from reviewbot.findings import Rejected, validate_call
-from reviewbot.llm import (
+from reviewbot.llm.answers import match_resent, parse_answer
+from reviewbot.llm.factory import llm_settings_from, runner_for
+from reviewbot.llm.openai_compatible import sse_data
+from reviewbot.model import (
     MODE_TOOL_CALLS,
     ChunkRequest,
     ChunkResult,
@@ -27,9 +30,6 @@ from reviewbot.llm import (
     ModelNotFoundError,
     ToolCallText,
 )
-from reviewbot.llm.answers import match_resent, parse_answer
-from reviewbot.llm.factory import llm_settings_from, runner_for
-from reviewbot.llm.openai_compatible import sse_data
 from reviewbot.prompts import tool_schemas
 from tests.fakes.silent_server import closed_port
 from tests.fakes.vllm_server import HALLUCINATED_PATH, FakeVLLM, MalformedCalls

@@ -19,17 +19,17 @@ from typing import Any
 import pytest
 
 from reviewbot.config import ConfigError, Settings
-from reviewbot.llm import (
+from reviewbot.llm.factory import model_from_settings, runner_for
+from reviewbot.llm.openai_compatible import OpenAICompatibleBackend
+from reviewbot.llm.runner import ChunkRunner
+from reviewbot.llm.vllm import VLLMBackend
+from reviewbot.model import (
     MODE_TOOL_CALLS,
     ChunkResult,
     LLMSettings,
     ModelRequest,
     ToolsUnsupportedError,
 )
-from reviewbot.llm.factory import model_from_settings, runner_for
-from reviewbot.llm.openai_compatible import OpenAICompatibleBackend
-from reviewbot.llm.runner import ChunkRunner
-from reviewbot.llm.vllm import VLLMBackend
 from tests.fakes.vllm_server import FakeVLLM, LatencyModel
 from tests.test_llm import FAST_RETRIES, RISKY_FINDING_LINES, chunk, reported_lines
 

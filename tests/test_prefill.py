@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 
 from reviewbot.config import DEFAULT_PREFILL_TOKENS_PER_REVIEW, ConfigError, load_settings
-from reviewbot.llm import ChunkRequest, ChunkResult, LLMSettings
 from reviewbot.llm.factory import llm_settings_from, runner_for
 from reviewbot.llm.prefill import PrefillGate
 from reviewbot.llm.runner import ChunkRunner
+from reviewbot.model import ChunkRequest, ChunkResult, LLMSettings
 from reviewbot.prompts import tool_schemas
 from tests.fakes.vllm_server import FakeVLLM, LatencyModel
 from tests.test_review import SMALL_MODEL_LEN, review_scoped_merge_request

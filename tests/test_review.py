@@ -16,8 +16,8 @@ from reviewbot.chunking import ContextKind
 from reviewbot.commands import main
 from reviewbot.commands.progress import PLAIN_STEPS_PER_TASK
 from reviewbot.diff import parse_git_diff
-from reviewbot.llm import LLMClient, LLMSettings
 from reviewbot.llm.factory import runner_for
+from reviewbot.model import LLMClient, LLMSettings
 from reviewbot.prompts import ReviewContext, file_summaries
 from reviewbot.review import (
     MAX_TOOL_SHARE,

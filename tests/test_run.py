@@ -17,7 +17,7 @@ from reviewbot.app import App
 from reviewbot.commands import main
 from reviewbot.comments import parse_marker
 from reviewbot.gitlab import GitLabUnavailableError
-from reviewbot.llm import LLMUnavailableError
+from reviewbot.model import LLMUnavailableError
 from reviewbot.mr import MergeRequestBusyError, RunOptions, run_merge_request
 from reviewbot.store import MergeRequestKey, Store, upgrade
 from tests.fakes.gitlab_server import FakeGitLab

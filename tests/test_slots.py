@@ -24,8 +24,8 @@ from sqlalchemy.engine import make_url
 
 from reviewbot.app import App
 from reviewbot.config import ConfigError, Settings
-from reviewbot.llm import LLMSettings
 from reviewbot.llm.factory import runner_for
+from reviewbot.model import LLMSettings
 from reviewbot.queue import JobQueue
 from reviewbot.slots import (
     LocalSlots,

@@ -17,10 +17,9 @@ from collections.abc import Iterator
 import pytest
 
 from reviewbot.diff import parse_git_diff
-from reviewbot.llm import LLMSettings
 from reviewbot.llm.factory import runner_for
 from reviewbot.llm.rounds import MIN_SHARE_TOKENS
-from reviewbot.model import ChunkRequest
+from reviewbot.model import ChunkRequest, LLMSettings
 from reviewbot.prompts import ReviewContext, file_summaries, render_messages, tool_schemas
 from reviewbot.repo.tools import RepositoryTools
 from reviewbot.repo.view import MemoryView

@@ -29,7 +29,7 @@ from reviewbot.commands.jobs import jobs_group
 from reviewbot.commands.worker import worker_command
 from reviewbot.config import ConfigError, Settings
 from reviewbot.gitlab import GitLabAuthError, GitLabNotFoundError, GitLabUnavailableError
-from reviewbot.llm import LLMUnavailableError, ModelNotFoundError
+from reviewbot.model import LLMUnavailableError, ModelNotFoundError
 from reviewbot.mr import MergeRequestBusyError
 from reviewbot.queue import DEFAULT_MAX_ATTEMPTS, Job, JobQueue
 from reviewbot.store import Store, upgrade

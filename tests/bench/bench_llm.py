@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
-from reviewbot.llm import ChunkRequest, ChunkResult, LLMSettings
 from reviewbot.llm.factory import runner_for
+from reviewbot.model import ChunkRequest, ChunkResult, LLMSettings
 from tests.fakes.vllm_server import (
     FakeVLLM,
     LatencyModel,

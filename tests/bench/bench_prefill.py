@@ -22,8 +22,8 @@ import threading
 import time
 from dataclasses import dataclass
 
-from reviewbot.llm import ChunkResult, LLMSettings
 from reviewbot.llm.factory import runner_for
+from reviewbot.model import ChunkResult, LLMSettings
 from tests.fakes.vllm_server import FakeVLLM, LatencyModel
 from tests.test_prefill import diff_request, sized
 

@@ -26,7 +26,7 @@ from typing import Any
 
 from reviewbot.app import App
 from reviewbot.config import Settings
-from reviewbot.llm import ChunkRequest, ChunkResult, LLMClient, ServerInfo
+from reviewbot.model import ChunkRequest, ChunkResult, LLMClient, ServerInfo
 from reviewbot.mr import RunOptions, RunReport, run_merge_request
 from tests.fakes.gitlab_server import FakeGitLab
 from tests.fakes.vllm_server import FakeVLLM, LatencyModel

@@ -20,8 +20,8 @@ import time
 from dataclasses import dataclass
 
 from reviewbot.diff import parse_git_diff
-from reviewbot.llm import LLMSettings
 from reviewbot.llm.factory import runner_for
+from reviewbot.model import LLMSettings
 from reviewbot.prompts import ReviewContext, file_summaries
 from reviewbot.repo.view import MemoryView
 from reviewbot.review import ReviewOptions, ReviewResult, review_files

@@ -13,8 +13,8 @@ import httpx
 from click.testing import CliRunner
 
 from reviewbot.commands import main
-from reviewbot.llm import ChunkRequest, LLMSettings
 from reviewbot.llm.factory import runner_for
+from reviewbot.model import ChunkRequest, LLMSettings
 from reviewbot.prompts import tool_schemas
 from tests.fakes.vllm_server import context_length_error
 from tests.mr_world import git, init_repo

@@ -11,8 +11,8 @@ import pytest
 from click.testing import CliRunner
 
 from reviewbot.commands import main
-from reviewbot.llm import ChunkRequest, LLMSettings
 from reviewbot.llm.factory import runner_for
+from reviewbot.model import ChunkRequest, LLMSettings
 from reviewbot.prompts import tool_schemas
 from reviewbot.store import Store
 from tests.mr_world import FEATURE_APP, PROJECT, World
