@@ -36,7 +36,7 @@ class Folder:
 # under the names on the left). A folder with no entry here fails tests/test_layers.py.
 FOLDERS: dict[str, Folder] = {
     ROOT: Folder(CORE, "the ground floor: the vocabulary every layer uses, one noun a module"),
-    "reviewbot.templates": Folder(CORE, "`prompts/`: the Jinja2 prompt templates"),
+    "reviewbot.templates": Folder(CORE, "the Jinja2 prompt templates"),
     "reviewbot.rules": Folder(CORE, "the team's review rules: parsed, matched, budgeted"),
     "reviewbot.gitlab": Folder(ADAPTERS, "the GitLab API, one module per thing asked of it"),
     "reviewbot.llm": Folder(ADAPTERS, "the model server: runner, transports, factory"),
@@ -48,7 +48,9 @@ FOLDERS: dict[str, Folder] = {
     "reviewbot.replies": Folder(PIPELINE, "answers in the bot's threads, once per note"),
     "reviewbot.webhook": Folder(PIPELINE, "the webhook listener: check, enqueue, answer 202"),
     "reviewbot.commands": Folder(ENTRY_POINTS, "the command line: click and rich only here"),
-    "reviewbot.migrations": Folder(ENTRY_POINTS, "`migrations/`: Alembic's environment, revisions"),
+    "reviewbot.migrations": Folder(
+        ENTRY_POINTS, "the schema's Alembic revisions, which Alembic runs"
+    ),
 }
 
 # The modules whose layer is not their folder's. A module listed here must exist and differ from
@@ -113,10 +115,10 @@ MODULES: dict[str, int] = {
 # on one that is gone (drop it here then).
 KNOWN_FOLDER_CYCLES: dict[tuple[int, tuple[str, ...]], str] = {
     (CORE, (ROOT, "reviewbot.learnings", "reviewbot.rules")): "the ground floor's config.py, "
-    "prompts.py and repo_policy.py take Rule and the rules' and learnings' defaults from "
-    "rules/ruleset.py and learnings/learning.py, which are built on findings.py, markdown.py "
-    "and namespaces.py (and rules/applied.py on prompts.py): two nouns of the ground floor "
-    "live in their wings' folders",
+    "prompts.py and repo_policy.py take Rule, the rules files' decoding and the rules' and "
+    "learnings' defaults from rules/ruleset.py and learnings/learning.py, which are built on "
+    "findings.py, markdown.py and namespaces.py (and rules/applied.py on prompts.py): two "
+    "nouns of the ground floor live in their wings' folders",
     (PIPELINE, (ROOT, "reviewbot.learnings", "reviewbot.replies")): "mr.py applies "
     "learnings/teaching.py and worker.py runs replies/answer.py, and both wings build on app.py "
     "and permission.py (and replies/ on learnings/teaching.py): the top level holds both the "
