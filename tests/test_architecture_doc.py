@@ -15,7 +15,7 @@ MODULE_PATH = re.compile(r"(?<![\w./-])((?:[a-z_0-9]+/)*[a-z_0-9]+\.py)\b")
 CODE_SPAN = re.compile(r"(?<!`)`([^`\n]+)`(?!`)")
 FOLDER = re.compile(r"^[a-z_]+/$")
 QUALIFIED = re.compile(r"^(?P<module>[a-z_]+(?:/[a-z_]+)*)\.(?P<name>[A-Za-z_]+)$")
-REPOSITORY_FOLDERS = ("reviewbot/", "tests/", "migrations/", "docs/")
+REPOSITORY_FOLDERS = ("reviewbot/", "tests/", "migrations/", "prompts/", "docs/")
 
 
 def page() -> str:

@@ -47,7 +47,9 @@ from reviewbot.commands.docs import (
     updated_text,
 )
 from reviewbot.config import load_settings, setting_docs
+from tests import layers_doc
 from tests.fakes.silent_server import closed_port
+from tests.layers_table import FOLDERS, MODULES
 from tests.test_cli_help import all_commands, resolve
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -396,7 +398,12 @@ def _generated_section(page: GeneratedPage) -> str:
 
 @pytest.mark.parametrize("page", GENERATED_PAGES, ids=lambda page: page.path)
 def test_the_generated_sections_are_well_formed_markdown(page: GeneratedPage) -> None:
-    tokens = MARKDOWN.parse(_generated_section(page))
+    assert_well_formed(_generated_section(page))
+
+
+def assert_well_formed(section: str) -> None:
+    """No HTML, and every table row has its header's cells."""
+    tokens = MARKDOWN.parse(section)
     assert not [token for token in tokens if token.type.startswith("html")]
     inline_html = [
         child.content
@@ -408,7 +415,7 @@ def test_the_generated_sections_are_well_formed_markdown(page: GeneratedPage) ->
     # GFM splits a row at every "|" not escaped by a backslash, in code too: each row must
     # have its header's cells (markdown-it pads and cuts rows, so count in the source)
     header = 0
-    for line in _generated_section(page).splitlines():
+    for line in section.splitlines():
         if not line.startswith("|"):
             header = 0
             continue
@@ -453,3 +460,58 @@ def test_a_page_without_its_markers_is_one_line_exit_2(tmp_path: Path) -> None:
     result = CliRunner().invoke(docs_command, ["--root", str(root)])
     assert result.exit_code == 2
     assert "no generated section" in result.output
+
+
+# --- the layers section of docs/architecture.md (tests/layers_doc.py) -------------------------
+
+
+def _layers_section() -> str:
+    text = (ROOT / layers_doc.PAGE).read_text(encoding="utf-8")
+    return text.split(layers_doc.BEGIN, 1)[1].split(layers_doc.END, 1)[0]
+
+
+def test_the_layers_section_is_up_to_date() -> None:
+    text = (ROOT / layers_doc.PAGE).read_text(encoding="utf-8")
+    assert text == layers_doc.updated_text(text, layers_doc.render_layers()), (
+        f"{layers_doc.PAGE} is stale: run `.venv/bin/{layers_doc.REGENERATE}` and commit it"
+    )
+
+
+def test_the_layers_section_is_well_formed_markdown() -> None:
+    assert_well_formed(_layers_section())
+
+
+def test_the_layers_section_shows_every_folder_and_every_module_of_another_layer() -> None:
+    section = _layers_section()
+    for folder in FOLDERS:
+        assert f"| `{layers_doc.folder_path(folder)}` |" in section, folder
+    for module in MODULES:
+        path = layers_doc.module_path(module)
+        assert f"`{path}`" in section and (ROOT / "reviewbot" / path).is_file(), module
+
+
+def test_the_layers_check_names_a_stale_page_and_writes_nothing_then_regenerating_fixes_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / layers_doc.PAGE
+    path.parent.mkdir(parents=True)
+    text = (ROOT / layers_doc.PAGE).read_text(encoding="utf-8")
+    stale = layers_doc.updated_text(text, "old table")
+    path.write_text(stale, encoding="utf-8")
+
+    assert layers_doc.main(["--check", "--root", str(tmp_path)]) == 1
+    assert f"is stale: run `{layers_doc.REGENERATE}`" in capsys.readouterr().out
+    assert path.read_text(encoding="utf-8") == stale
+
+    assert layers_doc.main(["--root", str(tmp_path)]) == 0
+    assert path.read_text(encoding="utf-8") == text
+    assert layers_doc.main(["--check", "--root", str(tmp_path)]) == 0
+
+
+def test_a_page_without_the_layers_markers_is_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "docs").mkdir()
+    (tmp_path / layers_doc.PAGE).write_text("# no markers\n", encoding="utf-8")
+    assert layers_doc.main(["--root", str(tmp_path)]) == 2
+    assert "no generated section" in capsys.readouterr().err

@@ -1,13 +1,16 @@
-"""The one direction of imports: entry points -> pipeline -> adapters -> pure core; only the
-entry points (``reviewbot/commands/``) import click or rich; the size budget; every module's
-docstring says what it owns and what it must not do; and the core reads the process's
+"""The one direction of imports: entry points -> pipeline -> adapters -> pure core, by the one
+table of layers in ``tests/layers_table.py`` (a folder has one layer, a new module inherits it;
+only the modules of another layer than their folder's are listed), both between modules and
+between folders, with no cycle between modules and none between folders but the known ones;
+only the entry points (``reviewbot/commands/``) import click or rich; the size budget; every
+module's docstring says what it owns and what it must not do; and the core reads the process's
 environment in one function only (``config.load_settings``).
 
-For the layers only imports that run when a module loads count (not those inside functions,
-which load an adapter on first use, nor those under ``if TYPE_CHECKING``); for click and rich
-every import counts, wherever it is. A cycle is a cycle wherever its imports are: the cycle
-check also follows imports inside functions. docs/development.md (The layers) describes the
-same layers.
+For the layers of modules only imports that run when a module loads count (not those inside
+functions, nor those under ``if TYPE_CHECKING``); between folders, and for cycles, imports
+inside functions count too; for click and rich every import counts, wherever it is.
+docs/architecture.md (Layers) shows the same table, written from it by
+``python -m tests.layers_doc``.
 """
 
 from __future__ import annotations
@@ -15,169 +18,26 @@ from __future__ import annotations
 import ast
 import re
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
+from tests.layers_table import (
+    CORE,
+    ENTRY_POINTS,
+    FOLDERS,
+    KNOWN_FOLDER_CYCLES,
+    LAYER_NAMES,
+    MODULES,
+    ROOT,
+    folder_of,
+    layer_of,
+)
+
 PACKAGE = Path(__file__).resolve().parent.parent / "reviewbot"
 
-CORE = {
-    "reviewbot",
-    "reviewbot.rules",
-    "reviewbot.learnings",
-    "reviewbot.report",
-    "reviewbot.replies",
-    "reviewbot.verify",
-    "reviewbot.states",
-    "reviewbot.mergerequest",
-    "reviewbot.chunking",
-    "reviewbot.codequality",
-    "reviewbot.comments",
-    "reviewbot.config",
-    "reviewbot.diff",
-    "reviewbot.diffview",
-    "reviewbot.errors",
-    "reviewbot.exclusions",
-    "reviewbot.findings",
-    "reviewbot.incremental",
-    "reviewbot.input_files",
-    "reviewbot.interdiff",
-    "reviewbot.learnings.learning",
-    "reviewbot.markdown",
-    "reviewbot.namespaces",
-    "reviewbot.rules.pathglob",
-    "reviewbot.positions",
-    "reviewbot.prompts",
-    "reviewbot.redaction",
-    "reviewbot.roles",
-    "reviewbot.replies.guidance",
-    "reviewbot.repo",
-    "reviewbot.repo.tree",
-    "reviewbot.repo.view",
-    "reviewbot.repo.confine",
-    "reviewbot.repo.definitions",
-    "reviewbot.repo.search",
-    "reviewbot.repo.tools",
-    "reviewbot.repo_policy",
-    "reviewbot.report.learnings",
-    "reviewbot.report.text",
-    "reviewbot.retry",
-    "reviewbot.rules.ruleset",
-    "reviewbot.rules.applied",
-    "reviewbot.scope",
-    "reviewbot.setting_fields",
-    "reviewbot.stored_findings",
-    "reviewbot.tokens",
-    "reviewbot.toolcalls",
-    "reviewbot.weburl",
-    "reviewbot.window",
-    "reviewbot.llm.answers",
-    "reviewbot.model",
-    "reviewbot.llm.rounds",
-    "reviewbot.llm.tries",
-    "reviewbot.ops",
-    "reviewbot.ops.capacity",
-    "reviewbot.ops.alternatives",
-    "reviewbot.ops.gpus",
-    "reviewbot.ops.model_shape",
-    "reviewbot.ops.doctor",
-    "reviewbot.ops.router",
-    "reviewbot.ops.box_metrics",
-    "reviewbot.ops.loadtest",
-    "reviewbot.ops.vllm_command",
-    "reviewbot.ops.weights",
-    "reviewbot.templates",
-    "reviewbot.replies.intent",
-    "reviewbot.unreviewed",
-    "reviewbot.webhook.openapi",
-    "reviewbot.webhook.payloads",
-}
-ADAPTERS = {
-    "reviewbot.store.books",
-    "reviewbot.gitlab",
-    "reviewbot.localdiff",
-    "reviewbot.gitlab.account",
-    "reviewbot.gitlab.accuracy",
-    "reviewbot.gitlab.connection",
-    "reviewbot.gitlab.merge_requests",
-    "reviewbot.gitlab.notes",
-    "reviewbot.repo.localgit",
-    "reviewbot.repo.files",
-    "reviewbot.repo.api_view",
-    "reviewbot.repo.cache",
-    "reviewbot.repo.git_view",
-    "reviewbot.repo.source",
-    "reviewbot.gitlab.repository",
-    "reviewbot.rules.sources",
-    "reviewbot.slots",
-    "reviewbot.queue",
-    "reviewbot.webhook.metrics",
-    "reviewbot.llm",
-    "reviewbot.llm.runner",
-    "reviewbot.llm.prefill",
-    "reviewbot.llm.factory",
-    "reviewbot.llm.openai_compatible",
-    "reviewbot.llm.vllm",
-    "reviewbot.store",
-    "reviewbot.store.store",
-    "reviewbot.store.models",
-    "reviewbot.store.engine",
-    "reviewbot.store.migrate",
-    "reviewbot.store.mr_lock",
-    "reviewbot.store.records",
-    "reviewbot.store.figures",
-    "reviewbot.store.feedback_queries",
-    "reviewbot.store.job_queries",
-    "reviewbot.store.slot_queries",
-    "reviewbot.store.report_queries",
-    "reviewbot.store.trend_queries",
-    "reviewbot.store.percentile_queries",
-    "reviewbot.store.eval_queries",
-    "reviewbot.ops.weights_files",
-    "reviewbot.store.reply_queries",
-    "reviewbot.store.learning_queries",
-    "reviewbot.store.verify_queries",
-}
-PIPELINE = {
-    "reviewbot.guidance",
-    "reviewbot.replies.thread",
-    "reviewbot.ops.weights_doctor",
-    "reviewbot.app",
-    "reviewbot.review",
-    "reviewbot.mr",
-    "reviewbot.publish",
-    "reviewbot.feedback",
-    "reviewbot.learnings.teaching",
-    "reviewbot.learnings.proposals",
-    "reviewbot.permission",
-    "reviewbot.report.document",
-    "reviewbot.report.html",
-    "reviewbot.report.days",
-    "reviewbot.report.trend",
-    "reviewbot.report.plot",
-    "reviewbot.eval",
-    "reviewbot.compare",
-    "reviewbot.replies.answer",
-    "reviewbot.replies.teach",
-    # the services the commands run: the CI job, the worker, the listener, the ops tools
-    "reviewbot.ci",
-    "reviewbot.worker",
-    "reviewbot.webhook",
-    "reviewbot.webhook.handlers",
-    "reviewbot.webhook.server",
-    "reviewbot.ops.doctor_probes",
-    "reviewbot.ops.deadlines",
-    "reviewbot.ops.model_probes",
-    "reviewbot.ops.router_probes",
-    "reviewbot.ops.loadtest_driver",
-    "reviewbot.ops.loadtest_plan",
-}
-LAYER_OF = {
-    **dict.fromkeys(CORE, 0),
-    **dict.fromkeys(ADAPTERS, 1),
-    **dict.fromkeys(PIPELINE, 2),
-}
-ENTRY_POINT_LAYER = 3  # reviewbot.commands: every command, and nothing else
 COMMANDS = "reviewbot.commands"
+MIGRATIONS = "reviewbot.migrations"
 
 
 # Folders at the top of the repository that ship inside the package (pyproject's package-dir).
@@ -239,27 +99,45 @@ def all_imports(path: Path) -> set[str]:
 
 
 def layer(name: str) -> int:
-    return LAYER_OF.get(name, ENTRY_POINT_LAYER)
+    return layer_of(name)
 
 
-def test_every_module_has_a_layer_or_is_an_entry_point() -> None:
-    entry_points = {
-        name
-        for name in modules()
-        if name not in LAYER_OF
-        and not name.startswith(REVISIONS)
-        and not (name == COMMANDS or name.startswith(f"{COMMANDS}."))
+def folders() -> set[str]:
+    """Each folder of a root (reviewbot/, prompts/, migrations/) holding a module, as a package
+    name: the top level, each folder right below it, and the shipped folders themselves."""
+    return {
+        ".".join(name.split(".")[:2]) if path.parent != PACKAGE else ROOT
+        for name, path in modules().items()
     }
-    expected = {"reviewbot.migrations", "reviewbot.migrations.env", "reviewbot.migrations.versions"}
-    assert entry_points <= expected, f"put these in a layer: {sorted(entry_points - expected)}"
 
 
-@pytest.mark.parametrize("name", sorted(LAYER_OF))
+def test_every_folder_has_a_layer() -> None:
+    """A new module takes its folder's layer; a new folder needs its line in the table."""
+    assert sorted(folders() - FOLDERS.keys()) == [], "give these folders a layer in FOLDERS"
+    assert sorted(FOLDERS.keys() - folders()) == [], "these folders are gone: drop them"
+
+
+def test_every_module_of_another_layer_than_its_folder_exists_and_differs() -> None:
+    known = modules()
+    assert sorted(set(MODULES) - set(known)) == [], "no such module: drop it from MODULES"
+    same = sorted(name for name, own in MODULES.items() if own == FOLDERS[folder_of(name)].layer)
+    assert same == [], "these have their folder's layer already: drop them from MODULES"
+
+
+def test_only_the_commands_and_alembic_are_entry_points() -> None:
+    """reviewbot.commands: every command; reviewbot.migrations: Alembic's environment and
+    revisions, which Alembic loads itself. Nothing else is an entry point."""
+    entry_points = {name for name, folder in FOLDERS.items() if folder.layer == ENTRY_POINTS}
+    assert entry_points == {COMMANDS, MIGRATIONS}
+    assert [name for name, own in MODULES.items() if own == ENTRY_POINTS] == []
+    assert {name for name in modules() if layer(name) == ENTRY_POINTS} == {
+        name for name in modules() if folder_of(name) in entry_points
+    }
+
+
+@pytest.mark.parametrize("name", sorted(modules()))
 def test_a_module_imports_nothing_from_a_higher_layer(name: str) -> None:
-    path = modules().get(name)
-    if path is None:
-        pytest.skip(f"{name} is not a module of this tree")
-    upward = {other for other in load_time_imports(path) if layer(other) > layer(name)}
+    upward = {other for other in load_time_imports(modules()[name]) if layer(other) > layer(name)}
     assert not upward, f"{name} (layer {layer(name)}) imports {sorted(upward)}"
 
 
@@ -268,8 +146,8 @@ def _inside(package: str, names: tuple[str, ...]) -> bool:
 
 
 def test_there_is_no_import_cycle() -> None:
-    """Not even through an import inside a function (report imports report_html when it writes
-    HTML, so report_html must not import report)."""
+    """Not even through an import inside a function (report/document.py imports report/html.py
+    when it writes HTML, so report/html.py must not import report/document.py)."""
     graph = {name: all_imports(path) for name, path in modules().items()}
     done: set[str] = set()
 
@@ -277,7 +155,7 @@ def test_there_is_no_import_cycle() -> None:
         if name in trail:
             cycle = (*trail[trail.index(name) :], name)
             # a package importing its own submodules (re-exports) is not a cycle; a module whose
-            # name merely starts like another's (report, report_html) is not its submodule
+            # name merely starts like another's (repo, repo_policy) is not its submodule
             if not any(_inside(root, cycle) for root in cycle):
                 pytest.fail("import cycle: " + " -> ".join(cycle))
             return
@@ -289,6 +167,98 @@ def test_there_is_no_import_cycle() -> None:
 
     for name in graph:
         visit(name, ())
+
+
+# --- between folders --------------------------------------------------------------------------
+
+# A node of the folders' graph is a folder's modules of one layer: a folder of one layer is one
+# node, a folder that mixes layers (the top level, repo/, ops/ ...) one node per layer it holds.
+# An arrow is an import, anywhere in a module (inside functions too, not TYPE_CHECKING).
+FolderNode = tuple[str, int]
+Node = TypeVar("Node", str, FolderNode)
+
+
+def folder_node(name: str) -> FolderNode:
+    return folder_of(name), layer(name)
+
+
+def shown(node: FolderNode) -> str:
+    folder, level = node
+    return f"{folder} ({LAYER_NAMES[level]})"
+
+
+def folder_arrows() -> dict[tuple[FolderNode, FolderNode], set[str]]:
+    """Each arrow between two nodes, with the module imports that make it."""
+    arrows: dict[tuple[FolderNode, FolderNode], set[str]] = {}
+    for name, path in modules().items():
+        for other in all_imports(path):
+            if (ends := (folder_node(name), folder_node(other)))[0] != ends[1]:
+                arrows.setdefault(ends, set()).add(f"{name} -> {other}")
+    return arrows
+
+
+def strongly_connected(arrows: set[tuple[Node, Node]]) -> list[list[Node]]:
+    """The groups of two or more nodes each of which reaches every other (the cycles)."""
+    graph: dict[Node, set[Node]] = {}
+    for start, end in arrows:
+        graph.setdefault(start, set()).add(end)
+        graph.setdefault(end, set())
+
+    def reached(node: Node) -> set[Node]:
+        seen: set[Node] = set()
+        todo = [node]
+        while todo:
+            for other in graph[todo.pop()] - seen:
+                seen.add(other)
+                todo.append(other)
+        return seen
+
+    reach = {node: reached(node) for node in graph}
+    groups = {
+        frozenset({node} | {other for other in reach[node] if node in reach[other]})
+        for node in graph
+    }
+    return sorted((sorted(group) for group in groups if len(group) > 1), key=str)
+
+
+def test_no_folder_imports_a_folder_of_a_higher_layer() -> None:
+    upward = {
+        f"{shown(start)} -> {shown(end)}": sorted(through)
+        for (start, end), through in folder_arrows().items()
+        if end[1] > start[1]
+    }
+    assert upward == {}
+
+
+def test_the_cycles_between_folders_are_the_known_ones() -> None:
+    """A cycle stays in one layer (no arrow goes up); each is named by its layer and folders."""
+    arrows = folder_arrows()
+    found = {
+        (group[0][1], tuple(sorted(folder for folder, _ in group)))
+        for group in strongly_connected(set(arrows))
+    }
+    new = {
+        " <-> ".join(folders): sorted(
+            import_
+            for (start, end), through in arrows.items()
+            if start[0] in folders and end[0] in folders and start[1] == end[1] == level
+            for import_ in through
+        )
+        for level, folders in found - KNOWN_FOLDER_CYCLES.keys()
+    }
+    assert new == {}, "new cycles between folders: import the other way, or move a module"
+    gone = sorted(KNOWN_FOLDER_CYCLES.keys() - found)
+    assert gone == [], "these cycles are gone (or changed): update KNOWN_FOLDER_CYCLES"
+
+
+def test_every_known_cycle_gives_a_reason() -> None:
+    assert all(len(reason.split()) >= 8 for reason in KNOWN_FOLDER_CYCLES.values())
+
+
+def test_the_cycle_finder_finds_cycles_and_only_them() -> None:
+    arrows = {("a", "b"), ("b", "c"), ("c", "a"), ("c", "d"), ("d", "e"), ("e", "d"), ("f", "a")}
+    assert strongly_connected(arrows) == [["a", "b", "c"], ["d", "e"]]
+    assert strongly_connected({("a", "b"), ("b", "c")}) == []
 
 
 # --- click and rich: only the commands -------------------------------------------------------
@@ -513,7 +483,8 @@ def environment_reads(path: Path) -> set[str]:
 def test_the_core_reads_the_environment_only_in_load_settings() -> None:
     readers = {
         name: found
-        for name in sorted(CORE)
+        for name in sorted(modules())
+        if layer(name) == CORE
         if (path := modules().get(name)) and (found := environment_reads(path))
     }
     assert readers == ENVIRONMENT_READERS
