@@ -30,14 +30,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jinja2
 
 from reviewbot.chunking import Chunk
 from reviewbot.diff import FileDiff
 from reviewbot.findings import REPORT_FINDING_TOOL, report_finding_parameters
-from reviewbot.rules.ruleset import Rule
+
+if TYPE_CHECKING:  # the rules are the rules wing's noun; a prompt only renders them
+    from reviewbot.rules.ruleset import Rule
 
 __all__ = [
     "PROMPT_VERSION",

@@ -7,21 +7,34 @@ MR applies once merged; the summary says so.
 
 Owns: applying the file to the settings (through `reviewbot.config.apply_repo_overrides`,
 which says which keys a repository may set), and the warnings the summary shows about it (a
-broken file, or one that is not text by ``reviewbot.rules.rules_file_text``, is ignored and
-named, never fatal). Must not: read the file (the run hands its bytes in) or know where the
+broken file, or one that is not text, is ignored and named, never fatal), and the one rule by
+which the team's files (this one and the rules files, reviewbot.rules) are decoded:
+:func:`rules_file_text`. Must not: read the file (the run hands its bytes in) or know where the
 review goes.
 """
 
 from __future__ import annotations
 
+import codecs
 from dataclasses import dataclass
 
 from reviewbot.config import ConfigError, Settings, apply_repo_overrides
-from reviewbot.rules.ruleset import NOT_TEXT, rules_file_text
 
-__all__ = ["REPO_CONFIG_FILE", "RepoPolicy", "repo_policy"]
+__all__ = ["NOT_TEXT", "REPO_CONFIG_FILE", "RepoPolicy", "repo_policy", "rules_file_text"]
 
 REPO_CONFIG_FILE = ".reviewbot.toml"
+# What the summary says of a rules file that is there but is not text: "<path> is not ...".
+NOT_TEXT = "is not UTF-8 text; not used"
+# A file starting with one of these is text in that encoding (UTF-32's before UTF-16's: the
+# UTF-32 little-endian mark starts with UTF-16's); each codec drops its mark.
+BYTE_ORDER_MARKS = (
+    (codecs.BOM_UTF32_LE, "utf-32"),
+    (codecs.BOM_UTF32_BE, "utf-32"),
+    (codecs.BOM_UTF8, "utf-8-sig"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+)
+NUL = "\0"
 
 
 @dataclass(frozen=True)
@@ -52,3 +65,14 @@ def repo_policy(settings: Settings, target: bytes | None, *, changed_by_mr: bool
     except ConfigError as error:
         warnings.append(f"ignored {REPO_CONFIG_FILE}: {error}")
         return RepoPolicy(settings, tuple(warnings))
+
+
+def rules_file_text(data: bytes) -> str | None:
+    """The text of a rules file's ``data``: UTF-8, or the encoding its byte order mark names
+    (UTF-8, UTF-16, UTF-32); None when it is not text (it does not decode, or holds a NUL)."""
+    encoding = next((name for mark, name in BYTE_ORDER_MARKS if data.startswith(mark)), "utf-8")
+    try:
+        text = data.decode(encoding)
+    except UnicodeDecodeError:
+        return None
+    return None if NUL in text else text

@@ -115,10 +115,6 @@ MODULES: dict[str, int] = {
 # stays in its layer). Known today, each with why; tests/test_layers.py fails on a new one and
 # on one that is gone (drop it here then).
 KNOWN_FOLDER_CYCLES: dict[tuple[int, tuple[str, ...]], str] = {
-    (CORE, (ROOT, "reviewbot.rules")): "the ground floor's prompts.py and repo_policy.py take "
-    "Rule and the rules files' decoding from rules/ruleset.py, which is built on findings.py "
-    "(and rules/applied.py on chunking.py, diff.py, prompts.py and tokens.py): the rule is a "
-    "noun of the ground floor living in its wing's folder",
     (PIPELINE, (ROOT, "reviewbot.learnings", "reviewbot.replies")): "mr.py and guidance.py "
     "apply learnings/teaching.py and worker.py runs replies/answer.py, and both wings build on "
     "permission.py (replies/answer.py on app.py and guidance.py too, replies/teach.py on "

@@ -62,7 +62,7 @@ class RepoFiles:
 
     def read_bytes(self, sha: str, paths: Sequence[str]) -> dict[str, bytes]:
         """The paths of ``paths`` that are regular files at ``sha``, with their bytes, whatever
-        they hold (a rules file is decoded by its reader: reviewbot.rules.rules_file_text).
+        they hold (a rules file is decoded by its reader: reviewbot.repo_policy.rules_file_text).
         :class:`~reviewbot.repo.view.TreeUnavailable` as :meth:`read`."""
         known = self._bytes_at.setdefault(sha, {})
         wanted = [path for path in dict.fromkeys(paths) if path not in known]

@@ -12,12 +12,12 @@ Sources, lowest precedence first (a later rule of the same name replaces an earl
 
 Every repository file is read from the target branch by the caller, as bytes: a file is text
 when it is UTF-8, or UTF-8, UTF-16 or UTF-32 starting with its byte order mark (as editors on
-Windows save it), :func:`rules_file_text`; any other file (binary, another encoding) is not
-used and is named as :data:`NOT_TEXT`, never as a file that does not exist. A broken file, an
-unknown key, a wrong type or a file over the cap is a *problem* (a sentence for the summary);
-the valid rules still apply. YAML is parsed with ``yaml.safe_load`` only, after a size cap and
-a scan of its events that refuses aliases (no "billion laughs") and nesting deeper than
-MAX_YAML_DEPTH (PyYAML's composer recurses).
+Windows save it), :func:`reviewbot.repo_policy.rules_file_text`; any other file (binary, another
+encoding) is not used and is named as :data:`reviewbot.repo_policy.NOT_TEXT`, never as a file that
+does not exist. A broken file, an unknown key, a wrong type or a file over the cap is a *problem*
+(a sentence for the summary); the valid rules still apply. YAML is parsed with ``yaml.safe_load``
+only, after a size cap and a scan of its events that refuses aliases (no "billion laughs") and
+nesting deeper than MAX_YAML_DEPTH (PyYAML's composer recurses).
 
 Globs are matched on the whole path from the repository root, as Duo's ``fileFilters`` are
 (``*.rb`` is a file at the root; ``**/*.rb`` anywhere), by ``reviewbot.rules.pathglob`` in time
@@ -36,7 +36,6 @@ caller hands the bytes in), render the prompt (``reviewbot.prompts``) or count t
 from __future__ import annotations
 
 import bisect
-import codecs
 import re
 import tomllib
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -52,7 +51,6 @@ from reviewbot.rules.pathglob import glob_matches, glob_problem
 __all__ = [
     "DUO_RULES_FILE",
     "MAX_RULES_FILE_BYTES",
-    "NOT_TEXT",
     "REPO_RULES_FILE",
     "Rule",
     "RuleSet",
@@ -65,7 +63,6 @@ __all__ = [
     "parse_toml_rules",
     "parse_yaml_rules",
     "repository_rule_files",
-    "rules_file_text",
     "rules_for_paths",
     "unmatched_globs",
 ]
@@ -84,18 +81,6 @@ MAX_SHOWN_CHARS = 60  # a name or glob quoted in a problem
 RULE_KEYS = frozenset({"name", "paths", "instructions", "severity", "category"})
 DUO_KEYS = frozenset({"name", "fileFilters", "instructions"})
 HEADING = re.compile(r"^(#{1,6})[ \t]+(.*?)[ \t#]*$")
-# What the summary says of a rules file that is there but is not text: "<path> is not ...".
-NOT_TEXT = "is not UTF-8 text; not used"
-# A file starting with one of these is text in that encoding (UTF-32's before UTF-16's: the
-# UTF-32 little-endian mark starts with UTF-16's); each codec drops its mark.
-BYTE_ORDER_MARKS = (
-    (codecs.BOM_UTF32_LE, "utf-32"),
-    (codecs.BOM_UTF32_BE, "utf-32"),
-    (codecs.BOM_UTF8, "utf-8-sig"),
-    (codecs.BOM_UTF16_LE, "utf-16"),
-    (codecs.BOM_UTF16_BE, "utf-16"),
-)
-NUL = "\0"
 
 
 class RuleSource(StrEnum):
@@ -166,17 +151,6 @@ class RuleTexts:
     repo_yaml: str | None = None
     duo_yaml: str | None = None
     context: Mapping[str, str] = field(default_factory=dict)  # "PATH#Section" -> file text
-
-
-def rules_file_text(data: bytes) -> str | None:
-    """The text of a rules file's ``data``: UTF-8, or the encoding its byte order mark names
-    (UTF-8, UTF-16, UTF-32); None when it is not text (it does not decode, or holds a NUL)."""
-    encoding = next((name for mark, name in BYTE_ORDER_MARKS if data.startswith(mark)), "utf-8")
-    try:
-        text = data.decode(encoding)
-    except UnicodeDecodeError:
-        return None
-    return None if NUL in text else text
 
 
 def repository_rule_files(context_files: Sequence[str]) -> list[str]:

@@ -5,7 +5,7 @@ Every repository file is read through the ``read`` callable the caller hands in,
 the caller chose: the MR's start SHA (the target branch), never its head, so an MR cannot
 rewrite the rules that review it. An MR that changes a rules file is told so in the summary.
 ``read`` gives each file's bytes; a file that is there but is not text
-(``reviewbot.rules.rules_file_text``) is named in the summary as such ("AGENTS.md is not
+(``reviewbot.repo_policy.rules_file_text``) is named in the summary as such ("AGENTS.md is not
 UTF-8 text; not used"), never as missing; ``.reviewbot.toml``'s is said by
 ``reviewbot.repo_policy``, which reads the same bytes for the settings.
 
@@ -23,17 +23,16 @@ from dataclasses import replace
 from reviewbot.config import Settings
 from reviewbot.input_files import InputFileRefused, read_input_file
 from reviewbot.repo.view import TreeUnavailable
+from reviewbot.repo_policy import NOT_TEXT, rules_file_text
 from reviewbot.rules.ruleset import (
     DUO_RULES_FILE,
     MAX_RULES_FILE_BYTES,
-    NOT_TEXT,
     REPO_CONFIG_FILE,
     REPO_RULES_FILE,
     RuleSet,
     RuleTexts,
     merge_rules,
     repository_rule_files,
-    rules_file_text,
     unmatched_globs,
 )
 
