@@ -43,8 +43,8 @@ from typing import Any
 from reviewbot.config import Settings
 from reviewbot.diff import FileDiff, Side, parse_git_diff
 from reviewbot.input_files import InputFileRefused, read_input_file
-from reviewbot.localdiff import local_context
 from reviewbot.model import LLMClient
+from reviewbot.repo.localdiff import local_context
 from reviewbot.repo.view import MemoryView
 from reviewbot.review import review_files, review_options
 from reviewbot.tokens import local_counter

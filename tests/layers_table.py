@@ -70,7 +70,6 @@ MODULES: dict[str, int] = {
     # the top level: adapters
     "reviewbot.queue": ADAPTERS,
     "reviewbot.slots": ADAPTERS,
-    "reviewbot.localdiff": ADAPTERS,
     # the rules' files at the target branch
     "reviewbot.rules.sources": ADAPTERS,
     # the model's answers read, its tool rounds and tries: pure

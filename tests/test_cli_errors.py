@@ -168,7 +168,7 @@ def test_hostile_values_are_refused_where_they_are_parsed(
 
 
 def test_a_diff_on_stdin_larger_than_the_cap_is_refused_unread(tmp_path: Path) -> None:
-    from reviewbot.localdiff import MAX_DIFF_BYTES
+    from reviewbot.repo.localdiff import MAX_DIFF_BYTES
 
     huge = SMALL_DIFF + "+x\n" * (MAX_DIFF_BYTES // 3)
     result = CliRunner().invoke(main, ["plan", "--diff", "-"], input=huge)

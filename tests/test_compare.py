@@ -42,8 +42,8 @@ from reviewbot.compare import (
 from reviewbot.config import ConfigError, Settings
 from reviewbot.errors import BadInputError
 from reviewbot.eval import EvalIncompleteError, ItemReview, Predicted, load_dataset
-from reviewbot.localdiff import local_context
 from reviewbot.prompts import render_messages
+from reviewbot.repo.localdiff import local_context
 from reviewbot.review import plan_offline, review_options
 from reviewbot.store import Store, upgrade
 from reviewbot.tokens import local_counter

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from reviewbot.localdiff import read_head_tree
+from reviewbot.repo.localdiff import read_head_tree
 from reviewbot.repo.localgit import MAX_CONTENT_BYTES
 
 

@@ -51,7 +51,8 @@ from reviewbot.commands.terminal import console
 from reviewbot.config import DEFAULT_SCOPE_CONTEXT_TOKENS, Settings, load_settings
 from reviewbot.errors import EXIT_FAILURE
 from reviewbot.findings import Severity
-from reviewbot.localdiff import (
+from reviewbot.redaction import hide_url_password
+from reviewbot.repo.localdiff import (
     MAX_DIFF_BYTES,
     LoadedDiff,
     load_diff,
@@ -59,7 +60,6 @@ from reviewbot.localdiff import (
     local_rules,
     wants_head_contents,
 )
-from reviewbot.redaction import hide_url_password
 from reviewbot.tokens import TokenCounter, local_counter
 
 if TYPE_CHECKING:

@@ -18,9 +18,9 @@ from pathlib import Path
 from reviewbot.chunking import Budget, Plan
 from reviewbot.diff import parse_git_diff
 from reviewbot.errors import BadInputError
-from reviewbot.localdiff import load_diff
 from reviewbot.model import LLMClient
 from reviewbot.ops.loadtest import ReviewInput, planned_reviews, synthetic_input
+from reviewbot.repo.localdiff import load_diff
 from reviewbot.review import ReviewOptions, budget_for
 from reviewbot.tokens import TokenCounter
 
