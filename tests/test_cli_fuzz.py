@@ -35,6 +35,7 @@ from reviewbot.commands.common import Integer, Number
 from reviewbot.store import upgrade
 from tests.fakes.gitlab_server import FakeGitLab
 from tests.stderr_lines import error_lines
+from tests.store_fixtures import migrated_sqlite_url
 
 EVAL_DATASET = Path(__file__).parent / "fixtures" / "eval" / "team"
 TINY_MODEL = Path(__file__).parent / "fixtures" / "weights" / "tiny-model"
@@ -224,7 +225,7 @@ class World:
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     root = tmp_path_factory.mktemp("fuzz")
     database = root / "reviewbot.db"
-    upgrade(f"sqlite:///{database}")
+    migrated_sqlite_url(tmp_path_factory, database)
     (root / "data").mkdir()
     (root / "work").mkdir()
     with FakeGitLab() as gitlab:

@@ -45,7 +45,7 @@ from reviewbot.eval import EvalIncompleteError, ItemReview, Predicted, load_data
 from reviewbot.localdiff import local_context
 from reviewbot.prompts import render_messages
 from reviewbot.review import plan_offline, review_options
-from reviewbot.store import Store, upgrade
+from reviewbot.store import Store
 from reviewbot.tokens import local_counter
 from tests.fakes.vllm_server import FakeVLLM
 from tests.store_fixtures import store_url  # noqa: F401
@@ -286,7 +286,6 @@ def test_a_comparison_is_printed_stored_and_shown_by_the_report(
     )
     assert pair["verdict"].startswith("no difference beyond noise between scope and diff-only")
 
-    upgrade(store_url)
     store = Store.from_url(store_url)
     try:
         stored = store.latest_eval_comparison(datetime.now(UTC) + timedelta(minutes=1))

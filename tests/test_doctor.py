@@ -41,13 +41,13 @@ from reviewbot.ops.doctor import (
 from reviewbot.ops.doctor_probes import DoctorOptions, DoctorTimeouts, run_doctor
 from reviewbot.ops.model_probes import MODEL_CHECKS as SHOWN_MODEL_CHECKS
 from reviewbot.prompts import tool_schemas
-from reviewbot.store import normalize_database_url, upgrade
+from reviewbot.store import normalize_database_url
 from tests.fakes.gitlab_server import FakeGitLab
 from tests.fakes.silent_server import SilentServer
 from tests.fakes.vllm_server import FakeVLLM
 from tests.mr_world import make_repo
 from tests.stderr_lines import progress_lines
-from tests.store_fixtures import store_url  # noqa: F401
+from tests.store_fixtures import migrated_sqlite_url, store_url  # noqa: F401
 
 ROOT = Path(__file__).parent.parent
 BOT_TOKEN = "glpat-doctor-bot-0123456789"
@@ -123,10 +123,11 @@ def gitlab(tmp_path: Path) -> Iterator[FakeGitLab]:
 
 
 @pytest.fixture
-def services(gitlab: FakeGitLab, tmp_path: Path) -> Iterator[Services]:
+def services(
+    gitlab: FakeGitLab, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Services]:
     """Both fakes and a migrated SQLite database."""
-    database_url = f"sqlite:///{tmp_path / 'reviewbot.db'}"
-    upgrade(database_url)
+    database_url = migrated_sqlite_url(tmp_path_factory, tmp_path / "reviewbot.db")
     with FakeVLLM() as vllm:
         yield Services(gitlab, vllm, database_url)
 
@@ -134,7 +135,6 @@ def services(gitlab: FakeGitLab, tmp_path: Path) -> Iterator[Services]:
 @pytest.fixture
 def db_services(gitlab: FakeGitLab, store_url: str) -> Iterator[Services]:  # noqa: F811
     """Both fakes and a migrated database of each backend (SQLite, PostgreSQL)."""
-    upgrade(store_url)
     with FakeVLLM() as vllm:
         yield Services(gitlab, vllm, store_url)
 

@@ -31,7 +31,7 @@ from reviewbot.eval import (
     load_dataset,
     score_item,
 )
-from reviewbot.store import Store, upgrade
+from reviewbot.store import Store
 from tests.fakes.vllm_server import FakeVLLM
 from tests.store_fixtures import store_url  # noqa: F401
 
@@ -206,7 +206,6 @@ def test_eval_runs_are_stored_and_shown_by_the_report(
 ) -> None:
     table = _eval(vllm, store_url).output
     assert "total (micro)" in table and "mean per item" in table and "security" in table
-    upgrade(store_url)
     run = check_stored_run(store_url)
     now = datetime.now(UTC)
     result = CliRunner().invoke(

@@ -39,7 +39,7 @@ from reviewbot.report_html import (
     ttft_line_id,
 )
 from reviewbot.report_text import printable
-from reviewbot.store import MergeRequestKey, Store, upgrade
+from reviewbot.store import MergeRequestKey, Store
 from reviewbot.store.models import Base
 from reviewbot.store.models import EvalRun as EvalRunRow
 from reviewbot.store.models import Finding as FindingRow
@@ -48,7 +48,7 @@ from reviewbot.weburl import web_url
 from reviewbot.window import Window
 from tests.fakes.gitlab_server import FakeGitLab
 from tests.hostile_text import hostile_text, hostile_url, storable
-from tests.store_fixtures import migrated_store, store_url  # noqa: F401
+from tests.store_fixtures import migrated_sqlite_url, migrated_store, store_url  # noqa: F401
 
 PROJECT = "group/app"
 PROJECT_ID = 7
@@ -879,12 +879,13 @@ def _with_hostile_text(report: dict[str, Any], draw: st.DrawFn) -> dict[str, Any
     return hostile
 
 
-def test_renderers_keep_any_text_inert_even_what_no_database_returns(tmp_path: Path) -> None:
+def test_renderers_keep_any_text_inert_even_what_no_database_returns(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     """The renderers are pure: whatever strings a report document holds (a lone surrogate, NUL,
     any status, a URL that skipped mr_url), the HTML and Markdown stay inert and can be
     written. (One backend is enough to build the document the strings go into.)"""
-    url = f"sqlite:///{tmp_path / 'report.db'}"
-    upgrade(url)
+    url = migrated_sqlite_url(tmp_path_factory, tmp_path / "report.db")
     clock = Clock(MONDAY)
     store = Store.from_url(url, clock=clock)
     try:

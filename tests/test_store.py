@@ -37,7 +37,7 @@ from reviewbot.store.models import Base, ReviewStatus
 from reviewbot.store.records import ReviewEnding
 from reviewbot.store.store import FINDING_FIELDS, LLM_CALL_FIELDS
 from reviewbot.stored_findings import StoredFinding
-from tests.store_fixtures import migrated_store, store_url  # noqa: F401
+from tests.store_fixtures import blank_store_url, migrated_store, store_url  # noqa: F401
 
 PROJECT = "group/app"
 MR_IID = 42
@@ -112,13 +112,13 @@ def clocked_store(migrated_store: Store, clock: FakeClock) -> Store:  # noqa: F8
 # -- migrations ---------------------------------------------------------------------------
 
 
-def test_blank_database_has_no_revision(store_url: str) -> None:  # noqa: F811
-    assert current_revision(store_url) is None
+def test_blank_database_has_no_revision(blank_store_url: str) -> None:  # noqa: F811
+    assert current_revision(blank_store_url) is None
 
 
-def test_migrated_schema_matches_models(store_url: str) -> None:  # noqa: F811
-    upgrade(store_url)
-    engine = Store.from_url(store_url).engine
+def test_migrated_schema_matches_models(blank_store_url: str) -> None:  # noqa: F811
+    upgrade(blank_store_url)
+    engine = Store.from_url(blank_store_url).engine
     try:
         with engine.connect() as connection:
             context = MigrationContext.configure(connection, opts={"compare_type": True})
@@ -127,23 +127,23 @@ def test_migrated_schema_matches_models(store_url: str) -> None:  # noqa: F811
         engine.dispose()
 
 
-def test_upgrade_twice_keeps_schema_and_data(store_url: str) -> None:  # noqa: F811
-    upgrade(store_url)
-    store = Store.from_url(store_url)
+def test_upgrade_twice_keeps_schema_and_data(blank_store_url: str) -> None:  # noqa: F811
+    upgrade(blank_store_url)
+    store = Store.from_url(blank_store_url)
     try:
         review_id = store.start_review(**_review_args())
-        upgrade(store_url)
-        ensure_schema(store_url)
-        assert current_revision(store_url) == head_revision()
+        upgrade(blank_store_url)
+        ensure_schema(blank_store_url)
+        assert current_revision(blank_store_url) == head_revision()
         assert store.review(review_id)["project"] == PROJECT
     finally:
         store.close()
 
 
-def test_ensure_schema_migrates_a_blank_database(store_url: str) -> None:  # noqa: F811
-    ensure_schema(store_url)
-    assert current_revision(store_url) == head_revision()
-    engine = Store.from_url(store_url).engine
+def test_ensure_schema_migrates_a_blank_database(blank_store_url: str) -> None:  # noqa: F811
+    ensure_schema(blank_store_url)
+    assert current_revision(blank_store_url) == head_revision()
+    engine = Store.from_url(blank_store_url).engine
     try:
         tables = set(inspect(engine).get_table_names())
     finally:
@@ -151,14 +151,14 @@ def test_ensure_schema_migrates_a_blank_database(store_url: str) -> None:  # noq
     assert set(Base.metadata.tables) <= tables
 
 
-def test_concurrent_upgrades_do_not_collide(store_url: str) -> None:  # noqa: F811
+def test_concurrent_upgrades_do_not_collide(blank_store_url: str) -> None:  # noqa: F811
     errors: list[BaseException] = []
     barrier = threading.Barrier(CONTENDERS)
 
     def migrate() -> None:
         barrier.wait()
         try:
-            upgrade(store_url)
+            upgrade(blank_store_url)
         except Exception as error:  # noqa: BLE001 - collected and asserted below
             errors.append(error)
 
@@ -168,7 +168,7 @@ def test_concurrent_upgrades_do_not_collide(store_url: str) -> None:  # noqa: F8
     for thread in threads:
         thread.join()
     assert errors == []
-    assert current_revision(store_url) == head_revision()
+    assert current_revision(blank_store_url) == head_revision()
 
 
 # -- reviews ------------------------------------------------------------------------------

@@ -33,7 +33,7 @@ from reviewbot.config import ConfigError, Settings
 from reviewbot.gitlab import GitLabClient, GitLabSettings
 from reviewbot.metrics import ListenerCollector, listener_registry, render
 from reviewbot.queue import JobQueue
-from reviewbot.store import Store, upgrade
+from reviewbot.store import Store
 from reviewbot.store.models import NAME_LENGTH, PROJECT_LENGTH, SHA_LENGTH
 from reviewbot.webhook import (
     WEBHOOK_PATH,
@@ -46,7 +46,11 @@ from reviewbot.webhook import (
     payloads,
 )
 from tests.fakes.gitlab_server import FakeGitLab
-from tests.store_fixtures import store_url, terminate_other_sessions  # noqa: F401
+from tests.store_fixtures import (  # noqa: F401
+    migrated_sqlite_url,
+    store_url,
+    terminate_other_sessions,
+)
 
 FIXTURES = Path(__file__).parent / "fixtures" / "webhooks"
 SECRET = "s3cret-token"
@@ -87,7 +91,7 @@ class RecordingPoster:
 
 class Listener:
     def __init__(self, url: str, *, max_body_bytes: int = SMALL_BODY_LIMIT) -> None:
-        upgrade(url)
+        """A listener on the migrated database at ``url``."""
         self.store = Store.from_url(url)
         self.queue = JobQueue(self.store)
         self.poster = RecordingPoster()
@@ -424,7 +428,9 @@ def gitlab_shaped(draw: st.DrawFn) -> tuple[str, Any]:
 
 @pytest.fixture(scope="module")
 def sqlite_listener(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Listener]:
-    running = Listener(f"sqlite:///{tmp_path_factory.mktemp('property') / 'db.sqlite'}")
+    running = Listener(
+        migrated_sqlite_url(tmp_path_factory, tmp_path_factory.mktemp("property") / "db.sqlite")
+    )
     running.client = TestClient(running.app, raise_server_exceptions=False)
     _bot_finding(running.store)
     yield running
@@ -564,7 +570,6 @@ def test_draft_is_skipped_until_marked_ready(listener: Listener) -> None:
 
 
 def test_drafts_are_reviewed_when_the_setting_says_so(store_url: str) -> None:  # noqa: F811
-    upgrade(store_url)
     store = Store.from_url(store_url)
     queue = JobQueue(store)
     app = create_app(
@@ -919,7 +924,6 @@ def _tiny_repo(path: Path) -> Path:
 
 
 def test_help_is_posted_on_the_merge_request(store_url: str, tmp_path: Path) -> None:  # noqa: F811
-    upgrade(store_url)
     store = Store.from_url(store_url)
     with FakeGitLab() as gitlab:
         gitlab.add_user(BOT, token="bot-token", bot=True)
@@ -956,7 +960,6 @@ def test_help_against_a_sign_in_page_logs_one_line(
 ) -> None:
     """GitLab's URL answering a sign-in page (issue 17 item 3): the delivery is answered, the
     help note cannot be posted, and that is one log line, not a traceback."""
-    upgrade(store_url)
     store = Store.from_url(store_url)
     with FakeGitLab() as gitlab:
         gitlab.add_user(BOT, token="bot-token", bot=True)

@@ -32,10 +32,10 @@ from reviewbot.gitlab import GitLabAuthError, GitLabNotFoundError, GitLabUnavail
 from reviewbot.llm import LLMUnavailableError, ModelNotFoundError
 from reviewbot.mr import MergeRequestBusyError
 from reviewbot.queue import DEFAULT_MAX_ATTEMPTS, Job, JobQueue
-from reviewbot.store import Store, upgrade
+from reviewbot.store import Store
 from reviewbot.store.engine import SQLITE_BUSY_TIMEOUT_MS
 from reviewbot.worker import Worker, is_retryable, job_concurrency
-from tests.store_fixtures import migrated_store, store_url  # noqa: F401
+from tests.store_fixtures import migrated_sqlite_url, migrated_store, store_url  # noqa: F401
 
 PROJECT = "group/app"
 HEAD = "a" * 40
@@ -400,12 +400,11 @@ def test_worker_command_in_burst_mode_exits_on_empty_queue(
 
 
 def test_recording_a_result_survives_the_database_being_unavailable(
-    tmp_path: Path, record: Path
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, record: Path
 ) -> None:
     """The database refuses writes for longer than a statement waits (SQLite's busy timeout,
     like a PostgreSQL restart): the job thread keeps its result and records it afterwards."""
-    url = f"sqlite:///{tmp_path / 'queue.db'}"
-    upgrade(url)
+    url = migrated_sqlite_url(tmp_path_factory, tmp_path / "queue.db")
     store = Store.from_url(url)
     queue = JobQueue(store)
     [job_id] = _enqueue_mrs(queue, 1)
