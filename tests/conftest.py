@@ -32,7 +32,7 @@ from collections import Counter
 
 import pytest
 
-pytest_plugins = ["tests.store_fixtures", "tests.mr_world"]
+pytest_plugins = ["tests.store_fixtures", "tests.mr_world", "tests.builders"]
 
 # Most of the suite waits on sockets, subprocesses and sleeps, not on the CPU, so two processes
 # per core keep the cores busy; more only adds contention to the tests that measure concurrency.

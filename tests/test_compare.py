@@ -221,12 +221,6 @@ def test_a_comparison_needs_two_files_that_can_be_read_and_names_that_differ(
 # --- the command -----------------------------------------------------------------------------
 
 
-@pytest.fixture
-def vllm() -> Any:
-    with FakeVLLM() as server:
-        yield server
-
-
 def _invoke(server: Any, database_url: str, *args: str) -> Any:
     env = {
         "REVIEWBOT_LLM_BASE_URL": server.base_url,

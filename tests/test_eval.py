@@ -136,12 +136,6 @@ def test_the_team_dataset_loads_with_head_files_and_extra_keys() -> None:
     assert [i.name for i in load_dataset(DATASET, limit=2)] == [i.name for i in items[:2]]
 
 
-@pytest.fixture
-def vllm() -> Any:
-    with FakeVLLM() as server:
-        yield server
-
-
 # tests/fixtures/eval/team's run as stored: tp, fp, fn, items, tolerance
 STORED_RUN = (2, 3, 2, 4, 3)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 from sqlalchemy import create_engine, func, select, update
@@ -24,6 +24,7 @@ from reviewbot.queue import (
 from reviewbot.store import RecordNotFound, Store
 from reviewbot.store.job_queries import mr_lock_key
 from reviewbot.store.models import Job as JobRow
+from tests.builders import FakeClock
 from tests.store_fixtures import migrated_store, store_url  # noqa: F401
 
 PROJECT = "group/app"
@@ -34,28 +35,6 @@ BACKOFF_BASE_S = 10.0
 BACKOFF_MAX_S = 1000.0
 THREADS = 4
 MR_COUNT = 20
-START = datetime(2026, 1, 5, 9, 30, tzinfo=UTC)
-
-
-class FakeClock:
-    """A thread-safe clock the test moves by hand."""
-
-    def __init__(self, start: datetime) -> None:
-        self.now = start
-        self._lock = threading.Lock()
-
-    def __call__(self) -> datetime:
-        with self._lock:
-            return self.now
-
-    def advance(self, seconds: float) -> None:
-        with self._lock:
-            self.now += timedelta(seconds=seconds)
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock(START)
 
 
 @pytest.fixture

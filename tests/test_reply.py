@@ -136,8 +136,10 @@ class Thread:
         self.store.close()
 
 
-@pytest.fixture
-def thread(world: World) -> Iterator[Thread]:  # noqa: F811
+@pytest.fixture(name="thread")
+def thread_fixture(world: World) -> Iterator[Thread]:  # noqa: F811
+    """The bot's thread on the ``== None`` line of MR !1, after a review (other modules import
+    it as ``thread_fixture``, so that their tests' ``thread`` shadows no import)."""
     world.run()
     opened = Thread(world, "== None")
     yield opened

@@ -5,7 +5,6 @@ from __future__ import annotations
 import difflib
 import json
 import re
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -65,12 +64,6 @@ def repo(tmp_path: Path) -> Path:
     git(tmp_path, "add", "-A")
     git(tmp_path, "commit", "-qm", "risky")
     return tmp_path
-
-
-@pytest.fixture
-def vllm() -> Iterator[FakeVLLM]:
-    with FakeVLLM() as server:
-        yield server
 
 
 def review(repo: Path, server_url: str, *extra: str) -> tuple[int, str, str]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +37,7 @@ from reviewbot.store.models import Base, ReviewStatus
 from reviewbot.store.records import ReviewEnding
 from reviewbot.store.store import FINDING_FIELDS, LLM_CALL_FIELDS
 from reviewbot.stored_findings import StoredFinding
+from tests.builders import CLOCK_START, FakeClock, finding_row
 from tests.store_fixtures import blank_store_url, migrated_store, store_url  # noqa: F401
 
 PROJECT = "group/app"
@@ -48,20 +49,7 @@ LOCK = str(KEY)
 OTHER_LOCK = str(MergeRequestKey(GITLAB, PROJECT_ID, MR_IID + 1))
 LEASE_TTL_S = 30
 CONTENDERS = 4
-START = datetime(2026, 1, 5, 9, 30, tzinfo=UTC)
-
-
-class FakeClock:
-    """A clock the test moves by hand, so lease expiry needs no sleeping."""
-
-    def __init__(self, start: datetime) -> None:
-        self.now = start
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += timedelta(seconds=seconds)
+START = CLOCK_START
 
 
 def _review_args(**overrides: Any) -> dict[str, Any]:
@@ -82,26 +70,19 @@ def _review_args(**overrides: Any) -> dict[str, Any]:
     return args
 
 
+# A finding over two lines with real text, so that a round trip compares every field it has.
+ROUND_TRIP_FINDING = {
+    "fingerprint": "fp-1",
+    "path": "src/app.py",
+    "line": 10,
+    "end_line": 12,
+    "title": "Off by one",
+    "body": "The loop skips the last item.",
+}
+
+
 def _finding(**overrides: Any) -> dict[str, Any]:
-    finding = {
-        "fingerprint": "fp-1",
-        "path": "src/app.py",
-        "side": "new",
-        "line": 10,
-        "end_line": 12,
-        "severity": "major",
-        "category": "bug",
-        "title": "Off by one",
-        "body": "The loop skips the last item.",
-        "anchor": "exact",
-        "state": "posted",
-    }
-    return {**finding, **overrides}
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock(START)
+    return finding_row(**{**ROUND_TRIP_FINDING, **overrides})
 
 
 @pytest.fixture

@@ -24,6 +24,7 @@ from sqlalchemy.pool import NullPool
 from reviewbot.store import normalize_database_url
 from reviewbot.store.migrate import head_revision
 from reviewbot.webhook.openapi import HEALTH_PATH, WEBHOOK_PATH
+from tests.builders import diff_notes, summary_notes
 from tests.installed.artifacts import Installed
 from tests.installed.commands import (
     SERVICE_START_S,
@@ -40,7 +41,6 @@ from tests.mr_world import World
 from tests.store_fixtures import POSTGRES_URL_ENV
 from tests.test_ci import expected_lines
 from tests.test_end_to_end import deliver, open_event
-from tests.test_run import diff_notes, summary_notes
 
 pytestmark = INSTALLED
 
