@@ -31,12 +31,23 @@ import os
 from collections import Counter
 
 import pytest
+from hypothesis import settings
+
+from tests.hypothesis_profiles import PROFILE_ENV, THOROUGH, load_profile
 
 pytest_plugins = ["tests.store_fixtures", "tests.mr_world", "tests.builders"]
 
 # Most of the suite waits on sockets, subprocesses and sleeps, not on the CPU, so two processes
 # per core keep the cores busy; more only adds contention to the tests that measure concurrency.
 PROCESSES_PER_CORE = 2
+
+load_profile()  # before any test module is imported: see tests/hypothesis_profiles.py
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    """Which Hypothesis profile sized the property tests of this run."""
+    name = settings.get_current_profile_name()
+    return f"hypothesis profile: {name} ({PROFILE_ENV}={THOROUGH} tries more examples)"
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:

@@ -48,6 +48,7 @@ from reviewbot.review import plan_offline, review_options
 from reviewbot.store import Store
 from reviewbot.tokens import local_counter
 from tests.fakes.vllm_server import FakeVLLM
+from tests.hypothesis_profiles import examples
 from tests.store_fixtures import store_url  # noqa: F401
 
 FIXTURES = Path(__file__).parent / "fixtures" / "eval"
@@ -68,7 +69,7 @@ differences = st.lists(
 )
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(differences, st.floats(min_value=-1, max_value=1, allow_nan=False))
 def test_the_bootstrap_is_seeded_within_the_differences_and_moves_with_them(
     values: list[float], shift: float

@@ -25,6 +25,7 @@ from reviewbot.pathglob import (
     glob_problem,
 )
 from reviewbot.rules import RuleSource, parse_yaml_rules
+from tests.hypothesis_profiles import examples
 
 HOSTILE_SEGMENTS = "**/" * 12 + "x?"  # 12 `**/`: the old regex nests 12 `(?:[^/]*/)*`
 HOSTILE_STARS = "*a" * 12 + "b*"  # 12 `[^/]*a`, and no "b" in the path
@@ -94,7 +95,7 @@ small_paths = st.text(alphabet="ab./-\n", max_size=10)
 
 
 @given(small_globs, small_paths)
-@settings(max_examples=SMALL_EXAMPLES, deadline=None)
+@settings(max_examples=examples(SMALL_EXAMPLES), deadline=None)
 @example("**/a", "b/a")
 @example("a/**", "a/")
 @example("a**b", "a/x/b")
@@ -118,7 +119,7 @@ def test_the_automaton_answers_as_the_regular_expression_did(glob: str, path: st
     st.lists(st.sampled_from(["**/", "*", "**", "?", "a", "b", "/", "[ab]", "[!a]"]), max_size=6),
     st.lists(st.sampled_from(["a", "b", "/", "ab", "ba/"]), max_size=6),
 )
-@settings(max_examples=SMALL_EXAMPLES, deadline=None)
+@settings(max_examples=examples(SMALL_EXAMPLES), deadline=None)
 def test_globs_built_of_wildcards_answer_as_the_regular_expression_did(
     parts: list[str], pieces: list[str]
 ) -> None:

@@ -25,6 +25,7 @@ from reviewbot.repo.tools import RepositoryTools, ToolLimits
 from reviewbot.repo.tree import Tree, checked_path
 from reviewbot.repo.view import Entry, EntryKind, PathRefused, RepositoryView
 from tests.fakes.gitlab_server import FakeGitLab
+from tests.hypothesis_profiles import examples
 from tests.mr_world import BOT_TOKEN, git, init_repo
 
 PROJECT = "group/tree"
@@ -185,7 +186,7 @@ ENTRIES = [
 ]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.text(max_size=40))
 def test_any_path_is_a_listed_regular_file_or_refused(path: str) -> None:
     tree = Tree("f" * 40, ENTRIES)
@@ -197,7 +198,7 @@ def test_any_path_is_a_listed_regular_file_or_refused(path: str) -> None:
     assert entry == Entry("a/b.py", EntryKind.FILE) and path == "a/b.py"
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.lists(st.sampled_from(["a", "..", ".", "", "b", "/", "\\", "c\x01"]), max_size=6))
 def test_an_accepted_path_has_no_part_that_climbs_or_hides(parts: list[str]) -> None:
     path = "/".join(parts)

@@ -49,6 +49,7 @@ from reviewbot.window import Window
 from tests.builders import MONDAY, FakeClock, finding_row
 from tests.fakes.gitlab_server import FakeGitLab
 from tests.hostile_text import hostile_text, hostile_url, storable
+from tests.hypothesis_profiles import examples
 from tests.store_fixtures import migrated_sqlite_url, migrated_store, store_url  # noqa: F401
 
 PROJECT = "group/app"
@@ -819,7 +820,9 @@ def test_hostile_text_in_every_column_the_report_shows_stays_text(
     store, clock = clocked
     reference = _reference_vocabulary(store, clock)
 
-    @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @settings(
+        max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    )
     @given(rows=_hostile_rows())
     def check(rows: dict[str, Any]) -> None:
         try:
@@ -866,7 +869,9 @@ def test_renderers_keep_any_text_inert_even_what_no_database_returns(
     finally:
         store.close()
 
-    @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @settings(
+        max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    )
     @given(data=st.data())
     def check(data: st.DataObject) -> None:
         hostile = _with_hostile_text(report, data.draw)

@@ -46,6 +46,7 @@ from reviewbot.webhook import (
     payloads,
 )
 from tests.fakes.gitlab_server import FakeGitLab
+from tests.hypothesis_profiles import examples
 from tests.store_fixtures import (  # noqa: F401
     migrated_sqlite_url,
     store_url,
@@ -439,7 +440,7 @@ def sqlite_listener(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Listen
 
 
 @settings(
-    max_examples=PROPERTY_EXAMPLES,
+    max_examples=examples(PROPERTY_EXAMPLES),
     deadline=None,
     derandomize=True,
     suppress_health_check=[HealthCheck.too_slow],
