@@ -13,6 +13,8 @@ from reviewbot.window import Window
 from tests.bench.bench_report import CALLS_PER_REVIEW, FINDINGS_PER_REVIEW, Generator, load
 from tests.store_fixtures import migrated_sqlite_url
 
+pytestmark = pytest.mark.slow  # measured: see docs/development.md
+
 SMOKE_SCALE = 0.002  # 100 reviews, 2,000 calls, 1,000 findings, 200 feedback events
 NOW = datetime(2026, 3, 18, tzinfo=UTC)
 

@@ -530,6 +530,7 @@ HOSTILE_VALUES = st.one_of(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(300), deadline=None)
 @given(
     overrides=st.dictionaries(st.sampled_from(DIMENSIONS), HOSTILE_VALUES, max_size=5),

@@ -230,6 +230,7 @@ def random_diff(draw: st.DrawFn) -> str:
     return "".join(out)
 
 
+@pytest.mark.slow
 @given(random_diff(), st.integers(150, 3000), st.integers(0, 4))
 @settings(max_examples=examples(40), deadline=None)
 def test_property_every_changed_line_once_and_no_chunk_over_budget(
@@ -379,6 +380,7 @@ def view_is_consistent(segment: Segment, head: str | None) -> bool:
     return True
 
 
+@pytest.mark.slow
 @given(edited_files(), st.integers(150, 4000), st.integers(0, 1500), st.integers(0, 4))
 @settings(max_examples=examples(40), deadline=None)
 def test_property_context_keeps_coverage_chunks_and_budget(

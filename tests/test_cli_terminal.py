@@ -39,6 +39,8 @@ from tests.hostile_text import hostile_terminal_text, storable
 from tests.hypothesis_profiles import examples
 from tests.store_fixtures import migrated_store, store_url  # noqa: F401
 
+pytestmark = pytest.mark.slow  # measured: see docs/development.md
+
 # Anything a terminal acts on: every C0 control but tab and line feed (ESC, BEL, CR,
 # backspace...), DEL and the C1 controls (U+009B is CSI, U+009D is OSC).
 TERMINAL_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")

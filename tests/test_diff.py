@@ -209,6 +209,7 @@ def random_hunks(draw: st.DrawFn) -> tuple[str, list[list[tuple[str, str]]]]:
     return "\n".join(chunks) + "\n", all_hunks
 
 
+@pytest.mark.slow
 @given(random_hunks())
 @settings(max_examples=examples(200), deadline=None)
 def test_property_numbering_and_positions_round_trip(case: tuple[str, list]) -> None:
@@ -236,6 +237,7 @@ def test_property_numbering_and_positions_round_trip(case: tuple[str, list]) -> 
                 assert near is not None and near.is_change and near in hunk.lines
 
 
+@pytest.mark.slow
 @given(random_hunks())
 @settings(max_examples=examples(100), deadline=None)
 def test_property_agrees_with_unidiff(case: tuple[str, list]) -> None:

@@ -26,6 +26,8 @@ from tests.builders import diff_notes
 from tests.fakes.vllm_server import LatencyModel, MalformedCalls
 from tests.mr_world import PROJECT, World, git
 
+pytestmark = pytest.mark.slow  # measured: see docs/development.md
+
 SECRET = "e2e-webhook-secret"
 MAX_WORKER_ROUNDS = 50
 WAIT_S = 60.0

@@ -159,6 +159,7 @@ def _eval(vllm: Any, database_url: str, *args: str) -> Any:
     return result
 
 
+@pytest.mark.slow
 def test_eval_of_the_team_dataset_gives_the_exact_scores(vllm: Any, store_url: str) -> None:  # noqa: F811
     document = json.loads(_eval(vllm, store_url, "--json").output)
     items = {i["item"]: (i["tp"], i["fp"], i["fn"]) for i in document["items"]}
@@ -193,6 +194,7 @@ def test_eval_of_the_team_dataset_gives_the_exact_scores(vllm: Any, store_url: s
     assert len(json.loads(_eval(vllm, store_url, "--json", "--limit", "1").output)["items"]) == 1
 
 
+@pytest.mark.slow
 def test_eval_runs_are_stored_and_shown_by_the_report(
     vllm: Any,
     store_url: str,  # noqa: F811
@@ -286,6 +288,7 @@ def test_dataset_files_that_are_not_regular_files_are_refused_before_reading(
         load_dataset(tmp_path)
 
 
+@pytest.mark.slow
 def test_an_item_is_reviewed_as_reviewbot_review_reviews_a_local_diff() -> None:
     """eval.item_reviewer: the item's findings above the threshold, as scoring sees them."""
     from reviewbot.config import Settings
@@ -318,6 +321,7 @@ def test_an_item_is_reviewed_as_reviewbot_review_reviews_a_local_diff() -> None:
     )
 
 
+@pytest.mark.slow
 def test_an_item_whose_answers_cannot_be_read_is_not_scored() -> None:
     from reviewbot.config import Settings
     from reviewbot.eval import EvalIncompleteError, item_reviewer

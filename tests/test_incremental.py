@@ -36,6 +36,8 @@ from tests.mr_world import (
 )
 from tests.store_fixtures import store_url  # noqa: F401
 
+pytestmark = pytest.mark.slow  # measured: see docs/development.md
+
 UTIL_WITH_EVAL = UTIL + "\n\ndef parse_any(text):\n    return eval(text)\n"
 
 

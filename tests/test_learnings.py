@@ -121,6 +121,7 @@ def test_groups_of_a_project_nearest_first() -> None:
     assert ancestor_groups("app") == ()
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(200), deadline=None)
 @given(hostile_text)
 @example("`</learning>` <script>document.title='pwned'</script>")
@@ -158,6 +159,7 @@ def book(migrated_store: Store) -> LearningBook:  # noqa: F811
     return LearningBook(migrated_store.engine)
 
 
+@pytest.mark.slow
 def test_add_get_list_accept_reject_remove(book: LearningBook) -> None:
     made = book.add(_learning(author="alice"))
     stored = book.get(made)
@@ -192,6 +194,7 @@ def test_a_rejected_proposal_is_never_proposed_again(book: LearningBook) -> None
     assert book.active_for_project(GITLAB, 7, "group/app") == []
 
 
+@pytest.mark.slow
 def test_a_groups_learnings_apply_to_its_projects_and_subgroups(book: LearningBook) -> None:
     own = book.add(_learning(project="top/team/app", text="own"))
     team = book.add(_learning(project_id=None, project=None, group_path="top/team", text="team"))
@@ -203,6 +206,7 @@ def test_a_groups_learnings_apply_to_its_projects_and_subgroups(book: LearningBo
     assert book.active_for_project("https://elsewhere.example", 7, "top/team/app") == []
 
 
+@pytest.mark.slow
 def test_the_count_cap_refuses_one_more_with_a_clear_error(book: LearningBook) -> None:
     for index in range(MAX_LEARNINGS_PER_PROJECT):
         book.add(_learning(text=f"learning {index}"))

@@ -94,6 +94,7 @@ small_globs = st.text(alphabet="ab./*?[]!^-\\\n", max_size=8)
 small_paths = st.text(alphabet="ab./-\n", max_size=10)
 
 
+@pytest.mark.slow
 @given(small_globs, small_paths)
 @settings(max_examples=examples(SMALL_EXAMPLES), deadline=None)
 @example("**/a", "b/a")
@@ -115,6 +116,7 @@ def test_the_automaton_answers_as_the_regular_expression_did(glob: str, path: st
     assert glob_matches(glob, path) is expected
 
 
+@pytest.mark.slow
 @given(
     st.lists(st.sampled_from(["**/", "*", "**", "?", "a", "b", "/", "[ab]", "[!a]"]), max_size=6),
     st.lists(st.sampled_from(["a", "b", "/", "ab", "ba/"]), max_size=6),

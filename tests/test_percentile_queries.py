@@ -57,6 +57,7 @@ def _expected(values: Sequence[float]) -> tuple[float, float, int]:
     )
 
 
+@pytest.mark.slow
 def test_edges_per_day_equal_the_nearest_rank_definition(clocked: tuple[Store, FakeClock]) -> None:
     days = {
         "2026-03-09": [250.0],  # one call: it is p50 and p95

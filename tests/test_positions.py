@@ -14,6 +14,7 @@ import hashlib
 import re
 from dataclasses import dataclass
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -123,6 +124,7 @@ def counters(hunk: Hunk) -> list[tuple[int, int]]:
     return pairs
 
 
+@pytest.mark.slow
 @given(gitlab_files())
 @settings(max_examples=examples(200), deadline=None)
 def test_every_line_is_addressed_by_the_numbers_of_its_kind(case: Case) -> None:
@@ -150,6 +152,7 @@ def line_addressed(file: FileDiff, old_line: int | None, new_line: int | None) -
     return None if old_line is None else file.line_at(Side.OLD, old_line)
 
 
+@pytest.mark.slow
 @given(gitlab_files())
 @settings(max_examples=examples(200), deadline=None)
 def test_a_position_leads_back_to_its_line(case: Case) -> None:
@@ -165,6 +168,7 @@ def test_a_position_leads_back_to_its_line(case: Case) -> None:
         assert found is line
 
 
+@pytest.mark.slow
 @given(gitlab_files())
 @settings(max_examples=examples(200), deadline=None)
 def test_line_codes_are_sha1_of_the_new_path_and_gitlabs_counters(case: Case) -> None:
@@ -186,6 +190,7 @@ def test_line_codes_are_sha1_of_the_new_path_and_gitlabs_counters(case: Case) ->
         assert line_code_for(case.file, line.side, line.number) == expected
 
 
+@pytest.mark.slow
 @given(gitlab_files(), st.data())
 @settings(max_examples=examples(200), deadline=None)
 def test_a_range_names_both_ends_by_line_code(case: Case, data: st.DataObject) -> None:
@@ -213,6 +218,7 @@ def test_a_range_names_both_ends_by_line_code(case: Case, data: st.DataObject) -
                 )
 
 
+@pytest.mark.slow
 @given(gitlab_files(), st.sampled_from(list(Side)), st.integers(1, 500))
 @settings(max_examples=examples(200), deadline=None)
 def test_a_line_the_diff_does_not_show_keeps_the_number_it_was_given(

@@ -76,6 +76,7 @@ def _claim(queue: JobQueue, worker_id: str = "w1") -> Job:
 # -- enqueue ----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_enqueue_stores_the_job(queue: JobQueue, clock: FakeClock) -> None:
     result = _enqueue(queue, dedupe_key="delivery-1", payload={"event": "open"}, max_attempts=3)
     job = queue.get(result.job_id)
@@ -268,6 +269,7 @@ def test_job_whose_workers_keep_dying_ends_failed(queue: JobQueue, clock: FakeCl
     assert "lease expired" in (job.error or "")
 
 
+@pytest.mark.slow
 def test_concurrent_claims_take_each_job_once(
     queue: JobQueue, queue_factory: Callable[[], JobQueue]
 ) -> None:
@@ -363,6 +365,7 @@ def test_retryable_failures_back_off_then_fail(queue: JobQueue, clock: FakeClock
     assert queue.claim("w1", LEASE_S) is None
 
 
+@pytest.mark.slow
 def test_backoff_is_capped(queue: JobQueue, clock: FakeClock) -> None:
     _enqueue(queue, max_attempts=20)
     for _ in range(12):
@@ -406,6 +409,7 @@ def test_settling_unknown_job_raises_record_not_found(queue: JobQueue) -> None:
 # -- operators ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_cancel_for_mr_cancels_queued_jobs_only(queue: JobQueue) -> None:
     _enqueue(queue, mr_iid=1, head_sha=HEAD_A)
     running = _claim(queue)
@@ -418,6 +422,7 @@ def test_cancel_for_mr_cancels_queued_jobs_only(queue: JobQueue) -> None:
     assert queue.get(other.job_id).status == "queued"
 
 
+@pytest.mark.slow
 def test_cancel_a_running_job_takes_its_lease(queue: JobQueue) -> None:
     _enqueue(queue)
     job = _claim(queue)

@@ -49,6 +49,8 @@ from tests.mr_world import (  # noqa: F401
     world,
 )
 
+pytestmark = pytest.mark.slow  # measured: see docs/development.md
+
 SECRET = "reply-secret"
 BOT = "reviewbot"
 PROJECT_ID = 7

@@ -30,6 +30,8 @@ from tests.test_reply import (  # noqa: F401 - thread_fixture is the fixture `th
     thread_fixture,
 )
 
+pytestmark = pytest.mark.slow  # measured: see docs/development.md
+
 RULES = """rules:
   - name: none-checks
     paths: ["app.py"]

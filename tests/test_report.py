@@ -52,6 +52,8 @@ from tests.hostile_text import hostile_text, hostile_url, storable
 from tests.hypothesis_profiles import examples
 from tests.store_fixtures import migrated_sqlite_url, migrated_store, store_url  # noqa: F401
 
+pytestmark = pytest.mark.slow  # measured: see docs/development.md
+
 PROJECT = "group/app"
 PROJECT_ID = 7
 OTHER_PROJECT = "group/lib"

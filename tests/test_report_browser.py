@@ -30,6 +30,8 @@ from reviewbot.window import Window
 from tests.builders import MONDAY, FakeClock
 from tests.test_report_charts import seed_review
 
+pytestmark = pytest.mark.slow  # measured: see docs/development.md
+
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome")
 REQUIRE_ENV = "REVIEWBOT_REQUIRE_BROWSER"
 CHROMIUM_FLAGS = (

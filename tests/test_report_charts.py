@@ -38,6 +38,8 @@ from reviewbot.window import Window, WindowError
 from tests.builders import MONDAY, FakeClock
 from tests.store_fixtures import migrated_store, store_url  # noqa: F401
 
+pytestmark = pytest.mark.slow  # measured: see docs/development.md
+
 WEEK = Window(MONDAY, MONDAY + timedelta(days=7))
 NOW = MONDAY + timedelta(days=8)
 SVG_NS = "{http://www.w3.org/2000/svg}"

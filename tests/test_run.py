@@ -26,6 +26,8 @@ from tests.fakes.vllm_server import LatencyModel
 from tests.mr_world import BOT_TOKEN, FEATURE_APP, PROJECT, World, commit_on_feature, git
 from tests.stderr_lines import error_lines, progress_lines
 
+pytestmark = pytest.mark.slow  # measured: see docs/development.md
+
 
 def test_run_posts_on_the_right_lines_and_records_everything(world: World) -> None:
     report = world.run()

@@ -93,10 +93,12 @@ def clocked_store(migrated_store: Store, clock: FakeClock) -> Store:  # noqa: F8
 # -- migrations ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_blank_database_has_no_revision(blank_store_url: str) -> None:  # noqa: F811
     assert current_revision(blank_store_url) is None
 
 
+@pytest.mark.slow
 def test_migrated_schema_matches_models(blank_store_url: str) -> None:  # noqa: F811
     upgrade(blank_store_url)
     engine = Store.from_url(blank_store_url).engine
@@ -108,6 +110,7 @@ def test_migrated_schema_matches_models(blank_store_url: str) -> None:  # noqa: 
         engine.dispose()
 
 
+@pytest.mark.slow
 def test_upgrade_twice_keeps_schema_and_data(blank_store_url: str) -> None:  # noqa: F811
     upgrade(blank_store_url)
     store = Store.from_url(blank_store_url)
@@ -121,6 +124,7 @@ def test_upgrade_twice_keeps_schema_and_data(blank_store_url: str) -> None:  # n
         store.close()
 
 
+@pytest.mark.slow
 def test_ensure_schema_migrates_a_blank_database(blank_store_url: str) -> None:  # noqa: F811
     ensure_schema(blank_store_url)
     assert current_revision(blank_store_url) == head_revision()
@@ -132,6 +136,7 @@ def test_ensure_schema_migrates_a_blank_database(blank_store_url: str) -> None: 
     assert set(Base.metadata.tables) <= tables
 
 
+@pytest.mark.slow
 def test_concurrent_upgrades_do_not_collide(blank_store_url: str) -> None:  # noqa: F811
     errors: list[BaseException] = []
     barrier = threading.Barrier(CONTENDERS)
@@ -155,6 +160,7 @@ def test_concurrent_upgrades_do_not_collide(blank_store_url: str) -> None:  # no
 # -- reviews ------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_review_round_trip(clocked_store: Store, clock: FakeClock) -> None:
     review_id = clocked_store.start_review(**_review_args())
     started = clocked_store.review(review_id)
@@ -601,6 +607,7 @@ def _race_for_lock(store_url: str, clock: FakeClock) -> list[str]:  # noqa: F811
     return winners
 
 
+@pytest.mark.slow
 def test_concurrent_acquire_has_one_winner(
     migrated_store: Store,  # noqa: F811
     store_url: str,  # noqa: F811
@@ -609,6 +616,7 @@ def test_concurrent_acquire_has_one_winner(
     assert len(_race_for_lock(store_url, clock)) == 1
 
 
+@pytest.mark.slow
 def test_concurrent_takeover_of_expired_lock_has_one_winner(
     migrated_store: Store,  # noqa: F811
     store_url: str,  # noqa: F811
@@ -671,6 +679,7 @@ def test_concurrent_mr_action_claims_have_one_winner(
 # -- feedback -----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_feedback_redelivery_is_ignored(migrated_store: Store) -> None:  # noqa: F811
     review_id = migrated_store.start_review(**_review_args())
     [finding_id] = migrated_store.record_findings(review_id, [_finding()])
@@ -743,6 +752,7 @@ def test_redact_url_hides_passwords() -> None:
     assert "s3cret" not in redact_url("not a url but has ://bot:s3cret@db in it")
 
 
+@pytest.mark.slow
 def test_default_database_url_is_a_sqlite_file_in_user_data(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

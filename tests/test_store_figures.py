@@ -61,6 +61,7 @@ def _call(**values: Any) -> dict[str, Any]:
 # -- note owners ----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_note_owner_is_the_newest_finding_with_that_note(migrated_store: Store) -> None:  # noqa: F811
     first = _start_review(migrated_store)
     migrated_store.record_findings(first, [finding_row(note_id=NOTE_ID)])

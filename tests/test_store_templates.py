@@ -73,6 +73,7 @@ def _execute(url: str, statement: str) -> None:
         engine.dispose()
 
 
+@pytest.mark.slow
 def test_a_migrated_store_is_at_the_newest_revision_with_no_rows(store_url: str) -> None:  # noqa: F811
     assert current_revision(store_url) == head_revision()
     assert all(_count(store_url, table) == 0 for table in TABLES_WITH_ROWS)

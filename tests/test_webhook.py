@@ -271,6 +271,7 @@ def _with_value(payload: dict[str, Any], dotted: str, value: Any) -> dict[str, A
     return payload
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("hook", "fixture", "field", "value"),
     OUT_OF_LIMITS,
@@ -439,6 +440,7 @@ def sqlite_listener(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Listen
     running.store.close()
 
 
+@pytest.mark.slow
 @settings(
     max_examples=examples(PROPERTY_EXAMPLES),
     deadline=None,
@@ -1026,6 +1028,7 @@ class ServerThread:
         self.socket.close()
 
 
+@pytest.mark.slow
 def test_through_a_real_uvicorn_server(listener: Listener) -> None:
     payload = json.dumps(load("merge_request_open")).encode()
     headers = {
@@ -1071,6 +1074,7 @@ def _send_half_a_delivery(address: tuple[str, int], body: bytes) -> None:
         raw.recv(1)  # wait until the server has read what came and closed its side
 
 
+@pytest.mark.slow
 def test_a_delivery_cut_off_mid_body_is_one_log_line_and_queues_nothing(
     listener: Listener, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -1129,6 +1133,7 @@ def test_serve_reads_config_file_and_database_url_options(tmp_path: Path) -> Non
     assert len(no_database.output.splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_app_from_settings_migrates_and_checks_the_secret(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'db.sqlite'}"
     app = app_from_settings(Settings(database_url=url, webhook_secret=SECRET, bot_username=BOT))
@@ -1206,6 +1211,7 @@ def test_metrics_histograms_are_cumulative_with_inf_sum_and_count(listener: List
     ]
 
 
+@pytest.mark.slow
 def test_review_full_asks_the_job_for_a_full_review(listener: Listener) -> None:
     plain = listener.post("Note Hook", mr_note("/reviewbot review"))
     assert plain.status_code == 202

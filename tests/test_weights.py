@@ -406,6 +406,7 @@ NAMES = st.lists(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(200), deadline=None)
 @given(NAMES, st.data())
 def test_a_written_manifest_reads_back(names: list[str], data: st.DataObject) -> None:
