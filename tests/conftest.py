@@ -5,14 +5,21 @@ isolated by construction, so any number of processes may run it at once, on one 
 several runs side by side:
 
 - every PostgreSQL test module creates its own throw-away database in each process that runs
-  one of its tests (``tests/store_fixtures.py``), and a SQLite store is a file under the test's
-  ``tmp_path``;
+  one of its tests (``tests/store_fixtures.py``), put back to a clean state before each test,
+  and a SQLite store is a file under the test's temporary directory;
+- what the processes of one run share, they share through a directory of that run alone
+  (``tests/run_lock.py``): the migrated template every store starts from is built once per
+  run under a file lock there, keyed by a digest of ``migrations/``
+  (``tests/store_templates.py``: a SQLite file, and a PostgreSQL database with a random name
+  that nobody may connect to, dropped when the run ends), so two runs side by side never share
+  a template;
 - every fake server (GitLab, vLLM, the silent server) listens on a port the kernel picks
   (port 0) and is stopped by its fixture; a test that needs a port where nothing listens holds
   a bound socket that does not listen (``tests.fakes.silent_server.closed_port``) instead of
   guessing a free one;
-- nothing is written outside ``tmp_path`` (settings and data folders are pointed there by the
-  tests that need them; the user cache folder, where the repository cache lives by default,
+- nothing is written outside pytest's temporary directories, the test's ``tmp_path`` and the
+  run's shared directory (settings and data folders are pointed there by the tests that need
+  them; the user cache folder, where the repository cache lives by default,
   is pointed there for every test by :func:`cache_home_in_tmp`).
 
 ``pytest -n 0`` (or ``-p no:xdist``) runs it in one process, e.g. under a debugger.
@@ -24,12 +31,23 @@ import os
 from collections import Counter
 
 import pytest
+from hypothesis import settings
 
-pytest_plugins = ["tests.store_fixtures", "tests.mr_world"]
+from tests.hypothesis_profiles import PROFILE_ENV, THOROUGH, load_profile
+
+pytest_plugins = ["tests.store_fixtures", "tests.mr_world", "tests.builders"]
 
 # Most of the suite waits on sockets, subprocesses and sleeps, not on the CPU, so two processes
 # per core keep the cores busy; more only adds contention to the tests that measure concurrency.
 PROCESSES_PER_CORE = 2
+
+load_profile()  # before any test module is imported: see tests/hypothesis_profiles.py
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    """Which Hypothesis profile sized the property tests of this run."""
+    name = settings.get_current_profile_name()
+    return f"hypothesis profile: {name} ({PROFILE_ENV}={THOROUGH} tries more examples)"
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:

@@ -29,6 +29,8 @@ from reviewbot.commands import main
 from reviewbot.mr import RunOptions, run_merge_request
 from tests.mr_world import BOT_TOKEN, FEATURE_APP, PROJECT, World, commit_on_feature, git
 
+pytestmark = pytest.mark.slow  # measured: see docs/development.md
+
 PROJECT_ID = 7
 USERS = {"alice": "glpat-alice", "bob": "glpat-bob", "carol": "glpat-carol"}
 JOBS = """import time

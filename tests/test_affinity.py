@@ -33,6 +33,7 @@ def test_session_key_is_host_project_id_and_iid() -> None:
     assert session_key("https://token@gitlab.example.com", 3, 1) == "gitlab.example.com/3/1"
 
 
+@pytest.mark.slow
 def test_a_password_in_the_gitlab_url_never_reaches_the_model_server(
     world: World,  # noqa: F811
 ) -> None:
@@ -75,6 +76,7 @@ def test_a_password_in_the_gitlab_url_never_reaches_the_database(
     assert again.review.carried is not None  # one MR, whichever way its instance was spelled
 
 
+@pytest.mark.slow
 def test_every_request_of_a_review_carries_the_mr_key(world: World) -> None:  # noqa: F811
     """All chunks, their tool rounds and the verification: one key, in the header and in
     ``user``."""
@@ -90,6 +92,7 @@ def test_every_request_of_a_review_carries_the_mr_key(world: World) -> None:  # 
     assert verdicts, "the verification calls are among the requests"
 
 
+@pytest.mark.slow
 def test_another_router_header_name(world: World) -> None:  # noqa: F811
     world.run(llm_session_header="X-Dynamo-Session-ID")
     headers = world.vllm.request_headers
@@ -97,6 +100,7 @@ def test_another_router_header_name(world: World) -> None:  # noqa: F811
     assert not any("x-session-id" in h for h in headers)
 
 
+@pytest.mark.slow
 def test_an_empty_header_setting_sends_no_key(world: World) -> None:  # noqa: F811
     world.run(llm_session_header="")
     assert world.vllm.requests
@@ -104,6 +108,7 @@ def test_an_empty_header_setting_sends_no_key(world: World) -> None:  # noqa: F8
     assert not any("user" in b for b in world.vllm.requests)
 
 
+@pytest.mark.slow
 def test_two_mrs_get_two_keys(world: World) -> None:  # noqa: F811
     world.run()
     first = {h["x-session-id"] for h in world.vllm.request_headers}

@@ -81,6 +81,7 @@ def test_one_gitlab_client_per_url(world: World) -> None:  # noqa: F811
         assert app.gitlab("https://other.example.com") is not app.gitlab()
 
 
+@pytest.mark.slow
 def test_a_worker_running_many_jobs_opens_one_store_engine_and_checks_the_schema_once(
     world: World,  # noqa: F811
     caplog: pytest.LogCaptureFixture,
@@ -118,6 +119,7 @@ def test_a_worker_running_many_jobs_opens_one_store_engine_and_checks_the_schema
     assert store_engine in engines and len(engines) == 1 + slots_engines
 
 
+@pytest.mark.slow
 def test_one_model_client_serves_every_review_of_the_process(world: World) -> None:  # noqa: F811
     world.gitlab.add_mr_from_git(PROJECT, world.repo, "main", "feature", iid=2, title="Again")
     with App(world.settings()) as app:
@@ -132,6 +134,7 @@ def _open_model_connections(world: World) -> int:  # noqa: F811
     return len(world.vllm._connections)
 
 
+@pytest.mark.slow
 def test_close_closes_what_the_app_opened(world: World) -> None:  # noqa: F811
     app = App(world.settings())
     run_merge_request(app, PROJECT, 1, RunOptions())
@@ -153,6 +156,7 @@ def test_close_closes_what_the_app_opened(world: World) -> None:  # noqa: F811
     app.close()
 
 
+@pytest.mark.slow
 def test_reviews_of_one_app_share_one_note_pacing_bucket(world: World) -> None:  # noqa: F811
     """Notes per minute are a process's budget: a second review's notes wait behind the
     first's instead of starting with a fresh burst."""

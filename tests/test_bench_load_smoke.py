@@ -9,8 +9,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.bench.bench_load import HTTP_ACCEPTED, LoadConfig, run_load
 from tests.fakes.vllm_server import LatencyModel
+
+pytestmark = pytest.mark.slow  # measured: see docs/development.md
 
 SMOKE_EVENTS = 6
 SMOKE_WORKER_CONCURRENCY = 3

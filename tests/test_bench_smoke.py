@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import ast
 
+import pytest
+
 from reviewbot.chunking import Budget, plan
 from reviewbot.diff import parse_git_diff
 from reviewbot.tokens import local_counter
@@ -68,6 +70,7 @@ def test_scope_benchmark_input_is_real_code_that_still_parses() -> None:
     assert result.totals()["scoped_hunks"] > 0
 
 
+@pytest.mark.slow
 def test_the_incremental_benchmark_meets_its_targets_at_a_small_size() -> None:
     """Not a timing: the push reviews one file, the rebase and the same head cost no call."""
     from tests.bench.bench_incremental import main
@@ -75,6 +78,7 @@ def test_the_incremental_benchmark_meets_its_targets_at_a_small_size() -> None:
     assert main(["--files", "6", "--lines", "120"]) == 0
 
 
+@pytest.mark.slow
 def test_tools_benchmark_runs_and_only_tools_find_the_cross_file_bugs() -> None:
     from tests.bench.bench_tools import HEADER, run_mode, synthetic_mr
     from tests.fakes.vllm_server import LatencyModel
@@ -89,6 +93,7 @@ def test_tools_benchmark_runs_and_only_tools_find_the_cross_file_bugs() -> None:
     assert len(on.row().split()) == len(HEADER.splitlines()[0].split())
 
 
+@pytest.mark.slow
 def test_the_repository_benchmark_runs_and_its_cache_asks_gitlab_for_no_file() -> None:
     """Not a timing: through the API every head file is a request; through the cache none is,
     two fetches serve the first review and the no-op re-run fetches nothing."""

@@ -39,6 +39,7 @@ from reviewbot.ops.model_shape import (
     shipped_model,
     shipped_model_names,
 )
+from tests.hypothesis_profiles import examples
 
 H200_WEIGHTS_GIB = 64.69
 H200_KV_CACHE_GIB = 62.38
@@ -529,7 +530,8 @@ HOSTILE_VALUES = st.one_of(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@pytest.mark.slow
+@settings(max_examples=examples(300), deadline=None)
 @given(
     overrides=st.dictionaries(st.sampled_from(DIMENSIONS), HOSTILE_VALUES, max_size=5),
     gpus=st.integers(min_value=-1, max_value=100_000),

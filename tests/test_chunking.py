@@ -25,6 +25,7 @@ from reviewbot.diff import FileDiff, FileStatus, Side, parse_git_diff
 from reviewbot.diffview import expand_context
 from reviewbot.exclusions import ExclusionRules
 from reviewbot.tokens import ByteEstimateCounter, local_counter
+from tests.hypothesis_profiles import examples
 
 COUNTER = local_counter()
 NO_SCOPE = PlanOptions(scope_tokens=0)
@@ -229,8 +230,9 @@ def random_diff(draw: st.DrawFn) -> str:
     return "".join(out)
 
 
+@pytest.mark.slow
 @given(random_diff(), st.integers(150, 3000), st.integers(0, 4))
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 def test_property_every_changed_line_once_and_no_chunk_over_budget(
     text: str, room: int, context: int
 ) -> None:
@@ -392,8 +394,9 @@ def view_is_consistent(segment: Segment, head: str | None) -> bool:
     return True
 
 
+@pytest.mark.slow
 @given(edited_files(), st.integers(150, 4000), st.integers(0, 1500), st.integers(0, 4))
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 def test_property_context_keeps_coverage_chunks_and_budget(
     edited: tuple[list[FileDiff], dict[str, str]], room: int, scope: int, context: int
 ) -> None:

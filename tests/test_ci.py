@@ -361,6 +361,7 @@ def check_posted_on_mr_version(world: CiWorld) -> None:
     assert {n["position"]["head_sha"] for n in notes} == {world.head_sha}
 
 
+@pytest.mark.slow
 def test_ci_in_a_merge_request_pipeline_posts_and_writes_reports(ci_world: CiWorld) -> None:
     checkout = ci_world.clone("checkout")
     git(checkout, "checkout", "-q", ci_world.head_sha)  # the runner checks out a detached SHA
@@ -397,6 +398,7 @@ def test_ci_outside_a_merge_request_pipeline_explains_and_exits_0(ci_world: CiWo
     assert strict.exit_code == EXIT_BAD_INPUT
 
 
+@pytest.mark.slow
 def test_ci_in_a_merged_results_pipeline_takes_positions_from_the_mr(ci_world: CiWorld) -> None:
     git(ci_world.origin, "checkout", "-q", "main")  # the target branch moves on
     (ci_world.origin / "README.md").write_text("# app\n\nmore docs\n")
@@ -425,6 +427,7 @@ def test_ci_in_a_merged_results_pipeline_takes_positions_from_the_mr(ci_world: C
     assert "merged-results" in result.stderr
 
 
+@pytest.mark.slow
 def test_ci_in_a_shallow_clone_fetches_the_head(ci_world: CiWorld) -> None:
     checkout = ci_world.clone("shallow", "--depth", "1", "--branch", "main")
     assert git(checkout, "rev-parse", "--is-shallow-repository") == "true"
@@ -435,6 +438,7 @@ def test_ci_in_a_shallow_clone_fetches_the_head(ci_world: CiWorld) -> None:
     assert ci_world.raw_file_requests() == []  # the fetched head served the contents
 
 
+@pytest.mark.slow
 def test_ci_in_a_shallow_clone_without_fetch_reads_the_host_cache(ci_world: CiWorld) -> None:
     checkout = ci_world.clone("shallow", "--depth", "1", "--branch", "main")
     git(checkout, "remote", "set-url", "origin", f"file://{ci_world.tmp / 'gone'}")
@@ -448,6 +452,7 @@ def test_ci_in_a_shallow_clone_without_fetch_reads_the_host_cache(ci_world: CiWo
     assert list(cache.glob("*/*.git"))
 
 
+@pytest.mark.slow
 def test_ci_in_a_shallow_clone_without_fetch_or_cache_falls_back_to_the_api(
     ci_world: CiWorld,
 ) -> None:
@@ -460,6 +465,7 @@ def test_ci_in_a_shallow_clone_without_fetch_or_cache_falls_back_to_the_api(
     assert ci_world.gitlab.git_fetches() == 0
 
 
+@pytest.mark.slow
 def test_fail_on_exits_3_when_findings_at_or_above_remain(ci_world: CiWorld) -> None:
     checkout = ci_world.clone("checkout")
     report = checkout / "cq.json"
@@ -473,6 +479,7 @@ def test_fail_on_exits_3_when_findings_at_or_above_remain(ci_world: CiWorld) -> 
     assert from_env.exit_code == (EXIT_FINDINGS if above_all else EXIT_OK), from_env.output
 
 
+@pytest.mark.slow
 def test_dry_run_writes_the_report_and_posts_nothing(ci_world: CiWorld) -> None:
     checkout = ci_world.clone("checkout")
     report = checkout / "cq.json"
@@ -484,6 +491,7 @@ def test_dry_run_writes_the_report_and_posts_nothing(ci_world: CiWorld) -> None:
     assert len(issues) == len(expected_lines())
 
 
+@pytest.mark.slow
 def test_ci_records_to_the_shared_database(ci_world: CiWorld, store_url: str) -> None:
     checkout = ci_world.clone("checkout")
     result = ci_world.run(checkout, REVIEWBOT_DATABASE_URL=store_url)
@@ -498,6 +506,7 @@ def test_ci_records_to_the_shared_database(ci_world: CiWorld, store_url: str) ->
     assert len(store.posted_findings(key)) == len(ci_world.diff_notes())
 
 
+@pytest.mark.slow
 def test_an_incomplete_review_fails_the_job(ci_world: CiWorld) -> None:
     """A chunk the model never answered: exit 1 and say so, never a clean pass."""
     ci_world.vllm.add_faults(*["stream_cut_mid_call"] * EVERY_TRY)
@@ -509,6 +518,7 @@ def test_an_incomplete_review_fails_the_job(ci_world: CiWorld) -> None:
     assert "Incomplete review" in note["body"]
 
 
+@pytest.mark.slow
 def test_a_model_answer_that_cannot_be_read_fails_the_job(ci_world: CiWorld) -> None:
     """Every call of the answer has arguments that do not validate, and repair turns repeat
     the mistakes: not "0 findings", but exit 1 and a summary saying why (issue 17)."""
@@ -525,6 +535,7 @@ def test_a_model_answer_that_cannot_be_read_fails_the_job(ci_world: CiWorld) -> 
     assert ci_world.diff_notes() == []
 
 
+@pytest.mark.slow
 def test_full_reviews_a_head_already_reviewed_again(ci_world: CiWorld, store_url: str) -> None:
     """With the shared database a second job at the same head makes no model call; `--full`
     asks the model again (and still posts nothing twice)."""
@@ -559,6 +570,7 @@ def test_sigterm_unwinds_so_the_lease_is_released() -> None:
     assert signal.getsignal(signal.SIGTERM) == before
 
 
+@pytest.mark.slow
 def test_help_documents_the_exit_codes() -> None:
     result = CliRunner().invoke(ci_command, ["--help"])
     assert result.exit_code == EXIT_OK

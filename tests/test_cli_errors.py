@@ -11,6 +11,7 @@ from click.testing import CliRunner
 from reviewbot.commands import main
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("args", "env", "code", "message"),
     [
@@ -105,6 +106,7 @@ PASSWORD = "hunter2"
 SMALL_DIFF = "--- a/app.py\n+++ b/app.py\n@@ -1 +1 @@\n-x = 1\n+x = eval(text)\n"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("args", "env", "shown"),
     [
@@ -167,6 +169,7 @@ def test_hostile_values_are_refused_where_they_are_parsed(
     assert not database.exists() and not (tmp_path / "missing").exists()
 
 
+@pytest.mark.slow
 def test_a_diff_on_stdin_larger_than_the_cap_is_refused_unread(tmp_path: Path) -> None:
     from reviewbot.repo.localdiff import MAX_DIFF_BYTES
 
@@ -221,6 +224,7 @@ def test_each_library_error_is_one_line_and_its_exit_code(error: Exception, code
     assert result.stderr == f"reviewbot: error: {error}\n"
 
 
+@pytest.mark.slow
 def test_jobs_of_no_such_id_and_in_the_wrong_state_are_one_line(tmp_path: Path) -> None:
     from reviewbot.queue import JobQueue
     from reviewbot.store import Store, upgrade

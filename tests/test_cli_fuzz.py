@@ -35,6 +35,7 @@ from reviewbot.commands.common import Integer, Number
 from reviewbot.store import upgrade
 from tests.fakes.gitlab_server import FakeGitLab
 from tests.stderr_lines import error_lines
+from tests.store_fixtures import migrated_sqlite_url
 
 EVAL_DATASET = Path(__file__).parent / "fixtures" / "eval" / "team"
 TINY_MODEL = Path(__file__).parent / "fixtures" / "weights" / "tiny-model"
@@ -224,7 +225,7 @@ class World:
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     root = tmp_path_factory.mktemp("fuzz")
     database = root / "reviewbot.db"
-    upgrade(f"sqlite:///{database}")
+    migrated_sqlite_url(tmp_path_factory, database)
     (root / "data").mkdir()
     (root / "work").mkdir()
     with FakeGitLab() as gitlab:
@@ -302,6 +303,7 @@ def check(world: World, command_name: str, param: click.Parameter, label: str) -
     return None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command_name", sorted(COMMANDS))
 def test_every_option_refuses_hostile_values_in_one_line(
     world: World, command_name: str, monkeypatch: pytest.MonkeyPatch
@@ -340,6 +342,7 @@ def bounds_of(param: click.Parameter) -> list[str]:
     return []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command_name", sorted(COMMANDS))
 def test_the_bounds_of_every_numeric_option_are_usable(
     world: World, command_name: str, monkeypatch: pytest.MonkeyPatch
@@ -363,6 +366,7 @@ def test_the_bounds_of_every_numeric_option_are_usable(
     assert not problems, "\n".join(problems)
 
 
+@pytest.mark.slow
 def test_a_write_still_in_the_wal_file_counts_as_a_write(tmp_path: Path) -> None:
     """While another connection is open SQLite does not checkpoint, so a command's write stays
     in ``-wal`` and the main file's bytes do not change: the check reads what a reader sees."""

@@ -77,6 +77,7 @@ def test_every_command_with_a_database_takes_a_settings_file_too() -> None:
             assert "--config" in options, " ".join(path)
 
 
+@pytest.mark.slow
 def test_db_upgrade_reads_the_database_from_the_settings_file(tmp_path: Path) -> None:
     database = tmp_path / "from-config.db"
     config = tmp_path / "reviewbot.toml"

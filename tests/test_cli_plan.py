@@ -83,6 +83,7 @@ def test_plan_json_from_git_range(repo: Path) -> None:
     ]
 
 
+@pytest.mark.slow
 def test_plan_json_reports_context_tokens_per_chunk_and_in_total(tmp_path: Path) -> None:
     init_repo(tmp_path)
     body = "".join(f"    y{i} = x + {i}\n" for i in range(30))
@@ -198,6 +199,7 @@ def test_not_a_diff_on_stdin() -> None:
     assert code == 2 and "not a unified diff" in err
 
 
+@pytest.mark.slow
 def test_plan_offline_loads_neither_the_model_client_nor_any_adapter(
     repo: Path, tmp_path: Path
 ) -> None:
@@ -285,6 +287,7 @@ def module(n: int) -> str:
     )
 
 
+@pytest.mark.slow
 def test_plan_shows_the_chunks_run_sends(world: World) -> None:  # noqa: F811
     """Issue 32 item 7: `plan` cuts a diff as `run` does: the model server's (smaller) context,
     the repository tools' schemas and the reserve their rounds keep in every chunk."""
@@ -312,6 +315,7 @@ def test_plan_shows_the_chunks_run_sends(world: World) -> None:  # noqa: F811
     assert expected in text
 
 
+@pytest.mark.slow
 def test_plan_says_which_context_it_assumed_when_no_server_answers(repo: Path) -> None:
     env = {"REVIEWBOT_CONFIG": "", "REVIEWBOT_LLM_BASE_URL": "http://127.0.0.1:9/v1"}
     args = ["plan", "--git", "HEAD~1..HEAD", "--repo", str(repo)]

@@ -36,7 +36,10 @@ from reviewbot.queue import JobQueue
 from reviewbot.store import Store
 from reviewbot.store.models import Base
 from tests.hostile_text import hostile_terminal_text, storable
+from tests.hypothesis_profiles import examples
 from tests.store_fixtures import migrated_store, store_url  # noqa: F401
+
+pytestmark = pytest.mark.slow  # measured: see docs/development.md
 
 # Anything a terminal acts on: every C0 control but tab and line feed (ESC, BEL, CR,
 # backspace...), DEL and the C1 controls (U+009B is CSI, U+009D is OSC).
@@ -143,7 +146,7 @@ def test_hostile_text_from_the_database_is_shown_as_written(
     store_url: str,  # noqa: F811
 ) -> None:
     @settings(
-        max_examples=DATABASE_EXAMPLES,
+        max_examples=examples(DATABASE_EXAMPLES),
         deadline=None,
         suppress_health_check=[HealthCheck.too_slow],
     )
@@ -201,7 +204,7 @@ def test_markup_in_a_project_path_is_printed_not_obeyed(
     assert TERMINAL_CONTROL.search(output) is None
 
 
-@settings(max_examples=EXAMPLES, deadline=None)
+@settings(max_examples=examples(EXAMPLES), deadline=None)
 @given(name=shown_text, detail=hostile_terminal_text, fix=hostile_terminal_text)
 @example(name="x", detail="x", fix="\t0")  # CI found it: a tab pushed '0' out of the fix cell
 def test_doctor_shows_what_a_server_answered_as_written(name: str, detail: str, fix: str) -> None:
@@ -213,7 +216,7 @@ def test_doctor_shows_what_a_server_answered_as_written(name: str, detail: str, 
     assert_shown_as_written(captured.get(), [name, detail, fix])
 
 
-@settings(max_examples=EXAMPLES, deadline=None)
+@settings(max_examples=examples(EXAMPLES), deadline=None)
 @given(item=shown_text, category=shown_text, model=hostile_terminal_text)
 def test_eval_shows_item_names_and_models_as_written(item: str, category: str, model: str) -> None:
     scores = {"tp": 1, "fp": 0, "fn": 0, "precision": 1.0, "recall": 1.0, "f1": 1.0}
@@ -233,7 +236,7 @@ def test_eval_shows_item_names_and_models_as_written(item: str, category: str, m
     assert_shown_as_written(captured.get(), [item, category, model])
 
 
-@settings(max_examples=EXAMPLES, deadline=None)
+@settings(max_examples=examples(EXAMPLES), deadline=None)
 @given(message=hostile_terminal_text)
 def test_an_error_line_quoting_data_is_one_line_of_text(message: str) -> None:
     """`fail` (every command's one error line) quotes GitLab's and the database's errors."""

@@ -45,9 +45,10 @@ from reviewbot.eval import EvalIncompleteError, ItemReview, Predicted, load_data
 from reviewbot.prompts import render_messages
 from reviewbot.repo.localdiff import local_context
 from reviewbot.review import plan_offline, review_options
-from reviewbot.store import Store, upgrade
+from reviewbot.store import Store
 from reviewbot.tokens import local_counter
 from tests.fakes.vllm_server import FakeVLLM
+from tests.hypothesis_profiles import examples
 from tests.store_fixtures import store_url  # noqa: F401
 
 FIXTURES = Path(__file__).parent / "fixtures" / "eval"
@@ -68,7 +69,8 @@ differences = st.lists(
 )
 
 
-@settings(max_examples=25, deadline=None)
+@pytest.mark.slow
+@settings(max_examples=examples(25), deadline=None)
 @given(differences, st.floats(min_value=-1, max_value=1, allow_nan=False))
 def test_the_bootstrap_is_seeded_within_the_differences_and_moves_with_them(
     values: list[float], shift: float
@@ -221,12 +223,6 @@ def test_a_comparison_needs_two_files_that_can_be_read_and_names_that_differ(
 # --- the command -----------------------------------------------------------------------------
 
 
-@pytest.fixture
-def vllm() -> Any:
-    with FakeVLLM() as server:
-        yield server
-
-
 def _invoke(server: Any, database_url: str, *args: str) -> Any:
     env = {
         "REVIEWBOT_LLM_BASE_URL": server.base_url,
@@ -260,6 +256,7 @@ def _report(database_url: str, output: Path) -> dict[str, Any]:
     return json.loads((output / "report.json").read_text())
 
 
+@pytest.mark.slow
 def test_a_comparison_is_printed_stored_and_shown_by_the_report(
     vllm: Any,
     store_url: str,  # noqa: F811
@@ -286,7 +283,6 @@ def test_a_comparison_is_printed_stored_and_shown_by_the_report(
     )
     assert pair["verdict"].startswith("no difference beyond noise between scope and diff-only")
 
-    upgrade(store_url)
     store = Store.from_url(store_url)
     try:
         stored = store.latest_eval_comparison(datetime.now(UTC) + timedelta(minutes=1))
@@ -311,6 +307,7 @@ def test_a_comparison_is_printed_stored_and_shown_by_the_report(
     assert "Latest eval comparison" in html and "scope vs diff-only" in html
 
 
+@pytest.mark.slow
 def test_a_hostile_configuration_name_is_neutralised_in_the_report(
     vllm: Any, tmp_path: Path
 ) -> None:
@@ -326,6 +323,7 @@ def test_a_hostile_configuration_name_is_neutralised_in_the_report(
     assert "<img" not in (tmp_path / "report" / "report.html").read_text()
 
 
+@pytest.mark.slow
 def test_the_tables_show_scores_cost_pairs_and_the_verdict(
     vllm: Any,
     tmp_path: Path,
@@ -344,6 +342,7 @@ def test_the_tables_show_scores_cost_pairs_and_the_verdict(
     assert "stored as eval comparison 1" in result.stdout
 
 
+@pytest.mark.slow
 def test_a_plain_eval_run_records_its_cost(vllm: Any, tmp_path: Path) -> None:
     database = f"sqlite:///{tmp_path / 'db.sqlite'}"
     result = _invoke(vllm, database, str(TEAM), "--json")
@@ -359,6 +358,7 @@ def test_a_plain_eval_run_records_its_cost(vllm: Any, tmp_path: Path) -> None:
     assert document["items"][0]["cost"]["model_calls"] == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -385,6 +385,7 @@ def test_bad_configurations_are_one_line_and_exit_2_before_any_model_call(
     assert vllm.paths == [] and not database.exists()
 
 
+@pytest.mark.slow
 def test_a_configuration_whose_review_is_incomplete_is_stored_unscored_and_exits_1(
     tmp_path: Path,
 ) -> None:
@@ -521,6 +522,7 @@ def _found_by_kind(entry: dict[str, Any]) -> dict[str, tuple[int, int, int]]:
     return {kind: (tp, fp, fn) for kind, (tp, fp, fn) in counts.items()}
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not NEEDS_EVIDENCE, reason="the fake vLLM has no needs_evidence mode yet")
 def test_scope_context_finds_the_near_bugs_that_the_diff_alone_misses(tmp_path: Path) -> None:
     document = _context_comparison(tmp_path, ("diff-only", "scope"))
@@ -543,6 +545,7 @@ def test_scope_context_finds_the_near_bugs_that_the_diff_alone_misses(tmp_path: 
     assert scope["cost"]["prompt_tokens"] > diff_only["cost"]["prompt_tokens"]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(
     not (NEEDS_EVIDENCE and HAS_TOOLS), reason="needs the tools setting and the fake's mode"
 )
@@ -568,6 +571,7 @@ def test_tools_find_the_cross_file_bugs_at_a_higher_token_cost(tmp_path: Path) -
     assert tools["cost"]["model_calls"] > scope["cost"]["model_calls"]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(
     not (NEEDS_EVIDENCE and HAS_TOOLS), reason="needs the tools setting and the fake's mode"
 )

@@ -388,6 +388,7 @@ def test_health_restarts_vllm_at_the_third_failure_in_a_row(health_env: dict[str
     assert _restarts(health_env) == 1
 
 
+@pytest.mark.slow
 def test_a_hung_probe_counts_as_a_failure(health_env: dict[str, str]) -> None:
     """A probe that never ends is stopped by health-check.sh itself (before the unit's
     TimeoutStartSec would kill the script uncounted), and counts toward the restart."""
@@ -445,6 +446,7 @@ def test_health_does_not_probe_a_starting_server(health_env: dict[str, str]) -> 
 # --- warm-up ---------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("api_key", [None, "vllm-key-0123456789"], ids=["open", "api-key"])
 def test_warmup_sends_one_tool_request_once_vllm_answers(api_key: str | None) -> None:
     """With VLLM_API_KEY (the unit's optional api-key.env) the warm-up sends it, as vLLM then
@@ -470,6 +472,7 @@ def test_warmup_sends_one_tool_request_once_vllm_answers(api_key: str | None) ->
 # --- nginx -----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("conf", [NGINX / "reviewbot.conf", ROUTER_NGINX], ids=lambda p: p.name)
 def test_nginx_accepts_the_config(tmp_path: Path, conf: Path) -> None:
     nginx = shutil.which("nginx") or next(

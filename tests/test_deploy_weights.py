@@ -57,6 +57,7 @@ def test_without_a_manifest_the_check_is_skipped_and_says_so(tmp_path: Path) -> 
     assert "REVIEWBOT_WEIGHTS_MANIFEST is not set" in result.stdout
 
 
+@pytest.mark.slow
 def test_a_verified_model_starts_and_the_result_is_recorded(
     model: tuple[Path, Path], tmp_path: Path
 ) -> None:
@@ -72,6 +73,7 @@ def test_a_verified_model_starts_and_the_result_is_recorded(
     assert state["ok"] is True and state["model_dir"] == str(folder)
 
 
+@pytest.mark.slow
 def test_a_truncated_shard_fails_the_start(model: tuple[Path, Path], tmp_path: Path) -> None:
     folder, manifest = model
     shard = folder / SHARD_2
@@ -89,6 +91,7 @@ def test_a_truncated_shard_fails_the_start(model: tuple[Path, Path], tmp_path: P
     assert json.loads(state.read_text())["failed"] == [f"{SHARD_2}: damaged"]
 
 
+@pytest.mark.slow
 def test_the_model_is_found_in_the_units_hub_cache(
     model: tuple[Path, Path], tmp_path: Path
 ) -> None:

@@ -29,6 +29,7 @@ from reviewbot.diff import (
     unquote_git_path,
 )
 from reviewbot.positions import position_for
+from tests.hypothesis_profiles import examples
 
 GOLDEN = Path(__file__).parent / "golden"
 MARKERS = {LineKind.ADDED: "+", LineKind.REMOVED: "-", LineKind.CONTEXT: " "}
@@ -208,8 +209,9 @@ def random_hunks(draw: st.DrawFn) -> tuple[str, list[list[tuple[str, str]]]]:
     return "\n".join(chunks) + "\n", all_hunks
 
 
+@pytest.mark.slow
 @given(random_hunks())
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 def test_property_numbering_and_positions_round_trip(case: tuple[str, list]) -> None:
     text, hunks = case
     [file] = parse_git_diff(text)
@@ -235,8 +237,9 @@ def test_property_numbering_and_positions_round_trip(case: tuple[str, list]) -> 
                 assert near is not None and near.is_change and near in hunk.lines
 
 
+@pytest.mark.slow
 @given(random_hunks())
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 def test_property_agrees_with_unidiff(case: tuple[str, list]) -> None:
     text, _ = case
     [ours] = parse_git_diff(text)

@@ -189,6 +189,7 @@ def offline_environment(path: Path, port: int) -> dict[str, str]:
     return env
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("block", RUNNABLE_BLOCKS, ids=lambda block: block.where)
 def test_every_console_example_runs(block: Block, tmp_path: Path) -> None:
     repo = example_repository(tmp_path)

@@ -41,13 +41,13 @@ from reviewbot.ops.doctor import (
 from reviewbot.ops.doctor_probes import DoctorOptions, DoctorTimeouts, run_doctor
 from reviewbot.ops.model_probes import MODEL_CHECKS as SHOWN_MODEL_CHECKS
 from reviewbot.prompts import tool_schemas
-from reviewbot.store import normalize_database_url, upgrade
+from reviewbot.store import normalize_database_url
 from tests.fakes.gitlab_server import FakeGitLab
 from tests.fakes.silent_server import SilentServer
 from tests.fakes.vllm_server import FakeVLLM
 from tests.mr_world import make_repo
 from tests.stderr_lines import progress_lines
-from tests.store_fixtures import store_url  # noqa: F401
+from tests.store_fixtures import migrated_sqlite_url, store_url  # noqa: F401
 
 ROOT = Path(__file__).parent.parent
 BOT_TOKEN = "glpat-doctor-bot-0123456789"
@@ -123,10 +123,11 @@ def gitlab(tmp_path: Path) -> Iterator[FakeGitLab]:
 
 
 @pytest.fixture
-def services(gitlab: FakeGitLab, tmp_path: Path) -> Iterator[Services]:
+def services(
+    gitlab: FakeGitLab, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Services]:
     """Both fakes and a migrated SQLite database."""
-    database_url = f"sqlite:///{tmp_path / 'reviewbot.db'}"
-    upgrade(database_url)
+    database_url = migrated_sqlite_url(tmp_path_factory, tmp_path / "reviewbot.db")
     with FakeVLLM() as vllm:
         yield Services(gitlab, vllm, database_url)
 
@@ -134,7 +135,6 @@ def services(gitlab: FakeGitLab, tmp_path: Path) -> Iterator[Services]:
 @pytest.fixture
 def db_services(gitlab: FakeGitLab, store_url: str) -> Iterator[Services]:  # noqa: F811
     """Both fakes and a migrated database of each backend (SQLite, PostgreSQL)."""
-    upgrade(store_url)
     with FakeVLLM() as vllm:
         yield Services(gitlab, vllm, store_url)
 
@@ -164,6 +164,7 @@ def local_vllm_process(db_services: Services) -> Iterator[subprocess.Popen[bytes
 # --- the whole run ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_all_ok(db_services: Services, local_vllm_process: subprocess.Popen[bytes]) -> None:
     code, checks, output = doctor(db_services.env(), "--project", PROJECT)
     assert list(checks) == ALL_CHECKS
@@ -178,6 +179,7 @@ def test_all_ok(db_services: Services, local_vllm_process: subprocess.Popen[byte
         assert secret not in output
 
 
+@pytest.mark.slow
 def test_the_table_for_people_says_how_many_failed(services: Services) -> None:
     result = CliRunner().invoke(main, ["doctor"], env=services.env())
     assert result.exit_code == 0
@@ -185,6 +187,7 @@ def test_the_table_for_people_says_how_many_failed(services: Services) -> None:
     assert BOT_TOKEN not in result.output
 
 
+@pytest.mark.slow
 def test_on_a_pipe_each_group_says_its_verdicts_as_it_ends(services: Services) -> None:
     """Issue 32 item 15: on a pipe or in a CI log the doctor printed nothing until its table;
     now a plain line per group of checks as it ends (none with --json)."""
@@ -214,6 +217,7 @@ def test_project_with_model_only_is_bad_input(services: Services) -> None:
     assert result.exit_code == 2 and "--model-only" in result.stderr
 
 
+@pytest.mark.slow
 def test_an_unset_webhook_secret_warns_with_the_fix(services: Services) -> None:
     code, checks, output = doctor(services.env(webhook_secret=""))
     assert code == 0  # CLI and CI reviews work without it
@@ -227,6 +231,7 @@ def test_an_unset_webhook_secret_warns_with_the_fix(services: Services) -> None:
 # --- GitLab ----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_wrong_token_fails(services: Services) -> None:
     code, checks, output = doctor(services.env(gitlab_token="glpat-wrong"))
     assert code == 1
@@ -236,6 +241,7 @@ def test_a_wrong_token_fails(services: Services) -> None:
     assert "token scopes" not in checks and "glpat-wrong" not in output
 
 
+@pytest.mark.slow
 def test_a_token_without_the_api_scope_fails(services: Services) -> None:
     code, checks, _ = doctor(services.env(gitlab_token=READ_ONLY_TOKEN))
     assert code == 1
@@ -243,6 +249,7 @@ def test_a_token_without_the_api_scope_fails(services: Services) -> None:
     assert "read_api" in checks["token scopes"]["detail"]
 
 
+@pytest.mark.slow
 def test_a_reporter_fails_and_a_person_warns(services: Services) -> None:
     code, checks, _ = doctor(services.env(gitlab_token=HUMAN_TOKEN), "--project", PROJECT)
     assert code == 1
@@ -252,6 +259,7 @@ def test_a_reporter_fails_and_a_person_warns(services: Services) -> None:
     assert "access token" in checks["gitlab token"]["fix"]
 
 
+@pytest.mark.slow
 def test_a_non_member_and_an_unknown_project_fail(services: Services) -> None:
     services.gitlab.add_project("group/other", project_id=8)
     _, checks, _ = doctor(services.env(), "--project", "group/other")
@@ -262,6 +270,7 @@ def test_a_non_member_and_an_unknown_project_fail(services: Services) -> None:
     assert "not found" in checks["project role"]["detail"]
 
 
+@pytest.mark.slow
 def test_gitlab_unset_fails_with_what_to_set(services: Services) -> None:
     code, checks, _ = doctor(services.env(gitlab_url=""))
     assert code == 1
@@ -269,6 +278,7 @@ def test_gitlab_unset_fails_with_what_to_set(services: Services) -> None:
     assert "REVIEWBOT_GITLAB_URL" in checks["gitlab"]["detail"]
 
 
+@pytest.mark.slow
 def test_token_expiry_is_read_from_gitlab(gitlab: FakeGitLab) -> None:
     gitlab.add_user("expiring", token="glpat-expiring", bot=True, expires_at="2030-01-10")
     settings = Settings(gitlab_url=gitlab.url, gitlab_token="glpat-expiring")
@@ -290,6 +300,7 @@ def test_token_scopes_far_from_expiry_are_ok() -> None:
 # --- the model server ------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_server_without_a_tool_parser_fails_with_the_fix(services: Services) -> None:
     with FakeVLLM(tool_parser=False) as vllm:
         code, checks, _ = doctor(services.env(llm_base_url=vllm.base_url), "--model-only")
@@ -300,6 +311,7 @@ def test_a_server_without_a_tool_parser_fails_with_the_fix(services: Services) -
     assert "auto" in checks["tool calls"]["detail"]  # vLLM's own words
 
 
+@pytest.mark.slow
 def test_tool_calls_written_as_text_fail(services: Services) -> None:
     services.vllm.add_faults("hermes_content")  # a server whose parser left the call in text
     _, checks, _ = doctor(services.env(), "--model-only")
@@ -319,6 +331,7 @@ def test_a_model_list_nested_too_deep_is_a_failed_check(services: Services) -> N
     assert "\n" not in detail
 
 
+@pytest.mark.slow
 def test_a_version_nested_too_deep_is_left_out(services: Services) -> None:
     services.vllm.answer_with("GET /version", DEEP_JSON)
     code, checks, output = doctor(services.env(), "--model-only")
@@ -343,6 +356,7 @@ def test_a_probe_answer_nested_too_deep_is_a_failed_check(
     assert checks["tool calls"]["status"] == "fail" and said in checks["tool calls"]["detail"]
 
 
+@pytest.mark.slow
 def test_model_only_checks_the_model_server_alone(services: Services) -> None:
     env = services.env(gitlab_url="", database_url="postgresql://u:pw@127.0.0.1:1/none")
     code, checks, _ = doctor(env, "--model-only")
@@ -360,6 +374,7 @@ def test_an_unreachable_model_server_fails_alone(services: Services) -> None:
     assert "systemctl" in checks["model server"]["fix"]
 
 
+@pytest.mark.slow
 def test_a_server_with_an_api_key_is_checked_with_reviewbots(services: Services) -> None:
     """vLLM started with VLLM_API_KEY: every model check passes with REVIEWBOT_LLM_API_KEY set
     to it; without it (or with another key) /v1 answers 401 and the fix names the setting."""
@@ -382,18 +397,21 @@ def test_a_server_with_an_api_key_is_checked_with_reviewbots(services: Services)
             assert MODEL_API_KEY not in output
 
 
+@pytest.mark.slow
 def test_a_model_that_is_not_served_fails(services: Services) -> None:
     _, checks, _ = doctor(services.env(llm_model="Qwen/Other"), "--model-only")
     assert checks["model server"]["status"] == "fail"
     assert "REVIEWBOT_LLM_MODEL" in checks["model server"]["fix"]
 
 
+@pytest.mark.slow
 def test_a_context_longer_than_served_fails(services: Services) -> None:
     _, checks, _ = doctor(services.env(max_model_len="131072"), "--model-only")
     assert checks["context length"]["status"] == "fail"
     assert "65536" in checks["context length"]["detail"]
 
 
+@pytest.mark.slow
 def test_missing_prompt_tokens_details_and_prefix_caching_warn(services: Services) -> None:
     with FakeVLLM(report_cached_tokens=False, prefix_caching=False) as vllm:
         code, checks, _ = doctor(services.env(llm_base_url=vllm.base_url), "--model-only")
@@ -404,6 +422,7 @@ def test_missing_prompt_tokens_details_and_prefix_caching_warn(services: Service
     assert "enable_prefix_caching=False" in checks["prefix caching"]["detail"]
 
 
+@pytest.mark.slow
 def test_thinking_is_reported_and_leaked_thinking_warns(services: Services) -> None:
     _, checks, _ = doctor(services.env(enable_thinking=""), "--model-only")
     assert checks["thinking"]["status"] == "ok"
@@ -424,6 +443,7 @@ def test_a_vllm_backend_without_tokenize_warns(services: Services) -> None:
     assert checks["tool calls"]["status"] == "ok"
 
 
+@pytest.mark.slow
 def test_a_tokenize_count_unlike_the_requests_warns(services: Services) -> None:
     """A /tokenize that ignores chat_template_kwargs counts the thinking-on prompt, while the
     probe (REVIEWBOT_ENABLE_THINKING=false) is sent with the empty think block."""
@@ -453,6 +473,7 @@ def test_the_openai_compatible_backend_needs_no_tokenize() -> None:
     assert "generation config" not in checks  # a vLLM setting
 
 
+@pytest.mark.slow
 def test_the_health_probe_fails_on_a_server_without_a_tool_parser(tmp_path: Path) -> None:
     """deploy/vllm/health-check.sh running the real `reviewbot doctor --model-only`."""
     reviewbot = Path(sys.executable).parent / "reviewbot"
@@ -541,6 +562,7 @@ def test_prefix_caching_from_counters_when_the_config_is_not_exported() -> None:
 # --- the database ----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_database_behind_warns(db_services: Services) -> None:
     _set_revision(db_services.database_url, _first_revision())
     code, checks, _ = doctor(db_services.env())
@@ -550,6 +572,7 @@ def test_a_database_behind_warns(db_services: Services) -> None:
     assert "reviewbot db upgrade" in checks["database"]["fix"]
 
 
+@pytest.mark.slow
 def test_a_database_ahead_of_this_reviewbot_fails(db_services: Services) -> None:
     _set_revision(db_services.database_url, "ffffffffffff")
     code, checks, _ = doctor(db_services.env())
@@ -558,6 +581,7 @@ def test_a_database_ahead_of_this_reviewbot_fails(db_services: Services) -> None
     assert "newer reviewbot" in checks["database"]["detail"]
 
 
+@pytest.mark.slow
 def test_an_unreachable_database_fails_without_its_password(services: Services) -> None:
     code, checks, output = doctor(services.env(database_url="postgresql://u:hunter2@127.0.0.1:1/x"))
     assert code == 1
@@ -565,6 +589,7 @@ def test_an_unreachable_database_fails_without_its_password(services: Services) 
     assert "hunter2" not in output
 
 
+@pytest.mark.slow
 def test_a_missing_sqlite_file_is_not_created(services: Services, tmp_path: Path) -> None:
     path = tmp_path / "none" / "reviewbot.db"
     _, checks, _ = doctor(services.env(database_url=f"sqlite:///{path}"))
@@ -592,6 +617,7 @@ def _set_revision(database_url: str, revision: str) -> None:
 # --- timeouts --------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_services_that_never_answer_fail_within_their_timeouts(tmp_path: Path) -> None:
     with SilentServer() as silent:
         settings = Settings(
@@ -616,6 +642,7 @@ MODEL_GROUP_S = 5.0
 WITHIN_THE_GROUP_TEST_S = 60
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(WITHIN_THE_GROUP_TEST_S)
 def test_a_server_that_lists_its_model_then_hangs_is_failed_checks_not_a_traceback() -> None:
     """Every request of the model group, /version and /metrics included, keeps within the
@@ -641,6 +668,7 @@ def test_a_server_that_lists_its_model_then_hangs_is_failed_checks_not_a_traceba
 STUCK_GROUP_TIMEOUTS = DoctorTimeouts(model_s=3.0, tool_probe_s=6.0, model_total_s=8.0)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(WITHIN_THE_GROUP_TEST_S)
 def test_a_check_that_never_ends_fails_alone_and_the_others_keep_their_verdicts(
     services: Services,
@@ -672,6 +700,7 @@ def test_a_check_that_never_ends_fails_alone_and_the_others_keep_their_verdicts(
     assert free[-1].status is not Status.FAIL
 
 
+@pytest.mark.slow
 def test_a_probe_that_never_ends_fails_within_its_timeout(services: Services) -> None:
     services.vllm.add_faults("hang")
     settings = Settings(llm_base_url=services.vllm.base_url, enable_thinking=False)
@@ -691,6 +720,7 @@ def test_a_probe_cut_while_thinking_is_not_confirmed() -> None:
 # --- where the repository comes from ---------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_repository_checks_say_git_the_cache_and_a_timed_fetch(services: Services) -> None:
     _, checks, output = doctor(services.env(), "--project", PROJECT)
     assert checks["repository source"]["status"] == "ok"
@@ -707,6 +737,7 @@ def test_without_a_project_there_is_no_fetch(services: Services) -> None:
     assert services.gitlab.git_requests == []
 
 
+@pytest.mark.slow
 def test_git_not_on_path_warns_that_the_api_serves(
     services: Services, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -718,6 +749,7 @@ def test_git_not_on_path_warns_that_the_api_serves(
     assert "repository cache" not in checks and "repository fetch" not in checks
 
 
+@pytest.mark.slow
 def test_the_cache_off_warns_with_how_to_turn_it_on(services: Services) -> None:
     _, checks, _ = doctor(services.env(repo_cache_max_bytes="0"), "--project", PROJECT)
     assert checks["repository source"]["status"] == "warn"
@@ -725,6 +757,7 @@ def test_the_cache_off_warns_with_how_to_turn_it_on(services: Services) -> None:
     assert "repository fetch" not in checks
 
 
+@pytest.mark.slow
 def test_a_cache_folder_that_cannot_be_written_fails(services: Services, tmp_path: Path) -> None:
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder\n")
@@ -745,6 +778,7 @@ def test_a_cache_over_its_cap_warns(services: Services, tmp_path: Path) -> None:
     assert cache["status"] == "warn" and cache["detail"].startswith("over the cap: ")
 
 
+@pytest.mark.slow
 def test_a_fetch_that_hangs_fails_within_the_fetch_timeout(services: Services) -> None:
     services.gitlab.stall_git()
     code, checks, _ = doctor(services.env(repo_fetch_timeout_s="0.5"), "--project", PROJECT)
@@ -754,6 +788,7 @@ def test_a_fetch_that_hangs_fails_within_the_fetch_timeout(services: Services) -
     assert "REVIEWBOT_REPO_FETCH_TIMEOUT_S" in fetch["fix"]
 
 
+@pytest.mark.slow
 def test_a_token_git_refuses_fails_without_showing_it(services: Services) -> None:
     env = services.env(gitlab_token=READ_ONLY_TOKEN)
     _, checks, output = doctor(env, "--project", PROJECT)

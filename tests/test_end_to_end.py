@@ -22,8 +22,11 @@ from reviewbot.queue import FULL_REVIEW_KEY, Job, JobQueue
 from reviewbot.store import Store, upgrade
 from reviewbot.webhook import WEBHOOK_PATH, create_app
 from reviewbot.worker import Worker
+from tests.builders import diff_notes
 from tests.fakes.vllm_server import LatencyModel, MalformedCalls
 from tests.mr_world import PROJECT, World, git
+
+pytestmark = pytest.mark.slow  # measured: see docs/development.md
 
 SECRET = "e2e-webhook-secret"
 MAX_WORKER_ROUNDS = 50
@@ -75,14 +78,6 @@ def service(world: World) -> Iterator[tuple[App, Store, JobQueue]]:
     with App(world.settings(), shared_model_slots=True) as app:
         store = app.store
         yield app, store, JobQueue(store, backoff_base_s=0.05, backoff_max_s=0.1)
-
-
-def diff_notes(world: World) -> list[dict]:
-    return [
-        d["notes"][0]
-        for d in world.gitlab.discussions(PROJECT, 1)
-        if d["notes"][0]["type"] == "DiffNote"
-    ]
 
 
 def test_webhook_to_comments_and_database(

@@ -31,7 +31,7 @@ from reviewbot.eval import (
     load_dataset,
     score_item,
 )
-from reviewbot.store import Store, upgrade
+from reviewbot.store import Store
 from tests.fakes.vllm_server import FakeVLLM
 from tests.store_fixtures import store_url  # noqa: F401
 
@@ -136,12 +136,6 @@ def test_the_team_dataset_loads_with_head_files_and_extra_keys() -> None:
     assert [i.name for i in load_dataset(DATASET, limit=2)] == [i.name for i in items[:2]]
 
 
-@pytest.fixture
-def vllm() -> Any:
-    with FakeVLLM() as server:
-        yield server
-
-
 # tests/fixtures/eval/team's run as stored: tp, fp, fn, items, tolerance
 STORED_RUN = (2, 3, 2, 4, 3)
 
@@ -165,6 +159,7 @@ def _eval(vllm: Any, database_url: str, *args: str) -> Any:
     return result
 
 
+@pytest.mark.slow
 def test_eval_of_the_team_dataset_gives_the_exact_scores(vllm: Any, store_url: str) -> None:  # noqa: F811
     document = json.loads(_eval(vllm, store_url, "--json").output)
     items = {i["item"]: (i["tp"], i["fp"], i["fn"]) for i in document["items"]}
@@ -199,6 +194,7 @@ def test_eval_of_the_team_dataset_gives_the_exact_scores(vllm: Any, store_url: s
     assert len(json.loads(_eval(vllm, store_url, "--json", "--limit", "1").output)["items"]) == 1
 
 
+@pytest.mark.slow
 def test_eval_runs_are_stored_and_shown_by_the_report(
     vllm: Any,
     store_url: str,  # noqa: F811
@@ -206,7 +202,6 @@ def test_eval_runs_are_stored_and_shown_by_the_report(
 ) -> None:
     table = _eval(vllm, store_url).output
     assert "total (micro)" in table and "mean per item" in table and "security" in table
-    upgrade(store_url)
     run = check_stored_run(store_url)
     now = datetime.now(UTC)
     result = CliRunner().invoke(
@@ -293,6 +288,7 @@ def test_dataset_files_that_are_not_regular_files_are_refused_before_reading(
         load_dataset(tmp_path)
 
 
+@pytest.mark.slow
 def test_an_item_is_reviewed_as_reviewbot_review_reviews_a_local_diff() -> None:
     """eval.item_reviewer: the item's findings above the threshold, as scoring sees them."""
     from reviewbot.config import Settings
@@ -325,6 +321,7 @@ def test_an_item_is_reviewed_as_reviewbot_review_reviews_a_local_diff() -> None:
     )
 
 
+@pytest.mark.slow
 def test_an_item_whose_answers_cannot_be_read_is_not_scored() -> None:
     from reviewbot.config import Settings
     from reviewbot.eval import EvalIncompleteError, item_reviewer

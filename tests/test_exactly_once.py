@@ -32,6 +32,8 @@ from tests.mr_world import (  # noqa: F401
 )
 from tests.store_fixtures import store_url  # noqa: F401
 
+pytestmark = pytest.mark.slow  # measured: see docs/development.md
+
 DISCUSSIONS = r"/merge_requests/1/discussions$"
 NOTES = r"/merge_requests/1/notes$"
 DRAFTS = r"/merge_requests/1/draft_notes$"

@@ -110,6 +110,7 @@ def _position(mr: Any, path: str, **lines: int) -> dict[str, Any]:
     }
 
 
+@pytest.mark.slow
 def test_merge_request_matches_the_git_repository(gl: gitlab.Gitlab, repo: Repo) -> None:
     mr = _mr(gl)
     head = _git(repo.path, "rev-parse", "feature")
@@ -390,6 +391,7 @@ def test_push_makes_a_newer_version_first(fake: FakeGitLab, gl: gitlab.Gitlab, r
     assert mr.discussions.create({"body": "on v1", "position": old_position})
 
 
+@pytest.mark.slow
 def test_a_token_reads_its_own_record_and_a_members_role(fake: FakeGitLab) -> None:
     fake.add_user(
         "reader", token="read-token", bot=True, scopes=("read_api",), expires_at="2030-01-01"
@@ -438,6 +440,7 @@ def test_answer_with_gives_any_status_type_and_body_to_the_requests_it_names(
     assert httpx.get(f"{fake.url}/api/v4/user", headers=headers).json()["username"]
 
 
+@pytest.mark.slow
 def test_a_sign_in_page_answers_every_api_path_with_html_and_status_200(
     fake: FakeGitLab, gl: gitlab.Gitlab
 ) -> None:
@@ -462,6 +465,7 @@ def test_a_sign_in_page_answers_every_api_path_with_html_and_status_200(
     assert httpx.get(f"{fake.url}/api/v4/user", headers={"PRIVATE-TOKEN": TOKEN}).json()["username"]
 
 
+@pytest.mark.slow
 def test_a_user_is_read_with_its_bot_flag(fake: FakeGitLab) -> None:
     human = fake.add_user("carol")
     robot = fake.add_user("renovate", bot=True)

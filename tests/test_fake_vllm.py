@@ -351,6 +351,7 @@ def test_xml_in_content_when_the_prompt_asks_for_it(server: FakeVLLM, client: Op
 # --------------------------------------------------------------------------- token accounting
 
 
+@pytest.mark.slow
 def test_tokenize_count_agrees_with_usage_prompt_tokens(server: FakeVLLM, client: OpenAI):
     for thinking in (True, False):
         kwargs = {"chat_template_kwargs": {"enable_thinking": thinking}}
@@ -483,6 +484,7 @@ def test_chat_request_headers_are_recorded(server: FakeVLLM, client: OpenAI):
     assert "x-session-id" not in server.request_headers[1]
 
 
+@pytest.mark.slow
 def test_simultaneous_identical_prefixes_do_not_both_hit():
     latency = LatencyModel(ttft_base_s=0.25, max_num_seqs=2)
     with fake_and_client(latency=latency) as (fake, other):
@@ -503,6 +505,7 @@ def test_simultaneous_identical_prefixes_do_not_both_hit():
     assert later.usage.prompt_tokens_details.cached_tokens > 0
 
 
+@pytest.mark.slow
 def test_requests_beyond_max_num_seqs_queue():
     latency = LatencyModel(ttft_base_s=0.02, decode_s_per_token=0.0001, max_num_seqs=2)
     with fake_and_client(latency=latency) as (fake, other):
@@ -593,6 +596,7 @@ def test_faults_are_consumed_in_order(server: FakeVLLM, client: OpenAI):
         server.add_faults("meteor_strike")
 
 
+@pytest.mark.slow
 def test_hang_lasts_until_the_client_gives_up(server: FakeVLLM):
     server.add_faults("hang")
     with OpenAI(base_url=server.base_url, api_key="x", max_retries=0, timeout=0.3) as impatient:
@@ -890,6 +894,7 @@ def raw_stream(server: FakeVLLM) -> list[str]:
     return [line.removeprefix("data: ") for line in text.split("\n") if line.startswith("data:")]
 
 
+@pytest.mark.slow
 def test_broken_stream_faults(server: FakeVLLM):
     server.add_faults("invalid_json_stream", "stream_cut_mid_call", "missing_done")
     invalid, cut, no_done = raw_stream(server), raw_stream(server), raw_stream(server)

@@ -181,6 +181,7 @@ def test_too_large_file_is_rebuilt_from_raw_files(
     assert big.removed_count == expected.removed_count
 
 
+@pytest.mark.slow
 def test_snapshot_waits_for_diff_refs(fake: FakeGitLab, client: GitLabClient, repo: Path) -> None:
     fake.set_empty_diff_refs(PROJECT, IID, EMPTY_DIFF_REFS_GETS)
     snapshot = client.snapshot(PROJECT, IID)
@@ -313,6 +314,7 @@ def test_unknown_merge_request(client: GitLabClient) -> None:
         client.snapshot(PROJECT, 42)
 
 
+@pytest.mark.slow
 def test_rate_limit_is_retried(client: GitLabClient, fake: FakeGitLab) -> None:
     fake.add_faults("429")
     assert client.bot_username() == "reviewbot"

@@ -128,6 +128,7 @@ def _assert_one_line(result: Result, answer: Answer, url: str) -> None:
     assert answer.expected(url).fullmatch(line[len(prefix) :]), line
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("answer", CASES)
 @pytest.mark.parametrize(
     "args",
@@ -148,6 +149,7 @@ def test_a_command_says_so_in_one_line_and_writes_nothing(
     assert world.gitlab.notes(PROJECT, 1) == [] and world.gitlab.discussions(PROJECT, 1) == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("answer", CASES)
 def test_feedback_sync_says_so_in_one_line(world: World, answer: Answer) -> None:  # noqa: F811
     world.run()  # a review on record, so sync has an MR to read
@@ -156,6 +158,7 @@ def test_feedback_sync_says_so_in_one_line(world: World, answer: Answer) -> None
     _assert_one_line(result, answer, world.gitlab.url)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("answer", CASES)
 def test_doctor_fails_the_gitlab_check_with_that_line(
     world: World,  # noqa: F811
@@ -171,6 +174,7 @@ def test_doctor_fails_the_gitlab_check_with_that_line(
     assert "gitlab token" not in checks  # nothing more is asked of what is not the API
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("answer", CASES)
 def test_the_worker_retries_only_what_may_pass(world: World, answer: Answer) -> None:  # noqa: F811
     head = git(world.repo, "rev-parse", "feature")
@@ -192,6 +196,7 @@ def test_the_worker_retries_only_what_may_pass(world: World, answer: Answer) -> 
     assert world.gitlab.notes(PROJECT, 1) == [] and world.gitlab.discussions(PROJECT, 1) == []
 
 
+@pytest.mark.slow
 def test_a_body_cut_short_once_is_read_again(world: World) -> None:  # noqa: F811
     """A proxy cutting one answer short costs a retry, not the review."""
     world.gitlab.answer_with('[{"id": 1, "head_commit', path_pattern=r"/versions$", times=1)
@@ -202,6 +207,7 @@ def test_a_body_cut_short_once_is_read_again(world: World) -> None:  # noqa: F81
     assert len(versions) == 2
 
 
+@pytest.mark.slow
 def test_an_object_where_a_list_is_answered_is_refused_once(world: World) -> None:  # noqa: F811
     """A wrong shape is not retried: the same URL gives the same answer."""
     world.gitlab.answer_with('{"id": 1}', path_pattern=r"/discussions$")

@@ -65,6 +65,7 @@ def test_a_command_says_so_in_one_line_and_writes_nothing(
     assert world.gitlab.notes(PROJECT, 1) == [] and world.gitlab.discussions(PROJECT, 1) == []
 
 
+@pytest.mark.slow
 def test_feedback_sync_says_so_in_one_line(world: World) -> None:  # noqa: F811
     world.run()  # a review on record, so sync has an MR to read
     world.gitlab.answer_sign_in_page()
@@ -72,6 +73,7 @@ def test_feedback_sync_says_so_in_one_line(world: World) -> None:  # noqa: F811
     _assert_one_line_exit_2(result)
 
 
+@pytest.mark.slow
 def test_doctor_fails_the_gitlab_check_with_that_line(world: World) -> None:  # noqa: F811
     world.gitlab.answer_sign_in_page()
     result = CliRunner().invoke(main, ["doctor", "--json"], env=_env(world))

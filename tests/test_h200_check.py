@@ -9,7 +9,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.deploy_files import SYSTEMD, VLLM, expand_command, read_env_file, read_unit
+
+pytestmark = pytest.mark.slow  # measured: see docs/development.md
 
 ROOT = Path(__file__).parent.parent
 KIT = ROOT / "deploy" / "h200-check"

@@ -21,6 +21,7 @@ from reviewbot.mr import ReviewIncompleteError, RunOptions, require_complete
 from reviewbot.prompts import prompt_version
 from reviewbot.store import Store
 from reviewbot.store.models import Review
+from tests.builders import diff_notes
 from tests.fakes.vllm_server import FakeVLLM, MalformedCalls
 from tests.mr_world import (
     BOT_TOKEN,
@@ -35,6 +36,8 @@ from tests.mr_world import (
 )
 from tests.store_fixtures import store_url  # noqa: F401
 
+pytestmark = pytest.mark.slow  # measured: see docs/development.md
+
 UTIL_WITH_EVAL = UTIL + "\n\ndef parse_any(text):\n    return eval(text)\n"
 
 
@@ -44,14 +47,6 @@ def chat_requests(world: World) -> list[dict]:  # noqa: F811
 
 def prompt_text(request: dict) -> str:
     return json.dumps(request["messages"])
-
-
-def diff_notes(world: World) -> list[dict]:  # noqa: F811
-    return [
-        d["notes"][0]
-        for d in world.gitlab.discussions(PROJECT, 1)
-        if d["notes"][0]["type"] == "DiffNote"
-    ]
 
 
 def summary(world: World) -> str:  # noqa: F811

@@ -145,6 +145,7 @@ def _inside(package: str, names: tuple[str, ...]) -> bool:
     return all(name == package or name.startswith(f"{package}.") for name in names)
 
 
+@pytest.mark.slow
 def test_there_is_no_import_cycle() -> None:
     """Not even through an import inside a function (report/document.py imports report/html.py
     when it writes HTML, so report/html.py must not import report/document.py)."""
@@ -283,6 +284,7 @@ def is_command_module(name: str) -> bool:
     return name == COMMANDS or name.startswith(f"{COMMANDS}.")
 
 
+@pytest.mark.slow
 def test_only_the_commands_import_click_or_rich() -> None:
     offenders = {
         name: sorted(
@@ -296,6 +298,7 @@ def test_only_the_commands_import_click_or_rich() -> None:
     assert {name: found for name, found in offenders.items() if found} == {}
 
 
+@pytest.mark.slow
 def test_nothing_but_the_commands_imports_the_commands() -> None:
     importers = sorted(
         name
@@ -373,6 +376,7 @@ def test_no_module_is_over_the_line_budget() -> None:
     )
 
 
+@pytest.mark.slow
 def test_no_function_is_over_the_line_budget() -> None:
     over = {
         name: lines
@@ -480,6 +484,7 @@ def environment_reads(path: Path) -> set[str]:
     return found
 
 
+@pytest.mark.slow
 def test_the_core_reads_the_environment_only_in_load_settings() -> None:
     readers = {
         name: found

@@ -27,6 +27,8 @@ from reviewbot.store import LearningBook, Store, upgrade
 from tests.mr_world import PROJECT, World, commit_on_feature, world  # noqa: F401
 from tests.test_reply import DEVELOPER, Thread
 
+pytestmark = pytest.mark.slow  # measured: see docs/development.md
+
 NONE_LEARNING = "We compare with == None on purpose in app.py; don't flag it"
 
 

@@ -160,6 +160,7 @@ def test_reasoning_leaked_into_content_is_stripped_in_content_mode() -> None:
     assert reported_lines(result) == RISKY_FINDING_LINES and not result.invalid
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fault", ["http_500", "http_503", "http_429", "disconnect"])
 def test_transient_errors_are_retried(server: FakeVLLM, fault: str) -> None:
     server.add_faults(fault, fault)
@@ -169,6 +170,7 @@ def test_transient_errors_are_retried(server: FakeVLLM, fault: str) -> None:
     assert result.records[-1].retries == 2
 
 
+@pytest.mark.slow
 def test_retries_give_up_with_an_error_that_hides_the_key(server: FakeVLLM) -> None:
     server.add_faults("http_503", "http_503", "http_503")
     (result,) = review(server, max_retries=2)
@@ -193,6 +195,7 @@ def test_real_context_overflow_from_a_small_model_length() -> None:
         assert result.context_overflow and fake.stats.requests == 1
 
 
+@pytest.mark.slow
 def test_an_answer_shortened_by_the_context_is_truncated_never_complete() -> None:
     """Prompt + max_tokens over the context: vLLM 0.32 answers with the room left and
     finish_reason "length" (no 400); the chunk is truncated (re-split), and the error says why."""
@@ -232,6 +235,7 @@ def outcomes(result: ChunkResult) -> list[str]:
     return [record.outcome for record in result.records]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stream", [True, False])
 def test_an_unreadable_call_is_answered_in_the_conversation_and_resent(
     server: FakeVLLM, stream: bool
@@ -272,6 +276,7 @@ def test_a_call_that_does_not_fit_the_schema_is_told_the_field_and_the_rule(
     ]
 
 
+@pytest.mark.slow
 def test_an_answer_that_stays_unreadable_is_a_chunk_error_not_a_review(server: FakeVLLM) -> None:
     server.malformed = MalformedCalls(kinds=("bad_enum",), repair="same")
     (result,) = review(server, max_retries=1)
@@ -284,6 +289,7 @@ def test_an_answer_that_stays_unreadable_is_a_chunk_error_not_a_review(server: F
     assert server.requests[2].get("stream") is not True  # asked again without streaming
 
 
+@pytest.mark.slow
 def test_the_readable_calls_of_an_unreadable_chunk_are_kept(server: FakeVLLM) -> None:
     server.add_faults(*["missing_line"] * 10)  # the first call of every answer lacks `line`
     (result,) = review(server, max_retries=1)
@@ -291,6 +297,7 @@ def test_the_readable_calls_of_an_unreadable_chunk_are_kept(server: FakeVLLM) ->
     assert reported_lines(result) == {12}
 
 
+@pytest.mark.slow
 def test_a_call_left_out_of_the_repair_is_still_unreadable() -> None:
     mistakes = MalformedCalls(kinds=("missing_line",), repair="drop")
     with FakeVLLM(malformed=mistakes) as fake:
@@ -312,6 +319,7 @@ def test_without_repair_turns_an_unreadable_answer_is_asked_again(server: FakeVL
     assert not any(m["role"] == "tool" for r in server.requests for m in r["messages"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("options", "mode"),
     [
@@ -349,6 +357,7 @@ def test_arguments_nested_too_deep_are_an_unreadable_call_not_a_crash(
     assert broken["content"].startswith("Error: arguments are JSON nested deeper than 32 levels")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", TEXT_MODES)
 def test_content_nested_too_deep_is_unreadable_in_the_text_modes(mode: str) -> None:
     with FakeVLLM(**TEXT_MODES[mode]) as fake, runner_for(settings_for(fake)) as client:
@@ -360,6 +369,7 @@ def test_content_nested_too_deep_is_unreadable_in_the_text_modes(mode: str) -> N
     assert outcomes(result) == ["invalid_calls", "repair"] and result.records[-1].mode == mode
 
 
+@pytest.mark.slow
 def test_arguments_that_stay_nested_too_deep_leave_the_chunk_not_reviewed(
     server: FakeVLLM,
 ) -> None:
@@ -389,6 +399,7 @@ def test_an_answer_that_stays_nested_too_deep_is_one_clear_chunk_error(
     assert server.base_url in result.error and "\n" not in result.error
 
 
+@pytest.mark.slow
 def test_json_content_that_is_no_findings_object_is_unreadable_not_no_findings() -> None:
     """D9: in the content mode an answer `42` (valid JSON, no findings object) said "no
     findings"; it is an unreadable answer, told so, and resent (issue 17)."""
@@ -405,6 +416,7 @@ def test_json_content_that_is_no_findings_object_is_unreadable_not_no_findings()
     assert 'must be an object with a "findings" list' in told
 
 
+@pytest.mark.slow
 def test_json_content_that_stays_no_findings_object_is_a_chunk_error() -> None:
     fake = FakeVLLM(**TEXT_MODES["content"])
     with fake, runner_for(settings_for(fake, max_retries=1)) as client:
@@ -451,6 +463,7 @@ def context_for_one_answer(server: FakeVLLM, max_output_tokens: int) -> int:
     return prompt + max_output_tokens + 8
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("backend", "limit_from"), [("vllm", "server"), ("openai-compatible", "request")]
 )
@@ -498,6 +511,7 @@ def test_empty_tool_calls_stream_is_retried_without_streaming(server: FakeVLLM) 
     assert server.requests[-1].get("stream") is not True
 
 
+@pytest.mark.slow
 def test_hang_times_out_and_is_retried(server: FakeVLLM) -> None:
     server.add_faults("hang")
     (result,) = review(server, request_timeout_s=0.3)
@@ -597,6 +611,7 @@ def test_a_stream_that_did_not_arrive_whole_is_retried(server: FakeVLLM, fault: 
     assert result.records[-1].retries == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fault", [*LOST_STREAMS, "hang"])
 def test_a_chunk_whose_answer_stays_lost_is_an_error_not_a_clean_review(
     server: FakeVLLM, fault: str
@@ -654,6 +669,7 @@ def test_a_server_error_that_persists_is_one_clear_chunk_error(
     assert server.base_url in result.error and "\n" not in result.error
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("body", "said"),
     [

@@ -110,6 +110,7 @@ def test_a_refused_tool_choice_is_a_mode_refusal_not_a_retried_server_error() ->
     assert [body.get("tool_choice") for body in fake.requests] == ["auto", None, "none"]
 
 
+@pytest.mark.slow
 def test_one_runner_serves_two_reviews_at_once_within_its_limit() -> None:
     results: dict[int, list[ChunkResult]] = {}
     with FakeVLLM(latency=LatencyModel(ttft_base_s=0.02)) as fake:
@@ -137,6 +138,7 @@ def test_one_runner_serves_two_reviews_at_once_within_its_limit() -> None:
         assert paths == {f"src/t{thread}_{i}.py" for i in range(CHUNKS_PER_REVIEW)}
 
 
+@pytest.mark.slow
 def test_a_review_can_ask_for_less_concurrency_than_the_runner() -> None:
     share = 1  # a worker's per-job share
     fake = FakeVLLM(latency=LatencyModel(ttft_base_s=0.02))
@@ -158,6 +160,7 @@ def test_model_from_settings_picks_the_backend(tmp_path) -> None:
         Settings(llm_backend="ollama", database_url=database)
 
 
+@pytest.mark.slow
 def test_the_pipeline_does_not_import_the_model_transport() -> None:
     code = (
         "import sys, reviewbot.review, reviewbot.chunking\n"
@@ -178,6 +181,7 @@ def test_the_settings_own_their_defaults_and_import_no_model_code() -> None:
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
+@pytest.mark.slow
 def test_the_model_package_loads_no_transport_nor_runner() -> None:
     code = (
         "import sys, reviewbot.llm\n"

@@ -67,6 +67,7 @@ def slo(report: dict[str, Any]) -> dict[str, bool]:
 # --- against the fake ------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_fast_server_meets_the_slo() -> None:
     with FakeVLLM(latency=FAST) as server:
         code, report, _ = loadtest(
@@ -97,6 +98,7 @@ def test_a_fast_server_meets_the_slo() -> None:
     assert "Diff to review: part 1 of 1" in bodies[0]["messages"][-1]["content"]
 
 
+@pytest.mark.slow
 def test_slow_decoding_misses_the_slo_with_exit_3() -> None:
     with FakeVLLM(latency=SLOW_DECODE) as server:
         code, report, _ = loadtest(
@@ -111,6 +113,7 @@ def test_slow_decoding_misses_the_slo_with_exit_3() -> None:
     assert report["decode_tokens_per_s"]["p50"] < 150
 
 
+@pytest.mark.slow
 def test_a_slow_first_token_misses_the_ttft_slo() -> None:
     with FakeVLLM(latency=FAST) as server:
         code, report, _ = loadtest(
@@ -125,6 +128,7 @@ def test_a_slow_first_token_misses_the_ttft_slo() -> None:
     assert code == 3 and slo(report)["ttft_p95_ms"] is False
 
 
+@pytest.mark.slow
 def test_ttft_waits_for_the_first_output_not_the_role_event() -> None:
     """TTFT is taken at the first streamed byte of content, reasoning or a tool call: vLLM's
     role-only first event (``"content": ""``) does not count, so the parser's wait after it
@@ -148,6 +152,7 @@ def test_ttft_waits_for_the_first_output_not_the_role_event() -> None:
     assert code == 3 and slo(report)["ttft_p95_ms"] is False
 
 
+@pytest.mark.slow
 def test_errors_count_against_the_error_rate() -> None:
     with FakeVLLM(tool_parser=False) as server:
         code, report, _ = loadtest(server, "--synthetic", "300", "--requests", "3")
@@ -157,6 +162,7 @@ def test_errors_count_against_the_error_rate() -> None:
     assert "--enable-auto-tool-choice" in report["first_errors"][0]
 
 
+@pytest.mark.slow
 def test_open_loop_sends_poisson_arrivals() -> None:
     with FakeVLLM(latency=FAST) as server:
         code, report, _ = loadtest(
@@ -169,6 +175,7 @@ def test_open_loop_sends_poisson_arrivals() -> None:
     assert report["load"]["rate_per_s"] == 50.0
 
 
+@pytest.mark.slow
 def test_ttft_is_reported_by_queue_position() -> None:
     with FakeVLLM(latency=LatencyModel(ttft_base_s=0.01, max_num_seqs=1)) as server:
         _, report, _ = loadtest(
@@ -180,6 +187,7 @@ def test_ttft_is_reported_by_queue_position() -> None:
     assert all(row["p95_ms"] >= row["p50_ms"] > 0 for row in rows)
 
 
+@pytest.mark.slow
 def test_cache_reuse_comes_from_cached_tokens() -> None:
     # one at a time: every request after the first finds the tools and system prompt cached
     with FakeVLLM(latency=FAST) as server:
@@ -196,6 +204,7 @@ def test_cache_reuse_comes_from_cached_tokens() -> None:
     assert report["prefix_cache_hit_rate"] is None
 
 
+@pytest.mark.slow
 def test_a_git_range_is_replayed_as_its_review_would_send_it(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo")
     with FakeVLLM(latency=FAST) as server:
@@ -218,6 +227,7 @@ def test_a_git_range_is_replayed_as_its_review_would_send_it(tmp_path: Path) -> 
     assert any("main...feature (load test pass 2)" in diff for diff in diffs)
 
 
+@pytest.mark.slow
 def test_a_directory_of_diffs(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo")
     diffs = tmp_path / "diffs"
@@ -264,6 +274,7 @@ def test_an_unreachable_server_is_one_line_and_exit_1() -> None:
     assert result.exit_code == 1 and "cannot reach the model server" in result.stderr
 
 
+@pytest.mark.slow
 def test_the_table_for_people() -> None:
     with FakeVLLM(latency=FAST) as server:
         env = {"REVIEWBOT_CONFIG": "", "REVIEWBOT_LLM_BASE_URL": server.base_url}
@@ -398,6 +409,7 @@ def test_an_open_loop_stops_at_its_duration_even_before_the_first_arrival() -> N
     assert run.samples == []
 
 
+@pytest.mark.slow
 def test_each_replayed_review_has_its_own_session_key() -> None:
     """Behind vllm-router's consistent_hash, the load spreads over the boxes as reviews do:
     the chunks of one replayed review share a key, the next review has another."""

@@ -18,7 +18,7 @@ from reviewbot.commands import main
 from tests.fakes.vllm_server import LatencyModel
 from tests.router_pool import NO_ROUTER_REASON, ROUTER_BINARY, RouterPool, router_pool
 
-pytestmark = pytest.mark.skipif(ROUTER_BINARY is None, reason=NO_ROUTER_REASON)
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(ROUTER_BINARY is None, reason=NO_ROUTER_REASON)]
 
 FAST = LatencyModel(ttft_base_s=0.01, decode_s_per_token=0.001, max_num_seqs=4)
 SMALL_DIFF_TOKENS = 300

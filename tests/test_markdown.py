@@ -26,6 +26,7 @@ from reviewbot.markdown import (
 )
 from reviewbot.weburl import web_url
 from tests.hostile_text import SCRIPT_URLS, hostile_text, hostile_url
+from tests.hypothesis_profiles import examples
 
 
 def lines_of(text: str) -> list[str]:
@@ -134,7 +135,7 @@ MARKDOWN_TOKENS = [*"/@<>!-`~ \t\n\r\\&#|[]()ab1_.\u2028", "<!--", "```", "@all"
 MARKDOWNISH = st.lists(st.sampled_from(MARKDOWN_TOKENS), max_size=150).map("".join)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(text=MARKDOWNISH, max_chars=st.integers(min_value=0, max_value=400))
 def test_sanitize_properties(text: str, max_chars: int) -> None:
     out = sanitize_markdown(text, max_chars=max_chars)
@@ -144,7 +145,7 @@ def test_sanitize_properties(text: str, max_chars: int) -> None:
         assert not line.startswith("/")
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(text=MARKDOWNISH, max_chars=st.integers(min_value=1, max_value=200))
 def test_title_properties(text: str, max_chars: int) -> None:
     title = sanitize_title(text, max_chars=max_chars)
@@ -171,7 +172,7 @@ RENDERED_MENTION = re.compile(r"(?<![A-Za-z0-9])@[A-Za-z0-9_]")
 
 @example(text="@\\_", max_chars=3)  # once rendered as the mention "@_"
 @example(text="see @\\_team", max_chars=200)
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     text=st.lists(st.sampled_from(RENDER_TOKENS), max_size=150).map("".join),
     max_chars=st.integers(min_value=0, max_value=400),
@@ -263,7 +264,7 @@ def test_link_cell_links_only_to_web_addresses(url: str) -> None:
 
 
 @example(text="group/app\\", url="https://gitlab.example.com/x")  # "\]" ended no link
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(text=hostile_text, url=st.none() | hostile_url)
 def test_table_cells_stay_one_inert_cell(text: str, url: str | None) -> None:
     """Any text in a cell is one cell, with no HTML, image, mention or link of its own (nor a

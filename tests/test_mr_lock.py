@@ -63,6 +63,7 @@ def test_one_holder_at_a_time_and_other_mrs_are_free(migrated_store: Store) -> N
         assert after  # released at the end of the block
 
 
+@pytest.mark.slow
 def test_a_killed_holder_frees_the_mr_at_once(
     migrated_store: Store,  # noqa: F811
     child_holding: subprocess.Popen[str],

@@ -5,6 +5,8 @@ on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+import pytest
+
 from reviewbot.comments import parse_marker
 from reviewbot.store import Store
 from tests.mr_world import (
@@ -13,6 +15,8 @@ from tests.mr_world import (
     world,  # noqa: F401
 )
 from tests.store_fixtures import store_url  # noqa: F401
+
+pytestmark = pytest.mark.slow  # measured: see docs/development.md
 
 SUMMARY_MARKER = "<!-- reviewbot:summary -->"
 LOST_NOTE = "held none of reviewbot's earlier comments"

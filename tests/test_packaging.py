@@ -8,7 +8,11 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pytest
+
 from tests.installed.artifacts import copy_checkout
+
+pytestmark = pytest.mark.slow  # measured: see docs/development.md
 
 ROOT = Path(__file__).parent.parent
 

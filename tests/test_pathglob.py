@@ -25,6 +25,7 @@ from reviewbot.rules.pathglob import (
     glob_problem,
 )
 from reviewbot.rules.ruleset import RuleSource, parse_yaml_rules
+from tests.hypothesis_profiles import examples
 
 HOSTILE_SEGMENTS = "**/" * 12 + "x?"  # 12 `**/`: the old regex nests 12 `(?:[^/]*/)*`
 HOSTILE_STARS = "*a" * 12 + "b*"  # 12 `[^/]*a`, and no "b" in the path
@@ -93,8 +94,9 @@ small_globs = st.text(alphabet="ab./*?[]!^-\\\n", max_size=8)
 small_paths = st.text(alphabet="ab./-\n", max_size=10)
 
 
+@pytest.mark.slow
 @given(small_globs, small_paths)
-@settings(max_examples=SMALL_EXAMPLES, deadline=None)
+@settings(max_examples=examples(SMALL_EXAMPLES), deadline=None)
 @example("**/a", "b/a")
 @example("a/**", "a/")
 @example("a**b", "a/x/b")
@@ -114,11 +116,12 @@ def test_the_automaton_answers_as_the_regular_expression_did(glob: str, path: st
     assert glob_matches(glob, path) is expected
 
 
+@pytest.mark.slow
 @given(
     st.lists(st.sampled_from(["**/", "*", "**", "?", "a", "b", "/", "[ab]", "[!a]"]), max_size=6),
     st.lists(st.sampled_from(["a", "b", "/", "ab", "ba/"]), max_size=6),
 )
-@settings(max_examples=SMALL_EXAMPLES, deadline=None)
+@settings(max_examples=examples(SMALL_EXAMPLES), deadline=None)
 def test_globs_built_of_wildcards_answer_as_the_regular_expression_did(
     parts: list[str], pieces: list[str]
 ) -> None:

@@ -20,21 +20,13 @@ from reviewbot.store.models import LLMCall as LLMCallRow
 from reviewbot.store.models import Review as ReviewRow
 from reviewbot.store.percentile_queries import calls_in, percentiles
 from reviewbot.store.report_queries import ReportScope, utc_day
+from tests.builders import MONDAY, FakeClock
 from tests.store_fixtures import migrated_store, store_url  # noqa: F401
-from tests.test_report import Clock
 from tests.test_report import _review as record_review
 
-MONDAY = datetime(2026, 3, 9, tzinfo=UTC)
 WEEK = ReportScope(MONDAY, MONDAY + timedelta(days=7))
 SIZES = (1, 2, 3, 19, 20, 21, 39, 40, 41, 99, 100, 101, 1000)
 SEED = 25
-
-
-@pytest.fixture
-def clocked(migrated_store: Store) -> tuple[Store, Clock]:  # noqa: F811
-    """The migrated store, whose reviews start when :func:`_review` sets its clock."""
-    clock = Clock(MONDAY)
-    return Store(migrated_store.engine, clock=clock), clock
 
 
 def nearest_rank(values: Sequence[float], fraction: Fraction) -> float:
@@ -44,7 +36,7 @@ def nearest_rank(values: Sequence[float], fraction: Fraction) -> float:
 
 
 def _review(
-    clocked: tuple[Store, Clock], started: datetime, ttfts: Sequence[float | None], iid: int
+    clocked: tuple[Store, FakeClock], started: datetime, ttfts: Sequence[float | None], iid: int
 ) -> None:
     store, clock = clocked
     record_review(store, clock, started, iid=iid, ttfts=tuple(ttfts))
@@ -65,7 +57,8 @@ def _expected(values: Sequence[float]) -> tuple[float, float, int]:
     )
 
 
-def test_edges_per_day_equal_the_nearest_rank_definition(clocked: tuple[Store, Clock]) -> None:
+@pytest.mark.slow
+def test_edges_per_day_equal_the_nearest_rank_definition(clocked: tuple[Store, FakeClock]) -> None:
     days = {
         "2026-03-09": [250.0],  # one call: it is p50 and p95
         "2026-03-10": [300.0, 100.0],  # two values: p50 the first, p95 the second
@@ -86,7 +79,7 @@ def test_edges_per_day_equal_the_nearest_rank_definition(clocked: tuple[Store, C
     assert _ttft(clocked[0], WEEK, by_day=False) == [_expected(everything)]
 
 
-def test_an_empty_window_has_no_percentiles(clocked: tuple[Store, Clock]) -> None:
+def test_an_empty_window_has_no_percentiles(clocked: tuple[Store, FakeClock]) -> None:
     _review(clocked, MONDAY - timedelta(hours=1), [100.0], iid=1)  # the week before
     assert _ttft(clocked[0], WEEK, by_day=False) == []
     assert _ttft(clocked[0], WEEK, by_day=True) == []
@@ -94,7 +87,7 @@ def test_an_empty_window_has_no_percentiles(clocked: tuple[Store, Clock]) -> Non
 
 @pytest.mark.parametrize("size", SIZES)
 def test_any_size_equals_the_nearest_rank_definition(
-    clocked: tuple[Store, Clock], size: int
+    clocked: tuple[Store, FakeClock], size: int
 ) -> None:
     rng = random.Random(SEED + size)
     values = [float(rng.randint(1, size)) for _ in range(size)]  # ties at every size

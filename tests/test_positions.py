@@ -14,6 +14,7 @@ import hashlib
 import re
 from dataclasses import dataclass
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -22,6 +23,7 @@ from reviewbot.findings import AnchorKind, Category, Finding, Severity
 from reviewbot.mergerequest import DiffRefs
 from reviewbot.positions import diff_link, line_code, line_code_for, note_position, position_for
 from tests.fakes.gitlab_server import parse_diff_lines
+from tests.hypothesis_profiles import examples
 
 REFS = DiffRefs("b" * 40, "s" * 40, "h" * 40)
 WEB_URL = "https://gitlab.example.com/group/app/-/merge_requests/1"
@@ -116,8 +118,9 @@ def counters(hunk: Hunk) -> list[tuple[int, int]]:
     return pairs
 
 
+@pytest.mark.slow
 @given(gitlab_files())
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 def test_every_line_is_addressed_by_the_numbers_of_its_kind(case: Case) -> None:
     for line in case.file.lines():
         position = position_for(case.file, line.side, line.number)
@@ -143,8 +146,9 @@ def line_addressed(file: FileDiff, old_line: int | None, new_line: int | None) -
     return None if old_line is None else file.line_at(Side.OLD, old_line)
 
 
+@pytest.mark.slow
 @given(gitlab_files())
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 def test_a_position_leads_back_to_its_line(case: Case) -> None:
     for line in case.file.lines():
         position = note_position(REFS, case.file, finding_on(case.file, line.side, line.number))
@@ -158,8 +162,9 @@ def test_a_position_leads_back_to_its_line(case: Case) -> None:
         assert found is line
 
 
+@pytest.mark.slow
 @given(gitlab_files())
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 def test_line_codes_are_sha1_of_the_new_path_and_gitlabs_counters(case: Case) -> None:
     digest = hashlib.sha1(case.file.new_path.encode("utf-8")).hexdigest()
     fake_lines = parse_diff_lines(case.diff)
@@ -179,8 +184,9 @@ def test_line_codes_are_sha1_of_the_new_path_and_gitlabs_counters(case: Case) ->
         assert line_code_for(case.file, line.side, line.number) == expected
 
 
+@pytest.mark.slow
 @given(gitlab_files(), st.data())
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 def test_a_range_names_both_ends_by_line_code(case: Case, data: st.DataObject) -> None:
     side = data.draw(st.sampled_from(list(Side)))
     shown = sorted({line.number_on(side) for line in case.file.lines()} - {None})
@@ -206,8 +212,9 @@ def test_a_range_names_both_ends_by_line_code(case: Case, data: st.DataObject) -
                 )
 
 
+@pytest.mark.slow
 @given(gitlab_files(), st.sampled_from(list(Side)), st.integers(1, 500))
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 def test_a_line_the_diff_does_not_show_keeps_the_number_it_was_given(
     case: Case, side: Side, number: int
 ) -> None:
@@ -222,7 +229,7 @@ def test_a_line_the_diff_does_not_show_keeps_the_number_it_was_given(
 
 
 @given(gitlab_files())
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 def test_a_link_points_at_the_line_code(case: Case) -> None:
     for line in case.file.lines():
         finding = finding_on(case.file, line.side, line.number)

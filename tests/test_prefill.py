@@ -117,18 +117,21 @@ def large_review_then_a_small_one(
         return prefill_order(server, small.prompt_tokens or 0)
 
 
+@pytest.mark.slow
 def test_a_small_review_is_prefilled_after_at_most_one_large_chunk_of_another() -> None:
     order = large_review_then_a_small_one(1.5, arrived_before_small=1)
     assert order.index("small") == 1, order  # one large prefill ahead of it, not four
     assert order.count("large") == 4
 
 
+@pytest.mark.slow
 def test_without_the_limit_the_small_review_waits_for_every_large_chunk() -> None:
     # The behaviour the limit exists for: vLLM serves prefills first come first served.
     order = large_review_then_a_small_one(0, arrived_before_small=4)
     assert order == ["large", "large", "large", "large", "small"]
 
 
+@pytest.mark.slow
 def test_small_chunks_still_decode_together() -> None:
     """The limit holds back prefills only: a chunk that has its first token no longer counts,
     so chunks much smaller than the limit all run at once."""
@@ -144,6 +147,7 @@ def test_small_chunks_still_decode_together() -> None:
     assert server.stats.peak_awaiting_first_token <= 2
 
 
+@pytest.mark.slow
 def test_without_a_stream_a_chunk_holds_its_share_until_its_answer() -> None:
     # Only a stream shows the first token; a whole answer is the first sign the prefill ended.
     with (
@@ -156,6 +160,7 @@ def test_without_a_stream_a_chunk_holds_its_share_until_its_answer() -> None:
     assert server.stats.peak_in_flight == 1
 
 
+@pytest.mark.slow
 def test_a_request_of_unknown_size_is_not_held_back() -> None:
     latency = LatencyModel(prefill_tokens_per_s=2_000, prefill_in_turn=True)
     with (
@@ -167,6 +172,7 @@ def test_a_request_of_unknown_size_is_not_held_back() -> None:
     assert server.stats.peak_awaiting_first_token >= 2  # sent together, not one at a time
 
 
+@pytest.mark.slow
 def test_the_review_pipeline_gives_each_chunk_its_prompt_size() -> None:
     """``review_files`` sizes every request (overhead + the chunk's tokens) close to what the
     server counted, and with a limit of one token the server prefills one chunk at a time."""
@@ -252,6 +258,7 @@ def test_a_negative_limit_is_refused() -> None:
         runner_for(LLMSettings(prefill_tokens_per_review=-1))
 
 
+@pytest.mark.slow
 def test_results_are_unchanged_by_the_limit() -> None:
     with FakeVLLM() as server:
         outcomes: list[list[ChunkResult]] = []
@@ -274,6 +281,7 @@ def test_the_setting_reaches_the_model_client_and_a_bad_value_is_one_clear_error
         load_settings(env={"REVIEWBOT_LLM_PREFILL_TOKENS_PER_REVIEW": "64k"})
 
 
+@pytest.mark.slow
 def test_the_fake_prefills_in_turn_only_when_asked() -> None:
     for in_turn in (False, True):
         latency = LatencyModel(prefill_tokens_per_s=2_000, prefill_in_turn=in_turn)

@@ -140,6 +140,7 @@ def test_discussions_post_once_and_the_summary_is_edited_in_place(mr: MergeReque
     assert f"{len(findings)} finding(s), {len(findings)} posted inline" in summary["body"]
 
 
+@pytest.mark.slow
 def test_position_gitlab_refuses_is_listed_in_the_summary(mr: MergeRequest) -> None:
     [good] = findings_on(mr.snapshot(), ("eval(",))
     fields = {name: getattr(good, name) for name in Finding.__slots__}
@@ -171,6 +172,7 @@ def test_threads_whose_line_changed_are_resolved(mr: MergeRequest) -> None:
 # drafts
 
 
+@pytest.mark.slow
 def test_drafts_are_published_in_one_go_and_dropped_ones_reported(mr: MergeRequest) -> None:
     findings = findings_on(mr.snapshot())
     fields = {name: getattr(findings[0], name) for name in Finding.__slots__}

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 from sqlalchemy import create_engine, func, select, update
@@ -24,6 +24,7 @@ from reviewbot.queue import (
 from reviewbot.store import RecordNotFound, Store
 from reviewbot.store.job_queries import mr_lock_key
 from reviewbot.store.models import Job as JobRow
+from tests.builders import FakeClock
 from tests.store_fixtures import migrated_store, store_url  # noqa: F401
 
 PROJECT = "group/app"
@@ -34,28 +35,6 @@ BACKOFF_BASE_S = 10.0
 BACKOFF_MAX_S = 1000.0
 THREADS = 4
 MR_COUNT = 20
-START = datetime(2026, 1, 5, 9, 30, tzinfo=UTC)
-
-
-class FakeClock:
-    """A thread-safe clock the test moves by hand."""
-
-    def __init__(self, start: datetime) -> None:
-        self.now = start
-        self._lock = threading.Lock()
-
-    def __call__(self) -> datetime:
-        with self._lock:
-            return self.now
-
-    def advance(self, seconds: float) -> None:
-        with self._lock:
-            self.now += timedelta(seconds=seconds)
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock(START)
 
 
 @pytest.fixture
@@ -97,6 +76,7 @@ def _claim(queue: JobQueue, worker_id: str = "w1") -> Job:
 # -- enqueue ----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_enqueue_stores_the_job(queue: JobQueue, clock: FakeClock) -> None:
     result = _enqueue(queue, dedupe_key="delivery-1", payload={"event": "open"}, max_attempts=3)
     job = queue.get(result.job_id)
@@ -289,6 +269,7 @@ def test_job_whose_workers_keep_dying_ends_failed(queue: JobQueue, clock: FakeCl
     assert "lease expired" in (job.error or "")
 
 
+@pytest.mark.slow
 def test_concurrent_claims_take_each_job_once(
     queue: JobQueue, queue_factory: Callable[[], JobQueue]
 ) -> None:
@@ -384,6 +365,7 @@ def test_retryable_failures_back_off_then_fail(queue: JobQueue, clock: FakeClock
     assert queue.claim("w1", LEASE_S) is None
 
 
+@pytest.mark.slow
 def test_backoff_is_capped(queue: JobQueue, clock: FakeClock) -> None:
     _enqueue(queue, max_attempts=20)
     for _ in range(12):
@@ -427,6 +409,7 @@ def test_settling_unknown_job_raises_record_not_found(queue: JobQueue) -> None:
 # -- operators ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_cancel_for_mr_cancels_queued_jobs_only(queue: JobQueue) -> None:
     _enqueue(queue, mr_iid=1, head_sha=HEAD_A)
     running = _claim(queue)
@@ -439,6 +422,7 @@ def test_cancel_for_mr_cancels_queued_jobs_only(queue: JobQueue) -> None:
     assert queue.get(other.job_id).status == "queued"
 
 
+@pytest.mark.slow
 def test_cancel_a_running_job_takes_its_lease(queue: JobQueue) -> None:
     _enqueue(queue)
     job = _claim(queue)

@@ -39,6 +39,7 @@ from reviewbot.webhook.payloads import parse_reply_command
 from reviewbot.webhook.server import create_app
 from reviewbot.window import Window
 from reviewbot.worker import Worker
+from tests.hypothesis_profiles import examples
 from tests.mr_world import (  # noqa: F401
     BOT_TOKEN,
     FEATURE_APP,
@@ -47,6 +48,8 @@ from tests.mr_world import (  # noqa: F401
     commit_on_feature,
     world,
 )
+
+pytestmark = pytest.mark.slow  # measured: see docs/development.md
 
 SECRET = "reply-secret"
 BOT = "reviewbot"
@@ -136,8 +139,10 @@ class Thread:
         self.store.close()
 
 
-@pytest.fixture
-def thread(world: World) -> Iterator[Thread]:  # noqa: F811
+@pytest.fixture(name="thread")
+def thread_fixture(world: World) -> Iterator[Thread]:  # noqa: F811
+    """The bot's thread on the ``== None`` line of MR !1, after a review (other modules import
+    it as ``thread_fixture``, so that their tests' ``thread`` shadows no import)."""
     world.run()
     opened = Thread(world, "== None")
     yield opened
@@ -414,7 +419,7 @@ def test_the_fake_accepts_a_reply_suggestion_only_on_the_latest_version(thread: 
 
 
 @given(st.text(max_size=200))
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 def test_any_note_parses_to_a_known_reply_command_or_none(note: str) -> None:
     assert parse_reply_command(note, BOT) in {None, "ask", "explain", "fix", "ignore"}
 

@@ -21,7 +21,16 @@ from reviewbot.learnings.teaching import add_learning, project_learnings
 from reviewbot.queue import WORKER_LOST_ON_LAST_ATTEMPT
 from reviewbot.store.models import Job as JobRow
 from tests.mr_world import PROJECT, World, world  # noqa: F401
-from tests.test_reply import DEVELOPER, EXPIRED_LEASE_S, REPORTER, THREAD_NOTES, Thread
+from tests.test_reply import (  # noqa: F401 - thread_fixture is the fixture `thread`
+    DEVELOPER,
+    EXPIRED_LEASE_S,
+    REPORTER,
+    THREAD_NOTES,
+    Thread,
+    thread_fixture,
+)
+
+pytestmark = pytest.mark.slow  # measured: see docs/development.md
 
 RULES = """rules:
   - name: none-checks
@@ -122,14 +131,6 @@ def test_an_answer_gets_no_learnings_past_their_budget(world: World) -> None:  #
 
 
 # -- a reply job that ends for good settles its reply ---------------------------------------
-
-
-@pytest.fixture
-def thread(world: World) -> Iterator[Thread]:  # noqa: F811
-    world.run()
-    opened = Thread(world, "== None")
-    yield opened
-    opened.close()
 
 
 def set_last_attempt(thread: Thread, job_id: int) -> None:

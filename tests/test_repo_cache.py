@@ -74,6 +74,7 @@ def host(tmp_path: Path) -> Iterator[Host]:
         )
 
 
+@pytest.mark.slow
 def test_a_commit_is_fetched_by_sha_into_a_bare_clone(host: Host) -> None:
     cache = host.cache()
     view = cache.view(host.remote(), host.head)
@@ -86,6 +87,7 @@ def test_a_commit_is_fetched_by_sha_into_a_bare_clone(host: Host) -> None:
     view.close()
 
 
+@pytest.mark.slow
 def test_a_second_run_at_the_same_sha_makes_no_fetch(host: Host) -> None:
     host.cache().view(host.remote(), host.head).close()
     again = host.cache()  # another process on the host
@@ -99,6 +101,7 @@ def test_a_second_run_at_the_same_sha_makes_no_fetch(host: Host) -> None:
     base.close()
 
 
+@pytest.mark.slow
 def test_threads_fetching_one_project_at_once_make_one_fetch(host: Host) -> None:
     caches = [host.cache() for _ in range(RACERS)]
     start = threading.Barrier(RACERS)
@@ -126,6 +129,7 @@ def _fetch_in_a_process(cache_dir: str, url: str, sha: str, done: multiprocessin
     view.close()
 
 
+@pytest.mark.slow
 def test_processes_fetching_one_project_at_once_make_one_fetch(host: Host) -> None:
     context = multiprocessing.get_context("spawn")
     done = context.Queue()
@@ -141,6 +145,7 @@ def test_processes_fetching_one_project_at_once_make_one_fetch(host: Host) -> No
     assert host.gitlab.git_fetches() == 1
 
 
+@pytest.mark.slow
 def test_the_least_recently_used_clone_is_evicted_at_the_cap(host: Host) -> None:
     warm = host.cache()
     for project in ("group/app", "group/two"):
@@ -154,6 +159,7 @@ def test_the_least_recently_used_clone_is_evicted_at_the_cap(host: Host) -> None
     assert cache_size(host.cache_dir) <= capped.max_bytes
 
 
+@pytest.mark.slow
 def test_a_clone_in_use_is_never_evicted(host: Host) -> None:
     cache = host.cache()
     reading = cache.view(host.remote("group/app"), host.head)  # held open: in use
@@ -198,6 +204,7 @@ def recorded_git_command_lines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     return log
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("userinfo", "token"),
     [(f"oauth2:{BOT_TOKEN}@", None), ("someone:s3cret-pass@", BOT_TOKEN)],
@@ -243,6 +250,7 @@ def test_a_refused_token_is_one_line_that_never_shows_it(host: Host) -> None:
     assert host.gitlab.git_requests  # GitLab was asked, and said 401
 
 
+@pytest.mark.slow
 def test_a_fetch_killed_at_its_timeout_leaves_a_clone_the_next_fetch_can_use(
     host: Host,
 ) -> None:
@@ -262,6 +270,7 @@ def client(host: Host) -> GitLabClient:
     return GitLabClient(GitLabSettings(url=host.gitlab.url, token=BOT_TOKEN, max_retries=0))
 
 
+@pytest.mark.slow
 def test_a_fetch_that_hangs_falls_back_to_the_api_with_one_warning(host: Host) -> None:
     host.gitlab.stall_git()
     warnings: list[str] = []
@@ -301,6 +310,7 @@ def test_the_cache_off_reads_the_api(host: Host) -> None:
     assert source.kinds == {host.head: SourceKind.API} and host.gitlab.git_requests == []
 
 
+@pytest.mark.slow
 def test_a_run_reads_every_file_from_one_fetch_and_a_rerun_fetches_nothing(world: World) -> None:
     first = world.run()
     raw = [path for _, path in world.gitlab.requests if "/repository/files/" in path]
@@ -311,6 +321,7 @@ def test_a_run_reads_every_file_from_one_fetch_and_a_rerun_fetches_nothing(world
     assert again.warnings == [] and world.gitlab.git_fetches() == fetched
 
 
+@pytest.mark.slow
 def test_a_run_whose_fetch_hangs_is_reviewed_through_the_api_and_says_so(world: World) -> None:
     world.gitlab.stall_git()
     report = world.run(repo_fetch_timeout_s=SHORT_TIMEOUT_S)

@@ -88,6 +88,7 @@ def test_each_path_is_read_once_per_commit(origin: Path) -> None:
     assert api.asked == [(head, ("app.py", "gone.py")), (head, ("util.py",)), (base, ("app.py",))]
 
 
+@pytest.mark.slow
 def test_a_shallow_clone_fetches_a_commit_it_lacks_once(origin: Path, tmp_path: Path) -> None:
     shallow = clone(origin, tmp_path / "shallow", "--depth", "1", "--branch", "main")
     head = git(origin, "rev-parse", "feature")
@@ -104,6 +105,7 @@ def test_a_shallow_clone_fetches_a_commit_it_lacks_once(origin: Path, tmp_path: 
     assert checkout.sources[base] is CommitSource.LOCAL
 
 
+@pytest.mark.slow
 def test_a_commit_that_cannot_be_fetched_is_read_through_the_api(
     origin: Path, tmp_path: Path
 ) -> None:

@@ -25,6 +25,7 @@ from reviewbot.repo.tools import RepositoryTools, ToolLimits
 from reviewbot.repo.tree import Tree, checked_path
 from reviewbot.repo.view import Entry, EntryKind, PathRefused, RepositoryView
 from tests.fakes.gitlab_server import FakeGitLab
+from tests.hypothesis_profiles import examples
 from tests.mr_world import BOT_TOKEN, git, init_repo
 
 PROJECT = "group/tree"
@@ -92,6 +93,7 @@ def expected_kinds() -> dict[str, EntryKind]:
     return kinds
 
 
+@pytest.mark.slow
 def test_the_api_view_lists_the_whole_tree_across_keyset_pages(served) -> None:
     gitlab, client, _repo, sha = served
     view = ApiView(client, PROJECT_ID, sha)
@@ -103,6 +105,7 @@ def test_the_api_view_lists_the_whole_tree_across_keyset_pages(served) -> None:
     assert len(tree_requests(gitlab)) == 3  # listed once
 
 
+@pytest.mark.slow
 def test_a_gitlab_that_answers_offset_pages_is_read_whole_too(served) -> None:
     gitlab, client, _repo, sha = served
     gitlab.tree_keyset = False
@@ -111,6 +114,7 @@ def test_a_gitlab_that_answers_offset_pages_is_read_whole_too(served) -> None:
     assert len(tree_requests(gitlab)) == 3  # the Link header's next page, followed
 
 
+@pytest.mark.slow
 def test_the_git_view_lists_the_same_tree_from_the_object_database(served) -> None:
     _gitlab, _client, repo, sha = served
     (repo / "src" / "main.py").write_text("changed in the working tree, not committed\n")
@@ -119,6 +123,7 @@ def test_the_git_view_lists_the_same_tree_from_the_object_database(served) -> No
     assert view.read_bytes("src/main.py") == b"print('main')\n"  # the commit's, not the file's
 
 
+@pytest.mark.slow
 def test_reading_a_file_through_the_api_lists_only_its_folder(served) -> None:
     gitlab, client, _repo, sha = served
     view = ApiView(client, PROJECT_ID, sha)
@@ -135,6 +140,7 @@ def views(served) -> dict[str, RepositoryView]:
     return {"api": ApiView(client, PROJECT_ID, sha), "git": GitTreeView(repo, sha)}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("source", ["api", "git"])
 def test_a_symlink_is_listed_as_one_and_never_read(served, source: str) -> None:
     view = views(served)[source]
@@ -142,6 +148,7 @@ def test_a_symlink_is_listed_as_one_and_never_read(served, source: str) -> None:
         view.read_bytes("link.txt")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("source", ["api", "git"])
 def test_a_submodule_is_never_entered(served, source: str) -> None:
     view = views(served)[source]
@@ -151,6 +158,7 @@ def test_a_submodule_is_never_entered(served, source: str) -> None:
         view.read_bytes("vendor/lib/setup.py")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("source", ["api", "git"])
 def test_a_file_that_is_not_there_is_refused_with_the_commit(served, source: str) -> None:
     sha = served[3]
@@ -158,6 +166,7 @@ def test_a_file_that_is_not_there_is_refused_with_the_commit(served, source: str
         views(served)[source].read_bytes("src/gone.py")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("source", ["api", "git"])
 @pytest.mark.parametrize("path", HOSTILE_PATHS)
 def test_no_path_leaves_the_tree(served, source: str, path: str) -> None:
@@ -185,7 +194,7 @@ ENTRIES = [
 ]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.text(max_size=40))
 def test_any_path_is_a_listed_regular_file_or_refused(path: str) -> None:
     tree = Tree("f" * 40, ENTRIES)
@@ -197,7 +206,7 @@ def test_any_path_is_a_listed_regular_file_or_refused(path: str) -> None:
     assert entry == Entry("a/b.py", EntryKind.FILE) and path == "a/b.py"
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.lists(st.sampled_from(["a", "..", ".", "", "b", "/", "\\", "c\x01"]), max_size=6))
 def test_an_accepted_path_has_no_part_that_climbs_or_hides(parts: list[str]) -> None:
     path = "/".join(parts)

@@ -23,6 +23,7 @@ from reviewbot.repo.tools import (
     ToolLimits,
 )
 from reviewbot.repo.view import Entry, EntryKind, MemoryView, PathRefused
+from tests.hypothesis_profiles import examples
 
 SHA = "c0ffee" + "0" * 34
 DB = """import sqlite3
@@ -352,7 +353,7 @@ hostile_patterns = st.lists(st.sampled_from(REGEX_PIECES), max_size=14).map("".j
 ANSWER_TOKENS = 300
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(path=hostile_paths, name=st.sampled_from([READ_FILE, LIST_DIRECTORY]))
 def test_any_path_gets_an_answer_within_the_tree_and_the_budget(path: str, name: str) -> None:
     repo = tools()
@@ -364,7 +365,7 @@ def test_any_path_gets_an_answer_within_the_tree_and_the_budget(path: str, name:
         assert normalised in FILES  # only a file of the tree is ever read
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(pattern=hostile_patterns, is_regex=st.booleans(), glob=hostile_paths)
 def test_any_pattern_is_answered_or_refused_and_stays_bounded(
     pattern: str, is_regex: bool, glob: str

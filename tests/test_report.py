@@ -9,7 +9,7 @@ from __future__ import annotations
 import copy
 import json
 import re
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
@@ -39,40 +39,35 @@ from reviewbot.report.html import (
     ttft_line_id,
 )
 from reviewbot.report.text import printable
-from reviewbot.store import MergeRequestKey, Store, upgrade
+from reviewbot.store import MergeRequestKey, Store
 from reviewbot.store.models import Base
 from reviewbot.store.models import EvalRun as EvalRunRow
 from reviewbot.store.models import Finding as FindingRow
 from reviewbot.store.models import Review as ReviewRow
 from reviewbot.weburl import web_url
 from reviewbot.window import Window
+from tests.builders import MONDAY, FakeClock, finding_row
 from tests.fakes.gitlab_server import FakeGitLab
 from tests.hostile_text import hostile_text, hostile_url, storable
-from tests.store_fixtures import migrated_store, store_url  # noqa: F401
+from tests.hypothesis_profiles import examples
+from tests.store_fixtures import migrated_sqlite_url, migrated_store, store_url  # noqa: F401
+
+pytestmark = pytest.mark.slow  # measured: see docs/development.md
 
 PROJECT = "group/app"
 PROJECT_ID = 7
 OTHER_PROJECT = "group/lib"
 OTHER_PROJECT_ID = 8
 GITLAB = "https://gitlab.example.com"
-MONDAY = datetime(2026, 3, 9, tzinfo=UTC)  # ISO week 2026-W11
 WEEK = Window(MONDAY, MONDAY + timedelta(days=7))
 NEXT_WEEK = Window(WEEK.until, WEEK.until + timedelta(days=7))
 LAST_INSTANT = MONDAY + timedelta(days=7, microseconds=-1)  # Sunday 23:59:59.999999
 NOW = MONDAY + timedelta(days=8)
 
 
-class Clock:
-    def __init__(self, now: datetime) -> None:
-        self.now = now
-
-    def __call__(self) -> datetime:
-        return self.now
-
-
 def _review(
     store: Store,
-    clock: Clock,
+    clock: FakeClock,
     started: datetime,
     *,
     seconds: float = 10.0,
@@ -112,27 +107,10 @@ def _review(
             for i, ttft in enumerate(ttfts)
         ],
     )
-    ids = store.record_findings(review_id, [_finding(**f) for f in findings])
+    ids = store.record_findings(review_id, [finding_row(**f) for f in findings])
     clock.now = started + timedelta(seconds=seconds)
     store.finish_review(review_id, status="succeeded")
     return ids
-
-
-def _finding(**overrides: Any) -> dict[str, Any]:
-    base = {
-        "fingerprint": "fp",
-        "path": "app.py",
-        "side": "new",
-        "line": 3,
-        "severity": "major",
-        "category": "bug",
-        "title": "t",
-        "body": "b",
-        "anchor": "exact",
-        "state": "posted",
-        "note_id": None,
-    }
-    return {**base, **overrides}
 
 
 def _vote(store: Store, finding_id: int, user: str, value: str, key: str, at: datetime) -> None:
@@ -147,13 +125,7 @@ def _vote(store: Store, finding_id: int, user: str, value: str, key: str, at: da
     )
 
 
-@pytest.fixture
-def clocked(migrated_store: Store) -> tuple[Store, Clock]:  # noqa: F811
-    clock = Clock(MONDAY)
-    return Store(migrated_store.engine, clock=clock), clock
-
-
-def test_window_bounds_are_exact(clocked: tuple[Store, Clock]) -> None:
+def test_window_bounds_are_exact(clocked: tuple[Store, FakeClock]) -> None:
     store, clock = clocked
     _review(store, clock, MONDAY - timedelta(microseconds=1), iid=1)  # previous week
     _review(store, clock, MONDAY, iid=2)  # first instant: in
@@ -173,7 +145,7 @@ def test_window_bounds_are_exact(clocked: tuple[Store, Clock]) -> None:
 
 
 def test_percentiles_are_nearest_rank_per_window_and_per_day(
-    clocked: tuple[Store, Clock],
+    clocked: tuple[Store, FakeClock],
 ) -> None:
     store, clock = clocked
     tuesday = MONDAY + timedelta(days=1, hours=9)
@@ -208,7 +180,7 @@ def test_percentiles_are_nearest_rank_per_window_and_per_day(
     assert report["slowest_reviews"][0]["url"] == f"{GITLAB}/{PROJECT}/-/merge_requests/2"
 
 
-def test_votes_count_once_and_revoked_votes_not_at_all(clocked: tuple[Store, Clock]) -> None:
+def test_votes_count_once_and_revoked_votes_not_at_all(clocked: tuple[Store, FakeClock]) -> None:
     store, clock = clocked
     up, down, other = _review(
         store,
@@ -249,7 +221,7 @@ def test_votes_count_once_and_revoked_votes_not_at_all(clocked: tuple[Store, Clo
 
 
 def test_refound_findings_count_once_and_addressed_rate_needs_a_later_version(
-    clocked: tuple[Store, Clock],
+    clocked: tuple[Store, FakeClock],
 ) -> None:
     store, clock = clocked
     (first, second) = _review(
@@ -291,7 +263,7 @@ def test_refound_findings_count_once_and_addressed_rate_needs_a_later_version(
 
 
 def test_empty_window_is_a_report_that_says_no_reviews(
-    clocked: tuple[Store, Clock], tmp_path: Path
+    clocked: tuple[Store, FakeClock], tmp_path: Path
 ) -> None:
     store, _ = clocked
     report = build_report(store, WEEK, now=NOW)
@@ -304,7 +276,7 @@ def test_empty_window_is_a_report_that_says_no_reviews(
     json.dumps(report)  # plain JSON
 
 
-def _sample_report(store: Store, clock: Clock) -> dict[str, Any]:
+def _sample_report(store: Store, clock: FakeClock) -> dict[str, Any]:
     _review(
         store, clock, MONDAY - timedelta(days=3), ttfts=(900.0,), findings=({"fingerprint": "p"},)
     )
@@ -324,7 +296,7 @@ def _sample_report(store: Store, clock: Clock) -> dict[str, Any]:
 
 
 def test_markdown_has_arrows_worst_categories_slowest_reviews_and_links(
-    clocked: tuple[Store, Clock],
+    clocked: tuple[Store, FakeClock],
 ) -> None:
     markdown = report_markdown(_sample_report(*clocked))
     assert markdown.startswith("<!-- reviewbot:report week=2026-W11 project=all -->\n")
@@ -339,7 +311,7 @@ def test_markdown_has_arrows_worst_categories_slowest_reviews_and_links(
 
 
 def test_html_is_one_offline_file_with_three_charts_and_their_tables(
-    clocked: tuple[Store, Clock],
+    clocked: tuple[Store, FakeClock],
 ) -> None:
     html = report_html(_sample_report(*clocked))
     assert html.count("<svg") == len(CHART_IDS)
@@ -365,7 +337,7 @@ def _first_y(svg: str, element_id: str) -> float:
 
 @pytest.mark.parametrize("target_ms", [800.0, 400.0])
 def test_ttft_chart_draws_the_slo_line_at_the_target(
-    clocked: tuple[Store, Clock], target_ms: float
+    clocked: tuple[Store, FakeClock], target_ms: float
 ) -> None:
     sample = _sample_report(*clocked)
     report = {**sample, "slo": {**sample["slo"], "ttft_p95_target_ms": target_ms}}
@@ -379,7 +351,7 @@ def test_ttft_chart_draws_the_slo_line_at_the_target(
     assert svg.count(f'id="{SLO_LINE_ID}"') == 1
 
 
-def test_findings_chart_has_one_series_per_severity_found(clocked: tuple[Store, Clock]) -> None:
+def test_findings_chart_has_one_series_per_severity_found(clocked: tuple[Store, FakeClock]) -> None:
     store, clock = clocked
     week = _sample_report(store, clock)
     present = {row["severity"] for row in week["daily"]["findings"]}
@@ -400,7 +372,7 @@ def test_findings_chart_has_one_series_per_severity_found(clocked: tuple[Store, 
     assert drawn == {"critical", "major", "minor"}
 
 
-def test_report_issue_is_created_once_then_edited(clocked: tuple[Store, Clock]) -> None:
+def test_report_issue_is_created_once_then_edited(clocked: tuple[Store, FakeClock]) -> None:
     report = _sample_report(*clocked)
     with FakeGitLab() as gitlab:
         gitlab.add_user("reviewbot", token="glpat-bot", bot=True)
@@ -455,7 +427,7 @@ def test_an_output_folder_that_cannot_be_made_is_one_line_and_exit_1(
 
 
 def _review_with_calls(
-    store: Store, clock: Clock, model: str, version: str, calls: list[dict[str, Any]]
+    store: Store, clock: FakeClock, model: str, version: str, calls: list[dict[str, Any]]
 ) -> int:
     clock.now = MONDAY + timedelta(hours=1)
     review_id = store.start_review(
@@ -475,7 +447,9 @@ def _review_with_calls(
     return review_id
 
 
-def test_the_invalid_call_rate_per_model_and_prompt_version(clocked: tuple[Store, Clock]) -> None:
+def test_the_invalid_call_rate_per_model_and_prompt_version(
+    clocked: tuple[Store, FakeClock],
+) -> None:
     store, clock = clocked
     unreadable_then_repaired = [
         {"outcome": "invalid_calls", "tool_calls": 3, "invalid_tool_calls": 2},
@@ -520,7 +494,7 @@ def test_the_invalid_call_rate_per_model_and_prompt_version(clocked: tuple[Store
 
 
 def test_report_of_one_project_leaves_the_others_out(
-    clocked: tuple[Store, Clock],
+    clocked: tuple[Store, FakeClock],
     store_url: str,  # noqa: F811
     tmp_path: Path,
 ) -> None:
@@ -753,7 +727,7 @@ def _eval_run(store: Store, **text: str) -> None:
     store.record_eval_run(**text, **counts, **figures, results={}, started_at=at, finished_at=at)
 
 
-def _store_rows(store: Store, clock: Clock, rows: dict[str, Any]) -> str | None:
+def _store_rows(store: Store, clock: FakeClock, rows: dict[str, Any]) -> str | None:
     """Write ``rows`` through the Store; the project to report on, if any. (A review's status
     is one of the schema's CHECK constraint: only the document-level test makes it hostile.)"""
     dialect = store.engine.dialect.name
@@ -827,7 +801,7 @@ _BENIGN_ROWS: dict[str, Any] = {
 }
 
 
-def _reference_vocabulary(store: Store, clock: Clock) -> set[tuple[str, str | None]]:
+def _reference_vocabulary(store: Store, clock: FakeClock) -> set[tuple[str, str | None]]:
     """Elements and attributes of benign reports with every part: links, reviews without a
     GitLab URL, eval runs, the charts, and an empty window."""
     _store_rows(store, clock, _BENIGN_ROWS)
@@ -838,7 +812,7 @@ def _reference_vocabulary(store: Store, clock: Clock) -> set[tuple[str, str | No
 
 
 def test_hostile_text_in_every_column_the_report_shows_stays_text(
-    clocked: tuple[Store, Clock],
+    clocked: tuple[Store, FakeClock],
 ) -> None:
     """Project paths, GitLab URLs, models, prompt versions, statuses, categories, severities,
     eval datasets: hostile strings written through the Store, the report built from the
@@ -848,7 +822,9 @@ def test_hostile_text_in_every_column_the_report_shows_stays_text(
     store, clock = clocked
     reference = _reference_vocabulary(store, clock)
 
-    @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @settings(
+        max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    )
     @given(rows=_hostile_rows())
     def check(rows: dict[str, Any]) -> None:
         try:
@@ -879,13 +855,14 @@ def _with_hostile_text(report: dict[str, Any], draw: st.DrawFn) -> dict[str, Any
     return hostile
 
 
-def test_renderers_keep_any_text_inert_even_what_no_database_returns(tmp_path: Path) -> None:
+def test_renderers_keep_any_text_inert_even_what_no_database_returns(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     """The renderers are pure: whatever strings a report document holds (a lone surrogate, NUL,
     any status, a URL that skipped mr_url), the HTML and Markdown stay inert and can be
     written. (One backend is enough to build the document the strings go into.)"""
-    url = f"sqlite:///{tmp_path / 'report.db'}"
-    upgrade(url)
-    clock = Clock(MONDAY)
+    url = migrated_sqlite_url(tmp_path_factory, tmp_path / "report.db")
+    clock = FakeClock(MONDAY)
     store = Store.from_url(url, clock=clock)
     try:
         reference = _reference_vocabulary(store, clock)
@@ -894,7 +871,9 @@ def test_renderers_keep_any_text_inert_even_what_no_database_returns(tmp_path: P
     finally:
         store.close()
 
-    @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @settings(
+        max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    )
     @given(data=st.data())
     def check(data: st.DataObject) -> None:
         hostile = _with_hostile_text(report, data.draw)
@@ -914,7 +893,7 @@ SCRIPT = "<script>document.title='pwned'</script>"
 
 
 def test_a_review_without_a_gitlab_url_shows_its_project_as_text(
-    clocked: tuple[Store, Clock],
+    clocked: tuple[Store, FakeClock],
 ) -> None:
     """Every review stored before the gitlab_url column existed has none: its name was
     written into the page unescaped."""
@@ -926,7 +905,7 @@ def test_a_review_without_a_gitlab_url_shows_its_project_as_text(
     assert f"{SCRIPT}!1" in page.cells
 
 
-def test_a_javascript_gitlab_url_makes_no_link(clocked: tuple[Store, Clock]) -> None:
+def test_a_javascript_gitlab_url_makes_no_link(clocked: tuple[Store, FakeClock]) -> None:
     store, clock = clocked
     hour = MONDAY + timedelta(hours=1)
     _review(store, clock, hour, seconds=20, gitlab_url="javascript:alert(1)//")
@@ -944,7 +923,7 @@ def test_a_javascript_gitlab_url_makes_no_link(clocked: tuple[Store, Clock]) -> 
     assert f"| {PROJECT}!1 |" in markdown
 
 
-def test_markdown_cells_from_the_database_make_no_link(clocked: tuple[Store, Clock]) -> None:
+def test_markdown_cells_from_the_database_make_no_link(clocked: tuple[Store, FakeClock]) -> None:
     store, clock = clocked
     _review(store, clock, MONDAY + timedelta(hours=1), model="[x](javascript:alert(1))")
     markdown = report_markdown(build_report(store, WEEK, now=NOW))
@@ -956,7 +935,7 @@ def test_markdown_cells_from_the_database_make_no_link(clocked: tuple[Store, Clo
 
 
 def test_report_html_carries_a_content_security_policy_that_runs_nothing(
-    clocked: tuple[Store, Clock],
+    clocked: tuple[Store, FakeClock],
 ) -> None:
     page = _Page(report_html(_sample_report(*clocked)))
     tags = [tag for tag, _ in page.elements]
@@ -978,7 +957,7 @@ def test_report_html_carries_a_content_security_policy_that_runs_nothing(
 
 
 def test_a_category_with_dollar_signs_is_text_not_a_formula(
-    clocked: tuple[Store, Clock],
+    clocked: tuple[Store, FakeClock],
 ) -> None:
     """matplotlib reads "$...$" as mathtext: "$\\frac$" stopped the report with a ParseError."""
     store, clock = clocked
@@ -989,7 +968,7 @@ def test_a_category_with_dollar_signs_is_text_not_a_formula(
 
 
 def test_a_lone_surrogate_or_nul_is_written_as_a_replacement_character(
-    clocked: tuple[Store, Clock], tmp_path: Path
+    clocked: tuple[Store, FakeClock], tmp_path: Path
 ) -> None:
     """A document whose text UTF-8 cannot hold (a lone surrogate, as a command-line argument
     that was not UTF-8 gives) is still written, in every format."""

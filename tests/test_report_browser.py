@@ -15,7 +15,7 @@ import os
 import re
 import shutil
 import subprocess
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
@@ -27,7 +27,10 @@ from reviewbot.report.document import build_report, write_report
 from reviewbot.report.html import CHART_IDS, CONTENT_SECURITY_POLICY
 from reviewbot.store import MergeRequestKey, Store, upgrade
 from reviewbot.window import Window
-from tests.test_report_charts import Clock, seed_review
+from tests.builders import MONDAY, FakeClock
+from tests.test_report_charts import seed_review
+
+pytestmark = pytest.mark.slow  # measured: see docs/development.md
 
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome")
 REQUIRE_ENV = "REVIEWBOT_REQUIRE_BROWSER"
@@ -45,7 +48,6 @@ BROWSER_TIMEOUT_S = 120
 MIN_LUMINANCE_STDDEV = 20.0
 MIN_DARK_PIXELS = 10_000
 DARK = 128
-MONDAY = datetime(2026, 3, 9, tzinfo=UTC)
 TITLE = "reviewbot report 2026-W11"
 PWNED = "pwned"  # what each hostile script would set the page's title to
 BENIGN = {
@@ -218,7 +220,7 @@ def _seeded_report(tmp_path: Path, days: tuple[int, ...]) -> Path:
     (days after MONDAY; negative: weeks before)."""
     url = f"sqlite:///{tmp_path / 'seeded.sqlite'}"
     upgrade(url)
-    clock = Clock(MONDAY)
+    clock = FakeClock(MONDAY)
     store = Store.from_url(url, clock=clock)
     try:
         for n, day in enumerate(days):

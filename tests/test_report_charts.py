@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import re
 import xml.etree.ElementTree as ElementTree
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from itertools import pairwise
 
 import pytest
@@ -35,10 +35,11 @@ from reviewbot.report.html import CHART_IDS, report_html
 from reviewbot.report.trend import TREND_CHART_ID, week_tick_id
 from reviewbot.store import MergeRequestKey, Store
 from reviewbot.window import Window, WindowError
+from tests.builders import MONDAY, FakeClock
 from tests.store_fixtures import migrated_store, store_url  # noqa: F401
-from tests.test_report import Clock
 
-MONDAY = datetime(2026, 3, 9, tzinfo=UTC)  # ISO week 2026-W11
+pytestmark = pytest.mark.slow  # measured: see docs/development.md
+
 WEEK = Window(MONDAY, MONDAY + timedelta(days=7))
 NOW = MONDAY + timedelta(days=8)
 SVG_NS = "{http://www.w3.org/2000/svg}"
@@ -46,15 +47,9 @@ PER_DAY_CHARTS = (CHART_IDS[0], CHART_IDS[1])  # findings per day, first token p
 HOSTILE_LABEL = "</svg><script>x</script>&<b>"  # categories hold 32 characters
 
 
-@pytest.fixture
-def clocked(migrated_store: Store) -> tuple[Store, Clock]:  # noqa: F811
-    clock = Clock(MONDAY)
-    return Store(migrated_store.engine, clock=clock), clock
-
-
 def seed_review(
     store: Store,
-    clock: Clock,
+    clock: FakeClock,
     started: datetime,
     *,
     category: str = "bug",
@@ -138,7 +133,7 @@ def assert_axis_is_the_window(html: str, window: Window) -> None:
         assert len(labelled) <= MAX_DAY_LABELS
 
 
-def test_data_on_one_day_spans_the_whole_week(clocked: tuple[Store, Clock]) -> None:
+def test_data_on_one_day_spans_the_whole_week(clocked: tuple[Store, FakeClock]) -> None:
     store, clock = clocked
     for hour in (9, 12, 18):  # three reviews on Wednesday
         seed_review(store, clock, MONDAY + timedelta(days=2, hours=hour), iid=hour)
@@ -147,14 +142,14 @@ def test_data_on_one_day_spans_the_whole_week(clocked: tuple[Store, Clock]) -> N
     assert len(WEEK.days()) == 7
 
 
-def test_data_on_every_day(clocked: tuple[Store, Clock]) -> None:
+def test_data_on_every_day(clocked: tuple[Store, FakeClock]) -> None:
     store, clock = clocked
     for day in range(7):
         seed_review(store, clock, MONDAY + timedelta(days=day, hours=10), iid=day + 1)
     assert_axis_is_the_window(report_html(build_report(store, WEEK, now=NOW)), WEEK)
 
 
-def test_data_on_no_day_still_shows_the_week(clocked: tuple[Store, Clock]) -> None:
+def test_data_on_no_day_still_shows_the_week(clocked: tuple[Store, FakeClock]) -> None:
     store, clock = clocked
     seed_review(store, clock, MONDAY - timedelta(days=3))  # the week before only
     report = build_report(store, WEEK, now=NOW)
@@ -162,7 +157,7 @@ def test_data_on_no_day_still_shows_the_week(clocked: tuple[Store, Clock]) -> No
     assert_axis_is_the_window(report_html(report), WEEK)
 
 
-def test_a_window_of_one_day(clocked: tuple[Store, Clock]) -> None:
+def test_a_window_of_one_day(clocked: tuple[Store, FakeClock]) -> None:
     store, clock = clocked
     seed_review(store, clock, MONDAY + timedelta(hours=10))
     day = Window(MONDAY, MONDAY + timedelta(days=1))
@@ -171,7 +166,7 @@ def test_a_window_of_one_day(clocked: tuple[Store, Clock]) -> None:
 
 @pytest.mark.parametrize("days", [15, 31, 32, 90, MAX_DAY_TICKS])
 def test_a_long_window_keeps_every_day_and_thins_its_labels(
-    clocked: tuple[Store, Clock], days: int
+    clocked: tuple[Store, FakeClock], days: int
 ) -> None:
     store, clock = clocked
     since = WEEK.until - timedelta(days=days)
@@ -182,7 +177,7 @@ def test_a_long_window_keeps_every_day_and_thins_its_labels(
 
 
 def test_a_window_over_a_quarter_is_drawn_per_iso_week_and_says_so(
-    clocked: tuple[Store, Clock],
+    clocked: tuple[Store, FakeClock],
 ) -> None:
     store, clock = clocked
     window = Window(WEEK.until - timedelta(days=MAX_DAY_TICKS + 1, hours=12), WEEK.until)
@@ -211,7 +206,7 @@ def test_a_window_over_a_quarter_is_drawn_per_iso_week_and_says_so(
 
 
 def test_a_window_over_three_years_is_refused_naming_the_limit(
-    clocked: tuple[Store, Clock],
+    clocked: tuple[Store, FakeClock],
 ) -> None:
     store, clock = clocked
     seed_review(store, clock, MONDAY + timedelta(hours=1))
@@ -224,7 +219,7 @@ def test_a_window_over_three_years_is_refused_naming_the_limit(
 
 
 def test_a_window_not_on_midnight_shows_every_day_it_touches(
-    clocked: tuple[Store, Clock],
+    clocked: tuple[Store, FakeClock],
 ) -> None:
     store, clock = clocked
     window = Window(MONDAY + timedelta(hours=18), MONDAY + timedelta(days=2, hours=6))
@@ -239,7 +234,7 @@ def all_texts(svg: ElementTree.Element) -> list[str]:
 
 
 def test_matplotlib_escapes_a_hostile_label_it_writes_as_text(
-    clocked: tuple[Store, Clock],
+    clocked: tuple[Store, FakeClock],
 ) -> None:
     store, clock = clocked
     seed_review(store, clock, MONDAY + timedelta(hours=1), category=HOSTILE_LABEL)
@@ -264,7 +259,7 @@ def trend_labels(html: str) -> list[list[str]]:
 
 
 def test_the_trend_covers_eight_weeks_and_marks_a_prompt_change(
-    clocked: tuple[Store, Clock],
+    clocked: tuple[Store, FakeClock],
 ) -> None:
     store, clock = clocked
     for back in range(10):  # ten weeks of reviews; the prompt changed three weeks ago
@@ -283,7 +278,7 @@ def test_the_trend_covers_eight_weeks_and_marks_a_prompt_change(
     assert "## Last weeks" in report_markdown(report)
 
 
-def test_the_trend_has_only_the_weeks_the_store_holds(clocked: tuple[Store, Clock]) -> None:
+def test_the_trend_has_only_the_weeks_the_store_holds(clocked: tuple[Store, FakeClock]) -> None:
     store, clock = clocked
     seed_review(store, clock, MONDAY - timedelta(days=12))  # 2026-W09, then nothing in W10
     seed_review(store, clock, MONDAY + timedelta(days=3), iid=2)
@@ -299,7 +294,7 @@ def test_the_trend_has_only_the_weeks_the_store_holds(clocked: tuple[Store, Cloc
     ]
 
 
-def test_an_empty_store_has_no_trend(clocked: tuple[Store, Clock]) -> None:
+def test_an_empty_store_has_no_trend(clocked: tuple[Store, FakeClock]) -> None:
     store, _ = clocked
     report = build_report(store, WEEK, now=NOW)
     assert report["trend"]["weeks"] == []
@@ -309,7 +304,7 @@ def test_an_empty_store_has_no_trend(clocked: tuple[Store, Clock]) -> None:
     assert "## Last weeks" not in report_markdown(report)
 
 
-def test_a_long_window_ends_its_trend_on_a_part_week(clocked: tuple[Store, Clock]) -> None:
+def test_a_long_window_ends_its_trend_on_a_part_week(clocked: tuple[Store, FakeClock]) -> None:
     store, clock = clocked
     seed_review(store, clock, MONDAY + timedelta(days=1))
     window = Window(MONDAY - timedelta(days=80), MONDAY + timedelta(days=3, hours=12))
@@ -418,7 +413,7 @@ def assert_drawn_clear_of_the_frame(
 
 
 @pytest.fixture
-def crowded(clocked: tuple[Store, Clock]) -> str:
+def crowded(clocked: tuple[Store, FakeClock]) -> str:
     """report.html of a week whose key points sit where a frame or a legend was: the last
     week missed the SLO, one week's acceptance is 100 % and its invalid answers 0 %, the
     first day's p95 and its findings are the week's highest (top left, where a legend stood),
@@ -466,7 +461,7 @@ def test_no_legend_covers_a_plotted_area(crowded: str, chart_id: str) -> None:
             assert not overlap(legend, frame), f"{chart_id}: legend {legend} on {frame}"
 
 
-def test_an_empty_chart_says_it_has_no_data(clocked: tuple[Store, Clock]) -> None:
+def test_an_empty_chart_says_it_has_no_data(clocked: tuple[Store, FakeClock]) -> None:
     store, clock = clocked
     seed_review(store, clock, MONDAY - timedelta(days=3))  # the week before only
     report = build_report(store, WEEK, now=NOW)
@@ -507,7 +502,7 @@ def y_tick_labels(svg: ElementTree.Element) -> list[str]:
 
 @pytest.mark.parametrize("findings", [0, 1, 3, 7])
 def test_findings_are_counted_in_whole_numbers_on_the_axis(
-    clocked: tuple[Store, Clock], findings: int
+    clocked: tuple[Store, FakeClock], findings: int
 ) -> None:
     store, clock = clocked
     seed_review(store, clock, MONDAY + timedelta(hours=10))
@@ -520,7 +515,7 @@ def test_findings_are_counted_in_whole_numbers_on_the_axis(
     assert labels[0] == "0" and int(labels[-1]) <= max(findings, 1)
 
 
-def test_a_month_and_more_is_drawn_clear_of_the_frame_too(clocked: tuple[Store, Clock]) -> None:
+def test_a_month_and_more_is_drawn_clear_of_the_frame_too(clocked: tuple[Store, FakeClock]) -> None:
     """Over MAX_MARKED_DAYS days the findings are stacked areas and the lines have no
     markers: the highest day (the first, under where a legend stood) still has headroom."""
     store, clock = clocked

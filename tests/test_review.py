@@ -5,7 +5,6 @@ from __future__ import annotations
 import difflib
 import json
 import re
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -67,12 +66,6 @@ def repo(tmp_path: Path) -> Path:
     return tmp_path
 
 
-@pytest.fixture
-def vllm() -> Iterator[FakeVLLM]:
-    with FakeVLLM() as server:
-        yield server
-
-
 def review(repo: Path, server_url: str, *extra: str) -> tuple[int, str, str]:
     args = ["review", "--git", "HEAD~1..HEAD", "--repo", str(repo), "--base-url", server_url]
     result = CliRunner().invoke(main, [*args, *extra])
@@ -113,6 +106,7 @@ PIPED_FILES = 12
 FUNCTIONS_PER_FILE = 80
 
 
+@pytest.mark.slow
 def test_a_review_on_a_pipe_says_how_far_it_is(repo: Path, vllm: FakeVLLM) -> None:
     """Issue 32 item 15: on a pipe or in a CI log (no terminal) rich's bar prints nothing; a
     plain line says the chunks planned, then each tenth done, and the last says all."""
@@ -139,6 +133,7 @@ def test_a_review_on_a_pipe_says_how_far_it_is(repo: Path, vllm: FakeVLLM) -> No
     assert code == 0 and progress_lines(err) == []  # --json stays quiet, as on a terminal
 
 
+@pytest.mark.slow
 def test_context_overflow_resplits_instead_of_dropping(repo: Path) -> None:
     many = "".join(f"def f{i}(x):\n    return eval(x) + {i}\n\n" for i in range(400))
     (repo / "big.py").write_text(many)
@@ -174,11 +169,13 @@ def test_unreachable_server_is_a_clear_error(repo: Path) -> None:
     assert len(error_lines(err)) == 1
 
 
+@pytest.mark.slow
 def test_unknown_model_names_the_served_ones(repo: Path, vllm: FakeVLLM) -> None:
     code, _, err = review(repo, vllm.base_url, "--model", "llama-2")
     assert code == 1 and "llama-2" in err and vllm.model in err
 
 
+@pytest.mark.slow
 def test_server_without_tool_parser_falls_back(repo: Path) -> None:
     with FakeVLLM(tool_parser=False) as server:
         code, out, err = review(repo, server.base_url, "--json", "--min-severity", "info")
@@ -188,6 +185,7 @@ def test_server_without_tool_parser_falls_back(repo: Path) -> None:
         assert {c["mode"] for c in data["calls"]} - {"tool_calls"}
 
 
+@pytest.mark.slow
 def test_server_without_any_tool_support_is_a_clear_error(repo: Path) -> None:
     with FakeVLLM(tool_parser=False, honour_response_format=False, accept_tools=False) as server:
         code, _, err = review(repo, server.base_url)
@@ -196,6 +194,7 @@ def test_server_without_any_tool_support_is_a_clear_error(repo: Path) -> None:
     assert "--enable-auto-tool-choice" in err  # says how to start vLLM with tool support
 
 
+@pytest.mark.slow
 def test_openai_compatible_backend_reviews_through_an_ollama_like_server(repo: Path) -> None:
     ollama_like = FakeVLLM(
         tokenize_endpoint=False, advertise_max_model_len=False, report_cached_tokens=False
@@ -212,6 +211,7 @@ def test_openai_compatible_backend_reviews_through_an_ollama_like_server(repo: P
     assert len(json.loads(result.stdout)["findings"]) == 3
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "faults",
     [
@@ -239,6 +239,7 @@ def test_a_chunk_whose_answer_was_lost_is_a_chunk_error(repo: Path, faults: list
     assert not result.findings.findings
 
 
+@pytest.mark.slow
 def test_a_local_review_whose_answers_cannot_be_read_exits_1(repo: Path) -> None:
     """`reviewbot review --diff`: every call lacks `line`, and repairs repeat the mistake."""
     (repo / "change.diff").write_text(git(repo, "diff", "HEAD~1", "HEAD") + "\n")
@@ -254,6 +255,7 @@ def test_a_local_review_whose_answers_cannot_be_read_exits_1(repo: Path) -> None
     assert "`line`: required integer, missing" in result.stderr
 
 
+@pytest.mark.slow
 def test_readable_findings_of_a_partly_unreadable_answer_are_kept(repo: Path) -> None:
     """The first call of every answer lacks `line`: the two readable findings are shown, the
     chunk is not reviewed (exit 1)."""
@@ -266,6 +268,7 @@ def test_readable_findings_of_a_partly_unreadable_answer_are_kept(repo: Path) ->
     assert data["unreviewed"] and "1 of 3 calls invalid" in data["unreviewed"][0]
 
 
+@pytest.mark.slow
 def test_a_proxy_page_instead_of_the_model_server_is_one_error_line(repo: Path) -> None:
     with FakeVLLM() as server:
         server.answer_with("GET /v1/models", "<html>Sign in</html>", content_type="text/html")
@@ -372,6 +375,7 @@ def test_every_chunk_shares_the_prompt_prefix_with_scope_context_on() -> None:
         assert user.index(chunk.text) >= len(shared)  # the diff after the shared part
 
 
+@pytest.mark.slow
 def test_an_offline_plan_is_the_plan_of_a_review_by_a_server_that_cannot_count() -> None:
     """`reviewbot plan` (review.plan_offline) cuts a diff into the chunks a review with the
     same settings sends to a server without /tokenize (Ollama): the shared prompt counted
@@ -402,6 +406,7 @@ def test_an_offline_plan_is_the_plan_of_a_review_by_a_server_that_cannot_count()
     assert offline.coverage == reviewed.plan.coverage
 
 
+@pytest.mark.slow
 def test_a_repair_turn_too_long_for_the_context_resplits_the_chunk(repo: Path) -> None:
     """D4 (issue 17): a chunk that fills the context gets an answer whose every call lacks
     `line`; its repair turn (the prompt, the answer, one tool message per call) would not fit,

@@ -24,7 +24,7 @@ from reviewbot.ops.doctor_probes import DoctorOptions, run_doctor
 from tests.mr_world import PROJECT, World, world  # noqa: F401
 from tests.router_pool import NO_ROUTER_REASON, ROUTER_BINARY, RouterPool, router_pool
 
-pytestmark = pytest.mark.skipif(ROUTER_BINARY is None, reason=NO_ROUTER_REASON)
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(ROUTER_BINARY is None, reason=NO_ROUTER_REASON)]
 
 SMALL_CONTEXT = 2800  # with SMALL_OUTPUT and the verdict tool: several chunks of the MR
 SMALL_OUTPUT = 512

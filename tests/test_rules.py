@@ -31,6 +31,7 @@ from reviewbot.rules.ruleset import (
     rules_for_paths,
     unmatched_globs,
 )
+from tests.hypothesis_profiles import examples
 
 REPO_YAML = """\
 rules:
@@ -176,7 +177,7 @@ def test_deep_nesting_and_oversized_files_are_refused() -> None:
     assert "larger than" in parse_toml_rules("#" + "x" * MAX_RULES_FILE_BYTES)[1][0]
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.text(max_size=300))
 def test_any_text_as_a_rules_file_gives_rules_or_problems_never_an_exception(text: str) -> None:
     for parse in (
@@ -189,7 +190,7 @@ def test_any_text_as_a_rules_file_gives_rules_or_problems_never_an_exception(tex
         assert all(isinstance(problem, str) and "\n" not in problem for problem in problems)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(
     st.recursive(
         st.none() | st.booleans() | st.integers() | st.text(max_size=8),

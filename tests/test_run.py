@@ -20,22 +20,13 @@ from reviewbot.gitlab import GitLabUnavailableError
 from reviewbot.model import LLMUnavailableError
 from reviewbot.mr import MergeRequestBusyError, RunOptions, run_merge_request
 from reviewbot.store import MergeRequestKey, Store, upgrade
+from tests.builders import diff_notes, summary_notes
 from tests.fakes.gitlab_server import FakeGitLab
 from tests.fakes.vllm_server import LatencyModel
 from tests.mr_world import BOT_TOKEN, FEATURE_APP, PROJECT, World, commit_on_feature, git
 from tests.stderr_lines import error_lines, progress_lines
 
-
-def diff_notes(world: World) -> list[dict]:
-    return [
-        d["notes"][0]
-        for d in world.gitlab.discussions(PROJECT, 1)
-        if d["notes"][0]["type"] == "DiffNote"
-    ]
-
-
-def summary_notes(world: World) -> list[dict]:
-    return [n for n in world.gitlab.notes(PROJECT, 1) if "<!-- reviewbot:summary -->" in n["body"]]
+pytestmark = pytest.mark.slow  # measured: see docs/development.md
 
 
 def test_run_posts_on_the_right_lines_and_records_everything(world: World) -> None:

@@ -24,6 +24,8 @@ from reviewbot.store import Store
 from reviewbot.worker import Worker
 from tests.mr_world import BOT_TOKEN, PROJECT, World, commit_on_feature, git
 
+pytestmark = pytest.mark.slow  # measured: see docs/development.md
+
 REPO_RULES = """\
 rules:
   - name: util-clamp

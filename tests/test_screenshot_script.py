@@ -38,6 +38,8 @@ from reviewbot.report.html import (
 from reviewbot.report.trend import FINDINGS_COLOUR, RATE_LINES, trend_changes
 from reviewbot.window import Window
 
+pytestmark = pytest.mark.slow  # measured: see docs/development.md
+
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "docs" / "screenshots" / "make_report_screenshot.py"
 README = ROOT / "README.md"

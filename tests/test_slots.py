@@ -155,6 +155,7 @@ def test_processes_never_exceed_the_shared_count(engines: Callable[[], Engine]) 
     assert counter.done == THREADS * ROUNDS_PER_THREAD
 
 
+@pytest.mark.slow
 def test_a_killed_process_frees_its_slot(engines: Callable[[], Engine], postgres_url: str) -> None:
     engine = engines()
     child = subprocess.Popen(
@@ -306,6 +307,7 @@ def run_workers(world: World, count: int) -> JobQueue:  # noqa: F811
     return queues[0]
 
 
+@pytest.mark.slow
 def test_two_workers_share_the_model_limit(world: World, postgres_url: str) -> None:  # noqa: F811
     world.vllm.latency = LatencyModel(ttft_base_s=MODEL_TTFT_S)
     queue = run_workers(world, 2)
@@ -314,6 +316,7 @@ def test_two_workers_share_the_model_limit(world: World, postgres_url: str) -> N
     assert world.vllm.stats.peak_in_flight <= TOTAL_CONCURRENCY
 
 
+@pytest.mark.slow
 def test_one_worker_on_sqlite_keeps_the_limit(world: World, store_url: str) -> None:  # noqa: F811
     if make_url(store_url).get_backend_name() != "sqlite":
         pytest.skip("the PostgreSQL case is the two-worker test")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +38,8 @@ from reviewbot.store.models import Base
 from reviewbot.store.records import ReviewEnding
 from reviewbot.store.store import FINDING_FIELDS, LLM_CALL_FIELDS
 from reviewbot.stored_findings import StoredFinding
-from tests.store_fixtures import migrated_store, store_url  # noqa: F401
+from tests.builders import CLOCK_START, FakeClock, finding_row
+from tests.store_fixtures import blank_store_url, migrated_store, store_url  # noqa: F401
 
 PROJECT = "group/app"
 MR_IID = 42
@@ -49,20 +50,7 @@ LOCK = str(KEY)
 OTHER_LOCK = str(MergeRequestKey(GITLAB, PROJECT_ID, MR_IID + 1))
 LEASE_TTL_S = 30
 CONTENDERS = 4
-START = datetime(2026, 1, 5, 9, 30, tzinfo=UTC)
-
-
-class FakeClock:
-    """A clock the test moves by hand, so lease expiry needs no sleeping."""
-
-    def __init__(self, start: datetime) -> None:
-        self.now = start
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += timedelta(seconds=seconds)
+START = CLOCK_START
 
 
 def _review_args(**overrides: Any) -> dict[str, Any]:
@@ -83,26 +71,19 @@ def _review_args(**overrides: Any) -> dict[str, Any]:
     return args
 
 
+# A finding over two lines with real text, so that a round trip compares every field it has.
+ROUND_TRIP_FINDING = {
+    "fingerprint": "fp-1",
+    "path": "src/app.py",
+    "line": 10,
+    "end_line": 12,
+    "title": "Off by one",
+    "body": "The loop skips the last item.",
+}
+
+
 def _finding(**overrides: Any) -> dict[str, Any]:
-    finding = {
-        "fingerprint": "fp-1",
-        "path": "src/app.py",
-        "side": "new",
-        "line": 10,
-        "end_line": 12,
-        "severity": "major",
-        "category": "bug",
-        "title": "Off by one",
-        "body": "The loop skips the last item.",
-        "anchor": "exact",
-        "state": "posted",
-    }
-    return {**finding, **overrides}
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock(START)
+    return finding_row(**{**ROUND_TRIP_FINDING, **overrides})
 
 
 @pytest.fixture
@@ -113,13 +94,15 @@ def clocked_store(migrated_store: Store, clock: FakeClock) -> Store:  # noqa: F8
 # -- migrations ---------------------------------------------------------------------------
 
 
-def test_blank_database_has_no_revision(store_url: str) -> None:  # noqa: F811
-    assert current_revision(store_url) is None
+@pytest.mark.slow
+def test_blank_database_has_no_revision(blank_store_url: str) -> None:  # noqa: F811
+    assert current_revision(blank_store_url) is None
 
 
-def test_migrated_schema_matches_models(store_url: str) -> None:  # noqa: F811
-    upgrade(store_url)
-    engine = Store.from_url(store_url).engine
+@pytest.mark.slow
+def test_migrated_schema_matches_models(blank_store_url: str) -> None:  # noqa: F811
+    upgrade(blank_store_url)
+    engine = Store.from_url(blank_store_url).engine
     try:
         with engine.connect() as connection:
             context = MigrationContext.configure(connection, opts={"compare_type": True})
@@ -128,23 +111,25 @@ def test_migrated_schema_matches_models(store_url: str) -> None:  # noqa: F811
         engine.dispose()
 
 
-def test_upgrade_twice_keeps_schema_and_data(store_url: str) -> None:  # noqa: F811
-    upgrade(store_url)
-    store = Store.from_url(store_url)
+@pytest.mark.slow
+def test_upgrade_twice_keeps_schema_and_data(blank_store_url: str) -> None:  # noqa: F811
+    upgrade(blank_store_url)
+    store = Store.from_url(blank_store_url)
     try:
         review_id = store.start_review(**_review_args())
-        upgrade(store_url)
-        ensure_schema(store_url)
-        assert current_revision(store_url) == head_revision()
+        upgrade(blank_store_url)
+        ensure_schema(blank_store_url)
+        assert current_revision(blank_store_url) == head_revision()
         assert store.review(review_id)["project"] == PROJECT
     finally:
         store.close()
 
 
-def test_ensure_schema_migrates_a_blank_database(store_url: str) -> None:  # noqa: F811
-    ensure_schema(store_url)
-    assert current_revision(store_url) == head_revision()
-    engine = Store.from_url(store_url).engine
+@pytest.mark.slow
+def test_ensure_schema_migrates_a_blank_database(blank_store_url: str) -> None:  # noqa: F811
+    ensure_schema(blank_store_url)
+    assert current_revision(blank_store_url) == head_revision()
+    engine = Store.from_url(blank_store_url).engine
     try:
         tables = set(inspect(engine).get_table_names())
     finally:
@@ -152,14 +137,15 @@ def test_ensure_schema_migrates_a_blank_database(store_url: str) -> None:  # noq
     assert set(Base.metadata.tables) <= tables
 
 
-def test_concurrent_upgrades_do_not_collide(store_url: str) -> None:  # noqa: F811
+@pytest.mark.slow
+def test_concurrent_upgrades_do_not_collide(blank_store_url: str) -> None:  # noqa: F811
     errors: list[BaseException] = []
     barrier = threading.Barrier(CONTENDERS)
 
     def migrate() -> None:
         barrier.wait()
         try:
-            upgrade(store_url)
+            upgrade(blank_store_url)
         except Exception as error:  # noqa: BLE001 - collected and asserted below
             errors.append(error)
 
@@ -169,12 +155,13 @@ def test_concurrent_upgrades_do_not_collide(store_url: str) -> None:  # noqa: F8
     for thread in threads:
         thread.join()
     assert errors == []
-    assert current_revision(store_url) == head_revision()
+    assert current_revision(blank_store_url) == head_revision()
 
 
 # -- reviews ------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_review_round_trip(clocked_store: Store, clock: FakeClock) -> None:
     review_id = clocked_store.start_review(**_review_args())
     started = clocked_store.review(review_id)
@@ -621,6 +608,7 @@ def _race_for_lock(store_url: str, clock: FakeClock) -> list[str]:  # noqa: F811
     return winners
 
 
+@pytest.mark.slow
 def test_concurrent_acquire_has_one_winner(
     migrated_store: Store,  # noqa: F811
     store_url: str,  # noqa: F811
@@ -629,6 +617,7 @@ def test_concurrent_acquire_has_one_winner(
     assert len(_race_for_lock(store_url, clock)) == 1
 
 
+@pytest.mark.slow
 def test_concurrent_takeover_of_expired_lock_has_one_winner(
     migrated_store: Store,  # noqa: F811
     store_url: str,  # noqa: F811
@@ -691,6 +680,7 @@ def test_concurrent_mr_action_claims_have_one_winner(
 # -- feedback -----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_feedback_redelivery_is_ignored(migrated_store: Store) -> None:  # noqa: F811
     review_id = migrated_store.start_review(**_review_args())
     [finding_id] = migrated_store.record_findings(review_id, [_finding()])
@@ -763,6 +753,7 @@ def test_redact_url_hides_passwords() -> None:
     assert "s3cret" not in redact_url("not a url but has ://bot:s3cret@db in it")
 
 
+@pytest.mark.slow
 def test_default_database_url_is_a_sqlite_file_in_user_data(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

@@ -14,6 +14,7 @@ import pytest
 from sqlalchemy.exc import SQLAlchemyError
 
 from reviewbot.store import HistogramCounts, MetricBuckets, NoteOwner, Store, TokenTotals
+from tests.builders import finding_row
 from tests.store_fixtures import migrated_store, store_url  # noqa: F401
 
 PROJECT = "group/app"
@@ -53,22 +54,6 @@ def _start_review(store: Store, **overrides: Any) -> int:
     return store.start_review(**{**args, **overrides})
 
 
-def _finding(**overrides: Any) -> dict[str, Any]:
-    finding = {
-        "fingerprint": "fp",
-        "path": "app.py",
-        "side": "new",
-        "line": 3,
-        "severity": "major",
-        "category": "bug",
-        "title": "t",
-        "body": "b",
-        "anchor": "exact",
-        "state": "posted",
-    }
-    return {**finding, **overrides}
-
-
 def _call(**values: Any) -> dict[str, Any]:
     return {"chunk_index": 0, "mode": "tool_calls", "outcome": "ok", "started_at": START, **values}
 
@@ -76,11 +61,12 @@ def _call(**values: Any) -> dict[str, Any]:
 # -- note owners ----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_note_owner_is_the_newest_finding_with_that_note(migrated_store: Store) -> None:  # noqa: F811
     first = _start_review(migrated_store)
-    migrated_store.record_findings(first, [_finding(note_id=NOTE_ID)])
+    migrated_store.record_findings(first, [finding_row(note_id=NOTE_ID)])
     rerun = _start_review(migrated_store, mr_iid=43)
-    (newest,) = migrated_store.record_findings(rerun, [_finding(note_id=NOTE_ID)])
+    (newest,) = migrated_store.record_findings(rerun, [finding_row(note_id=NOTE_ID)])
     assert migrated_store.note_owner(NOTE_ID) == NoteOwner(finding_id=newest, mr_iid=43)
 
 
@@ -92,7 +78,7 @@ def test_note_owner_of_a_summary_note_has_no_finding(migrated_store: Store) -> N
 
 def test_note_owner_of_someone_elses_note_is_none(migrated_store: Store) -> None:  # noqa: F811
     review_id = _start_review(migrated_store)
-    migrated_store.record_findings(review_id, [_finding(note_id=NOTE_ID)])
+    migrated_store.record_findings(review_id, [finding_row(note_id=NOTE_ID)])
     assert migrated_store.note_owner(NOTE_ID + 100) is None
 
 
@@ -149,9 +135,9 @@ def test_snapshot_counts_calls_tokens_findings_and_statuses(migrated_store: Stor
     migrated_store.record_findings(
         review_id,
         [
-            _finding(severity="major"),
-            _finding(severity="major"),
-            _finding(severity="info"),
+            finding_row(severity="major"),
+            finding_row(severity="major"),
+            finding_row(severity="info"),
         ],
     )
     migrated_store.finish_review(review_id, status="failed")

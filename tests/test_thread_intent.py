@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from reviewbot.learnings.learning import EXCLUSION_WORDS, MAX_LEARNING_CHARS
 from reviewbot.replies.intent import mentioned_globs, teaching_intent
+from tests.hypothesis_profiles import examples
 
 BOT = "reviewbot"
 
@@ -97,7 +98,7 @@ def test_a_wish_keeps_its_globs() -> None:
 
 
 @given(st.text(max_size=300), st.sampled_from(["", "@reviewbot ", "@reviewbot don't flag "]))
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 def test_any_note_gives_a_wish_that_fits_a_learning_or_none(note: str, prefix: str) -> None:
     intent = teaching_intent(prefix + note, BOT)
     if intent is not None:

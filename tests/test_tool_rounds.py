@@ -94,6 +94,7 @@ def evidence_fake() -> Iterator[FakeVLLM]:
         yield fake
 
 
+@pytest.mark.slow
 def test_verification_sees_the_evidence_the_tool_rounds_read_and_keeps_their_bug(
     evidence_fake: FakeVLLM,
 ) -> None:
@@ -114,6 +115,7 @@ def test_verification_sees_the_evidence_the_tool_rounds_read_and_keeps_their_bug
     assert "app.py:5" in asked["messages"][-1]["content"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("backend", "stream"), [("vllm", True), ("vllm", False), ("openai-compatible", True)]
 )
@@ -183,6 +185,7 @@ def test_no_repository_means_no_tools_and_no_reserve(evidence_fake: FakeVLLM) ->
     assert offered(evidence_fake.requests[-1]) == FINDINGS_ONLY and result.tools == ""
 
 
+@pytest.mark.slow
 def test_a_model_looping_on_tool_calls_stops_at_tool_rounds_and_is_still_reviewed() -> None:
     risky = NEW_APP + "\n\ndef parse(text):\n    return eval(text)\n"
     with FakeVLLM(tool_loop=True) as fake:
@@ -225,6 +228,7 @@ HOSTILE_CALLS = [
 ]
 
 
+@pytest.mark.slow
 def test_hostile_calls_from_the_model_are_refused_in_their_answers_and_the_chunk_reviewed(
     evidence_fake: FakeVLLM,
 ) -> None:
@@ -239,6 +243,7 @@ def test_hostile_calls_from_the_model_are_refused_in_their_answers_and_the_chunk
     assert "root:" not in "".join(answers)
 
 
+@pytest.mark.slow
 def test_findings_of_every_round_are_kept(evidence_fake: FakeVLLM) -> None:
     risky = NEW_APP + "\n\ndef parse(text):\n    return eval(text)\n"
     evidence_fake.script_tool_calls(("list_directory", {"path": ""}), with_findings=True)
@@ -249,6 +254,7 @@ def test_findings_of_every_round_are_kept(evidence_fake: FakeVLLM) -> None:
     assert sum(f.title == "Use of eval() on dynamic input" for f in result.findings.findings) == 1
 
 
+@pytest.mark.slow
 def test_a_tool_round_that_cannot_fit_the_context_keeps_its_findings_and_is_a_context_overflow(
     evidence_fake: FakeVLLM,
 ) -> None:
@@ -275,6 +281,7 @@ def test_a_tool_round_that_cannot_fit_the_context_keeps_its_findings_and_is_a_co
     assert len(evidence_fake.requests) == 1  # the round was not sent
 
 
+@pytest.mark.slow
 def test_a_tool_answer_is_cut_to_the_room_the_context_leaves(evidence_fake: FakeVLLM) -> None:
     evidence_fake.needs_evidence = False
     head = {"app.py": NEW_APP + LONG_FILE}
@@ -298,6 +305,7 @@ def test_a_tool_answer_is_cut_to_the_room_the_context_leaves(evidence_fake: Fake
     assert "cut here: the answer reached its token budget" in tool_message
 
 
+@pytest.mark.slow
 def test_a_tool_round_the_server_answers_400_keeps_its_findings_and_is_re_split() -> None:
     files = parse_git_diff(diff_of(OLD_APP, NEW_APP) + diff_of("", RISKY, "risky.py"))
     head = {"app.py": NEW_APP, "db.py": DB, "risky.py": RISKY}
@@ -322,6 +330,7 @@ def test_a_tool_round_the_server_answers_400_keeps_its_findings_and_is_re_split(
     assert ("app.py", CALL_LINE, EVIDENCE_TITLE) in found
 
 
+@pytest.mark.slow
 def test_unreadable_calls_after_a_tool_round_get_a_repair_turn_without_repository_tools() -> None:
     broken = MalformedCalls(rate=1.0, seed=1, kinds=("missing_line",))
     with FakeVLLM(needs_evidence=True, malformed=broken) as fake:
@@ -346,6 +355,7 @@ def test_without_tool_calls_the_json_schema_mode_offers_no_repository_tools() ->
     )
 
 
+@pytest.mark.slow
 def test_a_repository_call_after_the_budget_is_spent_gets_a_repair_turn_saying_so(
     evidence_fake: FakeVLLM,
 ) -> None:
@@ -361,6 +371,7 @@ def test_a_repository_call_after_the_budget_is_spent_gets_a_repair_turn_saying_s
     assert ("app.py", 10, "Use of eval() on dynamic input") in titles(result)
 
 
+@pytest.mark.slow
 def test_a_tool_round_that_fails_retryably_is_sent_again_with_the_same_conversation(
     evidence_fake: FakeVLLM,
 ) -> None:

@@ -25,6 +25,8 @@ from tests.mr_world import BOT_TOKEN, FAST_NOTES_PER_MINUTE, PROJECT, World, git
 from tests.store_fixtures import store_url  # noqa: F401
 from tests.test_ci import isolated_env, mr_pipeline_env  # noqa: F401  (isolated_env: fixture)
 
+pytestmark = pytest.mark.slow  # measured: see docs/development.md
+
 DB = """import sqlite3
 
 

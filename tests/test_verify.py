@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -96,6 +97,7 @@ HOSTILE = st.one_of(
 )
 
 
+@pytest.mark.slow
 @given(st.lists(HOSTILE, max_size=6), st.integers(min_value=0, max_value=4))
 def test_hostile_verdicts_never_invent_or_lose_a_finding(texts: list[str], count: int) -> None:
     found = [finding(line) for line in range(1, count + 1)]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from click.testing import CliRunner
 from starlette.testclient import TestClient
 
@@ -25,6 +26,8 @@ from tests.fakes.vllm_server import (
 )
 from tests.mr_world import FEATURE_APP, PROJECT, World
 from tests.test_end_to_end import SECRET, deliver, open_event
+
+pytestmark = pytest.mark.slow  # measured: see docs/development.md
 
 TRUE_LINES = {"eval(", "== None", "except:"}
 

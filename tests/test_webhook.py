@@ -33,7 +33,7 @@ from reviewbot.commands.serve import serve_command
 from reviewbot.config import ConfigError, Settings
 from reviewbot.gitlab import GitLabClient, GitLabSettings
 from reviewbot.queue import JobQueue
-from reviewbot.store import Store, upgrade
+from reviewbot.store import Store
 from reviewbot.store.models import NAME_LENGTH, PROJECT_LENGTH, SHA_LENGTH
 from reviewbot.webhook import (
     WEBHOOK_PATH,
@@ -47,7 +47,12 @@ from reviewbot.webhook import (
 )
 from reviewbot.webhook.metrics import ListenerCollector, listener_registry, render
 from tests.fakes.gitlab_server import FakeGitLab
-from tests.store_fixtures import store_url, terminate_other_sessions  # noqa: F401
+from tests.hypothesis_profiles import examples
+from tests.store_fixtures import (  # noqa: F401
+    migrated_sqlite_url,
+    store_url,
+    terminate_other_sessions,
+)
 
 FIXTURES = Path(__file__).parent / "fixtures" / "webhooks"
 SECRET = "s3cret-token"
@@ -88,7 +93,7 @@ class RecordingPoster:
 
 class Listener:
     def __init__(self, url: str, *, max_body_bytes: int = SMALL_BODY_LIMIT) -> None:
-        upgrade(url)
+        """A listener on the migrated database at ``url``."""
         self.store = Store.from_url(url)
         self.queue = JobQueue(self.store)
         self.poster = RecordingPoster()
@@ -267,6 +272,7 @@ def _with_value(payload: dict[str, Any], dotted: str, value: Any) -> dict[str, A
     return payload
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("hook", "fixture", "field", "value"),
     OUT_OF_LIMITS,
@@ -425,7 +431,9 @@ def gitlab_shaped(draw: st.DrawFn) -> tuple[str, Any]:
 
 @pytest.fixture(scope="module")
 def sqlite_listener(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Listener]:
-    running = Listener(f"sqlite:///{tmp_path_factory.mktemp('property') / 'db.sqlite'}")
+    running = Listener(
+        migrated_sqlite_url(tmp_path_factory, tmp_path_factory.mktemp("property") / "db.sqlite")
+    )
     running.client = TestClient(running.app, raise_server_exceptions=False)
     _bot_finding(running.store)
     yield running
@@ -433,8 +441,9 @@ def sqlite_listener(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Listen
     running.store.close()
 
 
+@pytest.mark.slow
 @settings(
-    max_examples=PROPERTY_EXAMPLES,
+    max_examples=examples(PROPERTY_EXAMPLES),
     deadline=None,
     derandomize=True,
     suppress_health_check=[HealthCheck.too_slow],
@@ -565,7 +574,6 @@ def test_draft_is_skipped_until_marked_ready(listener: Listener) -> None:
 
 
 def test_drafts_are_reviewed_when_the_setting_says_so(store_url: str) -> None:  # noqa: F811
-    upgrade(store_url)
     store = Store.from_url(store_url)
     queue = JobQueue(store)
     app = create_app(
@@ -920,7 +928,6 @@ def _tiny_repo(path: Path) -> Path:
 
 
 def test_help_is_posted_on_the_merge_request(store_url: str, tmp_path: Path) -> None:  # noqa: F811
-    upgrade(store_url)
     store = Store.from_url(store_url)
     with FakeGitLab() as gitlab:
         gitlab.add_user(BOT, token="bot-token", bot=True)
@@ -957,7 +964,6 @@ def test_help_against_a_sign_in_page_logs_one_line(
 ) -> None:
     """GitLab's URL answering a sign-in page (issue 17 item 3): the delivery is answered, the
     help note cannot be posted, and that is one log line, not a traceback."""
-    upgrade(store_url)
     store = Store.from_url(store_url)
     with FakeGitLab() as gitlab:
         gitlab.add_user(BOT, token="bot-token", bot=True)
@@ -1023,6 +1029,7 @@ class ServerThread:
         self.socket.close()
 
 
+@pytest.mark.slow
 def test_through_a_real_uvicorn_server(listener: Listener) -> None:
     payload = json.dumps(load("merge_request_open")).encode()
     headers = {
@@ -1068,6 +1075,7 @@ def _send_half_a_delivery(address: tuple[str, int], body: bytes) -> None:
         raw.recv(1)  # wait until the server has read what came and closed its side
 
 
+@pytest.mark.slow
 def test_a_delivery_cut_off_mid_body_is_one_log_line_and_queues_nothing(
     listener: Listener, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -1126,6 +1134,7 @@ def test_serve_reads_config_file_and_database_url_options(tmp_path: Path) -> Non
     assert len(no_database.output.splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_app_from_settings_migrates_and_checks_the_secret(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'db.sqlite'}"
     app = app_from_settings(Settings(database_url=url, webhook_secret=SECRET, bot_username=BOT))
@@ -1203,6 +1212,7 @@ def test_metrics_histograms_are_cumulative_with_inf_sum_and_count(listener: List
     ]
 
 
+@pytest.mark.slow
 def test_review_full_asks_the_job_for_a_full_review(listener: Listener) -> None:
     plain = listener.post("Note Hook", mr_note("/reviewbot review"))
     assert plain.status_code == 202

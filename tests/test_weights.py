@@ -24,6 +24,7 @@ from reviewbot.ops.weights import (
     parse_safetensors_header,
 )
 from reviewbot.ops.weights_files import read_state, verify_model
+from tests.hypothesis_profiles import examples
 
 SHARD_1 = "model-00001-of-00002.safetensors"
 SHARD_2 = "model-00002-of-00002.safetensors"
@@ -409,7 +410,8 @@ NAMES = st.lists(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@pytest.mark.slow
+@settings(max_examples=examples(200), deadline=None)
 @given(NAMES, st.data())
 def test_a_written_manifest_reads_back(names: list[str], data: st.DataObject) -> None:
     digest = st.text("0123456789abcdef", min_size=64, max_size=64)
@@ -417,7 +419,7 @@ def test_a_written_manifest_reads_back(names: list[str], data: st.DataObject) ->
     assert parse_manifest(format_manifest(hashes)) == hashes
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.text(max_size=300))
 def test_any_manifest_text_parses_or_is_refused_with_a_line_number(text: str) -> None:
     try:

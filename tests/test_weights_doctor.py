@@ -84,6 +84,7 @@ def test_an_unreadable_record_warns(tmp_path: Path) -> None:
     assert check.status is Status.WARN and "not JSON" in check.detail
 
 
+@pytest.mark.slow
 def test_verify_weights_runs_it_now_and_records_it(
     model: tuple[Path, Path], tmp_path: Path, vllm: FakeVLLM
 ) -> None:

@@ -32,10 +32,10 @@ from reviewbot.gitlab import GitLabAuthError, GitLabNotFoundError, GitLabUnavail
 from reviewbot.model import LLMUnavailableError, ModelNotFoundError
 from reviewbot.mr import MergeRequestBusyError
 from reviewbot.queue import DEFAULT_MAX_ATTEMPTS, Job, JobQueue
-from reviewbot.store import Store, upgrade
+from reviewbot.store import Store
 from reviewbot.store.engine import SQLITE_BUSY_TIMEOUT_MS
 from reviewbot.worker import Worker, is_retryable, job_concurrency
-from tests.store_fixtures import migrated_store, store_url  # noqa: F401
+from tests.store_fixtures import migrated_sqlite_url, migrated_store, store_url  # noqa: F401
 
 PROJECT = "group/app"
 HEAD = "a" * 40
@@ -196,6 +196,7 @@ def test_jobs_share_the_model_request_budget() -> None:
 # -- one worker, in threads ----------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_burst_runs_every_job_once_then_exits(queue: JobQueue, record: Path) -> None:
     job_ids = _enqueue_mrs(queue, 3)
     stats = _worker(queue, RecordingHandler(record), concurrency=2).run(burst=True)
@@ -204,6 +205,7 @@ def test_burst_runs_every_job_once_then_exits(queue: JobQueue, record: Path) -> 
     assert all(queue.get(job_id).status == "succeeded" for job_id in job_ids)
 
 
+@pytest.mark.slow
 def test_two_workers_in_threads_run_each_job_exactly_once(
     queue: JobQueue,
     record: Path,
@@ -237,6 +239,7 @@ def test_transient_failure_is_retried_later(queue: JobQueue, record: Path) -> No
     assert (stats.retried, stats.failed) == (1, 0)
 
 
+@pytest.mark.slow
 def test_a_busy_mr_is_a_reason_to_wait_not_a_failed_attempt(
     migrated_store: Store,  # noqa: F811
     record: Path,
@@ -298,6 +301,7 @@ def test_stop_releases_a_job_still_running_after_the_grace_period(
 # -- worker processes ----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_two_worker_processes_run_each_job_exactly_once(
     queue: JobQueue,
     record: Path,
@@ -315,6 +319,7 @@ def test_two_worker_processes_run_each_job_exactly_once(
     assert queue.counts()["succeeded"] == MR_COUNT
 
 
+@pytest.mark.slow
 def test_killed_workers_job_is_completed_by_another_after_lease_expiry(
     queue: JobQueue,
     record: Path,
@@ -340,6 +345,7 @@ def test_killed_workers_job_is_completed_by_another_after_lease_expiry(
     assert _events(record, "done") == Counter([job_id])
 
 
+@pytest.mark.slow
 def test_sigterm_releases_the_running_job(
     queue: JobQueue,
     record: Path,
@@ -359,6 +365,7 @@ def test_sigterm_releases_the_running_job(
 # -- commands ------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_jobs_commands(queue: JobQueue, store_url: str) -> None:  # noqa: F811
     [job_id] = _enqueue_mrs(queue, 1)
     runner = CliRunner()
@@ -399,13 +406,13 @@ def test_worker_command_in_burst_mode_exits_on_empty_queue(
     assert "claimed 0" in result.output
 
 
+@pytest.mark.slow
 def test_recording_a_result_survives_the_database_being_unavailable(
-    tmp_path: Path, record: Path
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, record: Path
 ) -> None:
     """The database refuses writes for longer than a statement waits (SQLite's busy timeout,
     like a PostgreSQL restart): the job thread keeps its result and records it afterwards."""
-    url = f"sqlite:///{tmp_path / 'queue.db'}"
-    upgrade(url)
+    url = migrated_sqlite_url(tmp_path_factory, tmp_path / "queue.db")
     store = Store.from_url(url)
     queue = JobQueue(store)
     [job_id] = _enqueue_mrs(queue, 1)

@@ -7,16 +7,14 @@ wheel **without extras**: what a user gets from ``pip install reviewbot``.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.run_lock import locked
+from tests.run_lock import built_once
 
 ROOT = Path(__file__).resolve().parents[2]
 # pip and the wheel build can be slow on a loaded machine with a cold cache.
@@ -110,26 +108,6 @@ def install_into_fresh_venv(wheel: Path, venv: Path) -> None:
         cwd=venv.parent,
         env=clean_env(),
     )
-
-
-def built_once(run_dir: Path, name: str, build: Callable[[], dict[str, str]]) -> dict[str, str]:
-    """What ``build`` returns, built by the first worker of the run to ask and read by the
-    others (a build that failed fails them all, with its error, without building again)."""
-    run_dir.mkdir(parents=True, exist_ok=True)
-    state_file = run_dir / f"{name}.json"
-    with locked(run_dir / f"{name}.lock"):
-        if state_file.exists():
-            state = json.loads(state_file.read_text())
-            if "error" in state:
-                raise RuntimeError(state["error"])
-            return state
-        try:
-            state = build()
-        except (RuntimeError, subprocess.SubprocessError, OSError) as error:
-            state_file.write_text(json.dumps({"error": f"{name}: {error}"}))
-            raise
-        state_file.write_text(json.dumps(state))
-        return state
 
 
 def shared_installed(run_dir: Path) -> Installed:

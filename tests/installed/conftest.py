@@ -7,17 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.installed.artifacts import Installed, built_once, shared_installed
+from tests.installed.artifacts import Installed, shared_installed
 from tests.installed.containers import TIER_IMAGE, Podman, build_release_image
 from tests.installed.tier import IMAGE_ENV, podman_missing_reason
+from tests.run_lock import built_once
+from tests.run_lock import run_dir as shared_run_dir
 
 
 def run_dir(factory: pytest.TempPathFactory) -> Path:
-    """A directory every xdist worker of this run shares (the base temp's parent there)."""
-    base = factory.getbasetemp()
-    return (
-        base.parent / "installed" if os.environ.get("PYTEST_XDIST_WORKER") else base / "installed"
-    )
+    """The tier's directory that every xdist worker of this run shares."""
+    return shared_run_dir(factory, "installed")
 
 
 @pytest.fixture(scope="session")

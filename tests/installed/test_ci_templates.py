@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from reviewbot.store import Store, upgrade
+from tests.builders import FakeClock
 from tests.fakes.gitlab_server import FakeGitLab
 from tests.fakes.vllm_server import FakeVLLM
 from tests.gitlab_ci import CiJob, template_jobs
@@ -28,7 +29,7 @@ from tests.installed.tier import INSTALLED
 from tests.mr_world import BOT_TOKEN, PROJECT, git, make_repo
 from tests.store_fixtures import postgres_url  # noqa: F401
 from tests.test_ci import expected_lines, mr_pipeline_env
-from tests.test_report import Clock, _review, _vote
+from tests.test_report import _review, _vote
 
 pytestmark = INSTALLED
 
@@ -127,7 +128,7 @@ def test_the_weekly_report_job_in_the_image_reports_the_seeded_week(
 ) -> None:
     upgrade(postgres_url)
     monday = last_week_monday(datetime.now(UTC))
-    clock = Clock(monday)
+    clock = FakeClock(monday)
     store = Store.from_url(postgres_url)
     try:
         store = Store(store.engine, clock=clock)

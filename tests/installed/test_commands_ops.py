@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from reviewbot.store import Store
+from tests.builders import diff_notes
 from tests.fakes.vllm_server import FakeVLLM
 from tests.installed.artifacts import Installed
 from tests.installed.commands import reviewbot, succeeded, user_env, world_env
@@ -37,7 +38,6 @@ from tests.test_doctor import (
 from tests.test_eval import DATASET, check_stored_run
 from tests.test_loadtest import FAST, JSON_KEYS, SMALL_DIFF_TOKENS
 from tests.test_report_browser import _assert_charts_drawn, _browser, _dom, _title
-from tests.test_run import diff_notes
 from tests.test_weights import SHARD_1, flip_byte, model_dir  # noqa: F401  (fixture)
 
 pytestmark = INSTALLED

@@ -18,6 +18,7 @@ import pytest
 
 from reviewbot.findings import FindingState
 from reviewbot.store import Store
+from tests.builders import diff_notes, summary_notes
 from tests.fakes.silent_server import closed_port
 from tests.fakes.vllm_server import FakeVLLM
 from tests.installed.artifacts import Installed
@@ -35,7 +36,6 @@ from tests.test_ci import (
     isolated_env,  # noqa: F401  (fixture of ci_world)
 )
 from tests.test_learnings_end_to_end import NONE_LEARNING
-from tests.test_run import diff_notes, summary_notes
 
 pytestmark = INSTALLED
 

@@ -24,6 +24,7 @@ from sqlalchemy.pool import NullPool
 from reviewbot.store import normalize_database_url
 from reviewbot.store.migrate import head_revision
 from reviewbot.webhook.openapi import HEALTH_PATH, WEBHOOK_PATH
+from tests.builders import diff_notes, summary_notes
 from tests.installed.artifacts import Installed
 from tests.installed.commands import (
     SERVICE_START_S,
@@ -40,7 +41,6 @@ from tests.mr_world import World
 from tests.store_fixtures import POSTGRES_URL_ENV
 from tests.test_ci import expected_lines
 from tests.test_end_to_end import deliver, open_event
-from tests.test_run import diff_notes, summary_notes
 
 pytestmark = INSTALLED
 
@@ -103,21 +103,21 @@ def rows(database_url: str, query: str) -> list[tuple]:
 
 
 def test_db_upgrade_migrates_a_blank_database_to_the_head_of_the_wheel(
-    installed: Installed, outside: Path, store_url: str
+    installed: Installed, outside: Path, blank_store_url: str
 ) -> None:
     """The migrations (Alembic's env and revisions) are the wheel's; twice is safe."""
     env = user_env(outside)
     for _ in range(2):
         said = succeeded(
-            reviewbot(installed, outside, env, "db", "upgrade", "--database-url", store_url)
+            reviewbot(installed, outside, env, "db", "upgrade", "--database-url", blank_store_url)
         )
         assert said.strip().endswith(f"is at revision {head_revision()}"), said
-    engine = create_engine(normalize_database_url(store_url), poolclass=NullPool)
+    engine = create_engine(normalize_database_url(blank_store_url), poolclass=NullPool)
     try:
         assert set(inspect(engine).get_table_names()) >= SCHEMA
     finally:
         engine.dispose()
-    assert rows(store_url, "select version_num from alembic_version") == [(head_revision(),)]
+    assert rows(blank_store_url, "select version_num from alembic_version") == [(head_revision(),)]
 
 
 @ON_POSTGRES

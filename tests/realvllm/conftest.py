@@ -21,12 +21,12 @@ from tests.fakes.gitlab_server import FakeGitLab
 from tests.mr_world import BOT_TOKEN, PROJECT, World, make_repo
 from tests.realvllm.server import SharedServer, shared_server
 from tests.realvllm.tier import PYTHON_ENV, URL_ENV, model_dir
+from tests.run_lock import run_dir as shared_run_dir
 
 
 def run_dir(factory: pytest.TempPathFactory) -> Path:
-    """A directory every xdist worker of this run shares (the base temp's parent there)."""
-    base = factory.getbasetemp()
-    return base.parent / "realvllm" if os.environ.get("PYTEST_XDIST_WORKER") else base / "realvllm"
+    """The tier's directory that every xdist worker of this run shares."""
+    return shared_run_dir(factory, "realvllm")
 
 
 @pytest.fixture(scope="session")
