@@ -222,6 +222,7 @@ def strongly_connected(arrows: set[tuple[Node, Node]]) -> list[list[Node]]:
     return sorted((sorted(group) for group in groups if len(group) > 1), key=str)
 
 
+@pytest.mark.slow
 def test_no_folder_imports_a_folder_of_a_higher_layer() -> None:
     upward = {
         f"{shown(start)} -> {shown(end)}": sorted(through)
@@ -231,6 +232,7 @@ def test_no_folder_imports_a_folder_of_a_higher_layer() -> None:
     assert upward == {}
 
 
+@pytest.mark.slow
 def test_the_cycles_between_folders_are_the_known_ones() -> None:
     """A cycle stays in one layer (no arrow goes up); each is named by its layer and folders."""
     arrows = folder_arrows()

@@ -27,6 +27,8 @@ from tests.mr_world import BASE_APP, BOT_TOKEN, FEATURE_APP, PROJECT, World, git
 from tests.store_fixtures import store_url  # noqa: F401
 from tests.test_repo_sources import PROJECT_ID, make_tree_repo
 
+pytestmark = pytest.mark.slow  # measured: see docs/development.md
+
 TREE_ROUTE = r"/repository/tree$"
 NOT_FOUND = '{"message":"404 Not Found"}'
 CACHE_OFF = 0  # repo_cache_max_bytes: every file through GitLab's API

@@ -250,6 +250,7 @@ def vllm() -> Iterator[FakeVLLM]:
         yield fake
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("field", "value", "says"),
     [
@@ -322,6 +323,7 @@ def test_a_state_file_that_fails_after_the_run_is_one_line_and_exit_1(
 NESTED_TOO_DEEP = "[" * 100_000 + "]" * 100_000
 
 
+@pytest.mark.slow
 def test_doctor_names_a_state_file_nested_too_deep_and_runs_the_other_checks(
     tmp_path: Path, vllm: FakeVLLM
 ) -> None:
@@ -346,6 +348,7 @@ def test_doctor_names_a_state_file_nested_too_deep_and_runs_the_other_checks(
     assert "unreadable: JSON nested too deep" in checks["weights"]["detail"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("record", "status", "says"),
     [
