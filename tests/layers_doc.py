@@ -90,7 +90,10 @@ def render_layers() -> str:
             + "; ".join(others)
             + " |"
         )
-    lines += ["", "Cycles between folders known today:", ""]
+    if not KNOWN_FOLDER_CYCLES:
+        lines += ["", "Cycles between folders known today: none."]
+    else:
+        lines += ["", "Cycles between folders known today:", ""]
     for (level, folders), why in sorted(KNOWN_FOLDER_CYCLES.items()):
         named = ", ".join(f"`{folder_path(folder)}`" for folder in folders)
         lines.append(f"- {LAYER_NAMES[level]}: {named}. Why: {_code(why)}.")

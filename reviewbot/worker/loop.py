@@ -1,4 +1,4 @@
-"""Workers: take review jobs from the durable queue and run them; the operator commands.
+"""The worker's loop: claim jobs from the durable queue, run them, heartbeat, settle.
 
 `Worker.run()` claims jobs (`reviewbot.queue.JobQueue`), runs `handler(job)` in up to
 `concurrency` threads, renews each lease every `lease_s / 3`, and settles the job: succeeded,
@@ -8,15 +8,8 @@ SIGINT it stops claiming, lets running jobs finish for `grace_s`, then releases 
 the queue, so another worker picks them up at once. With `burst=True` it exits once nothing
 is left to claim and its own jobs are done.
 
-The worker runs on one `reviewbot.app.App` (one Store, one GitLab client, one model client
-for all its jobs). Every request to the model holds one of `llm_total_concurrency` slots
-shared by all workers on the same database (`reviewbot.slots`, the App's
-`shared_model_slots`), so their sum stays within the model server's limit. Which failures are
-retried is decided by the one error table, `reviewbot.errors`.
-
-Owns: claiming, running, heartbeating and settling jobs. The commands `reviewbot worker` and
-`reviewbot jobs` are `reviewbot.commands.worker` and `reviewbot.commands.jobs`.
-Must not: parse options or print (it logs).
+Owns: claiming, running, heartbeating and settling jobs. Must not: decide what a job does
+(`reviewbot.worker.jobs` does), parse options or print (it logs).
 """
 
 from __future__ import annotations
@@ -37,28 +30,17 @@ from types import FrameType
 from sqlalchemy.exc import DBAPIError
 
 from reviewbot.app import App
-from reviewbot.config import Settings
 from reviewbot.errors import disposition
-from reviewbot.gitlab import GitLabNotFoundError
-from reviewbot.mr import RunOptions, require_complete, run_merge_request
 from reviewbot.queue import (
-    FULL_REVIEW_KEY,
     Job,
     JobQueue,
     JobStatus,
     LeaseLostError,
 )
-from reviewbot.replies.answer import run_reply
 from reviewbot.retry import backoff_s
-from reviewbot.states import JobKind
+from reviewbot.worker.jobs import is_retryable, job_concurrency, run_job
 
-__all__ = [
-    "Worker",
-    "WorkerStats",
-    "is_retryable",
-    "job_concurrency",
-    "run_job",
-]
+__all__ = ["Worker", "WorkerStats", "default_worker_id"]
 
 log = logging.getLogger(__name__)
 
@@ -77,42 +59,6 @@ BUSY_RETRY_S = 10.0
 SETTLE_ATTEMPTS = 5
 SETTLE_RETRY_S = 0.5
 SETTLE_RETRY_MAX_S = 8.0  # the pauses between the five tries: 0.5, 1, 2, 4 s
-
-
-def is_retryable(error: BaseException) -> bool:
-    """True when the failed run may succeed later (transient outage, busy MR): see
-    `reviewbot.errors.ERROR_TABLE`; an unknown error (a bug) is never retried."""
-    known = disposition(error)
-    return known is not None and known.retry
-
-
-def run_job(app: App, job: Job, *, concurrency: int | None = None) -> None:
-    """The default handler: review the job's MR and publish, like `reviewbot run`; a reply
-    job (an answer in one of the bot's threads) is `reviewbot.replies.answer.run_reply`'s.
-
-    ``concurrency``: this job's share of the model requests in flight. A review with chunks
-    the model could not answer is retried later (ReviewIncompleteError).
-    """
-    if job.kind == JobKind.REPLY.value:
-        run_reply(app, job)
-        return
-    options = RunOptions(
-        trigger=job.trigger,
-        concurrency=concurrency,
-        full=bool(job.payload.get(FULL_REVIEW_KEY)),
-    )
-    project = job.project_id if job.project_id is not None else job.project
-    try:
-        require_complete(run_merge_request(app, project, job.mr_iid, options))
-    except GitLabNotFoundError as error:
-        if project == job.project:
-            raise
-        raise GitLabNotFoundError(f"{error} ({job.project})") from error
-
-
-def job_concurrency(settings: Settings, jobs_at_once: int) -> int:
-    """Share the model's request budget (`settings.concurrency`) among the jobs run at once."""
-    return max(1, settings.concurrency // max(1, jobs_at_once))
 
 
 def default_worker_id() -> str:
