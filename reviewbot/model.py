@@ -147,6 +147,9 @@ class ChunkRequest:
     # every request for it (repair turns, tool rounds, verification) so a router keeps the MR
     # on one server; None: no affinity (a local diff).
     session: str | None = None
+    # Thinking for this chunk's requests (None: the setting enable_thinking); the runner asks
+    # a chunk again with False when its answer was cut off while thinking.
+    enable_thinking: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -179,6 +182,11 @@ class CallRecord:
     repo_tool_calls: int = 0
     tool_answer_tokens: int = 0
     purpose: str = CallPurpose.REVIEW  # or CallPurpose.VERIFY
+    # Calls read from where the server's parsers should have taken them out: written in the
+    # content of a tool-calls answer, or in the model's thinking (reviewbot.llm.answers).
+    recovered_tool_calls: int = 0
+    reasoning_tokens: int | None = None  # ModelAnswer.reasoning_tokens
+    thinking_off: bool = False  # asked with thinking off (after an answer cut off while thinking)
 
 
 @dataclass(frozen=True)
@@ -230,6 +238,9 @@ class ModelRequest:
     max_tokens: int
     temperature: float | None
     session: str | None = None  # ChunkRequest.session
+    # Qwen3.5's thinking for this request only (None: the setting enable_thinking); the runner
+    # asks a chunk again with False when its answer was cut off while thinking.
+    enable_thinking: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,6 +265,9 @@ class ModelAnswer:
     # reasoning or a tool call; the event that only names the role does not count).
     ttft_s: float | None = None
     reasoning: str = ""  # the model's thinking, as the server's reasoning parser split it off
+    # Of completion_tokens, those spent thinking, as the server counts them (vLLM >= 0.32 with
+    # a reasoning parser: usage.completion_tokens_details.reasoning_tokens); None: not told.
+    reasoning_tokens: int | None = None
 
 
 class ModelBackend(Protocol):

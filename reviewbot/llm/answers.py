@@ -7,9 +7,24 @@ the model (:func:`repair_messages`) and ask it to resend those calls, in the mes
 output mode allows: with tool calls, one ``tool`` message per call (``tool_call_id``: vLLM's
 Qwen3 chat templates render them in order as ``<tool_response>`` blocks of one user turn);
 without ids (JSON schema, tool calls in text), one ``user`` message naming the reasons.
-``message.reasoning``/``reasoning_content`` are separate fields and are never read for findings
-(the transport keeps them in ``ModelAnswer.reasoning``, which ``reviewbot doctor`` looks at); a
-``<think>`` block leaked into ``content`` is stripped by the content parser.
+``message.reasoning``/``reasoning_content`` (the transport keeps them in
+``ModelAnswer.reasoning``) are the model's thinking, not its answer; a ``<think>`` block leaked
+into ``content`` is stripped by the content parser. Three shapes of Qwen3.5 behind vLLM's
+parsers are read all the same, and the calls read so are counted (``ParsedAnswer.recovered``):
+
+- calls written in ``content`` of a tool-calls answer (the tool parser left them there,
+  vllm#42021);
+- calls written inside the thinking, which an older reasoning parser keeps in ``reasoning``
+  (vllm#39056): when the answer has no call anywhere else and no text, the complete, well-formed
+  ``<tool_call>`` blocks of the reasoning are read; one that is not is an unreadable call (a
+  repair turn, then the chunk is asked again, then not reviewed), never "no findings";
+- the whole answer in ``reasoning`` with thinking off (vllm#19839): with ``thinking_off`` and no
+  text in ``content``, the reasoning is read as the answer.
+
+Two answers are no review at all and say so: ``ParsedAnswer.blank`` (no call and no text: the
+model said nothing, not "No issues found.") and ``ParsedAnswer.cut_in_thinking`` (the output
+budget ran out before the thinking ended); the runner asks again rather than read either as
+"0 findings".
 
 The answer to a repair turn is judged call by call (:func:`match_resent`), never by count: a
 readable call there repairs the unreadable call it is a resend of, found by the tool-call id
@@ -27,6 +42,7 @@ unreadable).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,6 +50,7 @@ from typing import Any
 from reviewbot.model import MODE_TOOL_CALLS, ModelAnswer, ToolCallText
 from reviewbot.toolcalls import (
     DEFAULT_FINDINGS_TOOL,
+    THINK_OPEN,
     ArgumentsError,
     check_arguments,
     decode_json,
@@ -50,6 +67,7 @@ __all__ = [
     "AnsweredCall",
     "ParsedAnswer",
     "Resent",
+    "assistant_message",
     "echoed",
     "empty_tool_calls",
     "error_text",
@@ -101,6 +119,12 @@ class ParsedAnswer:
     entries: list[AnsweredCall] = field(default_factory=list)
     # calls to the repository tools offered (reviewbot.llm.rounds answers them), in order
     repository: list[ToolCallText] = field(default_factory=list)
+    # readable calls read from the content of a tool-calls answer or from the reasoning
+    recovered: int = 0
+    # no call and no text at all (after the thinking): the model answered nothing
+    blank: bool = False
+    # cut off at the output budget while still thinking: no answer was begun
+    cut_in_thinking: bool = False
 
     @property
     def calls(self) -> list[dict[str, Any]]:
@@ -123,6 +147,8 @@ def parse_answer(
     tools: Sequence[Mapping[str, Any]],
     repository_names: frozenset[str] = frozenset(),
     spent_names: frozenset[str] = frozenset(),
+    *,
+    thinking_off: bool = False,
 ) -> ParsedAnswer:
     """The ``report_finding`` calls of an answer, readable or not, in the order given.
 
@@ -134,7 +160,9 @@ def parse_answer(
     A call to one in ``spent_names`` (repository tools no longer offered: the chunk's tool
     budget is spent) is unreadable with that reason, so its repair turn says so. A ``verdict``
     call is ignored: that tool is offered with the review's tools only so that the verification
-    pass (reviewbot.verify) shares their prefix, and it holds no finding.
+    pass (reviewbot.verify) shares their prefix, and it holds no finding. ``thinking_off``: the
+    request asked for no thinking, so reasoning without any content is the answer misplaced
+    (see the module notes for the shapes read from the reasoning).
     """
     parameters = tool_parameters(tools).get(DEFAULT_FINDINGS_TOOL, {})
     parsed = ParsedAnswer()
@@ -150,18 +178,59 @@ def parse_answer(
             continue
         parsed.entries.append(_tool_call_entry(call, parameters))
     content = strip_reasoning(answer.content)
-    if mode == MODE_TOOL_CALLS and not any(marker in content for marker in TOOL_CALL_MARKERS):
+    wordless = not content.strip() and not answer.tool_calls
+    if wordless and answer.finish_reason == FINISH_LENGTH and _thought(answer):
+        parsed.cut_in_thinking = True
         return parsed
-    from_text = parse_tool_calls_from_content(content, tools)
+    misplaced = wordless and thinking_off and bool(answer.reasoning.strip())
+    if misplaced:
+        content = answer.reasoning  # vllm#19839: with thinking off, the answer in reasoning
+    if mode != MODE_TOOL_CALLS or _has_calls(content):
+        counted = mode == MODE_TOOL_CALLS or misplaced
+        _read_text_calls(parsed, content, tools, parameters, counted=counted)
+    elif wordless and _has_calls(answer.reasoning):
+        _read_text_calls(parsed, answer.reasoning, tools, parameters, counted=True, where=THOUGHT)
+    parsed.blank = not parsed.entries and not parsed.repository and not content.strip()
+    return parsed
+
+
+# Where the calls of an answer's reasoning were written, named in their unreadable reasons.
+THOUGHT = "in the model's thinking"
+
+
+def _has_calls(text: str) -> bool:
+    return any(marker in text for marker in TOOL_CALL_MARKERS)
+
+
+def _thought(answer: ModelAnswer) -> bool:
+    """Whether the answer holds thinking: reasoning split off, or a ``<think>`` in content."""
+    return bool(answer.reasoning.strip()) or THINK_OPEN in answer.content
+
+
+def _read_text_calls(
+    parsed: ParsedAnswer,
+    text: str,
+    tools: Sequence[Mapping[str, Any]],
+    parameters: Mapping[str, Any],
+    *,
+    counted: bool,
+    where: str = "",
+) -> None:
+    """The calls written in ``text`` into ``parsed``; ``counted``: each readable one is a
+    recovered call (written where the server's parsers should have taken it out)."""
+    from_text = parse_tool_calls_from_content(text, tools)
+    prefix = f"{where}: " if where else ""
     for text_call in from_text.calls:
         if text_call.name == DEFAULT_FINDINGS_TOOL:
-            parsed.entries.append(_checked(text_call.arguments, parameters))
+            entry = _checked(text_call.arguments, parameters)
+            if where and entry.reason is not None:
+                entry = dataclasses.replace(entry, reason=prefix + entry.reason)
+            parsed.entries.append(entry)
+            parsed.recovered += int(counted and entry.readable)
         elif text_call.name != VERDICT_TOOL:
-            parsed.entries.append(
-                AnsweredCall(None, f"call to unknown tool {text_call.name!r}", None, text_call.name)
-            )
-    parsed.entries.extend(AnsweredCall(None, error) for error in from_text.errors)
-    return parsed
+            reason = f"{prefix}call to unknown tool {text_call.name!r}"
+            parsed.entries.append(AnsweredCall(None, reason, None, text_call.name))
+    parsed.entries.extend(AnsweredCall(None, prefix + error) for error in from_text.errors)
 
 
 def _tool_call_entry(call: ToolCallText, parameters: Mapping[str, Any]) -> AnsweredCall:
@@ -198,7 +267,7 @@ def repair_messages(
     ``left_out``: the reasons of unreadable calls an earlier repair turn asked for in vain.
     """
     with_ids = [entry for entry in parsed.entries if entry.call_id is not None]
-    assistant: dict[str, Any] = {"role": "assistant", "content": answer.content}
+    assistant = assistant_message(answer)
     if with_ids:
         assistant["tool_calls"] = [
             {
@@ -225,6 +294,23 @@ def repair_messages(
     if in_text or left_out:
         messages.append({"role": "user", "content": _resend_request([*in_text, *left_out])})
     return messages
+
+
+def assistant_message(
+    answer: ModelAnswer, tool_calls: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    """The assistant turn that repeats ``answer`` in the next request of its conversation: its
+    content, ``tool_calls`` when given, and its thinking as ``reasoning``. Qwen3.5's chat
+    template renders the thinking of the assistant turns after the last user turn back inside
+    ``<think>`` (interleaved thinking across tool rounds); vLLM (0.32) hands an input message's
+    ``reasoning`` to the template, as ``reasoning_content`` too. Without it the template renders
+    a turn the model never wrote, and the model's thinking leaks into its content."""
+    message: dict[str, Any] = {"role": "assistant", "content": answer.content}
+    if tool_calls is not None:
+        message["tool_calls"] = tool_calls
+    if answer.reasoning.strip():
+        message["reasoning"] = answer.reasoning
+    return message
 
 
 def error_text(entry: AnsweredCall) -> str:

@@ -259,7 +259,7 @@ class OpenAICompatibleBackend:
         if request.session and self.settings.session_header:
             body["user"] = request.session
         body.update(self._output_fields(request.mode, request.tools))
-        body.update(self._template_fields())
+        body.update(self._template_fields(request.enable_thinking))
         if request.stream:
             body["stream"] = True
             body["stream_options"] = {"include_usage": True}
@@ -280,7 +280,9 @@ class OpenAICompatibleBackend:
             return {"response_format": findings_response_format(tools)}
         raise ValueError(f"output mode {mode!r} is not one of {', '.join(self.output_modes)}")
 
-    def _template_fields(self) -> dict[str, Any]:
+    def _template_fields(self, enable_thinking: bool | None) -> dict[str, Any]:
+        """Fields for the server's chat template: none here (there is no one way to switch a
+        model's thinking on every server, so ``enable_thinking`` is not sent)."""
         return {}
 
     def _read_events(
@@ -437,6 +439,7 @@ class _StreamedAnswer:
             *_usage_counts(self.usage),
             self.ttft_s,
             "".join(self.reasoning),
+            _reasoning_tokens(self.usage),
         )
 
 
@@ -487,6 +490,7 @@ def answer_from_completion(body: Mapping[str, Any]) -> ModelAnswer:
         choice.get("finish_reason"),
         *usage,
         reasoning=_reasoning_of(message) or "",
+        reasoning_tokens=_reasoning_tokens(body.get("usage")),
     )
 
 
@@ -516,6 +520,14 @@ def _usage_counts(usage: Mapping[str, Any] | None) -> tuple[int, int, int | None
     details = usage.get("prompt_tokens_details")
     cached = details.get("cached_tokens") if isinstance(details, dict) else None
     return usage.get("prompt_tokens") or 0, usage.get("completion_tokens") or 0, cached
+
+
+def _reasoning_tokens(usage: Mapping[str, Any] | None) -> int | None:
+    """Of the completion tokens, those spent thinking: vLLM 0.32 with a reasoning parser (and
+    OpenAI's API) report ``completion_tokens_details.reasoning_tokens``; None when not told."""
+    details = usage.get("completion_tokens_details") if usage else None
+    count = details.get("reasoning_tokens") if isinstance(details, dict) else None
+    return count if isinstance(count, int) and not isinstance(count, bool) else None
 
 
 def findings_response_format(tools: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

@@ -6,10 +6,11 @@ calls some of them, the chunk runner executes the calls and asks the chunk again
 round**. :class:`ToolRounds` holds one chunk's rounds: how many were sent, the tokens of tool
 answers spent, and the findings read on the way. :meth:`ToolRounds.continuation` builds the
 messages appended to the conversation, in the shape the real vLLM expects: the assistant
-message repeating its content and every ``tool_calls`` entry with its id, then one ``tool``
-message per ``tool_call_id`` in order: a repository call's answer (delimited data) followed by
-the budget left, ``Recorded.`` for a readable ``report_finding`` call, the reason and "resend"
-for an unreadable one (as a repair turn says it).
+message repeating its content, its thinking (``reasoning``, which Qwen3.5's template renders
+back: :func:`reviewbot.llm.answers.assistant_message`) and every ``tool_calls`` entry with its
+id, then one ``tool`` message per ``tool_call_id`` in order: a repository call's answer
+(delimited data) followed by the budget left, ``Recorded.`` for a readable ``report_finding``
+call, the reason and "resend" for an unreadable one (as a repair turn says it).
 
 Bounds (:class:`ToolBudget`, the settings ``tool_rounds`` and ``tool_tokens``): at most
 ``rounds`` continuations per chunk; at most ``tokens`` tokens (estimated, an upper bound) of
@@ -31,7 +32,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from reviewbot.llm.answers import RECORDED_TEXT, AnsweredCall, ParsedAnswer, echoed, error_text
+from reviewbot.llm.answers import (
+    RECORDED_TEXT,
+    AnsweredCall,
+    ParsedAnswer,
+    assistant_message,
+    echoed,
+    error_text,
+)
 from reviewbot.model import ModelAnswer, ToolCallText
 from reviewbot.toolcalls import DEFAULT_FINDINGS_TOOL
 
@@ -134,7 +142,7 @@ class ToolRounds:
         )
         for position in notes:
             replies[position]["content"] += "\n" + note
-        assistant = {"role": "assistant", "content": answer.content, "tool_calls": calls}
+        assistant = assistant_message(answer, calls)
         return Continuation([assistant, *replies], len(repository), spent, refused, open_after)
 
     def commit(self, continuation: Continuation) -> None:

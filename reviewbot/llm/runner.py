@@ -127,6 +127,9 @@ OUTCOME_INVALID_CALLS = "invalid_calls"  # unreadable calls, answered with a rep
 OUTCOME_REPAIR = "repair"  # the answer to a repair turn
 OUTCOME_UNREADABLE_RETRY = "unreadable_retry"  # still unreadable: the chunk is asked again
 OUTCOME_TOOL_ROUND = "tool_round"  # the answer called repository tools: answered, asked again
+# The output budget ran out while the model was thinking: asked again with thinking off.
+OUTCOME_THINKING_CUT_OFF = "thinking_cut_off"
+OUTCOME_EMPTY_RETRY = "empty_retry"  # no call and no text at all: the chunk is asked again
 # Tries at fitting a tool round's answers into the context, each cut to the room the last
 # count left; the last sends every call "over budget" (a few tokens each).
 FIT_TRIES = 3
@@ -327,22 +330,23 @@ class ChunkRunner:
         or, after a tool round, with the tools' answers)."""
         offered = _offered_repository(current, mode)
         spent = current.repository.names - offered if current.repository else frozenset()
-        parsed = parse_answer(answer, mode, current.tools, offered, spent)
+        parsed = parse_answer(
+            answer, mode, current.tools, offered, spent, thinking_off=self._thinking_off(current)
+        )
+        if parsed.cut_in_thinking and answer.completion_tokens >= self.settings.max_output_tokens:
+            # (cut short of the budget, the context had no more room: re-split, as below)
+            return self._cut_in_thinking(tries, mode, attempt, answer, parsed)
         if parsed.repository and answer.finish_reason != FINISH_LENGTH:
             return self._tool_round(tries, mode, attempt, answer, parsed, current)
         if empty_tool_calls(answer, parsed):
-            if tries.unreadable_tries >= self.settings.max_retries:
-                error = (
-                    f"the model answered finish_reason=tool_calls without any tool call "
-                    f"{tries.unreadable_tries + 1} times"
-                )
-                self._keep(tries, mode, attempt, OUTCOME_ERROR, parsed, error=error)
-                return tries.failed(error)
             # A known vLLM bug: finish_reason "tool_calls" with no call streamed. The calls
             # were lost, so the chunk is asked again, without streaming.
-            self._keep(tries, mode, attempt, OUTCOME_NO_TOOL_CALLS_RETRY, parsed)
-            tries.ask_again()
-            return None
+            why = "the model answered finish_reason=tool_calls without any tool call"
+            return self._nothing_read(tries, mode, attempt, parsed, why)
+        if parsed.blank and answer.finish_reason != FINISH_LENGTH and not tries.tool_round:
+            # No call and no text, not even "No issues found.": no review, never 0 findings.
+            why = "the model's answer was empty (no finding and no text)"
+            return self._nothing_read(tries, mode, attempt, parsed, why, OUTCOME_EMPTY_RETRY)
         repaired = self._resent_in_final(tries, parsed, current)
         if (not parsed.invalid and not tries.outstanding) or answer.finish_reason == FINISH_LENGTH:
             # readable, or cut off (the pipeline re-splits the chunk; never a repair turn)
@@ -352,6 +356,54 @@ class ChunkRunner:
             return tries.result(parsed.calls, error=error, truncated=outcome == OUTCOME_LENGTH)
         self._keep(tries, mode, attempt, OUTCOME_INVALID_CALLS, parsed, repaired=repaired)
         return self._unreadable(tries, mode, answer, parsed, gate, current)
+
+    def _thinking_off(self, request: ChunkRequest) -> bool:
+        """Whether ``request`` asks for no thinking (its own switch, else the setting)."""
+        if request.enable_thinking is not None:
+            return not request.enable_thinking
+        return self.settings.enable_thinking is False
+
+    def _nothing_read(
+        self,
+        tries: ChunkTries,
+        mode: str,
+        attempt: Attempt,
+        parsed: ParsedAnswer,
+        why: str,
+        outcome: str = OUTCOME_NO_TOOL_CALLS_RETRY,
+    ) -> ChunkResult | None:
+        """An answer that read as nothing: the chunk is asked again, without streaming (None),
+        until ``max_retries``; then it is not reviewed, with ``why``."""
+        if tries.unreadable_tries >= self.settings.max_retries:
+            error = f"{why}, {tries.unreadable_tries + 1} times"
+            self._keep(tries, mode, attempt, OUTCOME_ERROR, parsed, error=error)
+            return tries.failed(error)
+        self._keep(tries, mode, attempt, outcome, parsed, error=why)
+        tries.ask_again()
+        return None
+
+    def _cut_in_thinking(
+        self,
+        tries: ChunkTries,
+        mode: str,
+        attempt: Attempt,
+        answer: ModelAnswer,
+        parsed: ParsedAnswer,
+    ) -> ChunkResult | None:
+        """An answer cut off at the output budget while the model was still thinking. A
+        smaller chunk thinks just as long, so it is not re-split: it is asked again once with
+        thinking off (None); cut off while thinking again, it is not reviewed."""
+        cause = (
+            f"the model's thinking used the whole output budget ({answer.completion_tokens} "
+            f"tokens, max_output_tokens={self.settings.max_output_tokens}) before any answer"
+        )
+        if not tries.thinking_off:
+            self._keep(tries, mode, attempt, OUTCOME_THINKING_CUT_OFF, parsed, error=cause)
+            tries.thinking_off = True
+            return None
+        error = f"{cause}, also when asked again with thinking off"
+        self._keep(tries, mode, attempt, OUTCOME_ERROR, parsed, error=error)
+        return tries.failed(error)
 
     def _resent_in_final(
         self, tries: ChunkTries, parsed: ParsedAnswer, current: ChunkRequest
@@ -486,7 +538,11 @@ class ChunkRunner:
         record = self._record(
             tries.request, mode, outcome, attempt, tries.queued_s, parsed, error, repaired
         )
-        tries.records.append(dataclasses.replace(record, tool_round=tries.tool_round))
+        tries.records.append(
+            dataclasses.replace(
+                record, tool_round=tries.tool_round, thinking_off=tries.thinking_off
+            )
+        )
 
     def _repaired(
         self,
@@ -528,7 +584,10 @@ class ChunkRunner:
                 break
             reply = attempt.answer
             assert reply is not None
-            replied = parse_answer(reply, mode, request.tools)
+            thinking_off = (
+                request.enable_thinking is False or self.settings.enable_thinking is False
+            )
+            replied = parse_answer(reply, mode, request.tools, thinking_off=thinking_off)
             resent = match_resent(reading.outstanding, replied, reading.calls, request.tools)
             # Calls still unreadable: those the answer sent unreadably again, then (beyond
             # their number) those it left out.
@@ -653,6 +712,7 @@ class ChunkRunner:
             max_tokens=self.settings.max_output_tokens,
             temperature=self.settings.temperature,
             session=request.session,
+            enable_thinking=request.enable_thinking,
         )
         while True:
             try:
@@ -750,6 +810,8 @@ class ChunkRunner:
             started_at=attempt.started_at,
             tool_calls=len(parsed.entries),
             repaired_tool_calls=repaired,
+            recovered_tool_calls=parsed.recovered,
+            reasoning_tokens=answer.reasoning_tokens,
         )
 
 

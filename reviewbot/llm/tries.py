@@ -78,11 +78,14 @@ class ChunkTries:
     kept: list[dict] = field(default_factory=list)  # findings read in tool-round answers
     outstanding: list[AnsweredCall] = field(default_factory=list)  # unreadable in tool rounds
     prompt_tokens: int | None = None  # the conversation's size after the last tool round
+    thinking_off: bool = False  # cut off while thinking once: asked again with thinking off
 
     def current(self, mode: str) -> ChunkRequest:
         """The request to send now: the conversation so far, with the tools this round and
         ``mode`` may offer (the repository tools only in the tool-calls mode)."""
         request = self.request
+        if self.thinking_off:
+            request = dataclasses.replace(request, enable_thinking=False)
         tools = request.tools
         if request.repository is not None:
             if self.rounds is not None and mode == MODE_TOOL_CALLS:

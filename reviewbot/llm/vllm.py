@@ -79,7 +79,7 @@ class VLLMBackend(OpenAICompatibleBackend):
         }
         if tools:
             body["tools"] = tools
-        body.update(self._template_fields())
+        body.update(self._template_fields(None))
         try:
             response = self._http.post(self._root_url + TOKENIZE_PATH, json=body)
         except httpx.TransportError as error:
@@ -123,11 +123,15 @@ class VLLMBackend(OpenAICompatibleBackend):
             return {"tools": tools, "tool_choice": "none"} if tools else {}
         return super()._output_fields(mode, tools)
 
-    def _template_fields(self) -> dict[str, Any]:
-        if self.settings.enable_thinking is None:
+    def _template_fields(self, enable_thinking: bool | None) -> dict[str, Any]:
+        """``enable_thinking`` (one request's, else the setting's) for Qwen3.5's template."""
+        thinking = enable_thinking
+        if thinking is None:
+            thinking = self.settings.enable_thinking
+        if thinking is None:
             return {}
         # Qwen3.5's chat template reads enable_thinking; vLLM passes chat_template_kwargs on.
-        return {"chat_template_kwargs": {"enable_thinking": self.settings.enable_thinking}}
+        return {"chat_template_kwargs": {"enable_thinking": thinking}}
 
 
 def _is_integer(value: object) -> bool:

@@ -199,8 +199,10 @@ class LLMCall(Base):
 
     ``tool_calls``: the calls its answer held, readable or not (NULL: recorded before this was
     counted); ``invalid_tool_calls``: those that could not be read; ``repaired_tool_calls``: on
-    a repair turn, the unreadable calls of the chunk's earlier answer resent readably. Per chunk:
-    group by ``chunk_index``.
+    a repair turn, the unreadable calls of the chunk's earlier answer resent readably;
+    ``recovered_tool_calls``: readable calls the server's parsers left in the content or the
+    thinking; ``reasoning_tokens``: completion tokens spent thinking (NULL: not told);
+    ``thinking_off``: asked with thinking off. Per chunk: group by ``chunk_index``.
     """
 
     __tablename__ = "llm_calls"
@@ -229,6 +231,9 @@ class LLMCall(Base):
     purpose: Mapped[str] = mapped_column(
         StoredString(SHORT_LABEL_LENGTH), default=CallPurpose.REVIEW.value
     )
+    recovered_tool_calls: Mapped[int] = mapped_column(default=0)
+    reasoning_tokens: Mapped[int | None]
+    thinking_off: Mapped[bool] = mapped_column(default=False)
 
 
 class Finding(Base):

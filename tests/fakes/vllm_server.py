@@ -91,6 +91,14 @@ into ``content``), ``empty_tool_calls_stream``
 vLLM's pydantic serialiser does: a client that splits lines with ``str.splitlines`` breaks the
 event), ``invented_rule`` (every finding's ``rule`` is a name no prompt held, as a model fills
 an optional field). Faults that change findings invent one finding when the diff has none.
+Shapes of older vLLM parsers, which vLLM 0.32 no longer returns (docs/fake-and-real-vllm.md):
+``calls_in_reasoning`` (the calls written inside the thinking stay in ``reasoning``, no
+``tool_calls`` and no content: vllm#39056), ``xml_in_content`` (the calls left as XML text in
+``content`` after the thinking: vllm#42021) and ``answer_in_reasoning`` (thinking off, the
+whole answer in ``reasoning`` and no content: vllm#19839). ``long_thinking``: the model thinks
+for ``LONG_THINKING_REPEATS`` times the usual reasoning before its answer, with thinking on or
+off (as behind a chat template that ignores ``enable_thinking``), so a small
+``max_tokens`` cuts it off while thinking.
 Streams only:
 ``invalid_json_stream`` (every ``data:`` line but ``[DONE]`` cut one character short),
 ``stream_cut_mid_call`` (the body ends cleanly in the middle of the first tool call's
@@ -318,6 +326,10 @@ KNOWN_FAULTS = frozenset(
         "deep_json_body",
         "deep_arguments",
         "bare_json_value",
+        "calls_in_reasoning",
+        "xml_in_content",
+        "answer_in_reasoning",
+        "long_thinking",
         "planted_finding",  # one more finding, on an added line the oracle finds nothing on
         "invented_rule",  # every finding cites a rule the prompt does not hold (a made-up name)
         "verdicts_unreadable",  # a verification answer: every verdict call's JSON broken
@@ -330,6 +342,9 @@ KNOWN_FAULTS = frozenset(
 DEEP_ARGUMENT_LEVELS = 3000
 DEEP_BODY_LEVELS = 100_000
 BARE_JSON_VALUE = "42"  # bare_json_value: valid JSON, not a findings object
+LONG_THINKING_REPEATS = 40  # long_thinking: about 1,200 tokens of reasoning
+# Shapes of older vLLM parsers (module notes), made from the answer vLLM 0.32 gives.
+OLD_PARSER_FAULTS = frozenset({"calls_in_reasoning", "xml_in_content", "answer_in_reasoning"})
 FINDING_FAULTS = frozenset(
     {"hallucinated_path", "hallucinated_line", "quick_action", "line_separators", "invented_rule"}
 )
@@ -1300,6 +1315,8 @@ def compose_answer(
     if fault == "bare_json_value" and mode != "tool_calls":
         body_text = BARE_JSON_VALUE
     reasoning = reasoning_text(lines) if request.enable_thinking or fault == "reasoning" else None
+    if fault == "long_thinking":
+        reasoning = " ".join([reasoning_text(lines)] * LONG_THINKING_REPEATS)
     raw = f"{reasoning}\n</think>\n\n{body_text}" if reasoning else body_text
     raw_ids = encode(raw)
     if len(raw_ids) + EOS_TOKEN_COUNT > budget:
@@ -1314,7 +1331,19 @@ def compose_answer(
     if fault == "reasoning":
         content = f"<think>\n{reasoning}\n</think>\n\n{(content or '').lstrip()}"
     shown_reasoning = f"{reasoning}\n" if reasoning else None
-    return Answer(content, calls, shown_reasoning, finish, len(raw_ids) + EOS_TOKEN_COUNT)
+    tokens = len(raw_ids) + EOS_TOKEN_COUNT
+    if fault in OLD_PARSER_FAULTS:
+        return _old_parser_answer(fault, body_text, shown_reasoning, tokens)
+    return Answer(content, calls, shown_reasoning, finish, tokens)
+
+
+def _old_parser_answer(fault: str, body: str, reasoning: str | None, tokens: int) -> Answer:
+    """What an older vLLM's parsers made of the raw output (the module notes' shapes)."""
+    if fault == "calls_in_reasoning":  # vllm#39056: the calls were written inside <think>
+        return Answer(None, [], f"{reasoning or ''}{body}\n", "stop", tokens)
+    if fault == "xml_in_content":  # vllm#42021: the tool parser left the calls in content
+        return Answer(f"{THINK_END_GAP if reasoning else ''}{body}", [], reasoning, "stop", tokens)
+    return Answer(None, [], body, "stop", tokens)  # answer_in_reasoning, vllm#19839
 
 
 def _truncated_answer(
