@@ -113,6 +113,8 @@ class Cost:
     cached_tokens: int = 0
     completion_tokens: int = 0
     wall_s: float = 0.0
+    # of completion_tokens, those the server said were thinking (0 where it does not say)
+    reasoning_tokens: int = 0
 
     def __add__(self, other: Cost) -> Cost:
         return Cost(
@@ -121,6 +123,7 @@ class Cost:
             self.cached_tokens + other.cached_tokens,
             self.completion_tokens + other.completion_tokens,
             self.wall_s + other.wall_s,
+            self.reasoning_tokens + other.reasoning_tokens,
         )
 
 
@@ -417,6 +420,7 @@ def item_reviewer(llm: LLMClient, settings: Settings) -> Callable[[EvalItem], It
             cached_tokens=result.cached_tokens,
             completion_tokens=result.completion_tokens,
             wall_s=time.monotonic() - started,
+            reasoning_tokens=result.reasoning_tokens,
         )
         return ItemReview(predicted_from(kept), result.model, result.prompt_version, cost)
 

@@ -246,6 +246,11 @@ class ReviewResult:
     def cached_tokens(self) -> int:
         return sum(c.cached_tokens or 0 for c in self.model_calls)
 
+    @property
+    def reasoning_tokens(self) -> int:
+        """Completion tokens spent thinking, as far as the server told (0 where it did not)."""
+        return sum(c.reasoning_tokens or 0 for c in self.model_calls)
+
     def ttft_percentile(self, fraction: float) -> float | None:
         values = sorted(c.ttft_ms for c in self.calls if c.ttft_ms is not None)
         if not values:

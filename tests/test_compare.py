@@ -333,7 +333,7 @@ def test_the_tables_show_scores_cost_pairs_and_the_verdict(
     critical = str(_write(tmp_path, "critical.toml", 'min_severity = "critical"\n'))
     result = _invoke(vllm, database, str(TEAM), "--compare", *_configs(tmp_path), critical)
     assert result.exit_code == 0, result.output
-    for words in ("mean F1", "prompt tokens", "95% interval", "mean ΔF1", "wall s"):
+    for words in ("mean F1", "prompt tokens", "thinking", "95% interval", "mean ΔF1", "wall s"):
         assert words in result.stdout
     assert "no difference beyond noise between scope and diff-only" in result.stdout
     assert "no difference beyond noise between critical and diff-only" in result.stdout

@@ -26,7 +26,7 @@ from sqlalchemy import create_engine, text
 
 from reviewbot.commands import main
 from reviewbot.config import Settings
-from reviewbot.model import ModelAnswer
+from reviewbot.model import ModelAnswer, ToolCallText
 from reviewbot.ops.doctor import (
     MODEL_API_KEY_FIX,
     TOOL_PARSER_FIX,
@@ -34,6 +34,7 @@ from reviewbot.ops.doctor import (
     generation_config_check,
     prefix_caching_check,
     repository_source_check,
+    thinking_check,
     token_scopes_check,
     tool_call_check,
     vllm_argv_for,
@@ -44,7 +45,7 @@ from reviewbot.prompts import tool_schemas
 from reviewbot.store import normalize_database_url
 from tests.fakes.gitlab_server import FakeGitLab
 from tests.fakes.silent_server import SilentServer
-from tests.fakes.vllm_server import FakeVLLM
+from tests.fakes.vllm_server import FakeVLLM, qwen_xml_call
 from tests.mr_world import make_repo
 from tests.stderr_lines import progress_lines
 from tests.store_fixtures import migrated_sqlite_url, store_url  # noqa: F401
@@ -426,7 +427,8 @@ def test_missing_prompt_tokens_details_and_prefix_caching_warn(services: Service
 def test_thinking_is_reported_and_leaked_thinking_warns(services: Services) -> None:
     _, checks, _ = doctor(services.env(enable_thinking=""), "--model-only")
     assert checks["thinking"]["status"] == "ok"
-    assert checks["thinking"]["detail"].startswith("on:")
+    assert checks["thinking"]["detail"].startswith("on, ")
+    assert "the probe's call survived the parsers" in checks["thinking"]["detail"]
     services.vllm.add_faults("reasoning")  # <think>...</think> left in the answer's text
     _, checks, _ = doctor(services.env(), "--model-only")
     assert checks["thinking"]["status"] == "warn"
@@ -805,3 +807,60 @@ def test_a_git_too_old_for_the_cache_warns(version: str, status: Status) -> None
     check = repository_source_check(version, True, "/cache")
     assert check.status is status
     assert ("older than git 2.29" in check.detail) is (status is Status.WARN)
+
+
+# --- thinking: does the call survive the parsers, what does thinking cost ----------------------
+
+
+def thinking_probe(reasoning: str, calls: bool = True, tokens: int | None = 40) -> ModelAnswer:
+    call = ToolCallText("report_finding", json.dumps(PROBE_CALL), "c1")
+    return ModelAnswer(
+        "",
+        [call] if calls else [],
+        "tool_calls" if calls else "stop",
+        900,
+        120,
+        0,
+        0.1,
+        reasoning=reasoning,
+        reasoning_tokens=tokens,
+    )
+
+
+PROBE_CALL = {
+    "path": "src/app.py",
+    "line": 3,
+    "severity": "major",
+    "category": "bug",
+    "title": "t",
+    "body": "b",
+}
+
+
+def test_thinking_that_costs_little_is_recommended_on() -> None:
+    check = thinking_check(None, thinking_probe("I check line 3."), 40, 4096)
+    assert check.status is Status.OK
+    assert check.detail.startswith("on, 40 tokens of thinking (1% of max_output_tokens=4096)")
+    assert "recommended: thinking on" in check.detail
+
+
+def test_thinking_that_spends_most_of_the_budget_recommends_it_off() -> None:
+    check = thinking_probe("Let me think. " * 300, tokens=3000)
+    judged = thinking_check(True, check, 3000, 4096)
+    assert judged.status is Status.WARN and "73% of max_output_tokens=4096" in judged.detail
+    assert judged.fix and judged.fix.startswith("recommended: REVIEWBOT_ENABLE_THINKING=false")
+
+
+def test_a_call_kept_in_the_thinking_warns_in_both_checks() -> None:
+    kept = thinking_probe(f"I report it.\n{qwen_xml_call('report_finding', PROBE_CALL)}\n", False)
+    judged = thinking_check(None, kept, 60, 4096)
+    assert judged.status is Status.WARN and "vllm#39056" in judged.detail
+    assert judged.fix and "REVIEWBOT_ENABLE_THINKING=false" in judged.fix
+    tools = tool_call_check(kept, tool_schemas(), "tool_calls")
+    assert tools.status is Status.WARN and "inside the model's thinking" in tools.detail
+
+
+def test_thinking_off_says_how_to_measure_it() -> None:
+    check = thinking_check(False, thinking_probe("", tokens=None), None, 4096)
+    assert check.status is Status.OK and check.detail.startswith("off:")
+    assert "REVIEWBOT_ENABLE_THINKING=true reviewbot doctor --model-only" in check.detail

@@ -118,7 +118,7 @@ def _scores_table(configurations: Sequence[Mapping[str, Any]]) -> Table:
 
 
 def _cost_table(configurations: Sequence[Mapping[str, Any]]) -> Table:
-    table = Table("per item", "model calls", "prompt tokens", "cached", "completion", "wall s")
+    table = Table("per item", "calls", "prompt tokens", "cached", "output", "thinking", "wall s")
     for entry in configurations:
         if not entry["complete"]:
             continue
@@ -130,6 +130,7 @@ def _cost_table(configurations: Sequence[Mapping[str, Any]]) -> Table:
             _per_item(cost["prompt_tokens"]),
             _per_item(cost["cached_tokens"]),
             _per_item(cost["completion_tokens"]),
+            _per_item(cost.get("reasoning_tokens", 0)),
             f"{cost['wall_s']:.2f}",
         )
     return table

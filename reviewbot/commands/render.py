@@ -60,6 +60,8 @@ CALL_COLUMNS = (
     ("calls", "tool_calls"),
     ("invalid", "invalid_tool_calls"),
     ("repaired", "repaired_tool_calls"),
+    ("recovered", "recovered_tool_calls"),
+    ("thinking", "reasoning_tokens"),
     ("round", "tool_round"),
     ("repo calls", "repo_tool_calls"),
     ("tool tokens", "tool_answer_tokens"),

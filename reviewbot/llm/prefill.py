@@ -22,8 +22,15 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 
-__all__ = ["NO_PREFILL_LIMIT", "PrefillGate", "PrefillTicket", "check_prefill_limit"]
+__all__ = [
+    "NO_PREFILL_LIMIT",
+    "PrefillGate",
+    "PrefillTicket",
+    "check_prefill_limit",
+    "first_token_callback",
+]
 
 NO_PREFILL_LIMIT = 0  # the setting's value that turns the gate off
 
@@ -109,3 +116,16 @@ class PrefillGate:
             self._waiting_tokens -= ticket.tokens
             self._requests_in_prefill -= 1
             self._cond.notify_all()
+
+
+def first_token_callback(
+    ticket: PrefillTicket, first_token: threading.Event | None
+) -> Callable[[], None]:
+    """What to do at a request's first token: leave the prefill gate, wake the warm-up wait."""
+
+    def on_first_token() -> None:
+        ticket.release()
+        if first_token is not None:
+            first_token.set()
+
+    return on_first_token

@@ -84,9 +84,18 @@ from reviewbot.llm.answers import (
     parse_answer,
     repair_messages,
 )
-from reviewbot.llm.prefill import PrefillGate, PrefillTicket, check_prefill_limit
+from reviewbot.llm.prefill import PrefillGate, check_prefill_limit, first_token_callback
 from reviewbot.llm.rounds import Continuation, ToolBudget, ToolRounds, without_tools
-from reviewbot.llm.tries import Attempt, ChunkTries, Reading
+from reviewbot.llm.tries import (
+    Attempt,
+    ChunkTries,
+    Reading,
+    cut_off_error,
+    not_resent,
+    offered_repository,
+    thinking_cut_off_error,
+    unreadable_error,
+)
 from reviewbot.model import (
     MODE_CONTENT,
     MODE_JSON_SCHEMA,
@@ -133,8 +142,6 @@ OUTCOME_EMPTY_RETRY = "empty_retry"  # no call and no text at all: the chunk is 
 # Tries at fitting a tool round's answers into the context, each cut to the room the last
 # count left; the last sends every call "over budget" (a few tokens each).
 FIT_TRIES = 3
-NOT_RESENT = " (not resent when asked)"  # said of an unreadable call the repair turn left out
-REASONS_SHOWN = 3  # distinct reasons an unreadable chunk's error names
 # A chat template's tokens around one message (role markers, <tool_response> tags), on top of
 # its text, when a repair turn's size is estimated without the server's /tokenize.
 MESSAGE_FRAMING_TOKENS = 16
@@ -328,7 +335,7 @@ class ChunkRunner:
     ) -> ChunkResult | None:
         """The chunk's result from a try's answer, or None to ask again (without streaming,
         or, after a tool round, with the tools' answers)."""
-        offered = _offered_repository(current, mode)
+        offered = offered_repository(current, mode)
         spent = current.repository.names - offered if current.repository else frozenset()
         parsed = parse_answer(
             answer, mode, current.tools, offered, spent, thinking_off=self._thinking_off(current)
@@ -350,10 +357,11 @@ class ChunkRunner:
         repaired = self._resent_in_final(tries, parsed, current)
         if (not parsed.invalid and not tries.outstanding) or answer.finish_reason == FINISH_LENGTH:
             # readable, or cut off (the pipeline re-splits the chunk; never a repair turn)
-            outcome, error = self._outcome(answer)
+            error = cut_off_error(answer, self.settings.max_output_tokens)
+            outcome = OUTCOME_OK if error is None else OUTCOME_LENGTH
             self._keep(tries, mode, attempt, outcome, parsed, error=error, repaired=repaired)
             tries.invalid += parsed.invalid
-            return tries.result(parsed.calls, error=error, truncated=outcome == OUTCOME_LENGTH)
+            return tries.result(parsed.calls, error=error, truncated=error is not None)
         self._keep(tries, mode, attempt, OUTCOME_INVALID_CALLS, parsed, repaired=repaired)
         return self._unreadable(tries, mode, answer, parsed, gate, current)
 
@@ -393,10 +401,7 @@ class ChunkRunner:
         """An answer cut off at the output budget while the model was still thinking. A
         smaller chunk thinks just as long, so it is not re-split: it is asked again once with
         thinking off (None); cut off while thinking again, it is not reviewed."""
-        cause = (
-            f"the model's thinking used the whole output budget ({answer.completion_tokens} "
-            f"tokens, max_output_tokens={self.settings.max_output_tokens}) before any answer"
-        )
+        cause = thinking_cut_off_error(answer, self.settings.max_output_tokens)
         if not tries.thinking_off:
             self._keep(tries, mode, attempt, OUTCOME_THINKING_CUT_OFF, parsed, error=cause)
             tries.thinking_off = True
@@ -492,7 +497,7 @@ class ChunkRunner:
         def record(attempt: Attempt, outcome: str, *details: Any, **named: Any) -> None:
             self._keep(tries, mode, attempt, outcome, *details, **named)
 
-        before = [_not_resent(entry) for entry in tries.outstanding]
+        before = [not_resent(entry) for entry in tries.outstanding]
         if current.repository is not None:  # a repair turn asks for findings only
             tools = without_tools(current.tools, current.repository.names)
             current = dataclasses.replace(current, tools=tools)
@@ -513,7 +518,9 @@ class ChunkRunner:
         if len(reading.calls) >= len(tries.best.calls):
             tries.best = reading
         if tries.unreadable_tries >= self.settings.max_retries:
-            error = self._unreadable_error(tries.best, tries.unreadable_tries + 1)
+            error = unreadable_error(
+                tries.best, tries.unreadable_tries + 1, self.settings.max_repair_rounds
+            )
             tries.records[-1] = dataclasses.replace(
                 tries.records[-1], outcome=OUTCOME_ERROR, error=self._one_line(error)
             )
@@ -592,7 +599,7 @@ class ChunkRunner:
             # Calls still unreadable: those the answer sent unreadably again, then (beyond
             # their number) those it left out.
             left_out = [
-                _not_resent(entry) for entry in resent.still_unreadable[len(replied.unreadable) :]
+                not_resent(entry) for entry in resent.still_unreadable[len(replied.unreadable) :]
             ]
             reading.outstanding = [*replied.unreadable, *left_out]
             reading.calls += resent.calls
@@ -641,38 +648,8 @@ class ChunkRunner:
             f"+ max_output_tokens={output} > {limit} tokens; not sent, the chunk is split"
         )
 
-    def _unreadable_error(self, reading: Reading, tries: int) -> str:
-        reasons = list(dict.fromkeys(reading.reasons))
-        shown = "; ".join(reasons[:REASONS_SHOWN])
-        if len(reasons) > REASONS_SHOWN:
-            shown += f"; {len(reasons) - REASONS_SHOWN} more"
-        rounds = self.settings.max_repair_rounds
-        return (
-            f"the model's answer could not be read: {len(reading.outstanding)} of "
-            f"{reading.total} calls invalid ({shown}); asked {tries} time(s), with up to "
-            f"{rounds} repair turn(s) each"
-        )
-
     def _one_line(self, text: str) -> str:
         return one_line(text, self.settings.api_key)
-
-    def _outcome(self, answer: ModelAnswer) -> tuple[str, str | None]:
-        """The outcome of a readable answer, and the error when it is not a whole review."""
-        if answer.finish_reason != FINISH_LENGTH:
-            return OUTCOME_OK, None
-        if answer.completion_tokens < self.settings.max_output_tokens:
-            # vLLM (0.32) does not refuse a prompt that leaves less room than max_tokens: it
-            # shortens the answer to the room left, so the cut comes before max_output_tokens.
-            return OUTCOME_LENGTH, (
-                f"the answer was cut off at {answer.completion_tokens} tokens, short of "
-                f"max_output_tokens={self.settings.max_output_tokens}: the prompt's "
-                f"{answer.prompt_tokens} tokens left no more room in the model's context "
-                f"(the server shortened the answer instead of refusing the request)"
-            )
-        return OUTCOME_LENGTH, (
-            f"the answer was cut off at max_output_tokens="
-            f"{self.settings.max_output_tokens} (finish_reason=length)"
-        )
 
     def _downgrade(self, failed_mode: str, reason: str) -> None:
         """Learn the next output mode after ``failed_mode`` (once for all threads)."""
@@ -721,7 +698,7 @@ class ChunkRunner:
                 try:
                     with self._hold_slots() as waited:
                         slot_wait_s += waited
-                        on_first_token = _first_token_callback(ticket, first_token)
+                        on_first_token = first_token_callback(ticket, first_token)
                         answer = self._execute_in_flight(model_request, on_first_token)
                 finally:
                     ticket.release()  # not streamed, or failed: the prefill is over anyway
@@ -813,30 +790,3 @@ class ChunkRunner:
             recovered_tool_calls=parsed.recovered,
             reasoning_tokens=answer.reasoning_tokens,
         )
-
-
-def _offered_repository(request: ChunkRequest, mode: str) -> frozenset[str]:
-    """The repository tools ``request`` offers in ``mode`` (their calls are answered)."""
-    if request.repository is None or mode != MODE_TOOL_CALLS:
-        return frozenset()
-    names = {(tool.get("function") or {}).get("name") for tool in request.tools}
-    return frozenset(name for name in request.repository.names if name in names)
-
-
-def _not_resent(entry: AnsweredCall) -> AnsweredCall:
-    """An unreadable call that the answer to its repair turn left out."""
-    reason = (entry.reason or "").removesuffix(NOT_RESENT) + NOT_RESENT
-    return dataclasses.replace(entry, reason=reason)
-
-
-def _first_token_callback(
-    ticket: PrefillTicket, first_token: threading.Event | None
-) -> Callable[[], None]:
-    """What to do at a request's first token: leave the prefill gate, wake the warm-up wait."""
-
-    def on_first_token() -> None:
-        ticket.release()
-        if first_token is not None:
-            first_token.set()
-
-    return on_first_token

@@ -5,7 +5,8 @@ records, the unreadable calls' reasons, the best try so far, and, with repositor
 chunk's tool rounds (:class:`reviewbot.llm.rounds.ToolRounds`), the conversation they grew, and
 the findings read in them (kept in every result, overflow and failure included).
 
-Owns: the state of one chunk between its requests, and the result it makes. Must not: send a
+Owns: the state of one chunk between its requests, the result it makes, and the words of why a
+chunk is not a whole review (cut off, cut off while thinking, unreadable). Must not: send a
 request or read an answer (the runner and ``reviewbot.llm.answers`` do).
 """
 
@@ -16,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from reviewbot.llm.answers import AnsweredCall, finding_key
+from reviewbot.llm.answers import FINISH_LENGTH, AnsweredCall, finding_key
 from reviewbot.llm.rounds import ToolRounds, without_tools
 from reviewbot.model import (
     MODE_TOOL_CALLS,
@@ -27,7 +28,19 @@ from reviewbot.model import (
     ModelAnswer,
 )
 
-__all__ = ["Attempt", "ChunkTries", "Reading"]
+__all__ = [
+    "Attempt",
+    "ChunkTries",
+    "Reading",
+    "cut_off_error",
+    "not_resent",
+    "offered_repository",
+    "thinking_cut_off_error",
+    "unreadable_error",
+]
+
+NOT_RESENT = " (not resent when asked)"  # said of an unreadable call the repair turn left out
+REASONS_SHOWN = 3  # distinct reasons an unreadable chunk's error names
 
 
 @dataclass
@@ -138,3 +151,54 @@ class ChunkTries:
             conversation=self.messages,
             **named,
         )
+
+
+def offered_repository(request: ChunkRequest, mode: str) -> frozenset[str]:
+    """The repository tools ``request`` offers in ``mode`` (their calls are answered)."""
+    if request.repository is None or mode != MODE_TOOL_CALLS:
+        return frozenset()
+    names = {(tool.get("function") or {}).get("name") for tool in request.tools}
+    return frozenset(name for name in request.repository.names if name in names)
+
+
+def not_resent(entry: AnsweredCall) -> AnsweredCall:
+    """An unreadable call that the answer to its repair turn left out."""
+    reason = (entry.reason or "").removesuffix(NOT_RESENT) + NOT_RESENT
+    return dataclasses.replace(entry, reason=reason)
+
+
+def unreadable_error(reading: Reading, tries: int, repair_rounds: int) -> str:
+    """Why a chunk whose answers stayed unreadable is not reviewed."""
+    reasons = list(dict.fromkeys(reading.reasons))
+    shown = "; ".join(reasons[:REASONS_SHOWN])
+    if len(reasons) > REASONS_SHOWN:
+        shown += f"; {len(reasons) - REASONS_SHOWN} more"
+    return (
+        f"the model's answer could not be read: {len(reading.outstanding)} of "
+        f"{reading.total} calls invalid ({shown}); asked {tries} time(s), with up to "
+        f"{repair_rounds} repair turn(s) each"
+    )
+
+
+def cut_off_error(answer: ModelAnswer, max_output_tokens: int) -> str | None:
+    """Why a readable answer is not a whole review (it was cut off), or None when it is."""
+    if answer.finish_reason != FINISH_LENGTH:
+        return None
+    if answer.completion_tokens < max_output_tokens:
+        # vLLM (0.32) does not refuse a prompt that leaves less room than max_tokens: it
+        # shortens the answer to the room left, so the cut comes before max_output_tokens.
+        return (
+            f"the answer was cut off at {answer.completion_tokens} tokens, short of "
+            f"max_output_tokens={max_output_tokens}: the prompt's "
+            f"{answer.prompt_tokens} tokens left no more room in the model's context "
+            f"(the server shortened the answer instead of refusing the request)"
+        )
+    return f"the answer was cut off at max_output_tokens={max_output_tokens} (finish_reason=length)"
+
+
+def thinking_cut_off_error(answer: ModelAnswer, max_output_tokens: int) -> str:
+    """The cause named when the output budget ran out while the model was still thinking."""
+    return (
+        f"the model's thinking used the whole output budget ({answer.completion_tokens} "
+        f"tokens, max_output_tokens={max_output_tokens}) before any answer"
+    )

@@ -81,6 +81,16 @@ PROMPT_TOKENS_DETAILS_FIX = (
 )
 PREFIX_CACHING_FIX = "start vLLM with --enable-prefix-caching (deploy/vllm profiles do)"
 REASONING_PARSER_FIX = "start vLLM with --reasoning-parser qwen3"
+THINKING_SETTINGS = {
+    None: "REVIEWBOT_ENABLE_THINKING unset: the server's choice (Qwen3.5 thinks by default)",
+    True: "REVIEWBOT_ENABLE_THINKING=true",
+    False: "REVIEWBOT_ENABLE_THINKING=false",
+}
+# Above this share of max_output_tokens spent thinking on the one-finding probe, thinking off
+# is recommended: a real chunk (many findings, tool rounds) thinks longer than the probe.
+THINKING_SHARE_WARN = 0.5
+DEFAULT_OUTPUT_BUDGET = 4096  # LLMSettings.max_output_tokens's default
+TOOL_CALL_START = "<tool_call>"
 GENERATION_CONFIG_FIX = (
     "start vLLM with --generation-config vllm (deploy/vllm profiles do), so that only the "
     "sampling parameters reviewbot sends apply"
@@ -345,6 +355,15 @@ def tool_call_check(answer: ModelAnswer, tools: list[dict], mode: str) -> Check:
             f"the probe came back as {len(parsed.calls)} parsed report_finding call(s) "
             f"({first.get('path')}:{first.get('line')}, {first.get('severity')})",
         )
+    if parsed.calls and TOOL_CALL_START not in answer.content and answer.reasoning:
+        return Check(
+            "tool calls",
+            Status.WARN,
+            "the probe's tool call came back inside the model's thinking, not as a parsed tool "
+            "call (vllm#39056): reviewbot recovers such calls, but one cut off there is lost",
+            "set REVIEWBOT_ENABLE_THINKING=false, or run a vLLM whose parser ends the thinking "
+            f"at {TOOL_CALL_START} (0.32 does)",
+        )
     if parsed.calls:
         return Check(
             "tool calls",
@@ -489,13 +508,17 @@ def prompt_tokens_details_check(answer: ModelAnswer | None) -> Check:
     )
 
 
-def thinking_check(enable_thinking: bool | None, answer: ModelAnswer | None) -> Check:
-    """What the probe showed of Qwen3.5's thinking, against REVIEWBOT_ENABLE_THINKING."""
-    setting = {
-        None: "REVIEWBOT_ENABLE_THINKING unset: the server's choice (Qwen3.5 thinks by default)",
-        True: "REVIEWBOT_ENABLE_THINKING=true",
-        False: "REVIEWBOT_ENABLE_THINKING=false",
-    }[enable_thinking]
+def thinking_check(
+    enable_thinking: bool | None,
+    answer: ModelAnswer | None,
+    thinking_tokens: int | None = None,
+    output_budget: int = DEFAULT_OUTPUT_BUDGET,
+) -> Check:
+    """What the probe showed of Qwen3.5's thinking, against REVIEWBOT_ENABLE_THINKING: whether
+    the probe's call survived the parsers, the tokens it spent thinking (``thinking_tokens``:
+    the server's count, else reviewbot's of the reasoning text) against ``output_budget``
+    (max_output_tokens), and the setting recommended for this server."""
+    setting = THINKING_SETTINGS[enable_thinking]
     if answer is None:
         return Check("thinking", Status.WARN, f"{setting}; not checked: the probe got no answer")
     if "<think>" in answer.content or "</think>" in answer.content:
@@ -521,12 +544,47 @@ def thinking_check(enable_thinking: bool | None, answer: ModelAnswer | None) -> 
             "chat_template_kwargs",
             "serve a Qwen3.5 chat template that reads enable_thinking",
         )
-    found = (
-        f"on: the probe's answer came with {len(answer.reasoning)} characters of reasoning"
-        if thought
-        else "off: the probe's answer came without reasoning"
+    if not thought:
+        return Check(
+            "thinking",
+            Status.OK,
+            f"off: the probe's answer came without reasoning; {setting} (what thinking would "
+            "cost here: REVIEWBOT_ENABLE_THINKING=true reviewbot doctor --model-only)",
+        )
+    return _thinking_spent(setting, answer, thinking_tokens, output_budget)
+
+
+def _thinking_spent(
+    setting: str, answer: ModelAnswer, thinking_tokens: int | None, output_budget: int
+) -> Check:
+    """The probe thought: did its call survive the parsers, and what did thinking cost."""
+    spent = f"{thinking_tokens} tokens" if thinking_tokens is not None else "an unknown number"
+    share = thinking_tokens / output_budget if thinking_tokens is not None and output_budget else 0
+    cost = f"{spent} of thinking ({share:.0%} of max_output_tokens={output_budget})"
+    if not answer.tool_calls and TOOL_CALL_START in answer.reasoning:
+        return Check(
+            "thinking",
+            Status.WARN,
+            f"on, {cost}; the probe's call was written inside the thinking and the server's "
+            "reasoning parser kept it there (vllm#39056): reviewbot reads such calls (counted "
+            "as recovered), but a call cut off there is lost",
+            f"recommended: REVIEWBOT_ENABLE_THINKING=false, or a vLLM whose parser ends the "
+            f"thinking at {TOOL_CALL_START} (0.32 does)",
+        )
+    if share > THINKING_SHARE_WARN:
+        return Check(
+            "thinking",
+            Status.WARN,
+            f"on, {cost} for a one-finding probe: a real chunk thinks longer, and an answer "
+            "cut off while thinking costs a second request with thinking off",
+            "recommended: REVIEWBOT_ENABLE_THINKING=false, or a larger REVIEWBOT_MAX_OUTPUT_TOKENS",
+        )
+    return Check(
+        "thinking",
+        Status.OK,
+        f"on, {cost}; the probe's call survived the parsers; {setting}; recommended: "
+        "thinking on (measure both on your own merge requests: docs/thinking.md)",
     )
-    return Check("thinking", Status.OK, f"{found}; {setting}")
 
 
 def vllm_argv_for(command_lines: Sequence[Sequence[str]], base_url: str) -> list[str] | None:

@@ -364,9 +364,23 @@ def _probed(probing: _Probing) -> tuple[ModelAnswer | None, Check]:
     probing.verdicts.add(
         probe_check,
         prompt_tokens_details_check(answer),
-        thinking_check(probing.settings.enable_thinking, answer),
+        thinking_check(
+            probing.settings.enable_thinking,
+            answer,
+            _thinking_tokens(probing.counter, answer),
+            probing.settings.max_output_tokens,
+        ),
     )
     return answer, probe_check
+
+
+def _thinking_tokens(counter: TokenCounter, answer: ModelAnswer | None) -> int | None:
+    """The probe's tokens of thinking: the server's count, else the reasoning text counted."""
+    if answer is None:
+        return None
+    if answer.reasoning_tokens is not None:
+        return answer.reasoning_tokens
+    return counter.count(answer.reasoning) if answer.reasoning else 0
 
 
 def _after_the_probe(

@@ -478,6 +478,9 @@ class EvalRun(Base):
     cached_tokens: Mapped[int | None]
     completion_tokens: Mapped[int | None]
     wall_s: Mapped[float | None]
+    reasoning_tokens: Mapped[
+        int | None
+    ]  # of completion_tokens, those the server says were thinking
 
 
 class Job(Base):
