@@ -11,6 +11,7 @@ More glob semantics on plain cases: tests/test_rules.py.
 from __future__ import annotations
 
 import re
+import warnings
 
 import pytest
 from hypothesis import example, given, settings
@@ -41,7 +42,12 @@ def reference_matches(glob: str, path: str) -> bool:
     pattern = glob.strip().lstrip("/")
     if pattern.endswith("/"):
         pattern += "**"
-    return re.compile(_translate(pattern), re.DOTALL).fullmatch(path) is not None
+    with warnings.catch_warnings():
+        # A class such as [?--] makes Python warn that a future version may read "--" as a
+        # set difference; the reference is today's reading, which the automaton keeps.
+        warnings.simplefilter("ignore", FutureWarning)
+        compiled = re.compile(_translate(pattern), re.DOTALL)
+    return compiled.fullmatch(path) is not None
 
 
 def _translate(glob: str) -> str:
