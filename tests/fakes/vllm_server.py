@@ -244,6 +244,7 @@ HALLUCINATED_PATH = "src/does_not_exist.py"
 HALLUCINATED_LINE_OFFSET = 1000
 NO_ISSUES_TEXT = "No issues found."
 TOOL_CALL_OPEN = "<tool_call>"
+TOOL_CALL_CLOSE = "</tool_call>"
 THINK_END_GAP = "\n\n"  # what the model writes after </think>, left in the content by vLLM
 TOOL_CALL_ID_HEX = 16
 DEFAULT_TOOL_NAME = "report_finding"
@@ -533,19 +534,39 @@ def render_chat_prompt(
     add_generation_prompt: bool = True,
     enable_thinking: bool = True,
 ) -> str:
-    """Approximate Qwen3.5's chat template (ChatML, tools as JSON in the system turn)."""
+    """Approximate Qwen3.5's chat template (ChatML, tools as JSON in the system turn; an
+    assistant turn's reasoning rendered back after the last user query, see
+    :func:`_render_assistant`)."""
     parts: list[str] = []
-    remaining = list(messages)
+    last_query = _last_query_index(messages)
+    first = 0
     if tools:
         system_text = ""
-        if remaining and remaining[0].get("role") == "system":
-            system_text = message_text(remaining.pop(0).get("content")) + "\n\n"
+        if messages and messages[0].get("role") == "system":
+            system_text = message_text(messages[0].get("content")) + "\n\n"
+            first = 1
         parts.append(f"<|im_start|>system\n{system_text}{_tools_block(tools)}<|im_end|>\n")
-    parts.extend(_render_message(message) for message in remaining)
+    parts.extend(
+        _render_message(message, after_query=index > last_query)
+        for index, message in enumerate(messages)
+        if index >= first
+    )
     if add_generation_prompt:
         thinking = "<think>\n" if enable_thinking else "<think>\n\n</think>\n\n"
         parts.append(f"<|im_start|>assistant\n{thinking}")
     return "".join(parts)
+
+
+def _last_query_index(messages: Sequence[dict[str, Any]]) -> int:
+    """Where the last real user query is: a user message that is not a wrapped tool response
+    (a ``tool`` message is none either); without one, the last message."""
+    last = len(messages) - 1
+    for index, message in enumerate(messages):
+        text = message_text(message.get("content"))
+        wrapped = text.startswith("<tool_response>") and text.endswith("</tool_response>")
+        if message.get("role") == "user" and not wrapped:
+            last = index
+    return last
 
 
 def _tools_block(tools: Sequence[dict[str, Any]]) -> str:
@@ -560,16 +581,33 @@ def _tools_block(tools: Sequence[dict[str, Any]]) -> str:
     )
 
 
-def _render_message(message: dict[str, Any]) -> str:
+def _render_message(message: dict[str, Any], after_query: bool = False) -> str:
     role = message.get("role", "user")
     text = message_text(message.get("content"))
     if role == "tool":
         return f"<|im_start|>user\n<tool_response>\n{text}\n</tool_response><|im_end|>\n"
-    if role == "assistant" and message.get("tool_calls"):
+    if role == "assistant":
+        return _render_assistant(message, text, after_query)
+    return f"<|im_start|>{role}\n{text}<|im_end|>\n"
+
+
+def _render_assistant(message: dict[str, Any], text: str, after_query: bool) -> str:
+    """An assistant turn: its reasoning (vLLM hands the template ``reasoning``, else the
+    deprecated ``reasoning_content``) rendered back as ``<think>\\nR\\n</think>\\n\\n`` (R stripped
+    of newlines, the content of leading ones) when the turn comes after the last user query, as
+    Qwen3.5 keeps the thinking of a tool-calling turn; earlier turns show their content only."""
+    thought = message.get("reasoning")
+    if not isinstance(thought, str):
+        thought = message.get("reasoning_content")
+    head = ""
+    if isinstance(thought, str) and thought and after_query:
+        kept = thought.strip("\n")
+        head, text = f"<think>\n{kept}\n</think>\n\n", text.lstrip("\n")
+    if message.get("tool_calls"):
         calls = [_call_arguments(call) for call in message["tool_calls"]]
         xml = "\n".join(qwen_xml_call(name, args) for name, args in calls)
         text = f"{text}\n\n{xml}" if text else xml
-    return f"<|im_start|>{role}\n{text}<|im_end|>\n"
+    return f"<|im_start|>assistant\n{head}{text}<|im_end|>\n"
 
 
 def _call_arguments(call: dict[str, Any]) -> tuple[str, dict[str, Any]]:

@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from reviewbot.prompts import tool_schemas
+from reviewbot.repo.tools import repository_tool_schemas
 from tests.fakes.vllm_server import FakeVLLM
 from tests.realvllm.server import SERVED_MODEL, SharedServer
 from tests.realvllm.tier import REAL_VLLM
@@ -160,3 +161,52 @@ def test_the_same_token_count(real_vllm: SharedServer, fake: FakeVLLM) -> None:
     assert counts[0]["count"] == counts[1]["count"]
     assert counts[0]["tokens"] == counts[1]["tokens"]
     assert counts[0]["max_model_len"] == counts[1]["max_model_len"]
+
+
+def tool_rounds(with_reasoning: bool) -> list[dict[str, Any]]:
+    """A review that took two rounds of repository tool calls, each assistant turn with its
+    reasoning (sent back in the ``reasoning`` field, as reviewbot does) or without."""
+
+    def turn(round_: int, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        message: dict[str, Any] = {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": f"chatcmpl-tool-{round_:016x}",
+                    "type": "function",
+                    "function": {"name": name, "arguments": json.dumps(arguments)},
+                }
+            ],
+        }
+        if with_reasoning:
+            message["reasoning"] = f"Round {round_}: I need {name} before I judge line 11.\n"
+        return message
+
+    return [
+        *request(RISKY, thinking=True)["messages"],
+        turn(1, "find_definition", {"symbol": "handler"}),
+        {"role": "tool", "tool_call_id": f"chatcmpl-tool-{1:016x}", "content": "src/app.py:10-12"},
+        turn(2, "read_file", {"path": "src/app.py", "start_line": 10, "end_line": 12}),
+        {"role": "tool", "tool_call_id": f"chatcmpl-tool-{2:016x}", "content": "10 | def handler"},
+    ]
+
+
+def test_interleaved_thinking_across_tool_rounds(real_vllm: SharedServer, fake: FakeVLLM) -> None:
+    """Both assistant turns come after the last user query: Qwen3.5's template renders their
+    reasoning back, and the real server counts the prompt the fake renders, token for token."""
+    tools = [*tool_schemas(), *repository_tool_schemas()]
+    counts = {}
+    for with_reasoning in (True, False):
+        body = {"model": SERVED_MODEL, "messages": tool_rounds(with_reasoning), "tools": tools}
+        tokenized = [
+            httpx.post(f"{server.root_url}/tokenize", json=body, timeout=TIMEOUT_S).json()
+            for server in (fake, real_vllm)
+        ]
+        assert tokenized[0]["tokens"] == tokenized[1]["tokens"]
+        counts[with_reasoning] = tokenized[1]["count"]
+    chat = {**request(RISKY, thinking=True, max_tokens=1), "tools": tools}
+    chat["messages"] = tool_rounds(with_reasoning=True)
+    assert answer(real_vllm.base_url, chat)["prompt_tokens"] == counts[True]
+    assert answer(fake.base_url, chat)["prompt_tokens"] == counts[True]
+    assert counts[True] > counts[False]

@@ -63,17 +63,20 @@ def conversation() -> list[dict[str, Any]]:
     ]
 
 
-@pytest.mark.parametrize("thinking", [None, True, False])
-@pytest.mark.parametrize("with_tools", [True, False])
-def test_our_template_renders_the_fakes_prompt(thinking: bool | None, with_tools: bool) -> None:
-    messages = conversation()
-    tools = tool_schemas() if with_tools else None
-    # vLLM hands the template the calls' arguments decoded; the fake reads the JSON text
-    as_sent = [
+def as_sent(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The messages as a client sends them: vLLM hands the template the calls' arguments
+    decoded, the fake reads the JSON text."""
+    return [
         {
             **m,
             "tool_calls": [
-                {**c, "function": {**c["function"], "arguments": json.dumps(CALL)}}
+                {
+                    **c,
+                    "function": {
+                        **c["function"],
+                        "arguments": json.dumps(c["function"]["arguments"]),
+                    },
+                }
                 for c in m["tool_calls"]
             ],
         }
@@ -81,8 +84,61 @@ def test_our_template_renders_the_fakes_prompt(thinking: bool | None, with_tools
         else m
         for m in messages
     ]
-    expected = render_chat_prompt(as_sent, tools, enable_thinking=thinking is not False)
+
+
+@pytest.mark.parametrize("thinking", [None, True, False])
+@pytest.mark.parametrize("with_tools", [True, False])
+def test_our_template_renders_the_fakes_prompt(thinking: bool | None, with_tools: bool) -> None:
+    messages = conversation()
+    tools = tool_schemas() if with_tools else None
+    expected = render_chat_prompt(as_sent(messages), tools, enable_thinking=thinking is not False)
     assert render(messages, tools, thinking) == expected
+
+
+def call(call_id: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+CALL_1 = call("c1", "read_file", {"path": "src/app.py", "start_line": 1})
+
+
+def interleaved() -> list[dict[str, Any]]:
+    """Assistant turns with reasoning before the last user query (rendered without it) and
+    after it, across tool rounds (rendered with it); the deprecated field name on one turn."""
+    return [
+        *conversation()[:2],
+        {"role": "assistant", "content": "", "reasoning": "EARLY\n", "tool_calls": [CALL_1]},
+        {"role": "tool", "tool_call_id": "c1", "content": "def handler(request): ..."},
+        {"role": "user", "content": "Resend it."},
+        {
+            "role": "assistant",
+            "content": "\n\nReading on.",
+            "reasoning": "\nSECOND\n",
+            "tool_calls": [call("c2", "read_file", {"path": "src/app.py"})],
+        },
+        {"role": "tool", "tool_call_id": "c2", "content": "1 | import os"},
+        {
+            "role": "assistant",
+            "content": None,
+            "reasoning_content": "THIRD",
+            "tool_calls": [call("c3", "find_definition", {"symbol": "handler"})],
+        },
+        {"role": "tool", "tool_call_id": "c3", "content": "src/app.py:10-12"},
+    ]
+
+
+@pytest.mark.parametrize("thinking", [True, False])
+@pytest.mark.parametrize("with_tools", [True, False])
+def test_reasoning_after_the_last_user_query_is_rendered_back(
+    thinking: bool, with_tools: bool
+) -> None:
+    messages = interleaved()
+    tools = tool_schemas() if with_tools else None
+    text = render_chat_prompt(as_sent(messages), tools, enable_thinking=thinking)
+    assert render(messages, tools, thinking) == text
+    assert "EARLY" not in text
+    assert "<|im_start|>assistant\n<think>\nSECOND\n</think>\n\nReading on.\n\n<tool_call>" in text
+    assert "<|im_start|>assistant\n<think>\nTHIRD\n</think>\n\n<tool_call>" in text
 
 
 @pytest.mark.parametrize("thinking", [True, False])
