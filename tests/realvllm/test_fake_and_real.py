@@ -17,7 +17,12 @@ import pytest
 
 from reviewbot.prompts import tool_schemas
 from reviewbot.repo.tools import repository_tool_schemas
-from tests.fakes.vllm_server import FakeVLLM
+from tests.fakes.vllm_server import (
+    CALL_SHAPES,
+    ENDLESS_THINKING,
+    SHAPE_KINDS,
+    FakeVLLM,
+)
 from tests.realvllm.server import SERVED_MODEL, SharedServer
 from tests.realvllm.tier import REAL_VLLM
 
@@ -32,6 +37,16 @@ RISKY = (
 )
 CLEAN = 'Review this change.\n<file path="src/ok.py" status="added">\n+ 1 | x = 1\n</file>\n'
 TIMEOUT_S = 120.0
+# One short finding (the call shapes), or none (a text answer: the other shapes).
+SHAPED_CALL = (
+    'Review this change.\n<file path="a.py" status="added">\n'
+    "+ 1 | eval(x)  # scripted-shape: {kind}\n</file>\n"
+)
+SHAPED_TEXT = (
+    'Review this change.\n<file path="a.py" status="added">\n'
+    "+ 1 | x = 1  # scripted-shape: {kind}\n</file>\n"
+)
+ENDLESS_MAX_TOKENS = 64  # where endless thinking is cut (it would go on for 1,200 tokens)
 
 
 @pytest.fixture(scope="module")
@@ -210,3 +225,24 @@ def test_interleaved_thinking_across_tool_rounds(real_vllm: SharedServer, fake: 
     assert answer(real_vllm.base_url, chat)["prompt_tokens"] == counts[True]
     assert answer(fake.base_url, chat)["prompt_tokens"] == counts[True]
     assert counts[True] > counts[False]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+@pytest.mark.parametrize("thinking", [True, False], ids=["thinking", "not-thinking"])
+@pytest.mark.parametrize("kind", SHAPE_KINDS)
+def test_the_same_answer_to_each_raw_shape(
+    real_vllm: SharedServer, fake: FakeVLLM, kind: str, thinking: bool, stream: bool
+) -> None:
+    """The scripted model writes a raw shape (docs/fake-and-real-vllm.md has what vLLM 0.32
+    makes of each); the fake returns what the real server returns for it."""
+    diff = (SHAPED_CALL if kind in CALL_SHAPES else SHAPED_TEXT).format(kind=kind)
+    endless = kind == ENDLESS_THINKING and thinking
+    body = request(diff, thinking, max_tokens=ENDLESS_MAX_TOKENS if endless else 1024)
+    if stream:
+        real, imitated = streamed(real_vllm.base_url, body), streamed(fake.base_url, body)
+    else:
+        real, imitated = answer(real_vllm.base_url, body), answer(fake.base_url, body)
+    assert imitated == real
+    assert real["finish_reason"] == (
+        "length" if endless else "tool_calls" if real["calls"] else "stop"
+    )
