@@ -2307,8 +2307,13 @@ class FakeVLLM:
             kwargs = body.get("chat_template_kwargs") or {}
             if not self.tokenize_template_kwargs:
                 kwargs = {}
+            # vLLM 0.32 renames the deprecated reasoning_content for chat requests only
+            messages = [
+                {key: value for key, value in message.items() if key != "reasoning_content"}
+                for message in body["messages"]
+            ]
             text = render_chat_prompt(
-                body["messages"],
+                messages,
                 body.get("tools"),
                 add_generation_prompt=body.get("add_generation_prompt", True),
                 enable_thinking=kwargs.get("enable_thinking", True),

@@ -209,22 +209,32 @@ def tool_rounds(with_reasoning: bool) -> list[dict[str, Any]]:
 
 def test_interleaved_thinking_across_tool_rounds(real_vllm: SharedServer, fake: FakeVLLM) -> None:
     """Both assistant turns come after the last user query: Qwen3.5's template renders their
-    reasoning back, and the real server counts the prompt the fake renders, token for token."""
+    reasoning back, and the real server counts the prompt the fake renders, token for token.
+    The deprecated field ``reasoning_content`` is renamed ``reasoning`` by the chat endpoint
+    only: ``/tokenize`` does not read it."""
     tools = [*tool_schemas(), *repository_tool_schemas()]
+    deprecated = [
+        {("reasoning_content" if key == "reasoning" else key): value for key, value in m.items()}
+        for m in tool_rounds(with_reasoning=True)
+    ]
     counts = {}
-    for with_reasoning in (True, False):
-        body = {"model": SERVED_MODEL, "messages": tool_rounds(with_reasoning), "tools": tools}
+    for case, messages in {
+        "reasoning": tool_rounds(with_reasoning=True),
+        "none": tool_rounds(with_reasoning=False),
+        "reasoning_content": deprecated,
+    }.items():
+        body = {"model": SERVED_MODEL, "messages": messages, "tools": tools}
         tokenized = [
             httpx.post(f"{server.root_url}/tokenize", json=body, timeout=TIMEOUT_S).json()
             for server in (fake, real_vllm)
         ]
         assert tokenized[0]["tokens"] == tokenized[1]["tokens"]
-        counts[with_reasoning] = tokenized[1]["count"]
-    chat = {**request(RISKY, thinking=True, max_tokens=1), "tools": tools}
-    chat["messages"] = tool_rounds(with_reasoning=True)
-    assert answer(real_vllm.base_url, chat)["prompt_tokens"] == counts[True]
-    assert answer(fake.base_url, chat)["prompt_tokens"] == counts[True]
-    assert counts[True] > counts[False]
+        counts[case] = tokenized[1]["count"]
+    assert counts["reasoning"] > counts["none"] == counts["reasoning_content"]
+    for messages in (tool_rounds(with_reasoning=True), deprecated):
+        chat = {**request(RISKY, thinking=True, max_tokens=1), "tools": tools, "messages": messages}
+        assert answer(real_vllm.base_url, chat)["prompt_tokens"] == counts["reasoning"]
+        assert answer(fake.base_url, chat)["prompt_tokens"] == counts["reasoning"]
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
