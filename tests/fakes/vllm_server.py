@@ -1554,7 +1554,7 @@ def _array_property(schema: dict[str, Any]) -> tuple[str, dict[str, Any]]:
 
 # An added line holding "scripted-shape: KIND" makes the model (the fake's, and the real tier's
 # scripted model) write its first answer in one of the raw shapes docs/fake-and-real-vllm.md
-# lists; the fake then returns what vLLM 0.32 measured returns for it (:func:`shaped_answer`).
+# lists; the fake then returns what vLLM 0.32 was measured to return (:func:`shaped_answer`).
 SHAPE_MARKER = re.compile(r"scripted-shape:\s*(?P<kind>[a-z_]+)")
 CALLS_IN_THINK = "calls_in_think"  # the calls written inside the reasoning (vllm#39056)
 BARE_FUNCTION = "bare_function"  # <function=...> without <tool_call> after </think> (vllm#42021)
@@ -1569,10 +1569,8 @@ SHAPE_KINDS = (
     ENDLESS_THINKING,
 )
 ENDLESS_REPEATS = 40  # times the reasoning is written over: far past any max_tokens the tier sends
-THINK_END = "</think>"
-
-
 CALL_SHAPES = (CALLS_IN_THINK, BARE_FUNCTION, HERMES_IN_TOOL_CALL)  # planted on calls only
+THINK_END = "</think>"
 
 
 def planted_shape(lines: Sequence[DiffLine], findings: Sequence[dict[str, Any]]) -> str | None:
