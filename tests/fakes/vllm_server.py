@@ -154,6 +154,14 @@ that are not JSON (vLLM before 0.11.1 refused them; later versions read them as 
 lets it through). In each case the fake is the stricter server, so a client that passes it
 works with both.
 
+Planted raw shapes
+------------------
+An added diff line holding ``scripted-shape: KIND`` makes the first answer (tools offered, no
+fault) the raw text of a shape (:func:`shaped_text`: calls inside the reasoning, calls without
+their ``<tool_call>``, a Hermes JSON call, a stray ``</think>``, thinking that never ends), and
+the fake returns what vLLM 0.32 returns for it (:func:`shaped_answer`), as the real-vLLM tier's
+scripted model, which reads the same marker, measured (docs/fake-and-real-vllm.md).
+
 Tool rounds and the needs-evidence rule
 ---------------------------------------
 A continuation whose last assistant message called tools other than ``report_finding`` (the
@@ -252,6 +260,7 @@ HALLUCINATED_PATH = "src/does_not_exist.py"
 HALLUCINATED_LINE_OFFSET = 1000
 NO_ISSUES_TEXT = "No issues found."
 TOOL_CALL_OPEN = "<tool_call>"
+TOOL_CALL_CLOSE = "</tool_call>"
 THINK_END_GAP = "\n\n"  # what the model writes after </think>, left in the content by vLLM
 TOOL_CALL_ID_HEX = 16
 DEFAULT_TOOL_NAME = "report_finding"
@@ -548,19 +557,39 @@ def render_chat_prompt(
     add_generation_prompt: bool = True,
     enable_thinking: bool = True,
 ) -> str:
-    """Approximate Qwen3.5's chat template (ChatML, tools as JSON in the system turn)."""
+    """Approximate Qwen3.5's chat template (ChatML, tools as JSON in the system turn; an
+    assistant turn's reasoning rendered back after the last user query, see
+    :func:`_render_assistant`)."""
     parts: list[str] = []
-    remaining = list(messages)
+    last_query = _last_query_index(messages)
+    first = 0
     if tools:
         system_text = ""
-        if remaining and remaining[0].get("role") == "system":
-            system_text = message_text(remaining.pop(0).get("content")) + "\n\n"
+        if messages and messages[0].get("role") == "system":
+            system_text = message_text(messages[0].get("content")) + "\n\n"
+            first = 1
         parts.append(f"<|im_start|>system\n{system_text}{_tools_block(tools)}<|im_end|>\n")
-    parts.extend(_render_message(message) for message in remaining)
+    parts.extend(
+        _render_message(message, after_query=index > last_query)
+        for index, message in enumerate(messages)
+        if index >= first
+    )
     if add_generation_prompt:
         thinking = "<think>\n" if enable_thinking else "<think>\n\n</think>\n\n"
         parts.append(f"<|im_start|>assistant\n{thinking}")
     return "".join(parts)
+
+
+def _last_query_index(messages: Sequence[dict[str, Any]]) -> int:
+    """Where the last real user query is: a user message that is not a wrapped tool response
+    (a ``tool`` message is none either); without one, the last message."""
+    last = len(messages) - 1
+    for index, message in enumerate(messages):
+        text = message_text(message.get("content"))
+        wrapped = text.startswith("<tool_response>") and text.endswith("</tool_response>")
+        if message.get("role") == "user" and not wrapped:
+            last = index
+    return last
 
 
 def _tools_block(tools: Sequence[dict[str, Any]]) -> str:
@@ -575,16 +604,33 @@ def _tools_block(tools: Sequence[dict[str, Any]]) -> str:
     )
 
 
-def _render_message(message: dict[str, Any]) -> str:
+def _render_message(message: dict[str, Any], after_query: bool = False) -> str:
     role = message.get("role", "user")
     text = message_text(message.get("content"))
     if role == "tool":
         return f"<|im_start|>user\n<tool_response>\n{text}\n</tool_response><|im_end|>\n"
-    if role == "assistant" and message.get("tool_calls"):
+    if role == "assistant":
+        return _render_assistant(message, text, after_query)
+    return f"<|im_start|>{role}\n{text}<|im_end|>\n"
+
+
+def _render_assistant(message: dict[str, Any], text: str, after_query: bool) -> str:
+    """An assistant turn: its reasoning (vLLM hands the template ``reasoning``, else the
+    deprecated ``reasoning_content``) rendered back as ``<think>\\nR\\n</think>\\n\\n`` (R stripped
+    of newlines, the content of leading ones) when the turn comes after the last user query, as
+    Qwen3.5 keeps the thinking of a tool-calling turn; earlier turns show their content only."""
+    thought = message.get("reasoning")
+    if not isinstance(thought, str):
+        thought = message.get("reasoning_content")
+    head = ""
+    if isinstance(thought, str) and thought and after_query:
+        kept = thought.strip("\n")
+        head, text = f"<think>\n{kept}\n</think>\n\n", text.lstrip("\n")
+    if message.get("tool_calls"):
         calls = [_call_arguments(call) for call in message["tool_calls"]]
         xml = "\n".join(qwen_xml_call(name, args) for name, args in calls)
         text = f"{text}\n\n{xml}" if text else xml
-    return f"<|im_start|>{role}\n{text}<|im_end|>\n"
+    return f"<|im_start|>assistant\n{head}{text}<|im_end|>\n"
 
 
 def _call_arguments(call: dict[str, Any]) -> tuple[str, dict[str, Any]]:
@@ -1308,6 +1354,11 @@ def compose_answer(
     ``mistakes``: per finding, how its call is written wrong (None: right; see MISTAKE_KINDS).
     """
     mode = choose_output_mode(request, fault, honour_format)
+    first = mode == "tool_calls" and not fault and not request.earlier_answers()
+    shape = planted_shape(lines, findings) if first else None
+    shaped = shaped_answer(shape, request, lines, findings, budget) if shape else None
+    if shaped is not None:
+        return shaped
     written = list(mistakes) + [None] * (len(findings) - len(mistakes))
     body_text, calls = _render_body(mode, request, findings, written)
     if fault == "deep_arguments" and findings:
@@ -1526,6 +1577,95 @@ def _array_property(schema: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         if isinstance(prop, dict) and prop.get("type") == "array":
             return name, prop.get("items") or {}
     return "findings", {}
+
+
+# --------------------------------------------------------------------------- planted shapes
+
+# An added line holding "scripted-shape: KIND" makes the model (the fake's, and the real tier's
+# scripted model) write its first answer in one of the raw shapes docs/fake-and-real-vllm.md
+# lists; the fake then returns what vLLM 0.32 was measured to return (:func:`shaped_answer`).
+SHAPE_MARKER = re.compile(r"scripted-shape:\s*(?P<kind>[a-z_]+)")
+CALLS_IN_THINK = "calls_in_think"  # the calls written inside the reasoning (vllm#39056)
+BARE_FUNCTION = "bare_function"  # <function=...> without <tool_call> after </think> (vllm#42021)
+HERMES_IN_TOOL_CALL = "hermes_tool_call"  # <tool_call> holding Hermes JSON after </think>
+STRAY_THINK_END = "stray_think_end"  # no reasoning: the answer, then </think> (vllm#19839)
+ENDLESS_THINKING = "endless_thinking"  # thinking on: reasoning that never closes
+SHAPE_KINDS = (
+    CALLS_IN_THINK,
+    BARE_FUNCTION,
+    HERMES_IN_TOOL_CALL,
+    STRAY_THINK_END,
+    ENDLESS_THINKING,
+)
+ENDLESS_REPEATS = 40  # times the reasoning is written over: far past any max_tokens the tier sends
+CALL_SHAPES = (CALLS_IN_THINK, BARE_FUNCTION, HERMES_IN_TOOL_CALL)  # planted on calls only
+THINK_END = "</think>"
+
+
+def planted_shape(lines: Sequence[DiffLine], findings: Sequence[dict[str, Any]]) -> str | None:
+    """The shape an added line plants (``scripted-shape: KIND``, the first one), or None; the
+    shapes of calls only when the answer has findings to call with."""
+    for line in lines:
+        marker = SHAPE_MARKER.search(line.text) if line.kind == "added" else None
+        if marker and marker["kind"] in SHAPE_KINDS:
+            kind = marker["kind"]
+            return None if kind in CALL_SHAPES and not findings else kind
+    return None
+
+
+def shaped_text(
+    kind: str, lines: Sequence[DiffLine], name: str, findings: list[dict[str, Any]], thinking: bool
+) -> str:
+    """The raw text the model writes in shape ``kind`` (before vLLM's parsers, no end of turn)."""
+    reasoning = reasoning_text(lines)
+    xml = "\n".join(qwen_xml_call(name, finding) for finding in findings) or NO_ISSUES_TEXT
+    if kind == CALLS_IN_THINK:
+        return f"{reasoning}\n{xml}\n{THINK_END}"
+    if kind == STRAY_THINK_END:
+        return f"{xml}\n{THINK_END}"
+    if kind == ENDLESS_THINKING:
+        return " ".join([reasoning] * ENDLESS_REPEATS) if thinking else xml
+    if kind == BARE_FUNCTION:
+        body = xml.replace(f"{TOOL_CALL_OPEN}\n", "").replace(f"\n{TOOL_CALL_CLOSE}", "")
+    else:
+        body = "\n".join(hermes_call(name, finding) for finding in findings) or NO_ISSUES_TEXT
+    return f"{reasoning}\n{THINK_END}{THINK_END_GAP}{body}" if thinking else body
+
+
+def shaped_answer(
+    kind: str,
+    request: ChatRequest,
+    lines: Sequence[DiffLine],
+    findings: list[dict[str, Any]],
+    budget: int,
+) -> Answer | None:
+    """What vLLM 0.32 (one parser engine for reasoning and calls) returns for the raw text of
+    shape ``kind``, as the real tier measured it; None: the answer as usual (endless thinking
+    with thinking off). docs/fake-and-real-vllm.md has the table."""
+    thinking = request.enable_thinking
+    if kind == ENDLESS_THINKING and not thinking:
+        return None
+    name = request.tool_name
+    raw_ids = encode(shaped_text(kind, lines, name, findings, thinking))
+    if len(raw_ids) + EOS_TOKEN_COUNT > budget:
+        cut = qwen_tokenizer().decode(raw_ids[:budget])
+        return _truncated_answer(cut, budget, thinking, "tool_calls", request)
+    tokens = len(raw_ids) + EOS_TOKEN_COUNT
+    reasoning = f"{reasoning_text(lines)}\n" if thinking else None
+    calls = [_tool_call(name, json.dumps(f, ensure_ascii=False)) for f in findings]
+    content = None
+    if kind == ENDLESS_THINKING:  # never closed, not cut: all of it reasoning
+        reasoning, calls = qwen_tokenizer().decode(raw_ids), []
+    elif kind == HERMES_IN_TOOL_CALL:  # a <tool_call> with no <function=: dropped, text and all
+        calls = []
+    elif kind == STRAY_THINK_END:  # no reasoning written: calls end it; a text stays in it
+        text = None if findings else f"{NO_ISSUES_TEXT}\n"
+        reasoning, content = (text, None) if thinking else (None, text)
+    elif kind == CALLS_IN_THINK and not thinking:  # the reasoning is content; </think> dropped
+        # whole: the text before the calls, stripped; streamed: every newline between them
+        gaps = "\n" * (len(findings) + 1) if request.stream else ""
+        content = reasoning_text(lines) + gaps
+    return Answer(content, calls, reasoning, "tool_calls" if calls else "stop", tokens)
 
 
 # --------------------------------------------------------------------------- engine state
@@ -2194,8 +2334,13 @@ class FakeVLLM:
             kwargs = body.get("chat_template_kwargs") or {}
             if not self.tokenize_template_kwargs:
                 kwargs = {}
+            # vLLM 0.32 renames the deprecated reasoning_content for chat requests only
+            messages = [
+                {key: value for key, value in message.items() if key != "reasoning_content"}
+                for message in body["messages"]
+            ]
             text = render_chat_prompt(
-                body["messages"],
+                messages,
                 body.get("tools"),
                 add_generation_prompt=body.get("add_generation_prompt", True),
                 enable_thinking=kwargs.get("enable_thinking", True),

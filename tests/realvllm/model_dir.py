@@ -15,7 +15,9 @@ Writes, into ``DIRECTORY``, every file ``vllm serve DIRECTORY --load-format dumm
   tiktoken ranks (Qwen3.5's BPE and special tokens, the same ids as the wheel's encoder).
 - ``chat_template.jinja``: our own template, written from the documented Qwen3.5 format (ChatML
   turns; tools as JSON lines inside ``<tools>``; the Qwen3-Coder XML call format; the thinking
-  switch ``enable_thinking``). It renders exactly the text of the fake vLLM's
+  switch ``enable_thinking``; an assistant turn's ``reasoning`` rendered back in a ``<think>``
+  block when the turn comes after the last user query, as Qwen3.5's template does for
+  interleaved thinking across tool rounds). It renders exactly the text of the fake vLLM's
   ``tests.fakes.vllm_server.render_chat_prompt``, so the fake and the real server count the same
   prompt tokens for the same request (a test holds them to it).
 - ``generation_config.json``: the end-of-turn token, nothing else.
@@ -73,12 +75,20 @@ CHAT_TEMPLATE = r"""
 {%- macro xml_value(value) -%}
 {%- if value is string -%}{{ value }}{%- else -%}{{ value | tojson }}{%- endif -%}
 {%- endmacro -%}
-{%- set ns = namespace(rest=messages) -%}
+{%- set ns = namespace(skip_system=false, last_query=messages | length - 1) -%}
+{%- for message in messages -%}
+{%- if message.role == 'user' -%}
+{%- set asked = text(message.content) -%}
+{%- if not (asked.startswith('<tool_response>') and asked.endswith('</tool_response>')) -%}
+{%- set ns.last_query = loop.index0 -%}
+{%- endif -%}
+{%- endif -%}
+{%- endfor -%}
 {%- if tools -%}
 {{- '<|im_start|>system\n' -}}
 {%- if messages and messages[0].role == 'system' -%}
 {{- text(messages[0].content) + '\n\n' -}}
-{%- set ns.rest = messages[1:] -%}
+{%- set ns.skip_system = true -%}
 {%- endif -%}
 {{- '# Tools\n\nYou may call one or more functions to assist with the user query.\n\n' -}}
 {{- 'You are provided with function signatures within <tools></tools> XML tags:\n<tools>' -}}
@@ -89,14 +99,22 @@ CHAT_TEMPLATE = r"""
 {{- 'value_1\n</parameter>\n</function>\n</tool_call>' -}}
 {{- '<|im_end|>\n' -}}
 {%- endif -%}
-{%- for message in ns.rest -%}
-{%- if message.role == 'tool' -%}
+{%- for message in messages -%}
+{%- if loop.first and ns.skip_system -%}
+{%- elif message.role == 'tool' -%}
 {{- '<|im_start|>user\n<tool_response>\n' + text(message.content) -}}
 {{- '\n</tool_response><|im_end|>\n' -}}
-{%- elif message.role == 'assistant' and message.tool_calls -%}
+{%- elif message.role == 'assistant' -%}
 {%- set body = text(message.content) -%}
+{%- set thought = message.reasoning_content if message.reasoning_content is string else '' -%}
+{%- set thought = message.reasoning if message.reasoning is string else thought -%}
+{%- if thought and loop.index0 > ns.last_query -%}
+{%- set body = body.lstrip('\n') -%}
+{{- '<|im_start|>assistant\n<think>\n' + thought.strip('\n') + '\n</think>\n\n' + body -}}
+{%- else -%}
 {{- '<|im_start|>assistant\n' + body -}}
-{%- for call in message.tool_calls -%}
+{%- endif -%}
+{%- for call in message.tool_calls or [] -%}
 {%- set function = call.function if call.function is defined else call -%}
 {%- if body or not loop.first -%}{{- '\n\n' if loop.first else '\n' -}}{%- endif -%}
 {{- '<tool_call>\n<function=' + function.name + '>\n' -}}

@@ -17,6 +17,10 @@ see it:
 - planted mistakes: an added line that holds ``scripted-mistake: KIND`` (KIND one of the fake's
   ``MISTAKE_KINDS``: ``bad_json``, ``missing_line``, ``wrong_type``, ``bad_enum``) has its finding's
   call written with that mistake, as the fake's ``MalformedCalls`` writes it;
+- planted shapes: an added line that holds ``scripted-shape: KIND`` (KIND one of the fake's
+  ``SHAPE_KINDS``: calls inside the reasoning, calls without their ``<tool_call>`` wrapper or as
+  Hermes JSON, a stray ``</think>``, reasoning that never ends) makes the first answer (tools
+  offered) the raw text of that shape, written by the fake's ``shaped_text``;
 - a repair turn (assistant turns after the diff): the findings that no earlier answer wrote
   correctly, resent correctly (the fake's ``repair="fix"``), or ``No issues found.``;
 - a verification request (the ``verdict`` tool offered): one verdict call per candidate of the
@@ -46,9 +50,11 @@ from tests.fakes.vllm_server import (
     json_findings,
     parse_prompt_diff,
     plain_findings,
+    planted_shape,
     qwen_xml_call,
     reasoning_text,
     review_diff,
+    shaped_text,
     xml_text,
 )
 
@@ -151,6 +157,9 @@ def answer_text(prompt_text: str, json_schema: dict[str, Any] | None = None) -> 
         mistakes: list[str | None] = [None] * len(findings)
     else:
         mistakes = planted_mistakes(lines, findings)
+        shape = planted_shape(lines, findings) if prompt.tool_names else None
+        if shape is not None:
+            return shaped_text(shape, lines, prompt.tool_name, findings, prompt.thinking)
     body = _body(prompt, findings, mistakes, json_schema)
     if prompt.thinking:
         return f"{reasoning_text(lines)}\n</think>\n\n{body}"

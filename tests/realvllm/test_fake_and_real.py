@@ -16,7 +16,13 @@ import httpx
 import pytest
 
 from reviewbot.prompts import tool_schemas
-from tests.fakes.vllm_server import FakeVLLM
+from reviewbot.repo.tools import repository_tool_schemas
+from tests.fakes.vllm_server import (
+    CALL_SHAPES,
+    ENDLESS_THINKING,
+    SHAPE_KINDS,
+    FakeVLLM,
+)
 from tests.realvllm.server import SERVED_MODEL, SharedServer
 from tests.realvllm.tier import REAL_VLLM
 
@@ -31,6 +37,16 @@ RISKY = (
 )
 CLEAN = 'Review this change.\n<file path="src/ok.py" status="added">\n+ 1 | x = 1\n</file>\n'
 TIMEOUT_S = 120.0
+# One short finding (the call shapes), or none (a text answer: the other shapes).
+SHAPED_CALL = (
+    'Review this change.\n<file path="a.py" status="added">\n'
+    "+ 1 | eval(x)  # scripted-shape: {kind}\n</file>\n"
+)
+SHAPED_TEXT = (
+    'Review this change.\n<file path="a.py" status="added">\n'
+    "+ 1 | x = 1  # scripted-shape: {kind}\n</file>\n"
+)
+ENDLESS_MAX_TOKENS = 64  # where endless thinking is cut (it would go on for 1,200 tokens)
 
 
 @pytest.fixture(scope="module")
@@ -160,3 +176,83 @@ def test_the_same_token_count(real_vllm: SharedServer, fake: FakeVLLM) -> None:
     assert counts[0]["count"] == counts[1]["count"]
     assert counts[0]["tokens"] == counts[1]["tokens"]
     assert counts[0]["max_model_len"] == counts[1]["max_model_len"]
+
+
+def tool_rounds(with_reasoning: bool) -> list[dict[str, Any]]:
+    """A review that took two rounds of repository tool calls, each assistant turn with its
+    reasoning (sent back in the ``reasoning`` field, as reviewbot does) or without."""
+
+    def turn(round_: int, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        message: dict[str, Any] = {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": f"chatcmpl-tool-{round_:016x}",
+                    "type": "function",
+                    "function": {"name": name, "arguments": json.dumps(arguments)},
+                }
+            ],
+        }
+        if with_reasoning:
+            message["reasoning"] = f"Round {round_}: I need {name} before I judge line 11.\n"
+        return message
+
+    return [
+        *request(RISKY, thinking=True)["messages"],
+        turn(1, "find_definition", {"symbol": "handler"}),
+        {"role": "tool", "tool_call_id": f"chatcmpl-tool-{1:016x}", "content": "src/app.py:10-12"},
+        turn(2, "read_file", {"path": "src/app.py", "start_line": 10, "end_line": 12}),
+        {"role": "tool", "tool_call_id": f"chatcmpl-tool-{2:016x}", "content": "10 | def handler"},
+    ]
+
+
+def test_interleaved_thinking_across_tool_rounds(real_vllm: SharedServer, fake: FakeVLLM) -> None:
+    """Both assistant turns come after the last user query: Qwen3.5's template renders their
+    reasoning back, and the real server counts the prompt the fake renders, token for token.
+    The deprecated field ``reasoning_content`` is renamed ``reasoning`` by the chat endpoint
+    only: ``/tokenize`` does not read it."""
+    tools = [*tool_schemas(), *repository_tool_schemas()]
+    deprecated = [
+        {("reasoning_content" if key == "reasoning" else key): value for key, value in m.items()}
+        for m in tool_rounds(with_reasoning=True)
+    ]
+    counts = {}
+    for case, messages in {
+        "reasoning": tool_rounds(with_reasoning=True),
+        "none": tool_rounds(with_reasoning=False),
+        "reasoning_content": deprecated,
+    }.items():
+        body = {"model": SERVED_MODEL, "messages": messages, "tools": tools}
+        tokenized = [
+            httpx.post(f"{server.root_url}/tokenize", json=body, timeout=TIMEOUT_S).json()
+            for server in (fake, real_vllm)
+        ]
+        assert tokenized[0]["tokens"] == tokenized[1]["tokens"]
+        counts[case] = tokenized[1]["count"]
+    assert counts["reasoning"] > counts["none"] == counts["reasoning_content"]
+    for messages in (tool_rounds(with_reasoning=True), deprecated):
+        chat = {**request(RISKY, thinking=True, max_tokens=1), "tools": tools, "messages": messages}
+        assert answer(real_vllm.base_url, chat)["prompt_tokens"] == counts["reasoning"]
+        assert answer(fake.base_url, chat)["prompt_tokens"] == counts["reasoning"]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+@pytest.mark.parametrize("thinking", [True, False], ids=["thinking", "not-thinking"])
+@pytest.mark.parametrize("kind", SHAPE_KINDS)
+def test_the_same_answer_to_each_raw_shape(
+    real_vllm: SharedServer, fake: FakeVLLM, kind: str, thinking: bool, stream: bool
+) -> None:
+    """The scripted model writes a raw shape (docs/fake-and-real-vllm.md has what vLLM 0.32
+    makes of each); the fake returns what the real server returns for it."""
+    diff = (SHAPED_CALL if kind in CALL_SHAPES else SHAPED_TEXT).format(kind=kind)
+    endless = kind == ENDLESS_THINKING and thinking
+    body = request(diff, thinking, max_tokens=ENDLESS_MAX_TOKENS if endless else 1024)
+    if stream:
+        real, imitated = streamed(real_vllm.base_url, body), streamed(fake.base_url, body)
+    else:
+        real, imitated = answer(real_vllm.base_url, body), answer(fake.base_url, body)
+    assert imitated == real
+    assert real["finish_reason"] == (
+        "length" if endless else "tool_calls" if real["calls"] else "stop"
+    )

@@ -10,12 +10,16 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import httpx
 import pytest
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from reviewbot.prompts import tool_schemas
 from tests.fakes.vllm_server import (
     NO_ISSUES_TEXT,
+    SHAPE_KINDS,
+    THINK_END,
+    FakeVLLM,
     parse_prompt_diff,
     qwen_xml_call,
     render_chat_prompt,
@@ -31,6 +35,7 @@ DIFF = (
     "+ 12 |     if data == None:\n"
     "</file>\n"
 )
+ENDLESS_CUT = 64  # max_tokens that cut the endless thinking
 CALL = {"path": "src/app.py", "line": 11, "severity": "critical", "body": "é — `eval`"}
 
 
@@ -63,17 +68,20 @@ def conversation() -> list[dict[str, Any]]:
     ]
 
 
-@pytest.mark.parametrize("thinking", [None, True, False])
-@pytest.mark.parametrize("with_tools", [True, False])
-def test_our_template_renders_the_fakes_prompt(thinking: bool | None, with_tools: bool) -> None:
-    messages = conversation()
-    tools = tool_schemas() if with_tools else None
-    # vLLM hands the template the calls' arguments decoded; the fake reads the JSON text
-    as_sent = [
+def as_sent(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The messages as a client sends them: vLLM hands the template the calls' arguments
+    decoded, the fake reads the JSON text."""
+    return [
         {
             **m,
             "tool_calls": [
-                {**c, "function": {**c["function"], "arguments": json.dumps(CALL)}}
+                {
+                    **c,
+                    "function": {
+                        **c["function"],
+                        "arguments": json.dumps(c["function"]["arguments"]),
+                    },
+                }
                 for c in m["tool_calls"]
             ],
         }
@@ -81,8 +89,61 @@ def test_our_template_renders_the_fakes_prompt(thinking: bool | None, with_tools
         else m
         for m in messages
     ]
-    expected = render_chat_prompt(as_sent, tools, enable_thinking=thinking is not False)
+
+
+@pytest.mark.parametrize("thinking", [None, True, False])
+@pytest.mark.parametrize("with_tools", [True, False])
+def test_our_template_renders_the_fakes_prompt(thinking: bool | None, with_tools: bool) -> None:
+    messages = conversation()
+    tools = tool_schemas() if with_tools else None
+    expected = render_chat_prompt(as_sent(messages), tools, enable_thinking=thinking is not False)
     assert render(messages, tools, thinking) == expected
+
+
+def call(call_id: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+CALL_1 = call("c1", "read_file", {"path": "src/app.py", "start_line": 1})
+
+
+def interleaved() -> list[dict[str, Any]]:
+    """Assistant turns with reasoning before the last user query (rendered without it) and
+    after it, across tool rounds (rendered with it); the deprecated field name on one turn."""
+    return [
+        *conversation()[:2],
+        {"role": "assistant", "content": "", "reasoning": "EARLY\n", "tool_calls": [CALL_1]},
+        {"role": "tool", "tool_call_id": "c1", "content": "def handler(request): ..."},
+        {"role": "user", "content": "Resend it."},
+        {
+            "role": "assistant",
+            "content": "\n\nReading on.",
+            "reasoning": "\nSECOND\n",
+            "tool_calls": [call("c2", "read_file", {"path": "src/app.py"})],
+        },
+        {"role": "tool", "tool_call_id": "c2", "content": "1 | import os"},
+        {
+            "role": "assistant",
+            "content": None,
+            "reasoning_content": "THIRD",
+            "tool_calls": [call("c3", "find_definition", {"symbol": "handler"})],
+        },
+        {"role": "tool", "tool_call_id": "c3", "content": "src/app.py:10-12"},
+    ]
+
+
+@pytest.mark.parametrize("thinking", [True, False])
+@pytest.mark.parametrize("with_tools", [True, False])
+def test_reasoning_after_the_last_user_query_is_rendered_back(
+    thinking: bool, with_tools: bool
+) -> None:
+    messages = interleaved()
+    tools = tool_schemas() if with_tools else None
+    text = render_chat_prompt(as_sent(messages), tools, enable_thinking=thinking)
+    assert render(messages, tools, thinking) == text
+    assert "EARLY" not in text
+    assert "<|im_start|>assistant\n<think>\nSECOND\n</think>\n\nReading on.\n\n<tool_call>" in text
+    assert "<|im_start|>assistant\n<think>\nTHIRD\n</think>\n\n<tool_call>" in text
 
 
 @pytest.mark.parametrize("thinking", [True, False])
@@ -149,3 +210,63 @@ def test_a_verification_request_gets_one_verdict_per_candidate() -> None:
     }
     assert text.endswith(qwen_xml_call("verdict", keep) + "\n" + qwen_xml_call("verdict", drop))
     assert "report_finding" not in text
+
+
+MARKED = DIFF.replace("eval(request.body)", "eval(request.body)  MARK")
+
+
+def shaped(kind: str, thinking: bool, diff: str = MARKED) -> str:
+    planted = diff.replace("MARK", f"# scripted-shape: {kind}")
+    return answer_text(render([{"role": "user", "content": planted}], tool_schemas(), thinking))
+
+
+@pytest.mark.parametrize("thinking", [True, False])
+def test_planted_shapes_are_written_raw(thinking: bool) -> None:
+    reasoning = "The diff touches 1 file(s) with 2 added line(s)."
+    inside = shaped("calls_in_think", thinking)
+    assert inside.startswith(reasoning) and inside.endswith(f"</tool_call>\n{THINK_END}")
+    assert inside.count("<tool_call>") == 2
+    bare = shaped("bare_function", thinking)
+    assert "<tool_call>" not in bare and bare.count("<function=report_finding>") == 2
+    assert (f"{THINK_END}\n\n<function=" in bare) == thinking
+    hermes = shaped("hermes_tool_call", thinking)
+    assert '<tool_call>\n{"name": "report_finding", "arguments": {"path": "src/app.py"' in hermes
+    stray = shaped("stray_think_end", thinking)
+    assert stray.startswith("<tool_call>") and stray.endswith(f"</tool_call>\n{THINK_END}")
+    endless = shaped("endless_thinking", thinking)
+    assert (THINK_END not in endless and endless.count(reasoning) > 1) == thinking
+
+
+def test_shapes_need_calls_a_known_kind_and_a_first_answer() -> None:
+    clean = '<file path="src/ok.py" status="added">\n+ 1 | x = 1  MARK\n</file>\n'
+    assert shaped("calls_in_think", True, clean).endswith(f"{THINK_END}\n\n{NO_ISSUES_TEXT}")
+    assert shaped("stray_think_end", False, clean) == f"{NO_ISSUES_TEXT}\n{THINK_END}"
+    assert shaped("hermes", False).startswith("<tool_call>\n<function=report_finding>")  # unknown
+    planted = MARKED.replace("MARK", "# scripted-shape: hermes_tool_call")
+    repair = [
+        {"role": "user", "content": planted},
+        {"role": "assistant", "content": "No issues found."},
+        {"role": "user", "content": "Report them with the tool."},
+    ]
+    assert answer_text(render(repair, tool_schemas(), False)).startswith("<tool_call>\n<function=")
+
+
+@pytest.mark.parametrize("kind", SHAPE_KINDS)
+def test_the_fake_reads_the_same_markers(kind: str) -> None:
+    """What the fake returns for each shape (the real tier holds it to vLLM 0.32's answers)."""
+    planted = DIFF.replace("eval(request.body)", f"eval(request.body)  # scripted-shape: {kind}")
+    body = {
+        "messages": [{"role": "user", "content": planted}],
+        "tools": tool_schemas(),
+        "max_tokens": ENDLESS_CUT if kind == "endless_thinking" else None,
+    }
+    with FakeVLLM() as fake:
+        message = httpx.post(f"{fake.base_url}/chat/completions", json=body).json()
+    [choice] = message["choices"]
+    calls = choice["message"]["tool_calls"]
+    expected_calls = {"hermes_tool_call": 0, "endless_thinking": 0}.get(kind, 2)
+    assert len(calls) == expected_calls
+    assert choice["finish_reason"] == {
+        "hermes_tool_call": "stop",
+        "endless_thinking": "length",
+    }.get(kind, "tool_calls")
