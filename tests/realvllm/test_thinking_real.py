@@ -43,9 +43,6 @@ def test_eval_compare_prints_the_cost_of_thinking_on_against_off(
     assert cost["thinking-on"]["reasoning_tokens"] > 0
     assert cost["thinking-on"]["completion_tokens"] > cost["thinking-off"]["completion_tokens"]
     with create_engine(database).connect() as connection:
-        stored = dict(
-            connection.execute(text("SELECT configuration, reasoning_tokens FROM eval_runs"))
-            .tuples()
-            .all()
-        )
+        query = text("SELECT configuration, reasoning_tokens FROM eval_runs")
+        stored = {name: tokens for name, tokens in connection.execute(query)}
     assert stored["thinking-off"] == 0 and stored["thinking-on"] > 0
