@@ -203,3 +203,12 @@ def test_a_tool_rounds_assistant_turn_carries_its_thinking() -> None:
         "reasoning": "I need the caller.\n",
     }
     assert "reasoning" not in assistant_message(ModelAnswer(content="x", reasoning="\n"))
+
+
+@pytest.mark.parametrize("thinking", [True, False])
+def test_the_tokens_spent_thinking_are_recorded(server: FakeVLLM, thinking: bool) -> None:
+    result = review(server, enable_thinking=thinking)
+    [record] = result.records
+    assert record.reasoning_tokens is not None
+    assert (record.reasoning_tokens > 0) == thinking
+    assert record.reasoning_tokens < record.completion_tokens

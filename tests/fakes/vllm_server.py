@@ -1291,6 +1291,13 @@ class Answer:
     completion_tokens: int
 
 
+def reasoning_tokens(answer: Answer) -> int:
+    """``usage.completion_tokens_details.reasoning_tokens`` as vLLM 0.32 with a reasoning
+    parser counts them: the tokens of the reasoning (its newline included, ``</think>`` not);
+    0 without reasoning (docs/fake-and-real-vllm.md)."""
+    return len(encode(answer.reasoning)) if answer.reasoning else 0
+
+
 def choose_output_mode(request: ChatRequest, fault: str | None, honour_format: bool) -> str:
     if fault == "hermes_content":
         return "hermes"
@@ -2538,6 +2545,7 @@ class FakeVLLM:
             cached = self._prefill(prompt_ids, arrival)
             ttft = time.monotonic() - arrival
             usage = self._usage(len(prompt_ids), cached, answer.completion_tokens)
+            usage["completion_tokens_details"] = {"reasoning_tokens": reasoning_tokens(answer)}
             completion_id = f"chatcmpl-{uuid.uuid4().hex}"
             if fault == "disconnect" and not request.stream:
                 handler.drop_connection()

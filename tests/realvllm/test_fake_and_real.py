@@ -81,6 +81,9 @@ def answer(base_url: str, body: dict[str, Any]) -> dict[str, Any]:
     return {
         "prompt_tokens": data["usage"]["prompt_tokens"],
         "completion_tokens": data["usage"]["completion_tokens"],
+        "reasoning_tokens": (data["usage"].get("completion_tokens_details") or {}).get(
+            "reasoning_tokens"
+        ),
         "finish_reason": choice["finish_reason"],
         "content": message.get("content"),
         "reasoning": message.get("reasoning"),
