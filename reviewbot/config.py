@@ -33,13 +33,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import platformdirs
 
 from reviewbot.findings import Category, Severity
 from reviewbot.input_files import InputFileRefused, read_input_file
-from reviewbot.redaction import hide_url_password, scrub_secrets
 from reviewbot.setting_fields import (
     ACCEPTS_KEY,
     BOUNDS_KEY,
@@ -50,6 +48,8 @@ from reviewbot.setting_fields import (
     SECRET_KEY,
     Bounds,
     SettingDoc,
+    database_url_problem,
+    http_url_problem,
     setting,
     shown,
 )
@@ -103,10 +103,8 @@ REPO_KEYS = frozenset(
 )
 REPO_RULES_KEY = "rules"
 PUBLISH_MODES = ("discussions", "drafts")
-HTTP_SCHEMES = ("http", "https")
 # RFC 9110 section 5.6.2: a field name is a token.
 HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
-DATABASE_SCHEMES = ("sqlite", "postgresql", "postgres")
 # GitLab.com allows 300 note creations per minute per user; stay well below. Self-managed
 # GitLab without that limit can raise it.
 DEFAULT_GITLAB_NOTES_PER_MINUTE = 120
@@ -571,35 +569,6 @@ def _check_bounds(name: str, value: Any, bounds: Bounds, annotation: str) -> Non
     problem = bounds.problem(value)
     if problem is not None:
         raise ConfigError(f"{name} {problem}")
-
-
-def http_url_problem(url: str) -> str | None:
-    """Why ``url`` is not an http(s) URL with a host and a valid port, or None when it is one;
-    the words never show a password. The settings and the command-line options both ask it."""
-    why = ""
-    try:
-        parts = urlsplit(url)
-        usable = parts.scheme in HTTP_SCHEMES and bool(parts.hostname)
-        parts.port  # noqa: B018 - raises ValueError for a port out of range or not a number
-    except ValueError as error:
-        usable, why = False, f" ({scrub_secrets(str(error))})"
-    if usable:
-        return None
-    return f"{hide_url_password(url)!r} is not an http:// or https:// URL{why}"
-
-
-def database_url_problem(url: str) -> str | None:
-    """Why ``url`` is not a database reviewbot supports, or None when it is one."""
-    try:
-        scheme = urlsplit(url).scheme.split("+", 1)[0]
-    except ValueError:
-        scheme = ""
-    if scheme in DATABASE_SCHEMES:
-        return None
-    return (
-        f"{hide_url_password(url)!r} is not supported: use sqlite:///PATH "
-        "or postgresql://USER@HOST/DATABASE"
-    )
 
 
 def _check_http_url(name: str, url: str | None) -> None:
