@@ -136,6 +136,9 @@ LLM_BACKEND_VLLM = "vllm"
 # docs/several-boxes.md); NVIDIA Dynamo reads X-Dynamo-Session-ID, SGLang's gateway
 # x-smg-routing-key.
 DEFAULT_SESSION_HEADER = "X-Session-ID"
+# Sent unless turned off: vLLM >= 0.10 accepts a priority whatever its policy (and only honours
+# it with --scheduling-policy priority); an older one refuses it, and the client stops sending.
+DEFAULT_PRIORITY_SCHEDULING = True
 LLM_BACKEND_OPENAI_COMPATIBLE = "openai-compatible"
 LLM_BACKENDS = (LLM_BACKEND_VLLM, LLM_BACKEND_OPENAI_COMPATIBLE)
 # A settings file is a few hundred bytes; a larger one is not a settings file (or a device
@@ -258,6 +261,14 @@ class Settings:
         "`<gitlab host>/<project id>/<mr iid>` (also sent as the OpenAI `user` field), so a "
         "router in front of several model servers keeps an MR on one box and its prefix cache "
         "([several-boxes.md](several-boxes.md)); empty: neither is sent.",
+    )
+    priority_scheduling: bool = setting(
+        DEFAULT_PRIORITY_SCHEDULING,
+        help="Send each model request a vLLM `priority` by what it is for: thread answers "
+        "first, then first reviews, incremental reviews, evals, load tests. vLLM honours it "
+        "when started with `--scheduling-policy priority` (the deploy profiles are); a vLLM "
+        "that refuses the field gets requests without it, never a failed review "
+        "([model-server.md](model-server.md#interactive-work-first)). Off: all requests equal.",
     )
     database_url: str = setting(
         default_factory=_default_database_url,

@@ -28,12 +28,13 @@ from urllib.parse import urlsplit
 from reviewbot.config import (
     DEFAULT_MAX_REPAIR_ROUNDS,
     DEFAULT_PREFILL_TOKENS_PER_REVIEW,
+    DEFAULT_PRIORITY_SCHEDULING,
     DEFAULT_SESSION_HEADER,
     DEFAULT_TOOL_ROUNDS,
     DEFAULT_TOOL_TOKENS,
 )
 from reviewbot.redaction import without_userinfo
-from reviewbot.states import CallPurpose
+from reviewbot.states import CallPurpose, Workload
 
 if TYPE_CHECKING:
     from reviewbot.repo.tools import RepositoryTools
@@ -63,6 +64,7 @@ __all__ = [
     "ToolCallText",
     "ToolsUnsupportedError",
     "one_line",
+    "request_priority",
     "session_key",
 ]
 
@@ -70,6 +72,23 @@ __all__ = [
 MODE_TOOL_CALLS = "tool_calls"
 MODE_JSON_SCHEMA = "json_schema"
 MODE_CONTENT = "content"
+
+# vLLM's ``priority`` of a request (started with --scheduling-policy priority): lower runs
+# sooner, ties first come first served. Spaced by ten so a level can go between two later.
+PRIORITY_THREAD_ANSWER = 0
+PRIORITY_FIRST_REVIEW = 10
+PRIORITY_INCREMENTAL_REVIEW = 20
+PRIORITY_EVAL = 30
+PRIORITY_LOAD_TEST = 40
+PRIORITY_BACKGROUND = 40
+PRIORITIES: dict[Workload, int] = {
+    Workload.THREAD_ANSWER: PRIORITY_THREAD_ANSWER,
+    Workload.FIRST_REVIEW: PRIORITY_FIRST_REVIEW,
+    Workload.INCREMENTAL_REVIEW: PRIORITY_INCREMENTAL_REVIEW,
+    Workload.EVAL: PRIORITY_EVAL,
+    Workload.LOAD_TEST: PRIORITY_LOAD_TEST,
+    Workload.BACKGROUND: PRIORITY_BACKGROUND,
+}
 
 REDACTED = "***"
 MAX_ERROR_CHARS = 500
@@ -111,6 +130,8 @@ class LLMSettings:
     # The header that carries a request's session key (ModelRequest.session), also sent as
     # the OpenAI ``user`` field, for a router's affinity ("": neither is sent).
     session_header: str = DEFAULT_SESSION_HEADER
+    # Send each request's ``priority`` (vLLM's backend only; see reviewbot.llm.vllm).
+    priority_scheduling: bool = DEFAULT_PRIORITY_SCHEDULING
 
 
 @dataclass(frozen=True)
@@ -147,6 +168,9 @@ class ChunkRequest:
     # every request for it (repair turns, tool rounds, verification) so a router keeps the MR
     # on one server; None: no affinity (a local diff).
     session: str | None = None
+    # How soon the server should run it (request_priority of the review's workload), sent
+    # with every request for it like ``session``; None: the server's default (0).
+    priority: int | None = None
 
 
 @dataclass(frozen=True)
@@ -230,6 +254,7 @@ class ModelRequest:
     max_tokens: int
     temperature: float | None
     session: str | None = None  # ChunkRequest.session
+    priority: int | None = None  # ChunkRequest.priority
 
 
 @dataclass(frozen=True, slots=True)
@@ -341,6 +366,13 @@ def session_key(gitlab_url: str, project_id: int, iid: int) -> str:
     address = without_userinfo(gitlab_url)
     host = urlsplit(address).netloc or address.rstrip("/")
     return f"{host}/{project_id}/{iid}"
+
+
+def request_priority(workload: Workload) -> int:
+    """vLLM's ``priority`` for a request made for ``workload``: a thread answer before a first
+    review, before an incremental review, before an eval, before load tests and background
+    work (lower runs sooner)."""
+    return PRIORITIES[workload]
 
 
 def one_line(text: str, secret: str | None = None) -> str:

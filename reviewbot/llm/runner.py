@@ -197,11 +197,15 @@ class ChunkRunner:
         return self.backend.count_prompt_tokens(messages, tools)
 
     def chat(
-        self, messages: list[dict], max_tokens: int, session: str | None = None
+        self,
+        messages: list[dict],
+        max_tokens: int,
+        session: str | None = None,
+        priority: int | None = None,
     ) -> ModelAnswer:
         """One plain-text answer (no tools), holding a slot like every request: an answer in
-        a thread (``reviewbot.replies.answer``; ``session``: its MR's key). Errors are this module's
-        (not retried here: the job is)."""
+        a thread (``reviewbot.replies.answer``; ``session``: its MR's key; ``priority``: how
+        soon the server runs it). Errors are this module's (not retried here: the job is)."""
         request = ModelRequest(
             messages=messages,
             tools=[],
@@ -210,6 +214,7 @@ class ChunkRunner:
             max_tokens=max_tokens,
             temperature=self.settings.temperature,
             session=session,
+            priority=priority,
         )
         with self._hold_slots():
             return self._execute_in_flight(request, None)
@@ -653,6 +658,7 @@ class ChunkRunner:
             max_tokens=self.settings.max_output_tokens,
             temperature=self.settings.temperature,
             session=request.session,
+            priority=request.priority,
         )
         while True:
             try:

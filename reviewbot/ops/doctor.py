@@ -46,6 +46,7 @@ __all__ = [
     "gitlab_user_check",
     "metric_samples",
     "prefix_caching_check",
+    "priority_check",
     "probe_prompt",
     "project_role_check",
     "prompt_tokens_details_check",
@@ -84,6 +85,11 @@ REASONING_PARSER_FIX = "start vLLM with --reasoning-parser qwen3"
 GENERATION_CONFIG_FIX = (
     "start vLLM with --generation-config vllm (deploy/vllm profiles do), so that only the "
     "sampling parameters reviewbot sends apply"
+)
+PRIORITY_CHECK = "priority scheduling"
+PRIORITY_FIX = (
+    "start vLLM with --scheduling-policy priority (deploy/vllm profiles do), so that thread "
+    "answers and first reviews do not wait behind a long review"
 )
 MODEL_SERVER_FIX = (
     "start the model server (systemctl start reviewbot-vllm@PROFILE, see deploy/vllm/) or point "
@@ -579,6 +585,53 @@ def generation_config_check(argv: Sequence[str] | None, base_url: str) -> Check:
         f"--generation-config {value or 'auto (the default)'}: {source} (Qwen3.5: top_k 20, "
         "top_p 0.8) applies on top of the temperature reviewbot sends",
         GENERATION_CONFIG_FIX,
+    )
+
+
+def priority_check(
+    enabled: bool, refusal: str | None, argv: Sequence[str] | None, base_url: str
+) -> Check:
+    """Whether the server runs requests by their priority (the setting priority_scheduling).
+
+    ``refusal``: the server's answer to a request with a non-zero priority when it refused it
+    (None: taken). vLLM 0.32 takes the field under any policy and does not say its policy over
+    HTTP, so a request taken is judged by the command line of a vLLM of this host (``argv``).
+    """
+    if not enabled:
+        detail = "off (priority_scheduling = false): every request waits its turn"
+        return Check(PRIORITY_CHECK, Status.OK, detail)
+    if refusal is not None:
+        return Check(
+            PRIORITY_CHECK,
+            Status.WARN,
+            f"the server refuses request priorities ({refusal}): it runs without "
+            "--scheduling-policy priority; reviewbot sends none, so nothing fails, but thread "
+            "answers wait behind long reviews",
+            PRIORITY_FIX,
+        )
+    if argv is None:
+        return Check(
+            PRIORITY_CHECK,
+            Status.WARN,
+            "the server takes request priorities, but whether it runs by them cannot be told: "
+            "vLLM takes the field under any policy and does not report --scheduling-policy "
+            f"over HTTP, and no vLLM process of this host serves {base_url}",
+            PRIORITY_FIX,
+        )
+    policy = _flag_value(argv, "--scheduling-policy")
+    if policy == "priority":
+        return Check(
+            PRIORITY_CHECK,
+            Status.OK,
+            "--scheduling-policy priority: thread answers run first, then first reviews, "
+            "incremental reviews, evals and load tests",
+        )
+    return Check(
+        PRIORITY_CHECK,
+        Status.WARN,
+        f"--scheduling-policy {policy or 'fcfs (the default)'}: the server takes each "
+        "request's priority and ignores it, first come first served",
+        PRIORITY_FIX,
     )
 
 
