@@ -680,9 +680,9 @@ def test_a_check_that_never_ends_fails_alone_and_the_others_keep_their_verdicts(
 ) -> None:
     """Issue 32 item 12: the model checks shared one grace; one step past it (a stalled probe
     on a loaded host, here the process list of the generation-config and priority checks,
-    which never returns) turned every model check into one failure, 'the checks did not end within ...'.
-    Now each check has its own deadline and verdict: the stuck one fails by name, every
-    other check says what it says when nothing is stuck."""
+    which never returns) turned every model check into one failure, 'the checks did not end
+    within ...'. Now each check has its own deadline and verdict: the stuck ones fail by name,
+    every other check says what it says when nothing is stuck."""
     release = threading.Event()
 
     def stuck_process_list() -> list[list[str]]:
