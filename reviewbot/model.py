@@ -289,6 +289,8 @@ class ModelBackend(Protocol):
     output_modes: tuple[str, ...]
     # One sentence on how to set the server up, appended to "cannot work with it" errors.
     setup_hint: str
+    # Whether requests carry their ``priority`` (ModelRequest.priority) to this server.
+    sends_priority: bool
 
     def server_info(self) -> ServerInfo:
         """The served models and context length; cached after the first call."""

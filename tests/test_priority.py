@@ -28,6 +28,7 @@ from reviewbot.model import (
     LLMSettings,
     request_priority,
 )
+from reviewbot.slots import LocalSlots
 from reviewbot.states import Workload
 from tests.fakes.vllm_server import PRIORITY_REFUSED_ERROR, FakeVLLM, LatencyModel
 from tests.mr_world import PROJECT, World, commit_on_feature, world  # noqa: F401
@@ -207,3 +208,17 @@ def test_the_setting_off_sends_no_priority(world: World) -> None:  # noqa: F811
 
 def test_the_thread_answer_level_is_below_every_review() -> None:
     assert PRIORITY_THREAD_ANSWER < PRIORITY_FIRST_REVIEW < PRIORITY_INCREMENTAL_REVIEW
+
+
+def test_a_thread_answer_queues_in_the_server_not_behind_the_reviews_slots() -> None:
+    """Every shared model slot is held (a long review): a thread answer sent with priorities
+    still goes out, to queue in the server ahead of the reviews."""
+    slots = LocalSlots(1)
+    with (
+        FakeVLLM() as server,
+        runner_for(LLMSettings(base_url=server.base_url), slots=slots) as runner,
+        slots.hold(),
+    ):
+        answer = runner.chat(HELLO, 16, priority=PRIORITY_THREAD_ANSWER)
+    assert answer.finish_reason
+    assert server.requests[-1][PRIORITY_FIELD] == PRIORITY_THREAD_ANSWER

@@ -70,7 +70,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -91,6 +91,7 @@ from reviewbot.model import (
     MODE_CONTENT,
     MODE_JSON_SCHEMA,
     MODE_TOOL_CALLS,
+    PRIORITY_THREAD_ANSWER,
     CallRecord,
     ChunkRequest,
     ChunkResult,
@@ -205,7 +206,10 @@ class ChunkRunner:
     ) -> ModelAnswer:
         """One plain-text answer (no tools), holding a slot like every request: an answer in
         a thread (``reviewbot.replies.answer``; ``session``: its MR's key; ``priority``: how
-        soon the server runs it). Errors are this module's (not retried here: the job is)."""
+        soon the server runs it). Errors are this module's (not retried here: the job is).
+
+        An answer of the most urgent priority, to a server that is sent priorities, takes no
+        slot: it queues in the server, ahead of every review, not behind the reviews' slots."""
         request = ModelRequest(
             messages=messages,
             tools=[],
@@ -216,7 +220,8 @@ class ChunkRunner:
             session=session,
             priority=priority,
         )
-        with self._hold_slots():
+        urgent = priority is not None and priority <= PRIORITY_THREAD_ANSWER
+        with nullcontext() if urgent and self.backend.sends_priority else self._hold_slots():
             return self._execute_in_flight(request, None)
 
     def review_chunks(
