@@ -28,6 +28,7 @@ import statistics
 import tempfile
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,10 +37,12 @@ from reviewbot.llm.factory import runner_for
 from reviewbot.model import (
     MODE_CONTENT,
     ChunkRequest,
+    ChunkResult,
     LLMSettings,
     ModelRequest,
     request_priority,
 )
+from reviewbot.prompts import tool_schemas
 from reviewbot.states import Workload
 from tests.bench.bench_realvllm import real_server
 from tests.fakes.vllm_server import FakeVLLM, LatencyModel
@@ -53,11 +56,11 @@ FAKE_CHUNKS = 40
 FAKE_CHUNK_LINES = 120  # about 3,000 prompt tokens
 FAKE_CONCURRENCY = 32  # four workers' worth of one server's 8 slots
 FAKE_OUTPUT_TOKENS = 1024  # room for the chunk's findings: about 100 tokens each, 1 s to decode
-REAL_CHUNKS = 6
+REAL_CHUNKS = 12
 REAL_PROMPT_LINES = 600  # about 5,900 tokens: three prefill steps of the CPU backend each
 REAL_CONCURRENCY = REAL_CHUNKS
 REAL_OUTPUT_TOKENS = 8
-THREAD_AFTER_S = {"fake": 0.5, "real": 4.0}  # once the queue has formed
+THREAD_AFTER_S = {"fake": 0.5, "real": 1.0}  # once the queue has formed
 THREAD_OUTPUT_TOKENS = 16
 ROUNDS = 3  # each figure is the median of this many runs
 QUESTION = [{"role": "user", "content": "Why is eval() on request data a problem here?"}]
@@ -70,8 +73,11 @@ class Run:
 
 
 def real_chunk(index: int) -> ChunkRequest:
-    lines = "\n".join(f"line {n} of chunk {index} of the release" for n in range(REAL_PROMPT_LINES))
-    return ChunkRequest(index, [{"role": "user", "content": f"{lines}\nSay OK."}], [])
+    """A chunk of its own: its first line differs from any earlier run's (the prefix cache)."""
+    lines = f"{uuid.uuid4().hex}\n" + "\n".join(
+        f"line {n} of chunk {index} of the release" for n in range(REAL_PROMPT_LINES)
+    )
+    return ChunkRequest(index, [{"role": "user", "content": f"{lines}\nSay OK."}], tool_schemas())
 
 
 def run_once(
@@ -96,7 +102,8 @@ def run_once(
     ]
     with runner_for(settings) as review_runner, runner_for(settings) as thread_runner:
         started = time.monotonic()
-        review = threading.Thread(target=lambda: review_runner.review_chunks(load))
+        results: list[ChunkResult] = []
+        review = threading.Thread(target=lambda: results.extend(review_runner.review_chunks(load)))
         review.start()
         time.sleep(thread_after_s)
         question = ModelRequest(
@@ -112,20 +119,26 @@ def run_once(
         review.join()
         wall = time.monotonic() - started
     assert answer.ttft_s is not None
+    assert len(results) == len(load) and not any(r.error for r in results), results[0].error
     return Run(answer.ttft_s, wall)
 
 
 def compare(name: str, once: Callable[[bool], Run]) -> None:
+    """Both ways, interleaved round by round (so that a change of the machine's load falls on
+    both), then the medians."""
     print(name)
-    for priorities in (False, True):
-        runs = [once(priorities) for _ in range(ROUNDS)]
-        ttft = statistics.median(run.thread_ttft_s for run in runs)
-        wall = statistics.median(run.review_wall_s for run in runs)
+    runs: dict[bool, list[Run]] = {False: [], True: []}
+    for _ in range(ROUNDS):
+        for priorities in (False, True):
+            runs[priorities].append(once(priorities))
+    for priorities, done in runs.items():
+        ttft = statistics.median(run.thread_ttft_s for run in done)
+        wall = statistics.median(run.review_wall_s for run in done)
         label = "with priorities   " if priorities else "without priorities"
         print(
             f"  {label}: thread answer's first token {ttft:6.2f} s "
-            f"(runs: {', '.join(f'{r.thread_ttft_s:.2f}' for r in runs)}); "
-            f"review {wall:6.2f} s"
+            f"(runs: {', '.join(f'{r.thread_ttft_s:.2f}' for r in done)}); "
+            f"review {wall:6.2f} s (runs: {', '.join(f'{r.review_wall_s:.2f}' for r in done)})"
         )
 
 

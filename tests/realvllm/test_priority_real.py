@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 import threading
 import time
+import uuid
 from collections.abc import Callable
 
 import httpx
@@ -41,8 +42,9 @@ RUNNING_RE = re.compile(GAUGE.format("running"), re.MULTILINE)
 
 
 def prompt(name: str) -> list[dict[str, str]]:
+    """A prompt of its own: the first line differs from any earlier run's (the prefix cache)."""
     lines = "\n".join(f"line {n} of the {name} text" for n in range(PROMPT_LINES))
-    return [{"role": "user", "content": f"{name}:\n{lines}\nSay OK."}]
+    return [{"role": "user", "content": f"{uuid.uuid4().hex} {name}:\n{lines}\nSay OK."}]
 
 
 def gauge(server: SharedServer, pattern: re.Pattern[str]) -> int:
