@@ -33,13 +33,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import platformdirs
 
 from reviewbot.findings import Category, Severity
 from reviewbot.input_files import InputFileRefused, read_input_file
-from reviewbot.redaction import hide_url_password, scrub_secrets
 from reviewbot.setting_fields import (
     ACCEPTS_KEY,
     BOUNDS_KEY,
@@ -50,6 +48,8 @@ from reviewbot.setting_fields import (
     SECRET_KEY,
     Bounds,
     SettingDoc,
+    database_url_problem,
+    http_url_problem,
     setting,
     shown,
 )
@@ -103,10 +103,8 @@ REPO_KEYS = frozenset(
 )
 REPO_RULES_KEY = "rules"
 PUBLISH_MODES = ("discussions", "drafts")
-HTTP_SCHEMES = ("http", "https")
 # RFC 9110 section 5.6.2: a field name is a token.
 HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
-DATABASE_SCHEMES = ("sqlite", "postgresql", "postgres")
 # GitLab.com allows 300 note creations per minute per user; stay well below. Self-managed
 # GitLab without that limit can raise it.
 DEFAULT_GITLAB_NOTES_PER_MINUTE = 120
@@ -138,6 +136,9 @@ LLM_BACKEND_VLLM = "vllm"
 # docs/several-boxes.md); NVIDIA Dynamo reads X-Dynamo-Session-ID, SGLang's gateway
 # x-smg-routing-key.
 DEFAULT_SESSION_HEADER = "X-Session-ID"
+# Sent unless turned off: vLLM >= 0.10 accepts a priority whatever its policy (and only honours
+# it with --scheduling-policy priority); an older one refuses it, and the client stops sending.
+DEFAULT_PRIORITY_SCHEDULING = True
 LLM_BACKEND_OPENAI_COMPATIBLE = "openai-compatible"
 LLM_BACKENDS = (LLM_BACKEND_VLLM, LLM_BACKEND_OPENAI_COMPATIBLE)
 # A settings file is a few hundred bytes; a larger one is not a settings file (or a device
@@ -260,6 +261,14 @@ class Settings:
         "`<gitlab host>/<project id>/<mr iid>` (also sent as the OpenAI `user` field), so a "
         "router in front of several model servers keeps an MR on one box and its prefix cache "
         "([several-boxes.md](several-boxes.md)); empty: neither is sent.",
+    )
+    priority_scheduling: bool = setting(
+        DEFAULT_PRIORITY_SCHEDULING,
+        help="Send each model request a vLLM `priority` by what it is for: thread answers "
+        "first, then first reviews, incremental reviews, evals, load tests. vLLM honours it "
+        "when started with `--scheduling-policy priority` (the deploy profiles are); a vLLM "
+        "that refuses the field gets requests without it, never a failed review "
+        "([model-server.md](model-server.md#interactive-work-first)). Off: all requests equal.",
     )
     database_url: str = setting(
         default_factory=_default_database_url,
@@ -571,35 +580,6 @@ def _check_bounds(name: str, value: Any, bounds: Bounds, annotation: str) -> Non
     problem = bounds.problem(value)
     if problem is not None:
         raise ConfigError(f"{name} {problem}")
-
-
-def http_url_problem(url: str) -> str | None:
-    """Why ``url`` is not an http(s) URL with a host and a valid port, or None when it is one;
-    the words never show a password. The settings and the command-line options both ask it."""
-    why = ""
-    try:
-        parts = urlsplit(url)
-        usable = parts.scheme in HTTP_SCHEMES and bool(parts.hostname)
-        parts.port  # noqa: B018 - raises ValueError for a port out of range or not a number
-    except ValueError as error:
-        usable, why = False, f" ({scrub_secrets(str(error))})"
-    if usable:
-        return None
-    return f"{hide_url_password(url)!r} is not an http:// or https:// URL{why}"
-
-
-def database_url_problem(url: str) -> str | None:
-    """Why ``url`` is not a database reviewbot supports, or None when it is one."""
-    try:
-        scheme = urlsplit(url).scheme.split("+", 1)[0]
-    except ValueError:
-        scheme = ""
-    if scheme in DATABASE_SCHEMES:
-        return None
-    return (
-        f"{hide_url_password(url)!r} is not supported: use sqlite:///PATH "
-        "or postgresql://USER@HOST/DATABASE"
-    )
 
 
 def _check_http_url(name: str, url: str | None) -> None:

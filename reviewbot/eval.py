@@ -43,10 +43,11 @@ from typing import Any
 from reviewbot.config import Settings
 from reviewbot.diff import FileDiff, Side, parse_git_diff
 from reviewbot.input_files import InputFileRefused, read_input_file
-from reviewbot.model import LLMClient
+from reviewbot.model import LLMClient, request_priority
 from reviewbot.repo.localdiff import local_context
 from reviewbot.repo.view import MemoryView
 from reviewbot.review import review_files, review_options
+from reviewbot.states import Workload
 from reviewbot.tokens import local_counter
 
 __all__ = [
@@ -408,6 +409,7 @@ def item_reviewer(llm: LLMClient, settings: Settings) -> Callable[[EvalItem], It
             options=options,
             contents=item.head,
             repository=item_repository(item),
+            priority=request_priority(Workload.EVAL),
         )
         if result.chunk_errors:
             first = next(iter(result.chunk_errors.values()))

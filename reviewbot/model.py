@@ -28,12 +28,13 @@ from urllib.parse import urlsplit
 from reviewbot.config import (
     DEFAULT_MAX_REPAIR_ROUNDS,
     DEFAULT_PREFILL_TOKENS_PER_REVIEW,
+    DEFAULT_PRIORITY_SCHEDULING,
     DEFAULT_SESSION_HEADER,
     DEFAULT_TOOL_ROUNDS,
     DEFAULT_TOOL_TOKENS,
 )
 from reviewbot.redaction import without_userinfo
-from reviewbot.states import CallPurpose
+from reviewbot.states import CallPurpose, Workload
 
 if TYPE_CHECKING:
     from reviewbot.repo.tools import RepositoryTools
@@ -63,6 +64,7 @@ __all__ = [
     "ToolCallText",
     "ToolsUnsupportedError",
     "one_line",
+    "request_priority",
     "session_key",
 ]
 
@@ -70,6 +72,23 @@ __all__ = [
 MODE_TOOL_CALLS = "tool_calls"
 MODE_JSON_SCHEMA = "json_schema"
 MODE_CONTENT = "content"
+
+# vLLM's ``priority`` of a request (started with --scheduling-policy priority): lower runs
+# sooner, ties first come first served. Spaced by ten so a level can go between two later.
+PRIORITY_THREAD_ANSWER = 0
+PRIORITY_FIRST_REVIEW = 10
+PRIORITY_INCREMENTAL_REVIEW = 20
+PRIORITY_EVAL = 30
+PRIORITY_LOAD_TEST = 40
+PRIORITY_BACKGROUND = 40
+PRIORITIES: dict[Workload, int] = {
+    Workload.THREAD_ANSWER: PRIORITY_THREAD_ANSWER,
+    Workload.FIRST_REVIEW: PRIORITY_FIRST_REVIEW,
+    Workload.INCREMENTAL_REVIEW: PRIORITY_INCREMENTAL_REVIEW,
+    Workload.EVAL: PRIORITY_EVAL,
+    Workload.LOAD_TEST: PRIORITY_LOAD_TEST,
+    Workload.BACKGROUND: PRIORITY_BACKGROUND,
+}
 
 REDACTED = "***"
 MAX_ERROR_CHARS = 500
@@ -111,6 +130,8 @@ class LLMSettings:
     # The header that carries a request's session key (ModelRequest.session), also sent as
     # the OpenAI ``user`` field, for a router's affinity ("": neither is sent).
     session_header: str = DEFAULT_SESSION_HEADER
+    # Send each request's ``priority`` (vLLM's backend only; see reviewbot.llm.vllm).
+    priority_scheduling: bool = DEFAULT_PRIORITY_SCHEDULING
 
 
 @dataclass(frozen=True)
@@ -150,6 +171,9 @@ class ChunkRequest:
     # Thinking for this chunk's requests (None: the setting enable_thinking); the runner asks
     # a chunk again with False when its answer was cut off while thinking.
     enable_thinking: bool | None = None
+    # How soon the server should run it (request_priority of the review's workload), sent
+    # with every request for it like ``session``; None: the server's default (0).
+    priority: int | None = None
 
 
 @dataclass(frozen=True)
@@ -241,6 +265,7 @@ class ModelRequest:
     # Qwen3.5's thinking for this request only (None: the setting enable_thinking); the runner
     # asks a chunk again with False when its answer was cut off while thinking.
     enable_thinking: bool | None = None
+    priority: int | None = None  # ChunkRequest.priority
 
 
 @dataclass(frozen=True, slots=True)
@@ -278,6 +303,8 @@ class ModelBackend(Protocol):
     output_modes: tuple[str, ...]
     # One sentence on how to set the server up, appended to "cannot work with it" errors.
     setup_hint: str
+    # Whether requests carry their ``priority`` (ModelRequest.priority) to this server.
+    sends_priority: bool
 
     def server_info(self) -> ServerInfo:
         """The served models and context length; cached after the first call."""
@@ -355,6 +382,13 @@ def session_key(gitlab_url: str, project_id: int, iid: int) -> str:
     address = without_userinfo(gitlab_url)
     host = urlsplit(address).netloc or address.rstrip("/")
     return f"{host}/{project_id}/{iid}"
+
+
+def request_priority(workload: Workload) -> int:
+    """vLLM's ``priority`` for a request made for ``workload``: a thread answer before a first
+    review, before an incremental review, before an eval, before load tests and background
+    work (lower runs sooner)."""
+    return PRIORITIES[workload]
 
 
 def one_line(text: str, secret: str | None = None) -> str:

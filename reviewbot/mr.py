@@ -49,7 +49,7 @@ from reviewbot.interdiff import DiffDigest, digest
 from reviewbot.learnings.learning import learning_rules
 from reviewbot.learnings.teaching import suppress, suppressed_stored, withheld_by
 from reviewbot.mergerequest import MergeRequestSnapshot
-from reviewbot.model import session_key
+from reviewbot.model import request_priority, session_key
 from reviewbot.prompts import ReviewContext, file_summaries, prompt_version
 from reviewbot.publish import PublishResult, ReviewFacts, ThreadRef, publish, publisher_for
 from reviewbot.repo.files import RepoFiles
@@ -67,7 +67,7 @@ from reviewbot.review import (
     with_carried_over,
 )
 from reviewbot.rules.ruleset import RuleSet
-from reviewbot.states import ReviewStatus
+from reviewbot.states import ReviewStatus, Workload
 from reviewbot.store import MergeRequestKey
 from reviewbot.store.mr_lock import hold_mr_lock
 from reviewbot.store.records import ReviewEnding
@@ -432,10 +432,19 @@ def _review(
             rules=rules,
             learnings=learnings,
             session=session_key(run.key.gitlab_url, run.key.project_id, run.key.iid),
+            priority=request_priority(review_workload(increment)),
         )
     if carried_over is None:
         return result
     return with_carried_over(result, increment.carried, carried_over, options)
+
+
+def review_workload(increment: Increment) -> Workload:
+    """A review with an earlier one to build on is incremental; the first (or a forced full
+    one) runs before it, as someone is waiting for it."""
+    if increment.carried_over is not None:
+        return Workload.INCREMENTAL_REVIEW
+    return Workload.FIRST_REVIEW
 
 
 def _tools_repository(run: _Run, options: ReviewOptions) -> RepositoryView | None:

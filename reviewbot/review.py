@@ -512,6 +512,7 @@ def review_files(
     rules: RuleSet | None = None,
     learnings: RuleSet | None = None,
     session: str | None = None,
+    priority: int | None = None,
 ) -> ReviewResult:
     """Review ``files`` with the model and return anchored findings plus every call's figures.
 
@@ -525,11 +526,13 @@ def review_files(
     reviewbot.learnings.learning_rules) likewise, within ``options.learnings_tokens``.
     ``session``: the MR's key (``<gitlab host>/<project id>/<mr iid>``), carried by every model
     request of the review, verification included, for a router's affinity (None: none).
+    ``priority``: how soon the server runs every request of the review, verification, tool
+    rounds and repair turns included (``model.request_priority``; None: the server's default).
     """
     started = time.monotonic()
     info = llm.server_info()
     max_model_len = model_context(options, info, "").max_model_len
-    sending = _Sending(options, review_tools(options, repository), session)
+    sending = _Sending(options, review_tools(options, repository), session, priority)
     prompting = _chunk_budget(
         files, context, counter, llm, options, max_model_len, sending.tools, rules, learnings
     )
@@ -583,6 +586,7 @@ def _verify(
         options.verify,
         max_model_len,
         session=sending.session,
+        priority=sending.priority,
     )
 
 
@@ -606,12 +610,13 @@ def _tools_line(
 
 @dataclass(frozen=True)
 class _Sending:
-    """What every chunk request of a review carries besides its messages: the tools and the
-    session key."""
+    """What every chunk request of a review carries besides its messages: the tools, the
+    session key and the priority."""
 
     options: ReviewOptions
     repository: RepositoryTools | None
     session: str | None = None  # ChunkRequest.session
+    priority: int | None = None  # ChunkRequest.priority
 
     @property
     def tools(self) -> list[dict]:
@@ -631,6 +636,7 @@ class _Sending:
             tool_rounds=self.options.tool_rounds,
             tool_tokens=self.options.tool_tokens,
             session=self.session,
+            priority=self.priority,
         )
 
 

@@ -2,8 +2,9 @@
 default means, whether it is a secret), read back by :mod:`reviewbot.config` and the generated
 configuration reference.
 
-Owns: :class:`Bounds`, :func:`setting`, the metadata keys and :class:`SettingDoc` (what the
-reference shows of a field). Must not: know any setting (they
+Owns: :class:`Bounds`, :func:`setting`, the metadata keys, :class:`SettingDoc` (what the
+reference shows of a field) and what a URL setting may be (:func:`http_url_problem`,
+:func:`database_url_problem`). Must not: know any setting (they
 are :class:`reviewbot.config.Settings`' fields).
 """
 
@@ -14,6 +15,9 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
+
+from reviewbot.redaction import hide_url_password, scrub_secrets
 
 # A raw value shown in an error is cut to this many characters (5,000 digits are not shown).
 MAX_SHOWN_VALUE = 40
@@ -24,6 +28,8 @@ DEFAULT_TEXT_KEY = "reviewbot.default_text"
 ACCEPTS_KEY = "reviewbot.accepts"
 HTTP_URL_WORDS = "an `http://` or `https://` URL with a host"
 SECRET_KEY = "reviewbot.secret"
+HTTP_SCHEMES = ("http", "https")
+DATABASE_SCHEMES = ("sqlite", "postgresql", "postgres")
 
 
 @dataclass(frozen=True)
@@ -116,3 +122,32 @@ class SettingDoc:
     help: str
     secret: bool
     repository: bool  # a repository's .reviewbot.toml may set it
+
+
+def http_url_problem(url: str) -> str | None:
+    """Why ``url`` is not an http(s) URL with a host and a valid port, or None when it is one;
+    the words never show a password. The settings and the command-line options both ask it."""
+    why = ""
+    try:
+        parts = urlsplit(url)
+        usable = parts.scheme in HTTP_SCHEMES and bool(parts.hostname)
+        parts.port  # noqa: B018 - raises ValueError for a port out of range or not a number
+    except ValueError as error:
+        usable, why = False, f" ({scrub_secrets(str(error))})"
+    if usable:
+        return None
+    return f"{hide_url_password(url)!r} is not an http:// or https:// URL{why}"
+
+
+def database_url_problem(url: str) -> str | None:
+    """Why ``url`` is not a database reviewbot supports, or None when it is one."""
+    try:
+        scheme = urlsplit(url).scheme.split("+", 1)[0]
+    except ValueError:
+        scheme = ""
+    if scheme in DATABASE_SCHEMES:
+        return None
+    return (
+        f"{hide_url_password(url)!r} is not supported: use sqlite:///PATH "
+        "or postgresql://USER@HOST/DATABASE"
+    )

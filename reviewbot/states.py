@@ -1,6 +1,7 @@
 """The states and kinds every layer names: a review's trigger and life cycle, a model call's
-mode and purpose, a job's kind and life cycle, feedback kinds, verification verdicts, thread
-commands and answers, a merge request's state on GitLab.
+mode and purpose, what a model request is for (its workload), a job's kind and life cycle,
+feedback kinds, verification verdicts, thread commands and answers, a merge request's state on
+GitLab.
 
 The ground floor of the vocabulary: the pipeline, the services and the adapters name a status
 from here, without loading the ORM. The store declares its columns' allowed values from these
@@ -26,6 +27,7 @@ __all__ = [
     "ReviewStatus",
     "Trigger",
     "Verdict",
+    "Workload",
 ]
 
 
@@ -91,6 +93,18 @@ class CallPurpose(StrEnum):
 
     REVIEW = "review"  # a chunk's review (first request, repair turns, tool rounds)
     VERIFY = "verify"  # the verification pass over a chunk's candidate findings
+
+
+class Workload(StrEnum):
+    """What a model request is for, which decides how soon the server runs it
+    (reviewbot.model.request_priority): interactive work first."""
+
+    THREAD_ANSWER = "thread_answer"  # a human waits in a bot thread
+    FIRST_REVIEW = "first_review"  # the first review of an MR (or a forced full one)
+    INCREMENTAL_REVIEW = "incremental_review"  # a push to an MR reviewed before
+    EVAL = "eval"  # reviewbot eval on labelled diffs
+    LOAD_TEST = "load_test"  # reviewbot loadtest
+    BACKGROUND = "background"  # anything no one waits for
 
 
 class Verdict(StrEnum):

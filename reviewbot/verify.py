@@ -297,10 +297,12 @@ def verify_findings(
     max_model_len: int | None = None,
     *,
     session: str | None = None,
+    priority: int | None = None,
 ) -> Verification:
     """Judge ``findings`` chunk by chunk. ``messages_of``: each chunk's review messages (the
     cached prefix); ``tools``: the review's tools (the verdict tool goes after them);
-    ``session``: the review's key, so a router sends the verdict call where the prefix is."""
+    ``session``: the review's key, so a router sends the verdict call where the prefix is;
+    ``priority``: the review's, so its second look waits no longer than its first."""
     verification = Verification(enabled=options.enabled)
     if not options.enabled:
         return verification
@@ -319,6 +321,7 @@ def verify_findings(
             _with_verdict_tool(tools),
             max_model_len=max_model_len,
             session=session,
+            priority=priority,
         )
         answer, record = verifier.verify_chunk(request)
         verification.calls.append(record)

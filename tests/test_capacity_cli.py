@@ -82,6 +82,7 @@ def test_table_shows_the_plan_and_the_start_command() -> None:
         "--tool-call-parser qwen3_coder",
         "--enable-prompt-tokens-details",
         "--generation-config vllm",
+        "--scheduling-policy priority",
     ):
         assert flag in start
 

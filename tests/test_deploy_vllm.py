@@ -59,6 +59,7 @@ REQUIRED_FLAGS = (
     ("--reasoning-parser", "qwen3"),
     ("--enable-prompt-tokens-details",),
     ("--generation-config", "vllm"),
+    ("--scheduling-policy", "priority"),
 )
 # deploy/nginx/reviewbot.conf: the upstreams (vLLM, `reviewbot serve`) and the rate-limit zones,
 # both keyed by the sender's address (per client; for the webhook, per GitLab instance).

@@ -33,19 +33,20 @@ from reviewbot.ops.doctor import (
     Status,
     generation_config_check,
     prefix_caching_check,
+    priority_check,
     repository_source_check,
-    thinking_check,
     token_scopes_check,
     tool_call_check,
     vllm_argv_for,
 )
 from reviewbot.ops.doctor_probes import DoctorOptions, DoctorTimeouts, run_doctor
 from reviewbot.ops.model_probes import MODEL_CHECKS as SHOWN_MODEL_CHECKS
+from reviewbot.ops.thinking import thinking_check
 from reviewbot.prompts import tool_schemas
 from reviewbot.store import normalize_database_url
 from tests.fakes.gitlab_server import FakeGitLab
 from tests.fakes.silent_server import SilentServer
-from tests.fakes.vllm_server import FakeVLLM, qwen_xml_call
+from tests.fakes.vllm_server import PRIORITY_REFUSED_ERROR, FakeVLLM, qwen_xml_call
 from tests.mr_world import make_repo
 from tests.stderr_lines import progress_lines
 from tests.store_fixtures import migrated_sqlite_url, store_url  # noqa: F401
@@ -64,8 +65,8 @@ DEVELOPER, REPORTER = 30, 20
 FAST_TIMEOUTS = DoctorTimeouts(
     gitlab_s=0.5, model_s=0.5, tool_probe_s=1.0, model_total_s=3.0, database_s=0.5
 )
-# the model group's checks as the doctor shows them, then vLLM's generation config
-MODEL_CHECKS = [*SHOWN_MODEL_CHECKS, "generation config"]
+# the model group's checks as the doctor shows them, then vLLM's generation config and priority
+MODEL_CHECKS = [*SHOWN_MODEL_CHECKS, "generation config", "priority scheduling"]
 ALL_CHECKS = [
     "settings",
     "gitlab",
@@ -155,6 +156,8 @@ def local_vllm_process(db_services: Services) -> Iterator[subprocess.Popen[bytes
         port,
         "--generation-config",
         "vllm",
+        "--scheduling-policy",
+        "priority",
     ]
     process = subprocess.Popen(argv)
     yield process
@@ -176,6 +179,7 @@ def test_all_ok(db_services: Services, local_vllm_process: subprocess.Popen[byte
     assert "@reviewbot" in checks["gitlab token"]["detail"]
     assert "Developer" in checks["project role"]["detail"]
     assert "--generation-config vllm" in checks["generation config"]["detail"]
+    assert "--scheduling-policy priority" in checks["priority scheduling"]["detail"]
     for secret in (BOT_TOKEN, WEBHOOK_SECRET):
         assert secret not in output
 
@@ -383,7 +387,8 @@ def test_a_server_with_an_api_key_is_checked_with_reviewbots(services: Services)
         env = services.env(llm_base_url=vllm.base_url, llm_api_key=MODEL_API_KEY)
         code, checks, output = doctor(env, "--model-only")
         assert code == 0
-        passed = [name for name in MODEL_CHECKS if name != "generation config"]  # no local vLLM
+        local = ("generation config", "priority scheduling")  # read from a local vLLM: none
+        passed = [name for name in MODEL_CHECKS if name not in local]
         assert {name: checks[name]["status"] for name in passed} == dict.fromkeys(passed, "ok")
         assert MODEL_API_KEY not in output
         for wrong in ("", "another-key"):
@@ -676,10 +681,10 @@ def test_a_check_that_never_ends_fails_alone_and_the_others_keep_their_verdicts(
     services: Services,
 ) -> None:
     """Issue 32 item 12: the model checks shared one grace; one step past it (a stalled probe
-    on a loaded host, here the process list of the generation-config check, which never
-    returns) turned every model check into one failure, 'the checks did not end within ...'.
-    Now each check has its own deadline and verdict: the stuck one fails by name, every
-    other check says what it says when nothing is stuck."""
+    on a loaded host, here the process list of the generation-config and priority checks,
+    which never returns) turned every model check into one failure, 'the checks did not end
+    within ...'. Now each check has its own deadline and verdict: the stuck ones fail by name,
+    every other check says what it says when nothing is stuck."""
     release = threading.Event()
 
     def stuck_process_list() -> list[list[str]]:
@@ -694,12 +699,13 @@ def test_a_check_that_never_ends_fails_alone_and_the_others_keep_their_verdicts(
         release.set()
     free = run_doctor(settings, options, command_lines=list)
     assert [c.name for c in stuck] == [c.name for c in free] == ["settings", *MODEL_CHECKS]
-    unfinished = stuck[-1]
-    assert unfinished.name == "generation config" and unfinished.status is Status.FAIL
-    assert unfinished.detail == "no verdict within the model checks' 8 s"
-    assert [(c.name, c.status) for c in stuck[:-1]] == [(c.name, c.status) for c in free[:-1]]
-    assert not any("no verdict" in c.detail for c in stuck[:-1])
-    assert free[-1].status is not Status.FAIL
+    unfinished = stuck[-2:]
+    assert [c.name for c in unfinished] == ["generation config", "priority scheduling"]
+    assert all(c.status is Status.FAIL for c in unfinished)
+    assert all(c.detail == "no verdict within the model checks' 8 s" for c in unfinished)
+    assert [(c.name, c.status) for c in stuck[:-2]] == [(c.name, c.status) for c in free[:-2]]
+    assert not any("no verdict" in c.detail for c in stuck[:-2])
+    assert all(c.status is not Status.FAIL for c in free[-2:])
 
 
 @pytest.mark.slow
@@ -864,3 +870,63 @@ def test_thinking_off_says_how_to_measure_it() -> None:
     check = thinking_check(False, thinking_probe("", tokens=None), None, 4096)
     assert check.status is Status.OK and check.detail.startswith("off:")
     assert "REVIEWBOT_ENABLE_THINKING=true reviewbot doctor --model-only" in check.detail
+
+
+# --- priority scheduling (issue 34 part 3) ---------------------------------------------------
+
+SERVE = ["vllm", "serve", "M"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "status"),
+    [
+        ([*SERVE, "--scheduling-policy", "priority"], Status.OK),
+        ([*SERVE, "--scheduling-policy=priority"], Status.OK),
+        ([*SERVE, "--scheduling-policy", "fcfs"], Status.WARN),
+        (SERVE, Status.WARN),
+        (None, Status.WARN),
+    ],
+)
+def test_priority_scheduling_from_the_command_line(argv: list[str] | None, status: Status) -> None:
+    check = priority_check(True, None, argv, "http://127.0.0.1:8000/v1")
+    assert check.status is status
+    assert (check.fix == "") is (status is Status.OK)
+    if status is Status.WARN:
+        assert "--scheduling-policy priority" in check.fix
+
+
+def test_priority_scheduling_off_is_fine_whatever_the_server() -> None:
+    check = priority_check(False, None, SERVE, "http://127.0.0.1:8000/v1")
+    assert check.status is Status.OK and "off" in check.detail
+
+
+def test_a_server_that_refuses_priorities_warns_with_its_words() -> None:
+    """An older vLLM (the V0 engine) answers a non-zero priority 400 without the policy: a
+    review still runs (reviewbot drops the field), so a warning, with the flag to add."""
+    with FakeVLLM(refuse_priority=True) as vllm:
+        settings = Settings(llm_base_url=vllm.base_url, enable_thinking=False)
+        checks = run_doctor(settings, DoctorOptions(model_only=True), command_lines=list)
+    check = next(c for c in checks if c.name == "priority scheduling")
+    assert check.status is Status.WARN
+    assert PRIORITY_REFUSED_ERROR.format(priority=40) in check.detail
+    assert "--scheduling-policy priority" in check.fix
+    assert any(body.get("priority") == 40 for body in vllm.requests)
+
+
+def test_a_server_that_takes_priorities_is_judged_by_its_command_line() -> None:
+    with FakeVLLM() as vllm:
+        port = vllm.base_url.split(":")[-1].split("/")[0]
+        argv = [*SERVE, "--port", port, "--scheduling-policy", "priority"]
+        for lines, status in (([], Status.WARN), ([argv], Status.OK)):
+            settings = Settings(llm_base_url=vllm.base_url, enable_thinking=False)
+            checks = run_doctor(
+                settings, DoctorOptions(model_only=True), command_lines=lambda lines=lines: lines
+            )
+            check = next(c for c in checks if c.name == "priority scheduling")
+            assert check.status is status, check
+
+
+def test_the_doctor_sends_no_priority_when_the_setting_is_off(services: Services) -> None:
+    _, checks, _ = doctor(services.env(priority_scheduling="false"), "--model-only")
+    assert checks["priority scheduling"]["status"] == "ok"
+    assert not any("priority" in body for body in services.vllm.requests)

@@ -25,6 +25,7 @@ from starlette.testclient import TestClient
 from reviewbot.app import App
 from reviewbot.gitlab import GitLabClient, GitLabSettings
 from reviewbot.learnings.teaching import project_learnings
+from reviewbot.model import PRIORITY_THREAD_ANSWER
 from reviewbot.queue import JobQueue
 from reviewbot.replies.answer import reply_marker
 from reviewbot.report.document import build_report, report_markdown
@@ -529,3 +530,15 @@ def test_the_answer_carries_the_mrs_session_key(thread: Thread) -> None:
     key = f"{urlsplit(thread.world.gitlab.url).netloc}/{PROJECT_ID}/1"
     assert thread.world.vllm.request_headers[-1].get("x-session-id") == key
     assert thread.world.vllm.requests[-1].get("user") == key
+
+
+def test_the_answer_goes_before_every_review(thread: Thread) -> None:
+    """A human waits in the thread: its request carries the lowest vLLM priority, below the
+    reviews' (issue 34 part 3)."""
+    note = thread.say("@reviewbot why is this a problem?")
+    thread.hook(note)
+    thread.work()
+    assert thread.answers(note["id"])
+    reviews = [body["priority"] for body in thread.world.vllm.requests[:-1]]
+    assert thread.world.vllm.requests[-1]["priority"] == PRIORITY_THREAD_ANSWER
+    assert reviews and all(priority > PRIORITY_THREAD_ANSWER for priority in reviews)

@@ -295,7 +295,9 @@ def _review_local(
     settings: Settings, loaded: LoadedDiff, counter: TokenCounter, console: Console, quiet: bool
 ) -> Any:
     from reviewbot.app import App
+    from reviewbot.model import request_priority
     from reviewbot.review import review_files, review_options
+    from reviewbot.states import Workload
 
     options = review_options(settings)
     context = local_context(loaded.label, loaded.files, options.plan_options.exclusions)
@@ -314,6 +316,7 @@ def _review_local(
             rules=local_rules(settings, loaded),
             on_planned=lambda p: progress.update(task, total=len(p.chunks)),
             on_chunk_done=lambda _: progress.advance(task),
+            priority=request_priority(Workload.FIRST_REVIEW),  # someone waits at the terminal
         )
 
 

@@ -56,6 +56,7 @@ def llm_settings_from(settings: Settings) -> LLMSettings:
         prefill_tokens_per_review=settings.llm_prefill_tokens_per_review,
         max_repair_rounds=settings.llm_max_repair_rounds,
         session_header=settings.llm_session_header,
+        priority_scheduling=settings.priority_scheduling,
     )
 
 

@@ -123,6 +123,7 @@ class OpenAICompatibleBackend:
 
     output_modes: tuple[str, ...] = (MODE_TOOL_CALLS, MODE_JSON_SCHEMA)
     setup_hint: str = SETUP_HINT
+    sends_priority: bool = False  # an OpenAI-compatible server has no such field
 
     def __init__(self, settings: LLMSettings) -> None:
         self.settings = settings

@@ -70,7 +70,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -94,12 +94,14 @@ from reviewbot.llm.tries import (
     not_resent,
     offered_repository,
     thinking_cut_off_error,
+    thinking_off,
     unreadable_error,
 )
 from reviewbot.model import (
     MODE_CONTENT,
     MODE_JSON_SCHEMA,
     MODE_TOOL_CALLS,
+    PRIORITY_THREAD_ANSWER,
     CallRecord,
     ChunkRequest,
     ChunkResult,
@@ -207,11 +209,18 @@ class ChunkRunner:
         return self.backend.count_prompt_tokens(messages, tools)
 
     def chat(
-        self, messages: list[dict], max_tokens: int, session: str | None = None
+        self,
+        messages: list[dict],
+        max_tokens: int,
+        session: str | None = None,
+        priority: int | None = None,
     ) -> ModelAnswer:
         """One plain-text answer (no tools), holding a slot like every request: an answer in
-        a thread (``reviewbot.replies.answer``; ``session``: its MR's key). Errors are this module's
-        (not retried here: the job is)."""
+        a thread (``reviewbot.replies.answer``; ``session``: its MR's key; ``priority``: how
+        soon the server runs it). Errors are this module's (not retried here: the job is).
+
+        An answer of the most urgent priority, to a server that is sent priorities, takes no
+        slot: it queues in the server, ahead of every review, not behind the reviews' slots."""
         request = ModelRequest(
             messages=messages,
             tools=[],
@@ -220,8 +229,10 @@ class ChunkRunner:
             max_tokens=max_tokens,
             temperature=self.settings.temperature,
             session=session,
+            priority=priority,
         )
-        with self._hold_slots():
+        urgent = priority is not None and priority <= PRIORITY_THREAD_ANSWER
+        with nullcontext() if urgent and self.backend.sends_priority else self._hold_slots():
             return self._execute_in_flight(request, None)
 
     def review_chunks(
@@ -337,9 +348,8 @@ class ChunkRunner:
         or, after a tool round, with the tools' answers)."""
         offered = offered_repository(current, mode)
         spent = current.repository.names - offered if current.repository else frozenset()
-        parsed = parse_answer(
-            answer, mode, current.tools, offered, spent, thinking_off=self._thinking_off(current)
-        )
+        off = thinking_off(current, self.settings.enable_thinking)
+        parsed = parse_answer(answer, mode, current.tools, offered, spent, thinking_off=off)
         if parsed.cut_in_thinking and answer.completion_tokens >= self.settings.max_output_tokens:
             # (cut short of the budget, the context had no more room: re-split, as below)
             return self._cut_in_thinking(tries, mode, attempt, answer, parsed)
@@ -364,12 +374,6 @@ class ChunkRunner:
             return tries.result(parsed.calls, error=error, truncated=error is not None)
         self._keep(tries, mode, attempt, OUTCOME_INVALID_CALLS, parsed, repaired=repaired)
         return self._unreadable(tries, mode, answer, parsed, gate, current)
-
-    def _thinking_off(self, request: ChunkRequest) -> bool:
-        """Whether ``request`` asks for no thinking (its own switch, else the setting)."""
-        if request.enable_thinking is not None:
-            return not request.enable_thinking
-        return self.settings.enable_thinking is False
 
     def _nothing_read(
         self,
@@ -591,10 +595,8 @@ class ChunkRunner:
                 break
             reply = attempt.answer
             assert reply is not None
-            thinking_off = (
-                request.enable_thinking is False or self.settings.enable_thinking is False
-            )
-            replied = parse_answer(reply, mode, request.tools, thinking_off=thinking_off)
+            off = thinking_off(request, self.settings.enable_thinking)
+            replied = parse_answer(reply, mode, request.tools, thinking_off=off)
             resent = match_resent(reading.outstanding, replied, reading.calls, request.tools)
             # Calls still unreadable: those the answer sent unreadably again, then (beyond
             # their number) those it left out.
@@ -690,6 +692,7 @@ class ChunkRunner:
             temperature=self.settings.temperature,
             session=request.session,
             enable_thinking=request.enable_thinking,
+            priority=request.priority,
         )
         while True:
             try:

@@ -36,6 +36,7 @@ __all__ = [
     "not_resent",
     "offered_repository",
     "thinking_cut_off_error",
+    "thinking_off",
     "unreadable_error",
 ]
 
@@ -202,3 +203,10 @@ def thinking_cut_off_error(answer: ModelAnswer, max_output_tokens: int) -> str:
         f"the model's thinking used the whole output budget ({answer.completion_tokens} "
         f"tokens, max_output_tokens={max_output_tokens}) before any answer"
     )
+
+
+def thinking_off(request: ChunkRequest, setting: bool | None) -> bool:
+    """Whether ``request`` asks for no thinking: its own switch, else the setting's."""
+    if request.enable_thinking is not None:
+        return not request.enable_thinking
+    return setting is False

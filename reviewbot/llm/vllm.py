@@ -4,6 +4,11 @@
   included (vllm/entrypoints/openai/api_server.py).
 - ``GET /v1/models`` gives each model's ``max_model_len``.
 - ``chat_template_kwargs`` reach the chat template (Qwen3.5 reads ``enable_thinking``).
+- ``priority`` (the setting ``priority_scheduling``): lower runs sooner on a server started
+  with ``--scheduling-policy priority``. vLLM 0.32 takes it whatever its policy (and ignores it
+  under ``fcfs``); the V0 engine (vLLM < 0.11) answers a non-zero one 400 ``Got priority N but
+  Priority scheduling is not enabled.``: then this backend sends the request again without it,
+  and no later request carries one (said once in the log), so a priority never fails a review.
 - Three output modes:
 
   1. ``tool_calls``: ``tools`` with ``tool_choice: "auto"`` (vLLM needs
@@ -20,7 +25,9 @@ extends. Must not: redo what that transport does, or retry (the runner does).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import logging
+import threading
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import httpx
@@ -36,12 +43,23 @@ from reviewbot.model import (
     MODE_TOOL_CALLS,
     LLMError,
     LLMSettings,
+    ModelAnswer,
+    ModelRequest,
+    OutputModeRefusedError,
+    RequestRefusedError,
     ServerAnswerError,
 )
 from reviewbot.redaction import hide_url_password
 
-__all__ = ["START_VLLM_HINT", "VLLMBackend"]
+__all__ = ["PRIORITY_FIELD", "PRIORITY_REFUSED_MARKERS", "START_VLLM_HINT", "VLLMBackend"]
 
+log = logging.getLogger(__name__)
+
+PRIORITY_FIELD = "priority"
+# How a vLLM that does not schedule by priority refuses the field: the V0 engine's
+# "Got priority 1 but Priority scheduling is not enabled." (vllm/engine/llm_engine.py,
+# add_request) and the early V1 engine's "V1 does not support priority yet.".
+PRIORITY_REFUSED_MARKERS = ("priority scheduling is not enabled", "does not support priority")
 VERSION_SUFFIX = "/v1"
 TOKENIZE_PATH = "/tokenize"
 # No such endpoint: not found, method not allowed, not implemented.
@@ -52,6 +70,7 @@ START_VLLM_HINT = (
     "Start vLLM with: vllm serve MODEL --enable-auto-tool-choice "
     "--tool-call-parser qwen3_coder --reasoning-parser qwen3 --enable-prefix-caching "
     "--enable-prompt-tokens-details --generation-config vllm --max-num-seqs 8 "
+    "--scheduling-policy priority "
     "(`reviewbot capacity` sizes it for your GPUs)"
 )
 
@@ -67,6 +86,48 @@ class VLLMBackend(OpenAICompatibleBackend):
         self._root_url = self.base_url.removesuffix(VERSION_SUFFIX)
         self._shown_root_url = hide_url_password(self._root_url)
         self._tokenize_supported: bool | None = None
+        self._priority_lock = threading.Lock()
+        self._send_priority = settings.priority_scheduling
+
+    @property
+    def sends_priority(self) -> bool:
+        """Whether requests carry their ``priority``: the setting, until the server refused one."""
+        return self._send_priority
+
+    def execute(
+        self, request: ModelRequest, *, on_first_token: Callable[[], None] | None = None
+    ) -> ModelAnswer:
+        """One chat request; sent again without its priority when the server refuses that."""
+        try:
+            return super().execute(request, on_first_token=on_first_token)
+        except (RequestRefusedError, OutputModeRefusedError) as error:
+            if not self._refused_priority(request, error):
+                raise
+        return super().execute(request, on_first_token=on_first_token)
+
+    def chat_body(self, request: ModelRequest) -> dict[str, Any]:
+        body = super().chat_body(request)
+        if request.priority is not None and self._send_priority:
+            body[PRIORITY_FIELD] = request.priority
+        return body
+
+    def _refused_priority(self, request: ModelRequest, error: Exception) -> bool:
+        """Whether ``error`` refused the request's priority; then none is sent any more."""
+        if request.priority is None or not self.settings.priority_scheduling:
+            return False
+        if not any(marker in str(error).lower() for marker in PRIORITY_REFUSED_MARKERS):
+            return False
+        with self._priority_lock:
+            told, self._send_priority = self._send_priority, False
+        if told:
+            log.warning(
+                "the model server at %s refuses request priorities (%s): sending none from "
+                "now on; start it with --scheduling-policy priority, or set "
+                "REVIEWBOT_PRIORITY_SCHEDULING=false",
+                self.shown_url,
+                error,
+            )
+        return True
 
     def count_prompt_tokens(self, messages: list[dict], tools: list[dict]) -> int | None:
         """Exact prompt tokens from ``POST /tokenize``; None (remembered) when it is absent."""

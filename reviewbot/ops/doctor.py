@@ -46,6 +46,7 @@ __all__ = [
     "gitlab_user_check",
     "metric_samples",
     "prefix_caching_check",
+    "priority_check",
     "probe_prompt",
     "project_role_check",
     "prompt_tokens_details_check",
@@ -54,7 +55,6 @@ __all__ = [
     "repository_source_check",
     "settings_check",
     "tally",
-    "thinking_check",
     "token_scopes_check",
     "tokenize_check",
     "tool_call_check",
@@ -81,19 +81,15 @@ PROMPT_TOKENS_DETAILS_FIX = (
 )
 PREFIX_CACHING_FIX = "start vLLM with --enable-prefix-caching (deploy/vllm profiles do)"
 REASONING_PARSER_FIX = "start vLLM with --reasoning-parser qwen3"
-THINKING_SETTINGS = {
-    None: "REVIEWBOT_ENABLE_THINKING unset: the server's choice (Qwen3.5 thinks by default)",
-    True: "REVIEWBOT_ENABLE_THINKING=true",
-    False: "REVIEWBOT_ENABLE_THINKING=false",
-}
-# Above this share of max_output_tokens spent thinking on the one-finding probe, thinking off
-# is recommended: a real chunk (many findings, tool rounds) thinks longer than the probe.
-THINKING_SHARE_WARN = 0.5
-DEFAULT_OUTPUT_BUDGET = 4096  # LLMSettings.max_output_tokens's default
 TOOL_CALL_START = "<tool_call>"
 GENERATION_CONFIG_FIX = (
     "start vLLM with --generation-config vllm (deploy/vllm profiles do), so that only the "
     "sampling parameters reviewbot sends apply"
+)
+PRIORITY_CHECK = "priority scheduling"
+PRIORITY_FIX = (
+    "start vLLM with --scheduling-policy priority (deploy/vllm profiles do), so that thread "
+    "answers and first reviews do not wait behind a long review"
 )
 MODEL_SERVER_FIX = (
     "start the model server (systemctl start reviewbot-vllm@PROFILE, see deploy/vllm/) or point "
@@ -508,85 +504,6 @@ def prompt_tokens_details_check(answer: ModelAnswer | None) -> Check:
     )
 
 
-def thinking_check(
-    enable_thinking: bool | None,
-    answer: ModelAnswer | None,
-    thinking_tokens: int | None = None,
-    output_budget: int = DEFAULT_OUTPUT_BUDGET,
-) -> Check:
-    """What the probe showed of Qwen3.5's thinking, against REVIEWBOT_ENABLE_THINKING: whether
-    the probe's call survived the parsers, the tokens it spent thinking (``thinking_tokens``:
-    the server's count, else reviewbot's of the reasoning text) against ``output_budget``
-    (max_output_tokens), and the setting recommended for this server."""
-    setting = THINKING_SETTINGS[enable_thinking]
-    if answer is None:
-        return Check("thinking", Status.WARN, f"{setting}; not checked: the probe got no answer")
-    if "<think>" in answer.content or "</think>" in answer.content:
-        return Check(
-            "thinking",
-            Status.WARN,
-            f"{setting}; the model's thinking came back inside the answer's text",
-            REASONING_PARSER_FIX,
-        )
-    thought = bool(answer.reasoning.strip())
-    if enable_thinking is False and thought:
-        return Check(
-            "thinking",
-            Status.WARN,
-            f"{setting}, but the model thought anyway: the server ignores chat_template_kwargs",
-            "serve a Qwen3.5 chat template that reads enable_thinking",
-        )
-    if enable_thinking is True and not thought:
-        return Check(
-            "thinking",
-            Status.WARN,
-            f"{setting}, but the probe's answer has no reasoning: the server ignores "
-            "chat_template_kwargs",
-            "serve a Qwen3.5 chat template that reads enable_thinking",
-        )
-    if not thought:
-        return Check(
-            "thinking",
-            Status.OK,
-            f"off: the probe's answer came without reasoning; {setting} (what thinking would "
-            "cost here: REVIEWBOT_ENABLE_THINKING=true reviewbot doctor --model-only)",
-        )
-    return _thinking_spent(setting, answer, thinking_tokens, output_budget)
-
-
-def _thinking_spent(
-    setting: str, answer: ModelAnswer, thinking_tokens: int | None, output_budget: int
-) -> Check:
-    """The probe thought: did its call survive the parsers, and what did thinking cost."""
-    spent = f"{thinking_tokens} tokens" if thinking_tokens is not None else "an unknown number"
-    share = thinking_tokens / output_budget if thinking_tokens is not None and output_budget else 0
-    cost = f"{spent} of thinking ({share:.0%} of max_output_tokens={output_budget})"
-    if not answer.tool_calls and TOOL_CALL_START in answer.reasoning:
-        return Check(
-            "thinking",
-            Status.WARN,
-            f"on, {cost}; the probe's call was written inside the thinking and the server's "
-            "reasoning parser kept it there (vllm#39056): reviewbot reads such calls (counted "
-            "as recovered), but a call cut off there is lost",
-            f"recommended: REVIEWBOT_ENABLE_THINKING=false, or a vLLM whose parser ends the "
-            f"thinking at {TOOL_CALL_START} (0.32 does)",
-        )
-    if share > THINKING_SHARE_WARN:
-        return Check(
-            "thinking",
-            Status.WARN,
-            f"on, {cost} for a one-finding probe: a real chunk thinks longer, and an answer "
-            "cut off while thinking costs a second request with thinking off",
-            "recommended: REVIEWBOT_ENABLE_THINKING=false, or a larger REVIEWBOT_MAX_OUTPUT_TOKENS",
-        )
-    return Check(
-        "thinking",
-        Status.OK,
-        f"on, {cost}; the probe's call survived the parsers; {setting}; recommended: "
-        "thinking on (measure both on your own merge requests: docs/thinking.md)",
-    )
-
-
 def vllm_argv_for(command_lines: Sequence[Sequence[str]], base_url: str) -> list[str] | None:
     """The command line of the local vLLM server behind ``base_url``, if one runs here.
 
@@ -637,6 +554,53 @@ def generation_config_check(argv: Sequence[str] | None, base_url: str) -> Check:
         f"--generation-config {value or 'auto (the default)'}: {source} (Qwen3.5: top_k 20, "
         "top_p 0.8) applies on top of the temperature reviewbot sends",
         GENERATION_CONFIG_FIX,
+    )
+
+
+def priority_check(
+    enabled: bool, refusal: str | None, argv: Sequence[str] | None, base_url: str
+) -> Check:
+    """Whether the server runs requests by their priority (the setting priority_scheduling).
+
+    ``refusal``: the server's answer to a request with a non-zero priority when it refused it
+    (None: taken). vLLM 0.32 takes the field under any policy and does not say its policy over
+    HTTP, so a request taken is judged by the command line of a vLLM of this host (``argv``).
+    """
+    if not enabled:
+        detail = "off (priority_scheduling = false): every request waits its turn"
+        return Check(PRIORITY_CHECK, Status.OK, detail)
+    if refusal is not None:
+        return Check(
+            PRIORITY_CHECK,
+            Status.WARN,
+            f"the server refuses request priorities ({refusal}): it runs without "
+            "--scheduling-policy priority; reviewbot sends none, so nothing fails, but thread "
+            "answers wait behind long reviews",
+            PRIORITY_FIX,
+        )
+    if argv is None:
+        return Check(
+            PRIORITY_CHECK,
+            Status.WARN,
+            "the server takes request priorities, but whether it runs by them cannot be told: "
+            "vLLM takes the field under any policy and does not report --scheduling-policy "
+            f"over HTTP, and no vLLM process of this host serves {base_url}",
+            PRIORITY_FIX,
+        )
+    policy = _flag_value(argv, "--scheduling-policy")
+    if policy == "priority":
+        return Check(
+            PRIORITY_CHECK,
+            Status.OK,
+            "--scheduling-policy priority: thread answers run first, then first reviews, "
+            "incremental reviews, evals and load tests",
+        )
+    return Check(
+        PRIORITY_CHECK,
+        Status.WARN,
+        f"--scheduling-policy {policy or 'fcfs (the default)'}: the server takes each "
+        "request's priority and ignores it, first come first served",
+        PRIORITY_FIX,
     )
 
 

@@ -29,8 +29,9 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from reviewbot.model import LLMError, ModelBackend, ModelRequest
+from reviewbot.model import LLMError, ModelBackend, ModelRequest, request_priority
 from reviewbot.ops.loadtest import LoadPrompt, Sample
+from reviewbot.states import Workload
 
 __all__ = ["MAX_IN_FLIGHT", "LoadRun", "Schedule", "run_load"]
 
@@ -191,7 +192,16 @@ def _send(
     # Each replayed review has its own session key, as each MR does: behind vllm-router's
     # consistent_hash the load spreads over the boxes as reviews would (docs/several-boxes.md).
     session = f"{LOADTEST_SESSION_PREFIX}{prompt.review}"
-    request = ModelRequest(prompt.messages, tools, mode, True, max_tokens, temperature, session)
+    request = ModelRequest(
+        prompt.messages,
+        tools,
+        mode,
+        True,
+        max_tokens,
+        temperature,
+        session,
+        request_priority(Workload.LOAD_TEST),  # never ahead of the reviews it shares a box with
+    )
     position = queue.join()
     first_output: list[float] = []
 

@@ -24,7 +24,11 @@ import httpx
 
 from reviewbot.config import LLM_BACKEND_VLLM, Settings
 from reviewbot.llm.factory import BACKENDS, llm_settings_from
+from reviewbot.llm.openai_compatible import CHAT_PATH
+from reviewbot.llm.vllm import PRIORITY_REFUSED_MARKERS
 from reviewbot.model import (
+    MAX_ERROR_CHARS,
+    MODE_CONTENT,
     LLMError,
     LLMUnavailableError,
     ModelAnswer,
@@ -33,6 +37,7 @@ from reviewbot.model import (
     ModelRequest,
     OutputModeRefusedError,
     ServerInfo,
+    request_priority,
 )
 from reviewbot.ops.deadlines import (
     DEADLINE_GRACE_S,
@@ -52,17 +57,19 @@ from reviewbot.ops.doctor import (
     context_length_check,
     generation_config_check,
     prefix_caching_check,
+    priority_check,
     probe_prompt,
     prompt_tokens_details_check,
-    thinking_check,
     tokenize_check,
     tool_call_check,
     vllm_argv_for,
 )
 from reviewbot.ops.router_probes import router_pool_checks
+from reviewbot.ops.thinking import thinking_check
 from reviewbot.prompts import tool_schemas
 from reviewbot.redaction import hide_url_password
 from reviewbot.review import local_overhead
+from reviewbot.states import Workload
 from reviewbot.tokens import TokenCounter, local_counter
 
 __all__ = [
@@ -97,6 +104,9 @@ MODEL_CHECKS = (
     "thinking",
 )
 GENERATION_CONFIG = "generation config"
+PRIORITY_SCHEDULING = "priority scheduling"
+# The smallest answer that shows the server took the request.
+PRIORITY_PROBE_TOKENS = 1
 HUNG_SERVER_FIX = (
     "the server takes connections but does not answer: see its log (journalctl -u "
     "reviewbot-vllm@PROFILE); the health timer restarts it after 3 failed probes in a row"
@@ -152,7 +162,8 @@ class Verdicts:
 def model_verdicts(settings: Settings, timeouts: DoctorTimeouts) -> Verdicts:
     """The verdicts the model group is expected to make for these settings."""
     vllm = settings.llm_backend == LLM_BACKEND_VLLM
-    return Verdicts([*MODEL_CHECKS, *([GENERATION_CONFIG] if vllm else [])], timeouts.model_total_s)
+    only_vllm = [GENERATION_CONFIG, PRIORITY_SCHEDULING] if vllm else []
+    return Verdicts([*MODEL_CHECKS, *only_vllm], timeouts.model_total_s)
 
 
 @dataclass
@@ -259,6 +270,7 @@ def _ask_everything(
     ]
     if probing.is_vllm:
         steps.append(Background(lambda: _generation_config(probing, command_lines)))
+        steps.append(Background(lambda: _priority(probing, command_lines)))
     for step in steps:
         if step.wait(probing.deadline.left()):
             step.result(0)  # a step's own error (a bug) is raised here, never hidden
@@ -439,6 +451,38 @@ def _generation_config(
 ) -> None:
     argv = vllm_argv_for(command_lines(), probing.backend.base_url)
     probing.verdicts.add(generation_config_check(argv, probing.shown_url))
+
+
+def _priority(probing: _Probing, command_lines: Callable[[], Sequence[Sequence[str]]]) -> None:
+    """One tiny request with a background priority, sent as reviews send theirs (never sent
+    again without it, as a review's would be): taken or refused, and the local command line."""
+    enabled = probing.settings.priority_scheduling
+    refusal = None
+    if enabled:
+        request = ModelRequest(
+            messages=[{"role": "user", "content": "Say OK."}],
+            tools=[],
+            mode=MODE_CONTENT,
+            stream=False,
+            max_tokens=PRIORITY_PROBE_TOKENS,
+            temperature=PROBE_TEMPERATURE,
+            priority=request_priority(Workload.BACKGROUND),
+        )
+        body = probing.backend.chat_body(request)  # type: ignore[attr-defined]
+        try:
+            answer = within(
+                probing.deadline.step(probing.timeouts.model_s),
+                lambda: probing.http.post(probing.backend.base_url + CHAT_PATH, json=body),
+            )
+        except (CheckTimeoutError, httpx.TransportError) as error:
+            detail = f"cannot tell: a request with a priority got no answer ({error})"
+            probing.verdicts.add(Check(PRIORITY_SCHEDULING, Status.WARN, detail, SERVER_LOG_FIX))
+            return
+        text = " ".join(answer.text.split())[:MAX_ERROR_CHARS]
+        if any(marker in text.lower() for marker in PRIORITY_REFUSED_MARKERS):
+            refusal = f"HTTP {answer.status_code}: {text}"
+    argv = vllm_argv_for(command_lines(), probing.backend.base_url)
+    probing.verdicts.add(priority_check(enabled, refusal, argv, probing.shown_url))
 
 
 def _probe(

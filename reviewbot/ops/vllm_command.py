@@ -31,6 +31,9 @@ REVIEWBOT_SERVE_FLAGS = (
     "--enable-prompt-tokens-details",
     "--generation-config",
     "vllm",
+    # thread answers and first reviews before long reviews (docs/model-server.md)
+    "--scheduling-policy",
+    "priority",
 )
 # reviewbot sends text only: skip a vision-language model's encoder (weights and profiling).
 TEXT_ONLY_FLAG = "--language-model-only"

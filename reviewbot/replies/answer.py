@@ -54,7 +54,7 @@ from reviewbot.guidance import read_team_guidance
 from reviewbot.llm.runner import ChunkRunner
 from reviewbot.markdown import sanitize_markdown, suggestion_block
 from reviewbot.mergerequest import MergeRequestSnapshot
-from reviewbot.model import session_key
+from reviewbot.model import request_priority, session_key
 from reviewbot.permission import COMMAND_CHANGES, refusal
 from reviewbot.positions import position_for
 from reviewbot.queue import Job
@@ -67,7 +67,7 @@ from reviewbot.repo.api_view import ApiView
 from reviewbot.repo.files import RepoFiles
 from reviewbot.repo.tree import SHORT_SHA
 from reviewbot.repo.view import TreeUnavailable
-from reviewbot.states import FeedbackKind, ReplyCommand, ReplyStatus
+from reviewbot.states import FeedbackKind, ReplyCommand, ReplyStatus, Workload
 from reviewbot.store import LearningBook, MergeRequestKey, Store
 from reviewbot.store.reply_queries import ReplyRecord, ReplyStore, ThreadFinding
 from reviewbot.store.store import utc_now
@@ -318,7 +318,9 @@ def _answer(desk: Answering, thread: Thread) -> _Answer:
     # the MR's key, as its reviews send it: a router answers on the box that knows the MR
     project_id = thread.job.project_id
     session = session_key(gitlab.url, project_id, thread.mr_iid) if project_id is not None else None
-    answer = desk.model().chat(messages, REPLY_MAX_TOKENS, session)
+    # a human waits in the thread: the answer goes before any review's requests
+    priority = request_priority(Workload.THREAD_ANSWER)
+    answer = desk.model().chat(messages, REPLY_MAX_TOKENS, session, priority)
     if answer.finish_reason == FINISH_LENGTH:
         raise AnswerCutOff(f"the model's answer was cut at {REPLY_MAX_TOKENS} tokens")
     text, suggestion = split_suggestion(answer.content or "")

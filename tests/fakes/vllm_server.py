@@ -194,7 +194,9 @@ diff's first file, the next ``TOOL_LOOP_LINES`` lines each time, and reports not
 Latency model and prefix cache
 ------------------------------
 At most ``max_num_seqs`` requests generate at once, the others queue first come first
-served. TTFT = queue wait + ``ttft_base_s`` + uncached prompt tokens /
+served (``scheduling_policy="priority"``: the lowest ``priority`` of the queue first, ties
+first come first served, as vLLM's --scheduling-policy priority; a running request is never
+preempted, unlike vLLM's). TTFT = queue wait + ``ttft_base_s`` + uncached prompt tokens /
 ``prefill_tokens_per_s``; with ``prefill_in_turn`` the prefills themselves run one at a time,
 first come first served, as vLLM's chunked prefill does with concurrent long prompts (measured
 on one H200: the 8th of 8 simultaneous 61K-token prompts waited 12.6 s, one alone 1.8 s), so a
@@ -218,6 +220,7 @@ import contextlib
 import email.utils
 import hashlib
 import html
+import itertools
 import json
 import keyword
 import re
@@ -396,6 +399,11 @@ EMPTY_TOOLS_ERROR = (
 # llama-server without --jinja answers any tool_choice but "auto" with this, status 500
 # (oaicompat_chat_params_parse in ggml-org/llama.cpp tools/server).
 TOOL_CHOICE_REFUSED_ERROR = "tool_choice param requires --jinja flag"
+# vLLM's V0 engine (vllm/engine/llm_engine.py add_request, up to 0.10) refused a non-zero
+# priority without --scheduling-policy priority; vLLM 0.32 (V1) takes it and ignores it.
+PRIORITY_REFUSED_ERROR = "Got priority {priority} but Priority scheduling is not enabled."
+PRIORITY_TYPE_ERROR = "priority: Input should be a valid integer"
+SCHEDULING_POLICIES = ("fcfs", "priority")
 
 
 # --------------------------------------------------------------------------- public data
@@ -1125,6 +1133,7 @@ class ChatRequest:
     max_tokens: int | None
     enable_thinking: bool
     response_format: dict[str, Any] | None
+    priority: Any = 0  # an int when valid (FakeVLLM._check_priority)
 
     @classmethod
     def from_body(cls, body: dict[str, Any]) -> ChatRequest:
@@ -1143,6 +1152,7 @@ class ChatRequest:
             max_tokens=int(max_tokens) if max_tokens is not None else None,
             enable_thinking=bool(kwargs.get("enable_thinking", True)),
             response_format=body.get("response_format"),
+            priority=body.get("priority", 0),
         )
 
     @property
@@ -1712,13 +1722,16 @@ class ServerStopping(Exception):
 
 
 class SlotScheduler:
-    """``max_num_seqs`` generation slots, handed out first come first served."""
+    """``max_num_seqs`` generation slots, handed out first come first served, or (``by_priority``)
+    lowest priority first and first come first served among equals."""
 
-    def __init__(self, slots: int, stop: threading.Event) -> None:
+    def __init__(self, slots: int, stop: threading.Event, by_priority: bool = False) -> None:
         self._slots = slots
         self._stop = stop
+        self._by_priority = by_priority
         self._cond = threading.Condition()
-        self._queue: deque[object] = deque()
+        self._queue: list[tuple[int, int, object]] = []  # (priority, arrival number, ticket)
+        self._arrivals = itertools.count()
         self.running = 0
         self.peak_running = 0
 
@@ -1726,18 +1739,24 @@ class SlotScheduler:
     def waiting(self) -> int:
         return len(self._queue)
 
+    def _next(self) -> object:
+        if self._by_priority:
+            return min(self._queue, key=lambda entry: entry[:2])[2]
+        return self._queue[0][2]
+
     @contextlib.contextmanager
-    def slot(self) -> Iterator[None]:
+    def slot(self, priority: int = 0) -> Iterator[None]:
         ticket = object()
+        entry = (priority, next(self._arrivals), ticket)
         with self._cond:
-            self._queue.append(ticket)
+            self._queue.append(entry)
             try:
-                while self._queue[0] is not ticket or self.running >= self._slots:
+                while self._next() is not ticket or self.running >= self._slots:
                     if self._stop.is_set():
                         raise ServerStopping
                     self._cond.wait(POLL_INTERVAL_S)
             finally:
-                self._queue.remove(ticket)
+                self._queue.remove(entry)
                 self._cond.notify_all()
             self.running += 1
             self.peak_running = max(self.peak_running, self.running)
@@ -2036,6 +2055,8 @@ class FakeVLLM:
         malformed: MalformedCalls | None = None,
         needs_evidence: bool = False,
         tool_loop: bool = False,
+        scheduling_policy: str = "fcfs",
+        refuse_priority: bool = False,
     ) -> None:
         """``accept_tools=False`` refuses any request carrying ``tools`` with a 400, like an
         OpenAI-compatible proxy or old server in front of the model that has no tool support at
@@ -2061,7 +2082,20 @@ class FakeVLLM:
 
         ``needs_evidence``: the hazard-marker rule and the repository tool calls it makes;
         ``tool_loop``: a model that calls ``read_file`` again in every answer while it is
-        offered (see the module notes, "Tool rounds")."""
+        offered (see the module notes, "Tool rounds").
+
+        ``scheduling_policy``: as vLLM's ``--scheduling-policy``; ``"priority"`` hands the
+        generation slots to the lowest ``priority`` waiting (ties first come first served);
+        ``"fcfs"`` takes the field and ignores it, as vLLM 0.32 does. ``refuse_priority=True``
+        (with ``fcfs``): a non-zero priority gets the V0 engine's 400 (vLLM < 0.11),
+        :data:`PRIORITY_REFUSED_ERROR`. ``started`` lists the chat requests (their index in
+        ``requests``) in the order they got a generation slot."""
+        if scheduling_policy not in SCHEDULING_POLICIES:
+            raise ValueError(f"scheduling_policy must be one of {SCHEDULING_POLICIES}")
+        self.scheduling_policy = scheduling_policy
+        self.refuse_priority = refuse_priority
+        self.started: list[int] = []
+        self._held = threading.Event()
         self.model = model
         self.max_model_len = max_model_len
         self.tool_parser = tool_parser
@@ -2090,7 +2124,9 @@ class FakeVLLM:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._cache = PrefixCache()
-        self._scheduler = SlotScheduler(self.latency.max_num_seqs, self._stop)
+        self._scheduler = SlotScheduler(
+            self.latency.max_num_seqs, self._stop, by_priority=scheduling_policy == "priority"
+        )
         self._prefill_engine = SlotScheduler(1, self._stop)
         self._awaiting_first_token = 0
         self._prefills: list[PrefillRecord] = []
@@ -2195,6 +2231,21 @@ class FakeVLLM:
                 return None
             calls, with_findings, _ = self._scripted.popleft()
             return calls, with_findings
+
+    @contextlib.contextmanager
+    def holding(self) -> Iterator[None]:
+        """Requests that get a generation slot keep it, without generating, until the block
+        ends: a test fills the slots and the queue, then lets the scheduler choose."""
+        self._held.set()
+        try:
+            yield
+        finally:
+            self._held.clear()
+
+    @property
+    def queued(self) -> int:
+        """Chat requests waiting for a generation slot."""
+        return self._scheduler.waiting
 
     def add_faults(self, *faults: str) -> None:
         unknown = set(faults) - KNOWN_FAULTS
@@ -2371,7 +2422,7 @@ class FakeVLLM:
     def _handle_chat(self, handler: _Handler) -> None:
         arrival = time.monotonic()
         body = handler.read_json()
-        fault = self._record_request(body, handler.headers.items())
+        fault, number = self._record_request(body, handler.headers.items())
         if fault == "die":
             self._stop_listening()  # before the drop: a dead box refuses what comes next
             handler.drop_connection()
@@ -2385,6 +2436,7 @@ class FakeVLLM:
             return
         self._raise_for_fault(fault)
         request = ChatRequest.from_body(body)
+        self._check_priority(request.priority)
         self._check_model(request.model)
         check_messages(request.messages)
         if body.get("tools") == []:
@@ -2426,7 +2478,7 @@ class FakeVLLM:
                 request, findings, lines, fault, budget, self.honour_response_format, mistakes
             )
         try:
-            self._generate(handler, request, prompt_ids, answer, fault, arrival)
+            self._generate(handler, request, prompt_ids, answer, fault, (arrival, number))
         except ServerStopping:
             handler.drop_connection()
 
@@ -2469,12 +2521,24 @@ class FakeVLLM:
 
     def _record_request(
         self, body: dict[str, Any], headers: Iterable[tuple[str, str]] = ()
-    ) -> str | None:
+    ) -> tuple[str | None, int]:
+        """The request's fault (None: none) and its index in ``requests``."""
         with self._lock:
             self.requests.append(body)
             self.request_headers.append({name.lower(): value for name, value in headers})
             self._stats = replace(self._stats, requests=self._stats.requests + 1)
-            return self._faults.popleft() if self._faults else None
+            return (self._faults.popleft() if self._faults else None), len(self.requests) - 1
+
+    def _check_priority(self, priority: object) -> None:
+        """vLLM's answers to a ``priority``: an integer or a 400 (its pydantic model); with
+        ``refuse_priority``, the V0 engine's 400 for a non-zero one under ``fcfs``."""
+        if not isinstance(priority, int) or isinstance(priority, bool):
+            raise VLLMError(
+                HTTPStatus.BAD_REQUEST, PRIORITY_TYPE_ERROR, "BadRequestError", "priority"
+            )
+        if priority and self.refuse_priority and self.scheduling_policy != "priority":
+            message = PRIORITY_REFUSED_ERROR.format(priority=priority)
+            raise VLLMError(HTTPStatus.BAD_REQUEST, message, "BadRequestError")
 
     def _raise_for_fault(self, fault: str | None) -> None:
         if fault == "http_500":
@@ -2531,8 +2595,11 @@ class FakeVLLM:
         prompt_ids: list[int],
         answer: Answer,
         fault: str | None,
-        arrival: float,
+        arrival_and_number: tuple[float, int],
     ) -> None:
+        """Generate ``answer`` in a slot; ``arrival_and_number``: when the request came and
+        its index in ``requests``."""
+        arrival, number = arrival_and_number
         with self._lock:
             self._awaiting_first_token += 1
             self._stats = replace(
@@ -2541,7 +2608,11 @@ class FakeVLLM:
                     self._stats.peak_awaiting_first_token, self._awaiting_first_token
                 ),
             )
-        with self._scheduler.slot():
+        with self._scheduler.slot(request.priority):
+            with self._lock:
+                self.started.append(number)
+            while self._held.is_set():
+                self._pause(POLL_INTERVAL_S)
             cached = self._prefill(prompt_ids, arrival)
             ttft = time.monotonic() - arrival
             usage = self._usage(len(prompt_ids), cached, answer.completion_tokens)

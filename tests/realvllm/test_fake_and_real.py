@@ -259,3 +259,18 @@ def test_the_same_answer_to_each_raw_shape(
     assert real["finish_reason"] == (
         "length" if endless else "tool_calls" if real["calls"] else "stop"
     )
+
+
+@pytest.mark.parametrize("priority", [0, 40, -5, "high", None])
+def test_the_same_answer_to_a_priority(
+    real_vllm: SharedServer, fake: FakeVLLM, priority: object
+) -> None:
+    """An integer priority is taken (the tier's server runs --scheduling-policy priority, the
+    fake takes it under any policy, as vLLM 0.32 does); anything else is a 400 from both."""
+    body = request(CLEAN, thinking=False, max_tokens=1, priority=priority)
+    statuses = [
+        httpx.post(f"{server.base_url}/chat/completions", json=body, timeout=TIMEOUT_S).status_code
+        for server in (fake, real_vllm)
+    ]
+    assert statuses[0] == statuses[1]
+    assert statuses[0] == (200 if isinstance(priority, int) else 400)
