@@ -80,15 +80,12 @@ class ChunkTries:
     prompt_tokens: int | None = None  # the conversation's size after the last tool round
 
     def current(self, mode: str) -> ChunkRequest:
-        """The request to send now: the conversation so far, with the tools this round and
-        ``mode`` may offer (the repository tools only in the tool-calls mode)."""
+        """The request to send now: the conversation so far, with the tools ``mode`` may offer
+        (the repository tools only in the tool-calls mode, on every request of the chunk)."""
         request = self.request
         tools = request.tools
-        if request.repository is not None:
-            if self.rounds is not None and mode == MODE_TOOL_CALLS:
-                tools = self.rounds.tools_for(tools)
-            else:
-                tools = without_tools(tools, request.repository.names)
+        if request.repository is not None and (self.rounds is None or mode != MODE_TOOL_CALLS):
+            tools = without_tools(tools, request.repository.names)
         if self.messages is None:
             return dataclasses.replace(request, tools=tools)
         tokens = self.prompt_tokens or request.prompt_tokens
