@@ -17,9 +17,10 @@ from collections.abc import Iterator
 import pytest
 
 from reviewbot.diff import parse_git_diff
+from reviewbot.llm.answers import ParsedAnswer
 from reviewbot.llm.factory import runner_for
-from reviewbot.llm.rounds import MIN_SHARE_TOKENS
-from reviewbot.model import ChunkRequest, LLMSettings
+from reviewbot.llm.rounds import BUDGET_SPENT, MIN_SHARE_TOKENS, NO_ROOM, ToolBudget, ToolRounds
+from reviewbot.model import ChunkRequest, LLMSettings, ModelAnswer, ToolCallText
 from reviewbot.prompts import ReviewContext, file_summaries, render_messages, tool_schemas
 from reviewbot.repo.tools import RepositoryTools
 from reviewbot.repo.view import MemoryView
@@ -389,3 +390,27 @@ def test_a_tool_round_that_fails_retryably_is_sent_again_with_the_same_conversat
     assert [(c.tool_round, c.retries) for c in result.calls] == [(0, 0), (1, 1)]
     failed, resent = evidence_fake.requests[1:3]
     assert failed["messages"] == resent["messages"] and failed["tools"] == resent["tools"]
+
+
+def test_a_round_with_no_room_left_refuses_its_calls_says_report_now_and_ends_the_rounds() -> None:
+    """Issue 34 part 2 (pure): nothing is reserved for tool answers when chunks are planned, so
+    a round may find the context full. Its calls are refused with NO_ROOM (the model is told
+    to report now), the rounds end, and a later answer's repository calls are dropped, its
+    findings kept."""
+    rounds = ToolRounds(RepositoryTools(MemoryView(SHA, {"db.py": DB})), ToolBudget(3, 8000))
+    call = ToolCallText("read_file", json.dumps({"path": "db.py"}), "call-1")
+    answer = ModelAnswer(tool_calls=[call], finish_reason="tool_calls")
+    parsed = ParsedAnswer(repository=[call])
+    continuation = rounds.continuation(answer, parsed, MIN_SHARE_TOKENS - 1)
+    assistant, reply = continuation.messages
+    assert assistant["tool_calls"][0]["id"] == reply["tool_call_id"] == "call-1"
+    assert reply["content"].startswith(NO_ROOM) and BUDGET_SPENT in reply["content"]
+    assert continuation.refused == 1 and continuation.answer_tokens < MIN_SHARE_TOKENS
+    assert not continuation.open_after
+    rounds.commit(continuation)
+    assert not rounds.open
+    finding = ToolCallText("report_finding", "{}", "call-2")
+    last = rounds.final(ModelAnswer(tool_calls=[call, finding], finish_reason="tool_calls"))
+    assert last.tool_calls == [finding] and last.finish_reason == "tool_calls"
+    only_reads = rounds.final(ModelAnswer(tool_calls=[call], finish_reason="tool_calls"))
+    assert only_reads.tool_calls == [] and only_reads.finish_reason == "stop"
