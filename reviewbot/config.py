@@ -348,16 +348,14 @@ class Settings:
         DEFAULT_TOOL_ROUNDS,
         bounds=Bounds(0, MAX_TOOL_ROUNDS),
         help="Tool rounds per chunk: each is one more model call with the tools' answers "
-        "appended; every call offers the same tools, and after the last round the model is "
-        "asked for its findings ([tools.md](tools.md)).",
+        "appended; after the last one the model is asked for its findings ([tools.md](tools.md)).",
     )
     tool_tokens: int = setting(
         DEFAULT_TOOL_TOKENS,
         bounds=Bounds(0, MAX_TOKENS),
         help="At most this many tokens of tool answers per chunk, all rounds together, and "
-        "never more than the model's context leaves; nothing is reserved for them when the "
-        "chunks are planned, so a review whose model calls no tool has the chunks of `tools` "
-        "off ([tools.md](tools.md)).",
+        "never more than the context leaves; not reserved when chunks are planned, so a "
+        "review calling no tool has the chunks of `tools` off ([tools.md](tools.md)).",
     )
     verify: str = setting(
         VERIFY_OFF,
