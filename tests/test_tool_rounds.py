@@ -414,3 +414,5 @@ def test_a_round_with_no_room_left_refuses_its_calls_says_report_now_and_ends_th
     assert last.tool_calls == [finding] and last.finish_reason == "tool_calls"
     only_reads = rounds.final(ModelAnswer(tool_calls=[call], finish_reason="tool_calls"))
     assert only_reads.tool_calls == [] and only_reads.finish_reason == "stop"
+    cut = rounds.final(ModelAnswer(tool_calls=[call], finish_reason="length"))
+    assert cut.tool_calls == [] and cut.finish_reason == "length"  # still re-split

@@ -37,7 +37,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from reviewbot.llm.answers import RECORDED_TEXT, AnsweredCall, ParsedAnswer, echoed, error_text
+from reviewbot.llm.answers import (
+    FINISH_TOOL_CALLS,
+    RECORDED_TEXT,
+    AnsweredCall,
+    ParsedAnswer,
+    echoed,
+    error_text,
+)
 from reviewbot.model import ModelAnswer, ToolCallText
 from reviewbot.toolcalls import DEFAULT_FINDINGS_TOOL
 
@@ -193,11 +200,13 @@ def budget_note(open_after: bool, rounds_left: int, tokens_left: int) -> str:
 
 def without_calls(answer: ModelAnswer, names: frozenset[str]) -> ModelAnswer:
     """``answer`` without its calls to the tools named in ``names`` (an answer left with no
-    call finishes with ``stop``, not ``tool_calls``: nothing was lost)."""
+    call finishes with ``stop``, not ``tool_calls``: nothing was lost; one cut at its length
+    stays so)."""
     kept = [call for call in answer.tool_calls if call.name not in names]
     if len(kept) == len(answer.tool_calls):
         return answer
-    finish = answer.finish_reason if kept else FINISH_STOP
+    ended = answer.finish_reason == FINISH_TOOL_CALLS and not kept
+    finish = FINISH_STOP if ended else answer.finish_reason
     return dataclasses.replace(answer, tool_calls=kept, finish_reason=finish)
 
 
