@@ -77,11 +77,17 @@ def test_a_tool_round_is_parsed_answered_by_id_and_served_from_the_prefix_cache(
     ids = [call["id"] for call in assistant["tool_calls"]]
     replies = [m for m in chunk.conversation if m["role"] == "tool"]
     assert [m["tool_call_id"] for m in replies] == ids and len(set(ids)) == len(ids)
-    assert not any(call_id.startswith("reviewbot-call-") for call_id in ids)  # the server's ids
+    # the server's ids, shaped as the fake vLLM makes them (tests.fakes.vllm_server._tool_call)
+    assert all(call_id.startswith("chatcmpl-tool-") for call_id in ids)
     assert "hazard(lookup)" in replies[0]["content"]  # find_definition showed the definition
     # the second request was served, from the cache for at least the shared system turn
     assert second.prompt_tokens > first.prompt_tokens
     assert second.cached_tokens is not None and second.cached_tokens % block == 0
     assert second.cached_tokens >= shared // block * block > 0
+    print(  # the figures for the closing note (pytest -s)
+        f"block {block}, shared {shared}; first {first.prompt_tokens} prompt, "
+        f"{first.cached_tokens} cached; second {second.prompt_tokens} prompt, "
+        f"{second.cached_tokens} cached"
+    )
     titles = {(f.path, f.line, f.title) for f in result.findings.findings}
     assert ("app.py", LOOKUP_LINE, EVIDENCE_TITLE.format(symbol="lookup")) in titles
