@@ -357,14 +357,14 @@ class Settings:
         DEFAULT_TOOL_ROUNDS,
         bounds=Bounds(0, MAX_TOOL_ROUNDS),
         help="Tool rounds per chunk: each is one more model call with the tools' answers "
-        "appended; the last one offers only `report_finding` ([tools.md](tools.md)).",
+        "appended; after the last one the model is asked for its findings ([tools.md](tools.md)).",
     )
     tool_tokens: int = setting(
         DEFAULT_TOOL_TOKENS,
         bounds=Bounds(0, MAX_TOKENS),
-        help="Tokens of tool answers per chunk, all rounds together; reserved in each chunk's "
-        "budget when `tools` is on, and never more than the model's context leaves "
-        "([tools.md](tools.md)).",
+        help="At most this many tokens of tool answers per chunk, all rounds together, and "
+        "never more than the context leaves; not reserved when chunks are planned, so a "
+        "review calling no tool has the chunks of `tools` off ([tools.md](tools.md)).",
     )
     verify: str = setting(
         VERIFY_OFF,

@@ -157,8 +157,9 @@ class ChunkRequest:
     # server's max_model_len). The runner sends no repair turn or tool round that would not fit.
     max_model_len: int | None = None
     # The model's repository tools for this chunk (None: none). Their schemas are in ``tools``
-    # after report_finding; the runner offers them only in the tool-calls output mode and
-    # while the chunk's tool budget lasts (reviewbot.llm.rounds).
+    # after report_finding; the runner offers them only in the tool-calls output mode, on
+    # every request of the chunk, and answers their calls while the chunk's tool budget lasts
+    # (reviewbot.llm.rounds).
     repository: RepositoryTools | None = None
     # With ``repository``: at most this many tool rounds (continuations after tool answers)
     # and tokens of tool answers for this chunk (the settings tool_rounds and tool_tokens).

@@ -66,7 +66,7 @@ from reviewbot.prompts import (
     render_messages,
     tool_schemas,
 )
-from reviewbot.repo.tools import TOOL_NAMES, RepositoryTools, repository_tool_schemas
+from reviewbot.repo.tools import RepositoryTools, repository_tool_schemas
 from reviewbot.repo.view import RepositoryView
 from reviewbot.rules.applied import LEARNINGS, RulesApplied
 from reviewbot.rules.ruleset import RuleSet
@@ -92,7 +92,6 @@ __all__ = [
     "review_tools",
     "review_without_model",
     "settings_key",
-    "tool_reserve",
     "with_carried_over",
 ]
 
@@ -101,11 +100,6 @@ MAX_RESPLIT_DEPTH = 6
 RESPLIT_FACTOR = 0.5
 # Chat-template framing the local count of messages cannot see (role markers, tool preamble).
 TEMPLATE_FRAMING_TOKENS = 64
-# What one tool round adds to a chunk's conversation besides the tools' answers: the model's
-# calls repeated in the assistant message, each message's framing and the budget note.
-TOOL_ROUND_FRAMING_TOKENS = 160
-# The tool rounds' reserve never takes more than this share of a chunk's room for the diff.
-MAX_TOOL_SHARE = 0.5
 OUTCOME_MODE_UNSUPPORTED = "mode_unsupported"  # a call the server refused for its output mode
 
 
@@ -311,13 +305,6 @@ def review_tools(
     return RepositoryTools(repository)
 
 
-def tool_reserve(options: ReviewOptions) -> int:
-    """Tokens each chunk keeps free for its tool rounds (their answers and framing)."""
-    if not options.tools or options.tool_rounds == 0:
-        return 0
-    return options.tool_tokens + options.tool_rounds * TOOL_ROUND_FRAMING_TOKENS
-
-
 def budget_for(
     llm: LLMClient | None,
     counter: TokenCounter,
@@ -326,10 +313,11 @@ def budget_for(
     max_model_len: int,
     tools: list[dict] | None = None,
 ) -> Budget:
-    """The chunk budget: context - output reserve - the rendered shared prompt - margin, and,
-    with ``tools`` holding repository tools, their rounds' reserve (:func:`tool_reserve`).
-    The shared prompt is counted by the server (``llm``'s /tokenize) when it can, else
-    locally (``llm`` None: no server)."""
+    """The chunk budget: context - output reserve - the rendered shared prompt (``tools``'
+    schemas included) - margin. Nothing is kept for tool rounds: a chunk is cut as with the
+    tools off, and its rounds get what the real context leaves (reviewbot.llm.rounds). The
+    shared prompt is counted by the server (``llm``'s /tokenize) when it can, else locally
+    (``llm`` None: no server)."""
     schemas = tool_schemas() if tools is None else tools
     overhead = (
         llm.count_prompt_tokens(render_messages(context, None), schemas)
@@ -338,10 +326,7 @@ def budget_for(
     )
     if overhead is None:
         overhead = local_overhead(counter, context, schemas)
-    budget = _budget(counter, options, max_model_len, overhead)
-    if any(schema.get("function", {}).get("name") in TOOL_NAMES for schema in schemas):
-        return _with_tool_reserve(budget, options)
-    return budget
+    return _budget(counter, options, max_model_len, overhead)
 
 
 def offered_tools(options: ReviewOptions, with_repository: bool) -> list[dict]:
@@ -393,15 +378,6 @@ def model_context(
     return ModelContext(Budget().max_model_len, f"assumed: {why}; {ASK_FOR_ANOTHER}")
 
 
-def _with_tool_reserve(budget: Budget, options: ReviewOptions) -> Budget:
-    """``budget`` with room kept for the chunk's tool rounds: :func:`tool_reserve`, at most
-    MAX_TOOL_SHARE of the room for the diff (a small context still reviews every line; the
-    runner fits each round's answers to the real context before it is sent)."""
-    room = math.floor(max(0, budget.available) * MAX_TOOL_SHARE)
-    reserve = min(tool_reserve(options), room)
-    return dataclasses.replace(budget, overhead=budget.overhead + reserve)
-
-
 def _budget(
     counter: TokenCounter, options: ReviewOptions, max_model_len: int, overhead: int
 ) -> Budget:
@@ -425,8 +401,8 @@ def plan_offline(
 ) -> Plan:
     """How ``files`` would be cut into chunks with no model server: the shared prompt is
     counted with ``counter``, the context is ``options.max_model_len`` or the default.
-    ``with_tools``: as a review with a repository (each chunk offers the repository tools and
-    keeps their reserve)."""
+    ``with_tools``: as a review with a repository (each chunk offers the repository tools'
+    schemas)."""
     return plan_with_rules(
         files,
         context=context,
@@ -453,7 +429,7 @@ def plan_with_rules(
     """The chunks :func:`review_files` would send (``reviewbot plan``), and the review rules
     each is given: the same budget (``max_model_len``: the context :func:`model_context`
     found, else the setting or the default; ``llm``: the server that counts the shared prompt,
-    None: counted locally), the same tools and their reserve (``with_tools``: as a review
+    None: counted locally), the same tools (``with_tools``: as a review
     with a repository, which ``run`` and ``ci`` always have)."""
     length = max_model_len or options.max_model_len or Budget().max_model_len
     planned = _chunk_budget(

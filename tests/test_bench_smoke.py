@@ -94,6 +94,22 @@ def test_tools_benchmark_runs_and_only_tools_find_the_cross_file_bugs() -> None:
 
 
 @pytest.mark.slow
+def test_unused_tools_keep_the_chunks_of_tools_off_and_cost_only_their_schemas() -> None:
+    """Issue 34 part 2, on the tool-cost benchmark's large MR at a smaller size: with the
+    tools on and never called, the chunks and calls are those of tools off, and the prompt
+    tokens at most 5% more; when the model calls tools, every chunk still gets reviewed."""
+    from tests.bench.bench_tool_cost import GOAL, MergeRequest, run_mode
+    from tests.bench.bench_tools import synthetic_mr
+
+    synthetic = synthetic_mr(files=150)
+    mr = MergeRequest("large", parse_git_diff(synthetic.diff), synthetic.head)
+    off, unused, used = (run_mode([mr], mode) for mode in ("off", "on-unused", "on-used"))
+    assert off.chunks == unused.chunks >= 2 and off.calls == unused.calls == off.chunks
+    assert unused.prompt <= GOAL * off.prompt
+    assert used.rounds > 0 and used.chunks >= off.chunks and used.findings > 0
+
+
+@pytest.mark.slow
 def test_the_repository_benchmark_runs_and_its_cache_asks_gitlab_for_no_file() -> None:
     """Not a timing: through the API every head file is a request; through the cache none is,
     two fetches serve the first review and the no-op re-run fetches nothing."""

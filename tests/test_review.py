@@ -19,14 +19,12 @@ from reviewbot.llm.factory import runner_for
 from reviewbot.model import LLMClient, LLMSettings
 from reviewbot.prompts import ReviewContext, file_summaries
 from reviewbot.review import (
-    MAX_TOOL_SHARE,
     ReviewOptions,
     ReviewResult,
     local_overhead,
     offered_tools,
     plan_offline,
     review_files,
-    tool_reserve,
 )
 from reviewbot.tokens import local_counter
 from tests.fakes.vllm_server import FakeVLLM, MalformedCalls
@@ -433,10 +431,11 @@ def test_a_repair_turn_too_long_for_the_context_resplits_the_chunk(repo: Path) -
     assert eval_lines == {3 * i + 2 for i in range(functions)}
 
 
-def test_the_tool_rounds_reserve_never_takes_more_than_half_the_room_of_a_small_context() -> None:
-    """With tools on (the default), each chunk keeps room for its tool rounds, but at most
-    MAX_TOOL_SHARE of what the diff would have: a 4K-context model still has every changed
-    line planned, where the full reserve (8,480 tokens) would leave no room at all."""
+def test_the_tools_keep_no_reserve_only_their_schemas_in_a_small_context() -> None:
+    """Issue 34 part 2: with tools on (the default), a chunk is cut as with tools off, minus
+    only the repository tools' schemas in the shared prompt: nothing is kept for the tool
+    rounds (their answers get what the real context leaves, reviewbot.llm.rounds), so a 4K
+    model plans every changed line in the same chunks."""
     files, contents = scoped_merge_request()
     context = ReviewContext(title="Harden the modules", files=file_summaries(files))
     options = ReviewOptions(max_model_len=SMALL_MODEL_LEN, tools=True)
@@ -451,12 +450,8 @@ def test_the_tool_rounds_reserve_never_takes_more_than_half_the_room_of_a_small_
         contents=contents,
         with_tools=True,
     )
-    # the room the diff has with the repository tools' schemas in the prompt (as `run` offers
-    # them), before their rounds' reserve
     schemas = local_overhead(local_counter(), context, offered_tools(options, True))
-    room = replace(without.budget, overhead=schemas).available
-    assert tool_reserve(options) > room
-    kept = with_tools.budget.overhead - schemas
-    assert 0 < kept <= room * MAX_TOOL_SHARE
+    assert with_tools.budget.overhead == schemas  # the schemas, and no rounds' reserve
+    assert len(with_tools.chunks) == len(without.chunks)
     assert with_tools.coverage.changed_lines_covered == with_tools.coverage.changed_lines_total
     assert with_tools.coverage.changed_lines_total == without.coverage.changed_lines_total

@@ -17,9 +17,10 @@ from collections.abc import Iterator
 import pytest
 
 from reviewbot.diff import parse_git_diff
+from reviewbot.llm.answers import ParsedAnswer
 from reviewbot.llm.factory import runner_for
-from reviewbot.llm.rounds import MIN_SHARE_TOKENS
-from reviewbot.model import ChunkRequest, LLMSettings
+from reviewbot.llm.rounds import BUDGET_SPENT, MIN_SHARE_TOKENS, NO_ROOM, ToolBudget, ToolRounds
+from reviewbot.model import ChunkRequest, LLMSettings, ModelAnswer, ToolCallText
 from reviewbot.prompts import ReviewContext, file_summaries, render_messages, tool_schemas
 from reviewbot.repo.tools import RepositoryTools
 from reviewbot.repo.view import MemoryView
@@ -194,10 +195,12 @@ def test_a_model_looping_on_tool_calls_stops_at_tool_rounds_and_is_still_reviewe
     assert result.complete
     assert [c.tool_round for c in result.calls] == [0, 1, 2, 3]
     assert [c.repo_tool_calls for c in result.calls] == [1, 1, 1, 0]
-    assert [offered(b)[1:] != [] for b in bodies] == [True, True, True, False]
-    assert offered(bodies[-1]) == FINDINGS_ONLY  # the final round: report_finding only
+    # the same tools on every request, the last one included (one cached prefix, issue 34)
+    assert all(body["tools"] == bodies[0]["tools"] for body in bodies)
+    assert "read_file" in offered(bodies[-1])
     last_tool = bodies[-1]["messages"][-1]["content"]
-    assert "[Tool budget spent: no more repository tools for this part." in last_tool
+    assert "[Tool budget spent: no more repository answers for this part." in last_tool
+    assert "Report your findings with report_finding now" in last_tool
     assert any(f.title == "Use of eval() on dynamic input" for f in result.findings.findings)
 
 
@@ -212,7 +215,8 @@ def test_a_model_looping_on_tool_calls_stops_at_tool_tokens() -> None:
     spent = sum(c.tool_answer_tokens for c in result.calls)
     assert spent <= budget
     assert budget - spent < MIN_SHARE_TOKENS or len(result.calls) < 11
-    assert len(result.calls) < 11 and offered(bodies[-1]) == FINDINGS_ONLY
+    assert len(result.calls) < 11
+    assert all(body["tools"] == bodies[0]["tools"] for body in bodies)  # one cached prefix
     cut = [m["content"] for b in bodies for m in b["messages"] if m["role"] == "tool"]
     assert any("cut here: the answer reached its token budget" in text for text in cut)
 
@@ -331,7 +335,7 @@ def test_a_tool_round_the_server_answers_400_keeps_its_findings_and_is_re_split(
 
 
 @pytest.mark.slow
-def test_unreadable_calls_after_a_tool_round_get_a_repair_turn_without_repository_tools() -> None:
+def test_unreadable_calls_after_a_tool_round_get_a_repair_turn_with_the_same_tools() -> None:
     broken = MalformedCalls(rate=1.0, seed=1, kinds=("missing_line",))
     with FakeVLLM(needs_evidence=True, malformed=broken) as fake:
         result = review(fake)
@@ -340,7 +344,8 @@ def test_unreadable_calls_after_a_tool_round_get_a_repair_turn_without_repositor
     assert [c.tool_round for c in result.calls] == [0, 1, 1]
     assert result.repaired_calls == 1 and result.complete
     assert ("app.py", CALL_LINE, EVIDENCE_TITLE) in titles(result)
-    assert offered(bodies[-1]) == FINDINGS_ONLY  # the repair turn asks for findings only
+    # the repair turn offers the chunk's tools (one cached prefix) and asks for findings
+    assert bodies[-1]["tools"] == bodies[0]["tools"]
 
 
 def test_without_tool_calls_the_json_schema_mode_offers_no_repository_tools() -> None:
@@ -356,18 +361,22 @@ def test_without_tool_calls_the_json_schema_mode_offers_no_repository_tools() ->
 
 
 @pytest.mark.slow
-def test_a_repository_call_after_the_budget_is_spent_gets_a_repair_turn_saying_so(
+def test_a_repository_call_after_the_budget_is_spent_is_dropped_and_its_findings_kept(
     evidence_fake: FakeVLLM,
 ) -> None:
+    """Issue 34 part 2: the request after the last round offers the same tools (one cached
+    prefix) and says the findings are wanted now; a model that calls a repository tool anyway
+    is not answered: its findings are the chunk's, with no further request."""
     evidence_fake.needs_evidence = False
     evidence_fake.script_tool_calls(("list_directory", {"path": ""}))
-    evidence_fake.script_tool_calls(("read_file", {"path": "db.py"}), offered_or_not=True)
+    evidence_fake.script_tool_calls(("read_file", {"path": "db.py"}), with_findings=True)
     risky = NEW_APP + "\n\ndef parse(text):\n    return eval(text)\n"
     result = review(evidence_fake, new=risky, tool_rounds=1)
-    assert [c.outcome for c in result.calls] == ["tool_round", "invalid_calls", "repair"]
-    assert result.complete and result.repaired_calls == 1
-    repair = evidence_fake.requests[-1]["messages"][-1]["content"]
-    assert "read_file is not offered any more: the tool budget of this part is spent" in repair
+    assert [c.outcome for c in result.calls] == ["tool_round", "ok"]
+    assert result.complete and len(evidence_fake.requests) == 2
+    first, last = evidence_fake.requests
+    assert last["tools"] == first["tools"]
+    assert "Report your findings with report_finding now" in last["messages"][-1]["content"]
     assert ("app.py", 10, "Use of eval() on dynamic input") in titles(result)
 
 
@@ -381,3 +390,29 @@ def test_a_tool_round_that_fails_retryably_is_sent_again_with_the_same_conversat
     assert [(c.tool_round, c.retries) for c in result.calls] == [(0, 0), (1, 1)]
     failed, resent = evidence_fake.requests[1:3]
     assert failed["messages"] == resent["messages"] and failed["tools"] == resent["tools"]
+
+
+def test_a_round_with_no_room_left_refuses_its_calls_says_report_now_and_ends_the_rounds() -> None:
+    """Issue 34 part 2 (pure): nothing is reserved for tool answers when chunks are planned, so
+    a round may find the context full. Its calls are refused with NO_ROOM (the model is told
+    to report now), the rounds end, and a later answer's repository calls are dropped, its
+    findings kept."""
+    rounds = ToolRounds(RepositoryTools(MemoryView(SHA, {"db.py": DB})), ToolBudget(3, 8000))
+    call = ToolCallText("read_file", json.dumps({"path": "db.py"}), "call-1")
+    answer = ModelAnswer(tool_calls=[call], finish_reason="tool_calls")
+    parsed = ParsedAnswer(repository=[call])
+    continuation = rounds.continuation(answer, parsed, MIN_SHARE_TOKENS - 1)
+    assistant, reply = continuation.messages
+    assert assistant["tool_calls"][0]["id"] == reply["tool_call_id"] == "call-1"
+    assert reply["content"].startswith(NO_ROOM) and BUDGET_SPENT in reply["content"]
+    assert continuation.refused == 1 and continuation.answer_tokens < MIN_SHARE_TOKENS
+    assert not continuation.open_after
+    rounds.commit(continuation)
+    assert not rounds.open
+    finding = ToolCallText("report_finding", "{}", "call-2")
+    last = rounds.final(ModelAnswer(tool_calls=[call, finding], finish_reason="tool_calls"))
+    assert last.tool_calls == [finding] and last.finish_reason == "tool_calls"
+    only_reads = rounds.final(ModelAnswer(tool_calls=[call], finish_reason="tool_calls"))
+    assert only_reads.tool_calls == [] and only_reads.finish_reason == "stop"
+    cut = rounds.final(ModelAnswer(tool_calls=[call], finish_reason="length"))
+    assert cut.tool_calls == [] and cut.finish_reason == "length"  # still re-split

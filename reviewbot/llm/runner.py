@@ -41,12 +41,15 @@ and "send this one request":
   calls repository tools has its findings kept and every call answered
   (:mod:`reviewbot.llm.rounds`: the assistant message repeats its calls, one ``tool`` message
   per id, the budget left in each), and the chunk is asked again, up to ``tool_rounds`` times
-  and ``tool_tokens`` tokens of answers; the request after the last round offers only
-  ``report_finding``. Each round's continuation is counted like a repair turn before it is
-  sent and its answers cut to the room the context leaves; one that cannot fit even with every
-  call refused is a context overflow (the findings read so far kept, the chunk re-split), as
-  is a 400 "maximum context length" answer to a round. A repair turn after a tool round goes
-  on from the round's conversation and offers only ``report_finding``; unreadable calls of a
+  and ``tool_tokens`` tokens of answers. Every request of the chunk offers the same tools (one
+  cached prefix); after the last round the tool messages ask for the findings now, and the
+  repository calls of a later answer are dropped unanswered. Each round's continuation is
+  counted like a repair turn before it is sent and its answers cut to the room the context
+  leaves (nothing was reserved for them when the chunks were planned); with no room left the
+  calls are refused, the model told to report now; one that cannot fit even so is a context
+  overflow (the findings read so far kept, the chunk re-split), as is a 400 "maximum context
+  length" answer to a round. A repair turn after a tool round goes on from the round's
+  conversation with the same tools, its repository calls dropped; unreadable calls of a
   round's answer are told why in their tool message, and the final answer's resends repair
   them (else they go into its repair turn). A chunk asked again (calls lost, unreadable after
   repairs) starts from the last round's conversation, not the first prompt; an output-mode
@@ -85,7 +88,7 @@ from reviewbot.llm.answers import (
     repair_messages,
 )
 from reviewbot.llm.prefill import PrefillGate, check_prefill_limit, first_token_callback
-from reviewbot.llm.rounds import Continuation, ToolBudget, ToolRounds, without_tools
+from reviewbot.llm.rounds import Continuation, ToolBudget, ToolRounds, without_calls
 from reviewbot.llm.tries import (
     Attempt,
     ChunkTries,
@@ -346,7 +349,9 @@ class ChunkRunner:
     ) -> ChunkResult | None:
         """The chunk's result from a try's answer, or None to ask again (without streaming,
         or, after a tool round, with the tools' answers)."""
-        offered = offered_repository(current, mode)
+        if tries.rounds is not None and not tries.rounds.open:
+            answer = tries.rounds.final(answer)  # told to report now: no more rounds
+        offered = offered_repository(current, mode, tries.rounds)
         spent = current.repository.names - offered if current.repository else frozenset()
         off = thinking_off(current, self.settings.enable_thinking)
         parsed = parse_answer(answer, mode, current.tools, offered, spent, thinking_off=off)
@@ -474,11 +479,7 @@ class ChunkRunner:
                 room = 0
             continuation = rounds.continuation(answer, parsed, room)
             messages = [*current.messages, *continuation.messages]
-            turn = dataclasses.replace(
-                current,
-                messages=messages,
-                tools=rounds.tools_for(current.tools, continuation.open_after),
-            )
+            turn = dataclasses.replace(current, messages=messages)
             tokens = self._turn_tokens(turn, continuation.messages, answer.prompt_tokens)
             why = self._overflow(turn, tokens, "the tool round") or ""
             if not why:
@@ -502,9 +503,6 @@ class ChunkRunner:
             self._keep(tries, mode, attempt, outcome, *details, **named)
 
         before = [not_resent(entry) for entry in tries.outstanding]
-        if current.repository is not None:  # a repair turn asks for findings only
-            tools = without_tools(current.tools, current.repository.names)
-            current = dataclasses.replace(current, tools=tools)
         reading = self._repaired(current, mode, tries.stream, gate, answer, parsed, record, before)
         tries.invalid += reading.invalid
         if reading.overflow is not None:
@@ -593,8 +591,9 @@ class ChunkRunner:
             if attempt.failure is not None:
                 record(attempt, OUTCOME_REPAIR, error=str(attempt.failure))
                 break
-            reply = attempt.answer
-            assert reply is not None
+            assert attempt.answer is not None
+            # a repair turn offers the chunk's tools (one cached prefix) but wants findings only
+            reply = without_calls(attempt.answer, _repository_names(request))
             off = thinking_off(request, self.settings.enable_thinking)
             replied = parse_answer(reply, mode, request.tools, thinking_off=off)
             resent = match_resent(reading.outstanding, replied, reading.calls, request.tools)
@@ -793,3 +792,7 @@ class ChunkRunner:
             recovered_tool_calls=parsed.recovered,
             reasoning_tokens=answer.reasoning_tokens,
         )
+
+
+def _repository_names(request: ChunkRequest) -> frozenset[str]:
+    return request.repository.names if request.repository is not None else frozenset()

@@ -95,17 +95,14 @@ class ChunkTries:
     thinking_off: bool = False  # cut off while thinking once: asked again with thinking off
 
     def current(self, mode: str) -> ChunkRequest:
-        """The request to send now: the conversation so far, with the tools this round and
-        ``mode`` may offer (the repository tools only in the tool-calls mode)."""
+        """The request to send now: the conversation so far, with the tools ``mode`` may offer
+        (the repository tools only in the tool-calls mode, on every request of the chunk)."""
         request = self.request
         if self.thinking_off:
             request = dataclasses.replace(request, enable_thinking=False)
         tools = request.tools
-        if request.repository is not None:
-            if self.rounds is not None and mode == MODE_TOOL_CALLS:
-                tools = self.rounds.tools_for(tools)
-            else:
-                tools = without_tools(tools, request.repository.names)
+        if request.repository is not None and (self.rounds is None or mode != MODE_TOOL_CALLS):
+            tools = without_tools(tools, request.repository.names)
         if self.messages is None:
             return dataclasses.replace(request, tools=tools)
         tokens = self.prompt_tokens or request.prompt_tokens
@@ -154,9 +151,14 @@ class ChunkTries:
         )
 
 
-def offered_repository(request: ChunkRequest, mode: str) -> frozenset[str]:
-    """The repository tools ``request`` offers in ``mode`` (their calls are answered)."""
+def offered_repository(
+    request: ChunkRequest, mode: str, rounds: ToolRounds | None = None
+) -> frozenset[str]:
+    """The repository tools ``request`` offers in ``mode`` whose calls are answered (none once
+    the chunk's rounds are over: the tools stay offered only for the prefix cache)."""
     if request.repository is None or mode != MODE_TOOL_CALLS:
+        return frozenset()
+    if rounds is not None and not rounds.open:
         return frozenset()
     names = {(tool.get("function") or {}).get("name") for tool in request.tools}
     return frozenset(name for name in request.repository.names if name in names)

@@ -189,7 +189,9 @@ the diff's findings.
 
 ``FakeVLLM(tool_loop=True)``: while ``read_file`` is offered, every answer calls it again on the
 diff's first file, the next ``TOOL_LOOP_LINES`` lines each time, and reports nothing; once only
-``report_finding`` is offered it reviews as usual. A client must end the loop by its budget.
+``report_finding`` is offered, or the last tool message asks it to report its findings now
+(``REPORT_NOW``, as reviewbot says when the tool budget is spent), it reviews as usual. A client
+must end the loop by its budget. Neither rule calls a tool after such a message.
 
 Latency model and prefix cache
 ------------------------------
@@ -962,6 +964,7 @@ FIND_DEFINITION_TOOL = "find_definition"
 READ_FILE_TOOL = "read_file"
 READ_AROUND_LINES = 40  # the range the fake reads around a definition's first line
 TOOL_LOOP_LINES = 60  # tool_loop: each answer reads the next this many lines
+REPORT_NOW = "report your findings"  # in the last tool message: no more tool calls (lowercase)
 EVIDENCE_TITLE_CHARS = 120
 Marker = tuple[str, str, tuple[str, int, str] | None]  # symbol, text, (path, line, kind) or None
 
@@ -1031,7 +1034,7 @@ def repository_calls(
     """The repository tool calls the fake answers with instead of findings (the module notes,
     "Tool rounds"): none unless the request offers the tools they need."""
     offered = {(tool.get("function") or {}).get("name") for tool in request.tools}
-    if request.tool_choice != "auto" or not request.tools:
+    if request.tool_choice != "auto" or not request.tools or told_to_report(request):
         return []
     earlier = _earlier_calls(request)
     if tool_loop and READ_FILE_TOOL in offered and lines:
@@ -1059,6 +1062,14 @@ def repository_calls(
     if READ_FILE_TOOL in offered:
         return _reads_after_definitions(request, earlier)
     return []
+
+
+def told_to_report(request: ChatRequest) -> bool:
+    """Whether the last tool message asks for the findings now (the client's tool budget is
+    spent or the context is full): the fake obeys, as a model does, and calls no more tools."""
+    last = request.messages[-1] if request.messages else {}
+    text = message_text(last.get("content")).lower()
+    return last.get("role") == "tool" and REPORT_NOW in text
 
 
 def _defined(symbol: str, text: str) -> bool:

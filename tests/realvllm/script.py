@@ -25,7 +25,13 @@ see it:
   correctly, resent correctly (the fake's ``repair="fix"``), or ``No issues found.``;
 - a verification request (the ``verdict`` tool offered): one verdict call per candidate of the
   last user turn, ``keep`` on a line the rule finds something on, else ``drop`` (the fake's
-  verifier brain).
+  verifier brain);
+- repository tools (issue 34 part 2): an added line that holds ``scripted-lookup: SYMBOL``, in
+  a prompt offering ``find_definition``, ``search_code`` and ``read_file``, makes the first
+  answer call the three (``find_definition(SYMBOL)``, ``search_code(SYMBOL)``, ``read_file`` of
+  the line's file, lines 1 to ``LOOKUP_READ_LINES``) and nothing else; the answer after their
+  tool responses reviews as usual, plus a finding on that line when a tool response shows
+  ``hazard(SYMBOL)`` (the evidence the repository gave back).
 
 Owns: choosing the answer text. Must not: know token ids or vLLM (the logits processor does).
 """
@@ -66,6 +72,11 @@ GENERATION_PROMPT = f"{IM_START}assistant\n"
 # A prompt holding this makes the logits processor kill the engine (see logits_processor.py).
 ENGINE_CRASH_MARKER = "scripted-engine-crash"
 MISTAKE_MARKER = re.compile(r"scripted-mistake:\s*(?P<kind>[a-z_]+)")
+LOOKUP_MARKER = re.compile(r"scripted-lookup:\s*(?P<symbol>[A-Za-z_][A-Za-z0-9_]*)")
+LOOKUP_TOOLS = ("find_definition", "search_code", "read_file")
+LOOKUP_READ_LINES = 3
+TOOL_RESPONSE = "<tool_response>"
+EVIDENCE_TITLE = "{symbol} may return None (the repository says so)"
 _TURN_RE = re.compile(
     rf"{re.escape(IM_START)}(?P<role>[a-z]+)\n(?P<text>.*?){re.escape(IM_END)}\n", re.DOTALL
 )
@@ -147,6 +158,11 @@ def answer_text(prompt_text: str, json_schema: dict[str, Any] | None = None) -> 
         body = _verdicts(prompt, findings)
         return f"{reasoning_text(lines)}\n</think>\n\n{body}" if prompt.thinking else body
     earlier = prompt.earlier_answers()
+    lookups = _lookups(prompt, lines)
+    if lookups and not earlier:
+        body = "\n".join(qwen_xml_call(name, args) for name, args in lookups)
+        return f"{reasoning_text(lines)}\n</think>\n\n{body}" if prompt.thinking else body
+    findings += _evidence(prompt, lines)
     if earlier:
         name = prompt.tool_name
         findings = [
@@ -164,6 +180,47 @@ def answer_text(prompt_text: str, json_schema: dict[str, Any] | None = None) -> 
     if prompt.thinking:
         return f"{reasoning_text(lines)}\n</think>\n\n{body}"
     return body
+
+
+def _lookup_lines(lines: Sequence[DiffLine]) -> list[tuple[DiffLine, str]]:
+    """The added lines that ask for a repository lookup, with the symbol asked for."""
+    marked = []
+    for line in lines:
+        found = LOOKUP_MARKER.search(line.text) if line.kind == "added" else None
+        if found:
+            marked.append((line, found["symbol"]))
+    return marked
+
+
+def _lookups(prompt: Prompt, lines: Sequence[DiffLine]) -> list[tuple[str, dict[str, Any]]]:
+    """The repository calls of a first answer (module notes), when the tools are offered."""
+    if not set(LOOKUP_TOOLS) <= set(prompt.tool_names):
+        return []
+    calls: list[tuple[str, dict[str, Any]]] = []
+    for line, symbol in _lookup_lines(lines):
+        calls.append(("find_definition", {"symbol": symbol}))
+        calls.append(("search_code", {"pattern": symbol}))
+        read = {"path": line.path, "start_line": 1, "end_line": LOOKUP_READ_LINES}
+        calls.append(("read_file", read))
+    return calls
+
+
+def _evidence(prompt: Prompt, lines: Sequence[DiffLine]) -> list[dict[str, Any]]:
+    """A finding on each lookup line whose symbol's hazard a tool response showed."""
+    responses = "\n".join(turn.text for turn in prompt.turns if TOOL_RESPONSE in turn.text)
+    return [
+        {
+            "path": line.path,
+            "line": line.number,
+            "side": "new",
+            "severity": "major",
+            "category": "bug",
+            "title": EVIDENCE_TITLE.format(symbol=symbol),
+            "body": f"`{symbol}` is marked as returning None where it is defined.",
+        }
+        for line, symbol in _lookup_lines(lines)
+        if f"hazard({symbol})" in responses
+    ]
 
 
 def _verdicts(prompt: Prompt, findings: list[dict[str, Any]]) -> str:

@@ -270,3 +270,43 @@ def test_the_fake_reads_the_same_markers(kind: str) -> None:
         "hermes_tool_call": "stop",
         "endless_thinking": "length",
     }.get(kind, "tool_calls")
+
+
+def test_a_lookup_line_calls_three_repository_tools_then_reports_the_evidence() -> None:
+    """Issue 34 part 2: ``scripted-lookup: SYMBOL`` makes the first answer call
+    find_definition, search_code and read_file (in the Qwen3-Coder XML the real parser reads);
+    the answer after their tool responses reports the hazard they showed."""
+    from reviewbot.repo.tools import repository_tool_schemas
+
+    tools = [*tool_schemas(), *repository_tool_schemas()]
+    diff = DIFF.replace("eval(request.body)", "lookup(request.body)  # scripted-lookup: lookup")
+    first = [{"role": "user", "content": diff}]
+    calls = [
+        ("find_definition", {"symbol": "lookup"}),
+        ("search_code", {"pattern": "lookup"}),
+        ("read_file", {"path": "src/app.py", "start_line": 1, "end_line": 3}),
+    ]
+    assert answer_text(render(first, tools, False)) == "\n".join(
+        qwen_xml_call(name, args) for name, args in calls
+    )
+    assert "find_definition" not in answer_text(render(first, tool_schemas(), False))
+    answered = [
+        *first,
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {"id": f"t{i}", "type": "function", "function": {"name": n, "arguments": a}}
+                for i, (n, a) in enumerate(calls)
+            ],
+        },
+        *(
+            {"role": "tool", "tool_call_id": f"t{i}", "content": text}
+            for i, text in enumerate(
+                ["lib.py:1-2\n def lookup(key):  # hazard(lookup): None", "no hit", "..."]
+            )
+        ),
+    ]
+    text = answer_text(render(answered, tools, False))
+    assert "lookup may return None (the repository says so)" in text
+    assert "<parameter=line>\n11\n</parameter>" in text and "find_definition" not in text
