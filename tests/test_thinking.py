@@ -8,6 +8,7 @@ which shapes vLLM 0.32 itself still returns (tests/realvllm/test_fake_and_real.p
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -17,10 +18,16 @@ import pytest
 from reviewbot.llm.answers import assistant_message, parse_answer
 from reviewbot.llm.factory import runner_for
 from reviewbot.llm.openai_compatible import answer_from_completion
-from reviewbot.model import MODE_TOOL_CALLS, ChunkResult, ModelAnswer
+from reviewbot.model import MODE_TOOL_CALLS, ChunkRequest, ChunkResult, ModelAnswer
 from reviewbot.prompts import tool_schemas
 from tests.fakes.vllm_server import FakeVLLM, qwen_xml_call
-from tests.test_llm import RISKY_FINDING_LINES, chunk, reported_lines, settings_for
+from tests.test_llm import (
+    RISKY_FINDING_LINES,
+    chunk,
+    diff_message,
+    reported_lines,
+    settings_for,
+)
 
 FINDING = {"path": "src/app.py", "line": 11, "severity": "major", "title": "eval", "body": "b"}
 # Room for the fake's findings, not for the long_thinking fault's reasoning before them.
@@ -212,3 +219,49 @@ def test_the_tokens_spent_thinking_are_recorded(server: FakeVLLM, thinking: bool
     assert record.reasoning_tokens is not None
     assert (record.reasoning_tokens > 0) == thinking
     assert record.reasoning_tokens < record.completion_tokens
+
+
+# -- the shapes vLLM 0.32 still returns (the fake answers as the real tier measured) ----------
+
+
+def shaped_chunk(kind: str) -> ChunkRequest:
+    lines = [
+        (" ", 10, "def handler(request):"),
+        ("+", 11, "    data = eval(request.body)"),
+        ("+", 12, f"    # scripted-shape: {kind}"),
+    ]
+    messages = [
+        {"role": "system", "content": "You review code."},
+        {"role": "user", "content": diff_message("src/app.py", lines)},
+    ]
+    return ChunkRequest(0, messages, tool_schemas())
+
+
+def test_endless_thinking_is_asked_again_with_thinking_off_as_on_the_real_tier(
+    server: FakeVLLM,
+) -> None:
+    with runner_for(settings_for(server, enable_thinking=True, max_output_tokens=256)) as client:
+        [result] = client.review_chunks([shaped_chunk("endless_thinking")])
+    assert result.error is None and [c["line"] for c in result.calls] == [11]
+    cut, again = result.records
+    assert cut.outcome == "thinking_cut_off" and cut.reasoning_tokens == 256
+    assert again.outcome == "ok" and again.thinking_off and again.reasoning_tokens == 0
+
+
+@pytest.mark.parametrize("kind", ["hermes_tool_call", "stray_think_end"])
+def test_a_shape_with_nothing_in_it_is_never_a_clean_chunk(server: FakeVLLM, kind: str) -> None:
+    """0.32 drops a Hermes call without a trace; a text answer left in the open thinking has no
+    content either: asked again, then not reviewed."""
+    lines = shaped_chunk(kind)
+    if kind == "stray_think_end":  # the text shape: a diff the model has nothing to say about
+        clean = diff_message("src/ok.py", [("+", 1, "x = 1  # scripted-shape: stray_think_end")])
+        lines = dataclasses.replace(lines, messages=[lines.messages[0], user(clean)])
+    settings = settings_for(server, enable_thinking=True, max_retries=1)
+    with runner_for(settings) as client:
+        [result] = client.review_chunks([lines])
+    assert result.error == "the model's answer was empty (no finding and no text), 2 times"
+    assert not result.calls
+
+
+def user(text: str) -> dict[str, str]:
+    return {"role": "user", "content": text}
