@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from reviewbot.commands.render import thinking_line
 from reviewbot.llm.answers import assistant_message, parse_answer
 from reviewbot.llm.factory import runner_for
 from reviewbot.llm.openai_compatible import answer_from_completion
@@ -265,3 +266,16 @@ def test_a_shape_with_nothing_in_it_is_never_a_clean_chunk(server: FakeVLLM, kin
 
 def user(text: str) -> dict[str, str]:
     return {"role": "user", "content": text}
+
+
+def test_reviews_show_says_what_thinking_did() -> None:
+    calls = [
+        {"reasoning_tokens": 300, "recovered_tool_calls": 2, "thinking_off": False},
+        {"reasoning_tokens": 0, "recovered_tool_calls": 0, "thinking_off": True},
+        {"reasoning_tokens": None, "recovered_tool_calls": 0, "thinking_off": False},
+    ]
+    assert thinking_line(calls) == (
+        "300 tokens, 2 call(s) recovered from the thinking or the text, "
+        "1 request(s) with thinking off"
+    )
+    assert thinking_line([calls[2]]).startswith("tokens not reported by the server, 0 call(s)")

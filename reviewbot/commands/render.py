@@ -60,8 +60,6 @@ CALL_COLUMNS = (
     ("calls", "tool_calls"),
     ("invalid", "invalid_tool_calls"),
     ("repaired", "repaired_tool_calls"),
-    ("recovered", "recovered_tool_calls"),
-    ("thinking", "reasoning_tokens"),
     ("round", "tool_round"),
     ("repo calls", "repo_tool_calls"),
     ("tool tokens", "tool_answer_tokens"),
@@ -380,6 +378,7 @@ def print_review_record(
         text = digest_line(value) if key == DIGEST_FIELD else shown(value)
         console.print(data(f"{key:>22}: {text}"))
     console.print(data(f"{'tool calls':>22}: {tool_call_line(tool_calls_by_chunk)}"))
+    console.print(data(f"{'thinking':>22}: {thinking_line(calls)}"))
     call_table = Table(*(title for title, _ in CALL_COLUMNS))
     for call in calls:
         add_row(call_table, *(shown(call[key]) for _, key in CALL_COLUMNS))
@@ -419,6 +418,19 @@ def tool_call_line(by_chunk: list[dict[str, Any]]) -> str:
     repaired = sum(row["repaired_tool_calls"] for row in by_chunk)
     rate = f" ({invalid / calls:.0%})" if calls else ""
     return f"{calls}, unreadable {invalid}{rate}, resent readably {repaired}"
+
+
+def thinking_line(calls: list[dict[str, Any]]) -> str:
+    """``812 tokens, 2 calls recovered, 1 request with thinking off``: what the model's thinking
+    did in the review (docs/thinking.md); the tokens only as far as the server counted them."""
+    counted = [call["reasoning_tokens"] for call in calls if call["reasoning_tokens"] is not None]
+    tokens = f"{sum(counted)} tokens" if counted else "tokens not reported by the server"
+    recovered = sum(call["recovered_tool_calls"] for call in calls)
+    off = sum(bool(call["thinking_off"]) for call in calls)
+    return (
+        f"{tokens}, {recovered} call(s) recovered from the thinking or the text, "
+        f"{off} request(s) with thinking off"
+    )
 
 
 # --- jobs ------------------------------------------------------------------------------------

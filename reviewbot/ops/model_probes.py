@@ -270,7 +270,7 @@ def _ask_everything(
     ]
     if probing.is_vllm:
         steps.append(Background(lambda: _generation_config(probing, command_lines)))
-        steps.append(Background(lambda: _priority(probing, command_lines)))
+        steps.append(Background(lambda: _priority(probing, command_lines, probe)))
     for step in steps:
         if step.wait(probing.deadline.left()):
             step.result(0)  # a step's own error (a bug) is raised here, never hidden
@@ -453,9 +453,15 @@ def _generation_config(
     probing.verdicts.add(generation_config_check(argv, probing.shown_url))
 
 
-def _priority(probing: _Probing, command_lines: Callable[[], Sequence[Sequence[str]]]) -> None:
+def _priority(
+    probing: _Probing,
+    command_lines: Callable[[], Sequence[Sequence[str]]],
+    probe: Background[tuple[ModelAnswer | None, Check]],
+) -> None:
     """One tiny request with a background priority, sent as reviews send theirs (never sent
-    again without it, as a review's would be): taken or refused, and the local command line."""
+    again without it, as a review's would be): taken or refused, and the local command line.
+    Sent after the probe, so that the probe is the first chat request the server sees."""
+    _after_the_probe(probing, probe)
     enabled = probing.settings.priority_scheduling
     refusal = None
     if enabled:
