@@ -31,6 +31,7 @@ from reviewbot.model import ModelAnswer
 from reviewbot.prompts import ReviewContext, file_summaries, render_messages
 from reviewbot.roles import DEVELOPER_ACCESS_LEVEL, ROLE_NAMES
 from reviewbot.tokens import TokenCounter
+from reviewbot.toolcalls import TOOL_CALL_OPEN
 
 __all__ = [
     "DEVELOPER_ACCESS_LEVEL",
@@ -81,7 +82,6 @@ PROMPT_TOKENS_DETAILS_FIX = (
 )
 PREFIX_CACHING_FIX = "start vLLM with --enable-prefix-caching (deploy/vllm profiles do)"
 REASONING_PARSER_FIX = "start vLLM with --reasoning-parser qwen3"
-TOOL_CALL_START = "<tool_call>"
 GENERATION_CONFIG_FIX = (
     "start vLLM with --generation-config vllm (deploy/vllm profiles do), so that only the "
     "sampling parameters reviewbot sends apply"
@@ -351,14 +351,14 @@ def tool_call_check(answer: ModelAnswer, tools: list[dict], mode: str) -> Check:
             f"the probe came back as {len(parsed.calls)} parsed report_finding call(s) "
             f"({first.get('path')}:{first.get('line')}, {first.get('severity')})",
         )
-    if parsed.calls and TOOL_CALL_START not in answer.content and answer.reasoning:
+    if parsed.calls and TOOL_CALL_OPEN not in answer.content and answer.reasoning:
         return Check(
             "tool calls",
             Status.WARN,
             "the probe's tool call came back inside the model's thinking, not as a parsed tool "
             "call (vllm#39056): reviewbot recovers such calls, but one cut off there is lost",
             "set REVIEWBOT_ENABLE_THINKING=false, or run a vLLM whose parser ends the thinking "
-            f"at {TOOL_CALL_START} (0.32 does)",
+            f"at {TOOL_CALL_OPEN} (0.32 does)",
         )
     if parsed.calls:
         return Check(

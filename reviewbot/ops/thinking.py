@@ -12,7 +12,8 @@ probes do), or print.
 from __future__ import annotations
 
 from reviewbot.model import ModelAnswer
-from reviewbot.ops.doctor import REASONING_PARSER_FIX, TOOL_CALL_START, Check, Status
+from reviewbot.ops.doctor import REASONING_PARSER_FIX, Check, Status
+from reviewbot.toolcalls import TOOL_CALL_OPEN
 
 __all__ = ["THINKING_SHARE_WARN", "thinking_check"]
 
@@ -80,7 +81,7 @@ def _thinking_spent(
     spent = f"{thinking_tokens} tokens" if thinking_tokens is not None else "an unknown number"
     share = thinking_tokens / output_budget if thinking_tokens is not None and output_budget else 0
     cost = f"{spent} of thinking ({share:.0%} of max_output_tokens={output_budget})"
-    if not answer.tool_calls and TOOL_CALL_START in answer.reasoning:
+    if not answer.tool_calls and TOOL_CALL_OPEN in answer.reasoning:
         return Check(
             "thinking",
             Status.WARN,
@@ -88,7 +89,7 @@ def _thinking_spent(
             "reasoning parser kept it there (vllm#39056): reviewbot reads such calls (counted "
             "as recovered), but a call cut off there is lost",
             f"recommended: REVIEWBOT_ENABLE_THINKING=false, or a vLLM whose parser ends the "
-            f"thinking at {TOOL_CALL_START} (0.32 does)",
+            f"thinking at {TOOL_CALL_OPEN} (0.32 does)",
         )
     if share > THINKING_SHARE_WARN:
         return Check(
