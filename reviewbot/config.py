@@ -69,6 +69,7 @@ __all__ = [
     "REPO_KEYS",
     "TOOLS_OFF",
     "TOOLS_ON",
+    "TOOLS_TYPED",
     "VERIFY_ON",
     "Bounds",
     "ConfigError",
@@ -121,11 +122,13 @@ DEFAULT_PREFILL_TOKENS_PER_REVIEW = 65536
 # Repair turns per answer with unreadable calls: the reasons go back to the model, which may
 # resend those calls (reviewbot.llm.runner). 0 turns them off; each is one more model call.
 DEFAULT_MAX_REPAIR_ROUNDS = 1
-# The model's repository tools (reviewbot.repo.tools, docs/tools.md): on or off, and per chunk
-# at most this many tool rounds (each one more model call) and tokens of tool answers.
+# The model's repository tools (reviewbot.repo.tools, docs/tools.md): on (one compact tool),
+# typed (the four typed tools) or off, and per chunk at most this many tool rounds (each one
+# more model call) and tokens of tool answers.
 TOOLS_ON = "on"
+TOOLS_TYPED = "typed"
 TOOLS_OFF = "off"
-TOOLS_CHOICES = (TOOLS_ON, TOOLS_OFF)
+TOOLS_CHOICES = (TOOLS_ON, TOOLS_TYPED, TOOLS_OFF)
 VERIFY_ON, VERIFY_OFF = "on", "off"  # off by default until eval --compare measures it
 VERIFY_CHOICES = (VERIFY_ON, VERIFY_OFF)
 DEFAULT_TOOL_ROUNDS = 3
@@ -348,10 +351,12 @@ class Settings:
     tools: str = setting(
         TOOLS_ON,
         choices=TOOLS_CHOICES,
-        help="`on`: the model may call read-only repository tools (read a file, search the "
-        "code, find a definition, list a directory) on the repository at the head, within "
-        "`tool_rounds` and `tool_tokens` per chunk; `off`: every chunk is one call with "
-        "`report_finding` only, as before ([tools.md](tools.md)).",
+        help="`on`: the model may read the repository at the head (read a file, search the "
+        "code, find a definition, list a directory) through one compact tool whose argument "
+        "reads like a read-only shell command (`cat`, `grep`, `ls`, `def NAME`), within "
+        "`tool_rounds` and `tool_tokens` per chunk; `typed`: the same reads as four typed "
+        "tools (336 prompt tokens a call instead of 61); `off`: every chunk is one "
+        "call with `report_finding` only ([tools.md](tools.md)).",
     )
     tool_rounds: int = setting(
         DEFAULT_TOOL_ROUNDS,

@@ -35,7 +35,8 @@ from reviewbot.config import (
     DEFAULT_RULES_TOKENS,
     DEFAULT_TOOL_ROUNDS,
     DEFAULT_TOOL_TOKENS,
-    TOOLS_ON,
+    TOOLS_OFF,
+    TOOLS_TYPED,
     VERIFY_ON,
     Settings,
 )
@@ -66,7 +67,7 @@ from reviewbot.prompts import (
     render_messages,
     tool_schemas,
 )
-from reviewbot.repo.tools import RepositoryTools, repository_tool_schemas
+from reviewbot.repo.tools import RepositoryTools, ToolForm, repository_tool_schemas
 from reviewbot.repo.view import RepositoryView
 from reviewbot.rules.applied import LEARNINGS, RulesApplied
 from reviewbot.rules.ruleset import RuleSet
@@ -112,6 +113,7 @@ class ReviewOptions:
     # The model's repository tools (the settings tools, tool_rounds, tool_tokens); offered
     # only when the review is given a repository (review_files' ``repository``).
     tools: bool = False
+    tool_form: ToolForm = ToolForm.COMPACT  # one command-line tool, or the four typed ones
     tool_rounds: int = DEFAULT_TOOL_ROUNDS
     tool_tokens: int = DEFAULT_TOOL_TOKENS
     rules_tokens: int = DEFAULT_RULES_TOKENS  # review rules per chunk, at most
@@ -135,7 +137,8 @@ def review_options(settings: Settings) -> ReviewOptions:
             categories=frozenset(Category(c) for c in settings.categories) or None,
             max_inline=settings.max_inline,
         ),
-        tools=settings.tools == TOOLS_ON,
+        tools=settings.tools != TOOLS_OFF,
+        tool_form=ToolForm.TYPED if settings.tools == TOOLS_TYPED else ToolForm.COMPACT,
         tool_rounds=settings.tool_rounds,
         tool_tokens=settings.tool_tokens,
         rules_tokens=settings.rules_tokens,
@@ -302,7 +305,7 @@ def review_tools(
     is on and there is one, else None (every chunk is one call with report_finding only)."""
     if not options.tools or repository is None or options.tool_rounds == 0:
         return None
-    return RepositoryTools(repository)
+    return RepositoryTools(repository, form=options.tool_form)
 
 
 def budget_for(
@@ -336,7 +339,7 @@ def offered_tools(options: ReviewOptions, with_repository: bool) -> list[dict]:
     these, so the server serves its whole prompt but the candidate list from the chunk's cache
     (the chat template renders the tools at the top of the prompt)."""
     repository = (
-        repository_tool_schemas()
+        repository_tool_schemas(options.tool_form)
         if with_repository and options.tools and options.tool_rounds
         else []
     )

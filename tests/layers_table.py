@@ -80,6 +80,7 @@ MODULES: dict[str, int] = {
     "reviewbot.repo.view": CORE,
     "reviewbot.repo.tree": CORE,
     "reviewbot.repo.tools": CORE,
+    "reviewbot.repo.command_line": CORE,
     "reviewbot.repo.confine": CORE,
     "reviewbot.repo.search": CORE,
     "reviewbot.repo.definitions": CORE,

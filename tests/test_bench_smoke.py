@@ -110,6 +110,22 @@ def test_unused_tools_keep_the_chunks_of_tools_off_and_cost_only_their_schemas()
 
 
 @pytest.mark.slow
+def test_the_compact_tool_costs_one_chunk_reviews_at_most_five_percent_when_unused() -> None:
+    """Issue 34 part 2 on the small MRs, where a schema's tokens weigh most: the 26 one-chunk
+    eval items with the compact tool offered and never called cost at most 5% more prompt
+    tokens than tools off (the four typed schemas cost about 27%), and with the model looking
+    things up through it, the bugs whose evidence is in another file are found."""
+    from tests.bench.bench_tool_cost import GOAL, eval_items, run_mode
+
+    items = eval_items()
+    off, unused, typed = (run_mode(items, m) for m in ("off", "on-unused", "typed-unused"))
+    assert off.calls == unused.calls == len(items) and unused.rounds == 0
+    assert unused.prompt <= GOAL * off.prompt < typed.prompt
+    used = run_mode(items, "on-used")
+    assert used.rounds > 0 and used.findings > off.findings
+
+
+@pytest.mark.slow
 def test_the_repository_benchmark_runs_and_its_cache_asks_gitlab_for_no_file() -> None:
     """Not a timing: through the API every head file is a request; through the cache none is,
     two fetches serve the first review and the no-op re-run fetches nothing."""

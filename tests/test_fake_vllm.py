@@ -1011,14 +1011,17 @@ def test_stop_frees_the_port_and_threads():
 # --- the needs-evidence rule and tool rounds (tests/fakes/vllm_server.py, "Tool rounds") ------
 
 
-def _evidence_request(diff_lines: list[str], *extra: dict, tools: bool = True) -> ChatRequest:
-    from reviewbot.repo.tools import RepositoryTools
+def _evidence_request(
+    diff_lines: list[str], *extra: dict, tools: bool = True, compact: bool = False
+) -> ChatRequest:
+    from reviewbot.repo.tools import RepositoryTools, ToolForm
     from reviewbot.repo.view import MemoryView
 
     diff = '<file path="app.py" status="modified">\n' + "\n".join(diff_lines) + "\n</file>\n"
     body: dict = {"messages": [{"role": "user", "content": diff}, *extra]}
     if tools:
-        body["tools"] = RepositoryTools(MemoryView("0" * 40, {})).schemas()
+        form = ToolForm.COMPACT if compact else ToolForm.TYPED
+        body["tools"] = RepositoryTools(MemoryView("0" * 40, {}), form=form).schemas()
     return ChatRequest.from_body(body)
 
 
@@ -1062,6 +1065,29 @@ def test_the_fake_asks_for_unseen_definitions_once_and_never_for_builtins() -> N
     assert reads == [("read_file", {"path": "lib.py", "start_line": 10, "end_line": 50})]
     without_tools = _evidence_request(lines, tools=False)
     assert repository_calls(without_tools, [], True, False) == []
+
+
+def test_with_the_compact_tool_the_fake_writes_its_calls_as_commands() -> None:
+    lines = ["+ 2 | total = len(helper(x)) + parse(y)", "  5 | def parse(text):"]
+    request = _evidence_request(lines, compact=True)
+    calls = repository_calls(request, parse_prompt_diff(request.diff_text()), True, False)
+    assert calls == [("repo", {"cmd": "def helper"})]
+    asked = {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [
+            {
+                "id": "c1",
+                "type": "function",
+                "function": {"name": "repo", "arguments": '{"cmd": "def helper"}'},
+            }
+        ],
+    }
+    located = "lib.py:10-12 (function_definition)\n   10 | def helper(x):"
+    answered = {"role": "tool", "tool_call_id": "c1", "content": located}
+    again = _evidence_request(lines, asked, answered, compact=True)
+    reads = repository_calls(again, parse_prompt_diff(again.diff_text()), True, False)
+    assert reads == [("repo", {"cmd": "sed -n '10,50p' lib.py"})]
 
 
 # -- chatty answers (replies in the bot's threads) ------------------------------------------

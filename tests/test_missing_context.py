@@ -19,7 +19,7 @@ import pytest
 from reviewbot.gitlab import GitLabClient, GitLabSettings
 from reviewbot.repo.api_view import ApiView
 from reviewbot.repo.files import RepoFiles
-from reviewbot.repo.tools import RepositoryTools
+from reviewbot.repo.tools import RepositoryTools, ToolForm
 from reviewbot.repo.view import PathRefused, TreeUnavailable
 from tests.fakes.gitlab_server import FakeGitLab
 from tests.fakes.vllm_server import FakeVLLM
@@ -158,7 +158,7 @@ def test_the_run_reader_asks_once_and_says_why_after(served) -> None:
 def test_a_tool_call_on_an_unlisted_tree_is_a_refusal_not_a_crash(served) -> None:
     gitlab, client, sha = served
     block_tree_listing(gitlab)
-    tools = RepositoryTools(ApiView(client, PROJECT_ID, sha))
+    tools = RepositoryTools(ApiView(client, PROJECT_ID, sha), form=ToolForm.TYPED)
     answer = tools.answer("read_file", '{"path": "src/main.py"}', 500)
     assert answer.refused
     assert "the repository cannot be read" in answer.text

@@ -21,7 +21,7 @@ from reviewbot.gitlab import GitLabClient, GitLabSettings
 from reviewbot.repo.api_view import ApiView
 from reviewbot.repo.git_view import GitTreeView
 from reviewbot.repo.search import SearchLimits
-from reviewbot.repo.tools import RepositoryTools, ToolLimits
+from reviewbot.repo.tools import RepositoryTools, ToolForm, ToolLimits
 from reviewbot.repo.tree import Tree, checked_path
 from reviewbot.repo.view import Entry, EntryKind, PathRefused, RepositoryView
 from tests.fakes.gitlab_server import FakeGitLab
@@ -255,7 +255,7 @@ def test_the_tools_through_the_api_are_bounded_in_requests_and_bytes(heavy) -> N
     a file over the size limit was downloaded whole before it was refused."""
     gitlab, client, sha = heavy
     limits = ToolLimits(search=SearchLimits(max_files=10))
-    tools = RepositoryTools(ApiView(client, PROJECT_ID, sha), limits)
+    tools = RepositoryTools(ApiView(client, PROJECT_ID, sha), limits, form=ToolForm.TYPED)
     text = tools.answer("search_code", '{"pattern": "needle"}', 4000).text
     assert len(raw_requests(gitlab)) == 10
     assert "skipped 10 binary" in text and "touched the first 10 files" in text

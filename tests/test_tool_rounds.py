@@ -22,7 +22,7 @@ from reviewbot.llm.factory import runner_for
 from reviewbot.llm.rounds import BUDGET_SPENT, MIN_SHARE_TOKENS, NO_ROOM, ToolBudget, ToolRounds
 from reviewbot.model import ChunkRequest, LLMSettings, ModelAnswer, ToolCallText
 from reviewbot.prompts import ReviewContext, file_summaries, render_messages, tool_schemas
-from reviewbot.repo.tools import RepositoryTools
+from reviewbot.repo.tools import RepositoryTools, ToolForm
 from reviewbot.repo.view import MemoryView
 from reviewbot.review import ReviewOptions, ReviewResult, review_files
 from reviewbot.tokens import local_counter
@@ -75,7 +75,7 @@ def review(
             context=ReviewContext(title="Greet users", files=file_summaries(files)),
             llm=llm,
             counter=local_counter(),
-            options=ReviewOptions(tools=tools, **options),  # type: ignore[arg-type]
+            options=ReviewOptions(tools=tools, **{"tool_form": ToolForm.TYPED, **options}),  # type: ignore[arg-type]
             contents=head,
             repository=MemoryView(SHA, head),
         )
@@ -267,7 +267,7 @@ def test_a_tool_round_that_cannot_fit_the_context_keeps_its_findings_and_is_a_co
     evidence_fake.needs_evidence = False
     evidence_fake.script_tool_calls(("read_file", {"path": "app.py"}), with_findings=True)
     settings = LLMSettings(base_url=evidence_fake.base_url, max_output_tokens=256)
-    repository = RepositoryTools(MemoryView(SHA, {"app.py": risky}))
+    repository = RepositoryTools(MemoryView(SHA, {"app.py": risky}), form=ToolForm.TYPED)
     from reviewbot.chunking import Budget, plan
 
     chunk = plan(files, Budget(), local_counter()).chunks[0]
@@ -291,7 +291,7 @@ def test_a_tool_answer_is_cut_to_the_room_the_context_leaves(evidence_fake: Fake
     head = {"app.py": NEW_APP + LONG_FILE}
     evidence_fake.script_tool_calls(("read_file", {"path": "app.py"}))
     files = parse_git_diff(diff_of(OLD_APP, NEW_APP))
-    repository = RepositoryTools(MemoryView(SHA, head))
+    repository = RepositoryTools(MemoryView(SHA, head), form=ToolForm.TYPED)
     from reviewbot.chunking import Budget, plan
 
     chunk = plan(files, Budget(), local_counter()).chunks[0]
@@ -397,7 +397,9 @@ def test_a_round_with_no_room_left_refuses_its_calls_says_report_now_and_ends_th
     a round may find the context full. Its calls are refused with NO_ROOM (the model is told
     to report now), the rounds end, and a later answer's repository calls are dropped, its
     findings kept."""
-    rounds = ToolRounds(RepositoryTools(MemoryView(SHA, {"db.py": DB})), ToolBudget(3, 8000))
+    rounds = ToolRounds(
+        RepositoryTools(MemoryView(SHA, {"db.py": DB}), form=ToolForm.TYPED), ToolBudget(3, 8000)
+    )
     call = ToolCallText("read_file", json.dumps({"path": "db.py"}), "call-1")
     answer = ModelAnswer(tool_calls=[call], finish_reason="tool_calls")
     parsed = ParsedAnswer(repository=[call])

@@ -1,6 +1,10 @@
 """The repository tools the model may call, and their answers (pure over a RepositoryView).
 
-Four tools, offered after ``report_finding`` (:meth:`RepositoryTools.schemas`):
+Two forms (:class:`ToolForm`, the setting ``tools``). **Compact** (the default) offers one tool,
+``repo(cmd)``, whose command line (``cat FILE``, ``grep -rn TEXT src/``, ``ls``, ``def NAME``)
+:mod:`reviewbot.repo.command_line` reads into one of the four typed calls below: its schema is
+about a fifth of theirs, which is what a review that calls no tool pays. **Typed** offers the
+four tools themselves, after ``report_finding`` (:meth:`RepositoryTools.schemas`):
 
 - ``read_file(path, start_line, end_line)``: lines of a file, numbered;
 - ``search_code(pattern, path_glob, regex)``: ``path:line: text`` for each line holding a fixed
@@ -39,14 +43,17 @@ know about rounds and budgets across calls (the chunk runner owns those).
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import json
 import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from reviewbot.prompts import neutralise_delimiters
+from reviewbot.repo.command_line import CommandProblem, parse_command
 from reviewbot.repo.confine import PathProblem, TreeIndex, normalise
 from reviewbot.repo.definitions import MAX_SYMBOL_CHARS, SYMBOL, Definition, definitions_in
 from reviewbot.repo.search import (
@@ -65,10 +72,12 @@ __all__ = [
     "LIST_DIRECTORY",
     "READ_FILE",
     "REFUSED",
+    "REPO_TOOL",
     "SEARCH_CODE",
     "TOOL_NAMES",
     "RepositoryTools",
     "ToolAnswer",
+    "ToolForm",
     "ToolLimits",
     "escape_tool_text",
     "repository_tool_schemas",
@@ -79,6 +88,9 @@ SEARCH_CODE = "search_code"
 FIND_DEFINITION = "find_definition"
 LIST_DIRECTORY = "list_directory"
 TOOL_NAMES = (READ_FILE, SEARCH_CODE, FIND_DEFINITION, LIST_DIRECTORY)
+REPO_TOOL = "repo"  # the compact form's one tool
+COMMAND_ARGUMENT = "cmd"
+GLOB_CHARACTERS = frozenset("*?[")
 REFUSED = "refused: "
 RESULT_TAG = "tool_result"
 # What must not open or close a block in a tool answer (see the module notes); the prompt's
@@ -90,6 +102,13 @@ MAX_NEAREST = 3  # paths with the same file name a "no such file" answer suggest
 MIN_ANSWER_TOKENS = 64  # below this, an answer cannot say anything but that it is cut
 UNKNOWN_TOOL = "unknown"  # the delimiter's name for a call to no tool of ours (never the model's)
 SIZE_UNKNOWN = -1
+
+
+class ToolForm(StrEnum):
+    """How the tools are offered: one command-line tool, or the four typed ones."""
+
+    COMPACT = "compact"
+    TYPED = "typed"
 
 
 @dataclass(frozen=True)
@@ -166,24 +185,39 @@ SCHEMAS = (
     ),
 )
 PARAMETERS = {schema["function"]["name"]: schema["function"]["parameters"] for schema in SCHEMAS}
+# The compact form's schema: about 60 tokens (tests/bench/bench_tool_cost.py prints it). The
+# forms it reads are told by a refusal, when a command is not one of them; "required" is left
+# out (7 tokens): a call without cmd is refused the same way.
+COMPACT_SCHEMA = _schema(
+    REPO_TOOL,
+    "Read-only shell on the MR head: cat, grep, ls; def NAME finds a definition",
+    {COMMAND_ARGUMENT: {"type": "string"}},
+    [],
+)
 
 
 class RepositoryTools:
     """The tools over one tree; answers are computed on demand (the tree index once)."""
 
-    def __init__(self, view: RepositoryView, limits: ToolLimits | None = None) -> None:
+    def __init__(
+        self,
+        view: RepositoryView,
+        limits: ToolLimits | None = None,
+        form: ToolForm = ToolForm.COMPACT,
+    ) -> None:
         self.view = view
         self.limits = limits or ToolLimits()
+        self.form = form
         self._index: TreeIndex | None = None
         self._counter = ByteEstimateCounter()
 
     @property
     def names(self) -> frozenset[str]:
-        return frozenset(TOOL_NAMES)
+        return frozenset((REPO_TOOL,) if self.form is ToolForm.COMPACT else TOOL_NAMES)
 
     def schemas(self) -> list[dict[str, Any]]:
-        """The four tools' OpenAI schemas (identical for every chunk: the prefix cache)."""
-        return repository_tool_schemas()
+        """The offered tools' OpenAI schemas (identical for every chunk: the prefix cache)."""
+        return repository_tool_schemas(self.form)
 
     @property
     def index(self) -> TreeIndex:
@@ -197,6 +231,39 @@ class RepositoryTools:
 
     def answer(self, name: str, arguments: str, max_tokens: int) -> ToolAnswer:
         """The tool message for one call, at most ``max_tokens`` (estimated)."""
+        if name not in self.names:
+            refusal = f"{REFUSED}no repository tool named {name!r}"
+            return self._delimited(UNKNOWN_TOOL, refusal, max_tokens, True)
+        if name == REPO_TOOL:
+            return self._command(arguments, max_tokens)
+        return self._typed(name, arguments, max_tokens)
+
+    def _command(self, arguments: str, max_tokens: int) -> ToolAnswer:
+        """The compact tool: its command line read into a typed call, answered as that one."""
+        decoded = {} if not str(arguments or "").strip() else parse_arguments(arguments)
+        if isinstance(decoded, ArgumentsError):
+            return self._delimited(REPO_TOOL, f"{REFUSED}{decoded.reason}", max_tokens, True)
+        call = parse_command(decoded.get(COMMAND_ARGUMENT))
+        if isinstance(call, CommandProblem):
+            return self._delimited(REPO_TOOL, f"{REFUSED}{call.explain()}", max_tokens, True)
+        typed = dict(call.arguments)
+        if call.name == SEARCH_CODE and typed.get("path_glob"):
+            typed["path_glob"] = self._directory_glob(typed["path_glob"])
+        answer = self._typed(call.name, json.dumps(typed), max_tokens)
+        return dataclasses.replace(
+            answer,
+            text=answer.text.replace(
+                f'<{RESULT_TAG} tool="{call.name}">', f'<{RESULT_TAG} tool="{REPO_TOOL}">', 1
+            ),
+        )
+
+    def _directory_glob(self, glob: str) -> str:
+        """``grep TEXT src`` searches below the directory ``src``, as grep -r does."""
+        if GLOB_CHARACTERS & set(glob) or not self.index.is_directory(glob.rstrip("/")):
+            return glob
+        return glob.rstrip("/") + "/*"
+
+    def _typed(self, name: str, arguments: str, max_tokens: int) -> ToolAnswer:
         parameters = PARAMETERS.get(name)
         if parameters is None:
             refusal = f"{REFUSED}no repository tool named {name!r}"
@@ -446,7 +513,8 @@ def _glob_matches(path: str, glob: str) -> bool:
     return "/" not in glob and fnmatch.fnmatchcase(path.rsplit("/", 1)[-1], glob)
 
 
-def repository_tool_schemas() -> list[dict[str, Any]]:
-    """The four tools' OpenAI schemas, a fresh copy (what a review offers with a repository;
+def repository_tool_schemas(form: ToolForm = ToolForm.COMPACT) -> list[dict[str, Any]]:
+    """The offered tools' OpenAI schemas, a fresh copy (what a review offers with a repository;
     ``reviewbot plan`` counts them without one)."""
-    return [json.loads(json.dumps(schema)) for schema in SCHEMAS]
+    schemas = (COMPACT_SCHEMA,) if form is ToolForm.COMPACT else SCHEMAS
+    return [json.loads(json.dumps(schema)) for schema in schemas]

@@ -10,10 +10,12 @@ long enough for the enclosing-scope context to matter. Each group is reviewed ag
 fake vLLM (``MAX_MODEL_LEN`` context, its prefix cache, ``/tokenize``) three ways:
 
 - ``off``: ``tools = "off"``;
-- ``on-unused``: tools on, and a model that never calls a tool (the fake without its
-  needs-evidence rule);
+- ``on-unused``: tools on (the compact ``repo`` tool, the default), and a model that never
+  calls a tool (the fake without its needs-evidence rule);
 - ``on-used``: tools on, and a model that looks up what a change calls in another file
-  (``find_definition``, then ``read_file``: the needs-evidence rule).
+  (``def NAME``, then ``sed -n 'A,Bp' FILE``: the needs-evidence rule);
+- ``typed-unused``, ``typed-used``: the same with ``tools = "typed"`` (the four typed tools:
+  ``find_definition``, then ``read_file``).
 
 Printed per group and mode: chunks, model calls, prompt tokens (and their ratio to ``off``),
 cached prompt tokens, uncached ones (what the server prefilled; the eval items share one fake,
@@ -35,7 +37,7 @@ from reviewbot.eval import load_dataset
 from reviewbot.llm.factory import runner_for
 from reviewbot.model import LLMSettings
 from reviewbot.prompts import ReviewContext, file_summaries, tool_schemas
-from reviewbot.repo.tools import repository_tool_schemas
+from reviewbot.repo.tools import ToolForm, repository_tool_schemas
 from reviewbot.repo.view import MemoryView
 from reviewbot.review import ReviewOptions, ReviewResult, review_files
 from reviewbot.tokens import QwenBPECounter, local_counter
@@ -48,7 +50,7 @@ MAX_OUTPUT = 2048
 MID_FILES = 60
 LARGE_FILES = 400
 SHA = "c0" * 20
-MODES = ("off", "on-unused", "on-used")
+MODES = ("off", "on-unused", "on-used", "typed-unused", "typed-used")
 GOAL = 1.05
 
 
@@ -81,9 +83,14 @@ class Totals:
         self.findings += len(result.findings.findings)
 
 
+def eval_items() -> list[MergeRequest]:
+    """The 26 one-chunk merge requests of the eval dataset."""
+    return [MergeRequest(i.name, i.files, i.head) for i in load_dataset(DATASET)]
+
+
 def groups() -> dict[str, list[MergeRequest]]:
     """The held-out-like merge requests, by group."""
-    dataset = [MergeRequest(i.name, i.files, i.head) for i in load_dataset(DATASET)]
+    dataset = eval_items()
     made = {}
     for name, files in (("mid", MID_FILES), ("large", LARGE_FILES)):
         synthetic = synthetic_mr(files)
@@ -91,7 +98,9 @@ def groups() -> dict[str, list[MergeRequest]]:
     return {"eval items (26 small)": dataset, "mid-size MR": made["mid"], "large MR": made["large"]}
 
 
-def review(fake: FakeVLLM, mr: MergeRequest, tools: bool) -> ReviewResult:
+def review(
+    fake: FakeVLLM, mr: MergeRequest, tools: bool, form: ToolForm = ToolForm.COMPACT
+) -> ReviewResult:
     context = ReviewContext(title=mr.name, files=file_summaries(mr.files))
     settings = LLMSettings(
         base_url=fake.base_url, enable_thinking=False, max_output_tokens=MAX_OUTPUT
@@ -102,7 +111,7 @@ def review(fake: FakeVLLM, mr: MergeRequest, tools: bool) -> ReviewResult:
             context=context,
             llm=llm,
             counter=local_counter(),
-            options=ReviewOptions(tools=tools, max_output_tokens=MAX_OUTPUT),
+            options=ReviewOptions(tools=tools, tool_form=form, max_output_tokens=MAX_OUTPUT),
             contents=mr.head,
             repository=MemoryView(SHA, mr.head),
         )
@@ -110,9 +119,11 @@ def review(fake: FakeVLLM, mr: MergeRequest, tools: bool) -> ReviewResult:
 
 def run_mode(mrs: list[MergeRequest], mode: str) -> Totals:
     totals = Totals()
-    with FakeVLLM(needs_evidence=mode == "on-used", max_model_len=MAX_MODEL_LEN) as fake:
+    form = ToolForm.TYPED if mode.startswith("typed") else ToolForm.COMPACT
+    used = mode.endswith("-used")
+    with FakeVLLM(needs_evidence=used, max_model_len=MAX_MODEL_LEN) as fake:
         for mr in mrs:
-            totals.add(review(fake, mr, tools=mode != "off"))
+            totals.add(review(fake, mr, tools=mode != "off", form=form))
     return totals
 
 
@@ -120,18 +131,21 @@ def schema_tokens() -> list[str]:
     bpe = QwenBPECounter.load()
     rows = []
     total = 0
-    for schema in repository_tool_schemas():
+    for schema in repository_tool_schemas(ToolForm.TYPED):
         tokens = bpe.count(json.dumps(schema, ensure_ascii=False))
         total += tokens
         rows.append(f"  {schema['function']['name']:<16} {tokens:>4}")
-    rows.append(f"  {'the four':<16} {total:>4}")
+    rows.append(f"  {'the four (typed)':<16} {total:>4}")
+    (compact,) = repository_tool_schemas(ToolForm.COMPACT)
+    tokens = bpe.count(json.dumps(compact, ensure_ascii=False))
+    rows.append(f"  {compact['function']['name']:<16} {tokens:>4} (compact, the default)")
     (finding,) = (s for s in tool_schemas() if s["function"]["name"] == "report_finding")
     rows.append(f"  {'report_finding':<16} {bpe.count(json.dumps(finding)):>4} (tools off too)")
     return rows
 
 
 HEADER = (
-    f"{'group':<22} {'mode':<10} {'chunks':>6} {'calls':>6} {'prompt':>10} {'x off':>6} "
+    f"{'group':<22} {'mode':<12} {'chunks':>6} {'calls':>6} {'prompt':>10} {'x off':>6} "
     f"{'cached':>10} {'uncached':>9} {'x off':>6} {'rounds':>6} {'finds':>6}"
 )
 
@@ -147,7 +161,7 @@ def main() -> None:
             totals = run_mode(mrs, mode)
             off = off or totals
             print(
-                f"{group:<22} {mode:<10} {totals.chunks:>6} {totals.calls:>6} "
+                f"{group:<22} {mode:<12} {totals.chunks:>6} {totals.calls:>6} "
                 f"{totals.prompt:>10,} {totals.prompt / off.prompt:>6.3f} {totals.cached:>10,} "
                 f"{totals.uncached:>9,} {totals.uncached / off.uncached:>6.3f} "
                 f"{totals.rounds:>6} {totals.findings:>6}"

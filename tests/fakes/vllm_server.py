@@ -962,6 +962,11 @@ LOCATION_RE = re.compile(r"^(?P<path>[^\s:]+):(?P<first>\d+)-(?:\d+|\?)", re.MUL
 NOT_CALLED = frozenset(keyword.kwlist) | frozenset(dir(builtins))
 FIND_DEFINITION_TOOL = "find_definition"
 READ_FILE_TOOL = "read_file"
+# The compact form's one tool (reviewbot.repo.tools): the fake writes and reads the two commands
+# it needs, `def NAME` and `sed -n 'A,Bp' FILE`, as a model that knows the shell would.
+REPO_TOOL = "repo"
+DEF_COMMAND = re.compile(r"def\s+(?P<symbol>\S+)")
+SED_COMMAND = re.compile(r"sed\s+-n\s+'?(?P<first>\d+),(?P<last>\d+)p'?\s+(?P<path>\S+)")
 READ_AROUND_LINES = 40  # the range the fake reads around a definition's first line
 TOOL_LOOP_LINES = 60  # tool_loop: each answer reads the next this many lines
 REPORT_NOW = "report your findings"  # in the last tool message: no more tool calls (lowercase)
@@ -1023,17 +1028,52 @@ def _earlier_calls(request: ChatRequest) -> list[tuple[str, dict[str, Any], str]
         if message.get("role") != "assistant":
             continue
         for call in message.get("tool_calls") or ():
-            name, arguments = _call_arguments(call)
+            name, arguments = _typed_call(*_call_arguments(call))
             calls.append((name, arguments, call.get("id") or ""))
     return calls
+
+
+def _typed_call(name: str, arguments: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """A compact ``repo`` call as the typed call it stands for (others unchanged)."""
+    command = str(arguments.get("cmd") or "").strip() if name == REPO_TOOL else ""
+    if found := DEF_COMMAND.fullmatch(command):
+        return FIND_DEFINITION_TOOL, {"symbol": found["symbol"]}
+    if found := SED_COMMAND.fullmatch(command):
+        first, last = int(found["first"]), int(found["last"])
+        return READ_FILE_TOOL, {"path": found["path"], "start_line": first, "end_line": last}
+    return name, arguments
+
+
+def _as_command(name: str, arguments: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """A typed call the fake wants, written for the compact ``repo`` tool."""
+    if name == FIND_DEFINITION_TOOL:
+        return REPO_TOOL, {"cmd": f"def {arguments['symbol']}"}
+    first, last = arguments["start_line"], arguments["end_line"]
+    return REPO_TOOL, {"cmd": f"sed -n '{first},{last}p' {arguments['path']}"}
 
 
 def repository_calls(
     request: ChatRequest, lines: Sequence[DiffLine], needs_evidence: bool, tool_loop: bool
 ) -> list[tuple[str, dict[str, Any]]]:
     """The repository tool calls the fake answers with instead of findings (the module notes,
-    "Tool rounds"): none unless the request offers the tools they need."""
+    "Tool rounds"): none unless the request offers the tools they need; with the compact
+    ``repo`` tool offered, the same calls written as its commands."""
     offered = {(tool.get("function") or {}).get("name") for tool in request.tools}
+    if REPO_TOOL in offered:
+        typed = _typed_repository_calls(request, lines, needs_evidence, tool_loop, offered)
+        return [_as_command(name, arguments) for name, arguments in typed]
+    return _typed_repository_calls(request, lines, needs_evidence, tool_loop, offered)
+
+
+def _typed_repository_calls(
+    request: ChatRequest,
+    lines: Sequence[DiffLine],
+    needs_evidence: bool,
+    tool_loop: bool,
+    offered: set[Any],
+) -> list[tuple[str, dict[str, Any]]]:
+    if REPO_TOOL in offered:
+        offered = offered | {FIND_DEFINITION_TOOL, READ_FILE_TOOL}
     if request.tool_choice != "auto" or not request.tools or told_to_report(request):
         return []
     earlier = _earlier_calls(request)

@@ -29,7 +29,9 @@ see it:
 - repository tools (issue 34 part 2): an added line that holds ``scripted-lookup: SYMBOL``, in
   a prompt offering ``find_definition``, ``search_code`` and ``read_file``, makes the first
   answer call the three (``find_definition(SYMBOL)``, ``search_code(SYMBOL)``, ``read_file`` of
-  the line's file, lines 1 to ``LOOKUP_READ_LINES``) and nothing else; the answer after their
+  the line's file, lines 1 to ``LOOKUP_READ_LINES``) and nothing else; in a prompt offering
+  the compact ``repo`` tool, the same three as its commands (``def SYMBOL``,
+  ``grep -rn SYMBOL``, ``sed -n '1,Np' FILE``); the answer after their
   tool responses reviews as usual, plus a finding on that line when a tool response shows
   ``hazard(SYMBOL)`` (the evidence the repository gave back).
 
@@ -74,6 +76,7 @@ ENGINE_CRASH_MARKER = "scripted-engine-crash"
 MISTAKE_MARKER = re.compile(r"scripted-mistake:\s*(?P<kind>[a-z_]+)")
 LOOKUP_MARKER = re.compile(r"scripted-lookup:\s*(?P<symbol>[A-Za-z_][A-Za-z0-9_]*)")
 LOOKUP_TOOLS = ("find_definition", "search_code", "read_file")
+COMPACT_TOOL = "repo"  # the compact form's one tool (reviewbot.repo.tools)
 LOOKUP_READ_LINES = 3
 TOOL_RESPONSE = "<tool_response>"
 EVIDENCE_TITLE = "{symbol} may return None (the repository says so)"
@@ -193,15 +196,23 @@ def _lookup_lines(lines: Sequence[DiffLine]) -> list[tuple[DiffLine, str]]:
 
 
 def _lookups(prompt: Prompt, lines: Sequence[DiffLine]) -> list[tuple[str, dict[str, Any]]]:
-    """The repository calls of a first answer (module notes), when the tools are offered."""
-    if not set(LOOKUP_TOOLS) <= set(prompt.tool_names):
+    """The repository calls of a first answer (module notes), when the tools are offered: the
+    three typed tools, or the same three lookups as commands of the compact ``repo`` tool."""
+    compact = COMPACT_TOOL in prompt.tool_names
+    if not compact and not set(LOOKUP_TOOLS) <= set(prompt.tool_names):
         return []
     calls: list[tuple[str, dict[str, Any]]] = []
     for line, symbol in _lookup_lines(lines):
+        if compact:
+            calls.append((COMPACT_TOOL, {"cmd": f"def {symbol}"}))
+            calls.append((COMPACT_TOOL, {"cmd": f"grep -rn {symbol}"}))
+            read = f"sed -n '1,{LOOKUP_READ_LINES}p' {line.path}"
+            calls.append((COMPACT_TOOL, {"cmd": read}))
+            continue
         calls.append(("find_definition", {"symbol": symbol}))
         calls.append(("search_code", {"pattern": symbol}))
-        read = {"path": line.path, "start_line": 1, "end_line": LOOKUP_READ_LINES}
-        calls.append(("read_file", read))
+        read_range = {"path": line.path, "start_line": 1, "end_line": LOOKUP_READ_LINES}
+        calls.append(("read_file", read_range))
     return calls
 
 

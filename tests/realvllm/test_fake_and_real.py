@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from reviewbot.prompts import tool_schemas
-from reviewbot.repo.tools import repository_tool_schemas
+from reviewbot.repo.tools import ToolForm, repository_tool_schemas
 from tests.fakes.vllm_server import (
     CALL_SHAPES,
     ENDLESS_THINKING,
@@ -215,7 +215,7 @@ def test_interleaved_thinking_across_tool_rounds(real_vllm: SharedServer, fake: 
     reasoning back, and the real server counts the prompt the fake renders, token for token.
     The deprecated field ``reasoning_content`` is renamed ``reasoning`` by the chat endpoint
     only: ``/tokenize`` does not read it."""
-    tools = [*tool_schemas(), *repository_tool_schemas()]
+    tools = [*tool_schemas(), *repository_tool_schemas(ToolForm.TYPED)]
     deprecated = [
         {("reasoning_content" if key == "reasoning" else key): value for key, value in m.items()}
         for m in tool_rounds(with_reasoning=True)

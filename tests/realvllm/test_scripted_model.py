@@ -276,9 +276,9 @@ def test_a_lookup_line_calls_three_repository_tools_then_reports_the_evidence() 
     """Issue 34 part 2: ``scripted-lookup: SYMBOL`` makes the first answer call
     find_definition, search_code and read_file (in the Qwen3-Coder XML the real parser reads);
     the answer after their tool responses reports the hazard they showed."""
-    from reviewbot.repo.tools import repository_tool_schemas
+    from reviewbot.repo.tools import ToolForm, repository_tool_schemas
 
-    tools = [*tool_schemas(), *repository_tool_schemas()]
+    tools = [*tool_schemas(), *repository_tool_schemas(ToolForm.TYPED)]
     diff = DIFF.replace("eval(request.body)", "lookup(request.body)  # scripted-lookup: lookup")
     first = [{"role": "user", "content": diff}]
     calls = [
@@ -310,3 +310,14 @@ def test_a_lookup_line_calls_three_repository_tools_then_reports_the_evidence() 
     text = answer_text(render(answered, tools, False))
     assert "lookup may return None (the repository says so)" in text
     assert "<parameter=line>\n11\n</parameter>" in text and "find_definition" not in text
+
+
+def test_with_the_compact_tool_a_lookup_line_calls_it_with_three_commands() -> None:
+    from reviewbot.repo.tools import repository_tool_schemas
+
+    tools = [*tool_schemas(), *repository_tool_schemas()]
+    diff = DIFF.replace("eval(request.body)", "lookup(request.body)  # scripted-lookup: lookup")
+    commands = ["def lookup", "grep -rn lookup", "sed -n '1,3p' src/app.py"]
+    assert answer_text(render([{"role": "user", "content": diff}], tools, False)) == "\n".join(
+        qwen_xml_call("repo", {"cmd": command}) for command in commands
+    )

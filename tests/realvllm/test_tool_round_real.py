@@ -4,17 +4,21 @@ The scripted model (``tests.realvllm.script``: ``scripted-lookup: SYMBOL``) answ
 request of a chunk with three repository calls in the Qwen3-Coder XML; the server's
 ``qwen3_coder`` parser must turn them into ``tool_calls`` with ids and typed arguments, reviewbot
 answers each by its id, and the second request, which offers the same tools and repeats the
-first prompt, must be served: the scripted model then reports the hazard that only a tool
+first prompt, must be served (in both forms: the compact ``repo`` tool's commands and the four
+typed tools): the scripted model then reports the hazard that only a tool
 answer showed, and the server's prefix cache serves at least the shared system turn (with the
 tools) of the second request, in whole KV blocks.
 """
 
 from __future__ import annotations
 
+import pytest
+
 from reviewbot.diff import parse_git_diff
 from reviewbot.llm.factory import runner_for
 from reviewbot.model import ChunkResult, LLMSettings
 from reviewbot.prompts import ReviewContext, file_summaries
+from reviewbot.repo.tools import REFUSED, ToolForm
 from reviewbot.repo.view import MemoryView
 from reviewbot.review import ReviewOptions, review_files
 from reviewbot.tokens import local_counter
@@ -41,11 +45,15 @@ DIFF = (
     " from lib import lookup\n \n \n def handle(key):\n-    return key\n"
     "+    value = lookup(key)  # scripted-lookup: lookup\n+    return value.name\n"
 )
-REPOSITORY_TOOLS = ["find_definition", "search_code", "read_file"]
+CALLED = {
+    ToolForm.COMPACT: ["repo", "repo", "repo"],
+    ToolForm.TYPED: ["find_definition", "search_code", "read_file"],
+}
 
 
+@pytest.mark.parametrize("form", list(ToolForm))
 def test_a_tool_round_is_parsed_answered_by_id_and_served_from_the_prefix_cache(
-    real_vllm: SharedServer,
+    real_vllm: SharedServer, form: ToolForm
 ) -> None:
     block = block_size(real_vllm)
     shared = system_turn_tokens(real_vllm)
@@ -60,7 +68,7 @@ def test_a_tool_round_is_parsed_answered_by_id_and_served_from_the_prefix_cache(
             context=ReviewContext(title="Two files", files=file_summaries(files)),
             llm=llm,
             counter=local_counter(),
-            options=ReviewOptions(tools=True),
+            options=ReviewOptions(tools=True, tool_form=form),
             contents=head,
             repository=MemoryView("1" * 40, head),
             on_chunk_done=done.append,
@@ -68,18 +76,19 @@ def test_a_tool_round_is_parsed_answered_by_id_and_served_from_the_prefix_cache(
     assert result.complete
     assert [c.outcome for c in result.calls] == ["tool_round", "ok"]
     first, second = result.calls
-    assert first.repo_tool_calls == len(REPOSITORY_TOOLS) and first.tool_answer_tokens > 0
+    assert first.repo_tool_calls == len(CALLED[form]) and first.tool_answer_tokens > 0
     # the parser read the three calls; reviewbot answered each by the id the server gave it
     [chunk] = done
     assert chunk.conversation is not None
     [assistant] = [m for m in chunk.conversation if m["role"] == "assistant"]
-    assert [c["function"]["name"] for c in assistant["tool_calls"]] == REPOSITORY_TOOLS
+    assert [c["function"]["name"] for c in assistant["tool_calls"]] == CALLED[form]
     ids = [call["id"] for call in assistant["tool_calls"]]
     replies = [m for m in chunk.conversation if m["role"] == "tool"]
     assert [m["tool_call_id"] for m in replies] == ids and len(set(ids)) == len(ids)
     # the server's ids, shaped as the fake vLLM makes them (tests.fakes.vllm_server._tool_call)
     assert all(call_id.startswith("chatcmpl-tool-") for call_id in ids)
-    assert "hazard(lookup)" in replies[0]["content"]  # find_definition showed the definition
+    assert "hazard(lookup)" in replies[0]["content"]  # the definition was shown
+    assert not any(REFUSED in m["content"] for m in replies)  # each command was read
     # the second request was served, from the cache for at least the shared system turn
     assert second.prompt_tokens > first.prompt_tokens
     assert second.cached_tokens is not None and second.cached_tokens % block == 0
