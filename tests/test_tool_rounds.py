@@ -258,6 +258,43 @@ def test_findings_of_every_round_are_kept(evidence_fake: FakeVLLM) -> None:
     assert sum(f.title == "Use of eval() on dynamic input" for f in result.findings.findings) == 1
 
 
+def test_an_empty_answer_after_a_tool_round_is_asked_again_then_not_reviewed(
+    evidence_fake: FakeVLLM,
+) -> None:
+    """A model that looked things up and then said nothing has not reviewed the chunk: the
+    continuation is asked again (with the tools' answers), then the chunk is not reviewed."""
+    evidence_fake.add_faults("none", "blank", "blank")
+    result = review(evidence_fake)
+    assert not result.complete and not result.findings.findings
+    outcomes = [call.outcome for call in result.calls]
+    assert outcomes == ["tool_round", "empty_retry", "error"]
+    retried = evidence_fake.requests[-1]
+    assert any(m["role"] == "tool" for m in retried["messages"])  # the round's answers resent
+
+
+def test_an_empty_answer_after_a_tool_round_then_an_answer_is_reviewed(
+    evidence_fake: FakeVLLM,
+) -> None:
+    evidence_fake.add_faults("none", "blank")
+    result = review(evidence_fake)
+    assert result.complete and ("app.py", CALL_LINE, EVIDENCE_TITLE) in titles(result)
+    assert [call.outcome for call in result.calls] == ["tool_round", "empty_retry", "ok"]
+
+
+def test_an_empty_answer_after_a_round_that_reported_findings_ends_the_chunk_with_them(
+    evidence_fake: FakeVLLM,
+) -> None:
+    """The round's answer reported a finding beside its repository call: the model has
+    reviewed, and an empty answer after the round says it has nothing more."""
+    risky = NEW_APP + "\n\ndef parse(text):\n    return eval(text)\n"
+    evidence_fake.needs_evidence = False
+    evidence_fake.script_tool_calls(("list_directory", {"path": ""}), with_findings=True)
+    evidence_fake.add_faults("none", "blank")
+    result = review(evidence_fake, new=risky)
+    assert result.complete and [call.outcome for call in result.calls] == ["tool_round", "ok"]
+    assert ("app.py", 10, "Use of eval() on dynamic input") in titles(result)
+
+
 @pytest.mark.slow
 def test_a_tool_round_that_cannot_fit_the_context_keeps_its_findings_and_is_a_context_overflow(
     evidence_fake: FakeVLLM,

@@ -365,8 +365,9 @@ class ChunkRunner:
             # were lost, so the chunk is asked again, without streaming.
             why = "the model answered finish_reason=tool_calls without any tool call"
             return self._nothing_read(tries, mode, attempt, parsed, why)
-        if parsed.blank and answer.finish_reason != FINISH_LENGTH and not tries.tool_round:
-            # No call and no text, not even "No issues found.": no review, never 0 findings.
+        if parsed.blank and answer.finish_reason != FINISH_LENGTH and not tries.kept:
+            # No call and no text, not even "No issues found.": no review, never 0 findings;
+            # after tool rounds too, unless the rounds' answers already reported findings.
             why = "the model's answer was empty (no finding and no text)"
             return self._nothing_read(tries, mode, attempt, parsed, why, OUTCOME_EMPTY_RETRY)
         repaired = self._resent_in_final(tries, parsed, current)

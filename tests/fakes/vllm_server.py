@@ -75,6 +75,8 @@ reports as ``"tool_calls"``: :func:`_truncated_answer`). A prompt that leaves le
 Fault modes (:meth:`FakeVLLM.add_faults`, one per chat request, first in first out)
 -------------------------------------------------------------------------------------
 ``none`` (answered as without a fault: it aims the next fault at a later request),
+``blank`` (no call, no content, no reasoning, ``finish_reason`` ``stop``: a model that stopped
+at once, even after a tool round),
 ``http_500``, ``http_503``, ``http_429`` (with ``Retry-After`` in seconds),
 ``http_429_date`` (``Retry-After`` as an HTTP-date an hour ahead), ``context_overflow``
 (the 400 regardless of size), ``hang`` (no answer until the client leaves, the server
@@ -314,6 +316,7 @@ E2E_BUCKETS_S = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0,
 KNOWN_FAULTS = frozenset(
     {
         "none",  # this request is answered as without a fault (to aim a later fault)
+        "blank",  # no call, no text, no reasoning: the model stopped at once
         "http_500",
         "http_503",
         "http_429",
@@ -2513,7 +2516,9 @@ class FakeVLLM:
         scripted = self._scripted_calls(request)
         wanted = repository_calls(request, lines, self.needs_evidence, self.tool_loop)
         chatty = reply_answer(request, budget)
-        if chatty is not None:
+        if fault == "blank":
+            answer = Answer(None, [], None, "stop", EOS_TOKEN_COUNT)
+        elif chatty is not None:
             answer = chatty
         elif is_verification(request):
             answer = verifier_answer(request, lines, fault, self.needs_evidence)
