@@ -281,6 +281,19 @@ def test_an_empty_answer_after_a_tool_round_then_an_answer_is_reviewed(
     assert [call.outcome for call in result.calls] == ["tool_round", "empty_retry", "ok"]
 
 
+def test_repository_calls_after_the_rounds_are_over_are_no_review(
+    evidence_fake: FakeVLLM,
+) -> None:
+    """Told to report now, the model only asks for more reads: those calls are dropped
+    unanswered, which leaves nothing; asked again, the same: the chunk is not reviewed."""
+    evidence_fake.needs_evidence = False
+    for _ in range(3):
+        evidence_fake.script_tool_calls(("list_directory", {"path": ""}))
+    result = review(evidence_fake, tool_rounds=1)
+    assert not result.complete and not result.findings.findings
+    assert [call.outcome for call in result.calls] == ["tool_round", "empty_retry", "error"]
+
+
 def test_an_empty_answer_after_a_round_that_reported_findings_ends_the_chunk_with_them(
     evidence_fake: FakeVLLM,
 ) -> None:
