@@ -33,6 +33,7 @@ if TYPE_CHECKING:  # the adapters are imported when first used, not with this mo
     from sqlalchemy import Engine
 
     from reviewbot.gitlab import GitLabClient, GitLabSettings
+    from reviewbot.group_settings import GroupSettings, GroupSettingsCache
     from reviewbot.llm.runner import ChunkRunner
     from reviewbot.slots import ModelSlots
     from reviewbot.store import Store
@@ -74,6 +75,7 @@ class App:
         self._shared_model_slots = shared_model_slots
         self._gitlab_factory = gitlab_factory
         self._lock = threading.Lock()
+        self._group_cache: GroupSettingsCache | None = None
         self._store: Store | None = None
         self._gitlab: dict[str, GitLabClient] = {}
         self._model: ChunkRunner | None = None
@@ -161,6 +163,19 @@ class App:
                 factory = self._gitlab_factory or GitLabClient
                 client = self._gitlab[key] = factory(gitlab_settings)
             return client
+
+    def group_settings(self, gitlab: GitLabClient, project_path: str) -> GroupSettings:
+        """The settings layers of ``project_path``'s groups (reviewbot.group_settings), read
+        through ``gitlab`` and kept ``group_settings_ttl_s`` by this process's one cache."""
+        from reviewbot.group_settings import GroupSettingsCache, read_group_settings
+
+        with self._lock:
+            if self._group_cache is None:
+                self._group_cache = GroupSettingsCache(self.settings.group_settings_ttl_s)
+            cache = self._group_cache
+        return read_group_settings(
+            gitlab, project_path, self.settings.group_settings_project, cache, gitlab.url
+        )
 
     # ---- the model
 

@@ -37,6 +37,7 @@ from typing import Any
 import platformdirs
 
 from reviewbot.findings import Category, Severity
+from reviewbot.group_config import GroupConfig, group_project_problem
 from reviewbot.input_files import InputFileRefused, read_input_file
 from reviewbot.setting_fields import (
     ACCEPTS_KEY,
@@ -213,9 +214,10 @@ def _default_database_url() -> str:
 
 
 @dataclass(frozen=True)
-class Settings:
+class Settings(GroupConfig):
     """Every setting, its default and its help text (docs/configuration.md is generated from
-    these fields by ``python -m reviewbot.commands.docs``)."""
+    these fields by ``python -m reviewbot.commands.docs``); a feature's own group of settings
+    is a base class in its own module (``GroupConfig``)."""
 
     gitlab_url: str | None = setting(
         None,
@@ -558,6 +560,8 @@ class Settings:
                 _check_bounds(item.name, getattr(self, item.name), bounds, str(item.type))
         _check_http_url("gitlab_url", self.gitlab_url)
         _check_http_url("llm_base_url", self.llm_base_url)
+        if problem := group_project_problem(self.group_settings_project):
+            raise ConfigError(f"group_settings_project {problem}")
         if self.llm_session_header and not HEADER_NAME.fullmatch(self.llm_session_header):
             raise ConfigError(
                 f"llm_session_header is no HTTP header name: {shown(self.llm_session_header)}"

@@ -20,18 +20,20 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 
 from reviewbot.config import Settings
+from reviewbot.group_settings import GroupSettings
 from reviewbot.learnings.learning import Learning
 from reviewbot.learnings.teaching import active_learnings
 from reviewbot.repo.files import RepoFiles
 from reviewbot.repo.view import TreeUnavailable
-from reviewbot.repo_policy import REPO_CONFIG_FILE, repo_policy
-from reviewbot.rules.ruleset import RuleSet
+from reviewbot.repo_policy import NOT_TEXT, REPO_CONFIG_FILE, repo_policy, rules_file_text
+from reviewbot.rules.ruleset import REPO_RULES_FILE, GroupRuleTexts, RuleSet
 from reviewbot.rules.sources import review_rules
 from reviewbot.store import LearningBook, MergeRequestKey
 
-__all__ = ["TeamGuidance", "read_team_guidance"]
+__all__ = ["NO_GROUPS", "TeamGuidance", "apply_group_layers", "read_team_guidance"]
 
 RULES_PROBLEM_PREFIX = "review rules: "
+NO_GROUPS = GroupSettings()
 
 
 @dataclass(frozen=True)
@@ -54,12 +56,15 @@ def read_team_guidance(
     *,
     changed_paths: Collection[str] = (),
     repository_paths: Iterable[str] | None = None,
+    groups: GroupSettings = NO_GROUPS,
 ) -> TeamGuidance:
     """The team's wishes for MR ``key`` (``project_path``) at ``target_sha``. ``changed_paths``:
     the files the MR changes (a policy or rules file among them is said to apply once merged);
     ``repository_paths``: the target's files when known (a rule glob that matches none is
-    said)."""
-    warnings: list[str] = []
+    said); ``groups``: the settings layers of the project's groups (reviewbot.group_settings),
+    applied before the target branch's files, the outermost first."""
+    warnings: list[str] = list(groups.problems)
+    settings, group_rules = apply_group_layers(settings, groups, warnings)
     try:
         data = files.read_bytes(target_sha, [REPO_CONFIG_FILE]).get(REPO_CONFIG_FILE)
     except TreeUnavailable as unlisted:
@@ -75,7 +80,37 @@ def read_team_guidance(
         lambda paths: files.read_bytes(target_sha, paths),
         changed_paths=changed_paths,
         repository_paths=repository_paths,
+        groups=group_rules,
     )
     warnings.extend(f"{RULES_PROBLEM_PREFIX}{problem}" for problem in rules.problems)
     taught = active_learnings(learnings, key, project_path)
     return TeamGuidance(policy.settings, rules, taught, warnings)
+
+
+def apply_group_layers(
+    settings: Settings, groups: GroupSettings, warnings: list[str]
+) -> tuple[Settings, list[GroupRuleTexts]]:
+    """``settings`` with each group's ``.reviewbot.toml`` applied, the outermost first, and
+    each group's rules texts; a file that is not text is said and not used."""
+    rules = []
+    for layer in groups.layers:
+        texts: dict[str, str | None] = {}
+        for path, data in layer.files.items():
+            texts[path] = rules_file_text(data)
+            if texts[path] is None:
+                warnings.append(f"{layer.origin(path)} {NOT_TEXT}")
+        policy_bytes = layer.files.get(REPO_CONFIG_FILE) if texts.get(REPO_CONFIG_FILE) else None
+        policy = repo_policy(
+            settings, policy_bytes, changed_by_mr=False, origin=layer.origin(REPO_CONFIG_FILE)
+        )
+        settings = policy.settings
+        warnings.extend(policy.warnings)
+        rules.append(
+            GroupRuleTexts(
+                toml=texts.get(REPO_CONFIG_FILE),
+                toml_origin=layer.origin(REPO_CONFIG_FILE),
+                yaml=texts.get(REPO_RULES_FILE),
+                yaml_origin=layer.origin(REPO_RULES_FILE),
+            )
+        )
+    return settings, rules

@@ -371,6 +371,7 @@ def _team_guidance(run: _Run) -> TeamGuidance:
         run.snapshot.project_path,
         changed_paths={path for f in run.snapshot.files for path in (f.new_path, f.old_path)},
         repository_paths=checkout.paths(target) if checkout is not None else None,
+        groups=run.app.group_settings(run.gitlab, run.snapshot.project_path),
     )
     run.warnings.extend(guidance.warnings)
     return guidance

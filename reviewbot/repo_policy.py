@@ -45,9 +45,16 @@ class RepoPolicy:
     warnings: tuple[str, ...] = ()
 
 
-def repo_policy(settings: Settings, target: bytes | None, *, changed_by_mr: bool) -> RepoPolicy:
+def repo_policy(
+    settings: Settings,
+    target: bytes | None,
+    *,
+    changed_by_mr: bool,
+    origin: str = REPO_CONFIG_FILE,
+) -> RepoPolicy:
     """``settings`` with the target branch's file (``target``, its bytes; None: it has none)
-    applied when it is valid text; ``changed_by_mr``: the MR's diff touches the file."""
+    applied when it is valid text; ``changed_by_mr``: the MR's diff touches the file;
+    ``origin``: how the warnings name the file (a group's settings project names its own)."""
     warnings = []
     if changed_by_mr:
         warnings.append(
@@ -58,12 +65,12 @@ def repo_policy(settings: Settings, target: bytes | None, *, changed_by_mr: bool
         return RepoPolicy(settings, tuple(warnings))
     target_text = rules_file_text(target)
     if target_text is None:
-        warnings.append(f"{REPO_CONFIG_FILE} {NOT_TEXT}")
+        warnings.append(f"{origin} {NOT_TEXT}")
         return RepoPolicy(settings, tuple(warnings))
     try:
-        return RepoPolicy(apply_repo_overrides(settings, target_text), tuple(warnings))
+        return RepoPolicy(apply_repo_overrides(settings, target_text, origin), tuple(warnings))
     except ConfigError as error:
-        warnings.append(f"ignored {REPO_CONFIG_FILE}: {error}")
+        warnings.append(f"ignored {origin}: {error}")
         return RepoPolicy(settings, tuple(warnings))
 
 

@@ -72,6 +72,8 @@ MODULES: dict[str, int] = {
     "reviewbot.slots": ADAPTERS,
     # the rules' files at the target branch
     "reviewbot.rules.sources": ADAPTERS,
+    # the settings projects of a project's groups, through GitLab
+    "reviewbot.group_settings": ADAPTERS,
     # the model's answers read, its tool rounds and tries: pure
     "reviewbot.llm.answers": CORE,
     "reviewbot.llm.rounds": CORE,

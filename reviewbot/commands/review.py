@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -49,7 +50,7 @@ from reviewbot.commands.render import (
 )
 from reviewbot.commands.terminal import console
 from reviewbot.config import DEFAULT_SCOPE_CONTEXT_TOKENS, Settings, load_settings
-from reviewbot.errors import EXIT_FAILURE
+from reviewbot.errors import EXIT_BAD_INPUT, EXIT_FAILURE
 from reviewbot.findings import Severity
 from reviewbot.redaction import hide_url_password
 from reviewbot.repo.localdiff import (
@@ -65,6 +66,7 @@ from reviewbot.tokens import TokenCounter, local_counter
 if TYPE_CHECKING:
     from reviewbot.model import LLMClient
     from reviewbot.review import ModelContext
+    from reviewbot.rules.ruleset import GroupRuleTexts, RuleSet
 
 __all__ = ["plan_command", "review_command", "run_command"]
 
@@ -160,6 +162,13 @@ def _incomplete(result: Any, first_only: bool = False) -> str:
     help="Ask the model server nothing: plan for --context-tokens (or max_model_len, or "
     "65536) with the prompt counted locally.",
 )
+@click.option(
+    "--project",
+    "project_path",
+    metavar="GROUP/PROJECT",
+    help="Apply the rules and policy of this GitLab project's groups (read from GitLab: "
+    "group_settings_project, gitlab_url and gitlab_token must be set).",
+)
 @one_line_errors
 def plan_command(
     diff_path: str | None,
@@ -169,12 +178,14 @@ def plan_command(
     config_file: str | None,
     as_json: bool,
     offline: bool,
+    project_path: str | None,
     **budget: Any,
 ) -> None:
     """Show the chunks `run` would send for a diff, with token counts and coverage."""
     from reviewbot.review import plan_with_rules, review_options
 
     settings = _settings(config_file, **_budget_overrides(**budget))
+    settings, group_rules, group_warnings = _group_layers(settings, project_path)
     with_contents = wants_head_contents(settings)
     loaded = load_diff(diff_path, git_range, repo, with_contents, head_dir=head_dir)
     options = review_options(settings)
@@ -186,7 +197,7 @@ def plan_command(
             counter=local_counter(settings.llm_model),
             options=options,
             contents=loaded.contents,
-            rules=local_rules(settings, loaded),
+            rules=_with_problems(local_rules(settings, loaded, group_rules), group_warnings),
             with_tools=True,
             llm=llm,
             max_model_len=model_context.max_model_len,
@@ -197,6 +208,30 @@ def plan_command(
         )
         return
     print_plan(result, console(), rules, model_context)
+
+
+def _with_problems(rules: RuleSet, problems: list[str]) -> RuleSet:
+    return replace(rules, problems=(*problems, *rules.problems))
+
+
+def _group_layers(
+    settings: Settings, project_path: str | None
+) -> tuple[Settings, list[GroupRuleTexts], list[str]]:
+    """``settings`` with ``project_path``'s groups' policy applied, their rules, and what
+    could not be read (nothing without ``--project``)."""
+    if project_path is None:
+        return settings, [], []
+    if not settings.group_settings_project:
+        fail("--project needs the setting group_settings_project", EXIT_BAD_INPUT)
+    from reviewbot.app import App
+    from reviewbot.guidance import apply_group_layers
+
+    warnings: list[str] = []
+    with App(settings) as app:
+        groups = app.group_settings(app.gitlab(), project_path)
+    warnings.extend(groups.problems)
+    settings, rules = apply_group_layers(settings, groups, warnings)
+    return settings, rules, warnings
 
 
 @contextmanager

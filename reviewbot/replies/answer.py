@@ -50,7 +50,8 @@ from reviewbot.comments import line_text_hash, parse_marker
 from reviewbot.config import Settings
 from reviewbot.diff import Side
 from reviewbot.gitlab import GitLabClient
-from reviewbot.guidance import read_team_guidance
+from reviewbot.group_settings import GroupSettings
+from reviewbot.guidance import NO_GROUPS, read_team_guidance
 from reviewbot.llm.runner import ChunkRunner
 from reviewbot.markdown import sanitize_markdown, suggestion_block
 from reviewbot.mergerequest import MergeRequestSnapshot
@@ -140,6 +141,8 @@ class Answering:
     store: Store
     settings: Settings
     model: Callable[[], ChunkRunner]  # made on first use: ignore and learn never ask the model
+    # the settings layers of a project's groups, by its path (None: none are read)
+    group_settings: Callable[[str], GroupSettings] | None = None
 
 
 def run_reply(app: App, job: Job) -> None:
@@ -174,7 +177,14 @@ def run_reply(app: App, job: Job) -> None:
         _drop(replies, record, "the thread's finding is no longer in the store")
         return
     thread = Thread(project, job, record, finding, discussion, note)
-    desk = Answering(gitlab, app.learnings(), app.store, app.settings, app.model)
+    desk = Answering(
+        gitlab,
+        app.learnings(),
+        app.store,
+        app.settings,
+        app.model,
+        lambda project_path: app.group_settings(gitlab, project_path),
+    )
     try:
         answer = _answer(desk, thread)
     except AnswerCutOff as cut:
@@ -437,6 +447,7 @@ def read_guidance(
         desk.learnings,
         key,
         snapshot.project_path,
+        groups=desk.group_settings(snapshot.project_path) if desk.group_settings else NO_GROUPS,
     )
     settings = team.settings
     guidance = guidance_for(

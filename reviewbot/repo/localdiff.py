@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import stat
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -35,7 +35,7 @@ from reviewbot.repo.localgit import (
     read_files_at,
     read_range,
 )
-from reviewbot.rules.ruleset import RuleSet
+from reviewbot.rules.ruleset import GroupRuleTexts, RuleSet
 from reviewbot.rules.sources import review_rules
 
 __all__ = [
@@ -160,21 +160,27 @@ def local_context(title: str, files: list[FileDiff], rules: ExclusionRules) -> R
     return ReviewContext(title=title, files=file_summaries(files, skipped))
 
 
-def local_rules(settings: Settings, loaded: LoadedDiff) -> RuleSet:
-    """The review rules of a local diff: the instance's, and the repository's at BASE
-    (``--git``) or in the head tree (``--diff --head-dir``); none from the repository when
-    the diff came without either."""
+def local_rules(
+    settings: Settings, loaded: LoadedDiff, groups: Sequence[GroupRuleTexts] = ()
+) -> RuleSet:
+    """The review rules of a local diff: the instance's, its groups' (``groups``, when the
+    caller read them), and the repository's at BASE (``--git``) or in the head tree
+    (``--diff --head-dir``); none from the repository when the diff came without either."""
     changed = {path for f in loaded.files for path in (f.new_path, f.old_path)}
     if loaded.repo is None:
-        return review_rules(settings, lambda _paths: {}, changed_paths=changed)
+        return review_rules(settings, lambda _paths: {}, changed_paths=changed, groups=groups)
     repo, base = loaded.repo, loaded.base
     if base is None:
         return review_rules(
-            settings, lambda paths: read_head_tree_bytes(repo, paths), changed_paths=changed
+            settings,
+            lambda paths: read_head_tree_bytes(repo, paths),
+            changed_paths=changed,
+            groups=groups,
         )
     return review_rules(
         settings,
         lambda paths: read_blobs(repo, base, list(paths)),
         changed_paths=changed,
         repository_paths=Checkout(repo).paths(base),
+        groups=groups,
     )

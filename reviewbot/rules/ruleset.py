@@ -52,6 +52,7 @@ __all__ = [
     "DUO_RULES_FILE",
     "MAX_RULES_FILE_BYTES",
     "REPO_RULES_FILE",
+    "GroupRuleTexts",
     "Rule",
     "RuleSet",
     "RuleSource",
@@ -87,6 +88,7 @@ class RuleSource(StrEnum):
     """Where a rule comes from, lowest precedence first."""
 
     INSTANCE = "instance"
+    GROUP = "group"  # a group's settings project (reviewbot.group_settings), nearest last
     REPOSITORY = "repository"
     DUO = "duo"
     CONTEXT = "context"
@@ -142,11 +144,24 @@ class RuleSet:
 
 
 @dataclass(frozen=True)
+class GroupRuleTexts:
+    """A group's rules: its settings project's ``.reviewbot.toml`` and rules file (None: the
+    file is not there), each named by its origin ("group acme: acme/reviewbot-settings@main:
+    .reviewbot/rules.yaml")."""
+
+    toml: str | None = None
+    toml_origin: str = ""
+    yaml: str | None = None
+    yaml_origin: str = ""
+
+
+@dataclass(frozen=True)
 class RuleTexts:
     """The texts a review's rules come from (None: the file does not exist there)."""
 
     instance: str | None = None
     instance_origin: str = "rules_file"
+    groups: Sequence[GroupRuleTexts] = ()  # the outermost group first
     repo_toml: str | None = None
     repo_yaml: str | None = None
     duo_yaml: str | None = None
@@ -164,6 +179,11 @@ def merge_rules(texts: RuleTexts) -> RuleSet:
     parsed: list[tuple[list[Rule], list[str]]] = []
     if texts.instance is not None:
         parsed.append(parse_yaml_rules(texts.instance, texts.instance_origin, RuleSource.INSTANCE))
+    for group in texts.groups:
+        if group.toml is not None:
+            parsed.append(parse_toml_rules(group.toml, group.toml_origin, RuleSource.GROUP))
+        if group.yaml is not None:
+            parsed.append(parse_yaml_rules(group.yaml, group.yaml_origin, RuleSource.GROUP))
     if texts.repo_toml is not None:
         parsed.append(parse_toml_rules(texts.repo_toml, REPO_CONFIG_FILE))
     if texts.repo_yaml is not None:
@@ -202,8 +222,11 @@ def parse_duo_rules(text: str, origin: str = DUO_RULES_FILE) -> tuple[list[Rule]
     return _rule_list(data, origin, RuleSource.DUO, "instructions", DUO_KEYS, _duo_rule_from)
 
 
-def parse_toml_rules(text: str, origin: str = REPO_CONFIG_FILE) -> tuple[list[Rule], list[str]]:
-    """The ``[[rules]]`` array of ``.reviewbot.toml`` (top level or under ``[reviewbot]``)."""
+def parse_toml_rules(
+    text: str, origin: str = REPO_CONFIG_FILE, source: RuleSource = RuleSource.REPOSITORY
+) -> tuple[list[Rule], list[str]]:
+    """The ``[[rules]]`` array of ``.reviewbot.toml`` (top level or under ``[reviewbot]``): a
+    repository's, or a group settings project's (``source``)."""
     if len(text.encode()) > MAX_RULES_FILE_BYTES:
         return [], [f"ignored the rules of {origin}: larger than {MAX_RULES_FILE_BYTES:,} bytes"]
     try:
@@ -214,7 +237,7 @@ def parse_toml_rules(text: str, origin: str = REPO_CONFIG_FILE) -> tuple[list[Ru
     table = nested if isinstance(nested, dict) and "rules" in nested else data
     if "rules" not in table:
         return [], []
-    return _rule_list(table, origin, RuleSource.REPOSITORY, "rules", RULE_KEYS, _rule_from)
+    return _rule_list(table, origin, source, "rules", RULE_KEYS, _rule_from, settings_too=True)
 
 
 def context_rule(entry: str, text: str) -> tuple[Rule | None, list[str]]:
@@ -285,6 +308,8 @@ def _rule_list(
     key: str,
     allowed: frozenset[str],
     build: RuleBuilder,
+    *,
+    settings_too: bool = False,  # a .reviewbot.toml: its other keys are settings
 ) -> tuple[list[Rule], list[str]]:
     if data is None:
         return [], []
@@ -293,7 +318,7 @@ def _rule_list(
     problems = [
         f"{origin}: unknown key {_shown(str(name))} ignored (allowed: {key})"
         for name in data
-        if name != key and not (source is RuleSource.REPOSITORY and origin == REPO_CONFIG_FILE)
+        if name != key and not settings_too
     ]
     items = data.get(key)
     if items is None:

@@ -29,6 +29,7 @@ from reviewbot.rules.ruleset import (
     MAX_RULES_FILE_BYTES,
     REPO_CONFIG_FILE,
     REPO_RULES_FILE,
+    GroupRuleTexts,
     RuleSet,
     RuleTexts,
     merge_rules,
@@ -52,10 +53,12 @@ def review_rules(
     *,
     changed_paths: Collection[str] = (),
     repository_paths: Iterable[str] | None = None,
+    groups: Sequence[GroupRuleTexts] = (),
 ) -> RuleSet:
     """The merged rules of a review; its problems include the rules files the MR changes
     (``changed_paths``) and, when ``repository_paths`` (the target's files) are known, each
-    glob that matches none of them."""
+    glob that matches none of them. ``groups``: the rules of the project's groups' settings
+    projects, the outermost first (after the instance's, before the repository's)."""
     if settings.rules_tokens <= 0:
         return RuleSet()
     instance, instance_problems = _instance_text(settings.rules_file)
@@ -64,7 +67,9 @@ def review_rules(
     texts = {
         path: text for path, data in found.items() if (text := rules_file_text(data)) is not None
     }
-    merged = merge_rules(_rule_texts(instance, texts, settings.rules_context_files))
+    merged = merge_rules(
+        replace(_rule_texts(instance, texts, settings.rules_context_files), groups=tuple(groups))
+    )
     unmatched = unmatched_globs(merged, repository_paths) if repository_paths is not None else []
     problems = [
         *unlisted,

@@ -605,7 +605,9 @@ class FakeGitLab:
         self, path_with_namespace: str, *, project_id: int | None = None
     ) -> dict[str, Any]:
         with self._lock:
-            pid = project_id if project_id is not None else next(self._ids)
+            pid = project_id
+            while pid is None or (project_id is None and pid in self._projects):
+                pid = next(self._ids)  # never an id a project was given explicitly
             project = Project(pid, path_with_namespace, _now())
             self._projects[pid] = project
             return self._project_json(project)
