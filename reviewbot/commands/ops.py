@@ -48,6 +48,13 @@ from reviewbot.commands.render_ops import (
     print_router_plan,
 )
 from reviewbot.commands.terminal import console
+from reviewbot.commands.workload import (
+    DEFAULT_WINDOW_DAYS,
+    MAX_REVIEWS_PER_DAY,
+    MAX_WINDOW_DAYS,
+    STORE,
+    workload_capacity,
+)
 from reviewbot.errors import (
     EXIT_BAD_INPUT,
     EXIT_DOES_NOT_FIT,
@@ -84,6 +91,7 @@ from reviewbot.ops.model_shape import (
     shipped_model,
     shipped_model_names,
 )
+from reviewbot.ops.pool_simulation import BOX_PROFILES, MAX_BOXES
 from reviewbot.ops.router import MAX_REPLICAS, router_plan
 
 __all__ = ["capacity_command", "doctor_command", "loadtest_command"]
@@ -125,9 +133,8 @@ CAPACITY_OPTIONS = options(
         "--gpu",
         "gpu_name",
         type=Checked(find_gpu),
-        required=True,
         metavar="NAME",
-        help=f"One of: {', '.join(g.name for g in GPUS.values())}.",
+        help=f"One of: {', '.join(g.name for g in GPUS.values())} (required but with --workload).",
     ),
     click.option(
         "--gpus", type=Integer(1, MAX_GPUS), default=1, show_default=True, help="GPUs in the box."
@@ -203,22 +210,97 @@ CAPACITY_OPTIONS = options(
     ),
     json_option("Machine-readable plan."),
 )
+WORKLOAD_OPTIONS = options(
+    click.option(
+        "--workload",
+        metavar="SOURCE",
+        help="Plan boxes and workers for a review workload instead of memory: SOURCE is "
+        "`store` (its reviews over --window), `default` (the named default mix) or a JSON "
+        "export's path (docs/capacity.md).",
+    ),
+    click.option(
+        "--box",
+        type=click.Choice(sorted(BOX_PROFILES)),
+        default="h200",
+        show_default=True,
+        help="The box profile the workload is played on.",
+    ),
+    click.option(
+        "--window",
+        "window_days",
+        type=Integer(1, MAX_WINDOW_DAYS),
+        default=DEFAULT_WINDOW_DAYS,
+        show_default=True,
+        metavar="DAYS",
+        help="Days of history --workload store reads.",
+    ),
+    click.option(
+        "--boxes",
+        "max_boxes",
+        type=Integer(1, MAX_BOXES),
+        default=4,
+        show_default=True,
+        help="Show 1..N boxes.",
+    ),
+    click.option(
+        "--workers-per-box",
+        type=Integer(1, MAX_NUM_SEQS),
+        metavar="N",
+        help="Workers per box in the table (default: the box's sequences).",
+    ),
+    click.option(
+        "--p95-first-comment",
+        "target",
+        metavar="DURATION",
+        help="Also find the fewest boxes, then workers, that keep the p95 time to first comment "
+        "within it (300, 5m, 1.5h).",
+    ),
+    click.option(
+        "--reviews-per-day",
+        type=Integer(1, MAX_REVIEWS_PER_DAY),
+        metavar="N",
+        help="Play the workload's mix at N reviews a day, its busiest hour scaled alike.",
+    ),
+    click.option(
+        "--export-workload",
+        type=PathName(),
+        metavar="PATH",
+        help="Write --workload's reviews as a JSON export and exit.",
+    ),
+    config_option,
+)
 
 
 @click.command("capacity")
 @CAPACITY_OPTIONS
+@WORKLOAD_OPTIONS
 @one_line_errors
 def capacity_command(
     model_name: str | None,
     config_path: Path | None,
-    gpu_name: str,
+    gpu_name: str | None,
     replicas: int | None,
     as_json: bool,
+    workload: str | None,
+    config_file: str | None,
+    export_workload: str | None,
     **launch: Any,
 ) -> None:
     """Plan GPU memory for serving a model with vLLM: weights, KV cache, sequences that fit,
     the vllm serve command; with --replicas, the vllm-router flags and reviewbot settings for N
-    such boxes. Exit 3 when the configuration does not fit, with what would."""
+    such boxes. With --workload, the boxes and workers a review workload needs instead. Exit 3
+    when the configuration does not fit, with what would (or the workload is too small)."""
+    names = ("box", "window_days", "max_boxes", "workers_per_box", "reviews_per_day")
+    mode = {k: launch.pop(k) for k in names}
+    target = launch.pop("target")
+    if workload is not None:
+        from reviewbot.config import Settings, load_settings
+
+        settings = load_settings(config_file=config_file) if workload == STORE else Settings()
+        export = Path(export_workload) if export_workload else None
+        workload_capacity(workload, settings, **mode, target=target, export=export, as_json=as_json)
+    if gpu_name is None:
+        fail("Missing option '--gpu' (or give --workload)", EXIT_BAD_INPUT)
     if (model_name is None) == (config_path is None):
         fail(
             "give exactly one of --model NAME or --model-config config.json "
