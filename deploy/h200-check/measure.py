@@ -15,7 +15,10 @@ one JSON document ``OUT_FILE`` (the device returns at most 8 files):
   concurrency (closed loop; one request per slot, at least 4: a burst, as capacity estimates
   it), with /metrics before and after;
 - ``review``: ``reviewbot review --diff`` of a large diff (the repository's own modules as new
-  files, about 40K tokens), timed.
+  files, about 40K tokens), timed;
+- ``burst``: 16, then 32 ``reviewbot review --diff`` processes at once, each on a different diff
+  of 2,000-6,000 changed lines (burst.py), with each review's wall time, first and last chunk
+  answer, prompt and cached tokens (issue 38 part 3).
 
 Each step's exit status, wall time and output are kept, and a failing step does not stop the
 next one. Also runs on this CPU machine against the real-vLLM tier's server (small sizes), which
@@ -40,7 +43,8 @@ from typing import Any
 REPOSITORY = Path(__file__).resolve().parent.parent.parent
 PROFILE = REPOSITORY / "deploy" / "vllm" / "h200-qwen3.5-35b-a3b-fp8.env"
 WARMUP = REPOSITORY / "deploy" / "vllm" / "warmup.sh"
-STEPS = ("warmup", "doctor", "capacity", "load", "review")
+STEPS = ("warmup", "doctor", "capacity", "load", "review", "burst")
+BURST_SIZES = (16, 32)
 HEALTH_WAIT_S = 900
 HEALTH_POLL_S = 5
 REQUESTS_PER_SLOT = 1  # one burst per concurrency: the queue positions capacity estimates
@@ -223,6 +227,17 @@ def step_review(args: argparse.Namespace) -> dict:
     return run
 
 
+def step_burst(args: argparse.Namespace) -> dict:
+    import burst  # this script's folder is first on sys.path
+
+    results = {}
+    for size in args.bursts:
+        paths = burst.diffs(size, Path(f"/tmp/h200-burst-{size}"))
+        results[str(size)] = burst.run_burst(paths, args.base, {**os.environ, **args.env})
+        print(f"burst {size}: {results[str(size)]['makespan_s']} s", file=sys.stderr, flush=True)
+    return results
+
+
 def parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     parser.add_argument("out", type=Path)
@@ -232,9 +247,11 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--model-name", default=profile()["PROFILE_MODEL"])
     parser.add_argument("--sizes", default="4096,16384,61000")
     parser.add_argument("--concurrency", default=f"1,8,{profile()['PROFILE_MAX_NUM_SEQS']}")
+    parser.add_argument("--bursts", default=",".join(map(str, BURST_SIZES)))
     args = parser.parse_args(argv)
     args.sizes = [int(v) for v in args.sizes.split(",")]
     args.concurrency = [int(v) for v in args.concurrency.split(",")]
+    args.bursts = [int(v) for v in args.bursts.split(",")]
     args.root = args.base.removesuffix("/v1")
     args.env = {"REVIEWBOT_LLM_BASE_URL": args.base, "REVIEWBOT_DATABASE_URL": "sqlite:///"
                 + "/tmp/h200-check.db"}  # fmt: skip
