@@ -264,3 +264,30 @@ def test_reviews_per_day_scales_the_busiest_hour_with_the_day() -> None:
         main, ["capacity", "--workload", "default", "--reviews-per-day", "2000", "--json"]
     )
     assert json.loads(result.output)["busiest_hour_reviews"] == pytest.approx(240)
+
+
+BURST_RESULTS = Path(__file__).parents[1] / "deploy" / "h200-check" / "results"
+
+
+def burst_shapes(size: str) -> tuple[list[ReviewShape], dict]:
+    """The reviews of the first H200 burst of ``size`` as the simulation sees them: each call
+    an even share of its review's uncached and cached prompt, 300 completion tokens (the
+    scripted model's short reviews; the run did not record them)."""
+    burst = json.loads((BURST_RESULTS / "2026-12-04-burst-first.json").read_text())["burst"][size]
+    shapes = []
+    for review in burst["reviews"]:
+        calls = review["calls"]
+        uncached = (review["prompt_tokens"] - review["cached_tokens"]) // calls
+        call = CallShape(uncached, 300, review["cached_tokens"] // calls)
+        shapes.append(ReviewShape(NOW, tuple((call,) for _ in range(calls))))
+    return shapes, burst
+
+
+@pytest.mark.parametrize(("size", "within"), [("16", 0.05), ("32", 0.2)])
+def test_the_h200_profile_reproduces_the_measured_bursts(size: str, within: float) -> None:
+    """Fitted to the burst of 16 (makespan), checked on the burst of 32 (docs/capacity.md)."""
+    shapes, measured = burst_shapes(size)
+    result = simulate([(0.0, shape) for shape in shapes], H200, 1, len(shapes))
+    assert max(result.finished_at) == pytest.approx(measured["makespan_s"], rel=within)
+    p95 = sorted(result.finished_at)[int(0.95 * len(shapes)) - 1]
+    assert p95 == pytest.approx(measured["summary"]["last_answer_s"]["p95"], rel=0.1)

@@ -90,3 +90,27 @@ def test_the_fp8_model_keeps_every_layer_vllm_cannot_block_quantize_in_bf16() ->
         for module in ("linear_attn.in_proj_a", "linear_attn.in_proj_b", "mlp.shared_expert_gate"):
             assert f"model.language_model.layers.{layer}.{module}" in kept
     assert "quantization_config" not in model_dir.model_config(fp8=False)
+
+
+def test_the_burst_diffs_are_different_sized_within_bounds_and_never_crash_the_engine(
+    tmp_path: Path,
+) -> None:
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "deploy" / "h200-check"))
+    import burst
+
+    paths = burst.diffs(4, tmp_path)
+    sizes = []
+    for path in paths:
+        text = path.read_text()
+        assert burst.ENGINE_CRASH_MARKER not in text
+        sizes.append(
+            sum(
+                1
+                for line in text.splitlines()
+                if line.startswith("+") and not line.startswith("+++")
+            )
+        )
+    assert all(burst.MIN_LINES <= size <= burst.MAX_LINES for size in sizes)
+    assert sizes == sorted(sizes) and len({p.read_text() for p in paths}) == len(paths)

@@ -33,6 +33,7 @@ SEED = 38
 REVIEW_TIMEOUT_S = 540
 SECONDS_PER_HOUR = 3600
 PERCENTILES = (50, 95)
+POLL_S = 0.2
 
 
 def candidate_files() -> list[tuple[str, list[str]]]:
@@ -95,15 +96,19 @@ def run_burst(paths: list[Path], base: str, env: dict[str, str]) -> dict[str, An
                     base,
                     "--json",
                 ],
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
+                stdout=path.with_suffix(".json").open("w"),
+                stderr=path.with_suffix(".err").open("w"),
                 text=True,
                 env=env,
             ),
         )
         for path in paths
     ]
-    reviews = [_figures(path, start, process) for path, start, process in processes]
+    ended = _ends([process for _, _, process in processes])
+    reviews = [
+        _figures(path, start, process, ended[index])
+        for index, (path, start, process) in enumerate(processes)
+    ]
     makespan = time.time() - started
     done = [r for r in reviews if r.get("wall_s") is not None]
     return {
@@ -126,13 +131,28 @@ def run_burst(paths: list[Path], base: str, env: dict[str, str]) -> dict[str, An
     }
 
 
-def _figures(path: Path, start: float, process: subprocess.Popen[str]) -> dict[str, Any]:
-    try:
-        out, err = process.communicate(timeout=REVIEW_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
+def _ends(processes: list[subprocess.Popen[str]]) -> list[float]:
+    """When each process ended, polled (its output goes to files: a pipe left unread while
+    the others run would fill and stall it)."""
+    ended: dict[int, float] = {}
+    deadline = time.time() + REVIEW_TIMEOUT_S
+    while len(ended) < len(processes) and time.time() < deadline:
+        for index, process in enumerate(processes):
+            if index not in ended and process.poll() is not None:
+                ended[index] = time.time()
+        time.sleep(POLL_S)
+    return [ended.get(index, time.time()) for index in range(len(processes))]
+
+
+def _figures(
+    path: Path, start: float, process: subprocess.Popen[str], ended: float
+) -> dict[str, Any]:
+    if process.poll() is None:
         process.kill()
         return {"diff": path.name, "error": f"no answer within {REVIEW_TIMEOUT_S} s"}
-    wall = time.time() - start
+    out = path.with_suffix(".json").read_text(encoding="utf-8", errors="replace")
+    err = path.with_suffix(".err").read_text(encoding="utf-8", errors="replace")
+    wall = ended - start
     try:
         data = json.loads(out)
     except json.JSONDecodeError:

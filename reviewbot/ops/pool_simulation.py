@@ -74,19 +74,26 @@ class BoxProfile:
         )
 
 
-# H200: docs/capacity.md "Measured on one H200" (2026-12-02, shipped FP8 profile): 56,950 tokens
-# alone in 1.75 s with a 0.225 s fixed cost; decode 146 tok/s alone, 115 at 8, 62 at 32 (fitted
-# 1 + 0.0386 x (k - 1) through the 8-sequence point; the 32 one is 66 by it); 32 sequences.
-# T10 x4: the seed team's published figures (first token 0.78 s at 32K with tensor parallel 4,
-# 150-180 tok/s decode); the slowdown with concurrency is the H200's (not measured on T10).
+# H200: docs/capacity.md, "Concurrent reviews on one H200" (2026-12-04, the shipped FP8 profile,
+# dummy weights, the scripted model): prefill under load fitted to 16 reviews of 2,000-6,000
+# lines sent at once (65.5 s makespan; a lone 57K prompt is prefilled at 37,344 tokens/s, but
+# concurrent prompts share the engine with decode); checked on the burst of 32 (131 s predicted,
+# 151 s measured; p95 last answer 120 s against 123 s). Fixed first-token cost 0.225 s and decode
+# 146 tok/s alone, 115 at 8, 62 at 32 ("Measured on one H200", 2026-12-02: fitted
+# 1 + 0.0386 x (k - 1)); 32 sequences.
+# T10 x4: the seed team's published figures (first token 0.78 s at 32K with tensor parallel 4:
+# 42,010 tokens/s alone; 150-180 tok/s decode), with the H200's loaded-to-lone prefill ratio
+# (19,400 / 37,344) and its decode slowdown applied: assumed, not measured on T10s.
+LOADED_PREFILL_SHARE = 19_400 / 37_344
 BOX_PROFILES = {
     "h200": BoxProfile(
-        "h200", 1, 56_950 / (1.75 - 0.225), 0.225, 146, 0.0386, 32,
-        "docs/capacity.md, measured 2026-12-02",
+        "h200", 1, 19_400, 0.225, 146, 0.0386, 32,
+        "fitted to 16 concurrent reviews on one H200, 2026-12-04 (docs/capacity.md)",
     ),
     "t10x4": BoxProfile(
-        "t10x4", 4, 32_768 / 0.78, 0.0, 165, 0.0386, 16,
-        "the seed's published figures; decode slowdown assumed from the H200",
+        "t10x4", 4, 32_768 / 0.78 * LOADED_PREFILL_SHARE, 0.0, 165, 0.0386, 16,
+        "the seed's published figures, with the H200's prefill-under-load share and decode "
+        "slowdown assumed",
     ),
 }  # fmt: skip
 
