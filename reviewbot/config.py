@@ -36,6 +36,7 @@ from typing import Any
 
 import platformdirs
 
+from reviewbot.check_settings import CheckSettings
 from reviewbot.findings import Category, Severity
 from reviewbot.input_files import InputFileRefused, read_input_file
 from reviewbot.setting_fields import (
@@ -213,7 +214,7 @@ def _default_database_url() -> str:
 
 
 @dataclass(frozen=True)
-class Settings:
+class Settings(CheckSettings):
     """Every setting, its default and its help text (docs/configuration.md is generated from
     these fields by ``python -m reviewbot.commands.docs``)."""
 
@@ -563,6 +564,8 @@ class Settings:
                 f"llm_session_header is no HTTP header name: {shown(self.llm_session_header)}"
             )
         _check_database_url(self.database_url)
+        if problem := self.check_settings_problem():
+            raise ConfigError(problem)
 
     def describe(self) -> dict[str, Any]:
         """Settings as a dict with secrets masked, for logs and diagnostics."""

@@ -37,6 +37,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from reviewbot.check_status import CheckRun, check_run_for, no_checks, summary_url
 from reviewbot.comments import TokenUsage, Withheld
 from reviewbot.config import Settings
 from reviewbot.exclusions import skip_reason
@@ -66,6 +67,7 @@ from reviewbot.review import (
     settings_key,
     with_carried_over,
 )
+from reviewbot.rules.check_verdicts import evidence_of
 from reviewbot.rules.ruleset import RuleSet
 from reviewbot.states import ReviewStatus, Workload
 from reviewbot.store import MergeRequestKey
@@ -112,6 +114,7 @@ class RunOptions:
     lock_ttl_s: float | None = None  # None: Settings.mr_lock_seconds
     full: bool = False  # review every hunk, even those an earlier review saw unchanged
     concurrency: int | None = None  # model requests in flight for this review (None: settings)
+    pipeline_id: int | None = None  # the CI pipeline the checks' commit status joins
 
 
 @dataclass
@@ -128,6 +131,7 @@ class RunReport:
     published: PublishResult = field(default_factory=PublishResult)
     warnings: list[str] = field(default_factory=list)
     withheld: list[Withheld] = field(default_factory=list)  # per learning, findings kept off
+    checks: CheckRun = field(default_factory=no_checks)  # the named checks and their status
 
     @property
     def findings(self) -> list[Finding]:
@@ -205,6 +209,7 @@ def run_merge_request(
         try:
             return _steps(run, review_id)
         except BaseException as error:
+            run.checks.abort(error)
             run.store.record_run(review_id, ending=ReviewEnding.failure(error))
             raise
         finally:
@@ -215,6 +220,8 @@ def _steps(run: _Run, review_id: int) -> RunReport:
     """Policy -> what changed -> read -> review -> publish -> record -> outcomes."""
     guidance = _team_guidance(run)
     settings, rules, taught = guidance.settings, guidance.rules, guidance.learnings
+    run.checks = _checks(run, settings, rules)
+    run.checks.begin()
     # --- team learnings (reviewbot.learnings.teaching): in the prompt, in the key, then suppressing
     learnt = learning_rules(taught)
     keyed = RuleSet((*rules.rules, *learnt.rules))  # a new learning: a full review
@@ -230,6 +237,8 @@ def _steps(run: _Run, review_id: int) -> RunReport:
     )
     result = dataclasses.replace(result, findings=findings)
     run.warnings.extend(result.rule_notes)
+    evidence = evidence_of(run.snapshot.files, findings.findings, result.unreviewed)
+    run.checks.judge(evidence, {}, len(result.plan.chunks), len(result.unreviewed))
     run.store.record_run(review_id, calls=result.model_calls)
     report = RunReport(
         project_path=run.snapshot.project_path,
@@ -243,6 +252,8 @@ def _steps(run: _Run, review_id: int) -> RunReport:
         withheld=withheld_by(taught, suppressed),
     )
     report.published = _publish(run, review_id, settings, result, report.withheld)
+    run.checks.finish(summary_url(run.snapshot.web_url, report.published.summary_note_id))
+    report.checks = run.checks
     seen = digest(run.snapshot.files, settings_key(settings, keyed))
     ending = _ending(result, report.published, seen)
     stored = with_verdicts(_stored_findings(report.published), result.verification)
@@ -300,6 +311,7 @@ class _Run:
     source: RepositorySource = field(init=False)  # the repository at any of the run's SHAs
     files: RepoFiles = field(init=False)  # every file read of the run, at any of its SHAs
     tools_withheld: bool = False  # the tools were on, but the head's tree could not be listed
+    checks: CheckRun = field(default_factory=no_checks)  # the named checks and their status
 
     def __post_init__(self) -> None:
         self.source = open_repository(
@@ -355,6 +367,19 @@ def _start(run: _Run) -> int:
 
 
 # --- policy, what changed, review ------------------------------------------------------------
+
+
+def _checks(run: _Run, settings: Settings, rules: RuleSet) -> CheckRun:
+    """The rules' named checks for this run, with their commit status (reviewbot.check_status)."""
+    return check_run_for(
+        rules.checks,
+        settings,
+        run.gitlab,
+        run.snapshot,
+        dry_run=run.options.dry_run,
+        pipeline_id=run.options.pipeline_id,
+        say=run.say,
+    )
 
 
 def _team_guidance(run: _Run) -> TeamGuidance:
@@ -493,6 +518,8 @@ def _publish(
                 _facts(result, run.options, run.warnings),
                 withheld=withheld,
                 missing_context=_missing_context(run),
+                checks=run.checks.rows(),
+                check_status=run.checks.status_words(),
             ),
             run.read_head,
             on_posted=posted,
