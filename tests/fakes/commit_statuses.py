@@ -87,7 +87,7 @@ class CommitStatuses:
                 "finished_at": None,
                 "allow_failure": False,
                 "coverage": None,
-                "pipeline_id": new_id,
+                "pipeline_id": int(params.get("pipeline_id") or new_id),
                 "author": author,
             }
             statuses.append(current)
