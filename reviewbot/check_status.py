@@ -20,7 +20,7 @@ a request (the GitLab adapter does).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -42,6 +42,7 @@ from reviewbot.rules.checks import Check
 __all__ = ["CheckRun", "StatusWriter", "check_run_for", "no_checks", "summary_url"]
 
 STOPPED = (KeyboardInterrupt, SystemExit, GeneratorExit)  # the run was stopped from outside
+UNFINISHED = frozenset({CommitState.PENDING.value, CommitState.RUNNING.value})
 
 
 class StatusWriter(Protocol):
@@ -58,6 +59,8 @@ class StatusWriter(Protocol):
         ref: str | None = None,
         pipeline_id: int | None = None,
     ) -> None: ...
+
+    def commit_status(self, project_id: int | str, sha: str, name: str) -> dict | None: ...
 
 
 @dataclass
@@ -86,6 +89,28 @@ class CheckRun:
         if self.posts:
             count = len(self.checks)
             self._post(CommitStatus(CommitState.PENDING, f"review started: {count} check(s)"))
+
+    def cancel_interrupted(self, heads: Sequence[str]) -> None:
+        """``canceled`` on the heads of this MR's earlier runs that were interrupted (their
+        process died, or a newer push superseded them) and left their status unfinished."""
+        if not self.posts:
+            return
+        assert self.writer is not None
+        for head in dict.fromkeys(heads):
+            if head == self.sha:
+                continue  # this run's own pending status takes over
+            current = self.writer.commit_status(self.project_id, head, self.name)
+            if current is not None and current.get("status") in UNFINISHED:
+                reason = f"review interrupted; superseded by the review of {self.sha[:8]}"
+                self.writer.set_commit_status(
+                    self.project_id,
+                    head,
+                    self.name,
+                    CommitStatus(CommitState.CANCELED, reason),
+                    target_url=self.mr_url or None,
+                    ref=self.ref,
+                )
+                self.say(f"commit status {self.name!r} of {head[:8]}: canceled ({reason})")
 
     def judge(
         self,

@@ -203,8 +203,8 @@ def run_merge_request(
     snapshot = gitlab.snapshot(project, iid)
     key = MergeRequestKey(gitlab.url, snapshot.project_id, snapshot.iid)
     ttl_s = options.lock_ttl_s or app.settings.mr_lock_seconds
-    with _lease(app.store, key, snapshot, ttl_s):
-        run = _Run(app, snapshot, key, options, gitlab, say, counter)
+    with _lease(app.store, key, snapshot, ttl_s) as interrupted:
+        run = _Run(app, snapshot, key, options, gitlab, say, counter, interrupted=interrupted)
         review_id = _start(run)
         try:
             return _steps(run, review_id)
@@ -222,6 +222,7 @@ def _steps(run: _Run, review_id: int) -> RunReport:
     settings, rules, taught = guidance.settings, guidance.rules, guidance.learnings
     run.checks = _checks(run, settings, rules)
     run.checks.begin()
+    run.checks.cancel_interrupted(run.interrupted)
     # --- team learnings (reviewbot.learnings.teaching): in the prompt, in the key, then suppressing
     learnt = learning_rules(taught)
     keyed = RuleSet((*rules.rules, *learnt.rules))  # a new learning: a full review
@@ -282,9 +283,9 @@ def _load_tokenizer_meanwhile(model: str | None) -> Future[TokenCounter]:
 @contextmanager
 def _lease(
     store: Store, key: MergeRequestKey, snapshot: MergeRequestSnapshot, ttl_s: float
-) -> Iterator[None]:
+) -> Iterator[list[str]]:
     """Hold the MR for this run for ``ttl_s`` at a time (MergeRequestBusyError when another
-    run does)."""
+    run does); yields the heads of the MR's runs that were interrupted."""
     with hold_mr_lock(store, str(key), ttl_s) as held:
         if not held:
             raise MergeRequestBusyError(
@@ -292,8 +293,13 @@ def _lease(
                 "try again when it finishes"
             )
         # This run holds the MR: a review still `running` was interrupted.
+        interrupted = [
+            str(row["head_sha"])
+            for row in store.reviews(project=snapshot.project_path, mr_iid=snapshot.iid)
+            if row["status"] == ReviewStatus.RUNNING.value
+        ]
         store.close_interrupted_reviews(key, INTERRUPTED)
-        yield
+        yield interrupted
 
 
 @dataclass
@@ -312,6 +318,7 @@ class _Run:
     files: RepoFiles = field(init=False)  # every file read of the run, at any of its SHAs
     tools_withheld: bool = False  # the tools were on, but the head's tree could not be listed
     checks: CheckRun = field(default_factory=no_checks)  # the named checks and their status
+    interrupted: list[str] = field(default_factory=list)  # heads of runs that never finished
 
     def __post_init__(self) -> None:
         self.source = open_repository(

@@ -17,6 +17,8 @@ from reviewbot.commands.ci import ci_command
 from reviewbot.errors import EXIT_FAILURE, EXIT_FINDINGS, EXIT_OK
 from reviewbot.mr import RunOptions, run_merge_request
 from reviewbot.queue import JobQueue
+from reviewbot.rules.check_verdicts import CommitState, CommitStatus
+from reviewbot.store import MergeRequestKey
 from reviewbot.worker import Worker
 from tests.mr_world import BOT_TOKEN, PROJECT, World, commit_on_feature, git
 from tests.test_run_rules import commit_on_target, summary_body
@@ -33,7 +35,13 @@ rules:
   - name: no-secrets
     check: {no_secrets: true}
 """
-CLEAN_APP = "import json\n\n\ndef load(path):\n    with open(path) as handle:\n        return json.load(handle)\n"
+CLEAN_APP = """import json
+
+
+def load(path):
+    with open(path) as handle:
+        return json.load(handle)
+"""
 EVERY_TRY = 20  # every try of the one chunk
 
 
@@ -109,7 +117,7 @@ def test_an_incomplete_review_is_never_success(world: World) -> None:
 
 def test_a_run_that_dies_fails_the_status_and_one_stopped_cancels_it(world: World) -> None:
     with_checks(world)
-    with pytest.raises(Exception, match="127.0.0.1:9"):
+    with pytest.raises(Exception, match=r"127\.0\.0\.1:9"):
         world.run(llm_base_url="http://127.0.0.1:9/v1")
     [(_, state, description)] = statuses(world)
     assert state == "failed" and description.startswith("review did not complete: ")
@@ -202,3 +210,41 @@ def test_ci_with_an_incomplete_review_fails_the_job_and_the_status(
     result = CliRunner().invoke(ci_command, [], env=ci_env(world, checkout, head))
     assert result.exit_code == EXIT_FAILURE, result.output
     assert statuses(world)[-1][1:] == ("failed", "review incomplete: 1 of 1 chunks not reviewed")
+
+
+def test_a_run_killed_midway_is_canceled_by_the_next_run_on_a_newer_head(world: World) -> None:
+    """The process died (no `except` ran): its review stayed `running` and its status
+    `pending`; the next run of the MR, on the pushed head, cancels that status."""
+    with_checks(world)
+    first_head = git(world.repo, "rev-parse", "feature")
+    settings = world.settings()
+    with App(settings) as app:
+        gitlab = app.gitlab()
+        snapshot = gitlab.snapshot(PROJECT, 1)
+        refs = snapshot.diff_refs
+        app.store.start_review(
+            project=PROJECT,
+            mr_iid=1,
+            head_sha=first_head,
+            base_sha=refs.base_sha,
+            start_sha=refs.start_sha,
+            trigger="webhook",
+            model="",
+            prompt_version="",
+            key=MergeRequestKey(gitlab.url, PROJECT_ID, 1),
+            dry_run=False,
+        )
+        gitlab.set_commit_status(
+            PROJECT_ID,
+            first_head,
+            "reviewbot",
+            CommitStatus(CommitState.PENDING, "started"),
+            ref="feature",
+        )
+    head = commit_on_feature(world.repo, {"app.py": CLEAN_APP}, "fix app.py")
+    world.gitlab.push(PROJECT, 1, head)
+    world.run()
+    assert statuses(world, first_head) == [
+        ("reviewbot", "canceled", f"review interrupted; superseded by the review of {head[:8]}")
+    ]
+    assert statuses(world, head)[0][1] == "success"
