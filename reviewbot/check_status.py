@@ -4,17 +4,18 @@
 define checks (and the setting ``commit_status`` is on, and the run is no dry run) it posts the
 status ``pending`` on the head commit as the review starts (:meth:`CheckRun.begin`), judges
 every check once the findings are final (:meth:`CheckRun.judge`: the deterministic ones by
-``reviewbot.rules.check_verdicts``, the model-judged ones by ``reviewbot.check_questions``) and
-posts ``success`` or ``failed`` at the end (:meth:`CheckRun.finish`). A run that ends in an
+``reviewbot.rules.check_verdicts``, the model-judged ones by ``reviewbot.rules.check_questions``)
+and posts ``success`` or ``failed`` at the end (:meth:`CheckRun.finish`). A run that ends in an
 error posts ``failed`` with the error, a run stopped from outside (SIGTERM, Ctrl-C) posts
-``canceled`` (:meth:`CheckRun.abort`): a status once ``pending`` never stays there because
-the run died, and never becomes ``success`` for an incomplete review.
+``canceled`` (:meth:`CheckRun.abort`), and the next run of the MR cancels what a killed run left
+``pending`` (:meth:`CheckRun.cancel_interrupted`): a status never becomes ``success`` for an
+incomplete review.
 
 Every write is idempotent (``reviewbot.gitlab.statuses``): a retried job, a lost answer or a
 second run on the same head posts nothing twice.
 
 Owns: when the status is posted and what it says about a run. Must not: judge a check itself
-(``reviewbot.rules.check_verdicts``), ask the model (``reviewbot.check_questions``), or build
+(``reviewbot.rules.check_verdicts``), ask the model (``reviewbot.rules.check_questions``), or build
 a request (the GitLab adapter does).
 """
 
@@ -204,7 +205,9 @@ def check_run_for(
         project_id=snapshot.project_id,
         sha=snapshot.diff_refs.head_sha,
         name=settings.commit_status_name,
-        ref=snapshot.source_branch or None,
+        # GitLab looks for the pipeline by SHA, ref and id together: the ref of an MR pipeline
+        # is refs/merge-requests/IID/head, not the branch, so with an id the ref is left out
+        ref=None if pipeline_id is not None else snapshot.source_branch or None,
         pipeline_id=pipeline_id,
         mr_url=snapshot.web_url,
         say=say,

@@ -13,12 +13,15 @@ order, each done by the module that owns it:
    API; every read of the run goes through it, and ``_Run.repository()`` is the head's view);
 4. **review** with ``app.model()`` (:mod:`reviewbot.review`), the model's repository tools
    reading ``_Run.repository()`` (the head's view) when the setting ``tools`` is on;
-5. **publish** through the publisher for ``publish_mode`` or the dry-run one
+5. **checks**: the rules' named checks judged (the model-judged ones asked, one call each),
+   their commit status ``pending`` since step 1 and final once the summary is posted
+   (:mod:`reviewbot.check_status`);
+6. **publish** through the publisher for ``publish_mode`` or the dry-run one
    (:mod:`reviewbot.publish`);
-6. **record** the run: its model calls as soon as the model answered, its findings and how it
+7. **record** the run: its model calls as soon as the model answered, its findings and how it
    ended once it published (``Store.record_run``, typed records of
    :mod:`reviewbot.store.records`); a failure is recorded with its error, then raised;
-7. **outcomes**: what became of earlier findings (:mod:`reviewbot.feedback`).
+8. **outcomes**: what became of earlier findings (:mod:`reviewbot.feedback`).
 
 The lease (a lock on the MR in the database) serialises runs: two runs at once never
 double-post (docs/locking.md describes the project's three locking mechanisms).
@@ -67,7 +70,8 @@ from reviewbot.review import (
     settings_key,
     with_carried_over,
 )
-from reviewbot.rules.check_verdicts import evidence_of
+from reviewbot.rules.check_questions import ask_checks
+from reviewbot.rules.check_verdicts import CheckVerdict, evidence_of
 from reviewbot.rules.ruleset import RuleSet
 from reviewbot.states import ReviewStatus, Workload
 from reviewbot.store import MergeRequestKey
@@ -239,7 +243,8 @@ def _steps(run: _Run, review_id: int) -> RunReport:
     result = dataclasses.replace(result, findings=findings)
     run.warnings.extend(result.rule_notes)
     evidence = evidence_of(run.snapshot.files, findings.findings, result.unreviewed)
-    run.checks.judge(evidence, {}, len(result.plan.chunks), len(result.unreviewed))
+    asked = _ask_checks(run, review_id, settings, increment)
+    run.checks.judge(evidence, asked, len(result.plan.chunks), len(result.unreviewed))
     run.store.record_run(review_id, calls=result.model_calls)
     report = RunReport(
         project_path=run.snapshot.project_path,
@@ -387,6 +392,29 @@ def _checks(run: _Run, settings: Settings, rules: RuleSet) -> CheckRun:
         pipeline_id=run.options.pipeline_id,
         say=run.say,
     )
+
+
+def _ask_checks(
+    run: _Run, review_id: int, settings: Settings, increment: Increment
+) -> dict[str, CheckVerdict]:
+    """The model-judged checks' verdicts (reviewbot.rules.check_questions), their calls
+    on record."""
+    if not any(check.model_judged for check in run.checks.checks):
+        return {}
+    run.say("asking the model-judged checks")
+    files = [f for f in run.snapshot.files if f.path not in increment.skipped]
+    asked = ask_checks(
+        run.checks.checks,
+        files,
+        run.app.model(),
+        run.counter.result(),
+        title=run.snapshot.title,
+        budget_tokens=settings.check_context_tokens,
+        session=session_key(run.key.gitlab_url, run.key.project_id, run.key.iid),
+        priority=request_priority(review_workload(increment)),
+    )
+    run.store.record_run(review_id, calls=asked.calls)
+    return asked.verdicts
 
 
 def _team_guidance(run: _Run) -> TeamGuidance:

@@ -9,7 +9,15 @@ import pytest
 
 from reviewbot.analyzer_findings import AnalyzerFinding, AnalyzerProblem, AnalyzerRun
 from reviewbot.diff import Side, parse_git_diff
+from reviewbot.diffview import FileView, render_file
 from reviewbot.findings import AnchorKind, Category, Finding, Severity
+from reviewbot.model import ModelAnswer, ToolCallText
+from reviewbot.rules.check_questions import (
+    check_messages,
+    limited_by,
+    read_check_verdict,
+    shown_diff,
+)
 from reviewbot.rules.check_verdicts import (
     MAX_DESCRIPTION_CHARS,
     CheckEvidence,
@@ -22,6 +30,7 @@ from reviewbot.rules.check_verdicts import (
 )
 from reviewbot.rules.checks import Check, CheckKind
 from reviewbot.rules.ruleset import RuleSource, RuleTexts, merge_rules, parse_yaml_rules
+from reviewbot.tokens import ByteEstimateCounter
 from reviewbot.unreviewed import UnreviewedPart
 
 RULES = """
@@ -229,3 +238,37 @@ def test_the_status_is_success_only_for_a_complete_review_whose_checks_all_passe
         [CheckVerdict("n" * 90 + str(i), CheckOutcome.FAIL, "") for i in range(5)], 1, 0
     )
     assert len(many.description) <= MAX_DESCRIPTION_CHARS
+
+
+def _answer(*calls: tuple[str, str]) -> ModelAnswer:
+    return ModelAnswer(tool_calls=[ToolCallText(name, arguments) for name, arguments in calls])
+
+
+def test_a_check_verdict_is_read_from_the_first_readable_call_else_cannot_tell() -> None:
+    good = '{"verdict": "fail", "reason": "  downgrade()\\n is missing "}'
+    read = read_check_verdict(_answer(("check_verdict", "{broken"), ("check_verdict", good)), "c")
+    assert read == CheckVerdict("c", CheckOutcome.FAIL, "the model: downgrade() is missing")
+    for answer in (
+        None,
+        _answer(),
+        _answer(("check_verdict", '{"verdict": "maybe", "reason": "r"}')),
+        _answer(("report_finding", good)),
+    ):
+        assert read_check_verdict(answer, "c").outcome is CheckOutcome.CANNOT_TELL
+
+
+def test_a_check_shown_part_of_its_diff_does_not_pass() -> None:
+    files = _files(_diff("a.py", ["x = 1"]), _diff("b.py", ["y = 2"] * 200))
+    counter = ByteEstimateCounter()
+    first = counter.count(render_file(FileView(files[0], files[0].hunks)))
+    shown = shown_diff(files, counter, first)
+    assert (shown.paths, shown.not_shown) == (("a.py",), ("b.py",))
+    passed = CheckVerdict("c", CheckOutcome.PASS, "the model: fine")
+    limited = limited_by(passed, shown)
+    assert (
+        limited.outcome is CheckOutcome.CANNOT_TELL and "not shown, no room: b.py" in limited.reason
+    )
+    failed = CheckVerdict("c", CheckOutcome.FAIL, "the model: no")
+    assert limited_by(failed, shown) == failed
+    messages = check_messages(_check("reversible", _checks()[0]), "Title", shown)
+    assert "Not shown (no room): b.py" in messages[1]["content"]

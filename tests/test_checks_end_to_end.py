@@ -18,7 +18,7 @@ from reviewbot.errors import EXIT_FAILURE, EXIT_FINDINGS, EXIT_OK
 from reviewbot.mr import RunOptions, run_merge_request
 from reviewbot.queue import JobQueue
 from reviewbot.rules.check_verdicts import CommitState, CommitStatus
-from reviewbot.store import MergeRequestKey
+from reviewbot.store import MergeRequestKey, Store
 from reviewbot.worker import Worker
 from tests.mr_world import BOT_TOKEN, PROJECT, World, commit_on_feature, git
 from tests.test_run_rules import commit_on_target, summary_body
@@ -248,3 +248,50 @@ def test_a_run_killed_midway_is_canceled_by_the_next_run_on_a_newer_head(world: 
         ("reviewbot", "canceled", f"review interrupted; superseded by the review of {head[:8]}")
     ]
     assert statuses(world, head)[0][1] == "success"
+
+
+ASKED = """\
+rules:
+  - name: parser-safe
+    paths: ["app.py"]
+    check:
+      ask: Is every parser in app.py safe on untrusted text?
+  - name: docs-ok
+    paths: ["docs/**"]
+    check:
+      ask: Are the docs updated?
+"""
+
+
+def test_a_model_judged_check_is_asked_once_and_its_verdict_is_the_status(world: World) -> None:
+    commit_on_target(world, {".reviewbot/rules.yaml": ASKED}, "asked checks")
+    head = commit_on_feature(
+        world.repo, {"util.py": "def clamp(v):\n    return v  # check-fails\n"}, "marked"
+    )
+    world.gitlab.push(PROJECT, 1, head)
+    report = world.run()
+    asked = [
+        body
+        for body in world.vllm.requests
+        if any(t["function"]["name"] == "check_verdict" for t in body.get("tools") or [])
+    ]
+    assert len(asked) == 1  # docs-ok: no changed file in its paths, no call
+    prompt = asked[0]["messages"][-1]["content"]
+    assert "Is every parser in app.py safe" in prompt and '<file path="app.py"' in prompt
+    assert '<file path="util.py"' not in prompt  # only the check's paths
+    verdicts = {v.name: (v.outcome.value, v.reason) for v in report.checks.verdicts}
+    assert verdicts["parser-safe"][0] == "pass"
+    assert verdicts["docs-ok"] == ("pass", "no changed file in its paths")
+    assert statuses(world)[-1][1:] == ("success", "all 2 checks passed")
+    purposes = [c.purpose for c in report.review.calls]
+    assert "check" not in purposes  # the review's calls; the check's call is stored apart
+    calls = Store.from_url(world.database_url).llm_calls(report.review_id)
+    assert [c["purpose"] for c in calls].count("check") == 1
+
+    head = commit_on_feature(world.repo, {"app.py": CLEAN_APP + "# check-fails\n"}, "fails")
+    world.gitlab.push(PROJECT, 1, head)
+    world.run()
+    assert statuses(world, head) == [("reviewbot", "failed", "1 of 2 checks failed: parser-safe")]
+    assert "| parser-safe | ❌ fail | the model: app.py:7 is marked failing |" in summary_body(
+        world
+    )

@@ -19,7 +19,7 @@ status: ``success`` only when the review is complete and every check passed.
 
 Owns: :class:`CheckOutcome`, :class:`CheckVerdict`, :class:`CheckEvidence`, :class:`CommitState`
 and how a verdict and a commit status are decided. Must not: call the model (model-judged checks
-are answered by ``reviewbot.check_questions``) or talk to GitLab.
+are answered by ``reviewbot.rules.check_questions``) or talk to GitLab.
 """
 
 from __future__ import annotations
