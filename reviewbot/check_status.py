@@ -76,7 +76,7 @@ class CheckRun:
     ref: str | None = None
     pipeline_id: int | None = None
     mr_url: str = ""
-    say: Callable[[str], None] = print
+    say: Callable[[str], None] = field(default=lambda _message: None)
     verdicts: list[CheckVerdict] = field(default_factory=list)
     posted: CommitState | None = None  # the last state this run posted
     final: CommitStatus | None = None

@@ -258,7 +258,6 @@ def _steps(run: _Run, review_id: int) -> RunReport:
         withheld=withheld_by(taught, suppressed),
     )
     report.published = _publish(run, review_id, settings, result, report.withheld)
-    run.checks.finish(summary_url(run.snapshot.web_url, report.published.summary_note_id))
     report.checks = run.checks
     seen = digest(run.snapshot.files, settings_key(settings, keyed))
     ending = _ending(result, report.published, seen)
@@ -267,6 +266,8 @@ def _steps(run: _Run, review_id: int) -> RunReport:
     run.store.record_run(review_id, findings=stored, ending=ending)
     if not run.options.dry_run:
         _record_outcomes(run, report.published)
+    # last: what the review did is on record before the status says it is done
+    run.checks.finish(summary_url(run.snapshot.web_url, report.published.summary_note_id))
     return report
 
 

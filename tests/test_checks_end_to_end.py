@@ -14,6 +14,7 @@ from click.testing import CliRunner
 
 from reviewbot.app import App
 from reviewbot.commands.ci import ci_command
+from reviewbot.commands.render import run_json
 from reviewbot.errors import EXIT_FAILURE, EXIT_FINDINGS, EXIT_OK
 from reviewbot.mr import RunOptions, run_merge_request
 from reviewbot.queue import JobQueue
@@ -79,6 +80,14 @@ def test_a_failing_check_fails_the_status_then_a_push_that_fixes_it_passes(world
     assert "| no-secrets | ✅ pass |" in body
     assert "Commit status: failed: 1 of 2 checks failed: app-clean" in body
     assert len(status_posts(world)) == 2  # pending, then failed
+    data = run_json(report)["checks"]
+    assert data["commit_status"] == {
+        "name": "reviewbot",
+        "state": "failed",
+        "description": "1 of 2 checks failed: app-clean",
+        "posted": True,
+    }
+    assert [v["outcome"] for v in data["verdicts"]] == ["fail", "pass"]
 
     head = commit_on_feature(world.repo, {"app.py": CLEAN_APP}, "fix app.py")
     world.gitlab.push(PROJECT, 1, head)

@@ -914,7 +914,14 @@ def is_check_question(request: ChatRequest) -> bool:
 
 
 def check_answer(lines: Sequence[DiffLine]) -> Answer:
-    """One ``check_verdict`` call: fail on the first added line with the fail marker, cannot
+    """One ``check_verdict`` call with :func:`check_verdict_arguments`."""
+    text = json.dumps(check_verdict_arguments(lines))
+    call = _tool_call(CHECK_VERDICT_TOOL_NAME, text)
+    return Answer(None, [call], None, "tool_calls", len(encode(text)) + EOS_TOKEN_COUNT)
+
+
+def check_verdict_arguments(lines: Sequence[DiffLine]) -> dict[str, str]:
+    """The check brain's verdict: fail on the first added line with the fail marker, cannot
     tell on one with the unsure marker, else pass."""
     added = [line for line in lines if line.kind == "added"]
     failing = next((line for line in added if CHECK_FAILS_MARKER in line.text), None)
@@ -928,9 +935,7 @@ def check_answer(lines: Sequence[DiffLine]) -> Answer:
         verdict = {"verdict": "cannot_tell", "reason": f"{unsure.path}:{unsure.number} is unclear"}
     else:
         verdict = {"verdict": "pass", "reason": f"{len(added)} added lines checked"}
-    text = json.dumps(verdict)
-    call = _tool_call(CHECK_VERDICT_TOOL_NAME, text)
-    return Answer(None, [call], None, "tool_calls", len(encode(text)) + EOS_TOKEN_COUNT)
+    return verdict
 
 
 def is_verification(request: ChatRequest) -> bool:
