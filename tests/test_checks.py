@@ -8,6 +8,7 @@ import dataclasses
 import pytest
 
 from reviewbot.analyzer_findings import AnalyzerFinding, AnalyzerProblem, AnalyzerRun
+from reviewbot.config import ConfigError, Settings
 from reviewbot.diff import Side, parse_git_diff
 from reviewbot.diffview import FileView, render_file
 from reviewbot.findings import AnchorKind, Category, Finding, Severity
@@ -272,3 +273,10 @@ def test_a_check_shown_part_of_its_diff_does_not_pass() -> None:
     assert limited_by(failed, shown) == failed
     messages = check_messages(_check("reversible", _checks()[0]), "Title", shown)
     assert "Not shown (no room): b.py" in messages[1]["content"]
+
+
+@pytest.mark.parametrize("name", ["", "   ", "x" * 256])
+def test_a_commit_status_name_must_be_short_text(name: str) -> None:
+    with pytest.raises(ConfigError, match="commit_status_name must be text of 1 to 255"):
+        Settings(commit_status_name=name)
+    assert Settings(commit_status_name="review / checks").commit_status_name == "review / checks"

@@ -13,6 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from reviewbot.app import App
+from reviewbot.commands import main
 from reviewbot.commands.ci import ci_command
 from reviewbot.commands.render import run_json
 from reviewbot.errors import EXIT_FAILURE, EXIT_FINDINGS, EXIT_OK
@@ -303,4 +304,15 @@ def test_a_model_judged_check_is_asked_once_and_its_verdict_is_the_status(world:
     assert statuses(world, head) == [("reviewbot", "failed", "1 of 2 checks failed: parser-safe")]
     assert "| parser-safe | ❌ fail | the model: app.py:7 is marked failing |" in summary_body(
         world
+    )
+
+
+def test_reviewbot_run_says_what_the_checks_came_to(world: World) -> None:
+    with_checks(world)
+    env = {**world.command_env("unused"), "REVIEWBOT_GITLAB_NOTES_PER_MINUTE": "60000"}
+    result = CliRunner().invoke(main, ["run", "1", "--project", PROJECT], env=env)
+    assert result.exit_code == 0, result.output
+    assert (
+        "Checks: failed: 1 of 2 checks failed: app-clean (commit status `reviewbot`)"
+        in " ".join(result.stdout.split())
     )

@@ -304,6 +304,8 @@ def print_run(report: Any, console: Console) -> None:
             f"{report.resolved_threads} stale threads resolved. {report.web_url}"
         )
     )
+    if report.checks.final is not None:
+        console.print(data(f"Checks: {report.checks.status_words()}"))
 
 
 # --- reviews ---------------------------------------------------------------------------------
