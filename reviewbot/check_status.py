@@ -61,7 +61,9 @@ class StatusWriter(Protocol):
         pipeline_id: int | None = None,
     ) -> None: ...
 
-    def commit_status(self, project_id: int | str, sha: str, name: str) -> dict | None: ...
+    def commit_status(
+        self, project_id: int | str, sha: str, name: str, ref: str | None = None
+    ) -> dict | None: ...
 
 
 @dataclass
@@ -100,7 +102,7 @@ class CheckRun:
         for head in dict.fromkeys(heads):
             if head == self.sha:
                 continue  # this run's own pending status takes over
-            current = self.writer.commit_status(self.project_id, head, self.name)
+            current = self.writer.commit_status(self.project_id, head, self.name, self.ref)
             if current is not None and current.get("status") in UNFINISHED:
                 reason = f"review interrupted; superseded by the review of {self.sha[:8]}"
                 self.writer.set_commit_status(

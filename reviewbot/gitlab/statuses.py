@@ -11,8 +11,8 @@
 
 Every write is exactly-once in effect: the status of that name is read first (the state is
 there already: nothing is written), a write whose answer was lost is looked for before it is
-sent again, and the 400 above is read as "already in that state" once the status is read back
-and says so.
+sent again, and the 400 above is read as "already in that state" when the state it names
+(``from :pending``), or the status read back, is the one wanted.
 
 Owns: :class:`CommitStatusWriter`. Must not: decide which state to post
 (``reviewbot.check_status`` does).
@@ -20,6 +20,7 @@ Owns: :class:`CommitStatusWriter`. Must not: decide which state to post
 
 from __future__ import annotations
 
+import re
 from typing import Any
 from urllib.parse import quote
 
@@ -31,17 +32,21 @@ from reviewbot.rules.check_verdicts import CommitState, CommitStatus
 __all__ = ["TRANSITION_REFUSED", "CommitStatusWriter"]
 
 TRANSITION_REFUSED = "Cannot transition status"  # the start of GitLab's 400 for the same state
+REFUSED_FROM = re.compile(r"from :(?P<state>[a-z_]+)")
 UNFINISHED = frozenset({CommitState.PENDING.value, CommitState.RUNNING.value})
 
 
 class CommitStatusWriter(GitLabConnection):
     """The review's commit status on a commit, read and written."""
 
-    def commit_status(self, project_id: int | str, sha: str, name: str) -> dict[str, Any] | None:
-        """The latest status named ``name`` on ``sha``, or None when it has none."""
+    def commit_status(
+        self, project_id: int | str, sha: str, name: str, ref: str | None = None
+    ) -> dict[str, Any] | None:
+        """The latest status named ``name`` (of ``ref``, when given) on ``sha``, or None."""
         path = f"/projects/{quote(str(project_id), safe='')}/repository/commits/{sha}/statuses"
+        query = {"name": name, **({"ref": ref} if ref else {})}
         with self._translated(f"reading the commit status {name!r} of {sha[:8]}"):
-            found = [s for s in self._list(path, name=name) if s.get("name") == name]
+            found = [s for s in self._list(path, **query) if s.get("name") == name]
         return max(found, key=lambda status: int(status["id"])) if found else None
 
     def set_commit_status(
@@ -56,7 +61,7 @@ class CommitStatusWriter(GitLabConnection):
         pipeline_id: int | None = None,
     ) -> None:
         """Make the status ``name`` of ``sha`` say ``status``, once (see the module notes)."""
-        if _says(self.commit_status(project_id, sha, name), status):
+        if _says(self.commit_status(project_id, sha, name, ref), status):
             return
         path = f"/projects/{quote(str(project_id), safe='')}/statuses/{sha}"
         data: dict[str, Any] = {
@@ -72,7 +77,7 @@ class CommitStatusWriter(GitLabConnection):
             data["pipeline_id"] = pipeline_id
 
         def landed() -> dict[str, Any] | None:
-            current = self.commit_status(project_id, sha, name)
+            current = self.commit_status(project_id, sha, name, ref)
             return current if _says(current, status) else None
 
         action = f"setting the commit status {name!r} of {sha[:8]} to {status.state.value}"
@@ -81,14 +86,21 @@ class CommitStatusWriter(GitLabConnection):
                 self._write_once(lambda: self._create(path, data), landed)
             except GitlabHttpError as error:
                 refused = error.response_code == HTTP_BAD_REQUEST
-                if not (refused and TRANSITION_REFUSED in error_text(error)):
+                text = error_text(error)
+                if not (refused and TRANSITION_REFUSED in text):
                     raise
-                current = self.commit_status(project_id, sha, name)
+                if _state_refused_from(text) == status.state.value:
+                    return  # GitLab says the status already is in that state
+                current = self.commit_status(project_id, sha, name, ref)
                 if current is None or current.get("status") != status.state.value:
                     now = current.get("status") if current else "none"
-                    raise GitLabError(
-                        f"{action} failed: {error_text(error)} (now {now})"
-                    ) from error
+                    raise GitLabError(f"{action} failed: {text} (now {now})") from error
+
+
+def _state_refused_from(text: str) -> str | None:
+    """The state GitLab's transition refusal names as the current one (``from :pending``)."""
+    found = REFUSED_FROM.search(text)
+    return found["state"] if found else None
 
 
 def _says(current: dict[str, Any] | None, status: CommitStatus) -> bool:
