@@ -67,7 +67,8 @@ EXIT_CODES = {
     EXIT_FAILURE: "GitLab or the model failed, part of the diff could not be reviewed, or "
     "another run holds this MR",
     EXIT_BAD_INPUT: "configuration error, or not a merge request pipeline with --strict",
-    EXIT_FINDINGS: "findings at or above --fail-on remain",
+    EXIT_FINDINGS: "findings at or above --fail-on remain, or with --fail-on-checks a named "
+    "check did not pass",
 }
 SIGTERM_EXIT = 128 + signal.SIGTERM  # the shell's code for a job killed by SIGTERM
 
@@ -115,6 +116,7 @@ class CiEnvironment:
     diff_base_sha: str | None = None
     commit_sha: str | None = None
     job_url: str | None = None
+    pipeline_id: int | None = None  # CI_PIPELINE_ID: the checks' commit status joins it
 
 
 def gitlab_url_from_api_url(api_url: str) -> str:
@@ -166,7 +168,15 @@ def read_ci_environment(env: Mapping[str, str], cwd: Path) -> CiEnvironment:
         diff_base_sha=value("CI_MERGE_REQUEST_DIFF_BASE_SHA"),
         commit_sha=value("CI_COMMIT_SHA"),
         job_url=value("CI_JOB_URL"),
+        pipeline_id=_pipeline_id(value("CI_PIPELINE_ID"), value("CI_COMMIT_SHA")),
     )
+
+
+def _pipeline_id(text: str | None, commit_sha: str | None) -> int | None:
+    """The pipeline the commit status joins: this one, when it runs on a commit (always, in
+    GitLab CI); a value that is no number is left out (the status then goes on the head SHA
+    alone)."""
+    return int(text) if text and text.isdigit() and commit_sha else None
 
 
 # --- policy and artifacts --------------------------------------------------------------------
@@ -256,7 +266,12 @@ def review_pipeline_merge_request(
 
     checkout = Checkout(ci.project_dir, say)
     options = RunOptions(
-        trigger="ci", dry_run=dry_run, checkout=checkout, ci_job_url=ci.job_url, full=full
+        trigger="ci",
+        dry_run=dry_run,
+        checkout=checkout,
+        ci_job_url=ci.job_url,
+        full=full,
+        pipeline_id=ci.pipeline_id,
     )
     with (
         _sigterm_unwinds(),

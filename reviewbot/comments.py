@@ -240,6 +240,9 @@ class SummaryData:
     masked: int = 0  # findings whose text held what looked like a secret, masked before posting
     unknown_rules: int = 0  # findings that named a rule the review does not have (name dropped)
     missing_context: Sequence[str] = ()  # context the review meant to show and could not read
+    # the named checks: (name, outcome, reason) each, and the commit status they made
+    checks: Sequence[tuple[str, str, str]] = ()
+    check_status: str = ""
 
 
 def summary_body(summary: SummaryData) -> str:
@@ -247,6 +250,7 @@ def summary_body(summary: SummaryData) -> str:
     sections = [
         _summary_heading(summary),
         _counts_table(summary),
+        _checks_section(summary.checks, summary.check_status),
         _coverage_section(summary.coverage),
         _unplaced_section(summary),
         _unreviewed_section(summary.unreviewed),
@@ -389,6 +393,19 @@ def _incremental_line(note: IncrementalNote) -> str:
         f"reviewed; {note.files_unchanged} unchanged: {kept}. Comment "
         "`/reviewbot review --full` for a full review."
     )
+
+
+def _checks_section(checks: Sequence[tuple[str, str, str]], status: str) -> str:
+    """The named checks as a table: name, outcome, reason (none: no section)."""
+    if not checks:
+        return ""
+    shown = {"pass": "✅ pass", "fail": "❌ fail", "cannot_tell": "❔ cannot tell"}
+    rows = "\n".join(
+        f"| {table_cell(name)} | {shown.get(outcome, table_cell(outcome))} | {table_cell(reason)} |"
+        for name, outcome, reason in checks
+    )
+    verdict = f"\n\nCommit status: {table_cell(status)}" if status else ""
+    return f"**Checks**\n\n| check | outcome | why |\n|---|---|---|\n{rows}{verdict}"
 
 
 def _unreviewed_section(unreviewed: Sequence[str]) -> str:

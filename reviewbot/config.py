@@ -36,6 +36,7 @@ from typing import Any
 
 import platformdirs
 
+from reviewbot.check_settings import CheckSettings
 from reviewbot.findings import Category, Severity
 from reviewbot.group_config import GroupConfig, group_project_problem
 from reviewbot.input_files import InputFileRefused, read_input_file
@@ -214,10 +215,10 @@ def _default_database_url() -> str:
 
 
 @dataclass(frozen=True)
-class Settings(GroupConfig):
+class Settings(GroupConfig, CheckSettings):
     """Every setting, its default and its help text (docs/configuration.md is generated from
     these fields by ``python -m reviewbot.commands.docs``); a feature's own group of settings
-    is a base class in its own module (``GroupConfig``)."""
+    is a base class in its own module (``GroupConfig``, ``CheckSettings``)."""
 
     gitlab_url: str | None = setting(
         None,
@@ -567,6 +568,8 @@ class Settings(GroupConfig):
                 f"llm_session_header is no HTTP header name: {shown(self.llm_session_header)}"
             )
         _check_database_url(self.database_url)
+        if problem := self.check_settings_problem():
+            raise ConfigError(problem)
 
     def describe(self) -> dict[str, Any]:
         """Settings as a dict with secrets masked, for logs and diagnostics."""

@@ -13,12 +13,15 @@ order, each done by the module that owns it:
    API; every read of the run goes through it, and ``_Run.repository()`` is the head's view);
 4. **review** with ``app.model()`` (:mod:`reviewbot.review`), the model's repository tools
    reading ``_Run.repository()`` (the head's view) when the setting ``tools`` is on;
-5. **publish** through the publisher for ``publish_mode`` or the dry-run one
+5. **checks**: the rules' named checks judged (the model-judged ones asked, one call each),
+   their commit status ``pending`` since step 1 and final once the summary is posted
+   (:mod:`reviewbot.check_status`);
+6. **publish** through the publisher for ``publish_mode`` or the dry-run one
    (:mod:`reviewbot.publish`);
-6. **record** the run: its model calls as soon as the model answered, its findings and how it
+7. **record** the run: its model calls as soon as the model answered, its findings and how it
    ended once it published (``Store.record_run``, typed records of
    :mod:`reviewbot.store.records`); a failure is recorded with its error, then raised;
-7. **outcomes**: what became of earlier findings (:mod:`reviewbot.feedback`).
+8. **outcomes**: what became of earlier findings (:mod:`reviewbot.feedback`).
 
 The lease (a lock on the MR in the database) serialises runs: two runs at once never
 double-post (docs/locking.md describes the project's three locking mechanisms).
@@ -37,6 +40,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from reviewbot.check_status import CheckRun, check_run_for, no_checks, summary_url
 from reviewbot.comments import TokenUsage, Withheld
 from reviewbot.config import Settings
 from reviewbot.exclusions import skip_reason
@@ -66,6 +70,8 @@ from reviewbot.review import (
     settings_key,
     with_carried_over,
 )
+from reviewbot.rules.check_questions import ask_checks
+from reviewbot.rules.check_verdicts import CheckVerdict, evidence_of
 from reviewbot.rules.ruleset import RuleSet
 from reviewbot.states import ReviewStatus, Workload
 from reviewbot.store import MergeRequestKey
@@ -112,6 +118,7 @@ class RunOptions:
     lock_ttl_s: float | None = None  # None: Settings.mr_lock_seconds
     full: bool = False  # review every hunk, even those an earlier review saw unchanged
     concurrency: int | None = None  # model requests in flight for this review (None: settings)
+    pipeline_id: int | None = None  # the CI pipeline the checks' commit status joins
 
 
 @dataclass
@@ -128,6 +135,7 @@ class RunReport:
     published: PublishResult = field(default_factory=PublishResult)
     warnings: list[str] = field(default_factory=list)
     withheld: list[Withheld] = field(default_factory=list)  # per learning, findings kept off
+    checks: CheckRun = field(default_factory=no_checks)  # the named checks and their status
 
     @property
     def findings(self) -> list[Finding]:
@@ -199,12 +207,13 @@ def run_merge_request(
     snapshot = gitlab.snapshot(project, iid)
     key = MergeRequestKey(gitlab.url, snapshot.project_id, snapshot.iid)
     ttl_s = options.lock_ttl_s or app.settings.mr_lock_seconds
-    with _lease(app.store, key, snapshot, ttl_s):
-        run = _Run(app, snapshot, key, options, gitlab, say, counter)
+    with _lease(app.store, key, snapshot, ttl_s) as interrupted:
+        run = _Run(app, snapshot, key, options, gitlab, say, counter, interrupted=interrupted)
         review_id = _start(run)
         try:
             return _steps(run, review_id)
         except BaseException as error:
+            run.checks.abort(error)
             run.store.record_run(review_id, ending=ReviewEnding.failure(error))
             raise
         finally:
@@ -215,6 +224,9 @@ def _steps(run: _Run, review_id: int) -> RunReport:
     """Policy -> what changed -> read -> review -> publish -> record -> outcomes."""
     guidance = _team_guidance(run)
     settings, rules, taught = guidance.settings, guidance.rules, guidance.learnings
+    run.checks = _checks(run, settings, rules)
+    run.checks.begin()
+    run.checks.cancel_interrupted(run.interrupted)
     # --- team learnings (reviewbot.learnings.teaching): in the prompt, in the key, then suppressing
     learnt = learning_rules(taught)
     keyed = RuleSet((*rules.rules, *learnt.rules))  # a new learning: a full review
@@ -230,6 +242,9 @@ def _steps(run: _Run, review_id: int) -> RunReport:
     )
     result = dataclasses.replace(result, findings=findings)
     run.warnings.extend(result.rule_notes)
+    evidence = evidence_of(run.snapshot.files, findings.findings, result.unreviewed)
+    asked = _ask_checks(run, review_id, settings, increment)
+    run.checks.judge(evidence, asked, len(result.plan.chunks), len(result.unreviewed))
     run.store.record_run(review_id, calls=result.model_calls)
     report = RunReport(
         project_path=run.snapshot.project_path,
@@ -243,6 +258,7 @@ def _steps(run: _Run, review_id: int) -> RunReport:
         withheld=withheld_by(taught, suppressed),
     )
     report.published = _publish(run, review_id, settings, result, report.withheld)
+    report.checks = run.checks
     seen = digest(run.snapshot.files, settings_key(settings, keyed))
     ending = _ending(result, report.published, seen)
     stored = with_verdicts(_stored_findings(report.published), result.verification)
@@ -250,6 +266,8 @@ def _steps(run: _Run, review_id: int) -> RunReport:
     run.store.record_run(review_id, findings=stored, ending=ending)
     if not run.options.dry_run:
         _record_outcomes(run, report.published)
+    # last: what the review did is on record before the status says it is done
+    run.checks.finish(summary_url(run.snapshot.web_url, report.published.summary_note_id))
     return report
 
 
@@ -271,9 +289,9 @@ def _load_tokenizer_meanwhile(model: str | None) -> Future[TokenCounter]:
 @contextmanager
 def _lease(
     store: Store, key: MergeRequestKey, snapshot: MergeRequestSnapshot, ttl_s: float
-) -> Iterator[None]:
+) -> Iterator[list[str]]:
     """Hold the MR for this run for ``ttl_s`` at a time (MergeRequestBusyError when another
-    run does)."""
+    run does); yields the heads of the MR's runs that were interrupted."""
     with hold_mr_lock(store, str(key), ttl_s) as held:
         if not held:
             raise MergeRequestBusyError(
@@ -281,8 +299,13 @@ def _lease(
                 "try again when it finishes"
             )
         # This run holds the MR: a review still `running` was interrupted.
+        interrupted = [
+            str(row["head_sha"])
+            for row in store.reviews(project=snapshot.project_path, mr_iid=snapshot.iid)
+            if row["status"] == ReviewStatus.RUNNING.value
+        ]
         store.close_interrupted_reviews(key, INTERRUPTED)
-        yield
+        yield interrupted
 
 
 @dataclass
@@ -300,6 +323,8 @@ class _Run:
     source: RepositorySource = field(init=False)  # the repository at any of the run's SHAs
     files: RepoFiles = field(init=False)  # every file read of the run, at any of its SHAs
     tools_withheld: bool = False  # the tools were on, but the head's tree could not be listed
+    checks: CheckRun = field(default_factory=no_checks)  # the named checks and their status
+    interrupted: list[str] = field(default_factory=list)  # heads of runs that never finished
 
     def __post_init__(self) -> None:
         self.source = open_repository(
@@ -355,6 +380,42 @@ def _start(run: _Run) -> int:
 
 
 # --- policy, what changed, review ------------------------------------------------------------
+
+
+def _checks(run: _Run, settings: Settings, rules: RuleSet) -> CheckRun:
+    """The rules' named checks for this run, with their commit status (reviewbot.check_status)."""
+    return check_run_for(
+        rules.checks,
+        settings,
+        run.gitlab,
+        run.snapshot,
+        dry_run=run.options.dry_run,
+        pipeline_id=run.options.pipeline_id,
+        say=run.say,
+    )
+
+
+def _ask_checks(
+    run: _Run, review_id: int, settings: Settings, increment: Increment
+) -> dict[str, CheckVerdict]:
+    """The model-judged checks' verdicts (reviewbot.rules.check_questions), their calls
+    on record."""
+    if not any(check.model_judged for check in run.checks.checks):
+        return {}
+    run.say("asking the model-judged checks")
+    files = [f for f in run.snapshot.files if f.path not in increment.skipped]
+    asked = ask_checks(
+        run.checks.checks,
+        files,
+        run.app.model(),
+        run.counter.result(),
+        title=run.snapshot.title,
+        budget_tokens=settings.check_context_tokens,
+        session=session_key(run.key.gitlab_url, run.key.project_id, run.key.iid),
+        priority=request_priority(review_workload(increment)),
+    )
+    run.store.record_run(review_id, calls=asked.calls)
+    return asked.verdicts
 
 
 def _team_guidance(run: _Run) -> TeamGuidance:
@@ -494,6 +555,8 @@ def _publish(
                 _facts(result, run.options, run.warnings),
                 withheld=withheld,
                 missing_context=_missing_context(run),
+                checks=run.checks.rows(),
+                check_status=run.checks.status_words(),
             ),
             run.read_head,
             on_posted=posted,

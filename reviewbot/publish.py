@@ -298,6 +298,8 @@ class ReviewFacts:
     withheld: Sequence[Withheld] = ()  # per learning, the findings it kept off the MR
     unknown_rules: int = 0  # findings that named a rule the review does not have (name dropped)
     missing_context: Sequence[str] = ()  # context the review meant to show and could not read
+    checks: Sequence[tuple[str, str, str]] = ()  # the named checks: (name, outcome, reason)
+    check_status: str = ""  # the commit status they make, in words ("": none posted)
 
 
 @dataclass
@@ -474,6 +476,8 @@ def _summary_data(
         masked=sum(finding.masked for finding in _this_reviews_findings(result)),
         unknown_rules=facts.unknown_rules,
         missing_context=facts.missing_context,
+        checks=facts.checks,
+        check_status=facts.check_status,
     )
 
 

@@ -93,6 +93,7 @@ class CallPurpose(StrEnum):
 
     REVIEW = "review"  # a chunk's review (first request, repair turns, tool rounds)
     VERIFY = "verify"  # the verification pass over a chunk's candidate findings
+    CHECK = "check"  # a model-judged named check of the MR (reviewbot.rules.check_questions)
 
 
 class Workload(StrEnum):

@@ -117,5 +117,6 @@ def test_the_project_option_is_declared_once_and_means_the_same_everywhere() -> 
         "report",
         "learnings add",
         "learnings list",
+        "plan",  # the project whose groups' rules apply (docs/rules.md)
     }
     assert set(taking.values()) == {(ProjectRef, "ID_OR_PATH")}

@@ -80,13 +80,17 @@ def _print_outcome(report: RunReport) -> None:
     for finding in findings:
         where = f"{finding.path}:{finding.line}" if finding.line is not None else finding.path
         click.echo(terminal_text(f"  [{finding.severity.value}] {where}: {finding.title}"))
+    for name, outcome, reason in report.checks.rows():
+        click.echo(terminal_text(f"  check {name}: {outcome} ({reason})"))
+    if report.checks.final is not None:
+        click.echo(terminal_text(f"checks: {report.checks.status_words()}"))
     for warning in report.warnings:
         _say(f"warning: {warning}")
     if report.web_url:
         click.echo(terminal_text(report.web_url))
 
 
-def _exit_code(report: RunReport, fail_on: Severity | None) -> int:
+def _exit_code(report: RunReport, fail_on: Severity | None, fail_on_checks: bool) -> int:
     if fail_on is not None:
         gate = findings_at_or_above(report.findings, fail_on)
         if gate:
@@ -100,6 +104,10 @@ def _exit_code(report: RunReport, fail_on: Severity | None) -> int:
             f"{report.review.unreviewed[0].describe()}"
         )
         return EXIT_FAILURE
+    failed = [v.name for v in report.checks.verdicts if v.outcome.value != "pass"]
+    if fail_on_checks and failed:
+        _say(f"{len(failed)} check(s) did not pass ({', '.join(failed)}): failing the job (exit 3)")
+        return EXIT_FINDINGS
     return EXIT_OK
 
 
@@ -129,6 +137,13 @@ def _exit_code(report: RunReport, fail_on: Severity | None) -> int:
     "(env REVIEWBOT_FAIL_ON; default: never).",
 )
 @click.option(
+    "--fail-on-checks",
+    is_flag=True,
+    envvar="REVIEWBOT_FAIL_ON_CHECKS",
+    help="Exit 3 when one of the rules file's named checks fails or cannot tell "
+    "(env REVIEWBOT_FAIL_ON_CHECKS; docs/checks.md).",
+)
+@click.option(
     "--dry-run",
     "--no-post",
     "dry_run",
@@ -150,6 +165,7 @@ def ci_command(
     codequality: Path | None,
     summary: Path | None,
     fail_on: str | None,
+    fail_on_checks: bool,
     dry_run: bool,
     strict: bool,
     full: bool,
@@ -174,4 +190,4 @@ def ci_command(
     if summary is not None:
         _write(summary, report.summary_markdown)
     _print_outcome(report)
-    sys.exit(_exit_code(report, threshold))
+    sys.exit(_exit_code(report, threshold, fail_on_checks))

@@ -268,6 +268,19 @@ def run_json(report: Any) -> dict[str, Any]:
                     "findings_kept": report.review.carried.findings,
                 }
             ),
+            "checks": {
+                "verdicts": [verdict.to_dict() for verdict in report.checks.verdicts],
+                "commit_status": (
+                    None
+                    if report.checks.final is None
+                    else {
+                        "name": report.checks.name,
+                        "state": report.checks.final.state.value,
+                        "description": report.checks.final.description,
+                        "posted": report.checks.posts,
+                    }
+                ),
+            },
         }
     )
     if report.dry_run:
@@ -291,6 +304,8 @@ def print_run(report: Any, console: Console) -> None:
             f"{report.resolved_threads} stale threads resolved. {report.web_url}"
         )
     )
+    if report.checks.final is not None:
+        console.print(data(f"Checks: {report.checks.status_words()}"))
 
 
 # --- reviews ---------------------------------------------------------------------------------

@@ -70,6 +70,8 @@ if TYPE_CHECKING:
 
 __all__ = ["plan_command", "review_command", "run_command"]
 
+PATH_KEY = "path_with_namespace"
+
 DIFF_SOURCE_OPTIONS = options(
     click.option(
         "--diff",
@@ -162,12 +164,9 @@ def _incomplete(result: Any, first_only: bool = False) -> str:
     help="Ask the model server nothing: plan for --context-tokens (or max_model_len, or "
     "65536) with the prompt counted locally.",
 )
-@click.option(
-    "--project",
-    "project_path",
-    metavar="GROUP/PROJECT",
-    help="Apply the rules and policy of this GitLab project's groups (read from GitLab: "
-    "group_settings_project, gitlab_url and gitlab_token must be set).",
+@project_option(
+    "Apply the rules and policy of this GitLab project's groups (read from GitLab: "
+    "group_settings_project, gitlab_url and gitlab_token must be set)."
 )
 @one_line_errors
 def plan_command(
@@ -178,14 +177,14 @@ def plan_command(
     config_file: str | None,
     as_json: bool,
     offline: bool,
-    project_path: str | None,
+    project: int | str | None,
     **budget: Any,
 ) -> None:
     """Show the chunks `run` would send for a diff, with token counts and coverage."""
     from reviewbot.review import plan_with_rules, review_options
 
     settings = _settings(config_file, **_budget_overrides(**budget))
-    settings, group_rules, group_warnings = _group_layers(settings, project_path)
+    settings, group_rules, group_warnings = _group_layers(settings, project)
     with_contents = wants_head_contents(settings)
     loaded = load_diff(diff_path, git_range, repo, with_contents, head_dir=head_dir)
     options = review_options(settings)
@@ -215,11 +214,11 @@ def _with_problems(rules: RuleSet, problems: list[str]) -> RuleSet:
 
 
 def _group_layers(
-    settings: Settings, project_path: str | None
+    settings: Settings, project: int | str | None
 ) -> tuple[Settings, list[GroupRuleTexts], list[str]]:
-    """``settings`` with ``project_path``'s groups' policy applied, their rules, and what
-    could not be read (nothing without ``--project``)."""
-    if project_path is None:
+    """``settings`` with ``project``'s groups' policy applied, their rules, and what could
+    not be read (nothing without ``--project``; a project id is looked up for its path)."""
+    if project is None:
         return settings, [], []
     if not settings.group_settings_project:
         fail("--project needs the setting group_settings_project", EXIT_BAD_INPUT)
@@ -228,7 +227,9 @@ def _group_layers(
 
     warnings: list[str] = []
     with App(settings) as app:
-        groups = app.group_settings(app.gitlab(), project_path)
+        gitlab = app.gitlab()
+        path = project if isinstance(project, str) else gitlab.project(project)[PATH_KEY]
+        groups = app.group_settings(gitlab, path)
     warnings.extend(groups.problems)
     settings, rules = apply_group_layers(settings, groups, warnings)
     return settings, rules, warnings

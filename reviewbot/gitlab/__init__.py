@@ -10,7 +10,8 @@ decision. One module per thing it talks to GitLab about:
 - ``notes``: :class:`NoteWriter`, every write on an MR, each exactly once;
 - ``accuracy``: :class:`AccuracyReader`, feedback sync's reads and the report issue;
 - ``account``: :class:`AccountReader`, what ``reviewbot doctor`` asks about the token;
-- ``repository``: :class:`RepositoryReader`, a project's tree and raw files at a commit.
+- ``repository``: :class:`RepositoryReader`, a project's tree and raw files at a commit;
+- ``statuses``: :class:`CommitStatusWriter`, the review's commit status on the head commit.
 
 :class:`GitLabClient` is all of them on one connection: the App holds one per GitLab URL, so
 every caller shares its session pool, its note pace (GitLab's limit is per user) and the
@@ -44,12 +45,14 @@ from reviewbot.gitlab.connection import (
 from reviewbot.gitlab.merge_requests import MergeRequestReader
 from reviewbot.gitlab.notes import DraftPublishReport, NoteWriter, write_marker
 from reviewbot.gitlab.repository import RepositoryReader
+from reviewbot.gitlab.statuses import CommitStatusWriter
 
 __all__ = [
     "RETRY_AFTER_CAP_S",
     "RETRY_BACKOFF_BASE_S",
     "AccountReader",
     "AccuracyReader",
+    "CommitStatusWriter",
     "DraftPublishReport",
     "GitLabAuthError",
     "GitLabBadAnswerError",
@@ -70,5 +73,5 @@ __all__ = [
 ]
 
 
-class GitLabClient(NoteWriter, AccuracyReader, AccountReader, RepositoryReader):
+class GitLabClient(NoteWriter, AccuracyReader, AccountReader, RepositoryReader, CommitStatusWriter):
     """One GitLab server, one token: every read and write reviewbot makes there."""

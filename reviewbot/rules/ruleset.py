@@ -46,6 +46,7 @@ from typing import Any
 import yaml
 
 from reviewbot.findings import Category, Severity
+from reviewbot.rules.checks import Check, is_check_entry, parse_checks, parse_toml_checks
 from reviewbot.rules.pathglob import glob_matches, glob_problem
 
 __all__ = [
@@ -127,10 +128,12 @@ class Rule:
 
 @dataclass(frozen=True)
 class RuleSet:
-    """The merged rules of one review and every problem met reading them."""
+    """The merged rules of one review, its checks (``reviewbot.rules.checks``) and every
+    problem met reading them."""
 
     rules: tuple[Rule, ...] = ()
     problems: tuple[str, ...] = ()
+    checks: tuple[Check, ...] = ()
 
     @property
     def names(self) -> frozenset[str]:
@@ -140,6 +143,7 @@ class RuleSet:
         return {
             "rules": [rule.to_dict() for rule in self.rules],
             "problems": list(self.problems),
+            "checks": [check.to_dict() for check in self.checks],
         }
 
 
@@ -200,7 +204,28 @@ def merge_rules(texts: RuleTexts) -> RuleSet:
         for rule in rules:
             merged.pop(rule.name, None)  # a later source's rule goes to the end, in its order
             merged[rule.name] = rule
-    return RuleSet(tuple(merged.values()), tuple(problems))
+    checks, check_problems = _merged_checks(texts)
+    return RuleSet(tuple(merged.values()), (*problems, *check_problems), checks)
+
+
+def _merged_checks(texts: RuleTexts) -> tuple[tuple[Check, ...], list[str]]:
+    """The checks of the instance's file, ``.reviewbot.toml`` and ``.reviewbot/rules.yaml``,
+    merged like rules (a later one of the same name wins)."""
+    parsed: list[tuple[list[Check], list[str]]] = []
+    if texts.instance is not None:
+        parsed.append(parse_checks(_safe_yaml(texts.instance, "")[0], texts.instance_origin))
+    if texts.repo_toml is not None and len(texts.repo_toml.encode()) <= MAX_RULES_FILE_BYTES:
+        parsed.append(parse_toml_checks(texts.repo_toml, REPO_CONFIG_FILE))
+    if texts.repo_yaml is not None:
+        parsed.append(parse_checks(_safe_yaml(texts.repo_yaml, "")[0], REPO_RULES_FILE))
+    merged: dict[str, Check] = {}
+    problems: list[str] = []
+    for checks, found in parsed:
+        problems += found
+        for check in checks:
+            merged.pop(check.name, None)
+            merged[check.name] = check
+    return tuple(merged.values()), problems
 
 
 # --- the formats -----------------------------------------------------------------------------
@@ -334,6 +359,8 @@ def _rule_list(
                 f"{origin}: rule {number} ignored: expected a mapping, got {_kind(item)}"
             )
             continue
+        if is_check_entry(item) and source is not RuleSource.DUO:
+            continue  # a check, not a rule for the prompt (reviewbot.rules.checks)
         unknown = sorted(str(name) for name in item if name not in allowed)
         if unknown:
             names = ", ".join(_shown(name) for name in unknown)

@@ -42,6 +42,9 @@ References (checked against gitlabhq source):
   ``straight``: false compares from the merge base, as ``git diff from...to``).
 - lib/api/issues.rb: ``GET/POST /projects/:id/issues`` (``search`` in title and description,
   or ``in=title``; ``state``), ``GET/PUT /projects/:id/issues/:issue_iid``.
+- lib/api/commit_statuses.rb: ``POST /projects/:id/statuses/:sha`` and ``GET
+  /projects/:id/repository/commits/:sha/statuses``, with GitLab's state machine and its 400
+  ``Cannot transition status via ...`` (``tests.fakes.commit_statuses``).
 
 - lib/api/repositories.rb ``GET /projects/:id/repository/tree`` (``ref``, ``path``,
   ``recursive``, ``per_page``; ``pagination=keyset`` with ``page_token``: each page's Link
@@ -78,6 +81,7 @@ from types import TracebackType
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
 
+from tests.fakes.commit_statuses import CommitStatuses, StatusRefused
 from tests.fakes.git_http import (
     ACCESS_DENIED,
     GIT,
@@ -467,6 +471,7 @@ class Project:
     mrs: dict[int, MergeRequest] = field(default_factory=dict)
     members: dict[int, int] = field(default_factory=dict)  # user id -> access level
     issues: dict[int, dict[str, Any]] = field(default_factory=dict)
+    statuses: CommitStatuses = field(default_factory=CommitStatuses)
 
 
 @dataclass(frozen=True)
@@ -1489,6 +1494,37 @@ class FakeGitLab:
         project.issues[number] = issue
         return Response(HTTPStatus.CREATED, copy.deepcopy(issue))
 
+    def _post_status(self, request: Request, pid: str, sha: str) -> Response:
+        project = self._project(pid)
+        self._commit(project, sha)
+        params = {"ref": project.default_branch, **request.params}
+        try:
+            status = project.statuses.post(
+                sha, params, next(self._ids), _now(), _user_basic(request.user)
+            )
+        except StatusRefused as refused:
+            raise ApiError(refused.status, refused.body) from refused
+        return Response(HTTPStatus.CREATED, status)
+
+    def _get_statuses(self, request: Request, pid: str, sha: str) -> Response:
+        project = self._project(pid)
+        self._commit(project, sha)
+        return self._paginated(request, project.statuses.listed(sha, request.params))
+
+    def commit_statuses(self, project: str | int, sha: str) -> list[dict[str, Any]]:
+        """Every status of ``sha``, oldest first (what GitLab keeps, for tests)."""
+        with self._lock:
+            return self._project(project).statuses.listed(sha, {"all": "true"})
+
+    def _commit(self, project: Project, sha: str) -> None:
+        """404 Commit Not Found for a SHA the project's repository does not have."""
+        if project.repo is None:
+            return
+        try:
+            _rev_parse(project.repo, sha)
+        except subprocess.CalledProcessError as error:
+            raise ApiError(HTTPStatus.NOT_FOUND, COMMIT_NOT_FOUND) from error
+
     def _issue(self, pid: str, issue_iid: str) -> dict[str, Any]:
         issue = self._project(pid).issues.get(int(issue_iid))
         if issue is None:
@@ -1893,6 +1929,8 @@ _ROUTES: list[tuple[str, re.Pattern[str], str]] = [
         ("POST", _P + r"/issues", "_post_issue"),
         ("GET", _P + r"/issues/(\d+)", "_get_issue"),
         ("PUT", _P + r"/issues/(\d+)", "_put_issue"),
+        ("POST", _P + r"/statuses/([0-9a-f]{7,40})", "_post_status"),
+        ("GET", _P + r"/repository/commits/([0-9a-f]{7,40})/statuses", "_get_statuses"),
         ("GET", _MR, "_get_mr"),
         ("GET", _MR + r"/versions", "_get_versions"),
         ("GET", _MR + r"/versions/(\d+)", "_get_one_version"),

@@ -48,6 +48,10 @@ a rule whose instructions hold ``Flag every added line containing "NEEDLE".`` gi
 (maintainability, major) on each added line of the prompt holding NEEDLE, with ``rule`` set to
 the rule's name (:func:`rule_findings`).
 
+A named check's question (reviewbot.rules.check_questions: the ``check_verdict`` tool offered) is
+answered with one ``check_verdict`` call: ``fail`` when an added line holds ``# check-fails``,
+``cannot_tell`` when one holds ``# check-unsure``, else ``pass`` (:func:`check_answer`).
+
 Output modes, chosen per request:
 
 * ``tools`` offered and tool choice ``auto`` (the default with tools) and ``tool_parser``:
@@ -893,6 +897,45 @@ def _planted_finding(
             "body": "This loop may read one element past the end.",
         }
     ]
+
+
+# The check brain (reviewbot.rules.check_questions): a request offering the check_verdict tool
+# asks a named check; an added line with CHECK_FAILS_MARKER fails it, one with
+# CHECK_UNSURE_MARKER makes it cannot_tell, else it passes.
+CHECK_VERDICT_TOOL_NAME = "check_verdict"
+CHECK_FAILS_MARKER = "# check-fails"
+CHECK_UNSURE_MARKER = "# check-unsure"
+
+
+def is_check_question(request: ChatRequest) -> bool:
+    return any(
+        (t.get("function") or {}).get("name") == CHECK_VERDICT_TOOL_NAME for t in request.tools
+    )
+
+
+def check_answer(lines: Sequence[DiffLine]) -> Answer:
+    """One ``check_verdict`` call with :func:`check_verdict_arguments`."""
+    text = json.dumps(check_verdict_arguments(lines))
+    call = _tool_call(CHECK_VERDICT_TOOL_NAME, text)
+    return Answer(None, [call], None, "tool_calls", len(encode(text)) + EOS_TOKEN_COUNT)
+
+
+def check_verdict_arguments(lines: Sequence[DiffLine]) -> dict[str, str]:
+    """The check brain's verdict: fail on the first added line with the fail marker, cannot
+    tell on one with the unsure marker, else pass."""
+    added = [line for line in lines if line.kind == "added"]
+    failing = next((line for line in added if CHECK_FAILS_MARKER in line.text), None)
+    unsure = next((line for line in added if CHECK_UNSURE_MARKER in line.text), None)
+    if failing is not None:
+        verdict = {
+            "verdict": "fail",
+            "reason": f"{failing.path}:{failing.number} is marked failing",
+        }
+    elif unsure is not None:
+        verdict = {"verdict": "cannot_tell", "reason": f"{unsure.path}:{unsure.number} is unclear"}
+    else:
+        verdict = {"verdict": "pass", "reason": f"{len(added)} added lines checked"}
+    return verdict
 
 
 def is_verification(request: ChatRequest) -> bool:
@@ -2522,6 +2565,8 @@ class FakeVLLM:
             answer = chatty
         elif is_verification(request):
             answer = verifier_answer(request, lines, fault, self.needs_evidence)
+        elif is_check_question(request):
+            answer = check_answer(lines)
         elif scripted is not None:
             calls, with_findings = scripted
             found = self._findings_to_write(request, lines, None)[0] if with_findings else []

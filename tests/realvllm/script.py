@@ -26,6 +26,9 @@ see it:
 - a verification request (the ``verdict`` tool offered): one verdict call per candidate of the
   last user turn, ``keep`` on a line the rule finds something on, else ``drop`` (the fake's
   verifier brain);
+- a named check's question (the ``check_verdict`` tool offered): one ``check_verdict`` call,
+  ``fail`` when an added line holds ``# check-fails`` (the fake's check brain,
+  ``check_verdict_arguments``);
 - repository tools (issue 34 part 2): an added line that holds ``scripted-lookup: SYMBOL``, in
   a prompt offering ``find_definition``, ``search_code`` and ``read_file``, makes the first
   answer call the three (``find_definition(SYMBOL)``, ``search_code(SYMBOL)``, ``read_file`` of
@@ -49,12 +52,14 @@ from typing import Any
 from tests.fakes.vllm_server import (
     CANDIDATE_LIST_START,
     CANDIDATE_RE,
+    CHECK_VERDICT_TOOL_NAME,
     DEFAULT_TOOL_NAME,
     MISTAKE_KINDS,
     NO_ISSUES_TEXT,
     VERDICT_CONFIDENCE,
     VERDICT_TOOL_NAME,
     DiffLine,
+    check_verdict_arguments,
     json_findings,
     parse_prompt_diff,
     plain_findings,
@@ -159,6 +164,9 @@ def answer_text(prompt_text: str, json_schema: dict[str, Any] | None = None) -> 
     asked = next((turn.text for turn in reversed(prompt.turns) if turn.role == "user"), "")
     if VERDICT_TOOL_NAME in prompt.tool_names and asked.startswith(CANDIDATE_LIST_START):
         body = _verdicts(prompt, findings)
+        return f"{reasoning_text(lines)}\n</think>\n\n{body}" if prompt.thinking else body
+    if CHECK_VERDICT_TOOL_NAME in prompt.tool_names:
+        body = qwen_xml_call(CHECK_VERDICT_TOOL_NAME, check_verdict_arguments(lines))
         return f"{reasoning_text(lines)}\n</think>\n\n{body}" if prompt.thinking else body
     earlier = prompt.earlier_answers()
     lookups = _lookups(prompt, lines)

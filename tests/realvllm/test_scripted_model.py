@@ -212,6 +212,19 @@ def test_a_verification_request_gets_one_verdict_per_candidate() -> None:
     assert "report_finding" not in text
 
 
+@pytest.mark.parametrize("thinking", [True, False])
+def test_a_check_question_gets_one_check_verdict(thinking: bool) -> None:
+    from reviewbot.rules.check_questions import check_verdict_schema
+
+    failing = DIFF.replace("eval(request.body)", "eval(request.body)  # check-fails")
+    for diff, verdict in ((DIFF, "pass"), (failing, "fail")):
+        messages = [{"role": "system", "content": "Judge."}, {"role": "user", "content": diff}]
+        text = answer_text(render(messages, [check_verdict_schema()], thinking))
+        assert text.count("<function=check_verdict>") == 1
+        assert f"<parameter=verdict>\n{verdict}\n</parameter>" in text
+        assert "report_finding" not in text
+
+
 MARKED = DIFF.replace("eval(request.body)", "eval(request.body)  MARK")
 
 
