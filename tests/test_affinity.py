@@ -18,8 +18,8 @@ from reviewbot.model import session_key
 from reviewbot.mr import RunOptions, run_merge_request
 from tests.mr_world import World, world  # noqa: F401
 
-SMALL_CONTEXT = 2620  # with SMALL_OUTPUT and the verdict tool: a few chunks of the MR (no tool
-# rounds reserve since issue 34 part 2: 2,800 then held the same chunks)
+SMALL_CONTEXT = 2345  # with SMALL_OUTPUT and the verdict tool: a few chunks of the MR (no tool
+# rounds reserve since issue 34 part 2; the compact repo tool: 275 tokens less than the typed)
 SMALL_OUTPUT = 512
 
 

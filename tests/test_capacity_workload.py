@@ -291,3 +291,21 @@ def test_the_h200_profile_reproduces_the_measured_bursts(size: str, within: floa
     assert max(result.finished_at) == pytest.approx(measured["makespan_s"], rel=within)
     p95 = sorted(result.finished_at)[int(0.95 * len(shapes)) - 1]
     assert p95 == pytest.approx(measured["summary"]["last_answer_s"]["p95"], rel=0.1)
+
+
+@pytest.mark.parametrize(
+    "option", [["--p95-first-comment", "5m"], ["--box", "t10x4"], ["--export-workload", "w.json"]]
+)
+def test_a_workload_option_without_workload_is_refused_not_ignored(option: list[str]) -> None:
+    args = ["capacity", "--model", "Qwen/Qwen3.5-9B", "--gpu", "L4", *option]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2 and f"{option[0]} needs --workload" in result.output
+
+
+def test_a_huge_day_is_simulated_for_fewer_hours_and_says_so() -> None:
+    args = ["capacity", "--workload", "default", "--reviews-per-day", "1000000", "--json"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    plan = json.loads(result.output)
+    assert "held 0.166667 h" in plan["inputs"]["simulated"]  # 20,000 reviews at 120,000/h
+    assert all(row["reviews"] <= 20_500 for row in plan["by_boxes"])

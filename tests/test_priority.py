@@ -179,7 +179,9 @@ def test_a_server_that_refuses_priorities_gets_requests_without_them(
 
 # --- every request of a review carries the review's priority --------------------------------
 
-SMALL_CONTEXT = 2560  # with SMALL_OUTPUT and the verdict tool: a few chunks of the MR
+SMALL_CONTEXT = (
+    2285  # with SMALL_OUTPUT and the verdict tool: a few chunks of the MR (compact tool)
+)
 SMALL_OUTPUT = 512
 
 

@@ -26,10 +26,10 @@ from tests.router_pool import NO_ROUTER_REASON, ROUTER_BINARY, RouterPool, route
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(ROUTER_BINARY is None, reason=NO_ROUTER_REASON)]
 
-SMALL_CONTEXT = 2620  # with SMALL_OUTPUT and the verdict tool: several chunks of the MR (no tool
-# rounds reserve since issue 34 part 2: 2,800 then held the same chunks)
+SMALL_CONTEXT = 2345  # with SMALL_OUTPUT and the verdict tool: several chunks of the MR (no tool
+# rounds reserve since issue 34 part 2; the compact repo tool: 275 tokens less than the typed)
 SMALL_OUTPUT = 512
-NO_VERIFY_CONTEXT = 2500  # without the verdict tool: still two chunks, so a second request
+NO_VERIFY_CONTEXT = 2225  # without the verdict tool: still two chunks, so a second request
 # Enough MRs that the hash's spread is not luck: over a ring of the three boxes' random ports,
 # 20 MRs leave a box empty about once in 1,000 runs; 200 MRs leave one under MIN_BOX_SHARE
 # less than once in 10^7 (the router's 160 virtual nodes per worker give each about a third).

@@ -27,6 +27,7 @@ from reviewbot.commands.common import (
     InputFile,
     Integer,
     Number,
+    OutputPath,
     PathName,
     base_url_option,
     config_option,
@@ -53,6 +54,7 @@ from reviewbot.commands.workload import (
     MAX_REVIEWS_PER_DAY,
     MAX_WINDOW_DAYS,
     STORE,
+    WorkloadSource,
     workload_capacity,
 )
 from reviewbot.errors import (
@@ -213,6 +215,7 @@ CAPACITY_OPTIONS = options(
 WORKLOAD_OPTIONS = options(
     click.option(
         "--workload",
+        type=WorkloadSource(),
         metavar="SOURCE",
         help="Plan boxes and workers for a review workload instead of memory: SOURCE is "
         "`store` (its reviews over --window), `default` (the named default mix) or a JSON "
@@ -263,7 +266,7 @@ WORKLOAD_OPTIONS = options(
     ),
     click.option(
         "--export-workload",
-        type=PathName(),
+        type=OutputPath(),
         metavar="PATH",
         help="Write --workload's reviews as a JSON export and exit.",
     ),
@@ -283,7 +286,7 @@ def capacity_command(
     as_json: bool,
     workload: str | None,
     config_file: str | None,
-    export_workload: str | None,
+    export_workload: Path | None,
     **launch: Any,
 ) -> None:
     """Plan GPU memory for serving a model with vLLM: weights, KV cache, sequences that fit,
@@ -293,11 +296,13 @@ def capacity_command(
     names = ("box", "window_days", "max_boxes", "workers_per_box", "reviews_per_day")
     mode = {k: launch.pop(k) for k in names}
     target = launch.pop("target")
-    if workload is not None:
+    if workload is None:
+        _refuse_workload_options((*names, "target", "export_workload"))
+    else:
         from reviewbot.config import Settings, load_settings
 
         settings = load_settings(config_file=config_file) if workload == STORE else Settings()
-        export = Path(export_workload) if export_workload else None
+        export = export_workload
         workload_capacity(workload, settings, **mode, target=target, export=export, as_json=as_json)
     if gpu_name is None:
         fail("Missing option '--gpu' (or give --workload)", EXIT_BAD_INPUT)
@@ -329,6 +334,17 @@ def capacity_command(
         if pool is not None:
             print_router_plan(pool, console())
     sys.exit(EXIT_OK if plan.runnable else EXIT_DOES_NOT_FIT)
+
+
+def _refuse_workload_options(names: tuple[str, ...]) -> None:
+    """An option of --workload given without it: refused (exit 2), never silently ignored."""
+    context = click.get_current_context()
+    for name in names:
+        source = context.get_parameter_source(name)
+        if source not in (None, click.core.ParameterSource.DEFAULT):
+            flag = "--" + {"window_days": "window", "max_boxes": "boxes", "target":
+                           "p95-first-comment"}.get(name, name).replace("_", "-")  # fmt: skip
+            fail(f"{flag} needs --workload", EXIT_BAD_INPUT)
 
 
 # --- doctor ----------------------------------------------------------------------------------

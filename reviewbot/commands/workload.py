@@ -18,11 +18,12 @@ from typing import Any
 
 import click
 
-from reviewbot.commands.common import emit_json, fail
+from reviewbot.commands.common import InputFile, emit_json, fail
 from reviewbot.commands.terminal import console
 from reviewbot.config import Settings
 from reviewbot.errors import EXIT_BAD_INPUT, EXIT_DOES_NOT_FIT, EXIT_OK
-from reviewbot.ops.pool_simulation import BOX_PROFILES, SIMULATED_HOURS, PoolPlan, plan_pool
+from reviewbot.input_files import InputFileRefused, read_input_file
+from reviewbot.ops.pool_simulation import BOX_PROFILES, PoolPlan, plan_pool, simulated_hours
 from reviewbot.ops.workload import Workload, WorkloadError, default_workload, workload_from_json
 
 __all__ = [
@@ -32,6 +33,7 @@ __all__ = [
     "MAX_WINDOW_DAYS",
     "STORE",
     "WORKLOAD_DEFAULT",
+    "WorkloadSource",
     "parse_duration",
     "workload_capacity",
 ]
@@ -40,10 +42,25 @@ STORE = "store"
 WORKLOAD_DEFAULT = "default"
 DEFAULT_WINDOW_DAYS = 28
 MAX_WINDOW_DAYS = 3660
-MAX_REVIEWS_PER_DAY = 10_000_000
+MAX_REVIEWS_PER_DAY = 1_000_000
 DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h)?\s*$")
 UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, None: 1}
 MAX_WORKLOAD_BYTES = 256 * 1024 * 1024
+
+
+class WorkloadSource(InputFile):
+    """``store``, ``default``, or a workload export: a regular file of at most
+    ``MAX_WORKLOAD_BYTES`` (checked as every input file is)."""
+
+    name = "source"
+
+    def __init__(self) -> None:
+        super().__init__(MAX_WORKLOAD_BYTES)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        if value in (STORE, WORKLOAD_DEFAULT):
+            return str(value)
+        return super().convert(value, param, ctx)
 
 
 def parse_duration(text: str) -> float:
@@ -68,17 +85,22 @@ def read_workload(source: str, settings: Settings, window_days: int, now: dateti
             return workload_between(engine, start, now, f"the store, last {window_days} days")
         finally:
             engine.dispose()
-    path = Path(source)
     try:
-        if path.stat().st_size > MAX_WORKLOAD_BYTES:
-            fail(f"{source}: larger than {MAX_WORKLOAD_BYTES:,} bytes", EXIT_BAD_INPUT)
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        fail(f"--workload {source}: cannot read it ({error})", EXIT_BAD_INPUT)
+        data = json.loads(read_input_file(source, MAX_WORKLOAD_BYTES).decode("utf-8"))
+    except InputFileRefused as refused:
+        fail(f"--workload {source}: it {refused}", EXIT_BAD_INPUT)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as error:
+        fail(f"--workload {source}: cannot read it ({_reason(error)})", EXIT_BAD_INPUT)
     try:
         return workload_from_json(data, source)
     except WorkloadError as error:
         fail(str(error), EXIT_BAD_INPUT)
+
+
+def _reason(error: BaseException) -> str:
+    if isinstance(error, OSError):
+        return error.strerror or type(error).__name__
+    return str(error).splitlines()[0] if str(error) else type(error).__name__
 
 
 def workload_capacity(
@@ -134,7 +156,8 @@ def _inputs(workload: Workload, box: str) -> dict[str, Any]:
         "reviews_per_day": workload.per_day(),
         "busiest_hour": workload.busiest_hour().describe(),
         "box": BOX_PROFILES[box].describe(),
-        "simulated": f"the busiest hour's rate held {SIMULATED_HOURS} h, seeded Poisson arrivals",
+        "simulated": f"the busiest hour's rate held "
+        f"{simulated_hours(workload.busiest_hour().reviews_per_hour):g} h, seeded Poisson arrivals",
         "mix_p50_p95": workload.percentiles(),
     }
 

@@ -46,6 +46,7 @@ __all__ = [
 SECONDS_PER_HOUR = 3600.0
 DEFAULT_CHUNK_CONCURRENCY = 4  # reviewbot's per-review model requests at once (llm_concurrency)
 SIMULATED_HOURS = 8  # the busiest hour's rate, held this long: enough reviews for a p95
+MAX_SIMULATED_REVIEWS = 20_000  # past this, fewer hours are simulated (the plan says how many)
 SATURATION_REVIEWS = 240  # reviews queued at once to measure what one box sustains
 MIDDLE = (0.1, 0.9)  # the share of completions a sustained rate is measured between
 MAX_BOXES = 16
@@ -301,9 +302,18 @@ class PoolPlan:
         }
 
 
+def simulated_hours(per_hour: float) -> float:
+    """The hours the busiest hour's rate is held: ``SIMULATED_HOURS``, fewer when that would
+    be more than ``MAX_SIMULATED_REVIEWS`` reviews."""
+    if per_hour <= 0:
+        return SIMULATED_HOURS
+    return min(SIMULATED_HOURS, MAX_SIMULATED_REVIEWS / per_hour)
+
+
 def _row(workload: Workload, profile: BoxProfile, boxes: int, workers: int, per_hour: float,
          concurrency: int) -> PoolRow:  # fmt: skip
-    arrivals = poisson_arrivals(workload, per_hour, SIMULATED_HOURS, random.Random(SEED))
+    hours = simulated_hours(per_hour)
+    arrivals = poisson_arrivals(workload, per_hour, hours, random.Random(SEED))
     result = simulate(arrivals, profile, boxes, workers, concurrency)
     return PoolRow(boxes, workers, len(arrivals), result.p(50), result.p(95))
 
@@ -356,8 +366,13 @@ def _fewest_boxes(workload: Workload, profile: BoxProfile, per_hour: float, targ
 
 def _fewest_workers(workload: Workload, profile: BoxProfile, boxes: int, per_hour: float,
                     target_s: float, concurrency: int) -> int:  # fmt: skip
-    most = boxes * profile.max_num_seqs
-    for workers in range(1, most + 1):
-        if _row(workload, profile, boxes, workers, per_hour, concurrency).p95_s <= target_s:
-            return workers
-    return most
+    """Searched by halves: with more workers a review waits less for one, so the p95 falls
+    (more reviews at once also share the boxes, which this search assumes weighs less)."""
+    low, high = 1, boxes * profile.max_num_seqs
+    while low < high:
+        middle = (low + high) // 2
+        if _row(workload, profile, boxes, middle, per_hour, concurrency).p95_s <= target_s:
+            high = middle
+        else:
+            low = middle + 1
+    return low
