@@ -51,6 +51,7 @@ from reviewbot.gitlab import GitLabClient, PositionRefusedError
 from reviewbot.mergerequest import BotThread, MergeRequestSnapshot
 from reviewbot.positions import diff_link
 from reviewbot.review import CarriedOver
+from reviewbot.suggestions import SuggestionProblem, VettedFindings, vet_suggestions
 
 __all__ = [
     "STALE_REPLY",
@@ -317,6 +318,9 @@ class PublishResult:
     summary_note_id: int | None = None
     summary_markdown: str = ""
     dry_run: bool = False
+    suggestions_checked: int = 0  # inline findings' suggestions applied to the head file
+    # the suggestions dropped (their findings kept), by why (reviewbot.suggestions)
+    suggestions_dropped: dict[SuggestionProblem, int] = field(default_factory=dict)
 
     @property
     def inline_on_mr(self) -> int:
@@ -352,9 +356,12 @@ def publish(
     if recorded and not on_mr and not publisher.has_summary():
         result.history_lost = True
         recorded = ()
+    vetted = _vetted(snapshot, selection.inline, read_head)
+    result.suggestions_checked = vetted.offered
+    result.suggestions_dropped = dict(vetted.dropped)
     fresh: list[Finding] = []
     told: set[str] = set()
-    for finding in selection.inline:
+    for finding in vetted.findings:
         thread = on_mr.get(finding.fingerprint)
         if thread is None and finding.fingerprint in recorded:
             result.deleted.append(finding)
@@ -387,6 +394,19 @@ def publish(
     result.summary_markdown = summary_body(_summary_data(snapshot, facts, result))
     result.summary_note_id = publisher.upsert_summary(result.summary_markdown)
     return result
+
+
+def _vetted(
+    snapshot: MergeRequestSnapshot,
+    inline: Sequence[Finding],
+    read_head: Callable[[list[str]], Mapping[str, str]],
+) -> VettedFindings:
+    """``inline`` with each suggestion applied to its head file first: one that does not apply
+    or parse is dropped, its finding kept (reviewbot.suggestions)."""
+    paths = sorted({f.path for f in inline if f.suggestion is not None and f.line is not None})
+    heads = read_head(paths) if paths else {}
+    diffs = {path: file for path in paths if (file := snapshot.file(path)) is not None}
+    return vet_suggestions(inline, diffs, heads)
 
 
 def _head_of(
@@ -474,6 +494,8 @@ def _summary_data(
         masked=sum(finding.masked for finding in _this_reviews_findings(result)),
         unknown_rules=facts.unknown_rules,
         missing_context=facts.missing_context,
+        suggestions_checked=result.suggestions_checked,
+        suggestions_dropped={str(k): v for k, v in result.suggestions_dropped.items()},
     )
 
 
