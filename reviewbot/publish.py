@@ -14,7 +14,9 @@ The algorithm, whatever the publisher:
 
 1. read the bot's threads on the MR (hidden markers, every page); what is on the MR is the
    truth for idempotency, so a finding whose fingerprint is there is not posted again;
-2. post the rest and flush; a position GitLab refuses goes to the summary with its reason;
+2. apply each suggestion to its head file (:mod:`reviewbot.suggestions`): one that does not
+   apply or parse is left out, its finding kept and the drop counted for the run details;
+   post the rest and flush; a position GitLab refuses goes to the summary with its reason;
 3. resolve the bot's unresolved threads whose finding is gone and whose line changed
    (:func:`threads_whose_line_changed`);
 4. write the one summary note (edited in place) with counts of what is really on the MR.

@@ -51,7 +51,6 @@ __all__ = [
     "VettedFindings",
     "block_range",
     "check_suggestion",
-    "dropped_line",
     "parse_problems",
     "suggestion_lines",
     "vet_suggestions",
@@ -288,10 +287,3 @@ def _diff_lines(file: FileDiff | None, first: int, last: int | None) -> list[str
             return None
         texts.append(line.text)
     return texts
-
-
-def dropped_line(dropped: Mapping[SuggestionProblem, int]) -> str:
-    """``2 (does not parse: 1, identical to the lines it replaces: 1)``, for the run details."""
-    total = sum(dropped.values())
-    parts = ", ".join(f"{problem}: {count}" for problem, count in sorted(dropped.items()))
-    return f"{total} ({parts})"
