@@ -28,6 +28,7 @@ from reviewbot.chunking import Coverage
 from reviewbot.diff import Side
 from reviewbot.findings import AnchorKind, Finding, Severity
 from reviewbot.markdown import code_span_text, markdown_cell, suggestion_block, table_cell
+from reviewbot.suggestions import block_range
 
 __all__ = [
     "IncrementalNote",
@@ -145,9 +146,9 @@ def finding_body(finding: Finding) -> str:
             f"_Placed on the nearest changed line: the model pointed at "
             f"{finding.reported_side} line {finding.reported_line}, which is not in the diff._"
         )
-    if finding.suggestion is not None:
-        below = (finding.end_line - finding.line) if finding.end_line and finding.line else 0
-        parts.append(suggestion_block(finding.suggestion, lines_above=0, lines_below=below))
+    if finding.suggestion is not None and finding.line is not None:
+        above, below = block_range(finding.line, finding.end_line)
+        parts.append(suggestion_block(finding.suggestion, lines_above=above, lines_below=below))
     parts.append(finding_marker(finding))
     return "\n\n".join(part for part in parts if part)
 
@@ -243,6 +244,8 @@ class SummaryData:
     # the named checks: (name, outcome, reason) each, and the commit status they made
     checks: Sequence[tuple[str, str, str]] = ()
     check_status: str = ""
+    suggestions_checked: int = 0  # suggestions applied to the head file before posting
+    suggestions_dropped: Mapping[str, int] = field(default_factory=dict)  # by reason
 
 
 def summary_body(summary: SummaryData) -> str:
@@ -455,10 +458,24 @@ def _run_table(summary: SummaryData) -> str:
         rows.append(
             ("Context not read", table_cell("; ".join(summary.missing_context)) + " (see warnings)")
         )
+    if summary.suggestions_checked:
+        rows.append(("Suggestions", _suggestions_cell(summary)))
     if summary.ci_job_url:
         rows.append(("CI job", f"[log]({summary.ci_job_url})"))
     table = "\n".join(["| | |", "|---|---|", *(f"| {k} | {v} |" for k, v in rows)])
     return _collapsible("Run details", table, DETAILS_THRESHOLD + 1)
+
+
+def _suggestions_cell(summary: SummaryData) -> str:
+    """``3 checked, 2 kept, 1 dropped (does not parse: 1)``: the suggestions applied to the
+    head file before posting (docs/suggestions.md); a dropped one's finding is still posted."""
+    dropped = summary.suggestions_dropped
+    total = sum(dropped.values())
+    cell = f"{summary.suggestions_checked} checked, {summary.suggestions_checked - total} kept"
+    if total:
+        reasons = ", ".join(f"{reason}: {count}" for reason, count in sorted(dropped.items()))
+        cell += f", {total} dropped ({reasons}; their findings are kept)"
+    return table_cell(cell)
 
 
 def _invalid_calls(summary: SummaryData) -> str:

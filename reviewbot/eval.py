@@ -48,6 +48,7 @@ from reviewbot.repo.localdiff import local_context
 from reviewbot.repo.view import MemoryView
 from reviewbot.review import review_files, review_options
 from reviewbot.states import Workload
+from reviewbot.suggestions import vet_suggestions
 from reviewbot.tokens import local_counter
 
 __all__ = [
@@ -62,6 +63,7 @@ __all__ = [
     "ItemScore",
     "Predicted",
     "Scores",
+    "SuggestionTally",
     "TruthItem",
     "eval_run_row",
     "evaluate",
@@ -129,6 +131,32 @@ class Cost:
 
 
 @dataclass(frozen=True)
+class SuggestionTally:
+    """The findings' suggestions, applied to the head files as publishing does
+    (reviewbot.suggestions): offered, kept (what would be posted) and dropped by reason."""
+
+    offered: int = 0
+    dropped: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def kept(self) -> int:
+        return self.offered - sum(self.dropped.values())
+
+    def __add__(self, other: SuggestionTally) -> SuggestionTally:
+        dropped = dict(self.dropped)
+        for reason, count in other.dropped.items():
+            dropped[reason] = dropped.get(reason, 0) + count
+        return SuggestionTally(self.offered + other.offered, dropped)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "offered": self.offered,
+            "kept": self.kept,
+            "dropped": dict(sorted(self.dropped.items())),
+        }
+
+
+@dataclass(frozen=True)
 class Predicted:
     """A finding as scoring sees it."""
 
@@ -171,6 +199,7 @@ class ItemScore:
     scores: Scores
     by_category: dict[str, tuple[int, int]]  # category -> (tp, fp)
     cost: Cost = field(default_factory=Cost)
+    suggestions: SuggestionTally = field(default_factory=SuggestionTally)
 
 
 @dataclass
@@ -209,6 +238,14 @@ class EvalResult:
             total += item.cost
         return total
 
+    @property
+    def suggestions(self) -> SuggestionTally:
+        """Every item's suggestions, summed."""
+        total = SuggestionTally()
+        for item in self.items:
+            total += item.suggestions
+        return total
+
     def categories(self) -> list[dict[str, Any]]:
         totals: dict[str, list[int]] = {}
         for item in self.items:
@@ -234,6 +271,7 @@ class EvalResult:
             "mean": self.mean,
             "categories": self.categories(),
             "cost": asdict(self.cost),
+            "suggestions": self.suggestions.to_json(),
         }
 
 
@@ -384,6 +422,7 @@ class ItemReview:
     model: str
     prompt_version: str
     cost: Cost = field(default_factory=Cost)
+    suggestions: SuggestionTally = field(default_factory=SuggestionTally)
 
 
 def item_repository(item: EvalItem) -> MemoryView:
@@ -424,7 +463,13 @@ def item_reviewer(llm: LLMClient, settings: Settings) -> Callable[[EvalItem], It
             wall_s=time.monotonic() - started,
             reasoning_tokens=result.reasoning_tokens,
         )
-        return ItemReview(predicted_from(kept), result.model, result.prompt_version, cost)
+        vetted = vet_suggestions(kept, {f.path: f for f in item.files}, item.head)
+        suggestions = SuggestionTally(
+            vetted.offered, {str(reason): count for reason, count in vetted.dropped.items()}
+        )
+        return ItemReview(
+            predicted_from(kept), result.model, result.prompt_version, cost, suggestions
+        )
 
     return review
 
@@ -444,7 +489,9 @@ def evaluate(
         reviewed = review(item)
         result.model, result.prompt_version = reviewed.model, reviewed.prompt_version
         scored = score_item(item.name, reviewed.findings, item.truth, tolerance)
-        scored = ItemScore(scored.item, scored.scores, scored.by_category, reviewed.cost)
+        scored = ItemScore(
+            scored.item, scored.scores, scored.by_category, reviewed.cost, reviewed.suggestions
+        )
         result.items.append(scored)
         if on_item is not None:
             on_item(scored)

@@ -335,11 +335,12 @@ def suggestion_block(suggestion: str, *, lines_above: int = 0, lines_below: int 
     """A GitLab suggestion block for ``suggestion``, fenced longer than any backtick run in it.
 
     https://docs.gitlab.com/user/project/merge_requests/reviews/suggestions/ : a suggestion
-    that itself contains a code fence needs a longer outer fence.
+    that itself contains a code fence needs a longer outer fence. An empty ``suggestion``
+    writes an empty block, which deletes the lines.
     """
     longest = max((len(run) for run in re.findall(r"`+", suggestion)), default=0)
     fence = "`" * max(MIN_FENCE_LENGTH, longest + 1)
-    body = suggestion if suggestion.endswith("\n") else suggestion + "\n"
+    body = suggestion if suggestion.endswith("\n") or not suggestion else suggestion + "\n"
     return f"{fence}suggestion:-{lines_above}+{lines_below}\n{body}{fence}"
 
 

@@ -14,7 +14,9 @@ The algorithm, whatever the publisher:
 
 1. read the bot's threads on the MR (hidden markers, every page); what is on the MR is the
    truth for idempotency, so a finding whose fingerprint is there is not posted again;
-2. post the rest and flush; a position GitLab refuses goes to the summary with its reason;
+2. apply each suggestion to its head file (:mod:`reviewbot.suggestions`): one that does not
+   apply or parse is left out, its finding kept and the drop counted for the run details;
+   post the rest and flush; a position GitLab refuses goes to the summary with its reason;
 3. resolve the bot's unresolved threads whose finding is gone and whose line changed
    (:func:`threads_whose_line_changed`);
 4. write the one summary note (edited in place) with counts of what is really on the MR.
@@ -51,6 +53,7 @@ from reviewbot.gitlab import GitLabClient, PositionRefusedError
 from reviewbot.mergerequest import BotThread, MergeRequestSnapshot
 from reviewbot.positions import diff_link
 from reviewbot.review import CarriedOver
+from reviewbot.suggestions import SuggestionProblem, VettedFindings, vet_suggestions
 
 __all__ = [
     "STALE_REPLY",
@@ -319,6 +322,9 @@ class PublishResult:
     summary_note_id: int | None = None
     summary_markdown: str = ""
     dry_run: bool = False
+    suggestions_checked: int = 0  # inline findings' suggestions applied to the head file
+    # the suggestions dropped (their findings kept), by why (reviewbot.suggestions)
+    suggestions_dropped: dict[SuggestionProblem, int] = field(default_factory=dict)
 
     @property
     def inline_on_mr(self) -> int:
@@ -354,9 +360,12 @@ def publish(
     if recorded and not on_mr and not publisher.has_summary():
         result.history_lost = True
         recorded = ()
+    vetted = _vetted(snapshot, selection.inline, read_head)
+    result.suggestions_checked = vetted.offered
+    result.suggestions_dropped = dict(vetted.dropped)
     fresh: list[Finding] = []
     told: set[str] = set()
-    for finding in selection.inline:
+    for finding in vetted.findings:
         thread = on_mr.get(finding.fingerprint)
         if thread is None and finding.fingerprint in recorded:
             result.deleted.append(finding)
@@ -389,6 +398,19 @@ def publish(
     result.summary_markdown = summary_body(_summary_data(snapshot, facts, result))
     result.summary_note_id = publisher.upsert_summary(result.summary_markdown)
     return result
+
+
+def _vetted(
+    snapshot: MergeRequestSnapshot,
+    inline: Sequence[Finding],
+    read_head: Callable[[list[str]], Mapping[str, str]],
+) -> VettedFindings:
+    """``inline`` with each suggestion applied to its head file first: one that does not apply
+    or parse is dropped, its finding kept (reviewbot.suggestions)."""
+    paths = sorted({f.path for f in inline if f.suggestion is not None and f.line is not None})
+    heads = read_head(paths) if paths else {}
+    diffs = {path: file for path in paths if (file := snapshot.file(path)) is not None}
+    return vet_suggestions(inline, diffs, heads)
 
 
 def _head_of(
@@ -478,6 +500,8 @@ def _summary_data(
         missing_context=facts.missing_context,
         checks=facts.checks,
         check_status=facts.check_status,
+        suggestions_checked=result.suggestions_checked,
+        suggestions_dropped={str(k): v for k, v in result.suggestions_dropped.items()},
     )
 
 

@@ -544,6 +544,15 @@ def print_eval(document: dict[str, Any], console: Console) -> None:
     for row in document["categories"]:
         add_row(categories, row["category"], row["tp"], row["fp"], ratio(row["precision"]))
     console.print(categories)
+    suggestions = document.get("suggestions") or {}
+    if suggestions.get("offered"):
+        dropped = ", ".join(f"{k}: {v}" for k, v in suggestions["dropped"].items()) or "none"
+        console.print(
+            data(
+                f"suggestions: {suggestions['offered']} offered, {suggestions['kept']} posted, "
+                f"dropped {dropped}"
+            )
+        )
     console.print(
         data(
             f"model {document['model']}, prompt {document['prompt_version']}, "

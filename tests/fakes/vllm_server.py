@@ -815,11 +815,45 @@ def review_diff(lines: Sequence[DiffLine]) -> list[dict[str, Any]]:
     for index, line in enumerate(lines):
         if line.kind != "added":
             continue
+        planted = PLANTED_SUGGESTION.search(line.text)
+        if planted is not None:
+            findings.append(_planted_suggestion(line, lines[index:], planted))
+            continue
         following = lines[index + 1] if index + 1 < len(lines) else None
         pattern = _first_matching_pattern(line, following)
         if pattern is not None:
             findings.append(_finding(line, pattern))
     return findings
+
+
+# ``# suggest(+M): TEXT`` (or ``// suggest...``) on an added line: a finding over it and the M
+# added lines below whose suggestion is TEXT (``\\n`` a new line, ``\\t`` a tab; ``SAME``:
+# the lines themselves), for the eval's planted suggestions (tests/fixtures/eval/suggestions).
+PLANTED_SUGGESTION = re.compile(r"(?:#|//)\s*suggest\(\+(?P<below>\d+)\):\s?(?P<text>.*)$")
+
+
+def _planted_suggestion(
+    line: DiffLine, rest: Sequence[DiffLine], planted: re.Match[str]
+) -> dict[str, Any]:
+    below = int(planted["below"])
+    covered = [item.text for item in rest[: below + 1]]
+    text = planted["text"]
+    suggestion = (
+        "\n".join(covered) if text == "SAME" else text.replace("\\n", "\n").replace("\\t", "\t")
+    )
+    finding: dict[str, Any] = {
+        "path": line.path,
+        "line": line.number,
+        "side": "new",
+        "severity": "minor",
+        "category": "maintainability",
+        "title": "Planted suggestion",
+        "body": "A suggestion planted by the eval fixture.",
+        "suggestion": suggestion,
+    }
+    if below:
+        finding["end_line"] = line.number + below
+    return finding
 
 
 def _first_matching_pattern(line: DiffLine, following: DiffLine | None) -> ReviewPattern | None:
