@@ -30,7 +30,7 @@ from typing import Any
 from reviewbot.analyzer_findings import AnalyzerFinding, AnalyzerProblem, AnalyzerRun
 from reviewbot.analyzer_settings import RUFF, SECRETS, SEMGREP, AnalyzerSettings
 from reviewbot.analyzers.processes import ToolFailure, run_tool, stderr_summary
-from reviewbot.analyzers.report_json import ReportContext, line_number, repository_path
+from reviewbot.analyzers.report_json import ReportContext, counted, line_number, repository_path
 from reviewbot.analyzers.sarif import read_sarif_data
 from reviewbot.analyzers.secrets import SECRETS_TOOL, scan_lines
 from reviewbot.findings import Category, Severity
@@ -108,7 +108,7 @@ def run_ruff(
     findings = [f for item in items if (f := _ruff_finding(item, checkout, context))]
     return AnalyzerRun(
         findings=tuple(findings),
-        used=(f"analyzer ruff ({len(findings)} findings in {len(files)} files)",),
+        used=(f"analyzer ruff ({counted(len(findings))} in {counted(len(files), 'file')})",),
     )
 
 
@@ -190,7 +190,8 @@ def run_secrets(checkout: Path, changed: Mapping[str, Sequence[int]]) -> Analyze
         )
         for path in skipped
     )
-    used = f"analyzer {SECRETS} ({SECRETS_TOOL}, {len(findings)} findings in {len(changed)} files)"
+    scanned = counted(len(changed), "file")
+    used = f"analyzer {SECRETS} ({SECRETS_TOOL}, {counted(len(findings))} in {scanned})"
     return AnalyzerRun(findings=tuple(findings), used=(used,), problems=problems)
 
 
@@ -242,5 +243,5 @@ def run_semgrep(
         return _did_not_run(SEMGREP, "; ".join(p.reason for p in run.problems))
     findings = tuple(replace(f, origin="built-in semgrep") for f in run.findings)
     return AnalyzerRun(
-        findings=findings, used=(f"analyzer semgrep ({len(findings)} findings, rules {config})",)
+        findings=findings, used=(f"analyzer semgrep ({counted(len(findings))}, rules {config})",)
     )

@@ -25,6 +25,7 @@ from typing import Any
 from reviewbot.analyzer_findings import AnalyzerFinding, AnalyzerRun
 from reviewbot.analyzers.report_json import (
     ReportContext,
+    counted,
     field_text,
     line_number,
     problem_run,
@@ -63,7 +64,7 @@ def read_code_quality_data(name: str, issues: Sequence[Any], context: ReportCont
     skipped = f", {own} of reviewbot's own left out" if own else ""
     return AnalyzerRun(
         findings=tuple(findings),
-        used=(f"Code Quality report {name} ({len(findings)} findings{skipped})",),
+        used=(f"Code Quality report {name} ({counted(len(findings))}{skipped})",),
     )
 
 

@@ -18,7 +18,7 @@ from reviewbot.analyzer_findings import AnalyzerFinding, AnalyzerProblem, Analyz
 from reviewbot.analyzer_settings import AnalyzerSettings, ReportJob
 from reviewbot.analyzers.builtin import run_builtin_analyzers
 from reviewbot.analyzers.changes import changed_lines
-from reviewbot.analyzers.report_json import MAX_REPORT_BYTES, ReportContext
+from reviewbot.analyzers.report_json import MAX_REPORT_BYTES, ReportContext, counted
 from reviewbot.analyzers.reports import read_report
 from reviewbot.diff import FileDiff
 from reviewbot.gitlab.connection import GitLabError
@@ -180,7 +180,9 @@ def within_changes(run: AnalyzerRun, changed: ChangedLines) -> AnalyzerRun:
     left_out = len(run.findings) - len(kept)
     used = run.used
     if left_out:
-        used += (f"{left_out} analyzer findings outside the MR's changed lines left out",)
+        used += (
+            f"{counted(left_out, 'analyzer finding')} outside the MR's changed lines left out",
+        )
     return AnalyzerRun(kept, used, run.problems)
 
 

@@ -30,6 +30,7 @@ from reviewbot.analyzer_findings import AnalyzerFinding, AnalyzerRun
 from reviewbot.analyzers.report_json import (
     ReportContext,
     commit_problem,
+    counted,
     field_text,
     line_number,
     problem_run,
@@ -77,7 +78,7 @@ def read_security_data(name: str, report: Mapping[str, Any], context: ReportCont
     findings = [f for v in items if (f := _finding(name, v, scanner, secret, context))]
     kind = "secret detection" if secret else "security"
     return AnalyzerRun(
-        findings=tuple(findings), used=(f"GitLab {kind} report {name} ({len(findings)} findings)",)
+        findings=tuple(findings), used=(f"GitLab {kind} report {name} ({counted(len(findings))})",)
     )
 
 

@@ -19,6 +19,7 @@ __all__ = [
     "MAX_REPORT_BYTES",
     "ReportContext",
     "commit_problem",
+    "counted",
     "field_text",
     "line_number",
     "parse_report",
@@ -106,3 +107,8 @@ def line_number(value: object) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         return None
     return value
+
+
+def counted(number: int, noun: str = "finding") -> str:
+    """``"1 finding"``, ``"3 findings"``."""
+    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"

@@ -17,9 +17,9 @@ https://docs.oasis-open.org/sarif/sarif/v2.1.0/sarif-v2.1.0.html):
 
 Levels: ``error`` -> major, ``warning`` -> minor, ``note`` / ``none`` -> info. Category: a
 secret scanner's result (gitleaks, or any tool named ``*secret*``) is security and critical,
-its message and snippet masked; a rule tagged ``security`` or with a ``CWE`` tag
-(``properties.tags``, Semgrep's and CodeQL's habit) is security; another ``error`` is bug;
-the rest style.
+its message masked and its snippet (the secret itself) dropped; a rule tagged ``security`` or
+with a ``CWE`` tag (``properties.tags``, Semgrep's and CodeQL's habit) is security; another
+``error`` is bug; the rest style.
 
 Owns: the SARIF reading. Must not: read a file.
 """
@@ -33,6 +33,7 @@ from reviewbot.analyzer_findings import AnalyzerFinding, AnalyzerRun
 from reviewbot.analyzers.report_json import (
     ReportContext,
     commit_problem,
+    counted,
     field_text,
     line_number,
     problem_run,
@@ -79,7 +80,7 @@ def read_sarif_data(name: str, log: Mapping[str, Any], context: ReportContext) -
     findings: list[AnalyzerFinding] = []
     for run in runs:
         findings += _run_findings(name, run, context)
-    return AnalyzerRun(findings=tuple(findings), used=(f"SARIF {name} ({len(findings)} findings)",))
+    return AnalyzerRun(findings=tuple(findings), used=(f"SARIF {name} ({counted(len(findings))})",))
 
 
 def _objects(value: object) -> list[Mapping[str, Any]]:
@@ -158,7 +159,7 @@ def _finding(
         severity=severity,
         category=category,
         message=mask_secrets(message) if secret else message,
-        snippet=mask_secrets(snippet) if secret else snippet,
+        snippet="" if secret else snippet,  # a secret scanner's snippet is the secret
         secret=secret,
         origin=f"SARIF {name}",
     )
