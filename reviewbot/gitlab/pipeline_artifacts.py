@@ -20,7 +20,7 @@ from urllib.parse import quote
 
 from gitlab.exceptions import GitlabHttpError
 
-from reviewbot.gitlab.connection import HTTP_NOT_FOUND, MAX_PER_PAGE, GitLabConnection
+from reviewbot.gitlab.connection import HTTP_NOT_FOUND, GitLabConnection
 
 __all__ = ["PipelineArtifactReader"]
 
@@ -42,7 +42,7 @@ class PipelineArtifactReader(GitLabConnection):
         url = f"/projects/{quote(str(project_id), safe='')}/pipelines/{pipeline_id}/jobs"
         missing = f"pipeline {pipeline_id} not found"
         with self._translated(f"listing the jobs of pipeline {pipeline_id}", not_found=missing):
-            return self._list(url, per_page=MAX_PER_PAGE)
+            return self._list(url)
 
     def job_artifact(
         self, project_id: int | str, job_id: int, path: str, *, max_bytes: int
