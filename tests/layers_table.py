@@ -42,7 +42,7 @@ FOLDERS: dict[str, Folder] = {
     "reviewbot.llm": Folder(ADAPTERS, "the model server: runner, transports, factory"),
     "reviewbot.store": Folder(ADAPTERS, "the database: every table and every SQL statement"),
     "reviewbot.repo": Folder(ADAPTERS, "a repository at one commit, and the model's tools on it"),
-    "reviewbot.analyzers": Folder(CORE, "deterministic analyzers' findings: reports read, tools run"),
+    "reviewbot.analyzers": Folder(CORE, "analyzers' findings: reports read, tools run"),
     "reviewbot.ops": Folder(CORE, "the model server's side: capacity, doctor, loadtest, weights"),
     "reviewbot.learnings": Folder(PIPELINE, "the team's learnings: taught, proposed, applied"),
     "reviewbot.report": Folder(PIPELINE, "the accuracy report: figures, Markdown, HTML, charts"),
