@@ -219,7 +219,8 @@ def _default_database_url() -> str:
 class Settings(GroupConfig, CheckSettings, AnalyzerSettings):
     """Every setting, its default and its help text (docs/configuration.md is generated from
     these fields by ``python -m reviewbot.commands.docs``); a feature's own group of settings
-    is a base class in its own module (``GroupConfig``, ``CheckSettings``)."""
+    is a base class in its own module (``GroupConfig``, ``CheckSettings``,
+    ``AnalyzerSettings``)."""
 
     gitlab_url: str | None = setting(
         None,

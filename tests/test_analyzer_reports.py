@@ -127,6 +127,13 @@ def test_a_report_file_missing_unreadable_or_too_large_is_a_problem(tmp_path: Pa
     assert "not UTF-8" in read_report_file(binary, CONTEXT).problems[0].reason
 
 
+def test_an_all_zero_commit_names_none() -> None:
+    data = json.loads((FIXTURES / "gl-secret-detection-other-commit.json").read_text())
+    data["vulnerabilities"][0]["location"]["commit"]["sha"] = "0000000"
+    run = read_report("secrets.json", json.dumps(data).encode(), CONTEXT)
+    assert len(run.findings) == 1 and run.problems == ()
+
+
 def test_a_report_for_the_pipelines_merge_commit_is_used() -> None:
     data = (FIXTURES / "semgrep-other-commit.sarif").read_bytes()
     both = ReportContext(commits=frozenset({HEAD, OTHER}))

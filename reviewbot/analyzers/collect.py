@@ -136,6 +136,9 @@ def collect_from_pipeline(
             reason = f"no pipeline for the MR's head {head_sha[:SHORT_SHA]}"
             return AnalyzerRun(problems=(AnalyzerProblem("pipeline reports", reason),))
         listed = gitlab.pipeline_jobs(project, int(pipeline["id"]))
+    except (KeyError, TypeError, ValueError):
+        reason = f"GitLab answered a pipeline of {head_sha[:SHORT_SHA]} without a number as id"
+        return AnalyzerRun(problems=(AnalyzerProblem("pipeline reports", reason),))
     except GitLabError as error:
         return AnalyzerRun(problems=(AnalyzerProblem("pipeline reports", str(error)),))
     context = ReportContext(commits=frozenset({head_sha, str(pipeline.get("sha", ""))} - {""}))

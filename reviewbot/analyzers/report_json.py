@@ -63,8 +63,14 @@ def parse_report(name: str, data: bytes) -> Any | AnalyzerProblem:
 
 def commit_problem(name: str, revisions: Iterable[str], context: ReportContext) -> str | None:
     """The reason a report naming ``revisions`` is for another commit, or None (it names
-    none, names an accepted one, or there is nothing to check against)."""
-    named = [r.strip().lower() for r in revisions if len(r.strip()) >= MIN_SHA_PREFIX]
+    none, names an accepted one, or there is nothing to check against). An all-zero SHA names
+    none: GitLab's secret detection writes ``0000000`` when it scans the files, not the
+    history."""
+    named = [
+        r.strip().lower()
+        for r in revisions
+        if len(r.strip()) >= MIN_SHA_PREFIX and r.strip().strip("0")
+    ]
     if not named or not context.commits:
         return None
     accepted = [c.lower() for c in context.commits]
