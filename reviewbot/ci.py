@@ -35,6 +35,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
 
+from reviewbot.analyzers.collect import CheckoutAnalyzers
 from reviewbot.app import App
 from reviewbot.codequality import codequality_report
 from reviewbot.config import ConfigError, Settings, load_settings
@@ -56,6 +57,7 @@ __all__ = [
     "NotAMergeRequestPipelineError",
     "findings_at_or_above",
     "gitlab_url_from_api_url",
+    "pipeline_analyzers",
     "read_ci_environment",
     "review_pipeline_merge_request",
     "write_codequality",
@@ -255,10 +257,13 @@ def review_pipeline_merge_request(
     *,
     dry_run: bool,
     full: bool = False,
+    analyzer_reports: Sequence[Path] = (),
     say: Callable[[str], None],
 ) -> RunReport:
     """Review the pipeline's MR like `reviewbot run` (same idempotency, same summary note),
-    with file contents from the checkout; ``say`` hears what happens along the way."""
+    with file contents from the checkout; ``say`` hears what happens along the way. The
+    analyzers (``analyzer_reports``, the ``analyzer_reports`` setting, the built-ins) go to the
+    review as ``RunOptions.analyzers`` (:func:`pipeline_analyzers`)."""
     from reviewbot.mr import RunOptions, run_merge_request
 
     settings = _ci_settings(config_file, ci, env)
@@ -266,6 +271,7 @@ def review_pipeline_merge_request(
 
     checkout = Checkout(ci.project_dir, say)
     options = RunOptions(
+        analyzers=pipeline_analyzers(ci, settings, analyzer_reports),
         trigger="ci",
         dry_run=dry_run,
         checkout=checkout,
@@ -281,6 +287,16 @@ def review_pipeline_merge_request(
         report = run_merge_request(app, ci.project_id, ci.iid, options, progress=say)
     _check_pipeline_base(ci, checkout, report, say)
     return report
+
+
+def pipeline_analyzers(
+    ci: CiEnvironment, settings: Settings, analyzer_reports: Sequence[Path] = ()
+) -> CheckoutAnalyzers:
+    """The analyzers of the CI checkout: the reports given (relative paths: to
+    ``CI_PROJECT_DIR``, where the job's ``needs:`` artifacts land) and the built-ins; a report
+    for the pipeline's own commit (a merged-results pipeline's merge commit) is accepted too."""
+    also = (ci.commit_sha,) if ci.commit_sha else ()
+    return CheckoutAnalyzers(ci.project_dir, settings, tuple(analyzer_reports), also)
 
 
 def _check_pipeline_base(

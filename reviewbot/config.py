@@ -36,6 +36,7 @@ from typing import Any
 
 import platformdirs
 
+from reviewbot.analyzer_settings import AnalyzerSettings
 from reviewbot.check_settings import CheckSettings
 from reviewbot.findings import Category, Severity
 from reviewbot.group_config import GroupConfig, group_project_problem
@@ -215,10 +216,11 @@ def _default_database_url() -> str:
 
 
 @dataclass(frozen=True)
-class Settings(GroupConfig, CheckSettings):
+class Settings(GroupConfig, CheckSettings, AnalyzerSettings):
     """Every setting, its default and its help text (docs/configuration.md is generated from
     these fields by ``python -m reviewbot.commands.docs``); a feature's own group of settings
-    is a base class in its own module (``GroupConfig``, ``CheckSettings``)."""
+    is a base class in its own module (``GroupConfig``, ``CheckSettings``,
+    ``AnalyzerSettings``)."""
 
     gitlab_url: str | None = setting(
         None,
@@ -568,7 +570,7 @@ class Settings(GroupConfig, CheckSettings):
                 f"llm_session_header is no HTTP header name: {shown(self.llm_session_header)}"
             )
         _check_database_url(self.database_url)
-        if problem := self.check_settings_problem():
+        if problem := self.check_settings_problem() or self.analyzer_settings_problem():
             raise ConfigError(problem)
 
     def describe(self) -> dict[str, Any]:

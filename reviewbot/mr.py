@@ -82,6 +82,7 @@ from reviewbot.tokens import TokenCounter, local_counter
 from reviewbot.verify import with_verdicts
 
 if TYPE_CHECKING:
+    from reviewbot.analyzers.collect import CheckoutAnalyzers
     from reviewbot.app import App
     from reviewbot.store import Store
 
@@ -119,6 +120,9 @@ class RunOptions:
     full: bool = False  # review every hunk, even those an earlier review saw unchanged
     concurrency: int | None = None  # model requests in flight for this review (None: settings)
     pipeline_id: int | None = None  # the CI pipeline the checks' commit status joins
+    # ``reviewbot ci``'s analyzers (its reports, the built-ins on the checkout): called with the
+    # head SHA and the MR's FileDiffs, it returns an AnalyzerRun (docs/analyzers.md)
+    analyzers: CheckoutAnalyzers | None = None
 
 
 @dataclass

@@ -42,6 +42,7 @@ FOLDERS: dict[str, Folder] = {
     "reviewbot.llm": Folder(ADAPTERS, "the model server: runner, transports, factory"),
     "reviewbot.store": Folder(ADAPTERS, "the database: every table and every SQL statement"),
     "reviewbot.repo": Folder(ADAPTERS, "a repository at one commit, and the model's tools on it"),
+    "reviewbot.analyzers": Folder(CORE, "analyzers' findings: reports read, tools run"),
     "reviewbot.ops": Folder(CORE, "the model server's side: capacity, doctor, loadtest, weights"),
     "reviewbot.learnings": Folder(PIPELINE, "the team's learnings: taught, proposed, applied"),
     "reviewbot.report": Folder(PIPELINE, "the accuracy report: figures, Markdown, HTML, charts"),
@@ -87,6 +88,10 @@ MODULES: dict[str, int] = {
     "reviewbot.repo.confine": CORE,
     "reviewbot.repo.search": CORE,
     "reviewbot.repo.definitions": CORE,
+    # the analyzers: what runs a tool or reads a file or GitLab (the readers are pure)
+    "reviewbot.analyzers.processes": ADAPTERS,
+    "reviewbot.analyzers.builtin": ADAPTERS,
+    "reviewbot.analyzers.collect": ADAPTERS,
     # the model server's side: what talks to servers and disks (the rest judges answers)
     "reviewbot.ops.weights_files": ADAPTERS,
     "reviewbot.ops.weights_doctor": PIPELINE,

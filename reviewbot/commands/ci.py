@@ -159,6 +159,16 @@ def _exit_code(report: RunReport, fail_on: Severity | None, fail_on_checks: bool
     help="Review every change, not only what changed since the last review (a shared "
     "REVIEWBOT_DATABASE_URL is what makes reviews incremental in CI).",
 )
+@click.option(
+    "--analyzer-report",
+    "analyzer_reports",
+    type=click.Path(dir_okay=False, path_type=Path),
+    multiple=True,
+    metavar="PATH",
+    help="A report the pipeline produced (SARIF 2.1.0, GitLab SAST / secret detection, Code "
+    "Quality JSON), e.g. a `needs:` artifact; repeatable, added to the analyzer_reports "
+    "setting (docs/analyzers.md). One missing or unreadable is named in the summary.",
+)
 @config_option
 @one_line_errors
 def ci_command(
@@ -169,6 +179,7 @@ def ci_command(
     dry_run: bool,
     strict: bool,
     full: bool,
+    analyzer_reports: tuple[Path, ...],
     config_file: str | None,
 ) -> None:
     """Review the merge request of this GitLab CI pipeline (reads the CI_* variables).
@@ -183,7 +194,13 @@ def ci_command(
         _outside_merge_request(error, strict, codequality, summary)
     threshold = Severity(fail_on) if fail_on else None
     report = review_pipeline_merge_request(
-        ci, env, config_file, dry_run=dry_run, full=full, say=_say
+        ci,
+        env,
+        config_file,
+        dry_run=dry_run,
+        full=full,
+        analyzer_reports=analyzer_reports,
+        say=_say,
     )
     if codequality is not None:
         _write(codequality, report=report)

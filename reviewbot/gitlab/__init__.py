@@ -11,7 +11,8 @@ decision. One module per thing it talks to GitLab about:
 - ``accuracy``: :class:`AccuracyReader`, feedback sync's reads and the report issue;
 - ``account``: :class:`AccountReader`, what ``reviewbot doctor`` asks about the token;
 - ``repository``: :class:`RepositoryReader`, a project's tree and raw files at a commit;
-- ``statuses``: :class:`CommitStatusWriter`, the review's commit status on the head commit.
+- ``statuses``: :class:`CommitStatusWriter`, the review's commit status on the head commit;
+- ``pipeline_artifacts``: :class:`PipelineArtifactReader`, a pipeline's jobs' report files.
 
 :class:`GitLabClient` is all of them on one connection: the App holds one per GitLab URL, so
 every caller shares its session pool, its note pace (GitLab's limit is per user) and the
@@ -44,6 +45,7 @@ from reviewbot.gitlab.connection import (
 )
 from reviewbot.gitlab.merge_requests import MergeRequestReader
 from reviewbot.gitlab.notes import DraftPublishReport, NoteWriter, write_marker
+from reviewbot.gitlab.pipeline_artifacts import PipelineArtifactReader
 from reviewbot.gitlab.repository import RepositoryReader
 from reviewbot.gitlab.statuses import CommitStatusWriter
 
@@ -66,6 +68,7 @@ __all__ = [
     "GitLabUnavailableError",
     "MergeRequestReader",
     "NoteWriter",
+    "PipelineArtifactReader",
     "PositionRefusedError",
     "RepositoryReader",
     "RequestCounter",
@@ -73,5 +76,12 @@ __all__ = [
 ]
 
 
-class GitLabClient(NoteWriter, AccuracyReader, AccountReader, RepositoryReader, CommitStatusWriter):
+class GitLabClient(
+    NoteWriter,
+    AccuracyReader,
+    AccountReader,
+    RepositoryReader,
+    CommitStatusWriter,
+    PipelineArtifactReader,
+):
     """One GitLab server, one token: every read and write reviewbot makes there."""

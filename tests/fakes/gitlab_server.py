@@ -45,6 +45,9 @@ References (checked against gitlabhq source):
 - lib/api/commit_statuses.rb: ``POST /projects/:id/statuses/:sha`` and ``GET
   /projects/:id/repository/commits/:sha/statuses``, with GitLab's state machine and its 400
   ``Cannot transition status via ...`` (``tests.fakes.commit_statuses``).
+- lib/api/ci/pipelines.rb, jobs.rb, job_artifacts.rb: ``GET /projects/:id/pipelines``,
+  ``GET /projects/:id/pipelines/:pipeline_id/jobs`` and ``GET
+  /projects/:id/jobs/:job_id/artifacts/*artifact_path`` (``tests.fakes.pipelines``).
 
 - lib/api/repositories.rb ``GET /projects/:id/repository/tree`` (``ref``, ``path``,
   ``recursive``, ``per_page``; ``pagination=keyset`` with ``page_token``: each page's Link
@@ -71,6 +74,7 @@ import re
 import subprocess
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import formatdate
@@ -93,6 +97,7 @@ from tests.fakes.git_http import (
     http_backend,
     read_chunked,
 )
+from tests.fakes.pipelines import PipelineMissing, Pipelines
 
 API_PREFIX = "/api/v4"
 STORED_FIRST = "stored:"
@@ -472,6 +477,7 @@ class Project:
     members: dict[int, int] = field(default_factory=dict)  # user id -> access level
     issues: dict[int, dict[str, Any]] = field(default_factory=dict)
     statuses: CommitStatuses = field(default_factory=CommitStatuses)
+    pipelines: Pipelines = field(default_factory=Pipelines)
 
 
 @dataclass(frozen=True)
@@ -1511,6 +1517,62 @@ class FakeGitLab:
         self._commit(project, sha)
         return self._paginated(request, project.statuses.listed(sha, request.params))
 
+    def add_pipeline(
+        self,
+        project: str | int,
+        sha: str,
+        jobs: Mapping[str, Mapping[str, bytes] | None],
+        *,
+        ref: str = "main",
+        status: str = "success",
+    ) -> int:
+        """A finished pipeline of ``sha`` with ``jobs`` (name -> artifact files by path, None
+        for a job that kept none); its id."""
+        with self._lock:
+            target = self._project(project)
+            pipeline_id = next(self._ids)
+            when = _now()
+            web_url = f"{self.url}/{target.path_with_namespace}"
+            pipeline = {
+                "id": pipeline_id,
+                "iid": len(target.pipelines.pipelines) + 1,
+                "project_id": target.id,
+                "sha": sha,
+                "ref": ref,
+                "status": status,
+                "source": "merge_request_event",
+                "created_at": when,
+                "updated_at": when,
+                "web_url": f"{web_url}/-/pipelines/{pipeline_id}",
+            }
+            job_ids = [next(self._ids) for _ in jobs]
+            target.pipelines.add(pipeline, jobs, job_ids, web_url)
+            return pipeline_id
+
+    def _get_pipelines(self, request: Request, pid: str) -> Response:
+        project = self._project(pid)
+        return self._paginated(request, project.pipelines.listed(request.params))
+
+    def _get_pipeline_jobs(self, request: Request, pid: str, pipeline_id: str) -> Response:
+        project = self._project(pid)
+        try:
+            return self._paginated(request, project.pipelines.jobs_of(int(pipeline_id)))
+        except PipelineMissing as missing:
+            raise ApiError(missing.status, missing.body) from missing
+
+    def _get_job_artifact(self, request: Request, pid: str, job_id: str, path: str) -> Response:
+        project = self._project(pid)
+        try:
+            content = project.pipelines.artifact(int(job_id), unquote(path))
+        except PipelineMissing as missing:
+            raise ApiError(missing.status, missing.body) from missing
+        name = unquote(path).rsplit("/", 1)[-1]
+        headers = {
+            "Content-Type": "application/octet-stream",
+            "Content-Disposition": f'attachment; filename="{name}"',
+        }
+        return Response(HTTPStatus.OK, content, headers)
+
     def commit_statuses(self, project: str | int, sha: str) -> list[dict[str, Any]]:
         """Every status of ``sha``, oldest first (what GitLab keeps, for tests)."""
         with self._lock:
@@ -1931,6 +1993,9 @@ _ROUTES: list[tuple[str, re.Pattern[str], str]] = [
         ("PUT", _P + r"/issues/(\d+)", "_put_issue"),
         ("POST", _P + r"/statuses/([0-9a-f]{7,40})", "_post_status"),
         ("GET", _P + r"/repository/commits/([0-9a-f]{7,40})/statuses", "_get_statuses"),
+        ("GET", _P + r"/pipelines", "_get_pipelines"),
+        ("GET", _P + r"/pipelines/(\d+)/jobs", "_get_pipeline_jobs"),
+        ("GET", _P + r"/jobs/(\d+)/artifacts/(.+)", "_get_job_artifact"),
         ("GET", _MR, "_get_mr"),
         ("GET", _MR + r"/versions", "_get_versions"),
         ("GET", _MR + r"/versions/(\d+)", "_get_one_version"),
