@@ -145,11 +145,21 @@ def finding_body(finding: Finding) -> str:
             f"_Placed on the nearest changed line: the model pointed at "
             f"{finding.reported_side} line {finding.reported_line}, which is not in the diff._"
         )
+    if finding.analyzers:
+        parts.append(_sources_line(finding))
     if finding.suggestion is not None:
         below = (finding.end_line - finding.line) if finding.end_line and finding.line else 0
         parts.append(suggestion_block(finding.suggestion, lines_above=0, lines_below=below))
     parts.append(finding_marker(finding))
     return "\n\n".join(part for part in parts if part)
+
+
+def _sources_line(finding: Finding) -> str:
+    """Who reported it: each analyzer's tool and rule, and the model where it agreed."""
+    named = ", ".join(f"`{code_span_text(name)}`" for name in finding.analyzers)
+    if finding.source == "both":
+        return f"_Reported by the model and by {named}._"
+    return f"_Reported by {named}._"
 
 
 # ---------------------------------------------------------------------------------------------
