@@ -210,6 +210,11 @@ def merge_with_model(
     merged = list(model_findings)
     for analyzer in inline:
         tool = tools[analyzer.fingerprint]
+        carried = next((f for f in merged if f.fingerprint == analyzer.fingerprint), None)
+        if carried is not None:  # carried over from an earlier review: already merged there
+            if carried.source == FindingSource.BOTH.value:
+                counts[tool] = _moved_to_merged(counts[tool])
+            continue
         match = next(
             (index for index, model in enumerate(merged) if _mergeable(model, analyzer)), None
         )
@@ -217,9 +222,12 @@ def merge_with_model(
             merged.append(analyzer)
             continue
         merged[match] = _combined(merged[match], analyzer)
-        tally = counts[tool]
-        counts[tool] = dataclasses.replace(tally, inline=tally.inline - 1, merged=tally.merged + 1)
+        counts[tool] = _moved_to_merged(counts[tool])
     return AnalyzerMerge(merged, counts, collapsed)
+
+
+def _moved_to_merged(tally: AnalyzerCounts) -> AnalyzerCounts:
+    return dataclasses.replace(tally, inline=tally.inline - 1, merged=tally.merged + 1)
 
 
 def _mergeable(model: Finding, analyzer: Finding) -> bool:

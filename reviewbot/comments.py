@@ -250,6 +250,7 @@ class SummaryData:
     masked: int = 0  # findings whose text held what looked like a secret, masked before posting
     unknown_rules: int = 0  # findings that named a rule the review does not have (name dropped)
     missing_context: Sequence[str] = ()  # context the review meant to show and could not read
+    analyzers: Sequence[str] = ()  # problems and per-tool counts (reviewbot.analyzer_summary)
 
 
 def summary_body(summary: SummaryData) -> str:
@@ -261,6 +262,7 @@ def summary_body(summary: SummaryData) -> str:
         _unplaced_section(summary),
         _unreviewed_section(summary.unreviewed),
         _errors_section(summary.errors),
+        _analyzers_section(summary.analyzers),
         _run_table(summary),
         summary_marker(),
     ]
@@ -406,6 +408,12 @@ def _unreviewed_section(unreviewed: Sequence[str]) -> str:
         return ""
     items = "\n".join(f"- {table_cell(part)}" for part in unreviewed)
     return _collapsible(f"⚠️ Not reviewed ({len(unreviewed)})", items, len(unreviewed))
+
+
+def _analyzers_section(lines: Sequence[str]) -> str:
+    if not lines:
+        return ""
+    return "**Analyzers**\n\n" + "\n".join(f"- {table_cell(line)}" for line in lines)
 
 
 def _errors_section(errors: Sequence[str]) -> str:

@@ -37,6 +37,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from reviewbot.analyzer_findings import AnalyzerRun
+from reviewbot.analyzer_review import with_analyzers
+from reviewbot.analyzer_summary import AnalyzerFacts
 from reviewbot.comments import TokenUsage, Withheld
 from reviewbot.config import Settings
 from reviewbot.exclusions import skip_reason
@@ -112,6 +115,7 @@ class RunOptions:
     lock_ttl_s: float | None = None  # None: Settings.mr_lock_seconds
     full: bool = False  # review every hunk, even those an earlier review saw unchanged
     concurrency: int | None = None  # model requests in flight for this review (None: settings)
+    analyzers: AnalyzerRun | None = None  # analyzer findings to merge (None: analyzers off)
 
 
 @dataclass
@@ -228,7 +232,13 @@ def _steps(run: _Run, review_id: int) -> RunReport:
     findings, suppressed = suppress(
         result.findings, taught, review_options(settings).findings_options
     )
-    result = dataclasses.replace(result, findings=findings)
+    result, analyzer_facts = with_analyzers(
+        dataclasses.replace(result, findings=findings),
+        run.options.analyzers,
+        run.snapshot.files,
+        review_options(settings).findings_options,
+    )
+    run.analyzer_facts = analyzer_facts
     run.warnings.extend(result.rule_notes)
     run.store.record_run(review_id, calls=result.model_calls)
     report = RunReport(
@@ -300,6 +310,7 @@ class _Run:
     source: RepositorySource = field(init=False)  # the repository at any of the run's SHAs
     files: RepoFiles = field(init=False)  # every file read of the run, at any of its SHAs
     tools_withheld: bool = False  # the tools were on, but the head's tree could not be listed
+    analyzer_facts: AnalyzerFacts | None = None  # what the summary says of the analyzers
 
     def __post_init__(self) -> None:
         self.source = open_repository(
@@ -493,6 +504,7 @@ def _publish(
                 _facts(result, run.options, run.warnings),
                 withheld=withheld,
                 missing_context=_missing_context(run),
+                analyzers=run.analyzer_facts,
             ),
             run.read_head,
             on_posted=posted,

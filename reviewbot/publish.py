@@ -32,6 +32,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, TextIO
 
+from reviewbot.analyzer_summary import AnalyzerFacts, analyzer_lines
 from reviewbot.chunking import Coverage
 from reviewbot.comments import (
     IncrementalNote,
@@ -298,6 +299,7 @@ class ReviewFacts:
     withheld: Sequence[Withheld] = ()  # per learning, the findings it kept off the MR
     unknown_rules: int = 0  # findings that named a rule the review does not have (name dropped)
     missing_context: Sequence[str] = ()  # context the review meant to show and could not read
+    analyzers: AnalyzerFacts | None = None  # None: no analyzers configured (nothing shown)
 
 
 @dataclass
@@ -474,6 +476,9 @@ def _summary_data(
         masked=sum(finding.masked for finding in _this_reviews_findings(result)),
         unknown_rules=facts.unknown_rules,
         missing_context=facts.missing_context,
+        analyzers=analyzer_lines(
+            facts.analyzers, [*result.posted, *result.already_posted], result.summary_only
+        ),
     )
 
 

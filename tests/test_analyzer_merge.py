@@ -130,3 +130,14 @@ def test_a_secret_is_named_by_kind_and_line_and_its_value_never_posted() -> None
     alone = merge_with_model([], AnalyzerRun(findings=(secret(),)), FILES).findings[0]
     assert "gitlab-pat" in alone.title and alone.line == 3
     assert PLANTED not in finding_body(alone)
+
+
+def test_a_finding_carried_over_with_the_analyzer_fingerprint_is_not_added_again() -> None:
+    first = merge_with_model(
+        [model(2, Category.MAINTAINABILITY)], AnalyzerRun(findings=(analyzer(),)), FILES
+    )
+
+    again = merge_with_model(first.findings, AnalyzerRun(findings=(analyzer(),)), FILES)
+
+    assert again.findings == first.findings
+    assert again.counts["ruff"].merged == 1
