@@ -35,6 +35,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
 
+from reviewbot.analyzer_findings import AnalyzerRun
 from reviewbot.app import App
 from reviewbot.codequality import codequality_report
 from reviewbot.config import ConfigError, Settings, load_settings
@@ -246,9 +247,11 @@ def review_pipeline_merge_request(
     dry_run: bool,
     full: bool = False,
     say: Callable[[str], None],
+    analyzers: AnalyzerRun | None = None,
 ) -> RunReport:
     """Review the pipeline's MR like `reviewbot run` (same idempotency, same summary note),
-    with file contents from the checkout; ``say`` hears what happens along the way."""
+    with file contents from the checkout; ``say`` hears what happens along the way;
+    ``analyzers``: findings to merge with the model's (None: analyzers off)."""
     from reviewbot.mr import RunOptions, run_merge_request
 
     settings = _ci_settings(config_file, ci, env)
@@ -256,7 +259,12 @@ def review_pipeline_merge_request(
 
     checkout = Checkout(ci.project_dir, say)
     options = RunOptions(
-        trigger="ci", dry_run=dry_run, checkout=checkout, ci_job_url=ci.job_url, full=full
+        trigger="ci",
+        dry_run=dry_run,
+        checkout=checkout,
+        ci_job_url=ci.job_url,
+        full=full,
+        analyzers=analyzers,
     )
     with (
         _sigterm_unwinds(),
