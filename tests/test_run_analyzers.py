@@ -10,11 +10,14 @@ from collections import Counter
 import pytest
 
 from reviewbot.analyzer_findings import AnalyzerFinding, AnalyzerProblem, AnalyzerRun
+from reviewbot.app import App
 from reviewbot.comments import parse_marker
 from reviewbot.findings import Category, Severity
 from reviewbot.mr import RunOptions
+from reviewbot.queue import Job, JobQueue
 from reviewbot.store import Store
-from tests.mr_world import FEATURE_APP, PROJECT, World, world  # noqa: F401
+from reviewbot.worker import Worker, run_job
+from tests.mr_world import FEATURE_APP, PROJECT, World, git, world  # noqa: F401
 from tests.store_fixtures import store_url  # noqa: F401
 
 pytestmark = pytest.mark.slow
@@ -119,3 +122,32 @@ def test_without_analyzers_the_summary_has_no_analyzer_section(world: World) -> 
     world.run()
     summary = "".join(n["body"] for n in world.gitlab.notes(PROJECT, 1))
     assert "**Analyzers**" not in summary
+
+
+def test_the_worker_merges_what_its_collector_gives(world: World) -> None:  # noqa: F811
+    run = analyzer_run(world)
+    asked: list[int] = []
+
+    def collect(_app: App, job: Job) -> AnalyzerRun:
+        asked.append(job.mr_iid)
+        return run
+
+    with App(world.settings()) as app:
+        queue = JobQueue(app.store)
+        queue.enqueue(
+            project=PROJECT,
+            mr_iid=1,
+            head_sha=git(world.repo, "rev-parse", "feature"),
+            trigger="webhook",
+        )
+
+        def handler(job: Job) -> None:
+            run_job(app, job, collect_analyzers=collect)
+
+        Worker(app, queue, handler=handler, poll_s=0.02).run(burst=True, handle_signals=False)
+    assert asked == [1]
+    on_mr = fingerprints_on_mr(world)
+    assert len(on_mr) == 4 and set(on_mr.values()) == {1}
+    summary = "".join(n["body"] for n in world.gitlab.notes(PROJECT, 1))
+    assert "analyzer shellcheck: did not run: not installed" in summary
+    assert PLANTED not in summary
