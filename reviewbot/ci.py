@@ -35,6 +35,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
 
+from reviewbot.analyzer_findings import AnalyzerRun
 from reviewbot.analyzers.collect import CheckoutAnalyzers
 from reviewbot.app import App
 from reviewbot.codequality import codequality_report
@@ -259,11 +260,13 @@ def review_pipeline_merge_request(
     full: bool = False,
     analyzer_reports: Sequence[Path] = (),
     say: Callable[[str], None],
+    analyzers: AnalyzerRun | None = None,
 ) -> RunReport:
     """Review the pipeline's MR like `reviewbot run` (same idempotency, same summary note),
     with file contents from the checkout; ``say`` hears what happens along the way. The
     analyzers (``analyzer_reports``, the ``analyzer_reports`` setting, the built-ins) go to the
-    review as ``RunOptions.analyzers`` (:func:`pipeline_analyzers`)."""
+    review as ``RunOptions.analyzers`` (:func:`pipeline_analyzers`); ``analyzers``: findings
+    already collected, merged too (None: none)."""
     from reviewbot.mr import RunOptions, run_merge_request
 
     settings = _ci_settings(config_file, ci, env)
@@ -278,6 +281,7 @@ def review_pipeline_merge_request(
         ci_job_url=ci.job_url,
         full=full,
         pipeline_id=ci.pipeline_id,
+        analyzer_run=analyzers,
     )
     with (
         _sigterm_unwinds(),

@@ -146,11 +146,21 @@ def finding_body(finding: Finding) -> str:
             f"_Placed on the nearest changed line: the model pointed at "
             f"{finding.reported_side} line {finding.reported_line}, which is not in the diff._"
         )
+    if finding.analyzers:
+        parts.append(_sources_line(finding))
     if finding.suggestion is not None and finding.line is not None:
         above, below = block_range(finding.line, finding.end_line)
         parts.append(suggestion_block(finding.suggestion, lines_above=above, lines_below=below))
     parts.append(finding_marker(finding))
     return "\n\n".join(part for part in parts if part)
+
+
+def _sources_line(finding: Finding) -> str:
+    """Who reported it: each analyzer's tool and rule, and the model where it agreed."""
+    named = ", ".join(f"`{code_span_text(name)}`" for name in finding.analyzers)
+    if finding.source == "both":
+        return f"_Reported by the model and by {named}._"
+    return f"_Reported by {named}._"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -246,6 +256,7 @@ class SummaryData:
     check_status: str = ""
     suggestions_checked: int = 0  # suggestions applied to the head file before posting
     suggestions_dropped: Mapping[str, int] = field(default_factory=dict)  # by reason
+    analyzers: Sequence[str] = ()  # problems and per-tool counts (reviewbot.analyzer_summary)
 
 
 def summary_body(summary: SummaryData) -> str:
@@ -258,6 +269,7 @@ def summary_body(summary: SummaryData) -> str:
         _unplaced_section(summary),
         _unreviewed_section(summary.unreviewed),
         _errors_section(summary.errors),
+        _analyzers_section(summary.analyzers),
         _run_table(summary),
         summary_marker(),
     ]
@@ -416,6 +428,12 @@ def _unreviewed_section(unreviewed: Sequence[str]) -> str:
         return ""
     items = "\n".join(f"- {table_cell(part)}" for part in unreviewed)
     return _collapsible(f"⚠️ Not reviewed ({len(unreviewed)})", items, len(unreviewed))
+
+
+def _analyzers_section(lines: Sequence[str]) -> str:
+    if not lines:
+        return ""
+    return "**Analyzers**\n\n" + "\n".join(f"- {table_cell(line)}" for line in lines)
 
 
 def _errors_section(errors: Sequence[str]) -> str:

@@ -182,6 +182,8 @@ class Finding:
     # the model's text held what looked like a secret (a token, a key): masked before posting,
     # a suggestion holding one dropped
     masked: bool = False
+    source: str = "model"  # model / analyzer / both (reviewbot.analyzer_findings.FindingSource)
+    analyzers: tuple[str, ...] = ()  # "tool rule" of each analyzer that reported it
 
     @property
     def is_file_level(self) -> bool:

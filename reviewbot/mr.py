@@ -40,6 +40,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from reviewbot.analyzer_findings import AnalyzerRun
+from reviewbot.analyzer_review import with_analyzers
+from reviewbot.analyzer_summary import AnalyzerFacts
 from reviewbot.check_status import CheckRun, check_run_for, no_checks, summary_url
 from reviewbot.comments import TokenUsage, Withheld
 from reviewbot.config import Settings
@@ -123,6 +126,7 @@ class RunOptions:
     # ``reviewbot ci``'s analyzers (its reports, the built-ins on the checkout): called with the
     # head SHA and the MR's FileDiffs, it returns an AnalyzerRun (docs/analyzers.md)
     analyzers: CheckoutAnalyzers | None = None
+    analyzer_run: AnalyzerRun | None = None  # analyzer findings to merge, already collected
 
 
 @dataclass
@@ -244,9 +248,17 @@ def _steps(run: _Run, review_id: int) -> RunReport:
     findings, suppressed = suppress(
         result.findings, taught, review_options(settings).findings_options
     )
-    result = dataclasses.replace(result, findings=findings)
+    analyzed = _analyzers(run)
+    result, run.analyzer_facts = with_analyzers(
+        dataclasses.replace(result, findings=findings),
+        analyzed,
+        run.snapshot.files,
+        review_options(settings).findings_options,
+    )
     run.warnings.extend(result.rule_notes)
-    evidence = evidence_of(run.snapshot.files, findings.findings, result.unreviewed)
+    evidence = evidence_of(
+        run.snapshot.files, result.findings.findings, result.unreviewed, analyzers=analyzed
+    )
     asked = _ask_checks(run, review_id, settings, increment)
     run.checks.judge(evidence, asked, len(result.plan.chunks), len(result.unreviewed))
     run.store.record_run(review_id, calls=result.model_calls)
@@ -329,6 +341,7 @@ class _Run:
     tools_withheld: bool = False  # the tools were on, but the head's tree could not be listed
     checks: CheckRun = field(default_factory=no_checks)  # the named checks and their status
     interrupted: list[str] = field(default_factory=list)  # heads of runs that never finished
+    analyzer_facts: AnalyzerFacts | None = None  # what the summary says of the analyzers
 
     def __post_init__(self) -> None:
         self.source = open_repository(
@@ -420,6 +433,17 @@ def _ask_checks(
     )
     run.store.record_run(review_id, calls=asked.calls)
     return asked.verdicts
+
+
+def _analyzers(run: _Run) -> AnalyzerRun | None:
+    """The analyzer findings of the run: collected already, or by ``reviewbot ci``'s
+    analyzers on its checkout (docs/analyzers.md); None: analyzers off."""
+    if run.options.analyzer_run is not None:
+        return run.options.analyzer_run
+    if run.options.analyzers is None:
+        return None
+    run.say("running the analyzers")
+    return run.options.analyzers(run.head, run.snapshot.files)
 
 
 def _team_guidance(run: _Run) -> TeamGuidance:
@@ -561,6 +585,7 @@ def _publish(
                 missing_context=_missing_context(run),
                 checks=run.checks.rows(),
                 check_status=run.checks.status_words(),
+                analyzers=run.analyzer_facts,
             ),
             run.read_head,
             on_posted=posted,

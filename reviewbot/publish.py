@@ -34,6 +34,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, TextIO
 
+from reviewbot.analyzer_summary import AnalyzerFacts, analyzer_lines
 from reviewbot.chunking import Coverage
 from reviewbot.comments import (
     IncrementalNote,
@@ -303,6 +304,7 @@ class ReviewFacts:
     missing_context: Sequence[str] = ()  # context the review meant to show and could not read
     checks: Sequence[tuple[str, str, str]] = ()  # the named checks: (name, outcome, reason)
     check_status: str = ""  # the commit status they make, in words ("": none posted)
+    analyzers: AnalyzerFacts | None = None  # None: no analyzers configured (nothing shown)
 
 
 @dataclass
@@ -502,6 +504,9 @@ def _summary_data(
         check_status=facts.check_status,
         suggestions_checked=result.suggestions_checked,
         suggestions_dropped={str(k): v for k, v in result.suggestions_dropped.items()},
+        analyzers=analyzer_lines(
+            facts.analyzers, [*result.posted, *result.already_posted], result.summary_only
+        ),
     )
 
 

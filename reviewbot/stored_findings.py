@@ -46,6 +46,9 @@ class StoredFinding:
     verdict_reason: str | None = None
     verdict_confidence: float | None = None
     learning_id: int | None = None  # the learning that suppressed it
+    source: str = "model"  # model / analyzer / both (reviewbot.analyzer_findings.FindingSource)
+    analyzer_tool: str | None = None  # for an analyzer's finding: the tool and its rule
+    analyzer_rule: str | None = None
 
     @classmethod
     def of(
@@ -72,7 +75,18 @@ class StoredFinding:
             discussion_id=discussion_id,
             note_id=note_id,
             rule=finding.rule,
+            source=finding.source,
+            analyzer_tool=_analyzer_part(finding, 0),
+            analyzer_rule=_analyzer_part(finding, 1),
         )
+
+
+def _analyzer_part(finding: Finding, index: int) -> str | None:
+    """The first analyzer's tool (0) or rule (1) of ``finding``; None for the model's own."""
+    if not finding.analyzers:
+        return None
+    parts = finding.analyzers[0].split(" ", 1)
+    return parts[index] if index < len(parts) else None
 
 
 def restored_finding(
@@ -105,4 +119,10 @@ def restored_finding(
         reported_line=line or FIRST_LINE,
         reported_side=stored.side,
         rule=stored.rule,
+        source=stored.source,
+        analyzers=(
+            (f"{stored.analyzer_tool} {stored.analyzer_rule or ''}".strip(),)
+            if stored.analyzer_tool
+            else ()
+        ),
     )

@@ -281,6 +281,8 @@ def build_report(
         "by_severity": _groups("severity", figures["by"]["severity"]),
         # findings that cite a review rule, per rule (docs/rules.md): which rules earn their keep
         "by_rule": [row for row in _groups("rule", figures["by"]["rule"]) if row["rule"]],
+        # model / analyzer / both: what each source is worth (docs/analyzers.md)
+        "by_source": _groups("source", figures["by"]["source"]),
         # per day, or per ISO week for a window over MAX_DAY_TICKS days (reviewbot.report.days)
         "daily": {
             "days": window.days(),
@@ -396,6 +398,7 @@ def report_markdown(report: Mapping[str, Any]) -> str:
     lines += _group_table("By prompt version", "prompt_version", report["by_prompt_version"])
     lines += _group_table("By model", "model", report["by_model"])
     lines += _group_table("By review rule", "rule", report["by_rule"])
+    lines += _group_table("By source", "source", report["by_source"])
     lines += _evals(report["eval_runs"])
     lines += _comparison_tables(report.get("eval_comparison"))
     lines += _tool_call_table(report["tool_calls"])

@@ -622,6 +622,7 @@ def report_html(report: Mapping[str, Any]) -> str:
             _groups("By prompt version", "prompt_version", report["by_prompt_version"]),
             _groups("By model", "model", report["by_model"]),
             _groups("By review rule", "rule", report["by_rule"]),
+            _groups("By source", "source", report["by_source"]),
             _evals(report),
             *_comparison(report),
             _tool_calls(report),

@@ -280,6 +280,10 @@ class Finding(Base):
     learning_id: Mapped[int | None] = mapped_column(
         ForeignKey("learnings.id", ondelete="SET NULL"), index=True
     )
+    # Where it came from (model / analyzer / both) and, for an analyzer's, its tool and rule.
+    source: Mapped[str] = mapped_column(StoredString(SHORT_LABEL_LENGTH), server_default="model")
+    analyzer_tool: Mapped[str | None] = mapped_column(StoredString(NAME_LENGTH))
+    analyzer_rule: Mapped[str | None] = mapped_column(StoredString(NAME_LENGTH))
 
 
 class Feedback(Base):

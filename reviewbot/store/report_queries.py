@@ -88,7 +88,7 @@ THUMBS_DOWN = "thumbsdown"
 # Findings found again on a later run: counted once, where they were first reported.
 REFOUND_STATES = (FindingState.DUPLICATE.value, FindingState.DELETED.value)
 POSTED_STATES = tuple(state.value for state in PUBLISHED_STATES)
-DIMENSIONS = ("category", "prompt_version", "model", "severity", "rule")
+DIMENSIONS = ("category", "prompt_version", "model", "severity", "rule", "source")
 NO_RULE = ""  # the rule dimension of a finding that cites no rule
 FEEDBACK_COUNT_FIELDS = (
     "thumbs_up",
@@ -255,6 +255,7 @@ def _dimension_columns() -> list[Any]:
         ReviewRow.model,
         FindingRow.severity,
         func.coalesce(FindingRow.rule, NO_RULE),
+        FindingRow.source,  # model / analyzer / both (issue 35)
     ]
 
 

@@ -10,6 +10,9 @@ request budget. Must not: claim, heartbeat or settle a job (the loop does).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from reviewbot.analyzer_findings import AnalyzerRun
 from reviewbot.app import App
 from reviewbot.config import Settings
 from reviewbot.errors import disposition
@@ -29,12 +32,19 @@ def is_retryable(error: BaseException) -> bool:
     return known is not None and known.retry
 
 
-def run_job(app: App, job: Job, *, concurrency: int | None = None) -> None:
+def run_job(
+    app: App,
+    job: Job,
+    *,
+    concurrency: int | None = None,
+    collect_analyzers: Callable[[App, Job], AnalyzerRun | None] | None = None,
+) -> None:
     """The default handler: review the job's MR and publish, like `reviewbot run`; a reply
     job (an answer in one of the bot's threads) is `reviewbot.replies.answer.run_reply`'s.
 
     ``concurrency``: this job's share of the model requests in flight. A review with chunks
     the model could not answer is retried later (ReviewIncompleteError).
+    ``collect_analyzers``: the analyzer findings of the job's MR to merge (None: analyzers off).
     """
     if job.kind == JobKind.REPLY.value:
         run_reply(app, job)
@@ -43,6 +53,7 @@ def run_job(app: App, job: Job, *, concurrency: int | None = None) -> None:
         trigger=job.trigger,
         concurrency=concurrency,
         full=bool(job.payload.get(FULL_REVIEW_KEY)),
+        analyzers=collect_analyzers(app, job) if collect_analyzers is not None else None,
     )
     project = job.project_id if job.project_id is not None else job.project
     try:
