@@ -38,6 +38,7 @@ import platformdirs
 
 from reviewbot.findings import Category, Severity
 from reviewbot.input_files import InputFileRefused, read_input_file
+from reviewbot.mr_overview_settings import OVERVIEW_CHOICES, OverviewSettings
 from reviewbot.setting_fields import (
     ACCEPTS_KEY,
     BOUNDS_KEY,
@@ -213,7 +214,7 @@ def _default_database_url() -> str:
 
 
 @dataclass(frozen=True)
-class Settings:
+class Settings(OverviewSettings):
     """Every setting, its default and its help text (docs/configuration.md is generated from
     these fields by ``python -m reviewbot.commands.docs``)."""
 
@@ -552,6 +553,8 @@ class Settings:
         _check_choice("tools", self.tools, TOOLS_CHOICES)
         _check_choice("verify", self.verify, VERIFY_CHOICES)
         _check_choice("verify_min_severity", self.verify_min_severity, SEVERITIES)
+        for name, choices in OVERVIEW_CHOICES:
+            _check_choice(name, getattr(self, name), choices)
         for item in fields(self):
             bounds = item.metadata.get(BOUNDS_KEY)
             if isinstance(bounds, Bounds):

@@ -48,8 +48,10 @@ from reviewbot.incremental import EarlierReview, Increment, plan_increment
 from reviewbot.interdiff import DiffDigest, digest
 from reviewbot.learnings.learning import learning_rules
 from reviewbot.learnings.teaching import suppress, suppressed_stored, withheld_by
+from reviewbot.linked_issues import LinkedIssue, run_detail, within_budget
 from reviewbot.mergerequest import MergeRequestSnapshot
 from reviewbot.model import request_priority, session_key
+from reviewbot.mr_overview_settings import ON
 from reviewbot.prompts import ReviewContext, file_summaries, prompt_version
 from reviewbot.publish import PublishResult, ReviewFacts, ThreadRef, publish, publisher_for
 from reviewbot.repo.files import RepoFiles
@@ -417,6 +419,7 @@ def _review(
             files=file_summaries(run.snapshot.files, increment.skipped),
             language=settings.language,
             include_style=settings.include_style,
+            issues=tuple(_linked_issues(run, settings)),
         )
         result = review_files(
             increment.files,
@@ -437,6 +440,18 @@ def _review(
     if carried_over is None:
         return result
     return with_carried_over(result, increment.carried, carried_over, options)
+
+
+def _linked_issues(run: _Run, settings: Settings) -> list[LinkedIssue]:
+    """The MR's linked issues within their budget (reviewbot.linked_issues); an endpoint this
+    GitLab lacks is said once in the run details, never a failure."""
+    if settings.linked_issues != ON:
+        return []
+    linked = run.gitlab.linked_issues(run.snapshot.project_id, run.snapshot.iid)
+    run.warnings.extend(linked.unavailable)
+    shown, left_out = within_budget(linked.issues, settings.linked_issues_tokens)
+    run.say(run_detail(linked, len(shown), left_out))
+    return shown
 
 
 def review_workload(increment: Increment) -> Workload:

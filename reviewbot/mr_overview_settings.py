@@ -1,0 +1,42 @@
+"""The settings of the review of the merge request as a whole: the linked issues
+(docs/linked-issues.md).
+
+:class:`OverviewSettings` is a base class of :class:`reviewbot.config.Settings`: its fields are
+Settings' fields (the generated reference, the environment, TOML and flags see them all), and
+:data:`OVERVIEW_CHOICES` names the choices Settings checks when built.
+
+Owns: these settings' defaults, bounds, choices and help. Must not: read anything, or know any
+other setting.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from reviewbot.setting_fields import Bounds, setting
+
+ON, OFF = "on", "off"
+ON_OFF = (ON, OFF)
+DEFAULT_LINKED_ISSUES_TOKENS = 1500  # the linked issues' share of the MR part of the prompt
+MAX_OVERVIEW_TOKENS = 100_000
+
+
+@dataclass(frozen=True)
+class OverviewSettings:
+    """The linked issues: fields of Settings."""
+
+    linked_issues: str = setting(
+        ON,
+        choices=ON_OFF,
+        help="`on`: the issues the MR closes (and its related issues, where GitLab has the "
+        "endpoint) go into the prompt as data ([linked-issues.md](linked-issues.md)).",
+    )
+    linked_issues_tokens: int = setting(
+        DEFAULT_LINKED_ISSUES_TOKENS,
+        bounds=Bounds(0, MAX_OVERVIEW_TOKENS),
+        help="At most this many tokens (estimated) of linked issues in the prompt.",
+    )
+
+
+# Each choice-valued field of the group and the values it may take (checked by Settings).
+OVERVIEW_CHOICES = (("linked_issues", ON_OFF),)
