@@ -28,6 +28,7 @@ from reviewbot.chunking import Coverage
 from reviewbot.diff import Side
 from reviewbot.findings import AnchorKind, Finding, Severity
 from reviewbot.markdown import code_span_text, markdown_cell, suggestion_block, table_cell
+from reviewbot.walkthrough import Walkthrough
 
 __all__ = [
     "IncrementalNote",
@@ -240,12 +241,14 @@ class SummaryData:
     masked: int = 0  # findings whose text held what looked like a secret, masked before posting
     unknown_rules: int = 0  # findings that named a rule the review does not have (name dropped)
     missing_context: Sequence[str] = ()  # context the review meant to show and could not read
+    walkthrough: Walkthrough | None = None  # the MR's walkthrough (None: not asked for)
 
 
 def summary_body(summary: SummaryData) -> str:
     """The one summary note of a review, ending with the summary marker."""
     sections = [
         _summary_heading(summary),
+        _walkthrough_section(summary.walkthrough),
         _counts_table(summary),
         _coverage_section(summary.coverage),
         _unplaced_section(summary),
@@ -255,6 +258,15 @@ def summary_body(summary: SummaryData) -> str:
         summary_marker(),
     ]
     return "\n\n".join(section for section in sections if section)
+
+
+def _walkthrough_section(walkthrough: Walkthrough | None) -> str:
+    """The walkthrough (already sanitised, reviewbot.walkthrough), or why there is none."""
+    if walkthrough is None:
+        return ""
+    if walkthrough.text:
+        return f"**Walkthrough**\n\n{walkthrough.text}"
+    return f"_{walkthrough.summary_line()}_"
 
 
 def _summary_heading(summary: SummaryData) -> str:

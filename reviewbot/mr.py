@@ -52,6 +52,7 @@ from reviewbot.linked_issues import LinkedIssue, run_detail, within_budget
 from reviewbot.mergerequest import MergeRequestSnapshot
 from reviewbot.model import request_priority, session_key
 from reviewbot.mr_overview_settings import ON
+from reviewbot.mr_walkthrough import write_walkthrough
 from reviewbot.prompts import ReviewContext, file_summaries, prompt_version
 from reviewbot.publish import PublishResult, ReviewFacts, ThreadRef, publish, publisher_for
 from reviewbot.repo.files import RepoFiles
@@ -76,6 +77,7 @@ from reviewbot.store.records import ReviewEnding
 from reviewbot.stored_findings import StoredFinding
 from reviewbot.tokens import TokenCounter, local_counter
 from reviewbot.verify import with_verdicts
+from reviewbot.walkthrough import Walkthrough
 
 if TYPE_CHECKING:
     from reviewbot.app import App
@@ -227,6 +229,15 @@ def _steps(run: _Run, review_id: int) -> RunReport:
     if run.head in run.source.kinds:
         run.say(f"head files read from the {run.source.kinds[run.head].words}")
     result = _review(run, settings, increment, contents, rules, learnt)
+    walkthrough = write_walkthrough(
+        run.app.model(),
+        run.snapshot,
+        settings,
+        session=session_key(run.key.gitlab_url, run.key.project_id, run.key.iid),
+        priority=request_priority(review_workload(increment)),
+    )
+    if walkthrough.call is not None:
+        result = dataclasses.replace(result, calls=[*result.calls, walkthrough.call])
     findings, suppressed = suppress(
         result.findings, taught, review_options(settings).findings_options
     )
@@ -244,7 +255,9 @@ def _steps(run: _Run, review_id: int) -> RunReport:
         warnings=run.warnings,
         withheld=withheld_by(taught, suppressed),
     )
-    report.published = _publish(run, review_id, settings, result, report.withheld)
+    report.published = _publish(
+        run, review_id, settings, result, report.withheld, walkthrough.walkthrough
+    )
     seen = digest(run.snapshot.files, settings_key(settings, keyed))
     ending = _ending(result, report.published, seen)
     stored = with_verdicts(_stored_findings(report.published), result.verification)
@@ -484,6 +497,7 @@ def _publish(
     settings: Settings,
     result: ReviewResult,
     withheld: list[Withheld],
+    walkthrough: Walkthrough | None = None,
 ) -> PublishResult:
     """Post the review on the MR (reviewbot.publish), saying what learnings ``withheld``.
     When publishing fails midway, what was posted goes on record before the failure is raised
@@ -508,6 +522,7 @@ def _publish(
                 _facts(result, run.options, run.warnings),
                 withheld=withheld,
                 missing_context=_missing_context(run),
+                walkthrough=walkthrough,
             ),
             run.read_head,
             on_posted=posted,

@@ -1,5 +1,5 @@
-"""The settings of the review of the merge request as a whole: the linked issues
-(docs/linked-issues.md).
+"""The settings of the review of the merge request as a whole: the walkthrough and the linked
+issues (docs/walkthrough.md, docs/linked-issues.md).
 
 :class:`OverviewSettings` is a base class of :class:`reviewbot.config.Settings`: its fields are
 Settings' fields (the generated reference, the environment, TOML and flags see them all), and
@@ -17,13 +17,32 @@ from reviewbot.setting_fields import Bounds, setting
 
 ON, OFF = "on", "off"
 ON_OFF = (ON, OFF)
+DEFAULT_WALKTHROUGH_TOKENS = 600  # the walkthrough's answer: a few sentences and a line a file
+MAX_CHANGED_LINES = 10_000_000
 DEFAULT_LINKED_ISSUES_TOKENS = 1500  # the linked issues' share of the MR part of the prompt
 MAX_OVERVIEW_TOKENS = 100_000
 
 
 @dataclass(frozen=True)
 class OverviewSettings:
-    """The linked issues: fields of Settings."""
+    """The walkthrough and the linked issues: fields of Settings."""
+
+    walkthrough: str = setting(
+        OFF,  # one more model call per review: off until eval --compare measures its worth
+        choices=ON_OFF,
+        help="`on`: one more model call per review writes a short walkthrough of the MR (what it "
+        "does, one line per file) into the summary note ([walkthrough.md](walkthrough.md)).",
+    )
+    walkthrough_min_changed_lines: int = setting(
+        0,
+        bounds=Bounds(0, MAX_CHANGED_LINES),
+        help="A walkthrough only for MRs with at least this many changed lines (0: every MR).",
+    )
+    walkthrough_tokens: int = setting(
+        DEFAULT_WALKTHROUGH_TOKENS,
+        bounds=Bounds(1, MAX_OVERVIEW_TOKENS),
+        help="At most this many tokens of the walkthrough's answer.",
+    )
 
     linked_issues: str = setting(
         ON,
@@ -39,4 +58,4 @@ class OverviewSettings:
 
 
 # Each choice-valued field of the group and the values it may take (checked by Settings).
-OVERVIEW_CHOICES = (("linked_issues", ON_OFF),)
+OVERVIEW_CHOICES = (("walkthrough", ON_OFF), ("linked_issues", ON_OFF))

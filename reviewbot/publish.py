@@ -51,6 +51,7 @@ from reviewbot.gitlab import GitLabClient, PositionRefusedError
 from reviewbot.mergerequest import BotThread, MergeRequestSnapshot
 from reviewbot.positions import diff_link
 from reviewbot.review import CarriedOver
+from reviewbot.walkthrough import Walkthrough
 
 __all__ = [
     "STALE_REPLY",
@@ -298,6 +299,7 @@ class ReviewFacts:
     withheld: Sequence[Withheld] = ()  # per learning, the findings it kept off the MR
     unknown_rules: int = 0  # findings that named a rule the review does not have (name dropped)
     missing_context: Sequence[str] = ()  # context the review meant to show and could not read
+    walkthrough: Walkthrough | None = None  # None: not asked for
 
 
 @dataclass
@@ -474,6 +476,7 @@ def _summary_data(
         masked=sum(finding.masked for finding in _this_reviews_findings(result)),
         unknown_rules=facts.unknown_rules,
         missing_context=facts.missing_context,
+        walkthrough=facts.walkthrough,
     )
 
 

@@ -67,6 +67,7 @@ MODULES: dict[str, int] = {
     "reviewbot.compare": PIPELINE,
     "reviewbot.ci": PIPELINE,
     "reviewbot.guidance": PIPELINE,
+    "reviewbot.mr_walkthrough": PIPELINE,
     # the top level: adapters
     "reviewbot.queue": ADAPTERS,
     "reviewbot.slots": ADAPTERS,
