@@ -1391,13 +1391,8 @@ WALKTHROUGH_FILE = re.compile(r"^- (.+) \((\w+), \+(\d+) -(\d+)\)$", re.MULTILIN
 WALKTHROUGH_TITLE = re.compile(r"^Title: (.*)$", re.MULTILINE)
 
 
-def walkthrough_answer(request: ChatRequest, budget: int) -> Answer | None:
-    """The walkthrough of the MR the prompt describes, or None for any other request; cut at
-    ``budget`` tokens like any text answer."""
-    system = next((m for m in request.messages if m.get("role") == "system"), None)
-    if system is None or not message_text(system.get("content")).startswith(WALKTHROUGH_PROMPT):
-        return None
-    user = message_text(request.messages[-1].get("content"))
+def walkthrough_text(user: str) -> str:
+    """The walkthrough of the MR the walkthrough prompt's user turn describes."""
     title = WALKTHROUGH_TITLE.search(user)
     files = WALKTHROUGH_FILE.findall(user)
     lines = [
@@ -1409,7 +1404,16 @@ def walkthrough_answer(request: ChatRequest, budget: int) -> Answer | None:
         f"- `{path}`: {status}, {added} lines added, {removed} removed"
         for path, status, added, removed in files
     ]
-    content = "\n".join(lines)
+    return "\n".join(lines)
+
+
+def walkthrough_answer(request: ChatRequest, budget: int) -> Answer | None:
+    """The walkthrough of the MR the prompt describes, or None for any other request; cut at
+    ``budget`` tokens like any text answer."""
+    system = next((m for m in request.messages if m.get("role") == "system"), None)
+    if system is None or not message_text(system.get("content")).startswith(WALKTHROUGH_PROMPT):
+        return None
+    content = walkthrough_text(message_text(request.messages[-1].get("content")))
     ids = encode(content)
     if len(ids) + EOS_TOKEN_COUNT > budget:
         return Answer(qwen_tokenizer().decode(ids[:budget]), [], None, "length", budget)
