@@ -105,3 +105,26 @@ def test_the_budget_cuts_descriptions_then_leaves_issues_out() -> None:
 def test_a_confidential_issue_is_named_by_its_number_only() -> None:
     assert public_name(_issue(7, confidential=True)) == "#7"
     assert public_name(_issue(7)) == "#7 Issue 7"
+
+
+@pytest.mark.slow
+def test_closes_issues_failing_is_said_and_the_review_goes_on(world: World) -> None:  # noqa: F811
+    world.gitlab.add_issue(PROJECT, "Parse JSON input", "Must reject bad input.")
+    world.gitlab.edit_description(PROJECT, 1, "Closes #1")
+    world.gitlab.answer_with(
+        '{"message":"403 Forbidden"}',
+        status=403,
+        method="GET",
+        path_pattern=r"/projects/7/merge_requests/1/closes_issues",
+    )
+
+    report = world.run()
+
+    [said] = [w for w in report.warnings if w.startswith("closes_issues")]
+    assert said == (
+        "closes_issues could not be read: reading closes_issues of !1 failed: 403 403 Forbidden"
+    )
+    # the related issues still hold it: in the prompt as related, not as closed
+    assert 'iid=\\"1\\" link=\\"related\\"' in _prompts(world)
+    assert 'link=\\"closes\\"' not in _prompts(world)
+    assert report.findings

@@ -24,6 +24,7 @@ from reviewbot.comments import MarkerKind, parse_marker
 from reviewbot.diff import FileDiff, needs_rebuild, parse_gitlab_diffs, rebuild_diff
 from reviewbot.gitlab.connection import (
     HTTP_NOT_FOUND,
+    GitLabAuthError,
     GitLabConnection,
     GitLabError,
     GitLabNotFoundError,
@@ -168,8 +169,9 @@ class MergeRequestReader(GitLabConnection):
     def linked_issues(self, project_id: int, iid: int) -> LinkedIssues:
         """The issues MR ``iid`` closes, then its related ones (all pages), as far as the
         token can read them (GitLab leaves out confidential issues it may not see). An endpoint
-        this GitLab does not have (404: ``related_issues`` came with GitLab 17.1) is said in
-        ``unavailable``, not raised."""
+        this GitLab does not have (404: ``related_issues`` came with GitLab 17.1), or one that
+        fails otherwise (a 403, a 5xx after the retries), is said in ``unavailable``, not
+        raised: the issues are context the review can do without."""
         unavailable = []
         found: dict[Link, list[LinkedIssue]] = {}
         for link, endpoint in ((Link.CLOSES, "closes_issues"), (Link.RELATED, "related_issues")):
@@ -180,6 +182,10 @@ class MergeRequestReader(GitLabConnection):
                     found[link] = [_linked_issue(item, link) for item in answer]
             except GitLabNotFoundError:
                 unavailable.append(missing)
+            except GitLabAuthError:
+                raise
+            except GitLabError as error:  # context the review can do without: said, not raised
+                unavailable.append(f"{endpoint} could not be read: {error}")
         issues = merged(found.get(Link.CLOSES, []), found.get(Link.RELATED, []))
         return LinkedIssues(tuple(issues), tuple(unavailable))
 
