@@ -29,6 +29,7 @@ from reviewbot.diff import Side
 from reviewbot.findings import AnchorKind, Finding, Severity
 from reviewbot.markdown import code_span_text, markdown_cell, suggestion_block, table_cell
 from reviewbot.suggestions import block_range
+from reviewbot.walkthrough import Walkthrough
 
 __all__ = [
     "IncrementalNote",
@@ -257,12 +258,14 @@ class SummaryData:
     suggestions_checked: int = 0  # suggestions applied to the head file before posting
     suggestions_dropped: Mapping[str, int] = field(default_factory=dict)  # by reason
     analyzers: Sequence[str] = ()  # problems and per-tool counts (reviewbot.analyzer_summary)
+    walkthrough: Walkthrough | None = None  # the MR's walkthrough (None: not asked for)
 
 
 def summary_body(summary: SummaryData) -> str:
     """The one summary note of a review, ending with the summary marker."""
     sections = [
         _summary_heading(summary),
+        _walkthrough_section(summary.walkthrough),
         _counts_table(summary),
         _checks_section(summary.checks, summary.check_status),
         _coverage_section(summary.coverage),
@@ -274,6 +277,15 @@ def summary_body(summary: SummaryData) -> str:
         summary_marker(),
     ]
     return "\n\n".join(section for section in sections if section)
+
+
+def _walkthrough_section(walkthrough: Walkthrough | None) -> str:
+    """The walkthrough (already sanitised, reviewbot.walkthrough), or why there is none."""
+    if walkthrough is None:
+        return ""
+    if walkthrough.text:
+        return f"**Walkthrough**\n\n{walkthrough.text}"
+    return f"_{walkthrough.summary_line()}_"
 
 
 def _summary_heading(summary: SummaryData) -> str:

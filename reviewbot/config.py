@@ -41,6 +41,7 @@ from reviewbot.check_settings import CheckSettings
 from reviewbot.findings import Category, Severity
 from reviewbot.group_config import GroupConfig, group_project_problem
 from reviewbot.input_files import InputFileRefused, read_input_file
+from reviewbot.mr_overview_settings import OVERVIEW_CHOICES, OverviewSettings
 from reviewbot.setting_fields import (
     ACCEPTS_KEY,
     BOUNDS_KEY,
@@ -216,7 +217,7 @@ def _default_database_url() -> str:
 
 
 @dataclass(frozen=True)
-class Settings(GroupConfig, CheckSettings, AnalyzerSettings):
+class Settings(GroupConfig, CheckSettings, AnalyzerSettings, OverviewSettings):
     """Every setting, its default and its help text (docs/configuration.md is generated from
     these fields by ``python -m reviewbot.commands.docs``); a feature's own group of settings
     is a base class in its own module (``GroupConfig``, ``CheckSettings``,
@@ -557,6 +558,8 @@ class Settings(GroupConfig, CheckSettings, AnalyzerSettings):
         _check_choice("tools", self.tools, TOOLS_CHOICES)
         _check_choice("verify", self.verify, VERIFY_CHOICES)
         _check_choice("verify_min_severity", self.verify_min_severity, SEVERITIES)
+        for name, choices in OVERVIEW_CHOICES:
+            _check_choice(name, getattr(self, name), choices)
         for item in fields(self):
             bounds = item.metadata.get(BOUNDS_KEY)
             if isinstance(bounds, Bounds):

@@ -175,6 +175,8 @@ class ChunkRequest:
     # How soon the server should run it (request_priority of the review's workload), sent
     # with every request for it like ``session``; None: the server's default (0).
     priority: int | None = None
+    # At most this many output tokens (None: the setting max_output_tokens).
+    max_output_tokens: int | None = None
 
 
 @dataclass(frozen=True)
@@ -245,6 +247,13 @@ class LLMClient(Protocol):
 
     def verify_chunk(self, request: ChunkRequest) -> tuple[ModelAnswer | None, CallRecord]:
         """One verification call (reviewbot.verify)."""
+        ...
+
+    def one_call(
+        self, request: ChunkRequest, purpose: CallPurpose, mode: str | None = None
+    ) -> tuple[ModelAnswer | None, CallRecord]:
+        """One model call of its own ``purpose`` (the walkthrough), in ``mode`` (None: the
+        review's output mode)."""
         ...
 
 

@@ -37,6 +37,7 @@ import jinja2
 from reviewbot.chunking import Chunk
 from reviewbot.diff import FileDiff
 from reviewbot.findings import REPORT_FINDING_TOOL, report_finding_parameters
+from reviewbot.linked_issues import LinkedIssue
 
 if TYPE_CHECKING:  # the rules are the rules wing's noun; a prompt only renders them
     from reviewbot.rules.ruleset import Rule
@@ -57,7 +58,9 @@ PROMPT_SERIES = "v1"
 TEMPLATE_NAMES = ("system.j2", "context.j2", "rules.j2", "learnings.j2", "chunk.j2")
 # The prompt's own tags (context.j2, rules.j2, diffview's <file>): MR and repository text must
 # not open or close them.
-PROMPT_TAG = re.compile(r"<(\s*/?\s*(?:description|file|rules?|learnings?)\b)", re.IGNORECASE)
+PROMPT_TAG = re.compile(
+    r"<(\s*/?\s*(?:description|file|rules?|learnings?|issues?)\b)", re.IGNORECASE
+)
 MAX_DESCRIPTION_CHARS = 2000
 MAX_LISTED_FILES = 300
 MAX_TITLE_CHARS = 300
@@ -83,6 +86,9 @@ class ReviewContext:
     language: str = "English"
     include_style: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
+    # the MR's linked issues as the prompt shows them, already within their budget
+    # (reviewbot.linked_issues.within_budget)
+    issues: tuple[LinkedIssue, ...] = ()
 
 
 def _template_dir() -> Path:
@@ -177,8 +183,26 @@ def _shared_text(context: ReviewContext) -> tuple[str, str]:
         description=neutralise_delimiters(description),
         files=listed,
         files_omitted=len(context.files) - len(context.files[:MAX_LISTED_FILES]),
+        issues=[_shown_issue(issue) for issue in context.issues],
     )
     return system, mr
+
+
+def _shown_issue(issue: LinkedIssue) -> dict[str, Any]:
+    """An issue's text as the prompt shows it: issue text cannot open or close the prompt's
+    tags, nor end an attribute."""
+    return {
+        "iid": issue.iid,
+        "link": issue.link.value,
+        "state": _attribute(issue.state),
+        "labels": [_attribute(label) for label in issue.labels],
+        "title": neutralise_delimiters(" ".join(issue.title.split())),
+        "description": neutralise_delimiters(issue.description.strip()),
+    }
+
+
+def _attribute(text: str) -> str:
+    return neutralise_delimiters(_one_line(text)).replace('"', "'")
 
 
 def render_rules(rules: Sequence[Rule]) -> str:

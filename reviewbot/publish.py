@@ -55,6 +55,7 @@ from reviewbot.mergerequest import BotThread, MergeRequestSnapshot
 from reviewbot.positions import diff_link
 from reviewbot.review import CarriedOver
 from reviewbot.suggestions import SuggestionProblem, VettedFindings, vet_suggestions
+from reviewbot.walkthrough import Walkthrough
 
 __all__ = [
     "STALE_REPLY",
@@ -305,6 +306,7 @@ class ReviewFacts:
     checks: Sequence[tuple[str, str, str]] = ()  # the named checks: (name, outcome, reason)
     check_status: str = ""  # the commit status they make, in words ("": none posted)
     analyzers: AnalyzerFacts | None = None  # None: no analyzers configured (nothing shown)
+    walkthrough: Walkthrough | None = None  # None: not asked for
 
 
 @dataclass
@@ -507,6 +509,7 @@ def _summary_data(
         analyzers=analyzer_lines(
             facts.analyzers, [*result.posted, *result.already_posted], result.summary_only
         ),
+        walkthrough=facts.walkthrough,
     )
 
 

@@ -94,6 +94,7 @@ class CallPurpose(StrEnum):
     REVIEW = "review"  # a chunk's review (first request, repair turns, tool rounds)
     VERIFY = "verify"  # the verification pass over a chunk's candidate findings
     CHECK = "check"  # a model-judged named check of the MR (reviewbot.rules.check_questions)
+    WALKTHROUGH = "walkthrough"  # the MR's walkthrough, one call after the chunks
 
 
 class Workload(StrEnum):

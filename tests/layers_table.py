@@ -70,6 +70,7 @@ MODULES: dict[str, int] = {
     "reviewbot.ci": PIPELINE,
     "reviewbot.guidance": PIPELINE,
     "reviewbot.check_status": PIPELINE,
+    "reviewbot.mr_walkthrough": PIPELINE,
     # the top level: adapters
     "reviewbot.queue": ADAPTERS,
     "reviewbot.slots": ADAPTERS,

@@ -474,3 +474,38 @@ def test_a_user_is_read_with_its_bot_flag(fake: FakeGitLab) -> None:
         answer = httpx.get(f"{fake.url}/api/v4/users/{user['id']}", headers=headers)
         assert answer.json()["bot"] is bot and answer.json()["username"] == user["username"]
     assert httpx.get(f"{fake.url}/api/v4/users/999999", headers=headers).status_code == 404
+
+
+def test_closes_issues_pages_and_hides_confidential_issues_from_guests(
+    fake: FakeGitLab, gl: gitlab.Gitlab
+) -> None:
+    for number in range(1, 4):
+        fake.add_issue(PROJECT, f"Issue {number}", f"Text {number}", labels=("bug",))
+    fake.add_issue(PROJECT, "Hidden", "Secret", confidential=True)
+    fake.edit_description(PROJECT, 1, "Closes #1, #2 and #3. Fixes #4. Mentions #9.")
+    path = "/projects/7/merge_requests/1/closes_issues"
+    first = gl.http_list(path, per_page=2, iterator=True)
+    assert first.total == 3 and first.total_pages == 2 and first.next_page == 2
+    issues = gl.http_list(path, per_page=2, get_all=True)
+    assert [i["iid"] for i in issues] == [1, 2, 3]  # #4 confidential, #9 does not exist
+    assert issues[0]["labels"] == ["bug"] and issues[0]["confidential"] is False
+    assert {"iid", "title", "description", "state", "web_url"} <= set(issues[0])
+    fake.add_member(PROJECT, "reviewbot", 20)
+    assert [i["iid"] for i in gl.http_list(path, get_all=True)] == [1, 2, 3, 4]
+
+
+def test_related_issues_are_every_mention_and_missing_before_17_1(repo: Repo) -> None:
+    with FakeGitLab(version="17.0.0") as old:
+        old.add_user("bot", token=TOKEN)
+        old.add_project(PROJECT, project_id=7)
+        old.add_mr_from_git(PROJECT, repo.path, "main", "feature", iid=1, description="See #1")
+        old.add_issue(PROJECT, "One")
+        gl = gitlab.Gitlab(old.url, private_token=TOKEN)
+        path = "/projects/7/merge_requests/1/related_issues"
+        with pytest.raises(gitlab.GitlabHttpError) as error:
+            gl.http_list(path)
+        assert error.value.response_code == 404
+        assert error.value.error_message == "404 Not Found"
+        old.version = "17.1.0"
+        assert [i["iid"] for i in gl.http_list(path, get_all=True)] == [1]
+        assert gl.http_list("/projects/7/merge_requests/1/closes_issues", get_all=True) == []

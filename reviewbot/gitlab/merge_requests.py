@@ -22,7 +22,14 @@ from gitlab.exceptions import GitlabHttpError
 
 from reviewbot.comments import MarkerKind, parse_marker
 from reviewbot.diff import FileDiff, needs_rebuild, parse_gitlab_diffs, rebuild_diff
-from reviewbot.gitlab.connection import HTTP_NOT_FOUND, GitLabConnection, GitLabError
+from reviewbot.gitlab.connection import (
+    HTTP_NOT_FOUND,
+    GitLabAuthError,
+    GitLabConnection,
+    GitLabError,
+    GitLabNotFoundError,
+)
+from reviewbot.linked_issues import Link, LinkedIssue, LinkedIssues, merged
 from reviewbot.mergerequest import BotThread, DiffRefs, MergeRequestSnapshot
 from reviewbot.retry import backoff_s
 
@@ -159,6 +166,29 @@ class MergeRequestReader(GitLabConnection):
                 threads.append(thread)
         return threads
 
+    def linked_issues(self, project_id: int, iid: int) -> LinkedIssues:
+        """The issues MR ``iid`` closes, then its related ones (all pages), as far as the
+        token can read them (GitLab leaves out confidential issues it may not see). An endpoint
+        this GitLab does not have (404: ``related_issues`` came with GitLab 17.1), or one that
+        fails otherwise (a 403, a 5xx after the retries), is said in ``unavailable``, not
+        raised: the issues are context the review can do without."""
+        unavailable = []
+        found: dict[Link, list[LinkedIssue]] = {}
+        for link, endpoint in ((Link.CLOSES, "closes_issues"), (Link.RELATED, "related_issues")):
+            missing = f"{endpoint} is not available on this GitLab"
+            try:
+                with self._translated(f"reading {endpoint} of !{iid}", not_found=missing):
+                    answer = self._list(f"{self._mr_path(project_id, iid)}/{endpoint}")
+                    found[link] = [_linked_issue(item, link) for item in answer]
+            except GitLabNotFoundError:
+                unavailable.append(missing)
+            except GitLabAuthError:
+                raise
+            except GitLabError as error:  # context the review can do without: said, not raised
+                unavailable.append(f"{endpoint} could not be read: {error}")
+        issues = merged(found.get(Link.CLOSES, []), found.get(Link.RELATED, []))
+        return LinkedIssues(tuple(issues), tuple(unavailable))
+
     def compare(self, project_id: int, from_sha: str, to_sha: str) -> list[FileDiff]:
         """What changed from one commit to another (``git diff from to``, not from the merge
         base: ``straight``), parsed; files GitLab sends without a diff are rebuilt
@@ -168,6 +198,25 @@ class MergeRequestReader(GitLabConnection):
             answer = self._get(path, **{"from": from_sha, "to": to_sha, "straight": "true"})
         refs = DiffRefs(from_sha, from_sha, to_sha)
         return [self._file_diff(project_id, refs, entry) for entry in answer.get("diffs") or []]
+
+
+def _linked_issue(item: Mapping[str, Any], link: Link) -> LinkedIssue:
+    """One issue of ``closes_issues`` / ``related_issues`` (API::Entities::Issue). A Jira
+    issue (an external tracker) has only ``id`` and ``title``: it gets iid 0 and no text."""
+    labels = item.get("labels") or []
+    return LinkedIssue(
+        iid=int(item.get("iid") or 0),
+        title=str(item["title"]),
+        description=str(item.get("description") or ""),
+        labels=tuple(
+            str(label.get("name", "")) if isinstance(label, dict) else str(label)
+            for label in labels
+        ),
+        confidential=bool(item.get("confidential")),
+        state=str(item.get("state") or ""),
+        web_url=str(item.get("web_url") or ""),
+        link=link,
+    )
 
 
 def _bot_thread(discussion: Mapping[str, Any], username: str) -> BotThread | None:

@@ -4,16 +4,14 @@
 :class:`~reviewbot.model.ModelBackend` and owns everything between "review these chunks"
 and "send this one request":
 
-- concurrency: at most ``concurrency`` requests of one ``review_chunks`` call in flight, and at
-  most ``settings.concurrency`` through the whole runner, however many threads call it (a worker
-  holds one runner for all its jobs);
-- shared model slots (``reviewbot.slots``): each HTTP request holds one;
+- concurrency: at most ``concurrency`` requests of one ``review_chunks`` call in flight, and
+  ``settings.concurrency`` in the whole runner (a worker holds one for all its jobs); each
+  HTTP request holds one of the shared model slots (``reviewbot.slots``);
 - the prefill share (``reviewbot.llm.prefill``): the prompt tokens of one ``review_chunks`` call
   waiting for their first token stay within ``settings.prefill_tokens_per_review``, so a review
   of large chunks never puts another merge request's first token behind all of them;
 - retries with backoff, jitter and the server's ``Retry-After``;
-- the output mode: the backend's first mode until the server refuses it, then the next one,
-  learnt once per runner and reused for every later chunk;
+- the output mode: the backend's first until the server refuses it, then the next, learnt once;
 - lost answers: a stream that did not arrive whole is sent again like any retryable failure;
   an answer whose tool calls were lost (``finish_reason: "tool_calls"`` with no call, a known
   vLLM bug when streaming) is asked again without streaming; a chunk still without an answer
@@ -55,9 +53,8 @@ and "send this one request":
   repairs) starts from the last round's conversation, not the first prompt; an output-mode
   downgrade starts from the prompt without tools. Rounds are bounded by ``tool_rounds``,
   repairs by ``max_repair_rounds``, tries by ``max_retries``: a chunk always ends;
-- timing: one :class:`~reviewbot.model.CallRecord` per attempt series (tokens, cached
-  tokens, TTFT, latency, slot wait, retries; ``tool_round``, and for a round's answer its
-  ``repo_tool_calls`` and ``tool_answer_tokens``).
+- timing: one :class:`~reviewbot.model.CallRecord` per attempt series (tokens, cached tokens,
+  TTFT, latency, slot wait, retries; ``tool_round``, ``repo_tool_calls``, ``tool_answer_tokens``).
 
 Owns: everything in that list, between "review these chunks" and one request. Must not: speak HTTP
 (the backend does), decode an answer's calls itself (`reviewbot.llm.answers`), or anchor, dedupe or
@@ -188,7 +185,6 @@ class ChunkRunner:
         self.peak_in_flight = 0
 
     # ----- lifecycle
-
     def close(self) -> None:
         self.backend.close()
 
@@ -204,7 +200,6 @@ class ChunkRunner:
         return self._mode
 
     # ----- LLMClient
-
     def server_info(self) -> ServerInfo:
         return self.backend.server_info()
 
@@ -286,16 +281,22 @@ class ChunkRunner:
             return [future.result() for future in futures]
 
     def verify_chunk(self, request: ChunkRequest) -> tuple[ModelAnswer | None, CallRecord]:
-        """One verification call (reviewbot.verify): the answer (None: lost after retries, or
-        refused) and its record, purpose "verify". No repair turn: its caller keeps findings
-        without a readable verdict."""
-        attempt = self._attempt(request, self._mode, False, PrefillGate(0), None)
+        """One verification call (reviewbot.verify), purpose "verify". No repair turn: its
+        caller keeps findings without a readable verdict."""
+        return self.one_call(request, CallPurpose.VERIFY)
+
+    def one_call(
+        self, request: ChunkRequest, purpose: CallPurpose, mode: str | None = None
+    ) -> tuple[ModelAnswer | None, CallRecord]:
+        """One call of ``purpose``: the answer (None: lost after retries, or refused), its
+        record (the verification pass, the walkthrough)."""
+        mode = mode or self._mode
+        attempt = self._attempt(request, mode, False, PrefillGate(0), None)
         error = str(attempt.failure) if attempt.failure is not None else None
         outcome = OUTCOME_ERROR if error else OUTCOME_OK
-        record = self._record(request, self._mode, outcome, attempt, 0.0, None, error, 0)
+        record = self._record(request, mode, outcome, attempt, 0.0, None, error, 0)
         calls = len(attempt.answer.tool_calls) if attempt.answer else 0
-        record = dataclasses.replace(record, purpose=CallPurpose.VERIFY, tool_calls=calls)
-        return attempt.answer, record
+        return attempt.answer, dataclasses.replace(record, purpose=purpose, tool_calls=calls)
 
     # ----- one chunk
 
@@ -688,7 +689,7 @@ class ChunkRunner:
             tools=request.tools,
             mode=mode,
             stream=stream,
-            max_tokens=self.settings.max_output_tokens,
+            max_tokens=request.max_output_tokens or self.settings.max_output_tokens,
             temperature=self.settings.temperature,
             session=request.session,
             enable_thinking=request.enable_thinking,

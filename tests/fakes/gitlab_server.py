@@ -40,6 +40,11 @@ References (checked against gitlabhq source):
   other bot users are ``bot: true``).
 - lib/api/repositories.rb ``GET /projects/:id/repository/compare`` (``from``, ``to``,
   ``straight``: false compares from the merge base, as ``git diff from...to``).
+- lib/api/merge_requests.rb: ``GET /merge_requests/:iid/closes_issues`` (the issues the
+  description's closing pattern names, "Closes #12", as the token may see them: a confidential
+  issue only for its author or a member from Reporter up), ``GET .../related_issues`` (every
+  issue referenced in the title, description or notes; since GitLab 17.1, before it the
+  route's 404). Both paginated, API::Entities::Issue fields.
 - lib/api/issues.rb: ``GET/POST /projects/:id/issues`` (``search`` in title and description,
   or ``in=title``; ``state``), ``GET/PUT /projects/:id/issues/:issue_iid``.
 - lib/api/commit_statuses.rb: ``POST /projects/:id/statuses/:sha`` and ``GET
@@ -106,6 +111,15 @@ CUT_SHORT_BODY = '{"id": "cut sh'
 DEFAULT_VERSION = "17.5.0"
 # The /merge_requests/:iid/diffs endpoint appeared in GitLab 15.7 (docs: "Introduced in 15.7").
 DIFFS_ENDPOINT_SINCE = (15, 7)
+RELATED_ISSUES_SINCE = (17, 1)  # GET /merge_requests/:iid/related_issues (gitlab!155422)
+REPORTER = 20  # the role from which a member reads the project's confidential issues
+# Gitlab::ClosingIssueExtractor's default issue_closing_pattern, for same-project references.
+CLOSING_PATTERN = re.compile(
+    r"\b(?:clos(?:e|es|ed|ing)|fix(?:|es|ed|ing)|resolv(?:e|es|ed|ing)|implement(?:s|ed|ing)?)"
+    r":? +(?:issues? +)?((?:#\d+(?:,? *(?:and +)?)?)+)",
+    re.IGNORECASE,
+)
+ISSUE_REFERENCE = re.compile(r"(?<![\w&])#(\d+)\b")
 DEFAULT_PER_PAGE = 20
 MAX_PER_PAGE = 100
 # GitLab's default "diff_max_patch_bytes" application setting is 200 KiB.
@@ -606,6 +620,38 @@ class FakeGitLab:
                 )
             return copy.deepcopy(user)
 
+    def add_issue(
+        self,
+        project: str | int,
+        title: str,
+        description: str = "",
+        *,
+        labels: tuple[str, ...] = (),
+        confidential: bool = False,
+    ) -> dict[str, Any]:
+        """An issue a person opened in ``project`` (API::Entities::Issue); returns it."""
+        with self._lock:
+            proj = self._project(project)
+            author = self._user_by_name("issue_author") or self._new_user("issue_author", False)
+            when = _now()
+            number = max(proj.issues, default=0) + 1
+            proj.issues[number] = {
+                "id": next(self._ids),
+                "iid": number,
+                "project_id": proj.id,
+                "title": title,
+                "description": description,
+                "state": "opened",
+                "created_at": when,
+                "updated_at": when,
+                "closed_at": None,
+                "labels": list(labels),
+                "confidential": confidential,
+                "author": _user_basic(author),
+                "web_url": f"{self.url}/{proj.path_with_namespace}/-/issues/{number}",
+            }
+            return copy.deepcopy(proj.issues[number])
+
     def add_member(self, project: str | int, username: str, access_level: int) -> None:
         """Make ``username`` a member of ``project`` with that role (30 = Developer)."""
         with self._lock:
@@ -669,6 +715,13 @@ class FakeGitLab:
             )
             proj.mrs[number] = mr
             return self._mr_json(proj, mr)
+
+    def edit_description(self, project: str | int, iid: int, description: str) -> None:
+        """The MR's author edits its description in the web UI."""
+        with self._lock:
+            mr = self._mr(project, iid)
+            mr.description = description
+            mr.updated_at = _now()
 
     def push(self, project: str | int, iid: int, new_head: str) -> None:
         """Record a push: a new diff version, newest first in /versions."""
@@ -1351,6 +1404,40 @@ class FakeGitLab:
         data["diffs"] = [f.to_json(self.too_large_bytes) for f in version.files]
         return Response(HTTPStatus.OK, data)
 
+    def _get_closes_issues(self, request: Request, pid: str, iid: str) -> Response:
+        mr = self._mr(pid, iid)
+        numbers: list[int] = []
+        for match in CLOSING_PATTERN.finditer(mr.description):
+            numbers.extend(int(n) for n in ISSUE_REFERENCE.findall(match.group(1)))
+        return self._paginated(request, self._visible_issues(request, pid, numbers))
+
+    def _get_related_issues(self, request: Request, pid: str, iid: str) -> Response:
+        if _version_tuple(self.version) < RELATED_ISSUES_SINCE:
+            raise ApiError(HTTPStatus.NOT_FOUND, ROUTE_NOT_FOUND)
+        mr = self._mr(pid, iid)
+        texts = [mr.title, mr.description] + [n.body for d in mr.discussions for n in d.notes]
+        numbers = [int(n) for text in texts for n in ISSUE_REFERENCE.findall(text)]
+        return self._paginated(request, self._visible_issues(request, pid, numbers))
+
+    def _visible_issues(self, request: Request, pid: str, numbers: list[int]) -> list[Any]:
+        """The project's issues of ``numbers`` (each once, in order) the user may read."""
+        project = self._project(pid)
+        assert request.user is not None
+        uid = request.user["id"]
+        found = []
+        for number in dict.fromkeys(numbers):
+            issue = project.issues.get(number)
+            if issue is None:
+                continue
+            readable = (
+                not issue.get("confidential")
+                or issue["author"]["id"] == uid
+                or project.members.get(uid, 0) >= REPORTER
+            )
+            if readable:
+                found.append(copy.deepcopy(issue))
+        return found
+
     def _get_diffs(self, request: Request, pid: str, iid: str) -> Response:
         if _version_tuple(self.version) < DIFFS_ENDPOINT_SINCE:
             raise ApiError(HTTPStatus.NOT_FOUND, ROUTE_NOT_FOUND)
@@ -1494,6 +1581,7 @@ class FakeGitLab:
             "updated_at": when,
             "closed_at": None,
             "labels": [],
+            "confidential": False,
             "author": _user_basic(request.user),
             "web_url": f"{self.url}/{project.path_with_namespace}/-/issues/{number}",
         }
@@ -2000,6 +2088,8 @@ _ROUTES: list[tuple[str, re.Pattern[str], str]] = [
         ("GET", _MR + r"/versions", "_get_versions"),
         ("GET", _MR + r"/versions/(\d+)", "_get_one_version"),
         ("GET", _MR + r"/diffs", "_get_diffs"),
+        ("GET", _MR + r"/closes_issues", "_get_closes_issues"),
+        ("GET", _MR + r"/related_issues", "_get_related_issues"),
         ("GET", _MR + r"/changes", "_get_changes"),
         ("GET", _MR + r"/discussions", "_get_discussions"),
         ("POST", _MR + r"/discussions", "_post_discussion"),

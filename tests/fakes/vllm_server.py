@@ -1461,6 +1461,42 @@ REPLY_FIXES = (
 ECHO_PREFIX = "ECHO:"
 
 
+# reviewbot.walkthrough's system prompt; the walkthrough answer: one sentence naming the title
+# and the number of files, then a line per listed file "- `path` (status, +a -r)".
+WALKTHROUGH_PROMPT = "You write the walkthrough of a GitLab merge request"
+WALKTHROUGH_FILE = re.compile(r"^- (.+) \((\w+), \+(\d+) -(\d+)\)$", re.MULTILINE)
+WALKTHROUGH_TITLE = re.compile(r"^Title: (.*)$", re.MULTILINE)
+
+
+def walkthrough_text(user: str) -> str:
+    """The walkthrough of the MR the walkthrough prompt's user turn describes."""
+    title = WALKTHROUGH_TITLE.search(user)
+    files = WALKTHROUGH_FILE.findall(user)
+    lines = [
+        f"This merge request, {title.group(1) if title else 'untitled'}, changes "
+        f"{len(files)} files.",
+        "",
+    ]
+    lines += [
+        f"- `{path}`: {status}, {added} lines added, {removed} removed"
+        for path, status, added, removed in files
+    ]
+    return "\n".join(lines)
+
+
+def walkthrough_answer(request: ChatRequest, budget: int) -> Answer | None:
+    """The walkthrough of the MR the prompt describes, or None for any other request; cut at
+    ``budget`` tokens like any text answer."""
+    system = next((m for m in request.messages if m.get("role") == "system"), None)
+    if system is None or not message_text(system.get("content")).startswith(WALKTHROUGH_PROMPT):
+        return None
+    content = walkthrough_text(message_text(request.messages[-1].get("content")))
+    ids = encode(content)
+    if len(ids) + EOS_TOKEN_COUNT > budget:
+        return Answer(qwen_tokenizer().decode(ids[:budget]), [], None, "length", budget)
+    return Answer(content, [], None, "stop", len(ids) + EOS_TOKEN_COUNT)
+
+
 def reply_answer(request: ChatRequest, budget: int) -> Answer | None:
     """The chatty answer to reviewbot's reply prompt, or None for any other request; cut at
     ``budget`` tokens with ``finish_reason: "length"``, as vLLM cuts any text answer."""
@@ -2592,7 +2628,7 @@ class FakeVLLM:
         lines = parse_prompt_diff(request.diff_text())
         scripted = self._scripted_calls(request)
         wanted = repository_calls(request, lines, self.needs_evidence, self.tool_loop)
-        chatty = reply_answer(request, budget)
+        chatty = reply_answer(request, budget) or walkthrough_answer(request, budget)
         if fault == "blank":
             answer = Answer(None, [], None, "stop", EOS_TOKEN_COUNT)
         elif chatty is not None:

@@ -23,6 +23,7 @@ see it:
   offered) the raw text of that shape, written by the fake's ``shaped_text``;
 - a repair turn (assistant turns after the diff): the findings that no earlier answer wrote
   correctly, resent correctly (the fake's ``repair="fix"``), or ``No issues found.``;
+- a walkthrough request (reviewbot.walkthrough's system prompt): the fake's walkthrough text;
 - a verification request (the ``verdict`` tool offered): one verdict call per candidate of the
   last user turn, ``keep`` on a line the rule finds something on, else ``drop`` (the fake's
   verifier brain);
@@ -58,6 +59,7 @@ from tests.fakes.vllm_server import (
     NO_ISSUES_TEXT,
     VERDICT_CONFIDENCE,
     VERDICT_TOOL_NAME,
+    WALKTHROUGH_PROMPT,
     DiffLine,
     check_verdict_arguments,
     json_findings,
@@ -68,6 +70,7 @@ from tests.fakes.vllm_server import (
     reasoning_text,
     review_diff,
     shaped_text,
+    walkthrough_text,
     xml_text,
 )
 
@@ -157,6 +160,10 @@ def answer_text(prompt_text: str, json_schema: dict[str, Any] | None = None) -> 
 
     ``json_schema``: the schema of a structured-output request (the JSON output mode)."""
     prompt = read_prompt(prompt_text)
+    system = next((turn.text for turn in prompt.turns if turn.role == "system"), "")
+    if system.startswith(WALKTHROUGH_PROMPT):  # plain text, asked without thinking
+        asked = next((turn.text for turn in reversed(prompt.turns) if turn.role == "user"), "")
+        return walkthrough_text(asked)
     index = prompt.diff_index()
     diff = prompt.turns[index].text if index is not None else ""
     lines = parse_prompt_diff(diff)
