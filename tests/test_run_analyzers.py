@@ -5,6 +5,7 @@ reaches GitLab or the store, and the summary names every problem and counts per 
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 
 import pytest
@@ -151,3 +152,59 @@ def test_the_worker_merges_what_its_collector_gives(world: World) -> None:  # no
     summary = "".join(n["body"] for n in world.gitlab.notes(PROJECT, 1))
     assert "analyzer shellcheck: did not run: not installed" in summary
     assert PLANTED not in summary
+
+
+def sarif_on(path: str, line: int, rule: str) -> bytes:
+    """A Semgrep-shaped SARIF 2.1.0 report with one result at ``path:line``."""
+    result = {
+        "ruleId": rule,
+        "level": "error",
+        "message": {"text": "eval of untrusted input"},
+        "locations": [
+            {
+                "physicalLocation": {
+                    "artifactLocation": {"uri": path},
+                    "region": {"startLine": line, "snippet": {"text": "eval(text)"}},
+                }
+            }
+        ],
+    }
+    run = {
+        "tool": {"driver": {"name": "Semgrep OSS", "rules": [{"id": rule}]}},
+        "results": [result],
+    }
+    return json.dumps({"version": "2.1.0", "runs": [run]}).encode()
+
+
+def test_the_worker_reads_the_reports_of_the_heads_pipeline(world: World) -> None:  # noqa: F811
+    """Issue 35 part 1, the webhook service: with ``analyzer_report_jobs`` the worker reads
+    the named report from the latest pipeline of the MR's head through the job-artifacts API,
+    and its finding on a changed line is posted with its tool and rule named."""
+    head = git(world.repo, "rev-parse", "feature")
+    line = world.line_of(FEATURE_APP, "eval(")
+    rule = "python.lang.security.audit.eval-detected"
+    world.gitlab.add_pipeline(
+        PROJECT, head, {"semgrep-sast": {"gl-sast.sarif": sarif_on("app.py", line, rule)}}
+    )
+    with App(world.settings(analyzer_report_jobs=("semgrep-sast:gl-sast.sarif",))) as app:
+        queue = JobQueue(app.store)
+        queue.enqueue(project=PROJECT, mr_iid=1, head_sha=head, trigger="webhook")
+        Worker(app, queue, handler=lambda job: run_job(app, job), poll_s=0.02).run(
+            burst=True, handle_signals=False
+        )
+    notes = "".join(n["body"] for n in world.gitlab.notes(PROJECT, 1))
+    assert rule in notes
+
+
+def test_without_the_pipelines_report_the_worker_names_it_in_the_summary(
+    world: World,  # noqa: F811
+) -> None:
+    head = git(world.repo, "rev-parse", "feature")
+    with App(world.settings(analyzer_report_jobs=("semgrep-sast:gl-sast.sarif",))) as app:
+        queue = JobQueue(app.store)
+        queue.enqueue(project=PROJECT, mr_iid=1, head_sha=head, trigger="webhook")
+        Worker(app, queue, handler=lambda job: run_job(app, job), poll_s=0.02).run(
+            burst=True, handle_signals=False
+        )
+    summary = "".join(n["body"] for n in world.gitlab.notes(PROJECT, 1))
+    assert f"no pipeline for the MR's head {head[:8]}" in summary

@@ -98,6 +98,22 @@ class CheckoutAnalyzers:
         )
 
 
+@dataclass(frozen=True)
+class PipelineAnalyzers:
+    """The reports of the MR head's latest pipeline (``analyzer_report_jobs``), waiting for the
+    head and the diff: what the webhook worker hands the review (``RunOptions.analyzers``)."""
+
+    gitlab: PipelineArtifacts
+    project: int | str
+    settings: AnalyzerSettings
+
+    def __call__(self, head_sha: str, files: Iterable[FileDiff]) -> AnalyzerRun:
+        """:func:`collect_from_pipeline` on the changed lines of ``files``."""
+        return collect_from_pipeline(
+            self.gitlab, self.project, head_sha, self.settings, changed_lines(files)
+        )
+
+
 def read_report_file(path: Path, context: ReportContext) -> AnalyzerRun:
     """One report file: its findings, or the problem (missing, unreadable, too large, ...)."""
     name = path.name

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from reviewbot.analyzer_findings import AnalyzerRun
+from reviewbot.analyzers.collect import PipelineAnalyzers
 from reviewbot.app import App
 from reviewbot.config import Settings
 from reviewbot.errors import disposition
@@ -44,24 +45,33 @@ def run_job(
 
     ``concurrency``: this job's share of the model requests in flight. A review with chunks
     the model could not answer is retried later (ReviewIncompleteError).
-    ``collect_analyzers``: the analyzer findings of the job's MR to merge (None: analyzers off).
+    ``collect_analyzers``: the analyzer findings of the job's MR to merge, collected by the
+    caller; else the reports of the head's pipeline when ``analyzer_report_jobs`` names them.
     """
     if job.kind == JobKind.REPLY.value:
         run_reply(app, job)
         return
+    project = job.project_id if job.project_id is not None else job.project
     options = RunOptions(
         trigger=job.trigger,
         concurrency=concurrency,
         full=bool(job.payload.get(FULL_REVIEW_KEY)),
-        analyzers=collect_analyzers(app, job) if collect_analyzers is not None else None,
+        analyzer_run=collect_analyzers(app, job) if collect_analyzers is not None else None,
+        analyzers=_pipeline_analyzers(app, project),
     )
-    project = job.project_id if job.project_id is not None else job.project
     try:
         require_complete(run_merge_request(app, project, job.mr_iid, options))
     except GitLabNotFoundError as error:
         if project == job.project:
             raise
         raise GitLabNotFoundError(f"{error} ({job.project})") from error
+
+
+def _pipeline_analyzers(app: App, project: int | str) -> PipelineAnalyzers | None:
+    """The reports of the head's pipeline that ``analyzer_report_jobs`` names (None: none)."""
+    if not app.settings.analyzer_report_jobs:
+        return None
+    return PipelineAnalyzers(app.gitlab(), project, app.settings)
 
 
 def job_concurrency(settings: Settings, jobs_at_once: int) -> int:
