@@ -301,6 +301,9 @@ class CiWorld:
             REVIEWBOT_LLM_BASE_URL=self.vllm.base_url,
             REVIEWBOT_MIN_SEVERITY="info",
             REVIEWBOT_GITLAB_NOTES_PER_MINUTE=FAST_NOTES_PER_MINUTE,
+            # the model's findings only: the built-in analyzers (ruff is installed here) would
+            # post theirs too (tests/test_run_analyzers.py tests the merge)
+            REVIEWBOT_ANALYZERS=",",  # an empty list (an empty value is "not set")
         )
         env.update(overrides)
         return env

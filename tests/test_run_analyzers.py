@@ -80,8 +80,8 @@ def fingerprints_on_mr(world: World) -> Counter[str]:  # noqa: F811
 def test_analyzer_findings_are_merged_posted_once_and_recorded(world: World) -> None:  # noqa: F811
     run = analyzer_run(world)
     world.gitlab.add_fault_for("POST", DISCUSSIONS, "stored:502", times=4)
-    report = world.run(RunOptions(analyzers=run))
-    again = world.run(RunOptions(analyzers=run))
+    report = world.run(RunOptions(analyzer_run=run))
+    again = world.run(RunOptions(analyzer_run=run))
 
     on_mr = fingerprints_on_mr(world)
     assert set(on_mr.values()) == {1} and len(on_mr) == 4  # the model's 3 + the secret

@@ -25,7 +25,13 @@ from reviewbot.ci import (
     write_codequality,
     write_text,
 )
-from reviewbot.commands.common import OutputPath, config_option, one_line_errors
+from reviewbot.commands.common import (
+    OutputPath,
+    PathName,
+    config_option,
+    one_line_errors,
+    options,
+)
 from reviewbot.commands.terminal import terminal_text
 from reviewbot.errors import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_FINDINGS, EXIT_OK
 from reviewbot.findings import Severity
@@ -111,65 +117,70 @@ def _exit_code(report: RunReport, fail_on: Severity | None, fail_on_checks: bool
     return EXIT_OK
 
 
+CI_OPTIONS = options(
+    click.option(
+        "--codequality",
+        type=OutputPath(),
+        metavar="PATH",
+        help="Write a GitLab Code Quality report (artifacts:reports:codequality).",
+    ),
+    click.option(
+        "--summary",
+        type=OutputPath(),
+        metavar="PATH",
+        help="Write the summary note's Markdown (a plain artifact).",
+    ),
+    click.option(
+        "--fail-on",
+        type=SEVERITY_CHOICE,
+        envvar="REVIEWBOT_FAIL_ON",
+        help="Exit 3 when findings at or above this severity remain "
+        "(env REVIEWBOT_FAIL_ON; default: never).",
+    ),
+    click.option(
+        "--fail-on-checks",
+        is_flag=True,
+        envvar="REVIEWBOT_FAIL_ON_CHECKS",
+        help="Exit 3 when one of the rules file's named checks fails or cannot tell "
+        "(env REVIEWBOT_FAIL_ON_CHECKS; docs/checks.md).",
+    ),
+    click.option(
+        "--dry-run",
+        "--no-post",
+        "dry_run",
+        is_flag=True,
+        help="Review and write the reports, post nothing on the MR.",
+    ),
+    click.option(
+        "--strict", is_flag=True, help="Exit 2 instead of 0 outside a merge request pipeline."
+    ),
+    click.option(
+        "--full",
+        is_flag=True,
+        help="Review every change, not only what changed since the last review (a shared "
+        "REVIEWBOT_DATABASE_URL is what makes reviews incremental in CI).",
+    ),
+    click.option(
+        "--analyzer-report",
+        "analyzer_reports",
+        type=PathName(),
+        multiple=True,
+        metavar="PATH",
+        help="A report the pipeline produced (SARIF 2.1.0, GitLab SAST / secret detection, Code "
+        "Quality JSON), e.g. a `needs:` artifact; repeatable, added to the analyzer_reports "
+        "setting (docs/analyzers.md). One missing or unreadable is named in the summary.",
+    ),
+    config_option,
+)
+
+
 @click.command(
     "ci",
     epilog="Exit codes: "
     + "; ".join(f"{code} {meaning}" for code, meaning in EXIT_CODES.items())
     + ".",
 )
-@click.option(
-    "--codequality",
-    type=OutputPath(),
-    metavar="PATH",
-    help="Write a GitLab Code Quality report (artifacts:reports:codequality).",
-)
-@click.option(
-    "--summary",
-    type=OutputPath(),
-    metavar="PATH",
-    help="Write the summary note's Markdown (a plain artifact).",
-)
-@click.option(
-    "--fail-on",
-    type=SEVERITY_CHOICE,
-    envvar="REVIEWBOT_FAIL_ON",
-    help="Exit 3 when findings at or above this severity remain "
-    "(env REVIEWBOT_FAIL_ON; default: never).",
-)
-@click.option(
-    "--fail-on-checks",
-    is_flag=True,
-    envvar="REVIEWBOT_FAIL_ON_CHECKS",
-    help="Exit 3 when one of the rules file's named checks fails or cannot tell "
-    "(env REVIEWBOT_FAIL_ON_CHECKS; docs/checks.md).",
-)
-@click.option(
-    "--dry-run",
-    "--no-post",
-    "dry_run",
-    is_flag=True,
-    help="Review and write the reports, post nothing on the MR.",
-)
-@click.option(
-    "--strict", is_flag=True, help="Exit 2 instead of 0 outside a merge request pipeline."
-)
-@click.option(
-    "--full",
-    is_flag=True,
-    help="Review every change, not only what changed since the last review (a shared "
-    "REVIEWBOT_DATABASE_URL is what makes reviews incremental in CI).",
-)
-@click.option(
-    "--analyzer-report",
-    "analyzer_reports",
-    type=click.Path(dir_okay=False, path_type=Path),
-    multiple=True,
-    metavar="PATH",
-    help="A report the pipeline produced (SARIF 2.1.0, GitLab SAST / secret detection, Code "
-    "Quality JSON), e.g. a `needs:` artifact; repeatable, added to the analyzer_reports "
-    "setting (docs/analyzers.md). One missing or unreadable is named in the summary.",
-)
-@config_option
+@CI_OPTIONS
 @one_line_errors
 def ci_command(
     codequality: Path | None,
