@@ -317,6 +317,9 @@ TTFT_BUCKETS_S = (
 FINISH_REASONS = ("stop", "length", "abort", "error", "repetition")
 E2E_BUCKETS_S = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0)
 
+STATS_WAIT_S = 10.0
+STATS_POLL_S = 0.01
+
 KNOWN_FAULTS = frozenset(
     {
         "none",  # this request is answered as without a fault (to aim a later fault)
@@ -476,6 +479,7 @@ class FakeStats:
     """A snapshot of what the fake has served so far."""
 
     requests: int = 0
+    completed: int = 0  # requests whose tokens are counted (after the answer was sent)
     peak_in_flight: int = 0
     prompt_tokens: int = 0
     cached_tokens: int = 0
@@ -2426,6 +2430,15 @@ class FakeVLLM:
         with self._lock:
             return replace(self._stats, peak_in_flight=self._scheduler.peak_running)
 
+    def stats_after(self, completed: int, timeout_s: float = STATS_WAIT_S) -> FakeStats:
+        """The stats once ``completed`` requests are counted: a request's tokens are counted
+        after its answer was sent, so a client that read every answer may still be ahead of
+        them (as vLLM's own metrics lag its answers)."""
+        deadline = time.monotonic() + timeout_s
+        while self.stats.completed < completed and time.monotonic() < deadline:
+            time.sleep(STATS_POLL_S)
+        return self.stats
+
     @property
     def prefills(self) -> list[PrefillRecord]:
         """Every finished prefill, in the order the prefills started."""
@@ -2955,6 +2968,7 @@ class FakeVLLM:
             stats = self._stats
             self._stats = replace(
                 stats,
+                completed=stats.completed + 1,
                 prompt_tokens=stats.prompt_tokens + prompt_tokens,
                 cached_tokens=stats.cached_tokens + cached,
                 completion_tokens=stats.completion_tokens + answer.completion_tokens,
