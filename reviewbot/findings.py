@@ -122,6 +122,7 @@ class FindingState(StrEnum):
     DELETED = "deleted"  # found again but not posted again: a reviewer had deleted its comment
     DROPPED = "dropped"  # the verification pass judged it wrong or too weak: never posted
     SUPPRESSED = "suppressed_by_learning"  # a team learning excludes it: never posted
+    VOTED_OUT = "voted_out"  # a deep review's passes reported it too few times: never posted
 
 
 @dataclass(frozen=True, slots=True)

@@ -46,6 +46,7 @@ from reviewbot.analyzer_summary import AnalyzerFacts
 from reviewbot.check_status import CheckRun, check_run_for, no_checks, summary_url
 from reviewbot.comments import TokenUsage, Withheld
 from reviewbot.config import Settings
+from reviewbot.effort import EffortChoice
 from reviewbot.exclusions import skip_reason
 from reviewbot.feedback import record_next_review_outcomes, recorded_as_posted
 from reviewbot.findings import Finding, FindingState
@@ -131,6 +132,7 @@ class RunOptions:
     # head SHA and the MR's FileDiffs, it returns an AnalyzerRun (docs/analyzers.md)
     analyzers: CheckoutAnalyzers | None = None
     analyzer_run: AnalyzerRun | None = None  # analyzer findings to merge, already collected
+    effort: EffortChoice | None = None  # the review effort and why (None: from the settings)
 
 
 @dataclass

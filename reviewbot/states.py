@@ -39,6 +39,7 @@ class Trigger(StrEnum):
     WEBHOOK = "webhook"
     NOTE = "note"
     LOCAL = "local"
+    IDLE = "idle"  # a background second look at a recent open MR while the pool is idle
 
 
 class ReviewStatus(StrEnum):

@@ -49,6 +49,10 @@ class StoredFinding:
     source: str = "model"  # model / analyzer / both (reviewbot.analyzer_findings.FindingSource)
     analyzer_tool: str | None = None  # for an analyzer's finding: the tool and its rule
     analyzer_rule: str | None = None
+    # A deep review's vote (reviewbot.effort): passes that reported it, of how many; votes/passes.
+    votes: int | None = None
+    passes: int | None = None
+    confidence: float | None = None
 
     @classmethod
     def of(

@@ -192,6 +192,11 @@ class Review(Base):
     diff_digest: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     # A dry run (`--dry-run`): reviewed, nothing posted; never counted in reports.
     dry_run: Mapped[bool] = mapped_column(default=False)
+    # The review effort used (quick / standard / deep, reviewbot.effort) and why it was chosen;
+    # passes: how many independent passes each chunk got (NULL: before efforts existed).
+    effort: Mapped[str | None] = mapped_column(StoredString(SHORT_LABEL_LENGTH))
+    effort_reason: Mapped[str | None] = mapped_column(StoredText)
+    passes: Mapped[int | None]
 
 
 class LLMCall(Base):
@@ -284,6 +289,11 @@ class Finding(Base):
     source: Mapped[str] = mapped_column(StoredString(SHORT_LABEL_LENGTH), server_default="model")
     analyzer_tool: Mapped[str | None] = mapped_column(StoredString(NAME_LENGTH))
     analyzer_rule: Mapped[str | None] = mapped_column(StoredString(NAME_LENGTH))
+    # A deep review's vote: how many of its passes reported the finding (votes of passes);
+    # confidence is votes / passes. NULL: a single-pass review.
+    votes: Mapped[int | None]
+    passes: Mapped[int | None]
+    confidence: Mapped[float | None]
 
 
 class Feedback(Base):
