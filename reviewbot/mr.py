@@ -80,7 +80,7 @@ from reviewbot.review import (
 from reviewbot.rules.check_questions import ask_checks
 from reviewbot.rules.check_verdicts import CheckVerdict, evidence_of
 from reviewbot.rules.ruleset import RuleSet
-from reviewbot.states import ReviewStatus, Workload
+from reviewbot.states import ReviewStatus, Trigger, Workload
 from reviewbot.store import MergeRequestKey
 from reviewbot.store.mr_lock import hold_mr_lock
 from reviewbot.store.records import ReviewEnding
@@ -256,7 +256,7 @@ def _steps(run: _Run, review_id: int) -> RunReport:
         run.snapshot,
         settings,
         session=session_key(run.key.gitlab_url, run.key.project_id, run.key.iid),
-        priority=request_priority(review_workload(increment)),
+        priority=request_priority(review_workload(increment, run.options.trigger)),
     )
     if walkthrough.call is not None:
         result = dataclasses.replace(result, calls=[*result.calls, walkthrough.call])
@@ -446,7 +446,7 @@ def _ask_checks(
         title=run.snapshot.title,
         budget_tokens=settings.check_context_tokens,
         session=session_key(run.key.gitlab_url, run.key.project_id, run.key.iid),
-        priority=request_priority(review_workload(increment)),
+        priority=request_priority(review_workload(increment, run.options.trigger)),
     )
     run.store.record_run(review_id, calls=asked.calls)
     return asked.verdicts
@@ -540,7 +540,7 @@ def _review(
             rules=rules,
             learnings=learnings,
             session=session_key(run.key.gitlab_url, run.key.project_id, run.key.iid),
-            priority=request_priority(review_workload(increment)),
+            priority=request_priority(review_workload(increment, run.options.trigger)),
         )
     if carried_over is None:
         return result
@@ -559,9 +559,11 @@ def _linked_issues(run: _Run, settings: Settings) -> list[LinkedIssue]:
     return shown
 
 
-def review_workload(increment: Increment) -> Workload:
+def review_workload(increment: Increment, trigger: str = Trigger.CLI.value) -> Workload:
     """A review with an earlier one to build on is incremental; the first (or a forced full
-    one) runs before it, as someone is waiting for it."""
+    one) runs before it, as someone is waiting for it; a second look while idle, last."""
+    if trigger == Trigger.IDLE.value:
+        return Workload.BACKGROUND
     if increment.carried_over is not None:
         return Workload.INCREMENTAL_REVIEW
     return Workload.FIRST_REVIEW
