@@ -16,7 +16,7 @@ from reviewbot.queue import JobQueue
 from reviewbot.states import Trigger
 from reviewbot.worker import Worker
 from reviewbot.worker.load_effort import LoadEffort
-from tests.mr_world import PROJECT, World, world  # noqa: F401
+from tests.mr_world import PROJECT, World
 from tests.router_pool import NO_ROUTER_REASON, ROUTER_BINARY, router_pool
 
 FAST_POLL_S = 0.05
