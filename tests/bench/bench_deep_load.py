@@ -16,8 +16,8 @@ within 10% of it.
 
 Two loads are measured: background passes filling every slot and queueing past them
 (``saturating``: a new MR's chunk waits for a running pass to end, as on vLLM, which preempts
-only when the KV cache is full), and background passes holding all but ``--mr-chunks`` slots
-(``reserved``: the pool stays busy, a fresh MR's chunks find free slots at once).
+only when the KV cache is full), and background passes holding all but ``--reserve`` slots
+(``reserved``, default two MRs' chunks: two fresh MRs overlap at this arrival rate).
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ DEFAULT_MRS = 12
 DEFAULT_EVERY_S = 1.5
 DEFAULT_MR_CHUNKS = 2
 DEFAULT_DEEP_PASSES = 3
+RESERVED_MRS = 2  # the default reserve: this many MRs' chunks
 SATURATING_FACTOR = 2  # background requests in flight per slot when saturating
 P95 = 0.95
 GOAL_RATIO = 1.10
@@ -54,6 +55,7 @@ class BenchConfig:
     every_s: float = DEFAULT_EVERY_S
     mr_chunks: int = DEFAULT_MR_CHUNKS
     deep_passes: int = DEFAULT_DEEP_PASSES
+    reserve: int | None = None  # slots the background leaves free (None: RESERVED_MRS MRs')
     latency: LatencyModel = field(default_factory=lambda: FAKE_LATENCY)
 
 
@@ -96,8 +98,9 @@ def _chunks(name: str, count: int, workload: Workload) -> list[ChunkRequest]:
 
 
 def _background(base_url: str, in_flight: int, passes: int, stop: threading.Event) -> int:
-    """Deep passes of one chunk after another until ``stop``: ``passes`` requests of the same
-    prompt each (its later passes read the prefix cache), ``in_flight`` at once."""
+    """Deep passes until ``stop``: ``passes`` requests of the same prompt per chunk (its later
+    passes read the prefix cache), ``in_flight`` at once, a finished one replaced at once (so
+    slots free up one by one, as under a steady load)."""
     answered = 0
     round_number = 0
     with runner_for(_settings(base_url, in_flight)) as runner:
@@ -156,7 +159,7 @@ def measure(config: BenchConfig) -> dict[str, Figures]:
     loads = {
         "quiet": 0,
         "saturating": SATURATING_FACTOR * slots,
-        "reserved": max(1, slots - config.mr_chunks),
+        "reserved": max(1, slots - (config.reserve or RESERVED_MRS * config.mr_chunks)),
     }
     figures = {}
     for name, in_flight in loads.items():
@@ -170,7 +173,8 @@ def report(config: BenchConfig, figures: dict[str, Figures]) -> list[str]:
     lines = [
         f"fake vLLM, {config.latency.max_num_seqs} slots, priority scheduling; {config.mrs} new "
         f"MRs of {config.mr_chunks} chunks, one every {config.every_s:g} s; deep passes "
-        f"x{config.deep_passes} at priority {request_priority(Workload.BACKGROUND)}",
+        f"x{config.deep_passes} at priority {request_priority(Workload.BACKGROUND)}; "
+        f"reserved: {config.reserve or RESERVED_MRS * config.mr_chunks} slots left free",
     ]
     for name, found in figures.items():
         ratio = found.p(P95) / quiet.p(P95)
@@ -195,8 +199,11 @@ def main() -> None:
     parser.add_argument("--mrs", type=int, default=DEFAULT_MRS)
     parser.add_argument("--every-s", type=float, default=DEFAULT_EVERY_S)
     parser.add_argument("--mr-chunks", type=int, default=DEFAULT_MR_CHUNKS)
+    parser.add_argument("--reserve", type=int, default=None, help="slots left to new MRs")
     args = parser.parse_args()
-    config = BenchConfig(mrs=args.mrs, every_s=args.every_s, mr_chunks=args.mr_chunks)
+    config = BenchConfig(
+        mrs=args.mrs, every_s=args.every_s, mr_chunks=args.mr_chunks, reserve=args.reserve
+    )
     for line in report(config, measure(config)):
         print(line, flush=True)
 
