@@ -37,6 +37,8 @@ BLOCK_END = "<!-- /reviewbot:walkthrough -->"
 COMMENT_OPENER = "<!--"
 BROKEN_OPENER = "<!\u200b--"  # as reviewbot.markdown breaks one in code: shown, never parsed
 FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+LINE = re.compile(r"[^\n]*\n|[^\n]+")  # lines as GitLab splits them (on LF), line breaks kept
+ZERO_WIDTH_SPACE = "\u200b"
 CRLF = "\r\n"
 LF = "\n"
 
@@ -49,15 +51,17 @@ class Block:
     start: int
     end: int
     inner: str
+    newline: str = "\n"  # the start marker's line break, which the block is written with
 
 
 def find_block(text: str) -> Block | None:
     """The last complete block of ``text`` outside fenced code, or None."""
-    lines = text.splitlines(keepends=True)
+    lines = LINE.findall(text)
     fenced = _fenced_lines(lines)
     found: Block | None = None
     opened_at: int | None = None
     inner_from = 0
+    newline = LF
     offset = 0
     for index, line in enumerate(lines):
         bare = line.rstrip("\r\n")
@@ -65,8 +69,9 @@ def find_block(text: str) -> Block | None:
             pass
         elif bare.strip() == BLOCK_START:
             opened_at, inner_from = offset, offset + len(line)
+            newline = CRLF if line.endswith(CRLF) else LF
         elif bare.strip() == BLOCK_END and opened_at is not None:
-            found = Block(opened_at, offset + len(bare), text[inner_from:offset])
+            found = Block(opened_at, offset + len(bare), text[inner_from:offset], newline)
             opened_at = None
         offset += len(line)
     return found
@@ -97,19 +102,20 @@ def block_text(text: str) -> str | None:
 
 
 def block_safe(text: str) -> str:
-    """The walkthrough as the block holds it: no line can be a marker, no comment can open."""
-    return text.strip("\r\n").replace(COMMENT_OPENER, BROKEN_OPENER)
+    """The walkthrough as the block holds it: no line can be a marker, no comment can open,
+    no line can open or close fenced code (which would hide a marker from :func:`find_block`)."""
+    lines = text.strip("\r\n").replace(COMMENT_OPENER, BROKEN_OPENER).splitlines()
+    return "\n".join(ZERO_WIDTH_SPACE + line if FENCE.match(line) else line for line in lines)
 
 
 def with_block(text: str, walkthrough: str) -> str:
     """``text`` with its block holding ``walkthrough``: replaced in place, or appended at the
     end after a blank line. The same text when the block already holds it."""
-    newline = CRLF if CRLF in text else LF
-    body = newline.join(block_safe(walkthrough).splitlines())
-    rendered = f"{BLOCK_START}{newline}{body}{newline}{BLOCK_END}"
     block = find_block(text)
     if block is not None:
-        return text[: block.start] + rendered + text[block.end :]
+        return text[: block.start] + _rendered(walkthrough, block.newline) + text[block.end :]
+    newline = CRLF if CRLF in text else LF
+    rendered = _rendered(walkthrough, newline)
     if not text:
         return rendered
     if text.endswith(newline * 2):
@@ -119,3 +125,8 @@ def with_block(text: str, walkthrough: str) -> str:
     else:
         separator = newline * 2
     return text + separator + rendered
+
+
+def _rendered(walkthrough: str, newline: str) -> str:
+    body = newline.join(block_safe(walkthrough).split("\n"))
+    return f"{BLOCK_START}{newline}{body}{newline}{BLOCK_END}"

@@ -359,6 +359,9 @@ KNOWN_FAULTS = frozenset(
         "verdicts_unreadable",  # a verification answer: every verdict call's JSON broken
         "verdicts_missing",  # a verification answer: prose, no verdict call
         "verdicts_unknown_id",  # a verification answer: one more verdict, for an unknown id
+        "requirements_unreadable",  # a requirements answer: every verdict call's JSON broken
+        "requirements_missing",  # a requirements answer: prose, no verdict call
+        "requirements_unknown",  # a requirements answer: verdicts "probably", issue "12"
     }
 )
 # deep_arguments: 3x the nesting at which Python's json.loads raises RecursionError, and 1,500
@@ -974,6 +977,52 @@ def check_verdict_arguments(lines: Sequence[DiffLine]) -> dict[str, str]:
     else:
         verdict = {"verdict": "pass", "reason": f"{len(added)} added lines checked"}
     return verdict
+
+
+# The requirements brain (reviewbot.requirements): an issue's requirements are the names it
+# writes in backticks; met when every one is on an added line of the diff shown, not met when
+# one is missing, cannot tell when the issue names none. The reason quotes the issue's title,
+# as a model may: the summary must not show it for a confidential issue.
+REQUIREMENT_TOOL_NAME = "requirement_verdict"
+REQUIREMENT_ISSUE = re.compile(r'<issue iid="(\d+)">\nTitle: ([^\n]*)\n(.*?)</issue>', re.DOTALL)
+REQUIREMENT_NAME = re.compile(r"`([^`\n]+)`")
+
+
+def is_requirements_question(request: ChatRequest) -> bool:
+    return any(
+        (t.get("function") or {}).get("name") == REQUIREMENT_TOOL_NAME for t in request.tools
+    )
+
+
+def requirements_answer(
+    request: ChatRequest, lines: Sequence[DiffLine], fault: str | None
+) -> Answer:
+    """One ``requirement_verdict`` call per issue of the prompt; ``fault``: the requirements
+    faults."""
+    if fault == "requirements_missing":
+        text = "The change looks like it does what the issues ask."
+        return Answer(text, [], None, "stop", len(encode(text)) + EOS_TOKEN_COUNT)
+    added = "\n".join(line.text for line in lines if line.kind == "added")
+    texts = []
+    for match in REQUIREMENT_ISSUE.finditer(message_text(request.messages[-1].get("content"))):
+        number, title, body = int(match[1]), match[2], match[3]
+        names = REQUIREMENT_NAME.findall(body)
+        missing = [name for name in names if name not in added]
+        if not names:
+            verdict, reason = "cannot_tell", f"The issue {title} names nothing to look for."
+        elif missing:
+            verdict, reason = "not_met", f"`{missing[0]}` of {title} is not in the change."
+        else:
+            verdict, reason = "met", f"The change adds {', '.join(names)} as {title} asks."
+        arguments: dict[str, Any] = {"issue": number, "verdict": verdict, "reason": reason}
+        if fault == "requirements_unknown":
+            arguments = {"issue": str(number), "verdict": "probably", "reason": reason}
+        texts.append(json.dumps(arguments))
+    if fault == "requirements_unreadable":
+        texts = [text[: len(text) // 2] for text in texts]
+    calls = [_tool_call(REQUIREMENT_TOOL_NAME, text) for text in texts]
+    tokens = sum(len(encode(text)) for text in texts) + EOS_TOKEN_COUNT
+    return Answer(None, calls, None, "tool_calls" if calls else "stop", tokens)
 
 
 def is_verification(request: ChatRequest) -> bool:
@@ -2671,6 +2720,8 @@ class FakeVLLM:
             answer = verifier_answer(request, lines, fault, self.needs_evidence)
         elif is_check_question(request):
             answer = check_answer(lines)
+        elif is_requirements_question(request):
+            answer = requirements_answer(request, lines, fault)
         elif scripted is not None:
             calls, with_findings = scripted
             found = self._findings_to_write(request, lines, None)[0] if with_findings else []
