@@ -29,8 +29,8 @@ from reviewbot.walkthrough import (
     changed_lines,
     read_walkthrough,
     walkthrough_messages,
-    walkthrough_update_messages,
 )
+from reviewbot.walkthrough_update import merged_walkthrough, walkthrough_update_messages
 
 WALKTHROUGH_CHUNK_INDEX = -1  # the call belongs to no chunk
 
@@ -88,7 +88,11 @@ def write_walkthrough(
         return WalkthroughStep(Walkthrough(not_written=reason), record)
     if answer.finish_reason == "length" and not answer.content.strip():
         return WalkthroughStep(Walkthrough(not_written="the answer ran out of tokens"), record)
-    return WalkthroughStep(read_walkthrough(answer.content), record)
+    written = read_walkthrough(answer.content)
+    if previous is not None and written.text:
+        merged = merged_walkthrough(previous.text, written.text, {f.path for f in files})
+        return WalkthroughStep(Walkthrough(text=merged), record)
+    return WalkthroughStep(written, record)
 
 
 def wanted(snapshot: MergeRequestSnapshot, settings: Settings) -> bool:

@@ -1521,18 +1521,17 @@ WALKTHROUGH_FILE = re.compile(r"^- (.+) \((\w+), \+(\d+) -(\d+)\)$", re.MULTILIN
 WALKTHROUGH_TITLE = re.compile(r"^Title: (.*)$", re.MULTILINE)
 
 
-# reviewbot.walkthrough.walkthrough_update_messages: the previous walkthrough, the files changed
-# since and the number of files in all; the update keeps the previous lines of the other files.
+# reviewbot.walkthrough_update.walkthrough_update_messages: the previous opening and lines, the
+# files changed since and the number of files in all; the answer: the opening and their lines.
 WALKTHROUGH_PREVIOUS = re.compile(
     r"<previous-walkthrough>\n(.*?)\n</previous-walkthrough>", re.DOTALL
 )
 WALKTHROUGH_IN_ALL = re.compile(r"changes (\d+) files in all")
-WALKTHROUGH_LINE = re.compile(r"^- `([^`]+)`: ")
 
 
 def walkthrough_text(user: str) -> str:
     """The walkthrough of the MR the walkthrough prompt's user turn describes; for an update
-    prompt, the previous walkthrough with the listed files' lines rewritten or added."""
+    prompt, the opening and the lines of the listed files."""
     title = WALKTHROUGH_TITLE.search(user)
     files = WALKTHROUGH_FILE.findall(user)
     by_path = {
@@ -1541,15 +1540,9 @@ def walkthrough_text(user: str) -> str:
     }
     previous = WALKTHROUGH_PREVIOUS.search(user)
     count = len(files)
-    if previous is not None:
-        kept = {}
-        for line in previous.group(1).splitlines():
-            named = WALKTHROUGH_LINE.match(line)
-            if named is not None:
-                kept[named.group(1)] = line
-        by_path = {**kept, **by_path}
+    if previous is not None:  # an update: the opening, then the lines of the listed files only
         in_all = WALKTHROUGH_IN_ALL.search(user)
-        count = int(in_all.group(1)) if in_all else len(by_path)
+        count = int(in_all.group(1)) if in_all else count
     lines = [
         f"This merge request, {title.group(1) if title else 'untitled'}, changes {count} files.",
         "",
