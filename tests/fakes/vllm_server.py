@@ -988,6 +988,24 @@ REQUIREMENT_ISSUE = re.compile(r'<issue iid="(\d+)">\nTitle: ([^\n]*)\n(.*?)</is
 REQUIREMENT_NAME = re.compile(r"`([^`\n]+)`")
 
 
+def requirement_verdicts(asked: str, lines: Sequence[DiffLine]) -> list[dict[str, Any]]:
+    """The requirements brain's ``requirement_verdict`` arguments, one per issue of ``asked``."""
+    added = "\n".join(line.text for line in lines if line.kind == "added")
+    verdicts = []
+    for match in REQUIREMENT_ISSUE.finditer(asked):
+        number, title, body = int(match[1]), match[2], match[3]
+        names = REQUIREMENT_NAME.findall(body)
+        missing = [name for name in names if name not in added]
+        if not names:
+            verdict, reason = "cannot_tell", f"The issue {title} names nothing to look for."
+        elif missing:
+            verdict, reason = "not_met", f"`{missing[0]}` of {title} is not in the change."
+        else:
+            verdict, reason = "met", f"The change adds {', '.join(names)} as {title} asks."
+        verdicts.append({"issue": number, "verdict": verdict, "reason": reason})
+    return verdicts
+
+
 def is_requirements_question(request: ChatRequest) -> bool:
     return any(
         (t.get("function") or {}).get("name") == REQUIREMENT_TOOL_NAME for t in request.tools
@@ -1002,21 +1020,10 @@ def requirements_answer(
     if fault == "requirements_missing":
         text = "The change looks like it does what the issues ask."
         return Answer(text, [], None, "stop", len(encode(text)) + EOS_TOKEN_COUNT)
-    added = "\n".join(line.text for line in lines if line.kind == "added")
     texts = []
-    for match in REQUIREMENT_ISSUE.finditer(message_text(request.messages[-1].get("content"))):
-        number, title, body = int(match[1]), match[2], match[3]
-        names = REQUIREMENT_NAME.findall(body)
-        missing = [name for name in names if name not in added]
-        if not names:
-            verdict, reason = "cannot_tell", f"The issue {title} names nothing to look for."
-        elif missing:
-            verdict, reason = "not_met", f"`{missing[0]}` of {title} is not in the change."
-        else:
-            verdict, reason = "met", f"The change adds {', '.join(names)} as {title} asks."
-        arguments: dict[str, Any] = {"issue": number, "verdict": verdict, "reason": reason}
+    for arguments in requirement_verdicts(message_text(request.messages[-1].get("content")), lines):
         if fault == "requirements_unknown":
-            arguments = {"issue": str(number), "verdict": "probably", "reason": reason}
+            arguments = {**arguments, "issue": str(arguments["issue"]), "verdict": "probably"}
         texts.append(json.dumps(arguments))
     if fault == "requirements_unreadable":
         texts = [text[: len(text) // 2] for text in texts]
