@@ -17,6 +17,8 @@ DEVELOPER = 30
 MR_PUT = r"/merge_requests/1$"
 IN_DESCRIPTION = "_walkthrough: in the merge request's description_"
 ON = {"walkthrough": "on", "walkthrough_target": "description"}
+LATE_S = 2.0  # the stored write is answered this late (as tests/test_exactly_once.py)
+CLIENT_TIMEOUT_S = 0.5  # the client gives up waiting first
 
 
 def _summary(world: World) -> str:  # noqa: F811
@@ -143,3 +145,17 @@ def test_a_dry_run_writes_no_description(world: World) -> None:  # noqa: F811
     world.run(RunOptions(dry_run=True), **ON)
 
     assert world.gitlab.description(PROJECT, 1) == author and _puts(world) == 0
+
+
+def test_an_answer_lost_to_the_timeout_is_checked_on_the_mr_before_writing_again(
+    world: World,  # noqa: F811
+) -> None:
+    world.gitlab.add_member(PROJECT, "reviewbot", DEVELOPER)
+    author = world.gitlab.description(PROJECT, 1)
+    world.gitlab.add_fault_for("PUT", MR_PUT, f"stored:slow:{LATE_S}")
+
+    world.run(gitlab_timeout_s=CLIENT_TIMEOUT_S, **ON)
+
+    description = world.gitlab.description(PROJECT, 1)
+    assert description[: len(author)] == author and description.count(BLOCK_START) == 1
+    assert _puts(world) == 1 and len(world.gitlab.mr_updates) == 1
