@@ -11,7 +11,10 @@ keeps that text as written). A start marker without an end marker is no block.
 :func:`with_block` returns the text with the block replaced in place, or appended once at the
 end after a blank line; everything outside the block is kept byte for byte (line endings
 included). The walkthrough's own text can never close the block: a line that is a marker, and
-any HTML comment opener, is broken with a zero-width space first (:func:`block_safe`).
+any HTML comment opener, is broken with a zero-width space first, and so are issue and MR
+references, which GitLab would otherwise link or even close on merge (:func:`block_safe`).
+:func:`without_block` gives the author's text alone, which is what prompts show of the
+description.
 
 Owns: the markers, finding the block, and the text with the block written. Must not: read or
 write GitLab (:mod:`reviewbot.gitlab.descriptions` does), or know what the walkthrough says.
@@ -30,6 +33,7 @@ __all__ = [
     "block_text",
     "find_block",
     "with_block",
+    "without_block",
 ]
 
 BLOCK_START = "<!-- reviewbot:walkthrough -->"
@@ -39,6 +43,10 @@ BROKEN_OPENER = "<!\u200b--"  # as reviewbot.markdown breaks one in code: shown,
 FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 LINE = re.compile(r"[^\n]*\n|[^\n]+")  # lines as GitLab splits them (on LF), line breaks kept
 ZERO_WIDTH_SPACE = "\u200b"
+# An issue or MR reference (#12, !3, group/app#12): in an MR's description GitLab links it, and
+# a closing pattern before it ("Closes #12") closes the issue on merge. The model's text never
+# refers: a zero-width space after the sign keeps it readable and inert.
+REFERENCE = re.compile(r"([#!])(?=\d)")
 CRLF = "\r\n"
 LF = "\n"
 
@@ -103,9 +111,19 @@ def block_text(text: str) -> str | None:
 
 def block_safe(text: str) -> str:
     """The walkthrough as the block holds it: no line can be a marker, no comment can open,
-    no line can open or close fenced code (which would hide a marker from :func:`find_block`)."""
-    lines = text.strip("\r\n").replace(COMMENT_OPENER, BROKEN_OPENER).splitlines()
+    no line can open or close fenced code (which would hide a marker from :func:`find_block`),
+    no issue or MR reference can link or close anything."""
+    inert = REFERENCE.sub(lambda match: match.group(1) + ZERO_WIDTH_SPACE, text.strip("\r\n"))
+    lines = inert.replace(COMMENT_OPENER, BROKEN_OPENER).splitlines()
     return "\n".join(ZERO_WIDTH_SPACE + line if FENCE.match(line) else line for line in lines)
+
+
+def without_block(text: str) -> str:
+    """``text`` without its block (the author's text alone, as prompts show it)."""
+    block = find_block(text)
+    if block is None:
+        return text
+    return (text[: block.start].rstrip() + "\n\n" + text[block.end :].lstrip()).strip()
 
 
 def with_block(text: str, walkthrough: str) -> str:

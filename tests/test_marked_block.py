@@ -14,6 +14,7 @@ from reviewbot.marked_block import (
     block_text,
     find_block,
     with_block,
+    without_block,
 )
 
 AUTHOR = "Adds a parser.\n\nCloses #12."
@@ -102,3 +103,17 @@ def test_marker_rich_texts_keep_the_author_text_and_one_block(author: str, text:
     assert written.startswith(kept)
     assert with_block(written, text) == written
     assert (block_text(written) or "").replace("\r\n", "\n") == block_safe(text)
+
+
+def test_references_in_the_walkthrough_are_inert() -> None:
+    written = with_block(AUTHOR, "Closes #12 and follows !3; see group/app#4.")
+    text = block_text(written) or ""
+    assert "#12" not in text and "!3" not in text and "app#4" not in text
+    assert "Closes #\u200b12" in text and AUTHOR in written  # the author's own #12 untouched
+
+
+def test_without_the_block_is_the_authors_text() -> None:
+    written = with_block(AUTHOR, "W")
+    assert without_block(written) == AUTHOR and without_block(AUTHOR) == AUTHOR
+    around = f"Before.\n\n{BLOCK_START}\nW\n{BLOCK_END}\n\nAfter."
+    assert without_block(around) == "Before.\n\nAfter."
