@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import pytest
 
+from reviewbot.app import App
+from reviewbot.gitlab.descriptions import MAX_MR_DESCRIPTION_CHARS, BlockWrite
 from reviewbot.marked_block import BLOCK_END, BLOCK_START, block_text, find_block
 from reviewbot.mr import RunOptions
 from tests.mr_world import PROJECT, World, commit_on_feature, git, world  # noqa: F401
@@ -159,3 +161,15 @@ def test_an_answer_lost_to_the_timeout_is_checked_on_the_mr_before_writing_again
     description = world.gitlab.description(PROJECT, 1)
     assert description[: len(author)] == author and description.count(BLOCK_START) == 1
     assert _puts(world) == 1 and len(world.gitlab.mr_updates) == 1
+
+
+def test_a_description_that_would_pass_gitlabs_limit_is_not_written(world: World) -> None:  # noqa: F811
+    world.gitlab.add_member(PROJECT, "reviewbot", DEVELOPER)
+    author = "x" * (MAX_MR_DESCRIPTION_CHARS - 10)
+    world.gitlab.edit_description(PROJECT, 1, author)
+    with App(world.settings()) as app:
+        project_id = app.gitlab().snapshot(PROJECT, 1).project_id
+        done = app.gitlab().write_description_block(project_id, 1, "A walkthrough.")
+
+    assert done is BlockWrite.TOO_LONG and _puts(world) == 0
+    assert world.gitlab.description(PROJECT, 1) == author
