@@ -144,7 +144,8 @@ def _previous(run: OverviewRun, settings: Settings) -> Previous | None:
         return None
     skipped = run.increment.skipped
     changed = frozenset(f.path for f in run.increment.files if f.path not in skipped)
-    return Previous(text, changed if run.increment.needs_model else frozenset())
+    unchanged = not run.increment.needs_model
+    return Previous(text, frozenset() if unchanged else changed, run.increment.gone)
 
 
 def _into_description(run: OverviewRun, walkthrough: Walkthrough) -> Walkthrough:

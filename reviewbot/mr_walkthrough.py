@@ -42,6 +42,7 @@ class Previous:
 
     text: str
     changed: frozenset[str]
+    gone: frozenset[str] = frozenset()  # files the MR no longer changes: their lines dropped
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,9 @@ def write_walkthrough(
         return WalkthroughStep()
     files = file_summaries(snapshot.files)
     if previous is not None and not previous.changed:
-        return WalkthroughStep(Walkthrough(text=previous.text))
+        return WalkthroughStep(
+            Walkthrough(text=merged_walkthrough(previous.text, "", previous.gone))
+        )
     if previous is not None:
         changed = [f for f in files if f.path in previous.changed]
         messages = walkthrough_update_messages(snapshot.title, previous.text, changed, len(files))
@@ -90,7 +93,7 @@ def write_walkthrough(
         return WalkthroughStep(Walkthrough(not_written="the answer ran out of tokens"), record)
     written = read_walkthrough(answer.content)
     if previous is not None and written.text:
-        merged = merged_walkthrough(previous.text, written.text, {f.path for f in files})
+        merged = merged_walkthrough(previous.text, written.text, previous.gone)
         return WalkthroughStep(Walkthrough(text=merged), record)
     return WalkthroughStep(written, record)
 

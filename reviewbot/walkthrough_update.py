@@ -6,7 +6,8 @@ The update call is shown only the previous opening sentences, the previous lines
 changed since, and those files' summaries; it answers the opening sentences and a line per
 changed file. :func:`merged_walkthrough` puts the answer into the previous walkthrough by
 path: a changed file's line replaced in place, a new file's line added, the line of a file the
-MR no longer changes dropped, every other line kept as it was. Its prompt so grows with the
+MR no longer changes (the earlier review saw it, this diff has it no more) dropped, every other
+line kept as it was. Its prompt so grows with the
 files changed by the push, not with the MR.
 
 Owns: the update call's messages and the merge by path. Must not: call the model or GitLab,
@@ -95,9 +96,10 @@ def _data(text: str) -> str:
     return neutralise_delimiters(PREVIOUS_TAG.sub(lambda match: "&lt;" + match.group(1), text))
 
 
-def merged_walkthrough(previous: str, answer: str, paths_now: Collection[str]) -> str:
-    """``previous`` with ``answer`` (already sanitised) put in by path; the lines of files
-    the MR no longer changes dropped; the opening the answer's, or the previous one."""
+def merged_walkthrough(previous: str, answer: str, gone: Collection[str] = ()) -> str:
+    """``previous`` with ``answer`` (already sanitised) put in by path; the lines naming a
+    path of ``gone`` (files the MR no longer changes) dropped; every other line kept (a line
+    about an area, `docs/`, names no file); the opening the answer's, or the previous one."""
     old, new = split_walkthrough(previous), split_walkthrough(answer)
     answered = {path: line for path, line in new.lines if path is not None}
     lines: list[str] = []
@@ -108,7 +110,7 @@ def merged_walkthrough(previous: str, answer: str, paths_now: Collection[str]) -
         elif path in answered and path not in used:
             lines.append(answered[path])
             used.add(path)
-        elif path in paths_now and path not in answered:
+        elif path not in gone and path not in answered:
             lines.append(line)
     lines += [line for path, line in new.lines if path is None or path not in used]
     lines = list(dict.fromkeys(lines))  # a line given twice is shown once

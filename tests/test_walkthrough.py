@@ -14,7 +14,7 @@ from reviewbot.prompts import FileSummary
 from reviewbot.states import CallPurpose
 from reviewbot.walkthrough import Walkthrough, read_walkthrough
 from reviewbot.walkthrough_update import merged_walkthrough, walkthrough_update_messages
-from tests.mr_world import PROJECT, World, commit_on_feature, world  # noqa: F401
+from tests.mr_world import PROJECT, World, commit_on_feature, git, world  # noqa: F401
 
 WALKTHROUGH_HEADING = "**Walkthrough**"
 MANY_FILES = 30  # an MR of 32 files: the incremental update's prompt against a full rewrite
@@ -183,13 +183,14 @@ def test_the_update_is_merged_into_the_previous_walkthrough_by_path() -> None:
         "- tests: more of them\n- `util.py`: adds clamp"
     )
     answer = "It adds parsing and a CLI.\n\n- `util.py`: clamp now checks bounds\n- `cli.py`: new"
-    merged = merged_walkthrough(previous, answer, {"app.py", "util.py", "cli.py"})
+    merged = merged_walkthrough(previous, answer, {"gone.py"})
     assert merged == (
         "It adds parsing and a CLI.\n\n- `app.py`: adds parse\n- tests: more of them\n"
         "- `util.py`: clamp now checks bounds\n- `cli.py`: new"
     )
-    kept = merged_walkthrough(previous, "- `util.py`: x", {"app.py", "util.py", "gone.py"})
+    kept = merged_walkthrough(previous, "- `util.py`: x")
     assert kept.startswith("It adds parsing.\n\n- `app.py`: adds parse\n- `gone.py`")
+    assert merged_walkthrough("- `docs/`: guides\n- `a.py`: x", "", {"a.py"}) == "- `docs/`: guides"
 
 
 def test_the_update_prompt_shows_the_opening_and_the_changed_files_lines_only() -> None:
@@ -201,3 +202,20 @@ def test_the_update_prompt_shows_the_opening_and_the_changed_files_lines_only() 
     assert "It adds parsing." in text and "adds clamp" in text and "app.py" not in text
     assert "- util.py (modified, +3 -1)" in text and "changes 2 files in all" in text
     assert text.count("</previous-walkthrough>") == 1
+
+
+@pytest.mark.slow
+def test_a_file_the_mr_no_longer_changes_loses_its_line(world: World) -> None:  # noqa: F811
+    world.run(walkthrough="on")
+    [first] = _summaries(world)
+    assert "- `util.py`: added" in first
+    git(world.repo, "checkout", "-q", "feature")
+    git(world.repo, "rm", "-q", "util.py")
+    git(world.repo, "commit", "-qm", "util.py was not needed after all")
+    world.gitlab.push(PROJECT, 1, _head(world))
+
+    world.run(walkthrough="on")
+
+    [summary] = _summaries(world)
+    assert "`util.py`" not in summary and "- `app.py`: modified" in summary
+    assert len(_walkthrough_requests(world)) == 1  # app.py unchanged: no call
