@@ -56,11 +56,10 @@ from reviewbot.incremental import EarlierReview, Increment, plan_increment
 from reviewbot.interdiff import DiffDigest, digest
 from reviewbot.learnings.learning import learning_rules
 from reviewbot.learnings.teaching import suppress, suppressed_stored, withheld_by
-from reviewbot.linked_issues import LinkedIssue, run_detail, within_budget
+from reviewbot.linked_issues import LinkedIssue
 from reviewbot.mergerequest import MergeRequestSnapshot
 from reviewbot.model import request_priority, session_key
-from reviewbot.mr_overview_settings import ON
-from reviewbot.mr_walkthrough import write_walkthrough
+from reviewbot.mr_overview import Overview, OverviewRun, read_linked_issues, review_overview
 from reviewbot.prompts import ReviewContext, file_summaries, prompt_version
 from reviewbot.publish import PublishResult, ReviewFacts, ThreadRef, publish, publisher_for
 from reviewbot.repo.files import RepoFiles
@@ -87,7 +86,6 @@ from reviewbot.store.records import ReviewEnding
 from reviewbot.stored_findings import StoredFinding
 from reviewbot.tokens import TokenCounter, local_counter
 from reviewbot.verify import with_verdicts
-from reviewbot.walkthrough import Walkthrough
 
 if TYPE_CHECKING:
     from reviewbot.analyzers.collect import CheckoutAnalyzers
@@ -250,16 +248,10 @@ def _steps(run: _Run, review_id: int) -> RunReport:
     contents = run.read_head(wanted)
     if run.head in run.source.kinds:
         run.say(f"head files read from the {run.source.kinds[run.head].words}")
-    result = _review(run, settings, increment, contents, rules, learnt)
-    walkthrough = write_walkthrough(
-        run.app.model(),
-        run.snapshot,
-        settings,
-        session=session_key(run.key.gitlab_url, run.key.project_id, run.key.iid),
-        priority=request_priority(review_workload(increment)),
-    )
-    if walkthrough.call is not None:
-        result = dataclasses.replace(result, calls=[*result.calls, walkthrough.call])
+    issues = read_linked_issues(run.gitlab, run.snapshot, settings, run.warnings, run.say)
+    result = _review(run, settings, increment, contents, (rules, learnt), issues)
+    overview = review_overview(_overview_run(run, increment), settings, issues)
+    result = dataclasses.replace(result, calls=[*result.calls, *overview.calls])
     findings, suppressed = suppress(
         result.findings, taught, review_options(settings).findings_options
     )
@@ -288,9 +280,7 @@ def _steps(run: _Run, review_id: int) -> RunReport:
         warnings=run.warnings,
         withheld=withheld_by(taught, suppressed),
     )
-    report.published = _publish(
-        run, review_id, settings, result, report.withheld, walkthrough.walkthrough
-    )
+    report.published = _publish(run, review_id, settings, result, report.withheld, overview)
     report.checks = run.checks
     seen = digest(run.snapshot.files, settings_key(settings, keyed))
     ending = _ending(result, report.published, seen)
@@ -507,11 +497,13 @@ def _review(
     settings: Settings,
     increment: Increment,
     contents: Mapping[str, str],
-    rules: RuleSet,
-    learnings: RuleSet,
+    guidance: tuple[RuleSet, RuleSet],
+    issues: list[LinkedIssue],
 ) -> ReviewResult:
-    """The model's review of what changed, plus the findings carried over (reviewbot.review)."""
+    """The model's review of what changed, plus the findings carried over (reviewbot.review):
+    ``guidance`` is the rules and the learnings as rules, ``issues`` the linked issues shown."""
     options = review_options(settings)
+    rules, learnings = guidance
     carried_over = increment.carried_over
     if carried_over is not None and not increment.needs_model:
         run.say(f"nothing changed since {carried_over.since_head[:8]} was reviewed: no model call")
@@ -524,7 +516,7 @@ def _review(
             files=file_summaries(run.snapshot.files, increment.skipped),
             language=settings.language,
             include_style=settings.include_style,
-            issues=tuple(_linked_issues(run, settings)),
+            issues=tuple(issues),
         )
         result = review_files(
             increment.files,
@@ -547,16 +539,18 @@ def _review(
     return with_carried_over(result, increment.carried, carried_over, options)
 
 
-def _linked_issues(run: _Run, settings: Settings) -> list[LinkedIssue]:
-    """The MR's linked issues within their budget (reviewbot.linked_issues); an endpoint this
-    GitLab lacks is said once in the run details, never a failure."""
-    if settings.linked_issues != ON:
-        return []
-    linked = run.gitlab.linked_issues(run.snapshot.project_id, run.snapshot.iid)
-    run.warnings.extend(linked.unavailable)
-    shown, left_out = within_budget(linked.issues, settings.linked_issues_tokens)
-    run.say(run_detail(linked, len(shown), left_out))
-    return shown
+def _overview_run(run: _Run, increment: Increment) -> OverviewRun:
+    """What the walkthrough and the requirements check need of the run (reviewbot.mr_overview)."""
+    return OverviewRun(
+        run.app.model(),
+        run.gitlab,
+        run.snapshot,
+        increment,
+        run.counter.result(),
+        dry_run=run.options.dry_run,
+        session=session_key(run.key.gitlab_url, run.key.project_id, run.key.iid),
+        priority=request_priority(review_workload(increment)),
+    )
 
 
 def review_workload(increment: Increment) -> Workload:
@@ -589,7 +583,7 @@ def _publish(
     settings: Settings,
     result: ReviewResult,
     withheld: list[Withheld],
-    walkthrough: Walkthrough | None = None,
+    overview: Overview | None = None,
 ) -> PublishResult:
     """Post the review on the MR (reviewbot.publish), saying what learnings ``withheld``.
     When publishing fails midway, what was posted goes on record before the failure is raised
@@ -617,7 +611,8 @@ def _publish(
                 checks=run.checks.rows(),
                 check_status=run.checks.status_words(),
                 analyzers=run.analyzer_facts,
-                walkthrough=walkthrough,
+                walkthrough=overview.walkthrough if overview else None,
+                requirements=overview.requirements if overview else (),
             ),
             run.read_head,
             on_posted=posted,

@@ -71,6 +71,7 @@ MODULES: dict[str, int] = {
     "reviewbot.guidance": PIPELINE,
     "reviewbot.check_status": PIPELINE,
     "reviewbot.mr_walkthrough": PIPELINE,
+    "reviewbot.mr_overview": PIPELINE,
     # the top level: adapters
     "reviewbot.queue": ADAPTERS,
     "reviewbot.slots": ADAPTERS,
