@@ -214,7 +214,7 @@ def run_merge_request(
     progress: Callable[[str], None] | None = None,
 ) -> RunReport:
     """Review MR ``iid`` of ``project`` and publish the result: the steps in order."""
-    say = progress or _quiet
+    say = progress or (lambda _message: None)
     gitlab = app.gitlab()
     counter = _load_tokenizer_meanwhile(app.settings.llm_model)
     say(f"reading merge request !{iid}")
@@ -250,7 +250,8 @@ def _steps(run: _Run, review_id: int) -> RunReport:
     contents = run.read_head(wanted)
     if run.head in run.source.kinds:
         run.say(f"head files read from the {run.source.kinds[run.head].words}")
-    result = _review(run, settings, increment, contents, rules, learnt)
+    analyzed = _analyzers(run)  # before the review: each chunk's prompt gets their digest
+    result = _review(run, settings, increment, contents, rules, learnt, analyzed)
     walkthrough = write_walkthrough(
         run.app.model(),
         run.snapshot,
@@ -263,7 +264,6 @@ def _steps(run: _Run, review_id: int) -> RunReport:
     findings, suppressed = suppress(
         result.findings, taught, review_options(settings).findings_options
     )
-    analyzed = _analyzers(run)
     result, run.analyzer_facts = with_analyzers(
         dataclasses.replace(result, findings=findings),
         analyzed,
@@ -305,10 +305,6 @@ def _steps(run: _Run, review_id: int) -> RunReport:
 
 
 # --- the run and its lease -------------------------------------------------------------------
-
-
-def _quiet(_message: str) -> None:
-    return None
 
 
 def _load_tokenizer_meanwhile(model: str | None) -> Future[TokenCounter]:
@@ -509,6 +505,7 @@ def _review(
     contents: Mapping[str, str],
     rules: RuleSet,
     learnings: RuleSet,
+    analyzed: AnalyzerRun | None,
 ) -> ReviewResult:
     """The model's review of what changed, plus the findings carried over (reviewbot.review)."""
     options = review_options(settings)
@@ -541,6 +538,7 @@ def _review(
             learnings=learnings,
             session=session_key(run.key.gitlab_url, run.key.project_id, run.key.iid),
             priority=request_priority(review_workload(increment)),
+            analyzer_findings=analyzed.findings if analyzed is not None else (),
         )
     if carried_over is None:
         return result
