@@ -90,7 +90,7 @@ from reviewbot.verify import with_verdicts
 from reviewbot.walkthrough import Walkthrough
 
 if TYPE_CHECKING:
-    from reviewbot.analyzers.collect import CheckoutAnalyzers
+    from reviewbot.analyzers.collect import AnalyzerCollector
     from reviewbot.app import App
     from reviewbot.store import Store
 
@@ -128,9 +128,10 @@ class RunOptions:
     full: bool = False  # review every hunk, even those an earlier review saw unchanged
     concurrency: int | None = None  # model requests in flight for this review (None: settings)
     pipeline_id: int | None = None  # the CI pipeline the checks' commit status joins
-    # ``reviewbot ci``'s analyzers (its reports, the built-ins on the checkout): called with the
-    # head SHA and the MR's FileDiffs, it returns an AnalyzerRun (docs/analyzers.md)
-    analyzers: CheckoutAnalyzers | None = None
+    # the analyzers (ci's on its checkout; run's and the worker's on the host's cache and the
+    # pipeline's reports): called with the head SHA, the MR's FileDiffs and the run's
+    # repository, it returns an AnalyzerRun (docs/analyzers.md)
+    analyzers: AnalyzerCollector | None = None
     analyzer_run: AnalyzerRun | None = None  # analyzer findings to merge, already collected
     effort: EffortChoice | None = None  # the review effort and why (None: from the settings)
 
@@ -449,14 +450,14 @@ def _ask_checks(
 
 
 def _analyzers(run: _Run) -> AnalyzerRun | None:
-    """The analyzer findings of the run: collected already, or by ``reviewbot ci``'s
-    analyzers on its checkout (docs/analyzers.md); None: analyzers off."""
+    """The analyzer findings of the run: collected already, or by its collector (docs/analyzers.md)
+    on the run's repository; None: analyzers off."""
     if run.options.analyzer_run is not None:
         return run.options.analyzer_run
     if run.options.analyzers is None:
         return None
     run.say("running the analyzers")
-    return run.options.analyzers(run.head, run.snapshot.files)
+    return run.options.analyzers(run.head, run.snapshot.files, run.source)
 
 
 def _team_guidance(run: _Run) -> TeamGuidance:

@@ -393,6 +393,7 @@ def run_command(
     as_json: bool,
 ) -> None:
     """Review merge request MR_IID and post inline comments and a summary note."""
+    from reviewbot.analyzers.host import host_analyzers
     from reviewbot.app import App
     from reviewbot.mr import RunOptions, run_merge_request
 
@@ -410,7 +411,12 @@ def run_command(
             app,
             project,
             mr_iid,
-            RunOptions(trigger="cli", dry_run=dry_run, full=full),
+            RunOptions(
+                trigger="cli",
+                dry_run=dry_run,
+                full=full,
+                analyzers=host_analyzers(app.settings, None),  # the built-ins on the host's cache
+            ),
             progress=say,
         )
     if as_json:
