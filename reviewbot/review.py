@@ -436,11 +436,11 @@ def plan_with_rules(
     llm: LLMClient | None = None,
     max_model_len: int | None = None,
     analyzer_findings: Sequence[AnalyzerFinding] = (),
-) -> tuple[Plan, RulesApplied]:
-    """The chunks :func:`review_files` would send (``reviewbot plan``), and the review rules
-    each is given: the same budget (``max_model_len``: the context :func:`model_context`
-    found, else the setting or the default; ``llm``: the server that counts the shared prompt,
-    None: counted locally), the same tools (``with_tools``: as a review
+) -> tuple[Plan, RulesApplied, DigestsApplied]:
+    """The chunks :func:`review_files` would send (``reviewbot plan``), the review rules and
+    the analyzers' digest each is given: the same budget (``max_model_len``: the context
+    :func:`model_context` found, else the setting or the default; ``llm``: the server that
+    counts the shared prompt, None: counted locally), the same tools (``with_tools``: as a review
     with a repository, which ``run`` and ``ci`` always have), the same analyzers' digests."""
     length = max_model_len or options.max_model_len or Budget().max_model_len
     planned = _chunk_budget(
@@ -459,7 +459,7 @@ def plan_with_rules(
     for chunk in made.chunks:
         planned.rules.of(chunk)
         planned.digests.of(chunk)
-    return made, planned.rules
+    return made, planned.rules, planned.digests
 
 
 def _chunk_budget(
