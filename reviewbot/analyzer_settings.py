@@ -91,6 +91,13 @@ class AnalyzerSettings:
         "kept in the chunk's budget; a chunk whose files have none gets no digest. `0`: off "
         "([analyzers](analyzers.md)).",
     )
+    eval_analyzer_reports: bool = setting(
+        True,
+        help="`reviewbot eval` merges the analyzer reports an item carries (its `analyzers/` "
+        "folder) with the model's findings and tells the model of them, as a review with the "
+        "pipeline's reports does; `false`: the model alone (`eval --compare` of analyzers off "
+        "against on, [eval](eval.md)).",
+    )
     semgrep_config: str | None = setting(
         None,
         default_text="not set: semgrep does not run",
