@@ -88,7 +88,7 @@ from reviewbot.tokens import TokenCounter, local_counter
 from reviewbot.verify import with_verdicts
 
 if TYPE_CHECKING:
-    from reviewbot.analyzers.collect import CheckoutAnalyzers
+    from reviewbot.analyzers.collect import AnalyzerCollector
     from reviewbot.app import App
     from reviewbot.store import Store
 
@@ -126,9 +126,10 @@ class RunOptions:
     full: bool = False  # review every hunk, even those an earlier review saw unchanged
     concurrency: int | None = None  # model requests in flight for this review (None: settings)
     pipeline_id: int | None = None  # the CI pipeline the checks' commit status joins
-    # ``reviewbot ci``'s analyzers (its reports, the built-ins on the checkout): called with the
-    # head SHA and the MR's FileDiffs, it returns an AnalyzerRun (docs/analyzers.md)
-    analyzers: CheckoutAnalyzers | None = None
+    # the analyzers (ci's on its checkout; run's and the worker's on the host's cache and the
+    # pipeline's reports): called with the head SHA, the MR's FileDiffs and the run's
+    # repository, it returns an AnalyzerRun (docs/analyzers.md)
+    analyzers: AnalyzerCollector | None = None
     analyzer_run: AnalyzerRun | None = None  # analyzer findings to merge, already collected
     effort: EffortChoice | None = None  # the review effort and why (None: from the settings)
 
@@ -212,7 +213,7 @@ def run_merge_request(
     progress: Callable[[str], None] | None = None,
 ) -> RunReport:
     """Review MR ``iid`` of ``project`` and publish the result: the steps in order."""
-    say = progress or _quiet
+    say = progress or (lambda _message: None)
     gitlab = app.gitlab()
     counter = _load_tokenizer_meanwhile(app.settings.llm_model)
     say(f"reading merge request !{iid}")
@@ -249,13 +250,13 @@ def _steps(run: _Run, review_id: int) -> RunReport:
     if run.head in run.source.kinds:
         run.say(f"head files read from the {run.source.kinds[run.head].words}")
     issues = read_linked_issues(run.gitlab, run.snapshot, settings, run.warnings, run.say)
-    result = _review(run, settings, increment, contents, (rules, learnt), issues)
+    analyzed = _analyzers(run)  # before the review: each chunk's prompt gets their digest
+    result = _review(run, settings, increment, contents, (rules, learnt), issues, analyzed)
     overview = review_overview(_overview_run(run, increment), settings, issues)
     result = dataclasses.replace(result, calls=[*result.calls, *overview.calls])
     findings, suppressed = suppress(
         result.findings, taught, review_options(settings).findings_options
     )
-    analyzed = _analyzers(run)
     result, run.analyzer_facts = with_analyzers(
         dataclasses.replace(result, findings=findings),
         analyzed,
@@ -295,10 +296,6 @@ def _steps(run: _Run, review_id: int) -> RunReport:
 
 
 # --- the run and its lease -------------------------------------------------------------------
-
-
-def _quiet(_message: str) -> None:
-    return None
 
 
 def _load_tokenizer_meanwhile(model: str | None) -> Future[TokenCounter]:
@@ -443,14 +440,14 @@ def _ask_checks(
 
 
 def _analyzers(run: _Run) -> AnalyzerRun | None:
-    """The analyzer findings of the run: collected already, or by ``reviewbot ci``'s
-    analyzers on its checkout (docs/analyzers.md); None: analyzers off."""
+    """The analyzer findings of the run: collected already, or by its collector (docs/analyzers.md)
+    on the run's repository; None: analyzers off."""
     if run.options.analyzer_run is not None:
         return run.options.analyzer_run
     if run.options.analyzers is None:
         return None
     run.say("running the analyzers")
-    return run.options.analyzers(run.head, run.snapshot.files)
+    return run.options.analyzers(run.head, run.snapshot.files, run.source)
 
 
 def _team_guidance(run: _Run) -> TeamGuidance:
@@ -499,6 +496,7 @@ def _review(
     contents: Mapping[str, str],
     guidance: tuple[RuleSet, RuleSet],
     issues: list[LinkedIssue],
+    analyzed: AnalyzerRun | None,
 ) -> ReviewResult:
     """The model's review of what changed, plus the findings carried over (reviewbot.review):
     ``guidance`` is the rules and the learnings as rules, ``issues`` the linked issues shown."""
@@ -533,6 +531,7 @@ def _review(
             learnings=learnings,
             session=session_key(run.key.gitlab_url, run.key.project_id, run.key.iid),
             priority=request_priority(review_workload(increment)),
+            analyzer_findings=analyzed.findings if analyzed is not None else (),
         )
     if carried_over is None:
         return result

@@ -95,6 +95,7 @@ MODULES: dict[str, int] = {
     "reviewbot.analyzers.processes": ADAPTERS,
     "reviewbot.analyzers.builtin": ADAPTERS,
     "reviewbot.analyzers.collect": ADAPTERS,
+    "reviewbot.analyzers.host": ADAPTERS,
     # the model server's side: what talks to servers and disks (the rest judges answers)
     "reviewbot.ops.weights_files": ADAPTERS,
     "reviewbot.ops.weights_doctor": PIPELINE,
