@@ -14,11 +14,11 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Sequence
 
 from reviewbot.analyzer_findings import AnalyzerFinding
+from reviewbot.analyzer_settings import DEFAULT_ANALYZER_DIGEST_TOKENS
 from reviewbot.redaction import mask_secrets
 
 __all__ = ["DEFAULT_ANALYZER_DIGEST_TOKENS", "analyzer_digest"]
 
-DEFAULT_ANALYZER_DIGEST_TOKENS = 400  # the digest's share of a chunk's budget
 DIGEST_MESSAGE_CHARS = 100  # a finding's message, as the digest quotes it
 DIGEST_HEADING = "Already reported by analyzers (do not report these again):"
 
@@ -30,12 +30,18 @@ def _short(text: str) -> str:
     return flat[: DIGEST_MESSAGE_CHARS - 1] + "…"
 
 
+def _one_line(text: str) -> str:
+    """A tool, rule or path on one line (git allows line breaks in paths): breaks escaped."""
+    return text.replace("\r", "\\r").replace("\n", "\\n")
+
+
 def digest_line(finding: AnalyzerFinding) -> str:
     """One finding as the model is told it; a secret's value never appears."""
-    where = f"{finding.path}:{finding.line}"
+    named = f"{_one_line(finding.tool)} {_one_line(finding.rule)}"
+    where = f"{_one_line(finding.path)}:{finding.line}"
     if finding.secret:
-        return f"- {finding.tool} {finding.rule} {where}: a committed secret (value masked)"
-    return f"- {finding.tool} {finding.rule} {where}: {_short(finding.message)}"
+        return f"- {named} {where}: a committed secret (value masked)"
+    return f"- {named} {where}: {_short(finding.message)}"
 
 
 def analyzer_digest(

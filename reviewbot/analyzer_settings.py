@@ -16,6 +16,7 @@ from reviewbot.setting_fields import Bounds, setting, shown
 
 __all__ = [
     "ANALYZER_CHOICES",
+    "DEFAULT_ANALYZER_DIGEST_TOKENS",
     "DEFAULT_ANALYZER_TIMEOUT_S",
     "AnalyzerSettings",
     "ReportJob",
@@ -29,6 +30,8 @@ ANALYZER_CHOICES = (RUFF, SECRETS, SEMGREP)
 DEFAULT_ANALYZER_TIMEOUT_S = 60
 MAX_ANALYZER_TIMEOUT_S = 3600
 JOB_PATH_SEPARATOR = ":"
+DEFAULT_ANALYZER_DIGEST_TOKENS = 400  # the digest's share of a chunk's budget, at most
+MAX_ANALYZER_DIGEST_TOKENS = 16384
 
 
 @dataclass(frozen=True)
@@ -79,6 +82,21 @@ class AnalyzerSettings:
         help="Reports the webhook worker reads from the latest pipeline of the MR's head "
         "through GitLab's job artifacts API, as `JOB:PATH` pairs, e.g. "
         '`["semgrep:gl-sast-report.json", "lint:gl-code-quality-report.json"]`.',
+    )
+    analyzer_digest_tokens: int = setting(
+        DEFAULT_ANALYZER_DIGEST_TOKENS,
+        bounds=Bounds(0, MAX_ANALYZER_DIGEST_TOKENS, unit="tokens"),
+        help="Each chunk's prompt tells the model what the analyzers already reported on its "
+        "files (tool, rule, path:line, one line; secrets masked), in at most this many tokens, "
+        "kept in the chunk's budget; a chunk whose files have none gets no digest. `0`: off "
+        "([analyzers](analyzers.md)).",
+    )
+    eval_analyzer_reports: bool = setting(
+        True,
+        help="`reviewbot eval` merges the analyzer reports an item carries (its `analyzers/` "
+        "folder) with the model's findings and tells the model of them, as a review with the "
+        "pipeline's reports does; `false`: the model alone (`eval --compare` of analyzers off "
+        "against on, [eval](eval.md)).",
     )
     semgrep_config: str | None = setting(
         None,

@@ -52,6 +52,8 @@ from reviewbot.exclusions import ExclusionRules, skip_reason
 from reviewbot.scope import SourceOutline
 from reviewbot.tokens import TokenCounter
 
+RESPLIT_FACTOR = 0.5  # a chunk the server found too long is cut to this share of its tokens
+
 __all__ = [
     "Budget",
     "BudgetTooSmallError",
@@ -63,6 +65,7 @@ __all__ = [
     "Segment",
     "SkippedFile",
     "plan",
+    "resplit",
 ]
 
 DEFAULT_MAX_MODEL_LEN = 65536
@@ -662,3 +665,42 @@ def _pack(items: Sequence[Segment], cap: int) -> list[list[Segment]]:
     ordered = [sorted(group) for group in groups]
     ordered.sort(key=lambda group: group[0])
     return [[items[i] for i in group] for group in ordered]
+
+
+def resplit(chunk: Chunk, counter: TokenCounter, first_index: int) -> list[Chunk]:
+    """Split a chunk the server found too long into smaller ones, keeping every line.
+
+    Returns [] when the chunk cannot get smaller (one line); the caller reports it as failed.
+    """
+    files = [
+        dataclasses.replace(segment.view.file, hunks=segment.view.hunks, _index=None)
+        for segment in chunk.segments
+    ]
+    room = max(1, math.floor(chunk.tokens * RESPLIT_FACTOR))
+    smaller = Budget(
+        max_model_len=room + Budget().output_reserve + Budget().margin,
+        output_reserve=Budget().output_reserve,
+    )
+    keep_all = ExclusionRules(use_defaults=False, review_deleted_files=True)
+    try:
+        replanned = plan(files, smaller, counter, options=PlanOptions(0, exclusions=keep_all))
+    except BudgetTooSmallError:
+        return []
+    if len(replanned.chunks) < 2:
+        return []
+    # The smaller chunks show parts of the same files: findings are anchored (and identical
+    # lines counted) on the whole file, as in the chunk they came from.
+    whole = {segment.view.file.new_path: segment.view.file for segment in chunk.segments}
+    return [
+        Chunk(
+            first_index + offset,
+            tuple(
+                dataclasses.replace(
+                    segment,
+                    view=dataclasses.replace(segment.view, file=whole[segment.view.file.new_path]),
+                )
+                for segment in sub.segments
+            ),
+        )
+        for offset, sub in enumerate(replanned.chunks)
+    ]

@@ -28,6 +28,7 @@ from reviewbot.chunking import Coverage
 from reviewbot.diff import Side
 from reviewbot.findings import AnchorKind, Finding, Severity
 from reviewbot.markdown import code_span_text, markdown_cell, suggestion_block, table_cell
+from reviewbot.marked_block import with_block
 from reviewbot.suggestions import block_range
 from reviewbot.walkthrough import Walkthrough
 
@@ -259,6 +260,7 @@ class SummaryData:
     suggestions_dropped: Mapping[str, int] = field(default_factory=dict)  # by reason
     analyzers: Sequence[str] = ()  # problems and per-tool counts (reviewbot.analyzer_summary)
     walkthrough: Walkthrough | None = None  # the MR's walkthrough (None: not asked for)
+    requirements: Sequence[str] = ()  # the requirements check, a line per linked issue
 
 
 def summary_body(summary: SummaryData) -> str:
@@ -266,6 +268,7 @@ def summary_body(summary: SummaryData) -> str:
     sections = [
         _summary_heading(summary),
         _walkthrough_section(summary.walkthrough),
+        _requirements_section(summary.requirements),
         _counts_table(summary),
         _checks_section(summary.checks, summary.check_status),
         _coverage_section(summary.coverage),
@@ -283,9 +286,18 @@ def _walkthrough_section(walkthrough: Walkthrough | None) -> str:
     """The walkthrough (already sanitised, reviewbot.walkthrough), or why there is none."""
     if walkthrough is None:
         return ""
-    if walkthrough.text:
-        return f"**Walkthrough**\n\n{walkthrough.text}"
+    if walkthrough.text and not walkthrough.elsewhere:
+        # between hidden markers: the next incremental review reads it back (docs/walkthrough.md)
+        return f"**Walkthrough**\n\n{with_block('', walkthrough.text)}"
     return f"_{walkthrough.summary_line()}_"
+
+
+def _requirements_section(lines: Sequence[str]) -> str:
+    """The requirements check's lines (already safe, reviewbot.requirements)."""
+    if not lines:
+        return ""
+    listed = "\n".join(f"- {line}" for line in lines)
+    return f"**Linked issues' requirements** (the model's judgement)\n\n{listed}"
 
 
 def _summary_heading(summary: SummaryData) -> str:

@@ -368,6 +368,8 @@ def _configuration_json(entry: ConfigurationResult) -> dict[str, Any]:
         "mean": scored["mean"],
         "cost": scored["cost"],
         "cost_per_item": _per_item(result),
+        "sources": scored["sources"],
+        "analyzers": scored["analyzers"],
         "items": scored["items"],
     }
 

@@ -7,6 +7,8 @@ Dataset format (docs/eval.md): one directory per item, in name order::
     DATASET_DIR/<item>/files/base/<path>  optional: the file before it (accepted; the pipeline
                                           shows head-side context only, so it is not read)
     DATASET_DIR/<item>/truth.json         [{"path": "app.py", "line": 12, "side": "new"}, ...]
+    DATASET_DIR/<item>/analyzers/<report> optional: the analyzers' reports of the change
+                                          (SARIF, GitLab SAST/secret detection, Code Quality)
 
 A truth entry may say why the line is a bug with ``"evidence": {"path": P, "line": L}``: the line
 of a head file that holds the evidence (a definition in another file, a guard far above the
@@ -21,7 +23,15 @@ matches at most one finding and each finding at most one truth item, as many pai
 items. precision = TP/(TP+FP), recall = TP/(TP+FN), F1 = 2PR/(P+R); an item with nothing to
 find and nothing reported scores 1, 1, 1, otherwise a zero denominator gives 0. The total is
 micro (over the summed counts); the mean is over the items. Per category: TP and FP of the
-findings of that category and their precision (truth items carry no category).
+findings of that category and their precision (truth items carry no category). Per source
+(``model``, ``analyzer``, ``both``: a model finding merged with an analyzer's): TP and FP of
+the findings of that source, their precision, and their recall, the share of every truth item
+that source's findings matched (the sources' recalls add up to the total recall).
+
+An item's analyzer reports (with ``eval_analyzer_reports``, the default) are kept to the
+diff's changed lines, told to the model in each chunk's digest and merged with its findings, as
+a review with the pipeline's reports is (docs/analyzers.md); what that added is tallied
+(:class:`AnalyzerTally`). A report that cannot be read is a DatasetError.
 
 Owns: the dataset format and reading it, the review of one item (:func:`item_reviewer`: the
 pipeline of ``reviewbot review`` on the item's diff, with the model client handed in), the
@@ -33,6 +43,7 @@ print.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import Callable, Sequence
@@ -40,6 +51,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from reviewbot.analyzer_findings import AnalyzerRun
+from reviewbot.analyzer_review import with_analyzers
+from reviewbot.analyzers.changes import changed_lines
+from reviewbot.analyzers.collect import within_changes
+from reviewbot.analyzers.report_json import MAX_REPORT_BYTES, ReportContext
+from reviewbot.analyzers.reports import read_report
 from reviewbot.config import Settings
 from reviewbot.diff import FileDiff, Side, parse_git_diff
 from reviewbot.input_files import InputFileRefused, read_input_file
@@ -53,6 +70,7 @@ from reviewbot.tokens import local_counter
 
 __all__ = [
     "DEFAULT_TOLERANCE",
+    "AnalyzerTally",
     "Cost",
     "DatasetError",
     "EvalIncompleteError",
@@ -77,6 +95,8 @@ DEFAULT_TOLERANCE = 3
 DIFF_FILE = "mr.diff"
 TRUTH_FILE = "truth.json"
 HEAD_DIR = Path("files") / "head"
+ANALYZERS_DIR = "analyzers"
+SOURCES = ("model", "analyzer", "both")  # reviewbot.analyzer_findings.FindingSource
 # A truth file lists a few dozen lines; a diff is what GitLab shows at most (its patch limits
 # are far below). Larger files are refused before they are read.
 MAX_TRUTH_BYTES = 16 * 1024 * 1024
@@ -157,6 +177,24 @@ class SuggestionTally:
 
 
 @dataclass(frozen=True)
+class AnalyzerTally:
+    """What the items' analyzer reports added to their reviews: the findings on the changed
+    lines, those merged with a model finding of the same problem (duplicates posted once), and
+    the tokens of the digests the chunks' prompts carried."""
+
+    findings: int = 0
+    merged: int = 0
+    digest_tokens: int = 0
+
+    def __add__(self, other: AnalyzerTally) -> AnalyzerTally:
+        return AnalyzerTally(
+            self.findings + other.findings,
+            self.merged + other.merged,
+            self.digest_tokens + other.digest_tokens,
+        )
+
+
+@dataclass(frozen=True)
 class Predicted:
     """A finding as scoring sees it."""
 
@@ -164,6 +202,7 @@ class Predicted:
     side: str
     line: int | None
     category: str
+    source: str = "model"  # model / analyzer / both
 
 
 @dataclass(frozen=True)
@@ -172,6 +211,7 @@ class EvalItem:
     files: list[FileDiff]
     head: dict[str, str]
     truth: list[TruthItem]
+    analyzers: AnalyzerRun | None = None  # the item's reports (None: it carries none)
 
 
 @dataclass(frozen=True)
@@ -200,6 +240,8 @@ class ItemScore:
     by_category: dict[str, tuple[int, int]]  # category -> (tp, fp)
     cost: Cost = field(default_factory=Cost)
     suggestions: SuggestionTally = field(default_factory=SuggestionTally)
+    by_source: dict[str, tuple[int, int]] = field(default_factory=dict)  # source -> (tp, fp)
+    analyzers: AnalyzerTally = field(default_factory=AnalyzerTally)
 
 
 @dataclass
@@ -246,6 +288,33 @@ class EvalResult:
             total += item.suggestions
         return total
 
+    @property
+    def analyzers(self) -> AnalyzerTally:
+        """Every item's analyzer tally, summed."""
+        total = AnalyzerTally()
+        for item in self.items:
+            total += item.analyzers
+        return total
+
+    def sources(self) -> list[dict[str, Any]]:
+        """Per source (model, analyzer, both; each listed): TP, FP, precision and recall (the
+        share of every truth item its findings matched)."""
+        truth = sum(i.scores.tp + i.scores.fn for i in self.items)
+        rows = []
+        for source in SOURCES:
+            tp = sum(i.by_source.get(source, (0, 0))[0] for i in self.items)
+            fp = sum(i.by_source.get(source, (0, 0))[1] for i in self.items)
+            rows.append(
+                {
+                    "source": source,
+                    "tp": tp,
+                    "fp": fp,
+                    "precision": tp / (tp + fp) if tp + fp else 0.0,
+                    "recall": tp / truth if truth else 0.0,
+                }
+            )
+        return rows
+
     def categories(self) -> list[dict[str, Any]]:
         totals: dict[str, list[int]] = {}
         for item in self.items:
@@ -265,11 +334,19 @@ class EvalResult:
             "model": self.model,
             "prompt_version": self.prompt_version,
             "items": [
-                {"item": i.item, **asdict(i.scores), "cost": asdict(i.cost)} for i in self.items
+                {
+                    "item": i.item,
+                    **asdict(i.scores),
+                    "cost": asdict(i.cost),
+                    "by_source": {k: list(v) for k, v in sorted(i.by_source.items())},
+                }
+                for i in self.items
             ],
             "total": asdict(self.total),
             "mean": self.mean,
             "categories": self.categories(),
+            "sources": self.sources(),
+            "analyzers": asdict(self.analyzers),
             "cost": asdict(self.cost),
             "suggestions": self.suggestions.to_json(),
         }
@@ -334,6 +411,27 @@ def _evidence(value: Any, where: str, head: dict[str, str]) -> Evidence | None:
     return Evidence(path, line)
 
 
+def _item_analyzers(directory: Path, item: str) -> AnalyzerRun | None:
+    """The reports in the item's ``analyzers/`` folder, read as a pipeline's are (None: no
+    folder); one that cannot be read is a DatasetError naming it."""
+    if not directory.is_dir():
+        return None
+    run = AnalyzerRun()
+    for path in sorted(p for p in directory.iterdir() if p.is_file()):
+        name = f"{item}/{ANALYZERS_DIR}/{path.name}"
+        try:
+            data = read_input_file(path, MAX_REPORT_BYTES)
+        except InputFileRefused as refused:
+            raise DatasetError(f"{name} {refused}") from None
+        except OSError as error:
+            raise DatasetError(f"{name}: cannot read it ({error.strerror})") from None
+        report = read_report(name, data, ReportContext())
+        if report.problems:
+            raise DatasetError(report.problems[0].sentence())
+        run = run.merged(report)
+    return run
+
+
 def _head_files(directory: Path) -> dict[str, str]:
     if not directory.is_dir():
         return {}
@@ -373,7 +471,10 @@ def load_dataset(directory: Path, limit: int | None = None) -> list[EvalItem]:
         except ValueError as error:
             raise DatasetError(f"{name}/{DIFF_FILE}: {error}") from None
         head = _head_files(folder / HEAD_DIR)
-        items.append(EvalItem(name, files, head, _truth(folder / TRUTH_FILE, name, head)))
+        truth = _truth(folder / TRUTH_FILE, name, head)
+        items.append(
+            EvalItem(name, files, head, truth, _item_analyzers(folder / ANALYZERS_DIR, name))
+        )
     return items
 
 
@@ -404,10 +505,13 @@ def score_item(
                 tp += 1
             break
     by_category: dict[str, tuple[int, int]] = {}
+    by_source: dict[str, tuple[int, int]] = {}
     for index, finding in enumerate(predicted):
-        hit, miss = by_category.get(finding.category, (0, 0))
-        by_category[finding.category] = (hit + 1, miss) if index in matched else (hit, miss + 1)
-    return ItemScore(name, Scores.of(tp, len(predicted) - tp, len(truth) - tp), by_category)
+        for tally, key in ((by_category, finding.category), (by_source, finding.source)):
+            hit, miss = tally.get(key, (0, 0))
+            tally[key] = (hit + 1, miss) if index in matched else (hit, miss + 1)
+    scores = Scores.of(tp, len(predicted) - tp, len(truth) - tp)
+    return ItemScore(name, scores, by_category, by_source=by_source)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -423,6 +527,7 @@ class ItemReview:
     prompt_version: str
     cost: Cost = field(default_factory=Cost)
     suggestions: SuggestionTally = field(default_factory=SuggestionTally)
+    analyzers: AnalyzerTally = field(default_factory=AnalyzerTally)
 
 
 def item_repository(item: EvalItem) -> MemoryView:
@@ -440,6 +545,7 @@ def item_reviewer(llm: LLMClient, settings: Settings) -> Callable[[EvalItem], It
     def review(item: EvalItem) -> ItemReview:
         started = time.monotonic()
         context = local_context(item.name, item.files, options.plan_options.exclusions)
+        analyzed = _analyzed(item, settings)
         result = review_files(
             item.files,
             context=context,
@@ -449,10 +555,12 @@ def item_reviewer(llm: LLMClient, settings: Settings) -> Callable[[EvalItem], It
             contents=item.head,
             repository=item_repository(item),
             priority=request_priority(Workload.EVAL),
+            analyzer_findings=analyzed.findings if analyzed is not None else (),
         )
         if result.chunk_errors:
             first = next(iter(result.chunk_errors.values()))
             raise EvalIncompleteError(f"{item.name}: part of the diff was not reviewed: {first}")
+        result = with_analyzers(result, analyzed, item.files, options.findings_options)[0]
         filtered = set(map(id, result.findings.selection.filtered))
         kept = [f for f in result.findings.findings if id(f) not in filtered]
         cost = Cost(  # the verification pass costs too: its calls are the result's
@@ -467,11 +575,24 @@ def item_reviewer(llm: LLMClient, settings: Settings) -> Callable[[EvalItem], It
         suggestions = SuggestionTally(
             vetted.offered, {str(reason): count for reason, count in vetted.dropped.items()}
         )
+        tally = AnalyzerTally(
+            len(analyzed.findings) if analyzed is not None else 0,
+            sum(1 for finding in kept if finding.source == "both"),
+            result.digests.total_tokens,
+        )
         return ItemReview(
-            predicted_from(kept), result.model, result.prompt_version, cost, suggestions
+            predicted_from(kept), result.model, result.prompt_version, cost, suggestions, tally
         )
 
     return review
+
+
+def _analyzed(item: EvalItem, settings: Settings) -> AnalyzerRun | None:
+    """The item's analyzer findings on its changed lines (None: none, or the setting
+    ``eval_analyzer_reports`` is off)."""
+    if item.analyzers is None or not settings.eval_analyzer_reports:
+        return None
+    return within_changes(item.analyzers, changed_lines(item.files))
 
 
 def evaluate(
@@ -489,8 +610,11 @@ def evaluate(
         reviewed = review(item)
         result.model, result.prompt_version = reviewed.model, reviewed.prompt_version
         scored = score_item(item.name, reviewed.findings, item.truth, tolerance)
-        scored = ItemScore(
-            scored.item, scored.scores, scored.by_category, reviewed.cost, reviewed.suggestions
+        scored = dataclasses.replace(
+            scored,
+            cost=reviewed.cost,
+            suggestions=reviewed.suggestions,
+            analyzers=reviewed.analyzers,
         )
         result.items.append(scored)
         if on_item is not None:
@@ -517,7 +641,12 @@ def eval_run_row(result: EvalResult, started_at: Any, finished_at: Any) -> dict[
         "mean_precision": mean["precision"],
         "mean_recall": mean["recall"],
         "mean_f1": mean["f1"],
-        "results": {"items": document["items"], "categories": document["categories"]},
+        "results": {
+            "items": document["items"],
+            "categories": document["categories"],
+            "sources": document["sources"],
+            "analyzers": document["analyzers"],
+        },
         "started_at": started_at,
         "finished_at": finished_at,
         **asdict(cost),
@@ -526,4 +655,7 @@ def eval_run_row(result: EvalResult, started_at: Any, finished_at: Any) -> dict[
 
 def predicted_from(findings: Sequence[Any]) -> list[Predicted]:
     """Scoring's view of pipeline findings (reviewbot.findings.Finding)."""
-    return [Predicted(f.path, f.side.value, f.line, f.category.value) for f in findings]
+    return [
+        Predicted(f.path, f.side.value, f.line, f.category.value, getattr(f, "source", "model"))
+        for f in findings
+    ]

@@ -67,6 +67,8 @@ class Increment:
     carried: list[Finding] = field(default_factory=list)
     carried_over: CarriedOver | None = None
     earlier_model: str | None = None  # the model of the review built upon
+    # paths the earlier review saw that the MR no longer changes (a file's changes reverted)
+    gone: frozenset[str] = frozenset()
 
     @property
     def needs_model(self) -> bool:
@@ -111,6 +113,12 @@ def plan_increment(
             findings=len(carried),
         ),
         earlier.model,
+        frozenset(
+            path
+            for seen in previous.files
+            for path in {seen.old_path, seen.new_path}
+            if path not in {name for f in files for name in (f.old_path, f.new_path)}
+        ),
     )
 
 

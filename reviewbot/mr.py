@@ -56,11 +56,10 @@ from reviewbot.incremental import EarlierReview, Increment, plan_increment
 from reviewbot.interdiff import DiffDigest, digest
 from reviewbot.learnings.learning import learning_rules
 from reviewbot.learnings.teaching import suppress, suppressed_stored, withheld_by
-from reviewbot.linked_issues import LinkedIssue, run_detail, within_budget
+from reviewbot.linked_issues import LinkedIssue
 from reviewbot.mergerequest import MergeRequestSnapshot
 from reviewbot.model import request_priority, session_key
-from reviewbot.mr_overview_settings import ON
-from reviewbot.mr_walkthrough import write_walkthrough
+from reviewbot.mr_overview import Overview, OverviewRun, read_linked_issues, review_overview
 from reviewbot.prompts import ReviewContext, file_summaries, prompt_version
 from reviewbot.publish import PublishResult, ReviewFacts, ThreadRef, publish, publisher_for
 from reviewbot.repo.files import RepoFiles
@@ -87,10 +86,9 @@ from reviewbot.store.records import ReviewEnding
 from reviewbot.stored_findings import StoredFinding
 from reviewbot.tokens import TokenCounter, local_counter
 from reviewbot.verify import with_verdicts
-from reviewbot.walkthrough import Walkthrough
 
 if TYPE_CHECKING:
-    from reviewbot.analyzers.collect import CheckoutAnalyzers
+    from reviewbot.analyzers.collect import AnalyzerCollector
     from reviewbot.app import App
     from reviewbot.store import Store
 
@@ -128,9 +126,10 @@ class RunOptions:
     full: bool = False  # review every hunk, even those an earlier review saw unchanged
     concurrency: int | None = None  # model requests in flight for this review (None: settings)
     pipeline_id: int | None = None  # the CI pipeline the checks' commit status joins
-    # ``reviewbot ci``'s analyzers (its reports, the built-ins on the checkout): called with the
-    # head SHA and the MR's FileDiffs, it returns an AnalyzerRun (docs/analyzers.md)
-    analyzers: CheckoutAnalyzers | None = None
+    # the analyzers (ci's on its checkout; run's and the worker's on the host's cache and the
+    # pipeline's reports): called with the head SHA, the MR's FileDiffs and the run's
+    # repository, it returns an AnalyzerRun (docs/analyzers.md)
+    analyzers: AnalyzerCollector | None = None
     analyzer_run: AnalyzerRun | None = None  # analyzer findings to merge, already collected
     effort: EffortChoice | None = None  # the review effort and why (None: from the settings)
 
@@ -214,7 +213,7 @@ def run_merge_request(
     progress: Callable[[str], None] | None = None,
 ) -> RunReport:
     """Review MR ``iid`` of ``project`` and publish the result: the steps in order."""
-    say = progress or _quiet
+    say = progress or (lambda _message: None)
     gitlab = app.gitlab()
     counter = _load_tokenizer_meanwhile(app.settings.llm_model)
     say(f"reading merge request !{iid}")
@@ -250,20 +249,14 @@ def _steps(run: _Run, review_id: int) -> RunReport:
     contents = run.read_head(wanted)
     if run.head in run.source.kinds:
         run.say(f"head files read from the {run.source.kinds[run.head].words}")
-    result = _review(run, settings, increment, contents, rules, learnt)
-    walkthrough = write_walkthrough(
-        run.app.model(),
-        run.snapshot,
-        settings,
-        session=session_key(run.key.gitlab_url, run.key.project_id, run.key.iid),
-        priority=request_priority(review_workload(increment, run.options.trigger)),
-    )
-    if walkthrough.call is not None:
-        result = dataclasses.replace(result, calls=[*result.calls, walkthrough.call])
+    issues = read_linked_issues(run.gitlab, run.snapshot, settings, run.warnings, run.say)
+    analyzed = _analyzers(run)  # before the review: each chunk's prompt gets their digest
+    result = _review(run, settings, increment, contents, (rules, learnt), issues, analyzed)
+    overview = review_overview(_overview_run(run, increment), settings, issues)
+    result = dataclasses.replace(result, calls=[*result.calls, *overview.calls])
     findings, suppressed = suppress(
         result.findings, taught, review_options(settings).findings_options
     )
-    analyzed = _analyzers(run)
     result, run.analyzer_facts = with_analyzers(
         dataclasses.replace(result, findings=findings),
         analyzed,
@@ -288,9 +281,7 @@ def _steps(run: _Run, review_id: int) -> RunReport:
         warnings=run.warnings,
         withheld=withheld_by(taught, suppressed),
     )
-    report.published = _publish(
-        run, review_id, settings, result, report.withheld, walkthrough.walkthrough
-    )
+    report.published = _publish(run, review_id, settings, result, report.withheld, overview)
     report.checks = run.checks
     seen = digest(run.snapshot.files, settings_key(settings, keyed))
     ending = _ending(result, report.published, seen)
@@ -305,10 +296,6 @@ def _steps(run: _Run, review_id: int) -> RunReport:
 
 
 # --- the run and its lease -------------------------------------------------------------------
-
-
-def _quiet(_message: str) -> None:
-    return None
 
 
 def _load_tokenizer_meanwhile(model: str | None) -> Future[TokenCounter]:
@@ -453,14 +440,14 @@ def _ask_checks(
 
 
 def _analyzers(run: _Run) -> AnalyzerRun | None:
-    """The analyzer findings of the run: collected already, or by ``reviewbot ci``'s
-    analyzers on its checkout (docs/analyzers.md); None: analyzers off."""
+    """The analyzer findings of the run: collected already, or by its collector (docs/analyzers.md)
+    on the run's repository; None: analyzers off."""
     if run.options.analyzer_run is not None:
         return run.options.analyzer_run
     if run.options.analyzers is None:
         return None
     run.say("running the analyzers")
-    return run.options.analyzers(run.head, run.snapshot.files)
+    return run.options.analyzers(run.head, run.snapshot.files, run.source)
 
 
 def _team_guidance(run: _Run) -> TeamGuidance:
@@ -507,11 +494,14 @@ def _review(
     settings: Settings,
     increment: Increment,
     contents: Mapping[str, str],
-    rules: RuleSet,
-    learnings: RuleSet,
+    guidance: tuple[RuleSet, RuleSet],
+    issues: list[LinkedIssue],
+    analyzed: AnalyzerRun | None,
 ) -> ReviewResult:
-    """The model's review of what changed, plus the findings carried over (reviewbot.review)."""
+    """The model's review of what changed, plus the findings carried over (reviewbot.review):
+    ``guidance`` is the rules and the learnings as rules, ``issues`` the linked issues shown."""
     options = review_options(settings)
+    rules, learnings = guidance
     carried_over = increment.carried_over
     if carried_over is not None and not increment.needs_model:
         run.say(f"nothing changed since {carried_over.since_head[:8]} was reviewed: no model call")
@@ -524,7 +514,7 @@ def _review(
             files=file_summaries(run.snapshot.files, increment.skipped),
             language=settings.language,
             include_style=settings.include_style,
-            issues=tuple(_linked_issues(run, settings)),
+            issues=tuple(issues),
         )
         result = review_files(
             increment.files,
@@ -541,22 +531,25 @@ def _review(
             learnings=learnings,
             session=session_key(run.key.gitlab_url, run.key.project_id, run.key.iid),
             priority=request_priority(review_workload(increment, run.options.trigger)),
+            analyzer_findings=analyzed.findings if analyzed is not None else (),
         )
     if carried_over is None:
         return result
     return with_carried_over(result, increment.carried, carried_over, options)
 
 
-def _linked_issues(run: _Run, settings: Settings) -> list[LinkedIssue]:
-    """The MR's linked issues within their budget (reviewbot.linked_issues); an endpoint this
-    GitLab lacks is said once in the run details, never a failure."""
-    if settings.linked_issues != ON:
-        return []
-    linked = run.gitlab.linked_issues(run.snapshot.project_id, run.snapshot.iid)
-    run.warnings.extend(linked.unavailable)
-    shown, left_out = within_budget(linked.issues, settings.linked_issues_tokens)
-    run.say(run_detail(linked, len(shown), left_out))
-    return shown
+def _overview_run(run: _Run, increment: Increment) -> OverviewRun:
+    """What the walkthrough and the requirements check need of the run (reviewbot.mr_overview)."""
+    return OverviewRun(
+        run.app.model(),
+        run.gitlab,
+        run.snapshot,
+        increment,
+        run.counter.result(),
+        dry_run=run.options.dry_run,
+        session=session_key(run.key.gitlab_url, run.key.project_id, run.key.iid),
+        priority=request_priority(review_workload(increment, run.options.trigger)),
+    )
 
 
 def review_workload(increment: Increment, trigger: str = Trigger.CLI.value) -> Workload:
@@ -591,7 +584,7 @@ def _publish(
     settings: Settings,
     result: ReviewResult,
     withheld: list[Withheld],
-    walkthrough: Walkthrough | None = None,
+    overview: Overview | None = None,
 ) -> PublishResult:
     """Post the review on the MR (reviewbot.publish), saying what learnings ``withheld``.
     When publishing fails midway, what was posted goes on record before the failure is raised
@@ -619,7 +612,8 @@ def _publish(
                 checks=run.checks.rows(),
                 check_status=run.checks.status_words(),
                 analyzers=run.analyzer_facts,
-                walkthrough=walkthrough,
+                walkthrough=overview.walkthrough if overview else None,
+                requirements=overview.requirements if overview else (),
             ),
             run.read_head,
             on_posted=posted,

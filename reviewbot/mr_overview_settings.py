@@ -17,6 +17,9 @@ from reviewbot.setting_fields import Bounds, setting
 
 ON, OFF = "on", "off"
 ON_OFF = (ON, OFF)
+SUMMARY, DESCRIPTION = "summary", "description"
+WALKTHROUGH_TARGETS = (SUMMARY, DESCRIPTION)
+DEFAULT_REQUIREMENTS_TOKENS = 6000  # the diff the requirements check shows (whole files)
 DEFAULT_WALKTHROUGH_TOKENS = 600  # the walkthrough's answer: a few sentences and a line a file
 MAX_CHANGED_LINES = 10_000_000
 DEFAULT_LINKED_ISSUES_TOKENS = 1500  # the linked issues' share of the MR part of the prompt
@@ -43,6 +46,13 @@ class OverviewSettings:
         bounds=Bounds(1, MAX_OVERVIEW_TOKENS),
         help="At most this many tokens of the walkthrough's answer.",
     )
+    walkthrough_target: str = setting(
+        SUMMARY,
+        choices=WALKTHROUGH_TARGETS,
+        help="Where the walkthrough goes: `summary` (the bot's summary note) or `description` "
+        "(the MR's description, between hidden markers; the author's text is never touched; "
+        "the bot's user must be the author or a Developer).",
+    )
 
     linked_issues: str = setting(
         ON,
@@ -55,7 +65,25 @@ class OverviewSettings:
         bounds=Bounds(0, MAX_OVERVIEW_TOKENS),
         help="At most this many tokens (estimated) of linked issues in the prompt.",
     )
+    requirements_check: str = setting(
+        OFF,  # one more model call per review: off until eval --compare measures its worth
+        choices=ON_OFF,
+        help="`on`: one more model call asks whether the change meets each linked issue's "
+        "requirements (met, not met, cannot tell), shown in the summary note "
+        "([linked-issues.md](linked-issues.md)). Nothing is written into an issue.",
+    )
+    requirements_check_tokens: int = setting(
+        DEFAULT_REQUIREMENTS_TOKENS,
+        bounds=Bounds(0, MAX_OVERVIEW_TOKENS),
+        help="At most this many tokens of the MR's diff in the requirements check's prompt "
+        "(whole files, in order; the others are named as not shown).",
+    )
 
 
 # Each choice-valued field of the group and the values it may take (checked by Settings).
-OVERVIEW_CHOICES = (("walkthrough", ON_OFF), ("linked_issues", ON_OFF))
+OVERVIEW_CHOICES = (
+    ("walkthrough", ON_OFF),
+    ("walkthrough_target", WALKTHROUGH_TARGETS),
+    ("linked_issues", ON_OFF),
+    ("requirements_check", ON_OFF),
+)

@@ -48,6 +48,7 @@ __all__ = [
     "ReviewContext",
     "file_summaries",
     "prompt_version",
+    "render_analyzer_digest",
     "render_learnings",
     "render_messages",
     "render_rules",
@@ -55,11 +56,18 @@ __all__ = [
 ]
 
 PROMPT_SERIES = "v1"
-TEMPLATE_NAMES = ("system.j2", "context.j2", "rules.j2", "learnings.j2", "chunk.j2")
+TEMPLATE_NAMES = (
+    "system.j2",
+    "context.j2",
+    "rules.j2",
+    "learnings.j2",
+    "analyzers.j2",
+    "chunk.j2",
+)
 # The prompt's own tags (context.j2, rules.j2, diffview's <file>): MR and repository text must
 # not open or close them.
 PROMPT_TAG = re.compile(
-    r"<(\s*/?\s*(?:description|file|rules?|learnings?|issues?)\b)", re.IGNORECASE
+    r"<(\s*/?\s*(?:description|file|rules?|learnings?|issues?|analyzers?)\b)", re.IGNORECASE
 )
 MAX_DESCRIPTION_CHARS = 2000
 MAX_LISTED_FILES = 300
@@ -240,6 +248,16 @@ def render_learnings(learnings: Sequence[Rule]) -> str:
     return _environment().get_template("learnings.j2").render(learnings=shown)
 
 
+def render_analyzer_digest(digest: str) -> str:
+    """The analyzers' digest of a chunk (reviewbot.analyzer_digest) as its prompt block ("" for
+    none): after the learnings, before the diff, so every request of the chunk (tool rounds,
+    verification) shares it as prefix. Tools' messages quote code and paths: they cannot open
+    or close the prompt's tags."""
+    if not digest:
+        return ""
+    return _environment().get_template("analyzers.j2").render(digest=neutralise_delimiters(digest))
+
+
 def render_messages(
     context: ReviewContext,
     chunk: Chunk | None,
@@ -248,12 +266,15 @@ def render_messages(
     parts: int = 1,
     rules: Sequence[Rule] = (),
     learnings: Sequence[Rule] = (),
+    analyzers: str = "",
 ) -> list[dict[str, str]]:
     """Chat messages for one chunk; ``chunk=None`` renders the shared part only (for budgets).
     ``rules``: the review rules of the chunk's files, placed between the MR context (identical
-    for every chunk) and the chunk's diff; ``learnings`` (the team's) right after them."""
+    for every chunk) and the chunk's diff; ``learnings`` (the team's) right after them, then
+    ``analyzers``: the digest of the analyzers' findings on the chunk's files."""
     system, mr = _shared_text(context)
-    for block in (render_rules(rules), render_learnings(learnings)):
+    blocks = (render_rules(rules), render_learnings(learnings), render_analyzer_digest(analyzers))
+    for block in blocks:
         if block:
             mr = mr + "\n" + block
     if chunk is None:

@@ -307,6 +307,7 @@ class ReviewFacts:
     check_status: str = ""  # the commit status they make, in words ("": none posted)
     analyzers: AnalyzerFacts | None = None  # None: no analyzers configured (nothing shown)
     walkthrough: Walkthrough | None = None  # None: not asked for
+    requirements: Sequence[str] = ()  # the requirements check, a line per issue ("": off)
 
 
 @dataclass
@@ -510,6 +511,7 @@ def _summary_data(
             facts.analyzers, [*result.posted, *result.already_posted], result.summary_only
         ),
         walkthrough=facts.walkthrough,
+        requirements=facts.requirements,
     )
 
 

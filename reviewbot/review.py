@@ -21,14 +21,17 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from reviewbot.analyzer_findings import AnalyzerFinding
+from reviewbot.analyzer_prompting import DigestsApplied
+from reviewbot.analyzer_settings import DEFAULT_ANALYZER_DIGEST_TOKENS
 from reviewbot.chunking import (
     Budget,
-    BudgetTooSmallError,
     Chunk,
     Coverage,
     Plan,
     PlanOptions,
     plan,
+    resplit,
 )
 from reviewbot.config import (
     DEFAULT_LEARNINGS_TOKENS,
@@ -98,7 +101,6 @@ __all__ = [
 
 SETTINGS_KEY_CHARS = 16
 MAX_RESPLIT_DEPTH = 6
-RESPLIT_FACTOR = 0.5
 # Chat-template framing the local count of messages cannot see (role markers, tool preamble).
 TEMPLATE_FRAMING_TOKENS = 64
 OUTCOME_MODE_UNSUPPORTED = "mode_unsupported"  # a call the server refused for its output mode
@@ -118,6 +120,7 @@ class ReviewOptions:
     tool_tokens: int = DEFAULT_TOOL_TOKENS
     rules_tokens: int = DEFAULT_RULES_TOKENS  # review rules per chunk, at most
     learnings_tokens: int = DEFAULT_LEARNINGS_TOKENS  # the team's learnings per chunk, at most
+    analyzer_digest_tokens: int = DEFAULT_ANALYZER_DIGEST_TOKENS  # analyzers' digest, at most
     verify: VerifyOptions = field(default_factory=VerifyOptions)  # reviewbot.verify
 
 
@@ -143,6 +146,7 @@ def review_options(settings: Settings) -> ReviewOptions:
         tool_tokens=settings.tool_tokens,
         rules_tokens=settings.rules_tokens,
         learnings_tokens=settings.learnings_tokens,
+        analyzer_digest_tokens=settings.analyzer_digest_tokens,
         verify=VerifyOptions(
             enabled=settings.verify == VERIFY_ON,
             min_severity=Severity(settings.verify_min_severity),
@@ -170,6 +174,7 @@ class ReviewResult:
     rules: RulesApplied = field(default_factory=RulesApplied)
     learnings: RulesApplied = field(default_factory=lambda: RulesApplied(kind=LEARNINGS))
     verification: Verification = field(default_factory=Verification)
+    digests: DigestsApplied = field(default_factory=DigestsApplied)  # the analyzers' digests
 
     @property
     def rule_notes(self) -> list[str]:
@@ -177,7 +182,7 @@ class ReviewResult:
         rule the review does not have are no warning: the model filled an optional field, the
         finding is kept without the name and the run details count it
         (``findings.unknown_rules``)."""
-        return self.rules.notes() + self.learnings.notes()
+        return self.rules.notes() + self.learnings.notes() + self.digests.notes()
 
     @property
     def complete(self) -> bool:
@@ -401,6 +406,7 @@ def plan_offline(
     contents: Mapping[str, str] | None = None,
     with_tools: bool = False,
     rules: RuleSet | None = None,
+    analyzer_findings: Sequence[AnalyzerFinding] = (),
 ) -> Plan:
     """How ``files`` would be cut into chunks with no model server: the shared prompt is
     counted with ``counter``, the context is ``options.max_model_len`` or the default.
@@ -414,6 +420,7 @@ def plan_offline(
         contents=contents,
         rules=rules,
         with_tools=with_tools,
+        analyzer_findings=analyzer_findings,
     )[0]
 
 
@@ -428,12 +435,13 @@ def plan_with_rules(
     with_tools: bool = False,
     llm: LLMClient | None = None,
     max_model_len: int | None = None,
-) -> tuple[Plan, RulesApplied]:
-    """The chunks :func:`review_files` would send (``reviewbot plan``), and the review rules
-    each is given: the same budget (``max_model_len``: the context :func:`model_context`
-    found, else the setting or the default; ``llm``: the server that counts the shared prompt,
-    None: counted locally), the same tools (``with_tools``: as a review
-    with a repository, which ``run`` and ``ci`` always have)."""
+    analyzer_findings: Sequence[AnalyzerFinding] = (),
+) -> tuple[Plan, RulesApplied, DigestsApplied]:
+    """The chunks :func:`review_files` would send (``reviewbot plan``), the review rules and
+    the analyzers' digest each is given: the same budget (``max_model_len``: the context
+    :func:`model_context` found, else the setting or the default; ``llm``: the server that
+    counts the shared prompt, None: counted locally), the same tools (``with_tools``: as a review
+    with a repository, which ``run`` and ``ci`` always have), the same analyzers' digests."""
     length = max_model_len or options.max_model_len or Budget().max_model_len
     planned = _chunk_budget(
         files,
@@ -445,11 +453,13 @@ def plan_with_rules(
         offered_tools(options, with_tools),
         rules,
         None,
+        analyzer_findings,
     )
     made = plan(files, planned.budget, counter, contents=contents, options=options.plan_options)
     for chunk in made.chunks:
         planned.rules.of(chunk)
-    return made, planned.rules
+        planned.digests.of(chunk)
+    return made, planned.rules, planned.digests
 
 
 def _chunk_budget(
@@ -462,9 +472,10 @@ def _chunk_budget(
     tools: list[dict],
     rules: RuleSet | None,
     learnings: RuleSet | None,
+    analyzer_findings: Sequence[AnalyzerFinding] = (),
 ) -> _Prompting:
-    """The budget every chunk is cut for, the review rules' and the learnings' reserves in
-    it: the one of :func:`review_files` and of :func:`plan_with_rules`."""
+    """The budget every chunk is cut for, the review rules', the learnings' and the analyzers'
+    digest's reserves in it: the one of :func:`review_files` and of :func:`plan_with_rules`."""
     budget = budget_for(llm, counter, context, options, max_model_len, tools)
     applied = RulesApplied.for_review(rules or RuleSet(), files, counter, options, budget)
     budget = dataclasses.replace(budget, overhead=budget.overhead + applied.reserve)
@@ -472,7 +483,11 @@ def _chunk_budget(
         learnings or RuleSet(), files, counter, options, budget, LEARNINGS
     )
     budget = dataclasses.replace(budget, overhead=budget.overhead + taught.reserve)
-    return _Prompting(context, applied, counter, budget, taught)
+    digests = DigestsApplied.for_review(
+        analyzer_findings, files, counter, options.analyzer_digest_tokens, budget
+    )
+    budget = dataclasses.replace(budget, overhead=budget.overhead + digests.reserve)
+    return _Prompting(context, applied, counter, budget, taught, digests)
 
 
 def review_files(
@@ -492,6 +507,7 @@ def review_files(
     learnings: RuleSet | None = None,
     session: str | None = None,
     priority: int | None = None,
+    analyzer_findings: Sequence[AnalyzerFinding] = (),
 ) -> ReviewResult:
     """Review ``files`` with the model and return anchored findings plus every call's figures.
 
@@ -507,17 +523,21 @@ def review_files(
     request of the review, verification included, for a router's affinity (None: none).
     ``priority``: how soon the server runs every request of the review, verification, tool
     rounds and repair turns included (``model.request_priority``; None: the server's default).
+    ``analyzer_findings``: what the analyzers reported; each chunk is told those on its files
+    (reviewbot.analyzer_prompting), within ``options.analyzer_digest_tokens``.
     """
     started = time.monotonic()
     info = llm.server_info()
     max_model_len = model_context(options, info, "").max_model_len
     sending = _Sending(options, review_tools(options, repository), session, priority)
+    aids = (rules, learnings, analyzer_findings)  # what each chunk's prompt adds to the diff
     prompting = _chunk_budget(
-        files, context, counter, llm, options, max_model_len, sending.tools, rules, learnings
+        files, context, counter, llm, options, max_model_len, sending.tools, *aids
     )
     applied, taught = prompting.rules, prompting.learnings
-    budget = prompting.budget
-    review_plan = plan(files, budget, counter, contents=contents, options=options.plan_options)
+    review_plan = plan(
+        files, prompting.budget, counter, contents=contents, options=options.plan_options
+    )
     if on_planned:
         on_planned(review_plan)
     chunks = list(review_plan.chunks)
@@ -545,6 +565,7 @@ def review_files(
         rules=applied,
         learnings=taught,
         verification=verification,
+        digests=prompting.digests,
     )
 
 
@@ -628,6 +649,7 @@ class _Prompting:
     counter: TokenCounter
     budget: Budget
     learnings: RulesApplied = field(default_factory=lambda: RulesApplied(kind=LEARNINGS))
+    digests: DigestsApplied = field(default_factory=DigestsApplied)
 
 
 @dataclass
@@ -691,6 +713,7 @@ def _send_chunks(
                 parts=len(chunks),
                 rules=prompting.rules.of(chunk),
                 learnings=prompting.learnings.of(chunk),
+                analyzers=prompting.digests.of(chunk),
             )
             answers.messages_of[chunk.index] = messages
             prompt_tokens = budget.overhead + chunk.tokens
@@ -702,9 +725,7 @@ def _send_chunks(
             chunk, depth = by_index[result.chunk_index], depth_of[result.chunk_index]
             too_big = result.context_overflow or result.truncated
             halves = (
-                _resplit(chunk, counter, next_index)
-                if too_big and depth < MAX_RESPLIT_DEPTH
-                else []
+                resplit(chunk, counter, next_index) if too_big and depth < MAX_RESPLIT_DEPTH else []
             )
             if halves:
                 next_index += len(halves)
@@ -733,42 +754,3 @@ def review_without_model(
         seconds=0.0,
         chunks_reviewed=0,
     )
-
-
-def _resplit(chunk: Chunk, counter: TokenCounter, first_index: int) -> list[Chunk]:
-    """Split a chunk the server found too long into smaller ones, keeping every line.
-
-    Returns [] when the chunk cannot get smaller (one line); the caller reports it as failed.
-    """
-    files = [
-        dataclasses.replace(segment.view.file, hunks=segment.view.hunks, _index=None)
-        for segment in chunk.segments
-    ]
-    room = max(1, math.floor(chunk.tokens * RESPLIT_FACTOR))
-    smaller = Budget(
-        max_model_len=room + Budget().output_reserve + Budget().margin,
-        output_reserve=Budget().output_reserve,
-    )
-    keep_all = ExclusionRules(use_defaults=False, review_deleted_files=True)
-    try:
-        replanned = plan(files, smaller, counter, options=PlanOptions(0, exclusions=keep_all))
-    except BudgetTooSmallError:
-        return []
-    if len(replanned.chunks) < 2:
-        return []
-    # The smaller chunks show parts of the same files: findings are anchored (and identical
-    # lines counted) on the whole file, as in the chunk they came from.
-    whole = {segment.view.file.new_path: segment.view.file for segment in chunk.segments}
-    return [
-        Chunk(
-            first_index + offset,
-            tuple(
-                dataclasses.replace(
-                    segment,
-                    view=dataclasses.replace(segment.view, file=whole[segment.view.file.new_path]),
-                )
-                for segment in sub.segments
-            ),
-        )
-        for offset, sub in enumerate(replanned.chunks)
-    ]

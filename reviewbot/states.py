@@ -96,6 +96,7 @@ class CallPurpose(StrEnum):
     VERIFY = "verify"  # the verification pass over a chunk's candidate findings
     CHECK = "check"  # a model-judged named check of the MR (reviewbot.rules.check_questions)
     WALKTHROUGH = "walkthrough"  # the MR's walkthrough, one call after the chunks
+    REQUIREMENTS = "requirements"  # the requirements check against the linked issues
 
 
 class Workload(StrEnum):

@@ -42,11 +42,14 @@ class Walkthrough:
 
     text: str = ""
     not_written: str = ""
+    elsewhere: str = ""  # where the text went instead of the summary ("the MR's description")
 
     def summary_line(self) -> str:
-        """What the summary says when there is no walkthrough ("" when there is one or none
-        was asked for)."""
-        return f"walkthrough: not written ({self.not_written})" if self.not_written else ""
+        """What the summary says instead of the walkthrough ("" when it shows the text, or
+        none was asked for)."""
+        if self.not_written:
+            return f"walkthrough: not written ({self.not_written})"
+        return f"walkthrough: in {self.elsewhere}" if self.elsewhere else ""
 
 
 def walkthrough_messages(

@@ -71,6 +71,7 @@ MODULES: dict[str, int] = {
     "reviewbot.guidance": PIPELINE,
     "reviewbot.check_status": PIPELINE,
     "reviewbot.mr_walkthrough": PIPELINE,
+    "reviewbot.mr_overview": PIPELINE,
     # the top level: adapters
     "reviewbot.queue": ADAPTERS,
     "reviewbot.slots": ADAPTERS,
@@ -94,6 +95,7 @@ MODULES: dict[str, int] = {
     "reviewbot.analyzers.processes": ADAPTERS,
     "reviewbot.analyzers.builtin": ADAPTERS,
     "reviewbot.analyzers.collect": ADAPTERS,
+    "reviewbot.analyzers.host": ADAPTERS,
     # the model server's side: what talks to servers and disks (the rest judges answers)
     "reviewbot.ops.weights_files": ADAPTERS,
     "reviewbot.ops.weights_doctor": PIPELINE,

@@ -128,6 +128,9 @@ class World:
             "min_severity": "info",
             "gitlab_notes_per_minute": FAST_NOTES_PER_MINUTE,
             "repo_cache_dir": str(self.cache_dir),
+            # the built-ins would post their own findings on the world's MR: a test that wants
+            # them names them (tests/test_host_analyzers.py)
+            "analyzers": (),
         }
         values.update(overrides)
         return Settings(**values)  # type: ignore[arg-type]
@@ -144,6 +147,7 @@ class World:
             "REVIEWBOT_WEBHOOK_SECRET": webhook_secret,
             "REVIEWBOT_ENABLE_THINKING": "false",
             "REVIEWBOT_REPO_CACHE_DIR": str(self.cache_dir),
+            "REVIEWBOT_ANALYZERS": ",",  # none (a comma-separated list), as World.settings
         }
 
     def run(self, options: RunOptions | None = None, **overrides: object) -> RunReport:

@@ -435,7 +435,7 @@ def test_property_context_keeps_coverage_chunks_and_budget(
 
 
 def test_replanning_a_chunk_with_context_never_sends_context_alone() -> None:
-    """What ``review._resplit`` does when the server finds a chunk too long: the views' hunks,
+    """What ``chunking.resplit`` does when the server finds a chunk too long: the views' hunks,
     context blocks included, planned again in a smaller budget without head contents."""
     old = function_file(20, 80)
     new = list(old)

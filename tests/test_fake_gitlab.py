@@ -29,6 +29,8 @@ CHANGED_LINE = 6
 BINARY_BYTES = bytes(range(256))
 LINE_CODE_MESSAGE = '{:line_code=>["can\'t be blank", "must be a valid line code"]}'
 FILES_IN_MR = 5  # modified, added, deleted, renamed, binary
+DEVELOPER_ROLE = 30
+DESCRIPTION_LIMIT = 1_048_576  # GitLab's limit on an MR description
 
 
 def _git(repo: Path, *args: str) -> str:
@@ -509,3 +511,27 @@ def test_related_issues_are_every_mention_and_missing_before_17_1(repo: Repo) ->
         old.version = "17.1.0"
         assert [i["iid"] for i in gl.http_list(path, get_all=True)] == [1]
         assert gl.http_list("/projects/7/merge_requests/1/closes_issues", get_all=True) == []
+
+
+# https://docs.gitlab.com/api/merge_requests/#update-mr
+def test_an_mr_update_needs_the_developer_role_a_parameter_and_a_short_description(
+    fake: FakeGitLab,
+) -> None:
+    url = f"{fake.url}/api/v4/projects/7/merge_requests/1"
+    headers = {"PRIVATE-TOKEN": TOKEN}
+
+    refused = httpx.put(url, headers=headers, json={"description": "mine"})
+    assert refused.status_code == 403 and refused.json() == {"message": "403 Forbidden"}
+
+    fake.add_member(PROJECT, "reviewbot", DEVELOPER_ROLE)
+    nothing = httpx.put(url, headers=headers, json={})
+    assert nothing.status_code == 400 and "at least one parameter" in nothing.json()["error"]
+    too_long = httpx.put(url, headers=headers, json={"description": "x" * (DESCRIPTION_LIMIT + 1)})
+    assert too_long.status_code == 400
+    assert too_long.json() == {
+        "message": {"description": [f"is too long (maximum is {DESCRIPTION_LIMIT} characters)"]}
+    }
+    done = httpx.put(url, headers=headers, json={"description": "Edited by the bot."})
+    assert done.status_code == 200 and done.json()["description"] == "Edited by the bot."
+    assert fake.description(PROJECT, 1) == "Edited by the bot."
+    assert fake.mr_updates == [(1, {"description": "Edited by the bot."})]

@@ -24,6 +24,7 @@ from reviewbot.diff import FileDiff
 from reviewbot.gitlab.connection import GitLabError
 
 __all__ = [
+    "AnalyzerCollector",
     "ChangedLines",
     "CheckoutAnalyzers",
     "PipelineArtifacts",
@@ -49,6 +50,16 @@ class PipelineArtifacts(Protocol):
     def job_artifact(
         self, project_id: int | str, job_id: int, path: str, *, max_bytes: int
     ) -> bytes | None: ...
+
+
+class AnalyzerCollector(Protocol):
+    """What ``RunOptions.analyzers`` is: called by the review once the diff is read, with the
+    MR's head, its ``FileDiff`` s and the run's repository (``reviewbot.repo.source``'s
+    ``RepositorySource``, which the host's built-ins run on; the others ignore it)."""
+
+    def __call__(
+        self, head_sha: str, files: Iterable[FileDiff], source: Any = None
+    ) -> AnalyzerRun: ...
 
 
 def collect_in_checkout(
@@ -86,8 +97,9 @@ class CheckoutAnalyzers:
     report_paths: tuple[Path, ...] = ()
     also_commits: tuple[str, ...] = ()
 
-    def __call__(self, head_sha: str, files: Iterable[FileDiff]) -> AnalyzerRun:
-        """:func:`collect_in_checkout` on the changed lines of ``files``."""
+    def __call__(self, head_sha: str, files: Iterable[FileDiff], source: Any = None) -> AnalyzerRun:
+        """:func:`collect_in_checkout` on the changed lines of ``files`` (``source``: unused,
+        the checkout is this collector's own)."""
         return collect_in_checkout(
             self.checkout,
             changed_lines(files),
@@ -107,8 +119,8 @@ class PipelineAnalyzers:
     project: int | str
     settings: AnalyzerSettings
 
-    def __call__(self, head_sha: str, files: Iterable[FileDiff]) -> AnalyzerRun:
-        """:func:`collect_from_pipeline` on the changed lines of ``files``."""
+    def __call__(self, head_sha: str, files: Iterable[FileDiff], source: Any = None) -> AnalyzerRun:
+        """:func:`collect_from_pipeline` on the changed lines of ``files`` (``source``: unused)."""
         return collect_from_pipeline(
             self.gitlab, self.project, head_sha, self.settings, changed_lines(files)
         )

@@ -136,6 +136,22 @@ def _cost_table(configurations: Sequence[Mapping[str, Any]]) -> Table:
     return table
 
 
+def _sources_table(configurations: Sequence[Mapping[str, Any]]) -> Table | None:
+    """Findings by source (model, analyzer, both) per configuration, the analyzer findings
+    merged with the model's, and the digest tokens the prompts carried; None when no
+    configuration had an analyzer finding (every finding is the model's)."""
+    complete = [entry for entry in configurations if entry["complete"]]
+    if not any(entry["analyzers"]["findings"] for entry in complete):
+        return None
+    heads = [f"{source} TP/FP" for source in ("model", "analyzer", "both")]
+    table = Table("by source", *heads, "merged", "digest tokens")
+    for entry in complete:
+        cells = [f"{row['tp']}/{row['fp']}" for row in entry["sources"]]
+        tally = entry["analyzers"]
+        add_row(table, entry["name"], *cells, tally["merged"], tally["digest_tokens"])
+    return table
+
+
 def _pairs_table(pairs: Sequence[Mapping[str, Any]]) -> Table:
     table = Table("pair", "mean ΔF1", "95% interval", "improved", "worsened", "same")
     for pair in pairs:
@@ -174,6 +190,9 @@ def print_comparison(document: Mapping[str, Any], out: Console) -> None:
     pair with its interval and verdict."""
     out.print(_scores_table(document["configurations"]))
     out.print(_cost_table(document["configurations"]))
+    sources = _sources_table(document["configurations"])
+    if sources is not None:
+        out.print(sources)
     changes = _changes_table(document["pairs"])
     if changes is not None:
         out.print(changes)

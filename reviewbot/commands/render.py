@@ -544,6 +544,26 @@ def print_eval(document: dict[str, Any], console: Console) -> None:
     for row in document["categories"]:
         add_row(categories, row["category"], row["tp"], row["fp"], ratio(row["precision"]))
     console.print(categories)
+    analyzers = document.get("analyzers") or {}
+    if analyzers.get("findings"):
+        sources = Table("source", "TP", "FP", "precision", "recall")
+        for row in document["sources"]:
+            add_row(
+                sources,
+                row["source"],
+                row["tp"],
+                row["fp"],
+                ratio(row["precision"]),
+                ratio(row["recall"]),
+            )
+        console.print(sources)
+        console.print(
+            data(
+                f"analyzers: {analyzers['findings']} finding(s) on the changed lines, "
+                f"{analyzers['merged']} merged with the model's, "
+                f"{analyzers['digest_tokens']} digest tokens in the prompts"
+            )
+        )
     suggestions = document.get("suggestions") or {}
     if suggestions.get("offered"):
         dropped = ", ".join(f"{k}: {v}" for k, v in suggestions["dropped"].items()) or "none"

@@ -24,6 +24,7 @@ from reviewbot.commands.common import (
     InputDir,
     InputFile,
     Integer,
+    PathName,
     Text,
     base_url_option,
     config_option,
@@ -168,6 +169,16 @@ def _incomplete(result: Any, first_only: bool = False) -> str:
     "Apply the rules and policy of this GitLab project's groups (read from GitLab: "
     "group_settings_project, gitlab_url and gitlab_token must be set)."
 )
+@click.option(
+    "--analyzer-report",
+    "analyzer_reports",
+    type=PathName(),
+    multiple=True,
+    metavar="PATH",
+    help="An analyzer report of the change (SARIF 2.1.0, GitLab SAST / secret detection, Code "
+    "Quality JSON): the chunks keep room for the digest of its findings on their files, as "
+    "`run` and `ci` do (docs/analyzers.md); repeatable.",
+)
 @one_line_errors
 def plan_command(
     diff_path: str | None,
@@ -178,6 +189,7 @@ def plan_command(
     as_json: bool,
     offline: bool,
     project: int | str | None,
+    analyzer_reports: tuple[str, ...],
     **budget: Any,
 ) -> None:
     """Show the chunks `run` would send for a diff, with token counts and coverage."""
@@ -190,7 +202,7 @@ def plan_command(
     options = review_options(settings)
     context = local_context(loaded.label, loaded.files, options.plan_options.exclusions)
     with _model_server(settings, offline) as (llm, model_context):
-        result, rules = plan_with_rules(
+        result, rules, digests = plan_with_rules(
             loaded.files,
             context=context,
             counter=local_counter(settings.llm_model),
@@ -200,13 +212,42 @@ def plan_command(
             with_tools=True,
             llm=llm,
             max_model_len=model_context.max_model_len,
+            analyzer_findings=_report_findings(analyzer_reports, loaded.files),
         )
     if as_json:
         emit_json(
-            {**result.to_dict(), "model_context": model_context.to_dict(), "rules": rules.to_dict()}
+            {
+                **result.to_dict(),
+                "model_context": model_context.to_dict(),
+                "rules": rules.to_dict(),
+                "analyzer_digest": digests.to_dict(),
+            }
         )
         return
     print_plan(result, console(), rules, model_context)
+    if digests.findings:
+        console().print(
+            f"Analyzers' digest: {len(digests.findings)} finding(s) on the diff's files, "
+            f"{digests.reserve} tokens kept in every chunk, {digests.total_tokens} in all"
+        )
+
+
+def _report_findings(paths: tuple[str, ...], files: Any) -> tuple[Any, ...]:
+    """The findings of the analyzer reports at ``paths`` on the changed lines of ``files``;
+    a report that cannot be used is a bad input (one line, exit 2)."""
+    if not paths:
+        return ()
+    from reviewbot.analyzers.changes import changed_lines
+    from reviewbot.analyzers.collect import read_report_file, within_changes
+    from reviewbot.analyzers.report_json import ReportContext
+
+    found: list[Any] = []
+    for path in paths:
+        run = read_report_file(Path(path), ReportContext())
+        if run.problems:
+            raise click.BadParameter(run.problems[0].sentence(), param_hint="--analyzer-report")
+        found += within_changes(run, changed_lines(files)).findings
+    return tuple(found)
 
 
 def _with_problems(rules: RuleSet, problems: list[str]) -> RuleSet:
@@ -393,6 +434,7 @@ def run_command(
     as_json: bool,
 ) -> None:
     """Review merge request MR_IID and post inline comments and a summary note."""
+    from reviewbot.analyzers.host import host_analyzers
     from reviewbot.app import App
     from reviewbot.mr import RunOptions, run_merge_request
 
@@ -410,7 +452,12 @@ def run_command(
             app,
             project,
             mr_iid,
-            RunOptions(trigger="cli", dry_run=dry_run, full=full),
+            RunOptions(
+                trigger="cli",
+                dry_run=dry_run,
+                full=full,
+                analyzers=host_analyzers(app.settings, None),  # the built-ins on the host's cache
+            ),
             progress=say,
         )
     if as_json:

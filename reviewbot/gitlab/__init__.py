@@ -8,6 +8,7 @@ decision. One module per thing it talks to GitLab about:
 - ``connection``: :class:`GitLabConnection`, the session, retries, error translation, pacing;
 - ``merge_requests``: :class:`MergeRequestReader`, the snapshot, raw files, the bot's threads;
 - ``notes``: :class:`NoteWriter`, every write on an MR, each exactly once;
+- ``descriptions``: :class:`DescriptionWriter`, the walkthrough's block in the description;
 - ``accuracy``: :class:`AccuracyReader`, feedback sync's reads and the report issue;
 - ``account``: :class:`AccountReader`, what ``reviewbot doctor`` asks about the token;
 - ``repository``: :class:`RepositoryReader`, a project's tree and raw files at a commit;
@@ -43,6 +44,7 @@ from reviewbot.gitlab.connection import (
     PositionRefusedError,
     RequestCounter,
 )
+from reviewbot.gitlab.descriptions import DescriptionWriter
 from reviewbot.gitlab.merge_requests import MergeRequestReader
 from reviewbot.gitlab.notes import DraftPublishReport, NoteWriter, write_marker
 from reviewbot.gitlab.pipeline_artifacts import PipelineArtifactReader
@@ -55,6 +57,7 @@ __all__ = [
     "AccountReader",
     "AccuracyReader",
     "CommitStatusWriter",
+    "DescriptionWriter",
     "DraftPublishReport",
     "GitLabAuthError",
     "GitLabBadAnswerError",
@@ -78,6 +81,7 @@ __all__ = [
 
 class GitLabClient(
     NoteWriter,
+    DescriptionWriter,
     AccuracyReader,
     AccountReader,
     RepositoryReader,

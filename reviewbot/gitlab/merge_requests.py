@@ -30,6 +30,7 @@ from reviewbot.gitlab.connection import (
     GitLabNotFoundError,
 )
 from reviewbot.linked_issues import Link, LinkedIssue, LinkedIssues, merged
+from reviewbot.marked_block import without_block
 from reviewbot.mergerequest import BotThread, DiffRefs, MergeRequestSnapshot
 from reviewbot.retry import backoff_s
 
@@ -65,7 +66,8 @@ class MergeRequestReader(GitLabConnection):
             project_path=project_path,
             iid=int(mr["iid"]),
             title=str(mr.get("title") or ""),
-            description=str(mr.get("description") or ""),
+            # the author's text: the walkthrough's block is the bot's own (reviewbot.marked_block)
+            description=without_block(str(mr.get("description") or "")),
             web_url=str(mr.get("web_url") or ""),
             author_username=str((mr.get("author") or {}).get("username", "")),
             draft=bool(mr.get("draft", mr.get("work_in_progress", False))),

@@ -462,6 +462,10 @@ class Store:
             "note_id": None,
             "resolved_at": None,
             "created_at": self._clock(),
+            # every row names every column: an insert of many rows takes the first one's keys
+            "source": "model",
+            "analyzer_tool": None,
+            "analyzer_rule": None,
         }
         rows = []
         for finding in findings:

@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 from reviewbot.analyzer_findings import AnalyzerRun
 from reviewbot.analyzers.collect import PipelineAnalyzers
+from reviewbot.analyzers.host import host_analyzers
 from reviewbot.app import App
 from reviewbot.config import Settings
 from reviewbot.errors import disposition
@@ -51,7 +52,8 @@ def run_job(
     ``concurrency``: this job's share of the model requests in flight. A review with chunks
     the model could not answer is retried later (ReviewIncompleteError).
     ``collect_analyzers``: the analyzer findings of the job's MR to merge, collected by the
-    caller; else the reports of the head's pipeline when ``analyzer_report_jobs`` names them.
+    caller; else the reports of the head's pipeline when ``analyzer_report_jobs`` names them,
+    and the built-in ``analyzers`` on the host's repository cache (reviewbot.analyzers.host).
     """
     if job.kind == JobKind.REPLY.value:
         run_reply(app, job)
@@ -65,7 +67,7 @@ def run_job(
         concurrency=concurrency,
         full=bool(job.payload.get(FULL_REVIEW_KEY)),
         analyzer_run=collect_analyzers(app, job) if collect_analyzers is not None else None,
-        analyzers=_pipeline_analyzers(app, project),
+        analyzers=host_analyzers(app.settings, _pipeline_analyzers(app, project)),
         effort=effort,
     )
     try:

@@ -113,6 +113,26 @@ DEFAULT_VERSION = "17.5.0"
 DIFFS_ENDPOINT_SINCE = (15, 7)
 RELATED_ISSUES_SINCE = (17, 1)  # GET /merge_requests/:iid/related_issues (gitlab!155422)
 REPORTER = 20  # the role from which a member reads the project's confidential issues
+DEVELOPER = 30  # the role from which a member edits others' merge requests (update_merge_request)
+MAX_MR_DESCRIPTION_CHARS = 1_048_576  # MergeRequest's description length validation
+# PUT /merge_requests/:iid's optional parameters (API::MergeRequests); at least one is required
+MR_UPDATE_PARAMS = (
+    "title",
+    "description",
+    "target_branch",
+    "state_event",
+    "labels",
+    "add_labels",
+    "remove_labels",
+    "assignee_id",
+    "assignee_ids",
+    "reviewer_ids",
+    "milestone_id",
+    "remove_source_branch",
+    "squash",
+    "discussion_locked",
+    "allow_collaboration",
+)
 # Gitlab::ClosingIssueExtractor's default issue_closing_pattern, for same-project references.
 CLOSING_PATTERN = re.compile(
     r"\b(?:clos(?:e|es|ed|ing)|fix(?:|es|ed|ing)|resolv(?:e|es|ed|ing)|implement(?:s|ed|ing)?)"
@@ -532,6 +552,7 @@ class FakeGitLab:
         self.requests: list[tuple[str, str]] = []
         self.too_large_bytes: int = DEFAULT_MAX_PATCH_BYTES
         self.dropped_drafts: list[dict[str, Any]] = []
+        self.mr_updates: list[tuple[int, dict[str, Any]]] = []  # (iid, params) of each MR edit
         self._lock = threading.RLock()
         self._ids = itertools.count(1)
         self._users: dict[int, dict[str, Any]] = {}
@@ -1708,6 +1729,36 @@ class FakeGitLab:
         )
         return Response(HTTPStatus.CREATED, self._discussion_json(mr, discussion))
 
+    def _put_mr(self, request: Request, pid: str, iid: str) -> Response:
+        """PUT /projects/:id/merge_requests/:iid (https://docs.gitlab.com/api/merge_requests/
+        #update-mr): the author or a Developer edits it; title and description are modelled."""
+        project, mr = self._project(pid), self._mr(pid, iid)
+        user = request.user
+        if mr.author["id"] != user["id"] and project.members.get(user["id"], 0) < DEVELOPER:
+            raise ApiError(HTTPStatus.FORBIDDEN, FORBIDDEN)
+        if not any(name in request.params for name in MR_UPDATE_PARAMS):
+            missing = ", ".join(MR_UPDATE_PARAMS)
+            raise ApiError(
+                HTTPStatus.BAD_REQUEST,
+                {"error": f"{missing} are missing, at least one parameter must be provided"},
+            )
+        if "description" in request.params:
+            description = str(request.params["description"] or "")
+            if len(description) > MAX_MR_DESCRIPTION_CHARS:
+                too_long = f"is too long (maximum is {MAX_MR_DESCRIPTION_CHARS} characters)"
+                raise ApiError(HTTPStatus.BAD_REQUEST, {"message": {"description": [too_long]}})
+            mr.description = description
+        if "title" in request.params:
+            mr.title = _required_text(request.params, "title")
+        mr.updated_at = _now()
+        self.mr_updates.append((mr.iid, dict(request.params)))
+        return Response(HTTPStatus.OK, self._mr_json(project, mr))
+
+    def description(self, project: str | int, iid: int) -> str:
+        """The MR's description as GitLab has it now."""
+        with self._lock:
+            return self._mr(project, iid).description
+
     def _put_discussion(self, request: Request, pid: str, iid: str, did: str) -> Response:
         mr = self._mr(pid, iid)
         discussion = self._discussion(mr, did)
@@ -2085,6 +2136,7 @@ _ROUTES: list[tuple[str, re.Pattern[str], str]] = [
         ("GET", _P + r"/pipelines/(\d+)/jobs", "_get_pipeline_jobs"),
         ("GET", _P + r"/jobs/(\d+)/artifacts/(.+)", "_get_job_artifact"),
         ("GET", _MR, "_get_mr"),
+        ("PUT", _MR, "_put_mr"),
         ("GET", _MR + r"/versions", "_get_versions"),
         ("GET", _MR + r"/versions/(\d+)", "_get_one_version"),
         ("GET", _MR + r"/diffs", "_get_diffs"),

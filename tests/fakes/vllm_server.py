@@ -359,6 +359,9 @@ KNOWN_FAULTS = frozenset(
         "verdicts_unreadable",  # a verification answer: every verdict call's JSON broken
         "verdicts_missing",  # a verification answer: prose, no verdict call
         "verdicts_unknown_id",  # a verification answer: one more verdict, for an unknown id
+        "requirements_unreadable",  # a requirements answer: every verdict call's JSON broken
+        "requirements_missing",  # a requirements answer: prose, no verdict call
+        "requirements_unknown",  # a requirements answer: verdicts "probably", issue "12"
     }
 )
 # deep_arguments: 3x the nesting at which Python's json.loads raises RecursionError, and 1,500
@@ -976,6 +979,59 @@ def check_verdict_arguments(lines: Sequence[DiffLine]) -> dict[str, str]:
     return verdict
 
 
+# The requirements brain (reviewbot.requirements): an issue's requirements are the names it
+# writes in backticks; met when every one is on an added line of the diff shown, not met when
+# one is missing, cannot tell when the issue names none. The reason quotes the issue's title,
+# as a model may: the summary must not show it for a confidential issue.
+REQUIREMENT_TOOL_NAME = "requirement_verdict"
+REQUIREMENT_ISSUE = re.compile(r'<issue iid="(\d+)">\nTitle: ([^\n]*)\n(.*?)</issue>', re.DOTALL)
+REQUIREMENT_NAME = re.compile(r"`([^`\n]+)`")
+
+
+def requirement_verdicts(asked: str, lines: Sequence[DiffLine]) -> list[dict[str, Any]]:
+    """The requirements brain's ``requirement_verdict`` arguments, one per issue of ``asked``."""
+    added = "\n".join(line.text for line in lines if line.kind == "added")
+    verdicts = []
+    for match in REQUIREMENT_ISSUE.finditer(asked):
+        number, title, body = int(match[1]), match[2], match[3]
+        names = REQUIREMENT_NAME.findall(body)
+        missing = [name for name in names if name not in added]
+        if not names:
+            verdict, reason = "cannot_tell", f"The issue {title} names nothing to look for."
+        elif missing:
+            verdict, reason = "not_met", f"`{missing[0]}` of {title} is not in the change."
+        else:
+            verdict, reason = "met", f"The change adds {', '.join(names)} as {title} asks."
+        verdicts.append({"issue": number, "verdict": verdict, "reason": reason})
+    return verdicts
+
+
+def is_requirements_question(request: ChatRequest) -> bool:
+    return any(
+        (t.get("function") or {}).get("name") == REQUIREMENT_TOOL_NAME for t in request.tools
+    )
+
+
+def requirements_answer(
+    request: ChatRequest, lines: Sequence[DiffLine], fault: str | None
+) -> Answer:
+    """One ``requirement_verdict`` call per issue of the prompt; ``fault``: the requirements
+    faults."""
+    if fault == "requirements_missing":
+        text = "The change looks like it does what the issues ask."
+        return Answer(text, [], None, "stop", len(encode(text)) + EOS_TOKEN_COUNT)
+    texts = []
+    for arguments in requirement_verdicts(message_text(request.messages[-1].get("content")), lines):
+        if fault == "requirements_unknown":
+            arguments = {**arguments, "issue": str(arguments["issue"]), "verdict": "probably"}
+        texts.append(json.dumps(arguments))
+    if fault == "requirements_unreadable":
+        texts = [text[: len(text) // 2] for text in texts]
+    calls = [_tool_call(REQUIREMENT_TOOL_NAME, text) for text in texts]
+    tokens = sum(len(encode(text)) for text in texts) + EOS_TOKEN_COUNT
+    return Answer(None, calls, None, "tool_calls" if calls else "stop", tokens)
+
+
 def is_verification(request: ChatRequest) -> bool:
     """A verification request: the verdict tool offered and, last, the candidate list (a
     verified review offers the verdict tool from its first request, so the tool alone does not
@@ -1472,18 +1528,32 @@ WALKTHROUGH_FILE = re.compile(r"^- (.+) \((\w+), \+(\d+) -(\d+)\)$", re.MULTILIN
 WALKTHROUGH_TITLE = re.compile(r"^Title: (.*)$", re.MULTILINE)
 
 
+# reviewbot.walkthrough_update.walkthrough_update_messages: the previous opening and lines, the
+# files changed since and the number of files in all; the answer: the opening and their lines.
+WALKTHROUGH_PREVIOUS = re.compile(
+    r"<previous-walkthrough>\n(.*?)\n</previous-walkthrough>", re.DOTALL
+)
+WALKTHROUGH_IN_ALL = re.compile(r"changes (\d+) files in all")
+
+
 def walkthrough_text(user: str) -> str:
-    """The walkthrough of the MR the walkthrough prompt's user turn describes."""
+    """The walkthrough of the MR the walkthrough prompt's user turn describes; for an update
+    prompt, the opening and the lines of the listed files."""
     title = WALKTHROUGH_TITLE.search(user)
     files = WALKTHROUGH_FILE.findall(user)
-    lines = [
-        f"This merge request, {title.group(1) if title else 'untitled'}, changes "
-        f"{len(files)} files.",
-        "",
-    ]
-    lines += [
-        f"- `{path}`: {status}, {added} lines added, {removed} removed"
+    by_path = {
+        path: f"- `{path}`: {status}, {added} lines added, {removed} removed"
         for path, status, added, removed in files
+    }
+    previous = WALKTHROUGH_PREVIOUS.search(user)
+    count = len(files)
+    if previous is not None:  # an update: the opening, then the lines of the listed files only
+        in_all = WALKTHROUGH_IN_ALL.search(user)
+        count = int(in_all.group(1)) if in_all else count
+    lines = [
+        f"This merge request, {title.group(1) if title else 'untitled'}, changes {count} files.",
+        "",
+        *by_path.values(),
     ]
     return "\n".join(lines)
 
@@ -2661,6 +2731,8 @@ class FakeVLLM:
             answer = verifier_answer(request, lines, fault, self.needs_evidence)
         elif is_check_question(request):
             answer = check_answer(lines)
+        elif is_requirements_question(request):
+            answer = requirements_answer(request, lines, fault)
         elif scripted is not None:
             calls, with_findings = scripted
             found = self._findings_to_write(request, lines, None)[0] if with_findings else []

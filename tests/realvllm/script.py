@@ -27,6 +27,8 @@ see it:
 - a verification request (the ``verdict`` tool offered): one verdict call per candidate of the
   last user turn, ``keep`` on a line the rule finds something on, else ``drop`` (the fake's
   verifier brain);
+- a requirements check (the ``requirement_verdict`` tool offered): one call per issue of the
+  prompt, as the fake's requirements brain (``requirement_verdicts``) decides;
 - a named check's question (the ``check_verdict`` tool offered): one ``check_verdict`` call,
   ``fail`` when an added line holds ``# check-fails`` (the fake's check brain,
   ``check_verdict_arguments``);
@@ -57,6 +59,7 @@ from tests.fakes.vllm_server import (
     DEFAULT_TOOL_NAME,
     MISTAKE_KINDS,
     NO_ISSUES_TEXT,
+    REQUIREMENT_TOOL_NAME,
     VERDICT_CONFIDENCE,
     VERDICT_TOOL_NAME,
     WALKTHROUGH_PROMPT,
@@ -68,6 +71,7 @@ from tests.fakes.vllm_server import (
     planted_shape,
     qwen_xml_call,
     reasoning_text,
+    requirement_verdicts,
     review_diff,
     shaped_text,
     walkthrough_text,
@@ -171,6 +175,10 @@ def answer_text(prompt_text: str, json_schema: dict[str, Any] | None = None) -> 
     asked = next((turn.text for turn in reversed(prompt.turns) if turn.role == "user"), "")
     if VERDICT_TOOL_NAME in prompt.tool_names and asked.startswith(CANDIDATE_LIST_START):
         body = _verdicts(prompt, findings)
+        return f"{reasoning_text(lines)}\n</think>\n\n{body}" if prompt.thinking else body
+    if REQUIREMENT_TOOL_NAME in prompt.tool_names:
+        calls = requirement_verdicts(asked, lines)
+        body = "\n".join(qwen_xml_call(REQUIREMENT_TOOL_NAME, call) for call in calls)
         return f"{reasoning_text(lines)}\n</think>\n\n{body}" if prompt.thinking else body
     if CHECK_VERDICT_TOOL_NAME in prompt.tool_names:
         body = qwen_xml_call(CHECK_VERDICT_TOOL_NAME, check_verdict_arguments(lines))
