@@ -79,7 +79,7 @@ from reviewbot.review import (
 from reviewbot.rules.check_questions import ask_checks
 from reviewbot.rules.check_verdicts import CheckVerdict, evidence_of
 from reviewbot.rules.ruleset import RuleSet
-from reviewbot.states import ReviewStatus, Workload
+from reviewbot.states import ReviewStatus, Trigger, Workload
 from reviewbot.store import MergeRequestKey
 from reviewbot.store.mr_lock import hold_mr_lock
 from reviewbot.store.records import ReviewEnding
@@ -433,7 +433,7 @@ def _ask_checks(
         title=run.snapshot.title,
         budget_tokens=settings.check_context_tokens,
         session=session_key(run.key.gitlab_url, run.key.project_id, run.key.iid),
-        priority=request_priority(review_workload(increment)),
+        priority=request_priority(review_workload(increment, run.options.trigger)),
     )
     run.store.record_run(review_id, calls=asked.calls)
     return asked.verdicts
@@ -530,7 +530,7 @@ def _review(
             rules=rules,
             learnings=learnings,
             session=session_key(run.key.gitlab_url, run.key.project_id, run.key.iid),
-            priority=request_priority(review_workload(increment)),
+            priority=request_priority(review_workload(increment, run.options.trigger)),
             analyzer_findings=analyzed.findings if analyzed is not None else (),
         )
     if carried_over is None:
@@ -548,13 +548,15 @@ def _overview_run(run: _Run, increment: Increment) -> OverviewRun:
         run.counter.result(),
         dry_run=run.options.dry_run,
         session=session_key(run.key.gitlab_url, run.key.project_id, run.key.iid),
-        priority=request_priority(review_workload(increment)),
+        priority=request_priority(review_workload(increment, run.options.trigger)),
     )
 
 
-def review_workload(increment: Increment) -> Workload:
+def review_workload(increment: Increment, trigger: str = Trigger.CLI.value) -> Workload:
     """A review with an earlier one to build on is incremental; the first (or a forced full
-    one) runs before it, as someone is waiting for it."""
+    one) runs before it, as someone is waiting for it; a second look while idle, last."""
+    if trigger == Trigger.IDLE.value:
+        return Workload.BACKGROUND
     if increment.carried_over is not None:
         return Workload.INCREMENTAL_REVIEW
     return Workload.FIRST_REVIEW

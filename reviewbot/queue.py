@@ -445,6 +445,13 @@ class JobQueue:
         )
         return self.get(job_id)
 
+    def backlog(self) -> tuple[int, float | None]:
+        """(jobs waiting now, seconds the oldest has waited; None: none waits), second looks
+        not counted (reviewbot.worker.load_effort)."""
+        now = self._clock()
+        count, oldest = job_queries.backlog(self._engine, now)
+        return count, None if oldest is None else max(0.0, (now - oldest).total_seconds())
+
     def counts(self) -> dict[str, int]:
         """Number of jobs in each status (every status present, zero included)."""
         totals = {status.value: 0 for status in JobStatus}

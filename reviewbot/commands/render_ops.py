@@ -195,6 +195,7 @@ def _load_rows(report: LoadReport) -> list[tuple[str, str]]:
             f"{report.reviews_per_day:,.0f} ({report.chunks_per_review:g} "
             f"chunks per review, around the clock at this load{_pool_words(report.pool)})",
         ),
+        ("deep reviews per day", report.deep.describe()),
     ]
 
 

@@ -23,6 +23,7 @@ from reviewbot.commands.terminal import console
 from reviewbot.config import Settings
 from reviewbot.errors import EXIT_BAD_INPUT, EXIT_DOES_NOT_FIT, EXIT_OK
 from reviewbot.input_files import InputFileRefused, read_input_file
+from reviewbot.ops.deep_capacity import DeepCapacity, deep_capacity
 from reviewbot.ops.pool_simulation import BOX_PROFILES, PoolPlan, plan_pool, simulated_hours
 from reviewbot.ops.workload import Workload, WorkloadError, default_workload, workload_from_json
 
@@ -46,6 +47,7 @@ MAX_REVIEWS_PER_DAY = 1_000_000
 DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h)?\s*$")
 UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, None: 1}
 MAX_WORKLOAD_BYTES = 256 * 1024 * 1024
+HOURS_PER_DAY = 24
 
 
 class WorkloadSource(InputFile):
@@ -162,8 +164,15 @@ def _inputs(workload: Workload, box: str) -> dict[str, Any]:
     }
 
 
+def _deep(workload: Workload, plan: PoolPlan) -> DeepCapacity:
+    """Deep reviews a day the pool (the boxes needed, else one) could add to this workload."""
+    boxes = plan.boxes_needed or 1
+    return deep_capacity(boxes * plan.sustained_per_box * HOURS_PER_DAY, workload.per_day())
+
+
 def _as_dict(workload: Workload, box: str, plan: PoolPlan) -> dict[str, Any]:
-    return {"inputs": _inputs(workload, box), **plan.to_dict()}
+    deep = {"boxes": plan.boxes_needed or 1, **_deep(workload, plan).to_dict()}
+    return {"inputs": _inputs(workload, box), **plan.to_dict(), "deep_reviews": deep}
 
 
 def _print(workload: Workload, box: str, plan: PoolPlan) -> None:
@@ -190,6 +199,8 @@ def _print(workload: Workload, box: str, plan: PoolPlan) -> None:
         )
     if plan.target_s is not None:
         out.print(_needed(plan), highlight=False)
+    boxes = plan.boxes_needed or 1
+    out.print(f"with {boxes} box(es): {_deep(workload, plan).describe()}", highlight=False)
 
 
 def _needed(plan: PoolPlan) -> str:

@@ -15,6 +15,10 @@ difference. The metric names are vLLM 0.32's (vllm/v1/metrics/loggers.py):
   (a request that waits is queried again at each scheduling step, so their ratio is not the
   share of prompt tokens served from the cache).
 
+The gauges ``vllm:num_requests_running`` and ``vllm:num_requests_waiting`` (requests in the
+box's batches and waiting for one) tell the worker how busy a box is now
+(:func:`read_gauges`, the effort that follows the load, docs/effort.md).
+
 Samples of one name are summed over their labels (engines, finish reasons). Pure: text in,
 figures out.
 
@@ -39,6 +43,7 @@ __all__ = [
     "bucket_percentile",
     "pool_figures",
     "read_counters",
+    "read_gauges",
 ]
 
 REQUESTS = "vllm:request_success_total"
@@ -47,6 +52,8 @@ CACHED_PROMPT_TOKENS = "vllm:prompt_tokens_cached_total"
 PREFIX_QUERIES = "vllm:prefix_cache_queries_total"
 PREFIX_HITS = "vllm:prefix_cache_hits_total"
 TTFT_BUCKET = "vllm:time_to_first_token_seconds_bucket"
+RUNNING = "vllm:num_requests_running"
+WAITING = "vllm:num_requests_waiting"
 COUNTERS = (REQUESTS, PROMPT_TOKENS, CACHED_PROMPT_TOKENS, PREFIX_QUERIES, PREFIX_HITS)
 BUCKET_BOUND_LABEL = "le"
 MS_PER_S = 1000.0
@@ -113,6 +120,20 @@ def read_counters(text: str) -> BoxCounters:
     if REQUESTS not in sums:
         raise ValueError(f"no {REQUESTS} in it: not a vLLM's /metrics")
     return BoxCounters({name: sums.get(name) for name in COUNTERS}, buckets)
+
+
+def read_gauges(text: str) -> tuple[float, float]:
+    """(requests running, requests waiting) of one ``/metrics`` text, each summed over its
+    engines; ValueError when it is not Prometheus text or lacks either gauge."""
+    sums: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name in (RUNNING, WAITING):
+                sums[sample.name] = sums.get(sample.name, 0.0) + sample.value
+    missing = [name for name in (RUNNING, WAITING) if name not in sums]
+    if missing:
+        raise ValueError(f"no {' or '.join(missing)} in it: not a vLLM's /metrics")
+    return sums[RUNNING], sums[WAITING]
 
 
 def bucket_percentile(buckets: Mapping[float, float], fraction: float) -> float | None:

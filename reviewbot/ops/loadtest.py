@@ -28,6 +28,7 @@ from typing import Any
 from reviewbot.chunking import Budget, Chunk, Plan, PlanOptions, plan
 from reviewbot.diff import FileDiff, parse_git_diff
 from reviewbot.exclusions import skip_reason
+from reviewbot.ops.deep_capacity import DeepCapacity, deep_capacity
 from reviewbot.prompts import ReviewContext, file_summaries, render_messages
 from reviewbot.tokens import TokenCounter
 
@@ -230,6 +231,12 @@ class LoadReport:
     pool: dict[str, Any] | None = None
 
     @property
+    def deep(self) -> DeepCapacity:
+        """Deep reviews a day this pool could add at the measured rate (what it already serves
+        is not known to a load test: the figure is for an otherwise idle pool)."""
+        return deep_capacity(self.reviews_per_day, None)
+
+    @property
     def slo_met(self) -> bool:
         return all(item["pass"] for item in self.slo)
 
@@ -254,6 +261,7 @@ class LoadReport:
             "chunks_per_review": self.chunks_per_review,
             "reviews_per_day": self.reviews_per_day,
             "reviews_per_day_method": REVIEWS_PER_DAY_METHOD,
+            "deep_reviews": self.deep.to_dict(),
             "pool": self.pool,
             "slo": self.slo,
             "slo_met": self.slo_met,

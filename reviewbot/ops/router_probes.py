@@ -6,6 +6,9 @@ there is no router and nothing here runs). Each box is then asked directly, all 
 box without a tool parser refuses it at once). What the answers mean is
 :mod:`reviewbot.ops.router`'s job.
 
+The worker reads every box's load gauges before each job (:func:`pool_gauges`, the effort that
+follows the load): behind a router each box it lists, else the one server.
+
 ``reviewbot loadtest`` through a router reads every box's ``/metrics`` before and after its
 run (:func:`pool_reading`, :func:`pool_load`); :mod:`reviewbot.ops.box_metrics` turns the two
 readings into per-box figures.
@@ -25,6 +28,7 @@ from dataclasses import dataclass
 import httpx
 
 from reviewbot.config import Settings
+from reviewbot.effort_choice import BoxGauges
 from reviewbot.llm.factory import llm_settings_from
 from reviewbot.llm.vllm import VLLMBackend
 from reviewbot.model import (
@@ -33,7 +37,14 @@ from reviewbot.model import (
     ModelRequest,
     OutputModeRefusedError,
 )
-from reviewbot.ops.box_metrics import BoxCounters, BoxLoad, box_load, pool_figures, read_counters
+from reviewbot.ops.box_metrics import (
+    BoxCounters,
+    BoxLoad,
+    box_load,
+    pool_figures,
+    read_counters,
+    read_gauges,
+)
 from reviewbot.ops.doctor import Check
 from reviewbot.ops.router import ROUTER_WORKERS_PATH, BoxFacts, pool_checks, router_workers
 from reviewbot.prompts import tool_schemas
@@ -42,6 +53,7 @@ from reviewbot.redaction import hide_url_password
 __all__ = [
     "PoolReading",
     "box_facts",
+    "pool_gauges",
     "pool_load",
     "pool_reading",
     "router_pool_checks",
@@ -229,3 +241,31 @@ def pool_load(
         if counted >= answered or time.monotonic() >= settle_until:
             return pool_figures(before.router_url, loads)
         time.sleep(SETTLE_POLL_S)  # waiting for the boxes' own count, bounded by SETTLE_S
+
+
+def _box_gauges(http: httpx.Client, url: str) -> BoxGauges:
+    shown = hide_url_password(url).rstrip("/")
+    try:
+        response = http.get(url.rstrip("/") + METRICS_PATH)
+    except httpx.HTTPError as error:
+        return BoxGauges(shown, error=f"cannot reach it ({type(error).__name__})")
+    if not response.is_success:
+        return BoxGauges(shown, error=f"{METRICS_PATH} answered {response.status_code}")
+    try:
+        running, waiting = read_gauges(response.text)
+    except ValueError as error:
+        return BoxGauges(shown, error=str(error))
+    return BoxGauges(shown, running=running, waiting=waiting)
+
+
+def pool_gauges(settings: Settings, timeout_s: float) -> list[BoxGauges]:
+    """Every box's running and waiting gauges now: each box the vllm-router at
+    ``llm_base_url`` lists, or the one server there; a box that cannot be read says why."""
+    root_url = settings.llm_base_url.rstrip("/").removesuffix(VERSION_SUFFIX)
+    with httpx.Client(timeout=timeout_s, headers=_auth_headers(settings)) as http:
+        workers = workers_of(http, root_url, timeout_s)
+        urls = [root_url] if workers is None else [url for url, _ in workers]
+        if len(urls) == 1:
+            return [_box_gauges(http, urls[0])]
+        with ThreadPoolExecutor(min(len(urls), MAX_PARALLEL_BOXES)) as pool:
+            return list(pool.map(lambda url: _box_gauges(http, url), urls))

@@ -47,6 +47,7 @@ from reviewbot.report.text import (
 )
 from reviewbot.store.books import reply_book
 from reviewbot.store.report_queries import FEEDBACK_COUNT_FIELDS, ReportScope
+from reviewbot.store.second_look_queries import second_look_figures
 from reviewbot.store.verify_queries import verification_figures
 from reviewbot.weburl import web_url
 from reviewbot.window import DAYS_PER_WEEK, Window
@@ -302,6 +303,8 @@ def build_report(
         "replies": reply_book(store).reply_figures(window.since, window.until, project),
         # what the verification pass cost and dropped, and how the kept findings fared (issue 21)
         "verification": verification_figures(store, scope),
+        # the second looks while idle, what they added and how it was received (issue 37)
+        "second_look": second_look_figures(store, scope),
         "previous": {"window": _window_json(before, project), **_summary(previous)},
         "learnings": dict(learnings or EMPTY_LEARNINGS),  # docs/learnings.md
     }
@@ -405,6 +408,7 @@ def report_markdown(report: Mapping[str, Any]) -> str:
     lines += learnings_markdown(report.get("learnings"))
     lines += _reply_table(report.get("replies") or [])
     lines += _verification_table(report.get("verification"))
+    lines += _second_look_table(report.get("second_look"))
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -591,6 +595,25 @@ def _verification_table(figures: Mapping[str, Any] | None) -> list[str]:
             f"{row['thumbs_down']} | {row['addressed']} |"
         )
     return [*lines, ""]
+
+
+def _second_look_table(figures: Mapping[str, Any] | None) -> list[str]:
+    """The second looks while idle: how many, their model time, the findings they added and
+    how those were received (issue 37, docs/effort.md)."""
+    if not figures or not figures["reviews"]:
+        return []
+    return [
+        "## Second look",
+        "",
+        f"{figures['reviews']} second look(s) at {figures['mrs']} MR(s) while the pool was "
+        f"idle, {figures['model_seconds']:.1f} s of model time.",
+        "",
+        "| findings added | 👍 | 👎 | addressed | resolved |",
+        "|---:|---:|---:|---:|---:|",
+        f"| {figures['findings_added']} | {figures['thumbs_up']} | {figures['thumbs_down']} | "
+        f"{figures['addressed']} | {figures['resolved_by_human']} |",
+        "",
+    ]
 
 
 # ---------------------------------------------------------------------------------------------

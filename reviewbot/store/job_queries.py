@@ -30,10 +30,10 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Row, and_, func, or_, select, update
+from sqlalchemy import Connection, Engine, Row, and_, case, func, or_, select, update
 from sqlalchemy.orm import aliased
 
-from reviewbot.states import JobKind, JobStatus, ReplyStatus
+from reviewbot.states import JobKind, JobStatus, ReplyStatus, Trigger
 from reviewbot.store.models import Job as JobRow
 from reviewbot.store.models import Reply as ReplyRow
 
@@ -68,6 +68,8 @@ ADVISORY_KEY_BYTES = 8
 ADVISORY_KEY_PREFIX = "reviewbot-job:"
 QUEUED = JobStatus.QUEUED.value
 RUNNING = JobStatus.RUNNING.value
+# A second look while idle (Trigger.IDLE) waits behind every other runnable job.
+BACKGROUND_TRIGGER = Trigger.IDLE.value
 # What becomes of the reply still queued of a reply job that ends for good in this status.
 REPLY_WHEN_JOB_ENDS = {
     JobStatus.FAILED.value: ReplyStatus.FAILED.value,
@@ -197,9 +199,10 @@ def find_by_dedupe_key(engine: Engine, dedupe_key: str) -> int | None:
 
 
 def _runnable(now: datetime) -> Any:
-    """SELECT id of runnable jobs, oldest due first: queued and due, or running on an expired
-    lease, with no other job of the same MR and kind on a live lease (an answer in a thread
-    does not wait for a review of the MR to end)."""
+    """SELECT id of runnable jobs, oldest due first, second looks (``Trigger.IDLE``) after
+    every other: queued and due, or running on an expired lease, with no other job of the same
+    MR and kind on a live lease (an answer in a thread does not wait for a review of the MR to
+    end)."""
     live = aliased(JobRow)
     mr_busy = (
         select(live.id)
@@ -217,7 +220,12 @@ def _runnable(now: datetime) -> Any:
         and_(JobRow.status == QUEUED, JobRow.run_after <= now),
         and_(JobRow.status == RUNNING, JobRow.lease_expires_at <= now),
     )
-    return select(JobRow.id).where(due, ~mr_busy).order_by(JobRow.run_after, JobRow.id)
+    background_last = case((JobRow.trigger == BACKGROUND_TRIGGER, 1), else_=0)
+    return (
+        select(JobRow.id)
+        .where(due, ~mr_busy)
+        .order_by(background_last, JobRow.run_after, JobRow.id)
+    )
 
 
 def first_runnable(connection: Connection, now: datetime) -> int | None:
@@ -401,6 +409,26 @@ def update_if_status(engine: Engine, job_id: int, current_status: str, **values:
                 values["updated_at"],
             )
     return result.rowcount == 1
+
+
+def backlog(engine: Engine, now: datetime) -> tuple[int, datetime | None]:
+    """(how many jobs wait, queued and due, and the oldest one's creation time), second looks
+    (``Trigger.IDLE``) not counted: what the effort that follows the load reads."""
+    query = select(func.count(JobRow.id), func.min(JobRow.created_at)).where(
+        JobRow.status == QUEUED, JobRow.run_after <= now, JobRow.trigger != BACKGROUND_TRIGGER
+    )
+    with engine.connect() as connection:
+        count, oldest = connection.execute(query).one()
+    return int(count), oldest
+
+
+def pending_with_trigger(engine: Engine, trigger: str) -> int:
+    """How many jobs started by ``trigger`` are queued or running."""
+    query = select(func.count(JobRow.id)).where(
+        JobRow.trigger == trigger, JobRow.status.in_((QUEUED, RUNNING))
+    )
+    with engine.connect() as connection:
+        return int(connection.scalar(query) or 0)
 
 
 def count_by_status(engine: Engine) -> dict[str, int]:

@@ -107,11 +107,13 @@ OUTCOME_FIELDS = ("findings_posted", *FEEDBACK_COUNT_FIELDS, "addressable")
 
 @dataclass(frozen=True)
 class ReportScope:
-    """Reviews started in ``[since, until)`` (UTC), of one project (path or id) or all."""
+    """Reviews started in ``[since, until)`` (UTC), of one project (path or id) or all; of one
+    trigger (``trigger``: e.g. the second looks, ``idle``) or any."""
 
     since: datetime
     until: datetime
     project: str | None = None
+    trigger: str | None = None
 
     def review_conditions(self) -> list[Any]:
         """The window's reviews, a dry run's never (it posted nothing: no finding of it is on
@@ -127,6 +129,8 @@ class ReportScope:
                 conditions.append(or_(by_path, ReviewRow.project_id == int(self.project)))
             else:
                 conditions.append(by_path)
+        if self.trigger is not None:
+            conditions.append(ReviewRow.trigger == self.trigger)
         return conditions
 
 

@@ -10,6 +10,7 @@ request budget. Must not: claim, heartbeat or settle a job (the loop does).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 from reviewbot.analyzer_findings import AnalyzerRun
@@ -23,8 +24,11 @@ from reviewbot.mr import RunOptions, require_complete, run_merge_request
 from reviewbot.queue import FULL_REVIEW_KEY, Job
 from reviewbot.replies.answer import run_reply
 from reviewbot.states import JobKind
+from reviewbot.worker.load_effort import LoadEffort
 
 __all__ = ["is_retryable", "job_concurrency", "run_job"]
+
+log = logging.getLogger(__name__)
 
 
 def is_retryable(error: BaseException) -> bool:
@@ -40,6 +44,7 @@ def run_job(
     *,
     concurrency: int | None = None,
     collect_analyzers: Callable[[App, Job], AnalyzerRun | None] | None = None,
+    load: LoadEffort | None = None,
 ) -> None:
     """The default handler: review the job's MR and publish, like `reviewbot run`; a reply
     job (an answer in one of the bot's threads) is `reviewbot.replies.answer.run_reply`'s.
@@ -54,12 +59,16 @@ def run_job(
         run_reply(app, job)
         return
     project = job.project_id if job.project_id is not None else job.project
+    effort = load.choice_for(job) if load is not None else None
+    if effort is not None:
+        log.info("job %d: effort %s (%s)", job.id, effort.effort.value, effort.reason)
     options = RunOptions(
         trigger=job.trigger,
         concurrency=concurrency,
         full=bool(job.payload.get(FULL_REVIEW_KEY)),
         analyzer_run=collect_analyzers(app, job) if collect_analyzers is not None else None,
         analyzers=host_analyzers(app.settings, _pipeline_analyzers(app, project)),
+        effort=effort,
     )
     try:
         require_complete(run_merge_request(app, project, job.mr_iid, options))

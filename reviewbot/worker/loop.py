@@ -8,6 +8,10 @@ SIGINT it stops claiming, lets running jobs finish for `grace_s`, then releases 
 the queue, so another worker picks them up at once. With `burst=True` it exits once nothing
 is left to claim and its own jobs are done.
 
+With ``effort_follows_load`` each job's effort is chosen from the load as it starts
+(`reviewbot.worker.load_effort`); with ``idle_review``, while it runs nothing, the worker asks
+`reviewbot.worker.idle_review` every ``idle_review_interval_s`` whether to queue a second look.
+
 Owns: claiming, running, heartbeating and settling jobs. Must not: decide what a job does
 (`reviewbot.worker.jobs` does), parse options or print (it logs).
 """
@@ -31,6 +35,7 @@ from sqlalchemy.exc import DBAPIError
 
 from reviewbot.app import App
 from reviewbot.errors import disposition
+from reviewbot.gitlab import GitLabError
 from reviewbot.queue import (
     Job,
     JobQueue,
@@ -38,7 +43,9 @@ from reviewbot.queue import (
     LeaseLostError,
 )
 from reviewbot.retry import backoff_s
+from reviewbot.worker.idle_review import IdleReview
 from reviewbot.worker.jobs import is_retryable, job_concurrency, run_job
+from reviewbot.worker.load_effort import LoadEffort
 
 __all__ = ["Worker", "WorkerStats", "default_worker_id"]
 
@@ -120,9 +127,10 @@ class Worker:
             raise ValueError(f"poll_s must be positive, got {poll_s}")
         self.app = app
         self.queue = queue or JobQueue(app.store)
+        self.load = LoadEffort(app.settings, self.queue)
         if handler is None:
             share = job_concurrency(app.settings, concurrency)
-            handler = functools.partial(run_job, app, concurrency=share)
+            handler = functools.partial(run_job, app, concurrency=share, load=self.load)
         self.handler = handler
         self.worker_id = worker_id or default_worker_id()
         self.concurrency = concurrency
@@ -136,6 +144,8 @@ class Worker:
         self._wake = threading.Event()
         self._running: dict[int, _Running] = {}
         self._stats_lock = threading.Lock()
+        self.idle = IdleReview(app, self.queue, self.load) if app.settings.idle_review else None
+        self._next_look = 0.0  # monotonic time of the next second-look tick
 
     # -- control -----------------------------------------------------------------------
 
@@ -162,6 +172,8 @@ class Worker:
                 self._reap()
                 self._renew_leases()
                 queue_empty = self._fill()
+                if queue_empty and not self._running and self._look_again():
+                    continue  # a second look was queued: claim it
                 if burst and queue_empty and not self._running:
                     break
                 self._wake.wait(min(self.poll_s, self._heartbeat_s))
@@ -188,6 +200,21 @@ class Worker:
                 return True
             self._start(job)
         return False
+
+    def _look_again(self) -> bool:
+        """With ``idle_review``, at most every ``idle_review_interval_s``: queue a second look
+        if the pool is idle (reviewbot.worker.idle_review); True when one was queued."""
+        now = time.monotonic()
+        if self.idle is None or now < self._next_look:
+            return False
+        self._next_look = now + self.app.settings.idle_review_interval_s
+        try:
+            tick = self.idle.tick()
+        except (DBAPIError, GitLabError) as error:
+            log.warning("worker %s: no second look this time: %s", self.worker_id, error)
+            return False
+        log.debug("worker %s: second look: %s", self.worker_id, tick.reason)
+        return tick.job_id is not None
 
     def _start(self, job: Job) -> None:
         self._count("claimed")

@@ -2362,6 +2362,9 @@ class FakeVLLM:
         self._faults: deque[str] = deque()
         self._stats = FakeStats()
         self._counters = EngineCounters()
+        # Requests of other clients on the box, added to the /metrics gauges (set_gauges).
+        self._outside_running = 0
+        self._outside_waiting = 0
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._cache = PrefixCache()
@@ -2623,11 +2626,19 @@ class FakeVLLM:
         with self._lock:
             return render_metrics(
                 self.model,
-                self._scheduler.running,
-                self._scheduler.waiting,
+                self._scheduler.running + self._outside_running,
+                self._scheduler.waiting + self._outside_waiting,
                 self._counters,
                 prefix_caching=self.prefix_caching,
             )
+
+    def set_gauges(self, *, running: int = 0, waiting: int = 0) -> None:
+        """Show other clients' requests on this box: ``vllm:num_requests_running`` and
+        ``vllm:num_requests_waiting`` report this many more than the fake's own (a busy or
+        an idle pool for the effort that follows the load)."""
+        with self._lock:
+            self._outside_running = running
+            self._outside_waiting = waiting
 
     def _check_model(self, model: str | None) -> None:
         if model is not None and model != self.model:
