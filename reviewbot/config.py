@@ -38,6 +38,7 @@ import platformdirs
 
 from reviewbot.analyzer_settings import AnalyzerSettings
 from reviewbot.check_settings import CheckSettings
+from reviewbot.effort_settings import EffortSettings
 from reviewbot.findings import Category, Severity
 from reviewbot.group_config import GroupConfig, group_project_problem
 from reviewbot.input_files import InputFileRefused, read_input_file
@@ -105,6 +106,7 @@ ENV_PREFIX = "REVIEWBOT_"
 DEFAULT_LLM_BASE_URL = "http://127.0.0.1:8000/v1"
 REPO_KEYS = frozenset(
     {"exclude", "min_severity", "categories", "language", "include_style", "max_inline"}
+    | {"review_effort"}
 )
 REPO_RULES_KEY = "rules"
 PUBLISH_MODES = ("discussions", "drafts")
@@ -217,7 +219,7 @@ def _default_database_url() -> str:
 
 
 @dataclass(frozen=True)
-class Settings(GroupConfig, CheckSettings, AnalyzerSettings, OverviewSettings):
+class Settings(GroupConfig, EffortSettings, CheckSettings, AnalyzerSettings, OverviewSettings):
     """Every setting, its default and its help text (docs/configuration.md is generated from
     these fields by ``python -m reviewbot.commands.docs``); a feature's own group of settings
     is a base class in its own module (``GroupConfig``, ``CheckSettings``,
