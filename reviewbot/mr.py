@@ -47,6 +47,7 @@ from reviewbot.check_status import CheckRun, check_run_for, no_checks, summary_u
 from reviewbot.comments import TokenUsage, Withheld
 from reviewbot.config import Settings
 from reviewbot.effort import EffortChoice
+from reviewbot.effort_settings import choose_effort
 from reviewbot.exclusions import skip_reason
 from reviewbot.feedback import record_next_review_outcomes, recorded_as_posted
 from reviewbot.findings import Finding, FindingState
@@ -61,6 +62,7 @@ from reviewbot.mergerequest import MergeRequestSnapshot
 from reviewbot.model import request_priority, session_key
 from reviewbot.mr_overview_settings import ON
 from reviewbot.mr_walkthrough import write_walkthrough
+from reviewbot.passes import with_effort
 from reviewbot.prompts import ReviewContext, file_summaries, prompt_version
 from reviewbot.publish import PublishResult, ReviewFacts, ThreadRef, publish, publisher_for
 from reviewbot.repo.files import RepoFiles
@@ -295,7 +297,7 @@ def _steps(run: _Run, review_id: int) -> RunReport:
     seen = digest(run.snapshot.files, settings_key(settings, keyed))
     ending = _ending(result, report.published, seen)
     stored = with_verdicts(_stored_findings(report.published), result.verification)
-    stored += suppressed_stored(suppressed)
+    stored += suppressed_stored(suppressed) + (result.voting.stored() if result.voting else [])
     run.store.record_run(review_id, findings=stored, ending=ending)
     if not run.options.dry_run:
         _record_outcomes(run, report.published)
@@ -511,7 +513,8 @@ def _review(
     learnings: RuleSet,
 ) -> ReviewResult:
     """The model's review of what changed, plus the findings carried over (reviewbot.review)."""
-    options = review_options(settings)
+    effort = choose_effort(run.options.effort, run.app.settings, settings, run.options.trigger)
+    options = with_effort(review_options(settings), effort, settings)
     carried_over = increment.carried_over
     if carried_over is not None and not increment.needs_model:
         run.say(f"nothing changed since {carried_over.since_head[:8]} was reviewed: no model call")
@@ -657,6 +660,7 @@ def _facts(result: ReviewResult, options: RunOptions, warnings: list[str]) -> Re
         model_tool_calls=result.tool_calls,
         repaired_model_calls=result.repaired_calls,
         tools=result.tools,
+        effort=result.voting.line() if result.voting else "",
         verification=result.verification.line() if result.verification.enabled else "",
         unreviewed=[part.describe() for part in result.unreviewed],
         errors=list(warnings),
@@ -703,6 +707,7 @@ def _ending(result: ReviewResult, published: PublishResult, seen: DiffDigest) ->
         model=result.model,
         prompt_version=result.prompt_version,
         diff_digest=seen.to_json(),
+        **(result.voting.columns() if result.voting else {}),
     )
 
 

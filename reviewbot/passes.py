@@ -25,9 +25,17 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from reviewbot.chunking import Chunk
 from reviewbot.effort import Effort, EffortChoice
-from reviewbot.findings import Finding, FindingsOptions, FindingsResult, process, reselected
+from reviewbot.findings import (
+    Finding,
+    FindingsOptions,
+    FindingsResult,
+    FindingState,
+    process,
+    reselected,
+)
 from reviewbot.model import CallRecord, ChunkRequest, request_priority
 from reviewbot.states import Workload
+from reviewbot.stored_findings import StoredFinding
 from reviewbot.unreviewed import UnreviewedPart, unreviewed_part
 from reviewbot.votes import PassFindings, vote
 
@@ -140,14 +148,14 @@ def review_passes(
     send: Callable[[Pass], PassAnswers],
     options: FindingsOptions,
     whole: Mapping[str, Any],
-) -> tuple[Any, FindingsResult, Voting | None]:
+) -> tuple[Any, FindingsResult, Voting]:
     """Send the chunks once per pass (``send``), and read the findings: the one pass's, or the
-    passes' vote (:func:`voted`, with the vote's record)."""
+    passes' vote (:func:`voted`); with the record of the effort and its vote."""
     every = run_passes(plan, send)
     if len(every) > 1:
         return voted(plan, chunks, every, options, whole)
     answers = every[0]
-    return answers, process(answers.calls, answers.files_by_chunk, options, whole), None
+    return answers, process(answers.calls, answers.files_by_chunk, options, whole), Voting(plan)
 
 
 class PassAnswers(Protocol):
@@ -172,12 +180,34 @@ class Voting:
     voted_out: list[Finding] = field(default_factory=list)
 
     def describe(self) -> str:
-        """``3 passes answered, 4 findings kept, 2 voted out``."""
+        """``2 of 3 passes answered, 4 finding(s) kept, 2 voted out`` ("" for one pass)."""
+        if self.plan.count < 2:
+            return ""
         whole = sum(1 for count in self.answered if count)
         return (
             f"{whole} of {self.plan.count} passes answered, {self.kept} finding(s) kept, "
             f"{len(self.voted_out)} voted out"
         )
+
+    def line(self) -> str:
+        """The run details' line: the effort, its passes and why, then the vote ("" when the
+        review was given no effort)."""
+        effort = self.plan.describe()
+        vote_text = self.describe()
+        return f"{effort}; {vote_text}" if effort and vote_text else effort
+
+    def stored(self) -> list[StoredFinding]:
+        """The findings the vote kept off the MR, as the store keeps them (``voted_out``)."""
+        return [StoredFinding.of(finding, FindingState.VOTED_OUT) for finding in self.voted_out]
+
+    def columns(self) -> dict[str, Any]:
+        """The review row's ``effort``, ``effort_reason`` and ``passes``."""
+        choice = self.plan.effort
+        return {
+            "effort": choice.effort.value if choice else None,
+            "effort_reason": choice.reason if choice else None,
+            "passes": self.plan.count,
+        }
 
 
 def voted(

@@ -28,6 +28,8 @@ from reviewbot.commands.common import (
     base_url_option,
     config_option,
     database_url_option,
+    effort_choice,
+    effort_option,
     emit_json,
     fail,
     git_range_option,
@@ -373,6 +375,7 @@ def _review_local(
     help="Review every change (default: only hunks new or changed since the last review of "
     "this MR by the same model and prompt version; the same head again makes no model call).",
 )
+@effort_option
 @gitlab_url_option
 @base_url_option("vLLM URL (default $REVIEWBOT_LLM_BASE_URL).")
 @model_option
@@ -385,6 +388,7 @@ def run_command(
     project: str,
     dry_run: bool,
     full: bool,
+    effort: str | None,
     gitlab_url: str | None,
     base_url: str | None,
     model: str | None,
@@ -410,7 +414,7 @@ def run_command(
             app,
             project,
             mr_iid,
-            RunOptions(trigger="cli", dry_run=dry_run, full=full),
+            RunOptions(trigger="cli", dry_run=dry_run, full=full, effort=effort_choice(effort)),
             progress=say,
         )
     if as_json:
