@@ -368,6 +368,7 @@ def _configuration_json(entry: ConfigurationResult) -> dict[str, Any]:
         "mean": scored["mean"],
         "cost": scored["cost"],
         "cost_per_item": _per_item(result),
+        "voted_out": scored["voted_out"],
         "items": scored["items"],
     }
 

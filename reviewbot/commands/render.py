@@ -553,6 +553,14 @@ def print_eval(document: dict[str, Any], console: Console) -> None:
                 f"dropped {dropped}"
             )
         )
+    voted_out = document.get("voted_out") or {}
+    if voted_out.get("findings"):
+        console.print(
+            data(
+                f"voted out: {voted_out['findings']} finding(s), "
+                f"{voted_out['would_be_true_positives']} of them would have been true positives"
+            )
+        )
     console.print(
         data(
             f"model {document['model']}, prompt {document['prompt_version']}, "
