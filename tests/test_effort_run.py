@@ -53,6 +53,11 @@ def test_a_deep_run_posts_the_voted_findings_with_their_confidence(world: World)
     assert f"{len(voted_out)} voted out" in summary
     calls = store.llm_calls(report.review_id)
     assert len(calls) == 3 * len(report.review.plan.chunks)
+    env = {"REVIEWBOT_DATABASE_URL": world.database_url}
+    shown = CliRunner().invoke(main, ["reviews", "show", str(report.review_id)], env=env)
+    assert shown.exit_code == 0, shown.output
+    assert f"voted out by a deep review's passes ({len(voted_out)}):" in shown.stdout
+    assert "effort" in shown.stdout and "deep" in shown.stdout
 
 
 def test_a_quick_run_is_one_pass_without_tools(world: World) -> None:
