@@ -3,6 +3,8 @@ the fake vLLM with its per-pass noise, on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 import pytest
 from click.testing import CliRunner
 
@@ -58,6 +60,16 @@ def test_a_deep_run_posts_the_voted_findings_with_their_confidence(world: World)
     assert shown.exit_code == 0, shown.output
     assert f"voted out by a deep review's passes ({len(voted_out)}):" in shown.stdout
     assert "effort" in shown.stdout and "deep" in shown.stdout
+    out = world.repo.parent / "report"
+    since = ["--since", (datetime.now(UTC) - timedelta(days=1)).date().isoformat()]
+    made = CliRunner().invoke(
+        main, ["report", *since, "--output", str(out), "--format", "md"], env=env
+    )
+    assert made.exit_code == 0, made.output
+    markdown = (out / "report.md").read_text()
+    assert "## Review effort" in markdown
+    [row] = [line for line in markdown.splitlines() if line.startswith("| deep |")]
+    assert row.endswith(f"| {len(voted_out)} |")
 
 
 def test_a_quick_run_is_one_pass_without_tools(world: World) -> None:
