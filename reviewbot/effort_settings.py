@@ -82,6 +82,13 @@ class EffortSettings:
         help="Sampling temperature of a `deep` review's passes after the first (the first is "
         "the standard request, at `temperature`).",
     )
+    deep_seed: bool = setting(
+        True,
+        help="Send each of a `deep` review's passes after the first its own `seed` (the same "
+        "on every run). Turn it off for vLLM's CPU build: vLLM 0.32 on CPU dies on a request "
+        "with a seed (`CPU Generator does not use offset`); the passes then differ by their "
+        "temperature alone ([effort](effort.md)).",
+    )
     deep_verify: bool = setting(
         False,
         help="Run the verification pass ([verification](verification.md)) on a `deep` "

@@ -68,6 +68,7 @@ class PassPlan:
     keep_at: int = 1
     temperature: float | None = None
     effort: EffortChoice | None = None  # what the run details say
+    seeded: bool = True  # passes after the first send a seed (the setting deep_seed)
 
     def describe(self) -> str:
         """``effort deep (3 passes, keep at 2 votes): reason`` (empty without an effort)."""
@@ -81,6 +82,7 @@ def with_effort(options: ReviewOptions, choice: EffortChoice, settings: Settings
     """The review's options at ``choice``'s effort: ``quick`` without repository tools or
     verification; ``deep`` with its passes, verified only with ``deep_verify``."""
     plan = pass_plan(choice, settings.deep_passes, settings.deep_votes, settings.deep_temperature)
+    plan = dataclasses.replace(plan, seeded=settings.deep_seed)
     if choice.effort is Effort.QUICK:
         verify = dataclasses.replace(options.verify, enabled=False)
         return dataclasses.replace(options, tools=False, verify=verify, passes=plan)
@@ -127,7 +129,7 @@ def passes_of(plan: PassPlan) -> list[Pass]:
     """The passes of ``plan``: the standard request first, then the seeded background ones."""
     background = request_priority(Workload.BACKGROUND)
     return [Pass(1)] + [
-        Pass(number, PASS_SEED_BASE + number, plan.temperature, background)
+        Pass(number, PASS_SEED_BASE + number if plan.seeded else None, plan.temperature, background)
         for number in range(2, plan.count + 1)
     ]
 

@@ -23,6 +23,7 @@ from tests.fakes.vllm_server import FakeVLLM
 
 DEEP = EffortChoice(Effort.DEEP, "test")
 FILES = 3
+DEEP_TEMPERATURE = 0.7
 CLEAN = 4
 SPREAD = 10  # lines between two changes: more than twice the vote's line window
 
@@ -72,6 +73,14 @@ def test_a_deep_review_sends_every_chunk_once_per_pass_with_its_seed_and_priorit
     assert [(f.votes, f.passes) for f in result.findings.findings] == [(3, 3)] * FILES
     assert result.voting is not None and not result.voting.voted_out
     assert result.complete
+
+
+def test_without_seeds_the_later_passes_differ_by_their_temperature_alone() -> None:
+    with FakeVLLM() as server:
+        result = review(server, PassPlan(3, 2, 0.7, DEEP, seeded=False))
+    assert not any("seed" in body for body in server.requests)
+    later = [body for body in server.requests if body["temperature"] == DEEP_TEMPERATURE]
+    assert len(later) == 2 * len(result.plan.chunks)
 
 
 def test_the_first_pass_is_the_standard_request_byte_for_byte() -> None:
