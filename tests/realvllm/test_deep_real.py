@@ -3,11 +3,12 @@
 ``reviewbot run --effort deep`` of a two-file MR that fits one chunk: each of the three passes
 sends the chunk once (pass 1 the standard request; passes 2 and 3 with their own ``seed``,
 ``deep_temperature`` and the background priority, the files rotated in the diff), the scripted
-model answers every pass with the same findings, and the vote keeps them at 3 of 3. The
-prompt of the passes that went after the first is served largely from vLLM's prefix cache
-(tools, system prompt and MR context are byte-identical; only the diff's file order differs):
-``cached_tokens`` in whole KV blocks, at least the warmed system turn's, and the share is
-printed (``-s``) for docs/effort.md.
+model answers every pass with the same findings, and the vote keeps them at 3 of 3. Every
+pass is served at least the warmed system turn from vLLM's prefix cache (tools, system prompt
+and MR context are byte-identical; only the diff's file order differs): ``cached_tokens`` in
+whole KV blocks. The shares are printed (``-s``) for docs/effort.md: measured 28%, 28% and 98%
+(the pass whose rotation brings the files back to an order already seen gets every whole
+block). The passes go without a ``seed``: vLLM 0.32's CPU engine dies on a seeded request.
 """
 
 from __future__ import annotations
@@ -77,23 +78,10 @@ def test_a_deep_review_votes_and_serves_the_later_passes_from_the_cache(
         )
         assert ran.exit_code == 0, ran.output
         assert diff_note_lines(world) == {("a.py", 11), ("b.py", 11)}
-        bodies = [d["notes"][0]["body"] for d in gitlab.discussions(PROJECT, 1)]
-    assert all(f"reported by {PASSES} of {PASSES} passes" in body for body in bodies if body)
+        notes = [d["notes"][0] for d in gitlab.discussions(PROJECT, 1)]
     store = Store.from_url(world.database_url)
     [review] = store.reviews(project=PROJECT, mr_iid=1)
-    assert (review["effort"], review["effort_reason"], review["passes"]) == (
-        "deep",
-        "--effort",
-        PASSES,
-    )
-    findings = store.findings(review["id"])
-    posted = [f for f in findings if f["state"] == "posted"]
-    assert [(f["votes"], f["passes"]) for f in posted] == [(PASSES, PASSES)] * 2
     calls = sorted(store.llm_calls(review["id"]), key=lambda call: call["started_at"])
-    assert len(calls) == PASSES
-    assert all(call["cached_tokens"] % block == 0 for call in calls)
-    later = calls[1:]
-    assert all(call["cached_tokens"] >= shared // block * block > 0 for call in later)
     shares = [call["cached_tokens"] / call["prompt_tokens"] for call in calls]
     print(
         f"block {block}, system turn {shared} tokens; per call (in the order sent): "
@@ -102,4 +90,19 @@ def test_a_deep_review_votes_and_serves_the_later_passes_from_the_cache(
             for call, share in zip(calls, shares, strict=True)
         )
     )
+    bodies = [note["body"] for note in notes if note["type"] == "DiffNote"]
+    assert len(bodies) == 2
+    assert all(f"reported by {PASSES} of {PASSES} passes" in body for body in bodies)
+    assert (review["effort"], review["effort_reason"], review["passes"]) == (
+        "deep",
+        "--effort",
+        PASSES,
+    )
+    findings = store.findings(review["id"])
+    posted = [f for f in findings if f["state"] == "posted"]
+    assert [(f["votes"], f["passes"]) for f in posted] == [(PASSES, PASSES)] * 2
+    assert len(calls) == PASSES
+    assert all(call["cached_tokens"] % block == 0 for call in calls)
+    later = calls[1:]
+    assert all(call["cached_tokens"] >= shared // block * block > 0 for call in later)
     assert min(shares[1:]) >= shared // block * block / max(c["prompt_tokens"] for c in calls)
