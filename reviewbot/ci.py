@@ -40,6 +40,7 @@ from reviewbot.analyzers.collect import CheckoutAnalyzers
 from reviewbot.app import App
 from reviewbot.codequality import codequality_report
 from reviewbot.config import ConfigError, Settings, load_settings
+from reviewbot.effort import EffortChoice
 from reviewbot.errors import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_FINDINGS, EXIT_OK
 from reviewbot.findings import Finding, Severity
 from reviewbot.repo.localgit import Checkout
@@ -261,6 +262,7 @@ def review_pipeline_merge_request(
     analyzer_reports: Sequence[Path] = (),
     say: Callable[[str], None],
     analyzers: AnalyzerRun | None = None,
+    effort: EffortChoice | None = None,
 ) -> RunReport:
     """Review the pipeline's MR like `reviewbot run` (same idempotency, same summary note),
     with file contents from the checkout; ``say`` hears what happens along the way. The
@@ -282,6 +284,7 @@ def review_pipeline_merge_request(
         full=full,
         pipeline_id=ci.pipeline_id,
         analyzer_run=analyzers,
+        effort=effort,
     )
     with (
         _sigterm_unwinds(),

@@ -150,6 +150,8 @@ def finding_body(finding: Finding) -> str:
         )
     if finding.analyzers:
         parts.append(_sources_line(finding))
+    if finding.votes is not None and finding.passes:
+        parts.append(f"_Confidence: reported by {finding.votes} of {finding.passes} passes._")
     if finding.suggestion is not None and finding.line is not None:
         above, below = block_range(finding.line, finding.end_line)
         parts.append(suggestion_block(finding.suggestion, lines_above=above, lines_below=below))
@@ -248,6 +250,7 @@ class SummaryData:
     errors: Sequence[str] = ()  # warnings (a checkout not used, a repository config ignored)
     ci_job_url: str | None = None
     tools: str = ""  # the model's repository tools in words ("" : not shown)
+    effort: str = ""  # the review effort, its passes, why, and the vote ("": not shown)
     verification: str = ""  # the verification pass's counts ("": off, not shown)
     withheld: Sequence[Withheld] = ()  # per learning, the findings it kept off the MR
     masked: int = 0  # findings whose text held what looked like a secret, masked before posting
@@ -484,6 +487,8 @@ def _run_table(summary: SummaryData) -> str:
         ),
         ("Invalid model calls", _invalid_calls(summary)),
     ]
+    if summary.effort:
+        rows.append(("Effort", summary.effort))
     if summary.tools:
         rows.append(("Repository tools", summary.tools))
     if summary.verification:

@@ -370,6 +370,7 @@ def _configuration_json(entry: ConfigurationResult) -> dict[str, Any]:
         "cost_per_item": _per_item(result),
         "sources": scored["sources"],
         "analyzers": scored["analyzers"],
+        "voted_out": scored["voted_out"],
         "items": scored["items"],
     }
 

@@ -36,13 +36,11 @@ from typing import Any
 
 import platformdirs
 
-from reviewbot.analyzer_settings import AnalyzerSettings
-from reviewbot.check_settings import CheckSettings
+from reviewbot.feature_settings import FeatureSettings
 from reviewbot.findings import Category, Severity
-from reviewbot.group_config import GroupConfig, group_project_problem
-from reviewbot.idle_settings import IdleReviewSettings
+from reviewbot.group_config import group_project_problem
 from reviewbot.input_files import InputFileRefused, read_input_file
-from reviewbot.mr_overview_settings import OVERVIEW_CHOICES, OverviewSettings
+from reviewbot.mr_overview_settings import OVERVIEW_CHOICES
 from reviewbot.setting_fields import (
     ACCEPTS_KEY,
     BOUNDS_KEY,
@@ -106,6 +104,7 @@ ENV_PREFIX = "REVIEWBOT_"
 DEFAULT_LLM_BASE_URL = "http://127.0.0.1:8000/v1"
 REPO_KEYS = frozenset(
     {"exclude", "min_severity", "categories", "language", "include_style", "max_inline"}
+    | {"review_effort"}
 )
 REPO_RULES_KEY = "rules"
 PUBLISH_MODES = ("discussions", "drafts")
@@ -218,11 +217,10 @@ def _default_database_url() -> str:
 
 
 @dataclass(frozen=True)
-class Settings(GroupConfig, CheckSettings, AnalyzerSettings, OverviewSettings, IdleReviewSettings):
+class Settings(FeatureSettings):
     """Every setting, its default and its help text (docs/configuration.md is generated from
     these fields by ``python -m reviewbot.commands.docs``); a feature's own group of settings
-    is a base class in its own module (``GroupConfig``, ``CheckSettings``,
-    ``AnalyzerSettings``)."""
+    is a base class in its own module, listed once in ``FeatureSettings``."""
 
     gitlab_url: str | None = setting(
         None,

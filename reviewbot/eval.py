@@ -59,12 +59,14 @@ from reviewbot.analyzers.report_json import MAX_REPORT_BYTES, ReportContext
 from reviewbot.analyzers.reports import read_report
 from reviewbot.config import Settings
 from reviewbot.diff import FileDiff, Side, parse_git_diff
+from reviewbot.effort_settings import choose_effort
 from reviewbot.input_files import InputFileRefused, read_input_file
 from reviewbot.model import LLMClient, request_priority
+from reviewbot.passes import with_effort
 from reviewbot.repo.localdiff import local_context
 from reviewbot.repo.view import MemoryView
 from reviewbot.review import review_files, review_options
-from reviewbot.states import Workload
+from reviewbot.states import Trigger, Workload
 from reviewbot.suggestions import vet_suggestions
 from reviewbot.tokens import local_counter
 
@@ -194,6 +196,22 @@ class AnalyzerTally:
         )
 
 
+class VoteTally:
+    """What a deep review's vote kept off (reviewbot.votes): findings voted out, and how many
+    of them would have been true positives (the TP they would have added to the kept ones)."""
+
+    voted_out: int = 0
+    true_positives: int = 0
+
+    def __add__(self, other: VoteTally) -> VoteTally:
+        return VoteTally(
+            self.voted_out + other.voted_out, self.true_positives + other.true_positives
+        )
+
+    def to_json(self) -> dict[str, int]:
+        return {"findings": self.voted_out, "would_be_true_positives": self.true_positives}
+
+
 @dataclass(frozen=True)
 class Predicted:
     """A finding as scoring sees it."""
@@ -242,6 +260,7 @@ class ItemScore:
     suggestions: SuggestionTally = field(default_factory=SuggestionTally)
     by_source: dict[str, tuple[int, int]] = field(default_factory=dict)  # source -> (tp, fp)
     analyzers: AnalyzerTally = field(default_factory=AnalyzerTally)
+    votes: VoteTally = field(default_factory=VoteTally)
 
 
 @dataclass
@@ -315,6 +334,13 @@ class EvalResult:
             )
         return rows
 
+    def votes(self) -> VoteTally:
+        """Every item's voted-out findings, summed."""
+        total = VoteTally()
+        for item in self.items:
+            total += item.votes
+        return total
+
     def categories(self) -> list[dict[str, Any]]:
         totals: dict[str, list[int]] = {}
         for item in self.items:
@@ -349,6 +375,7 @@ class EvalResult:
             "analyzers": asdict(self.analyzers),
             "cost": asdict(self.cost),
             "suggestions": self.suggestions.to_json(),
+            "voted_out": self.votes.to_json(),
         }
 
 
@@ -528,6 +555,7 @@ class ItemReview:
     cost: Cost = field(default_factory=Cost)
     suggestions: SuggestionTally = field(default_factory=SuggestionTally)
     analyzers: AnalyzerTally = field(default_factory=AnalyzerTally)
+    voted_out: list[Predicted] = field(default_factory=list)  # a deep review's vote kept off
 
 
 def item_repository(item: EvalItem) -> MemoryView:
@@ -539,7 +567,8 @@ def item_repository(item: EvalItem) -> MemoryView:
 def item_reviewer(llm: LLMClient, settings: Settings) -> Callable[[EvalItem], ItemReview]:
     """Reviews one item with ``llm`` as `reviewbot review` reviews a local diff; an item part of
     whose diff was not reviewed is EvalIncompleteError (its score would be meaningless)."""
-    options = review_options(settings)
+    effort = choose_effort(None, settings, settings, Trigger.LOCAL)
+    options = with_effort(review_options(settings), effort, settings)
     counter = local_counter(settings.llm_model)
 
     def review(item: EvalItem) -> ItemReview:
@@ -580,8 +609,15 @@ def item_reviewer(llm: LLMClient, settings: Settings) -> Callable[[EvalItem], It
             sum(1 for finding in kept if finding.source == "both"),
             result.digests.total_tokens,
         )
+        voted_out = predicted_from(result.voting.voted_out if result.voting else [])
         return ItemReview(
-            predicted_from(kept), result.model, result.prompt_version, cost, suggestions, tally
+            predicted_from(kept),
+            result.model,
+            result.prompt_version,
+            cost,
+            suggestions,
+            analyzers=tally,
+            voted_out=voted_out,
         )
 
     return review
@@ -610,11 +646,16 @@ def evaluate(
         reviewed = review(item)
         result.model, result.prompt_version = reviewed.model, reviewed.prompt_version
         scored = score_item(item.name, reviewed.findings, item.truth, tolerance)
+        together = score_item(
+            item.name, reviewed.findings + reviewed.voted_out, item.truth, tolerance
+        )
+        votes = VoteTally(len(reviewed.voted_out), together.scores.tp - scored.scores.tp)
         scored = dataclasses.replace(
             scored,
             cost=reviewed.cost,
             suggestions=reviewed.suggestions,
             analyzers=reviewed.analyzers,
+            votes=votes,
         )
         result.items.append(scored)
         if on_item is not None:

@@ -185,6 +185,8 @@ class Finding:
     masked: bool = False
     source: str = "model"  # model / analyzer / both (reviewbot.analyzer_findings.FindingSource)
     analyzers: tuple[str, ...] = ()  # "tool rule" of each analyzer that reported it
+    votes: int | None = None  # a deep review's vote (reviewbot.votes): passes that reported it,
+    passes: int | None = None  # of the passes that answered
 
     @property
     def is_file_level(self) -> bool:

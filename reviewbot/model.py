@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
 
 from reviewbot.config import (
@@ -177,6 +177,16 @@ class ChunkRequest:
     priority: int | None = None
     # At most this many output tokens (None: the setting max_output_tokens).
     max_output_tokens: int | None = None
+    # A deep review's later passes (reviewbot.passes): their own sampling temperature (None:
+    # the setting temperature) and ``seed`` (None: none sent), on every request of the chunk.
+    temperature: float | None = None
+    seed: int | None = None
+
+    def sampling(self, temperature: float | None) -> dict[str, Any]:
+        """``ModelRequest``'s sampling fields: this chunk's temperature (else ``temperature``,
+        the setting) and seed."""
+        chosen = self.temperature if self.temperature is not None else temperature
+        return {"temperature": chosen, "seed": self.seed}
 
 
 @dataclass(frozen=True)
@@ -276,6 +286,7 @@ class ModelRequest:
     # asks a chunk again with False when its answer was cut off while thinking.
     enable_thinking: bool | None = None
     priority: int | None = None  # ChunkRequest.priority
+    seed: int | None = None  # ChunkRequest.seed
 
 
 @dataclass(frozen=True, slots=True)

@@ -47,6 +47,7 @@ from reviewbot.check_status import CheckRun, check_run_for, no_checks, summary_u
 from reviewbot.comments import TokenUsage, Withheld
 from reviewbot.config import Settings
 from reviewbot.effort import EffortChoice
+from reviewbot.effort_settings import choose_effort
 from reviewbot.exclusions import skip_reason
 from reviewbot.feedback import record_next_review_outcomes, recorded_as_posted
 from reviewbot.findings import Finding, FindingState
@@ -60,6 +61,7 @@ from reviewbot.linked_issues import LinkedIssue
 from reviewbot.mergerequest import MergeRequestSnapshot
 from reviewbot.model import request_priority, session_key
 from reviewbot.mr_overview import Overview, OverviewRun, read_linked_issues, review_overview
+from reviewbot.passes import with_effort
 from reviewbot.prompts import ReviewContext, file_summaries, prompt_version
 from reviewbot.publish import PublishResult, ReviewFacts, ThreadRef, publish, publisher_for
 from reviewbot.repo.files import RepoFiles
@@ -286,7 +288,7 @@ def _steps(run: _Run, review_id: int) -> RunReport:
     seen = digest(run.snapshot.files, settings_key(settings, keyed))
     ending = _ending(result, report.published, seen)
     stored = with_verdicts(_stored_findings(report.published), result.verification)
-    stored += suppressed_stored(suppressed)
+    stored += suppressed_stored(suppressed) + (result.voting.stored() if result.voting else [])
     run.store.record_run(review_id, findings=stored, ending=ending)
     if not run.options.dry_run:
         _record_outcomes(run, report.published)
@@ -500,7 +502,8 @@ def _review(
 ) -> ReviewResult:
     """The model's review of what changed, plus the findings carried over (reviewbot.review):
     ``guidance`` is the rules and the learnings as rules, ``issues`` the linked issues shown."""
-    options = review_options(settings)
+    effort = choose_effort(run.options.effort, run.app.settings, settings, run.options.trigger)
+    options = with_effort(review_options(settings), effort, settings)
     rules, learnings = guidance
     carried_over = increment.carried_over
     if carried_over is not None and not increment.needs_model:
@@ -653,6 +656,7 @@ def _facts(result: ReviewResult, options: RunOptions, warnings: list[str]) -> Re
         model_tool_calls=result.tool_calls,
         repaired_model_calls=result.repaired_calls,
         tools=result.tools,
+        effort=result.voting.line() if result.voting else "",
         verification=result.verification.line() if result.verification.enabled else "",
         unreviewed=[part.describe() for part in result.unreviewed],
         errors=list(warnings),
@@ -699,6 +703,7 @@ def _ending(result: ReviewResult, published: PublishResult, seen: DiffDigest) ->
         model=result.model,
         prompt_version=result.prompt_version,
         diff_digest=seen.to_json(),
+        **(result.voting.columns() if result.voting else {}),
     )
 
 

@@ -299,6 +299,7 @@ class ReviewFacts:
     ci_job_url: str | None = None
     carried: CarriedOver | None = None  # an incremental review: what was kept from before
     tools: str = ""  # the repository tools in words (ReviewResult.tools)
+    effort: str = ""  # the effort and its vote in words (reviewbot.passes.Voting.line)
     verification: str = ""  # the verification pass in words ("": off, not shown)
     withheld: Sequence[Withheld] = ()  # per learning, the findings it kept off the MR
     unknown_rules: int = 0  # findings that named a rule the review does not have (name dropped)
@@ -498,6 +499,7 @@ def _summary_data(
         errors=facts.errors,
         ci_job_url=facts.ci_job_url,
         tools=facts.tools,
+        effort=facts.effort,
         verification=facts.verification,
         withheld=facts.withheld,
         masked=sum(finding.masked for finding in _this_reviews_findings(result)),

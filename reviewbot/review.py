@@ -64,6 +64,7 @@ from reviewbot.model import (
     LLMClient,
     ServerInfo,
 )
+from reviewbot.passes import Pass, PassPlan, Voting, review_passes
 from reviewbot.prompts import (
     ReviewContext,
     prompt_version,
@@ -122,6 +123,7 @@ class ReviewOptions:
     learnings_tokens: int = DEFAULT_LEARNINGS_TOKENS  # the team's learnings per chunk, at most
     analyzer_digest_tokens: int = DEFAULT_ANALYZER_DIGEST_TOKENS  # analyzers' digest, at most
     verify: VerifyOptions = field(default_factory=VerifyOptions)  # reviewbot.verify
+    passes: PassPlan = field(default_factory=PassPlan)  # the effort's passes (reviewbot.passes)
 
 
 def review_options(settings: Settings) -> ReviewOptions:
@@ -175,6 +177,7 @@ class ReviewResult:
     learnings: RulesApplied = field(default_factory=lambda: RulesApplied(kind=LEARNINGS))
     verification: Verification = field(default_factory=Verification)
     digests: DigestsApplied = field(default_factory=DigestsApplied)  # the analyzers' digests
+    voting: Voting | None = None  # a deep review's vote (reviewbot.passes)
 
     @property
     def rule_notes(self) -> list[str]:
@@ -541,10 +544,16 @@ def review_files(
     if on_planned:
         on_planned(review_plan)
     chunks = list(review_plan.chunks)
-    answers = _send_chunks(chunks, prompting, llm, on_chunk_done, concurrency, sending)
+
     whole = {file.new_path: file for file in whole_files or ()}
     findings_options = dataclasses.replace(options.findings_options, rules=applied.rule_set.names)
-    findings = process(answers.calls, answers.files_by_chunk, findings_options, whole)
+    answers, findings, voting = review_passes(
+        options.passes,
+        chunks,
+        lambda one: _send_chunks(chunks, prompting, llm, on_chunk_done, concurrency, sending, one),
+        findings_options,
+        whole,
+    )
     verification = _verify(findings, answers, sending, llm, options, max_model_len)
     if verification.dropped:
         kept = [judged.finding for judged in verification.judged if not judged.dropped]
@@ -566,6 +575,7 @@ def review_files(
         learnings=taught,
         verification=verification,
         digests=prompting.digests,
+        voting=voting,
     )
 
 
@@ -617,6 +627,7 @@ class _Sending:
     repository: RepositoryTools | None
     session: str | None = None  # ChunkRequest.session
     priority: int | None = None  # ChunkRequest.priority
+    one: Pass = field(default_factory=Pass)  # which pass of the review sends (reviewbot.passes)
 
     @property
     def tools(self) -> list[dict]:
@@ -626,17 +637,19 @@ class _Sending:
     def request(
         self, index: int, messages: list[dict], tokens: int, budget: Budget
     ) -> ChunkRequest:
-        return ChunkRequest(
-            index,
-            messages,
-            self.tools,
-            tokens,
-            budget.max_model_len,
-            repository=self.repository,
-            tool_rounds=self.options.tool_rounds,
-            tool_tokens=self.options.tool_tokens,
-            session=self.session,
-            priority=self.priority,
+        return self.one.request(
+            ChunkRequest(
+                index,
+                messages,
+                self.tools,
+                tokens,
+                budget.max_model_len,
+                repository=self.repository,
+                tool_rounds=self.options.tool_rounds,
+                tool_tokens=self.options.tool_tokens,
+                session=self.session,
+                priority=self.priority,
+            )
         )
 
 
@@ -693,9 +706,14 @@ def _send_chunks(
     on_chunk_done: Callable[[ChunkResult], None] | None,
     concurrency: int | None,
     sending: _Sending,
+    one: Pass | None = None,
 ) -> _Answers:
-    """Send every chunk to the model. A chunk the server finds too long, or whose answer was
-    cut off, is split and sent again (up to MAX_RESPLIT_DEPTH times), never dropped."""
+    """Send every chunk to the model, as pass ``one`` of the review (reviewbot.passes; the
+    progress follows the first). A chunk the server finds too long, or whose answer was cut
+    off, is split and sent again (up to MAX_RESPLIT_DEPTH times), never dropped."""
+    if one is not None and one.number > 1:
+        chunks, on_chunk_done = [one.reordered(chunk) for chunk in chunks], None
+        sending = dataclasses.replace(sending, one=one)
     answers = _Answers()
     context, counter, budget = prompting.context, prompting.counter, prompting.budget
     pending = [(chunk, 0) for chunk in chunks]

@@ -82,6 +82,9 @@ class StoredFinding:
             source=finding.source,
             analyzer_tool=_analyzer_part(finding, 0),
             analyzer_rule=_analyzer_part(finding, 1),
+            votes=finding.votes,
+            passes=finding.passes,
+            confidence=finding.votes / finding.passes if finding.votes and finding.passes else None,
         )
 
 

@@ -61,6 +61,7 @@ MODULES: dict[str, int] = {
     # the top level: the pipeline and the services the commands run
     "reviewbot.app": PIPELINE,
     "reviewbot.review": PIPELINE,
+    "reviewbot.passes": PIPELINE,
     "reviewbot.analyzer_review": PIPELINE,
     "reviewbot.mr": PIPELINE,
     "reviewbot.publish": PIPELINE,

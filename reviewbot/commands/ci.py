@@ -29,6 +29,8 @@ from reviewbot.commands.common import (
     OutputPath,
     PathName,
     config_option,
+    effort_choice,
+    effort_option,
     one_line_errors,
     options,
 )
@@ -170,6 +172,7 @@ CI_OPTIONS = options(
         "Quality JSON), e.g. a `needs:` artifact; repeatable, added to the analyzer_reports "
         "setting (docs/analyzers.md). One missing or unreadable is named in the summary.",
     ),
+    effort_option,
     config_option,
 )
 
@@ -191,6 +194,7 @@ def ci_command(
     strict: bool,
     full: bool,
     analyzer_reports: tuple[Path, ...],
+    effort: str | None,
     config_file: str | None,
 ) -> None:
     """Review the merge request of this GitLab CI pipeline (reads the CI_* variables).
@@ -212,6 +216,7 @@ def ci_command(
         full=full,
         analyzer_reports=analyzer_reports,
         say=_say,
+        effort=effort_choice(effort),
     )
     if codequality is not None:
         _write(codequality, report=report)

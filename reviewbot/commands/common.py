@@ -37,6 +37,7 @@ from reviewbot.config import (
     http_url_problem,
     setting_bounds,
 )
+from reviewbot.effort import Effort, EffortChoice
 from reviewbot.errors import disposition
 from reviewbot.namespaces import project_path_problem
 from reviewbot.window import AGE, AGE_UNITS, WindowError, parse_instant
@@ -65,6 +66,8 @@ __all__ = [
     "base_url_option",
     "config_option",
     "database_url_option",
+    "effort_choice",
+    "effort_option",
     "emit_json",
     "fail",
     "gitlab_url_option",
@@ -569,6 +572,21 @@ def base_url_option(
 ) -> Callable[[F], F]:
     """``--base-url URL``: the model server."""
     return click.option("--base-url", type=HttpUrl(), metavar="URL", help=help)
+
+
+def effort_option(command: F) -> F:
+    """``--effort quick|standard|deep``: this run's review effort (docs/effort.md)."""
+    return click.option(
+        "--effort",
+        type=click.Choice([effort.value for effort in Effort]),
+        help="This run's review effort, before the project's, the trigger's and the "
+        "review_effort setting (docs/effort.md).",
+    )(command)
+
+
+def effort_choice(effort: str | None) -> EffortChoice | None:
+    """The run's effort from ``--effort`` (None: not given, the settings choose)."""
+    return EffortChoice(Effort(effort), "--effort") if effort else None
 
 
 def model_option(command: F) -> F:

@@ -108,13 +108,29 @@ def _per_item(value: float) -> str:
 
 
 def _scores_table(configurations: Sequence[Mapping[str, Any]]) -> Table:
-    table = Table("configuration", "TP", "FP", "FN", "precision", "recall", "F1", "mean F1")
+    table = Table(
+        "configuration", "TP", "FP", "FN", "precision", "recall", "F1", "mean F1", "voted out"
+    )
     for entry in configurations:
         if not entry["complete"]:
-            add_row(table, entry["name"], "incomplete", *[""] * 6)
+            add_row(table, entry["name"], "incomplete", *[""] * 7)
             continue
-        add_row(table, entry["name"], *score_cells(entry["total"]), ratio(entry["mean"]["f1"]))
+        out = entry.get("voted_out") or {}
+        add_row(
+            table,
+            entry["name"],
+            *score_cells(entry["total"]),
+            ratio(entry["mean"]["f1"]),
+            _voted_out(out),
+        )
     return table
+
+
+def _voted_out(out: Mapping[str, Any]) -> str:
+    """``5 (1 TP)``: findings a vote kept off, and how many would have been true positives."""
+    if not out.get("findings"):
+        return "0"
+    return f"{out['findings']} ({out['would_be_true_positives']} TP)"
 
 
 def _cost_table(configurations: Sequence[Mapping[str, Any]]) -> Table:

@@ -415,7 +415,8 @@ def print_review_record(
 
 
 def print_dropped(findings: list[dict[str, Any]], console: Console) -> None:
-    """The findings the verification pass dropped (never posted), with its verdict and why."""
+    """The findings the verification pass dropped (never posted), with its verdict and why, and
+    those a deep review's vote kept off (reviewbot.votes), with their votes."""
     dropped = [f for f in findings if f["state"] == "dropped"]
     if dropped:
         console.print(data(f"dropped by verification ({len(dropped)}):"))
@@ -424,6 +425,12 @@ def print_dropped(findings: list[dict[str, Any]], console: Console) -> None:
         confidence = f["verdict_confidence"]
         sure = f" (confidence {confidence:.2f})" if confidence is not None else ""
         console.print(data(f"  {where}: {f['title']}: {f['verdict']}{sure}: {f['verdict_reason']}"))
+    voted_out = [f for f in findings if f["state"] == "voted_out"]
+    if voted_out:
+        console.print(data(f"voted out by a deep review's passes ({len(voted_out)}):"))
+    for f in voted_out:
+        where = f"{f['path']}:{f['line']}" if f["line"] else f["path"]
+        console.print(data(f"  {where}: {f['title']}: {f['votes']} of {f['passes']} passes"))
 
 
 def tool_call_line(by_chunk: list[dict[str, Any]]) -> str:
@@ -571,6 +578,14 @@ def print_eval(document: dict[str, Any], console: Console) -> None:
             data(
                 f"suggestions: {suggestions['offered']} offered, {suggestions['kept']} posted, "
                 f"dropped {dropped}"
+            )
+        )
+    voted_out = document.get("voted_out") or {}
+    if voted_out.get("findings"):
+        console.print(
+            data(
+                f"voted out: {voted_out['findings']} finding(s), "
+                f"{voted_out['would_be_true_positives']} of them would have been true positives"
             )
         )
     console.print(

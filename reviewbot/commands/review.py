@@ -29,6 +29,8 @@ from reviewbot.commands.common import (
     base_url_option,
     config_option,
     database_url_option,
+    effort_choice,
+    effort_option,
     emit_json,
     fail,
     git_range_option,
@@ -414,6 +416,7 @@ def _review_local(
     help="Review every change (default: only hunks new or changed since the last review of "
     "this MR by the same model and prompt version; the same head again makes no model call).",
 )
+@effort_option
 @gitlab_url_option
 @base_url_option("vLLM URL (default $REVIEWBOT_LLM_BASE_URL).")
 @model_option
@@ -426,6 +429,7 @@ def run_command(
     project: str,
     dry_run: bool,
     full: bool,
+    effort: str | None,
     gitlab_url: str | None,
     base_url: str | None,
     model: str | None,
@@ -457,6 +461,7 @@ def run_command(
                 dry_run=dry_run,
                 full=full,
                 analyzers=host_analyzers(app.settings, None),  # the built-ins on the host's cache
+                effort=effort_choice(effort),
             ),
             progress=say,
         )

@@ -257,6 +257,8 @@ class OpenAICompatibleBackend:
         }
         if request.temperature is not None:
             body["temperature"] = request.temperature
+        if request.seed is not None:
+            body["seed"] = request.seed
         if request.session and self.settings.session_header:
             body["user"] = request.session
         body.update(self._output_fields(request.mode, request.tools))

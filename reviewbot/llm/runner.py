@@ -690,7 +690,7 @@ class ChunkRunner:
             mode=mode,
             stream=stream,
             max_tokens=request.max_output_tokens or self.settings.max_output_tokens,
-            temperature=self.settings.temperature,
+            **request.sampling(self.settings.temperature),
             session=request.session,
             enable_thinking=request.enable_thinking,
             priority=request.priority,

