@@ -196,6 +196,7 @@ class AnalyzerTally:
         )
 
 
+@dataclass(frozen=True)
 class VoteTally:
     """What a deep review's vote kept off (reviewbot.votes): findings voted out, and how many
     of them would have been true positives (the TP they would have added to the kept ones)."""
@@ -334,6 +335,7 @@ class EvalResult:
             )
         return rows
 
+    @property
     def votes(self) -> VoteTally:
         """Every item's voted-out findings, summed."""
         total = VoteTally()

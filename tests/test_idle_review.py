@@ -7,6 +7,7 @@ PostgreSQL (tests/store_fixtures.py)."""
 from __future__ import annotations
 
 from reviewbot.app import App
+from reviewbot.effort_settings import DEFAULT_DEEP_PASSES
 from reviewbot.model import request_priority
 from reviewbot.mr import RunOptions
 from reviewbot.queue import JobQueue
@@ -63,7 +64,9 @@ def test_a_second_look_at_an_unchanged_mr_posts_nothing_twice(world: World) -> N
 def test_a_second_look_posts_a_new_finding_once(world: World) -> None:
     world.run()
     first, notes = _bodies(world), _notes(world)
-    world.vllm.add_faults("planted_finding")  # the deep look finds one thing more
+    # the deep look finds one thing more, in every one of its passes (one chunk: one request
+    # a pass), so the vote keeps it
+    world.vllm.add_faults(*["planted_finding"] * DEFAULT_DEEP_PASSES)
     [job] = _look_again(world)
     assert job.status == "succeeded"
     after = _bodies(world)
@@ -74,6 +77,22 @@ def test_a_second_look_posts_a_new_finding_once(world: World) -> None:
     world.vllm.add_faults("planted_finding")
     world.run(RunOptions(full=True))
     assert (_bodies(world), _notes(world)) == (after, notes + 1)
+
+
+def test_a_new_finding_only_one_pass_reported_is_voted_out_of_the_second_look(
+    world: World,
+) -> None:
+    world.run()
+    first, notes = _bodies(world), _notes(world)
+    world.vllm.add_faults("planted_finding")  # the first pass only
+    [job] = _look_again(world)
+    assert job.status == "succeeded"
+    assert (_bodies(world), _notes(world)) == (first, notes)
+    store = Store.from_url(world.database_url)
+    [second_look] = [r for r in store.reviews() if r["trigger"] == Trigger.IDLE]
+    assert (second_look["effort"], second_look["passes"]) == ("deep", DEFAULT_DEEP_PASSES)
+    states = {f["title"]: (f["state"], f["votes"]) for f in store.findings(second_look["id"])}
+    assert states[PLANTED_TITLE] == ("voted_out", 1)
 
 
 def test_no_second_look_when_busy_or_over_budget(world: World) -> None:
