@@ -39,6 +39,7 @@ TRIGGER_CHOICES = tuple(trigger.value for trigger in Trigger)
 DEFAULT_DEEP_PASSES = 3
 MIN_DEEP_PASSES = 2
 MAX_DEEP_PASSES = 9  # each pass is a full set of model calls per chunk
+MAX_RESERVED_SLOTS = 4096  # config.MAX_CONCURRENCY: as many as llm_total_concurrency may name
 DEFAULT_DEEP_VOTES = 2
 DEFAULT_DEEP_TEMPERATURE = 0.7
 MAX_TEMPERATURE = 2.0  # the OpenAI API's upper bound
@@ -93,6 +94,16 @@ class EffortSettings:
         False,
         help="Run the verification pass ([verification](verification.md)) on a `deep` "
         "review's voted findings too.",
+    )
+    background_reserved_slots: int | None = setting(
+        None,
+        bounds=Bounds(0, MAX_RESERVED_SLOTS),
+        default_text="half of `llm_total_concurrency`, rounded down",
+        help="Shared model slots that background work (a `deep` review's passes after the "
+        "first, an idle second look: the lowest priority) never takes, kept for fresh reviews "
+        "and thread answers: vLLM's priority orders waiting requests only, so a running pass "
+        "would otherwise delay a new MR. Background work always keeps at least one slot "
+        "([effort](effort.md#a-fresh-mr-while-deep-passes-load-the-pool)).",
     )
 
     def check_settings_problem(self) -> str | None:

@@ -522,13 +522,10 @@ def review_files(
     ``rules``: the review rules (reviewbot.rules.ruleset); each chunk gets those of its files,
     within a budget the chunk planner keeps for them; ``learnings`` (the team's, as rules:
     reviewbot.learnings.learning_rules) likewise, within ``options.learnings_tokens``.
-    ``session``: the MR's key (``<gitlab host>/<project id>/<mr iid>``), carried by every model
-    request of the review, verification included, for a router's affinity (None: none).
-    ``priority``: how soon the server runs every request of the review, verification, tool
-    rounds and repair turns included (``model.request_priority``; None: the server's default).
-    ``analyzer_findings``: what the analyzers reported; each chunk is told those on its files
-    (reviewbot.analyzer_prompting), within ``options.analyzer_digest_tokens``.
-    """
+    ``session`` (the MR's key, for a router's affinity) and ``priority``
+    (``model.request_priority``) go with every request of the review (None: none, the
+    server's default). ``analyzer_findings``: each chunk is told those on its files
+    (reviewbot.analyzer_prompting), within ``options.analyzer_digest_tokens``."""
     started = time.monotonic()
     info = llm.server_info()
     max_model_len = model_context(options, info, "").max_model_len
@@ -544,7 +541,6 @@ def review_files(
     if on_planned:
         on_planned(review_plan)
     chunks = list(review_plan.chunks)
-
     whole = {file.new_path: file for file in whole_files or ()}
     findings_options = dataclasses.replace(options.findings_options, rules=applied.rule_set.names)
     answers, findings, voting = review_passes(

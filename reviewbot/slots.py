@@ -10,6 +10,12 @@ duration of one HTTP request to the model (:meth:`ModelSlots.hold`):
   keeps such a lock until it is released or the session ends, so a worker killed mid-request
   frees its slots when PostgreSQL closes its connections.
 
+Background work (a deep review's later passes, an idle second look: the lowest priority) never
+takes the ``reserved`` slots: they are kept for fresh reviews and thread answers, so a deep pass
+cannot make a new MR wait for a slot (vLLM's priority only orders requests that wait in the
+server; one that runs keeps its place, docs/effort.md). In PostgreSQL the reserved slots are the
+first ``reserved`` lock keys, which a background holder never tries.
+
 :func:`slots_for` picks the right one for a database.
 
 Owns: the policy (how long to wait, which slot to try first, what to do with a session whose
@@ -38,6 +44,7 @@ __all__ = [
     "ModelSlots",
     "PostgresSlots",
     "SlotWaitCancelledError",
+    "background_reserve",
     "slots_for",
     "total_concurrency",
 ]
@@ -59,35 +66,51 @@ class SlotWaitCancelledError(RuntimeError):
 class ModelSlots(Protocol):
     """A limit on requests in flight to the model."""
 
-    def hold(self) -> AbstractContextManager[float]:
-        """Hold one slot for the body of the ``with``; yields the seconds waited for it."""
+    def hold(self, *, background: bool = False) -> AbstractContextManager[float]:
+        """Hold one slot for the body of the ``with`` (``background``: never a reserved one);
+        yields the seconds waited for it."""
         ...
 
 
-def _check_count(count: int) -> None:
+def _check_count(count: int, reserved: int = 0) -> None:
     if count < 1:
         raise ValueError(f"the slot count must be at least 1, got {count}")
+    if not 0 <= reserved < count:
+        raise ValueError(f"the reserved slots must be 0 to {count - 1}, got {reserved}")
 
 
 class LocalSlots:
-    """``count`` slots shared by the threads of one process."""
+    """``count`` slots shared by the threads of one process, ``reserved`` of them never taken by
+    background work."""
 
-    def __init__(self, count: int, *, stop: threading.Event | None = None) -> None:
-        _check_count(count)
+    def __init__(
+        self, count: int, *, reserved: int = 0, stop: threading.Event | None = None
+    ) -> None:
+        _check_count(count, reserved)
         self.count = count
+        self.reserved = reserved
         self._semaphore = threading.BoundedSemaphore(count)
+        self._background = threading.BoundedSemaphore(count - reserved)
         self._stop = stop or threading.Event()
 
     @contextmanager
-    def hold(self) -> Iterator[float]:
+    def hold(self, *, background: bool = False) -> Iterator[float]:
         started = time.monotonic()
-        while not self._semaphore.acquire(timeout=LOCAL_POLL_S):
-            if self._stop.is_set():
-                raise SlotWaitCancelledError("stopped while waiting for a model slot")
+        gates = (self._background, self._semaphore) if background else (self._semaphore,)
+        taken: list[threading.BoundedSemaphore] = []
         try:
+            for gate in gates:
+                self._acquire(gate)
+                taken.append(gate)
             yield time.monotonic() - started
         finally:
-            self._semaphore.release()
+            for gate in reversed(taken):
+                gate.release()
+
+    def _acquire(self, gate: threading.BoundedSemaphore) -> None:
+        while not gate.acquire(timeout=LOCAL_POLL_S):
+            if self._stop.is_set():
+                raise SlotWaitCancelledError("stopped while waiting for a model slot")
 
 
 class PostgresSlots:
@@ -103,27 +126,30 @@ class PostgresSlots:
         engine: Engine,
         count: int,
         *,
+        reserved: int = 0,
         namespace: int = SLOTS_LOCK_NAMESPACE,
         poll_s: float = DEFAULT_POLL_S,
         stop: threading.Event | None = None,
     ) -> None:
-        _check_count(count)
+        _check_count(count, reserved)
         if poll_s <= 0:
             raise ValueError(f"poll_s must be positive, got {poll_s}")
         self.engine = engine
         self.count = count
+        self.reserved = reserved
         self.namespace = namespace
         self.poll_s = poll_s
         self._stop = stop or threading.Event()
 
     @contextmanager
-    def hold(self) -> Iterator[float]:
+    def hold(self, *, background: bool = False) -> Iterator[float]:
         started = time.monotonic()
+        first = self.reserved if background else 0
         # AUTOCOMMIT: the lock belongs to the session, so no transaction is left open (and
         # none is cut by idle_in_transaction_session_timeout) while the request runs.
         connection = self.engine.connect().execution_options(isolation_level="AUTOCOMMIT")
         try:
-            slot = self._wait_for_slot(connection)
+            slot = self._wait_for_slot(connection, first)
         except BaseException:
             connection.close()
             raise
@@ -132,19 +158,21 @@ class PostgresSlots:
         finally:
             self._release(connection, slot)
 
-    def _wait_for_slot(self, connection: Connection) -> int:
+    def _wait_for_slot(self, connection: Connection, first: int) -> int:
         while True:
-            slot = self._try_any(connection)
+            slot = self._try_any(connection, first)
             if slot is not None:
                 return slot
             if self._stop.wait(self.poll_s + random.uniform(0.0, self.poll_s)):
                 raise SlotWaitCancelledError("stopped while waiting for a model slot")
 
-    def _try_any(self, connection: Connection) -> int | None:
-        """Take the first free slot, starting at a random one to spread contention."""
-        first = random.randrange(self.count)
-        for offset in range(self.count):
-            slot = (first + offset) % self.count
+    def _try_any(self, connection: Connection, first: int) -> int | None:
+        """Take a free slot of ``first`` .. ``count - 1``, starting at a random one to spread
+        contention."""
+        tried = self.count - first
+        start = random.randrange(tried)
+        for offset in range(tried):
+            slot = first + (start + offset) % tried
             if try_slot(connection, self.namespace, slot):
                 return slot
         return None
@@ -184,6 +212,16 @@ def slots_for(
 ) -> ModelSlots:
     """Slots shared through PostgreSQL, or within this process on SQLite (one worker)."""
     count = total_concurrency(settings)
+    reserved = background_reserve(count, settings.background_reserved_slots)
     if engine.dialect.name == "postgresql":
-        return PostgresSlots(engine, count, stop=stop)
-    return LocalSlots(count, stop=stop)
+        return PostgresSlots(engine, count, reserved=reserved, stop=stop)
+    return LocalSlots(count, reserved=reserved, stop=stop)
+
+
+def background_reserve(count: int, configured: int | None) -> int:
+    """The slots of ``count`` kept from background work: ``configured`` (None: half, rounded
+    down), always leaving background work at least one (it must finish)."""
+    wanted = count // 2 if configured is None else configured
+    if wanted < 0:
+        raise ConfigError(f"background_reserved_slots must be 0 or more, got {wanted}")
+    return min(wanted, count - 1)

@@ -248,8 +248,10 @@ class CountingSlots:
 
     reported_wait_s: float
     holds: int = 0
+    background_holds: int = 0
 
-    def hold(self) -> AbstractContextManager[float]:
+    def hold(self, *, background: bool = False) -> AbstractContextManager[float]:
+        self.background_holds += background
         return self._hold()
 
     @contextmanager

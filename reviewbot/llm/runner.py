@@ -101,6 +101,7 @@ from reviewbot.model import (
     MODE_CONTENT,
     MODE_JSON_SCHEMA,
     MODE_TOOL_CALLS,
+    PRIORITY_BACKGROUND,
     PRIORITY_THREAD_ANSWER,
     CallRecord,
     ChunkRequest,
@@ -700,7 +701,7 @@ class ChunkRunner:
                 ticket = gate.enter(request.prompt_tokens or 0)
                 slot_wait_s += ticket.waited_s
                 try:
-                    with self._hold_slots() as waited:
+                    with self._hold_slots(request.priority) as waited:
                         slot_wait_s += waited
                         on_first_token = first_token_callback(ticket, first_token)
                         answer = self._execute_in_flight(model_request, on_first_token)
@@ -723,19 +724,18 @@ class ChunkRunner:
             retries += 1
 
     @contextmanager
-    def _hold_slots(self) -> Iterator[float]:
-        """One of the runner's slots, then one shared slot; yields the seconds waited.
-
-        The runner's own slot comes first, so a request never sits on a shared slot (a
-        PostgreSQL connection) while it waits for one of this process.
-        """
+    def _hold_slots(self, priority: int | None = None) -> Iterator[float]:
+        """The runner's slot, then a shared one (background ``priority``: never a reserved one,
+        reviewbot.slots), so a request never sits on a shared slot (a PostgreSQL connection)
+        while it waits for one of this process; yields the seconds waited."""
         started = time.monotonic()
         with self._runner_slots:
             runner_wait_s = time.monotonic() - started
             if self._slots is None:
                 yield runner_wait_s
                 return
-            with self._slots.hold() as shared_wait_s:
+            background = priority is not None and priority >= PRIORITY_BACKGROUND
+            with self._slots.hold(background=background) as shared_wait_s:
                 yield runner_wait_s + shared_wait_s
 
     def _execute_in_flight(

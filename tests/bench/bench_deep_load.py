@@ -16,8 +16,10 @@ within 10% of it.
 
 Two loads are measured: background passes filling every slot and queueing past them
 (``saturating``: a new MR's chunk waits for a running pass to end, as on vLLM, which preempts
-only when the KV cache is full), and background passes holding all but ``--reserve`` slots
-(``reserved``, default two MRs' chunks: two fresh MRs overlap at this arrival rate).
+only when the KV cache is full), and the same background sent through reviewbot's shared model
+slots with ``--reserve`` of them kept from background work (``reserved``: the product's
+``background_reserved_slots``, reviewbot.slots; default two MRs' chunks: two fresh MRs overlap
+at this arrival rate).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from dataclasses import dataclass, field
 
 from reviewbot.llm.factory import runner_for
 from reviewbot.model import ChunkRequest, LLMSettings, request_priority
+from reviewbot.slots import LocalSlots, ModelSlots
 from reviewbot.states import Workload
 from tests.fakes.vllm_server import FakeVLLM, LatencyModel
 from tests.test_prefill import diff_request
@@ -97,13 +100,15 @@ def _chunks(name: str, count: int, workload: Workload) -> list[ChunkRequest]:
     ]
 
 
-def _background(base_url: str, in_flight: int, passes: int, stop: threading.Event) -> int:
+def _background(
+    base_url: str, in_flight: int, passes: int, stop: threading.Event, slots: ModelSlots | None
+) -> int:
     """Deep passes until ``stop``: ``passes`` requests of the same prompt per chunk (its later
     passes read the prefix cache), ``in_flight`` at once, a finished one replaced at once (so
     slots free up one by one, as under a steady load)."""
     answered = 0
     round_number = 0
-    with runner_for(_settings(base_url, in_flight)) as runner:
+    with runner_for(_settings(base_url, in_flight), slots=slots) as runner:
         while not stop.is_set():
             round_number += 1
             chunks = _chunks(
@@ -114,14 +119,19 @@ def _background(base_url: str, in_flight: int, passes: int, stop: threading.Even
     return answered
 
 
-def run_arrivals(base_url: str, config: BenchConfig, background_in_flight: int) -> Figures:
+def run_arrivals(
+    base_url: str,
+    config: BenchConfig,
+    background_in_flight: int,
+    slots: ModelSlots | None = None,
+) -> Figures:
     """The new MRs' arrivals, with ``background_in_flight`` deep passes at once meanwhile (0:
-    a quiet pool)."""
+    a quiet pool); ``slots``: reviewbot's shared model slots, which every request holds."""
     stop = threading.Event()
     answered: list[int] = []
     feeder = threading.Thread(
         target=lambda: answered.append(
-            _background(base_url, background_in_flight, config.deep_passes, stop)
+            _background(base_url, background_in_flight, config.deep_passes, stop, slots)
         )
     )
     if background_in_flight:
@@ -134,7 +144,7 @@ def run_arrivals(base_url: str, config: BenchConfig, background_in_flight: int) 
             f"mr{number}_{time.monotonic_ns()}", config.mr_chunks, Workload.FIRST_REVIEW
         )
         started = time.monotonic()
-        with runner_for(_settings(base_url, config.mr_chunks)) as runner:
+        with runner_for(_settings(base_url, config.mr_chunks), slots=slots) as runner:
             results = runner.review_chunks(chunks)
         assert not any(result.error for result in results), results
         times[number] = time.monotonic() - started
@@ -156,16 +166,22 @@ def run_arrivals(base_url: str, config: BenchConfig, background_in_flight: int) 
 def measure(config: BenchConfig) -> dict[str, Figures]:
     """Quiet, saturating and reserved, each on a fresh fake vLLM."""
     slots = config.latency.max_num_seqs
-    loads = {
-        "quiet": 0,
-        "saturating": SATURATING_FACTOR * slots,
-        "reserved": max(1, slots - (config.reserve or RESERVED_MRS * config.mr_chunks)),
+    saturating = SATURATING_FACTOR * slots
+    loads: dict[str, tuple[int, ModelSlots | None]] = {
+        "quiet": (0, None),
+        "saturating": (saturating, None),
+        "reserved": (saturating, LocalSlots(slots, reserved=_reserve(config, slots))),
     }
     figures = {}
-    for name, in_flight in loads.items():
+    for name, (in_flight, shared) in loads.items():
         with FakeVLLM(latency=config.latency, scheduling_policy="priority") as fake:
-            figures[name] = run_arrivals(fake.base_url, config, in_flight)
+            figures[name] = run_arrivals(fake.base_url, config, in_flight, shared)
     return figures
+
+
+def _reserve(config: BenchConfig, slots: int) -> int:
+    """The slots kept from background work (background always keeps one)."""
+    return min(slots - 1, config.reserve or RESERVED_MRS * config.mr_chunks)
 
 
 def report(config: BenchConfig, figures: dict[str, Figures]) -> list[str]:
@@ -174,7 +190,8 @@ def report(config: BenchConfig, figures: dict[str, Figures]) -> list[str]:
         f"fake vLLM, {config.latency.max_num_seqs} slots, priority scheduling; {config.mrs} new "
         f"MRs of {config.mr_chunks} chunks, one every {config.every_s:g} s; deep passes "
         f"x{config.deep_passes} at priority {request_priority(Workload.BACKGROUND)}; "
-        f"reserved: {config.reserve or RESERVED_MRS * config.mr_chunks} slots left free",
+        f"reserved: {_reserve(config, config.latency.max_num_seqs)} shared slots kept from "
+        "background work",
     ]
     for name, found in figures.items():
         ratio = found.p(P95) / quiet.p(P95)
