@@ -39,6 +39,7 @@ import platformdirs
 from reviewbot.analyzer_settings import AnalyzerSettings
 from reviewbot.check_settings import CheckSettings
 from reviewbot.findings import Category, Severity
+from reviewbot.gitlab_budget_settings import GitLabBudgetSettings
 from reviewbot.group_config import GroupConfig, group_project_problem
 from reviewbot.input_files import InputFileRefused, read_input_file
 from reviewbot.mr_overview_settings import OVERVIEW_CHOICES, OverviewSettings
@@ -217,7 +218,9 @@ def _default_database_url() -> str:
 
 
 @dataclass(frozen=True)
-class Settings(GroupConfig, CheckSettings, AnalyzerSettings, OverviewSettings):
+class Settings(
+    GroupConfig, CheckSettings, AnalyzerSettings, OverviewSettings, GitLabBudgetSettings
+):
     """Every setting, its default and its help text (docs/configuration.md is generated from
     these fields by ``python -m reviewbot.commands.docs``); a feature's own group of settings
     is a base class in its own module (``GroupConfig``, ``CheckSettings``,
