@@ -92,6 +92,7 @@ from tests.bench.bench_load import (
     ChildProcess,
     _reviewbot_executable,
     _wait_for_log,
+    charged_seconds,
     open_event,
     reviewbot_environment,
     start_serve,
@@ -139,6 +140,7 @@ DELIVERY_THREADS = 8
 HTTP_TIMEOUT_S = 30.0
 DEVELOPER = 30  # GitLab's access level
 MS_PER_S = 1_000.0
+QUARTERS = 4  # of an hour, for the p95 around the chaos
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 PROFILE_NAMES = tuple(BOX_PROFILES)
 EXIT_FAILED = 1
@@ -281,6 +283,7 @@ def _serve_fakes(
                         "discussions": {iid: gitlab.discussions(PROJECT, iid) for iid in branch_of},
                         "requests": [(at, (method, path)) for at, method, path in gitlab.api_log],
                         "served": [fake.stats.requests for fake in fakes],
+                        "charged_s": sum(charged_seconds(fake.stats, latency) for fake in fakes),
                     }
                 )
 
@@ -661,6 +664,7 @@ def _figures(
             "delivered": delivered,
             "first": first,
             "sim_s": compress * (waiting + model) + own,
+            "model_side_s": compress * (waiting + model),
             "raw_sim_s": compress * (first - delivered),
             "own_s": own,
         }
@@ -668,6 +672,7 @@ def _figures(
     arrivals = {iid: at for (kind, iid), at in record.delivered.items() if kind == "open"}
     predicted = _predicted(config, profile, store, first_review, arrivals)
     simulated = [mr["sim_s"] for mr in per_mr.values()]
+    model_side = [mr["model_side_s"] for mr in per_mr.values()]
     api_times = [at for at, _request in seen["requests"]]
     note_times = [at for at, (method, path) in seen["requests"] if len(kinds_of(method, path)) > 1]
     return {
@@ -686,13 +691,31 @@ def _figures(
         "simulated_p95_s": percentile(simulated, 95) if simulated else None,
         "raw_p95_s": percentile([m["raw_sim_s"] for m in per_mr.values()], 95) if per_mr else None,
         "own_p50_s": percentile([m["own_s"] for m in per_mr.values()], 50) if per_mr else None,
+        "model_side_p50_s": percentile(model_side, 50) if model_side else None,
+        "model_side_p95_s": percentile(model_side, 95) if model_side else None,
+        "p95_by_quarter_hour": _by_quarter(config, per_mr),
+        "per_mr": per_mr,
         "predicted_p50_s": predicted[0],
         "predicted_p95_s": predicted[1],
         "gitlab_peak_requests_per_minute": most_in_window(api_times, SECONDS_PER_MINUTE),
         "gitlab_peak_notes_per_minute": most_in_window(note_times, SECONDS_PER_MINUTE),
         "gitlab_requests": len(api_times),
         "served_per_box": seen["served"],
+        "model_requests_recorded_s": sum(b - a for ivs in intervals.values() for a, b in ivs),
+        "model_requests_charged_s": seen["charged_s"],
     }
+
+
+def _by_quarter(config: DayConfig, per_mr: dict[int, dict[str, float]]) -> list[Any]:
+    """(simulated hour, p95 of the MRs opened in each quarter of it) while MRs arrive."""
+    quarter_real = SECONDS_PER_HOUR / QUARTERS / config.compress
+    rows = []
+    for index in range(len(config.hours) * QUARTERS):
+        low, high = index * quarter_real, (index + 1) * quarter_real
+        sims = [m["sim_s"] for m in per_mr.values() if low <= m["delivered"] < high]
+        if sims:
+            rows.append((config.hours.start + index / QUARTERS, len(sims), percentile(sims, 95)))
+    return rows
 
 
 def _hourly(
@@ -794,6 +817,13 @@ def print_day(figures: dict[str, Any]) -> bool:
         f"{_fmt(figures['own_p50_s'], '.2f')} s, not compressed)"
     )
     print(
+        f"  of which the pool's (waiting for a worker, model requests; compressed): p50 "
+        f"{_fmt(figures['model_side_p50_s'])} s, p95 {_fmt(figures['model_side_p95_s'])} s"
+    )
+    quarters = figures["p95_by_quarter_hour"]
+    print("p95 by quarter hour (hour, MRs, p95 s): " + ", ".join(
+        f"{hour:g} {count} {p95:.1f}" for hour, count, p95 in quarters))  # fmt: skip
+    print(
         f"capacity --workload's simulation, same arrivals and reviews: p50 "
         f"{_fmt(figures['predicted_p50_s'])} s, p95 {_fmt(figures['predicted_p95_s'])} s"
     )
@@ -807,6 +837,13 @@ def print_day(figures: dict[str, Any]) -> bool:
         f"(limit {config['notes_per_minute']})"
     )
     print(f"requests served per box: {figures['served_per_box']}")
+    served = max(1, sum(figures["served_per_box"]))
+    recorded, charged = figures["model_requests_recorded_s"], figures["model_requests_charged_s"]
+    print(
+        f"model requests: {recorded:.1f} s real as the bot recorded them, {charged:.1f} s by the "
+        f"boxes' latency model: {(recorded - charged) / served * MS_PER_S:.0f} ms a request "
+        f"of HTTP, router and CPU, x {config['compress']:g} in simulated time"
+    )
     once = figures["exactly_once"]
     print(f"exactly once: {once} (all must be 0)")
     ok = (
