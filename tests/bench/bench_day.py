@@ -141,6 +141,7 @@ HTTP_TIMEOUT_S = 30.0
 DEVELOPER = 30  # GitLab's access level
 MS_PER_S = 1_000.0
 QUARTERS = 4  # of an hour, for the p95 around the chaos
+ERROR_CHARS = 500
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 PROFILE_NAMES = tuple(BOX_PROFILES)
 EXIT_FAILED = 1
@@ -634,7 +635,9 @@ def _figures(
         calls = connection.execute(
             select(LLMCallRow.review_id, LLMCallRow.started_at, LLMCallRow.latency_ms)
         ).all()
-        jobs = connection.execute(select(JobRow.kind, JobRow.status)).all()
+        jobs = connection.execute(
+            select(JobRow.kind, JobRow.status, JobRow.mr_iid, JobRow.attempts, JobRow.error)
+        ).all()
     first_review: dict[int, Any] = {}
     for review in sorted(reviews, key=lambda row: row.started_at):
         first_review.setdefault(review.mr_iid, review)
@@ -682,6 +685,11 @@ def _figures(
         "answers": dict(record.answers),
         "jobs": dict(Counter(f"{job.kind} {job.status}" for job in jobs)),
         "queue": counts,
+        "unsettled_jobs": [
+            (job.mr_iid, job.kind, job.status, job.attempts, (job.error or "")[:ERROR_CHARS])
+            for job in jobs
+            if job.status not in ("succeeded", "superseded")
+        ],
         "exactly_once": count_exactly_once(seen["discussions"]),
         "mrs_opened": len(plan.branch_of),
         "mrs_commented": len(per_mr),
@@ -798,6 +806,8 @@ def print_day(figures: dict[str, Any]) -> bool:
     )
     print(f"events   {dict(figures['events'])}; webhook answers {figures['answers']}")
     print(f"jobs     {figures['jobs']}")
+    for unsettled in figures["unsettled_jobs"]:
+        print(f"  not succeeded: {unsettled}")
     print(f"chaos    {[(round(at, 1), what) for at, what in figures['chaos']]}")
     print(
         "hour | MRs | queue max | first comment p50 / p95 (sim s) | completed | bot CPU s/review"
