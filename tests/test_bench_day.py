@@ -73,7 +73,8 @@ def test_a_tiny_day_loses_nothing_doubles_nothing_and_keeps_the_budget() -> None
         "add a worker",
     ], progress
     assert figures["queue"].get("queued", 0) == figures["queue"].get("running", 0) == 0
-    assert figures["mrs_commented"] == figures["mrs_opened"] == SMOKE_MRS, progress
+    why = (progress, figures["jobs"], figures["unsettled_jobs"])
+    assert figures["mrs_commented"] == figures["mrs_opened"] == SMOKE_MRS, why
     assert figures["exactly_once"] == {
         "without_summary": 0,
         "extra_summaries": 0,
