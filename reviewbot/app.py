@@ -7,7 +7,9 @@ worker``, the ``jobs``/``reviews``/``db`` commands) builds its App the same way
 - the :class:`~reviewbot.config.Settings`;
 - exactly one :class:`~reviewbot.store.Store` (one Engine, one connection pool), whose schema
   is checked (and migrated when behind) once, on first use;
-- one GitLab client per GitLab URL, so the notes-per-minute pacing is per process;
+- one GitLab client per GitLab URL, so the notes-per-minute pacing is per process; with
+  ``shared_model_slots`` (workers) every GitLab request also takes from the instance's budget
+  shared through the database (:mod:`reviewbot.gitlab_budget`);
 - one model client, so its connection pool and the output mode it learnt are shared by every
   review the process runs; with ``shared_model_slots`` (workers) every model request holds one
   of ``llm_total_concurrency`` slots shared through the database (:mod:`reviewbot.slots`).
@@ -33,6 +35,7 @@ if TYPE_CHECKING:  # the adapters are imported when first used, not with this mo
     from sqlalchemy import Engine
 
     from reviewbot.gitlab import GitLabClient, GitLabSettings
+    from reviewbot.gitlab_budget import GitLabBudget
     from reviewbot.group_settings import GroupSettings, GroupSettingsCache
     from reviewbot.llm.runner import ChunkRunner
     from reviewbot.slots import ModelSlots
@@ -151,6 +154,10 @@ class App:
 
         default_url, token = require_gitlab_settings(self.settings)
         key = (url or default_url).rstrip("/")
+        budget = None
+        new = key not in self._gitlab
+        if new and self._shared_model_slots and self.settings.gitlab_budget_limits():
+            budget = self._gitlab_budget(key)
         with self._lock:
             client = self._gitlab.get(key)
             if client is None:
@@ -162,7 +169,21 @@ class App:
                 )
                 factory = self._gitlab_factory or GitLabClient
                 client = self._gitlab[key] = factory(gitlab_settings)
+                client.use_budget(budget)
             return client
+
+    def _gitlab_budget(self, url: str) -> GitLabBudget:
+        """``url``'s request budget in the store, shared by every worker on the database
+        (keyed by the instance's URL without a password, as an MR is)."""
+        from reviewbot.redaction import instance_url
+        from reviewbot.store.gitlab_budget_queries import stored_budget
+
+        return stored_budget(
+            self.store.engine,
+            instance_url(url),
+            self.settings.gitlab_budget_limits(),
+            max_wait_s=self.settings.gitlab_budget_max_wait_s,
+        )
 
     def group_settings(self, gitlab: GitLabClient, project_path: str) -> GroupSettings:
         """The settings layers of ``project_path``'s groups (reviewbot.group_settings), read

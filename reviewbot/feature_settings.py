@@ -1,7 +1,7 @@
 """The features' own groups of settings, as one base of :class:`reviewbot.config.Settings`.
 
 Each feature declares its settings in a base class in its own module (groups, effort, checks,
-analyzers, the MR overview, the idle second look); :class:`FeatureSettings` lists them once, so
+analyzers, the MR overview, the idle second look, the GitLab request budget); :class:`FeatureSettings` lists them once, so
 ``config.py`` names one base and keeps to its line budget. The fields' order is the bases'
 order (a dataclass collects fields along the method resolution order).
 
@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from reviewbot.analyzer_settings import AnalyzerSettings
 from reviewbot.check_settings import CheckSettings
 from reviewbot.effort_settings import EffortSettings
+from reviewbot.gitlab_budget_settings import GitLabBudgetSettings
 from reviewbot.group_config import GroupConfig
 from reviewbot.idle_settings import IdleReviewSettings
 from reviewbot.mr_overview_settings import OverviewSettings
@@ -31,5 +32,6 @@ class FeatureSettings(
     AnalyzerSettings,
     OverviewSettings,
     IdleReviewSettings,
+    GitLabBudgetSettings,
 ):
     """Every feature's settings class: a base of ``Settings``, with no field of its own."""

@@ -571,6 +571,31 @@ def test_tokenize_unsupported_gives_none() -> None:
         assert client.count_prompt_tokens(request.messages, request.tools) is None
 
 
+@pytest.mark.parametrize("status", [502, 503, 429])
+def test_a_tokenize_answered_by_a_stopped_box_s_router_is_transient(
+    server: FakeVLLM, status: int
+) -> None:
+    """vllm-router answers 502 while a box it still routes to is down (issue 38's simulated
+    day lost a review so): the job is tried again, not failed."""
+    server.answer_with("POST /tokenize", "upstream down", status=status, content_type="text/plain")
+    request = chunk(0)
+    with runner_for(settings_for(server)) as client, pytest.raises(LLMUnavailableError) as caught:
+        client.count_prompt_tokens(request.messages, request.tools)
+    assert f"HTTP {status}" in str(caught.value)
+
+
+@pytest.mark.parametrize("status", [500, 502, 429])
+def test_models_answered_by_a_stopped_box_s_router_is_transient(
+    server: FakeVLLM, status: int
+) -> None:
+    """vllm-router answers 500 "error sending request" for /v1/models routed to a stopped box
+    (issue 38's simulated day: a worker started after a box was stopped lost its jobs so)."""
+    server.answer_with("GET /v1/models", "upstream down", status=status, content_type="text/plain")
+    with runner_for(settings_for(server)) as client, pytest.raises(LLMUnavailableError) as caught:
+        client.server_info()
+    assert f"HTTP {status}" in str(caught.value)
+
+
 @pytest.mark.parametrize("warm_prefix", [True, False])
 def test_concurrency_never_exceeds_the_limit(server: FakeVLLM, warm_prefix: bool) -> None:
     limit = 2

@@ -48,8 +48,10 @@ from urllib.parse import quote, urlsplit
 import gitlab
 import requests
 from gitlab.exceptions import GitlabAuthenticationError, GitlabError, GitlabHttpError
+from requests.adapters import HTTPAdapter
 
 from reviewbot.config import DEFAULT_GITLAB_NOTES_PER_MINUTE
+from reviewbot.gitlab_budget import GitLabBudget, kinds_of
 from reviewbot.redaction import hide_url_password, instance_url
 from reviewbot.retry import backoff_s, retry_after_seconds
 
@@ -210,6 +212,12 @@ class GitLabConnection:
         self._tokens_at: float | None = None
         self._last_answer = threading.local()
         self._expected = threading.local()
+        self._budget: GitLabBudget | None = None
+
+    def use_budget(self, budget: GitLabBudget | None) -> None:
+        """Take from ``budget`` before every HTTP request (every page and retry), shared with
+        the other workers of the deployment (reviewbot.gitlab_budget); None: no budget."""
+        self._budget = budget
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(url={hide_url_password(self._settings.url)!r})"
@@ -239,6 +247,9 @@ class GitLabConnection:
             # python-gitlab's errors carry no headers: remember Retry-After per thread.
             self._gl.session.hooks["response"].append(self._remember_retry_after)
             self._gl.session.hooks["response"].append(self._check_answer)
+            adapter = _BudgetedAdapter(lambda: self._budget)
+            for scheme in ("http://", "https://"):
+                self._gl.session.mount(scheme, adapter)
         return self._gl
 
     def _remember_retry_after(self, response: requests.Response, *_: Any, **__: Any) -> None:
@@ -476,6 +487,20 @@ class GitLabConnection:
             yield counter
         finally:
             hooks.remove(counter.hook)
+
+
+class _BudgetedAdapter(HTTPAdapter):
+    """requests' transport that takes from the connection's budget before each request."""
+
+    def __init__(self, budget: Callable[[], GitLabBudget | None]) -> None:
+        super().__init__()
+        self._budget_of = budget
+
+    def send(self, request: requests.PreparedRequest, *args: Any, **kwargs: Any) -> Any:
+        budget = self._budget_of()
+        if budget is not None:
+            budget.take(kinds_of(request.method or "GET", urlsplit(request.url or "").path))
+        return super().send(request, *args, **kwargs)
 
 
 class RequestCounter:

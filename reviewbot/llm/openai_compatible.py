@@ -179,7 +179,14 @@ class OpenAICompatibleBackend:
             response = self._http.get(self.base_url + path)
         except httpx.TransportError as error:
             raise self.unavailable(error) from None
-        if response.status_code >= HTTP_BAD_REQUEST:
+        status = response.status_code
+        if status >= HTTP_SERVER_ERROR or status == HTTP_TOO_MANY_REQUESTS:
+            # The server busy, or a router in front of a stopped box: tried again later.
+            message, _ = _error_message(response)
+            raise LLMUnavailableError(
+                self._one_line(f"GET {path} answered HTTP {status} (busy or a box down): {message}")
+            )
+        if status >= HTTP_BAD_REQUEST:
             message, _ = _error_message(response)
             raise LLMError(
                 self._one_line(f"GET {path} failed: HTTP {response.status_code}: {message}")

@@ -43,6 +43,7 @@ from reviewbot.model import (
     MODE_TOOL_CALLS,
     LLMError,
     LLMSettings,
+    LLMUnavailableError,
     ModelAnswer,
     ModelRequest,
     OutputModeRefusedError,
@@ -64,6 +65,10 @@ VERSION_SUFFIX = "/v1"
 TOKENIZE_PATH = "/tokenize"
 # No such endpoint: not found, method not allowed, not implemented.
 TOKENIZE_ABSENT_STATUSES = frozenset({404, 405, 501})
+# A 429 or a 5xx from /tokenize is the server (or the router in front of a stopped box) for now,
+# not the request: the job is tried again (reviewbot.errors: transient), never failed for it.
+HTTP_TOO_MANY_REQUESTS = 429
+HTTP_SERVER_ERROR = 500
 # The flags every reviewbot server needs (deploy/vllm/ profiles; `reviewbot capacity` sizes the
 # rest): without --enable-prompt-tokens-details vLLM never reports cached tokens.
 START_VLLM_HINT = (
@@ -148,8 +153,14 @@ class VLLMBackend(OpenAICompatibleBackend):
         if response.status_code in TOKENIZE_ABSENT_STATUSES:
             self._tokenize_supported = False
             return None
-        if response.status_code >= HTTP_BAD_REQUEST:
-            raise LLMError(f"POST {TOKENIZE_PATH} failed: HTTP {response.status_code}")
+        status = response.status_code
+        if status >= HTTP_SERVER_ERROR or status == HTTP_TOO_MANY_REQUESTS:
+            raise LLMUnavailableError(
+                f"the model server at {self._shown_root_url} answered POST {TOKENIZE_PATH} "
+                f"with HTTP {status}: busy or a box down; tried again later"
+            )
+        if status >= HTTP_BAD_REQUEST:
+            raise LLMError(f"POST {TOKENIZE_PATH} failed: HTTP {status}")
         count = _json_field(response, "count")
         if not _is_integer(count):
             # llama-server, for one, answers a /tokenize without "content" with {"tokens": []}.

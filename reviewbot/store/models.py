@@ -1,5 +1,6 @@
 """SQLAlchemy tables for reviews, LLM calls, findings, feedback, MR locks, MR throttles, jobs,
-merge requests as last synced from GitLab, team learnings, answers in threads, and eval runs.
+merge requests as last synced from GitLab, team learnings, answers in threads, eval runs, and
+the GitLab request budgets every worker shares.
 
 The schema is shaped for the weekly accuracy report: every review keeps its coverage and
 token totals, every LLM call its latency figures, every finding its fate on GitLab
@@ -26,6 +27,7 @@ from sqlalchemy import (
     CheckConstraint,
     DateTime,
     Dialect,
+    Float,
     ForeignKey,
     Index,
     Integer,
@@ -495,6 +497,18 @@ class EvalRun(Base):
     reasoning_tokens: Mapped[
         int | None
     ]  # of completion_tokens, those the server says were thinking
+
+
+class GitLabBudget(Base):
+    """One GitLab instance's token bucket for one kind of request (reviewbot.gitlab_budget):
+    the tokens left when it was last taken from, and when (epoch seconds of the taker's clock)."""
+
+    __tablename__ = "gitlab_budgets"
+
+    gitlab_url: Mapped[str] = mapped_column(StoredString(URL_LENGTH), primary_key=True)
+    kind: Mapped[str] = mapped_column(StoredString(SHORT_LABEL_LENGTH), primary_key=True)
+    tokens: Mapped[float] = mapped_column(Float)
+    updated_at_s: Mapped[float] = mapped_column(Float)
 
 
 class Job(Base):

@@ -550,6 +550,8 @@ class FakeGitLab:
     def __init__(self, version: str = DEFAULT_VERSION) -> None:
         self.version = version
         self.requests: list[tuple[str, str]] = []
+        # (time.time(), method, path) of each API request (git over HTTP is not the API)
+        self.api_log: list[tuple[float, str, str]] = []
         self.too_large_bytes: int = DEFAULT_MAX_PATCH_BYTES
         self.dropped_drafts: list[dict[str, Any]] = []
         self.mr_updates: list[tuple[int, dict[str, Any]]] = []  # (iid, params) of each MR edit
@@ -1292,6 +1294,7 @@ class FakeGitLab:
     def handle(self, request: Request) -> Response:
         with self._lock:
             self.requests.append((request.method, request.path))
+            self.api_log.append((time.time(), request.method, request.path))
             canned = self._canned_answer(request)
             if canned is not None:
                 return canned
