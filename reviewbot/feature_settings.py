@@ -1,9 +1,10 @@
 """The features' own groups of settings, as one base of :class:`reviewbot.config.Settings`.
 
 Each feature declares its settings in a base class in its own module (groups, effort, checks,
-analyzers, the MR overview, the idle second look, the GitLab request budget); :class:`FeatureSettings` lists them once, so
-``config.py`` names one base and keeps to its line budget. The fields' order is the bases'
-order (a dataclass collects fields along the method resolution order).
+analyzers, the MR overview, the idle second look, the GitLab request budget);
+:class:`FeatureSettings` lists them once, so ``config.py`` names one base and keeps to its line
+budget. The fields' order is the bases' order (a dataclass collects fields along the method
+resolution order).
 
 Owns: the list of the features' settings classes. Must not: declare a setting itself, read
 anything, or be read as a global.
