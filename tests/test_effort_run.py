@@ -3,6 +3,7 @@ the fake vLLM with its per-pass noise, on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -63,13 +64,17 @@ def test_a_deep_run_posts_the_voted_findings_with_their_confidence(world: World)
     out = world.repo.parent / "report"
     since = ["--since", (datetime.now(UTC) - timedelta(days=1)).date().isoformat()]
     made = CliRunner().invoke(
-        main, ["report", *since, "--output", str(out), "--format", "md"], env=env
+        main, ["report", *since, "--output", str(out), "--format", "md,html"], env=env
     )
     assert made.exit_code == 0, made.output
     markdown = (out / "report.md").read_text()
     assert "## Review effort" in markdown
     [row] = [line for line in markdown.splitlines() if line.startswith("| deep |")]
     assert row.endswith(f"| {len(voted_out)} |")
+    html = (out / "report.html").read_text()
+    effort_part = html.split("Review effort</h2>")[1].split("</table>")[0]
+    cells = re.findall(r"<td[^>]*>([^<]*)</td>", effort_part)
+    assert cells[0] == "deep" and cells[-1] == str(len(voted_out))
 
 
 def test_a_quick_run_is_one_pass_without_tools(world: World) -> None:

@@ -4,9 +4,11 @@ from stored rows on SQLite and, when configured, PostgreSQL."""
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 
 from reviewbot.report.document import build_report, report_markdown
+from reviewbot.report.html import report_html
 from reviewbot.store import Store
 from reviewbot.store.store import MergeRequestKey
 from reviewbot.window import Window
@@ -76,6 +78,9 @@ def test_the_second_look_part_counts_what_idle_reviews_added_and_its_reception(
     part = markdown.split("## Second look")[1]
     assert "1 second look(s) at 1 MR(s) while the pool was idle, 1.5 s of model time." in part
     assert "| 2 | 1 | 1 | 1 | 0 |" in part
+    html = report_html(report).split("Second looks while idle</h2>")[1].split("</table>")[0]
+    cells = re.findall(r"<td[^>]*>([^<]*)</td>", html)
+    assert cells == ["1", "1", "1.5 s", "2", "1", "1", "1"]
 
 
 def test_no_second_look_no_part(clocked: tuple[Store, FakeClock]) -> None:
@@ -84,3 +89,4 @@ def test_no_second_look_no_part(clocked: tuple[Store, FakeClock]) -> None:
     report = build_report(store, WEEK, now=NOW)
     assert report["second_look"]["reviews"] == 0
     assert "## Second look" not in report_markdown(report)
+    assert "Second looks while idle" not in report_html(report)

@@ -581,6 +581,58 @@ def _second_look(report: Mapping[str, Any]) -> list[Section]:
     return sections
 
 
+EFFORT_HEADERS = (
+    "effort",
+    "reviews",
+    "calls / review",
+    "prompt / review",
+    "cached",
+    "kept by vote",
+    "mean confidence",
+    "voted out",
+)
+IDLE_LOOK_HEADERS = ("second looks", "MRs", "model s", "findings added", "👍", "👎", "addressed")
+IDLE_LOOK_FIELDS = (
+    "reviews",
+    "mrs",
+    "model_seconds",
+    "findings_added",
+    "thumbs_up",
+    "thumbs_down",
+    "addressed",
+)
+
+
+def _effort(report: Mapping[str, Any]) -> list[Section]:
+    """Per review effort, its cost and what the deep reviews' vote kept off; the second looks
+    while the pool was idle and how their findings were received (issue 37, docs/effort.md);
+    none when the window has neither."""
+    sections = []
+    rows = [
+        (
+            row["effort"],
+            row["reviews"],
+            f"{row['model_calls'] / max(row['reviews'], 1):.1f}",
+            f"{row['prompt_tokens'] / max(row['reviews'], 1):,.0f}",
+            row["cached_tokens"],
+            row["kept_by_vote"],
+            shown(row["mean_confidence"], "rate"),
+            row["voted_out"],
+        )
+        for row in report.get("effort") or []
+    ]
+    if rows:
+        sections.append(Section("Review effort", _table(EFFORT_HEADERS, rows)))
+    looks = report.get("second_look") or {}
+    if looks.get("reviews"):
+        row = tuple(
+            shown(looks[name], "s") if name == "model_seconds" else looks[name]
+            for name in IDLE_LOOK_FIELDS
+        )
+        sections.append(Section("Second looks while idle", _table(IDLE_LOOK_HEADERS, [row])))
+    return sections
+
+
 def _tool_calls(report: Mapping[str, Any]) -> Section:
     """Unreadable tool calls per model and prompt version."""
     table = _table(
@@ -627,6 +679,7 @@ def report_html(report: Mapping[str, Any]) -> str:
             *_comparison(report),
             _tool_calls(report),
             *_second_look(report),
+            *_effort(report),
             *[
                 Section(title, _table(headers, rows))
                 for title, headers, rows in learning_tables(report.get("learnings") or {})
