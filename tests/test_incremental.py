@@ -218,6 +218,7 @@ def cli_run(world: World, config: Path, *flags: str) -> dict:  # noqa: F811
             "REVIEWBOT_DATABASE_URL": world.database_url,
             "REVIEWBOT_MIN_SEVERITY": "info",
             "REVIEWBOT_GITLAB_NOTES_PER_MINUTE": str(FAST_NOTES_PER_MINUTE),
+            "REVIEWBOT_ANALYZERS": ",",  # none: the model's findings alone
         },
     )
     assert result.exit_code == 0, result.stderr
@@ -377,6 +378,7 @@ def cli_run_text(world: World) -> Result:  # noqa: F811
             "REVIEWBOT_DATABASE_URL": world.database_url,
             "REVIEWBOT_MIN_SEVERITY": "info",
             "REVIEWBOT_GITLAB_NOTES_PER_MINUTE": str(FAST_NOTES_PER_MINUTE),
+            "REVIEWBOT_ANALYZERS": ",",  # none: the model's findings alone
         },
     )
 

@@ -453,6 +453,9 @@ def run_day(config: DayConfig, log: Any = print) -> dict[str, Any]:
             "REVIEWBOT_CONCURRENCY": str(profile.max_num_seqs),
             "REVIEWBOT_GITLAB_BUDGET_NOTES_PER_MINUTE": str(config.notes_per_minute),
             "REVIEWBOT_GITLAB_BUDGET_REQUESTS_PER_MINUTE": str(config.requests_per_minute),
+            # The built-in analyzers off: the day's generated files would give each MR up to
+            # max_inline lint comments, and the day measures the model pool, not ruff.
+            "REVIEWBOT_ANALYZERS": ",",
         }
         serve, serve_url = start_serve(env, tmp, stack)
         workers: list[ChildProcess] = []
