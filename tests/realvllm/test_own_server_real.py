@@ -71,6 +71,7 @@ def test_a_dead_engine_is_the_model_server_failing(bare_vllm: RealVLLM, tmp_path
             llm_base_url=bare_vllm.base_url,
             database_url=f"sqlite:///{tmp_path / 'reviewbot.db'}",
             gitlab_notes_per_minute=60_000,
+            analyzers=(),  # none: ruff's comments are not the model's (on by default since a35)
         )
         with App(settings) as app:
             queue = JobQueue(app.store, backoff_base_s=60, backoff_max_s=60)
